@@ -1,0 +1,103 @@
+/* config: environment over defaults; see config.h. */
+#include "config.h"
+#include "log.h"
+#include "mem.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *s_str(const char *name, const char *dflt) {
+    const char *v = getenv(name);
+    if (v && *v) {
+        return mem_strdup(v);
+    }
+    return dflt ? mem_strdup(dflt) : NULL;
+}
+
+static int s_ms(const char *name, int64_t dflt, int64_t *out) {
+    const char *v = getenv(name);
+    if (!v || !*v) {
+        *out = dflt;
+        return 0;
+    }
+    errno = 0;
+    char *end = NULL;
+    long long n = strtoll(v, &end, 10);
+    if (errno || *end || n <= 0) {
+        fprintf(stderr, "config: %s=%s is not a positive integer of milliseconds\n", name, v);
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
+
+config_t *config_new(void) {
+    config_t *self = mem_calloc(1, sizeof *self);
+    self->database_url = s_str("CHATFLEET_DATABASE_URL", NULL);
+    self->http_listen = s_str("CHATFLEET_HTTP_LISTEN", "127.0.0.1:8080");
+    self->broker_pub = s_str("CHATFLEET_BROKER_PUB", "tcp://127.0.0.1:5601");
+    self->broker_sub = s_str("CHATFLEET_BROKER_SUB", "tcp://127.0.0.1:5602");
+    self->broker_relay = s_str("CHATFLEET_BROKER_RELAY", "tcp://127.0.0.1:5603");
+    self->config_path = s_str("CHATFLEET_CONFIG", NULL);
+    self->log_level = s_str("CHATFLEET_LOG", "info");
+    if (s_ms("CHATFLEET_LEASE_STALE_MS", 30000, &self->lease_stale_ms) ||
+        s_ms("CHATFLEET_HEARTBEAT_MS", 9000, &self->heartbeat_ms) ||
+        s_ms("CHATFLEET_ACQUIRE_POLL_MS", 30000, &self->acquire_poll_ms) ||
+        s_ms("CHATFLEET_STREAM_POLL_MS", 10000, &self->stream_poll_ms)) {
+        config_destroy(&self);
+        return NULL;
+    }
+    if (self->heartbeat_ms * 3 > self->lease_stale_ms) {
+        fprintf(stderr,
+                "config: CHATFLEET_HEARTBEAT_MS=%lld must be at most a third of "
+                "CHATFLEET_LEASE_STALE_MS=%lld\n",
+                (long long)self->heartbeat_ms, (long long)self->lease_stale_ms);
+        config_destroy(&self);
+        return NULL;
+    }
+    return self;
+}
+
+void config_destroy(config_t **self_p) {
+    config_t *self = *self_p;
+    if (!self) {
+        return;
+    }
+    free(self->database_url);
+    free(self->http_listen);
+    free(self->broker_pub);
+    free(self->broker_sub);
+    free(self->broker_relay);
+    free(self->config_path);
+    free(self->log_level);
+    free(self);
+    *self_p = NULL;
+}
+
+/* Copies a URL with any password (user:secret@) replaced by "***". */
+static void s_redact(const char *url, char *out, size_t size) {
+    snprintf(out, size, "%s", url ? url : "(unset)");
+    char *scheme = strstr(out, "://");
+    char *at = scheme ? strchr(scheme + 3, '@') : NULL;
+    char *colon = scheme ? strchr(scheme + 3, ':') : NULL;
+    if (at && colon && colon < at) {
+        char tail[512];
+        snprintf(tail, sizeof tail, "%s", at);
+        snprintf(colon, size - (size_t)(colon - out), ":***%s", tail);
+    }
+}
+
+void config_log(const config_t *self) {
+    char url[512];
+    s_redact(self->database_url, url, sizeof url);
+    log_info("config",
+             "database_url=%s http_listen=%s broker_pub=%s broker_sub=%s broker_relay=%s "
+             "config=%s log=%s lease_stale_ms=%lld heartbeat_ms=%lld acquire_poll_ms=%lld "
+             "stream_poll_ms=%lld",
+             url, self->http_listen, self->broker_pub, self->broker_sub, self->broker_relay,
+             self->config_path ? self->config_path : "(built-in sim)", self->log_level,
+             (long long)self->lease_stale_ms, (long long)self->heartbeat_ms,
+             (long long)self->acquire_poll_ms, (long long)self->stream_poll_ms);
+}

@@ -1,0 +1,32 @@
+/*
+ * config: the effective settings of a process, from the environment (CHATFLEET_*, DESIGN
+ * §12) over built-in defaults (DESIGN §10). Every process prints them once at start.
+ */
+#ifndef CHATFLEET_CONFIG_H
+#define CHATFLEET_CONFIG_H
+
+#include <stdint.h>
+
+typedef struct {
+    char *database_url;      /* CHATFLEET_DATABASE_URL, required by DB users */
+    char *http_listen;       /* CHATFLEET_HTTP_LISTEN */
+    char *broker_pub;        /* CHATFLEET_BROKER_PUB */
+    char *broker_sub;        /* CHATFLEET_BROKER_SUB */
+    char *broker_relay;      /* CHATFLEET_BROKER_RELAY */
+    char *config_path;       /* CHATFLEET_CONFIG, or NULL */
+    char *log_level;         /* CHATFLEET_LOG */
+    int64_t lease_stale_ms;  /* CHATFLEET_LEASE_STALE_MS */
+    int64_t heartbeat_ms;    /* CHATFLEET_HEARTBEAT_MS */
+    int64_t acquire_poll_ms; /* CHATFLEET_ACQUIRE_POLL_MS */
+    int64_t stream_poll_ms;  /* CHATFLEET_STREAM_POLL_MS */
+} config_t;
+
+/* Reads the environment. Returns NULL and prints the offending variable and why on stderr
+ * when a value is malformed (a number that is not a positive integer, say). */
+config_t *config_new(void);
+void config_destroy(config_t **self_p);
+
+/* Logs one config line with every effective setting (the database password elided). */
+void config_log(const config_t *self);
+
+#endif

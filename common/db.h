@@ -1,0 +1,44 @@
+/*
+ * db: thin, checked access to PostgreSQL through libpq.
+ *
+ * Every query is parameterised (PQexecParams); errors are classified by SQLSTATE so callers
+ * can branch on the kind (serialization failure, lock timeout, lost connection) instead of
+ * parsing messages. Results are owned by the caller and released with PQclear exactly once.
+ */
+#ifndef CHATFLEET_DB_H
+#define CHATFLEET_DB_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum {
+    DB_OK = 0,
+    DB_ERR_QUERY,      /* the statement failed (constraint, trigger exception, syntax) */
+    DB_ERR_RETRYABLE,  /* serialization failure, deadlock, lock timeout: retry the bundle */
+    DB_ERR_CONNECTION, /* the connection is gone: reconnect */
+} db_err_t;
+
+/* Opens a connection (blocking) with a short connect timeout and application_name set.
+ * Returns NULL and logs once when the server is unreachable or the URL is bad. */
+PGconn *db_connect(const char *url, const char *application_name);
+
+/* Runs one parameterised statement (text parameters; NULL entries are SQL NULL). On success
+ * returns the result (caller PQclears it) and sets *err = DB_OK; on failure returns NULL,
+ * sets *err, and writes the server's message into errbuf (bounded by errlen). */
+PGresult *db_query(PGconn *conn, db_err_t *err, char *errbuf, int errlen, const char *sql,
+                   int nparams, const char *const *params);
+
+/* Runs a statement that returns no rows of interest. Returns DB_OK or the error kind. */
+db_err_t db_exec(PGconn *conn, char *errbuf, int errlen, const char *sql, int nparams,
+                 const char *const *params);
+
+/* Classifies a failed result (or a NULL result) on conn. */
+db_err_t db_classify(PGconn *conn, const PGresult *res);
+
+/* Accessors for a result's text values: NULL for SQL NULL. */
+const char *db_text(const PGresult *res, int row, int col);
+int64_t db_int64(const PGresult *res, int row, int col);
+bool db_bool(const PGresult *res, int row, int col);
+
+#endif

@@ -1,0 +1,57 @@
+/* id: random UUIDs and the monotonic clock; see id.h. */
+#include "id.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <sys/random.h>
+#include <time.h>
+
+int id_random(void *buf, size_t len) {
+    unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t n = getrandom(p, len, 0);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int id_uuid_new(char out[ID_UUID_LEN + 1]) {
+    unsigned char b[16];
+    if (id_random(b, sizeof b) != 0) {
+        return -1;
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, ID_UUID_LEN + 1,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+             b[15]);
+    return 0;
+}
+
+int id_uuid_valid(const char *s) {
+    if (!s) {
+        return 0;
+    }
+    for (int i = 0; i < ID_UUID_LEN; i++) {
+        int dash = (i == 8 || i == 13 || i == 18 || i == 23);
+        if (dash ? s[i] != '-' : !isxdigit((unsigned char)s[i])) {
+            return 0;
+        }
+    }
+    return s[ID_UUID_LEN] == '\0';
+}
+
+int64_t id_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

@@ -1,0 +1,29 @@
+/*
+ * testdb: a fresh, migrated database for one test program, in the private cluster that the
+ * ctest fixture started (CHATFLEET_TEST_PG_DIR). Dropped by testdb_destroy().
+ */
+#ifndef CHATFLEET_TESTDB_H
+#define CHATFLEET_TESTDB_H
+
+#include <libpq-fe.h>
+
+typedef struct testdb testdb_t;
+
+/* Creates database cf_test_<random>, applies migrations. Aborts the test on failure. */
+testdb_t *testdb_new(void);
+void testdb_destroy(testdb_t **self_p);
+
+/* The libpq URL of the test database. */
+const char *testdb_url(const testdb_t *self);
+
+/* A new connection to the test database (caller PQfinishes it). Aborts on failure. */
+PGconn *testdb_connect(const testdb_t *self);
+
+/* Runs SQL on conn and returns the first column of the first row as a newly allocated
+ * string (NULL for SQL NULL or no rows). Aborts on a failed statement. */
+char *testdb_scalar(PGconn *conn, const char *sql);
+
+/* Runs SQL on conn; returns 0 on success, -1 on failure (message in errbuf when non-NULL). */
+int testdb_try(PGconn *conn, const char *sql, char *errbuf, int errlen);
+
+#endif
