@@ -76,6 +76,8 @@ CREATE TABLE chat_messages (
     content jsonb NOT NULL CHECK (jsonb_typeof(content) = 'array'),
     revision bigint NOT NULL,
     deleted boolean NOT NULL DEFAULT false,
+    -- A context boundary (compaction summary or clear sentinel) or a row it replaced.
+    compressed boolean NOT NULL DEFAULT false,
     queued_message_id bigint,
     created_by uuid,
     model_config_id uuid REFERENCES model_configs (id),

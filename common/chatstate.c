@@ -1,0 +1,530 @@
+/* chatstate: bundles and the helpers every transition uses; see chatstate.h. */
+#include "chatstate_priv.h"
+#include "log.h"
+#include "mem.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int64_t chatstate_lease_stale_ms = 30000;
+int64_t chatstate_ra_deadline_ms = 5 * 60 * 1000;
+
+void chatstate_configure(int64_t lease_stale_ms, int64_t requires_action_deadline_ms) {
+    ASSERT(lease_stale_ms > 0 && requires_action_deadline_ms > 0);
+    chatstate_lease_stale_ms = lease_stale_ms;
+    chatstate_ra_deadline_ms = requires_action_deadline_ms;
+}
+
+int cs_fail(chatstate_t *self, cs_error_t *err, cs_rc_t rc, const char *fmt, ...) {
+    self->failed = true;
+    err->rc = rc;
+    err->state = self->state;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+PGresult *cs_query(chatstate_t *self, cs_error_t *err, const char *sql, int n,
+                   const char *const *params) {
+    db_err_t e;
+    char msg[200];
+    PGresult *res = db_query(self->conn, &e, msg, sizeof msg, sql, n, params);
+    if (!res) {
+        char q[240];
+        log_warn("chatstate_query_failed", "chat_id=%s reason=%s", self->chat_id,
+                 log_quote(msg, q, sizeof q));
+        cs_fail(self, err, e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB, "database: %s", msg);
+    }
+    return res;
+}
+
+int cs_exec(chatstate_t *self, cs_error_t *err, const char *sql, int n, const char *const *params) {
+    PGresult *res = cs_query(self, err, sql, n, params);
+    PQclear(res);
+    return res ? 0 : -1;
+}
+
+static void s_ids_push(cs_ids_t *ids, int64_t id) {
+    if (ids->count == ids->cap) {
+        ids->cap = ids->cap ? ids->cap * 2 : 8;
+        ids->ids = mem_realloc(ids->ids, (size_t)ids->cap * sizeof *ids->ids);
+    }
+    ids->ids[ids->count++] = id;
+}
+
+static chatstate_t *s_new(PGconn *conn, const char *chat_id) {
+    chatstate_t *self = mem_calloc(1, sizeof *self);
+    self->conn = conn;
+    snprintf(self->chat_id, sizeof self->chat_id, "%s", chat_id);
+    self->state = ES_N;
+    return self;
+}
+
+void chatstate_destroy(chatstate_t **self_p) {
+    chatstate_t *self = *self_p;
+    if (!self) {
+        return;
+    }
+    if (self->open) {
+        PQclear(PQexec(self->conn, "ROLLBACK"));
+    }
+    free(self->inserted.ids);
+    free(self->deleted.ids);
+    free(self);
+    *self_p = NULL;
+}
+
+chatstate_t *chatstate_begin(PGconn *conn, const char *chat_id, cs_error_t *err) {
+    memset(err, 0, sizeof *err);
+    err->state = ES_N;
+    chatstate_t *self = s_new(conn, chat_id);
+    if (!id_uuid_valid(chat_id)) {
+        cs_fail(self, err, CS_NOT_FOUND, "chat not found");
+        chatstate_destroy(&self);
+        return NULL;
+    }
+    if (cs_exec(self, err, "BEGIN", 0, NULL) != 0) {
+        chatstate_destroy(&self);
+        return NULL;
+    }
+    self->open = true;
+    const char *p[] = {chat_id};
+    PGresult *res = cs_query(self, err,
+                             "UPDATE chats SET snapshot_version = snapshot_version + 1"
+                             " WHERE id = (SELECT id FROM chats WHERE id = $1 FOR UPDATE)"
+                             " RETURNING snapshot_version",
+                             1, p);
+    if (!res) {
+        chatstate_destroy(&self);
+        return NULL;
+    }
+    int found = PQntuples(res) == 1;
+    PQclear(res);
+    if (!found) {
+        cs_fail(self, err, CS_NOT_FOUND, "chat not found");
+        chatstate_destroy(&self);
+        return NULL;
+    }
+    return self;
+}
+
+int cs_load(chatstate_t *self, cs_error_t *err) {
+    if (self->failed || !self->open) {
+        return cs_fail(self, err, CS_DB, "bundle already failed");
+    }
+    const char *p[] = {self->chat_id};
+    PGresult *res = cs_query(
+        self, err,
+        "SELECT status, archived, coalesce(worker_id::text, ''), coalesce(runner_id::text, ''),"
+        " history_version, generation_attempt,"
+        " (SELECT count(*) FROM chat_queued_messages q WHERE q.chat_id = c.id)"
+        " FROM chats c WHERE id = $1",
+        1, p);
+    if (!res) {
+        return -1;
+    }
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        self->state = ES_N;
+        return cs_fail(self, err, CS_NOT_FOUND, "chat not found");
+    }
+    cs_row_t *r = &self->row;
+    snprintf(r->status, sizeof r->status, "%s", PQgetvalue(res, 0, 0));
+    r->archived = db_bool(res, 0, 1);
+    snprintf(r->worker_id, sizeof r->worker_id, "%s", PQgetvalue(res, 0, 2));
+    snprintf(r->runner_id, sizeof r->runner_id, "%s", PQgetvalue(res, 0, 3));
+    r->history_version = db_int64(res, 0, 4);
+    r->generation_attempt = db_int64(res, 0, 5);
+    r->queue_len = db_int64(res, 0, 6);
+    PQclear(res);
+    self->state = chatmove_classify(true, r->status, r->archived, r->queue_len > 0);
+    return 0;
+}
+
+static int s_check_fence(chatstate_t *self, const cs_fence_t *f, cs_error_t *err) {
+    const cs_row_t *r = &self->row;
+    const char *why = NULL;
+    if (strcmp(r->worker_id, f->worker_id) != 0 || strcmp(r->runner_id, f->runner_id) != 0) {
+        why = "owner";
+    } else if (f->status && (strcmp(r->status, f->status) != 0 || r->archived)) {
+        why = "status";
+    } else if (f->history_version >= 0 && r->history_version != f->history_version) {
+        why = "history_version";
+    } else if (f->generation_attempt >= 0 && r->generation_attempt != f->generation_attempt) {
+        why = "generation_attempt";
+    }
+    if (!why) {
+        return 0;
+    }
+    log_info("fence_mismatch",
+             "chat_id=%s field=%s worker_id=%s runner_id=%s history_version=%lld "
+             "expected_history_version=%lld generation_attempt=%lld expected_attempt=%lld",
+             self->chat_id, why, f->worker_id, f->runner_id, (long long)r->history_version,
+             (long long)f->history_version, (long long)r->generation_attempt,
+             (long long)f->generation_attempt);
+    return cs_fail(self, err, CS_FENCED, "fenced out: %s changed", why);
+}
+
+int cs_start(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, cs_error_t *err) {
+    if (cs_load(self, err) != 0) {
+        return -1;
+    }
+    if (fence && s_check_fence(self, fence, err) != 0) {
+        return -1;
+    }
+    if (self->state == ES_INVALID && move != MV_RECONCILE_INVALID && move != MV_ABANDON) {
+        return cs_fail(self, err, CS_INVALID_STATE, "Chat is in an invalid state.");
+    }
+    if (!chatmove_allowed(self->state, move)) {
+        return cs_fail(self, err, CS_CONFLICT, "chat is in state %s: %s is not allowed",
+                       chatmove_state_name(self->state), chatmove_name(move));
+    }
+    return 0;
+}
+
+int cs_finish(chatstate_t *self, exec_state_t from, chatmove_t move, cs_error_t *err) {
+    if (cs_load(self, err) != 0) {
+        return -1;
+    }
+    if (!chatmove_result_ok(from, move, self->state)) {
+        log_error("chatstate_bad_result", "chat_id=%s from=%s move=%s to=%s", self->chat_id,
+                  chatmove_state_name(from), chatmove_name(move), chatmove_state_name(self->state));
+        return cs_fail(self, err, CS_DB, "internal: %s from %s landed in %s", chatmove_name(move),
+                       chatmove_state_name(from), chatmove_state_name(self->state));
+    }
+    log_debug("transition", "chat_id=%s move=%s from=%s to=%s", self->chat_id, chatmove_name(move),
+              chatmove_state_name(from), chatmove_state_name(self->state));
+    return 0;
+}
+
+int cs_set_status(chatstate_t *self, const char *status, bool clear_error, cs_error_t *err) {
+    const char *p[] = {self->chat_id, status, clear_error ? "t" : "f"};
+    return cs_exec(self, err,
+                   "UPDATE chats SET status = $2::chat_status, updated_at = now(),"
+                   " last_error = CASE WHEN $3::boolean THEN NULL ELSE last_error END"
+                   " WHERE id = $1",
+                   3, p);
+}
+
+int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64_t *id_out,
+              cs_error_t *err) {
+    char qid[24];
+    snprintf(qid, sizeof qid, "%lld", (long long)queued_id);
+    const char *p[] = {self->chat_id,
+                       m->role,
+                       m->visibility,
+                       m->content,
+                       m->created_by,
+                       m->model_config_id,
+                       m->usage,
+                       m->so_request_id,
+                       m->so_meta,
+                       queued_id ? qid : NULL,
+                       m->compressed ? "t" : "f",
+                       m->response_format};
+    PGresult *res = cs_query(
+        self, err,
+        "INSERT INTO chat_messages (chat_id, role, visibility, content, created_by,"
+        " model_config_id, usage, structured_output_request_id, structured_output,"
+        " queued_message_id, compressed)"
+        " VALUES ($1, $2::chat_message_role, coalesce($3, 'both')::chat_message_visibility,"
+        " $4::jsonb, $5::uuid, $6::uuid, $7::jsonb, $8::uuid,"
+        " coalesce($9::jsonb, CASE WHEN $12::jsonb IS NULL THEN NULL ELSE jsonb_build_object("
+        "'type', 'structured-output-request', 'response_format', $12::jsonb) END),"
+        " $10::bigint, $11::boolean) RETURNING id",
+        12, p);
+    if (!res) {
+        return -1;
+    }
+    int64_t id = db_int64(res, 0, 0);
+    PQclear(res);
+    s_ids_push(&self->inserted, id);
+    if (id_out) {
+        *id_out = id;
+    }
+    return 0;
+}
+
+int cs_insert_all(chatstate_t *self, const cs_message_t *msgs, int count, cs_error_t *err) {
+    for (int i = 0; i < count; i++) {
+        if (cs_insert(self, &msgs[i], 0, NULL, err) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Outstanding calls: tool-call parts of active assistant rows (receipts excluded, provider-
+ * executed calls excluded) with no tool-result of the same id in an active tool row. */
+#define CS_PENDING_CALLS_SQL                                                                       \
+    "WITH active AS (SELECT id, role, content FROM chat_messages"                                  \
+    " WHERE chat_id = $1 AND NOT deleted"                                                          \
+    " AND (structured_output ->> 'type') IS DISTINCT FROM 'structured-output-outcome'),"           \
+    " calls AS (SELECT m.id AS mid, e.ord, e.p ->> 'tool_call_id' AS call_id,"                     \
+    " e.p ->> 'tool_name' AS name FROM active m,"                                                  \
+    " jsonb_array_elements(m.content) WITH ORDINALITY AS e(p, ord)"                                \
+    " WHERE m.role = 'assistant' AND e.p ->> 'type' = 'tool-call'"                                 \
+    " AND e.p ->> 'tool_call_id' IS NOT NULL"                                                      \
+    " AND coalesce(e.p ->> 'provider_executed', 'false') <> 'true'),"                              \
+    " results AS (SELECT e.p ->> 'tool_call_id' AS call_id FROM active m,"                         \
+    " jsonb_array_elements(m.content) AS e(p)"                                                     \
+    " WHERE m.role = 'tool' AND e.p ->> 'type' = 'tool-result'),"                                  \
+    " pending AS (SELECT c.* FROM calls c"                                                         \
+    " WHERE NOT EXISTS (SELECT 1 FROM results r WHERE r.call_id = c.call_id))"
+
+const char *const cs_pending_calls_sql =
+    CS_PENDING_CALLS_SQL " SELECT call_id, name FROM pending ORDER BY mid, ord";
+
+int cs_answer_pending(chatstate_t *self, const char *reason, cs_error_t *err) {
+    const char *p[] = {self->chat_id, reason};
+    PGresult *res = cs_query(
+        self, err,
+        CS_PENDING_CALLS_SQL
+        " INSERT INTO chat_messages (chat_id, role, visibility, content)"
+        " SELECT $1, 'tool', 'both', jsonb_build_array(jsonb_build_object('type', 'tool-result',"
+        " 'tool_call_id', call_id, 'tool_name', name,"
+        " 'result', jsonb_build_object('error', $2::text), 'is_error', true))"
+        " FROM pending ORDER BY mid, ord RETURNING id",
+        2, p);
+    if (!res) {
+        return -1;
+    }
+    for (int i = 0; i < PQntuples(res); i++) {
+        s_ids_push(&self->inserted, db_int64(res, i, 0));
+    }
+    PQclear(res);
+    return 0;
+}
+
+int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_error_t *err) {
+    char qid[24];
+    snprintf(qid, sizeof qid, "%lld", (long long)queued_id);
+    const char *p[] = {self->chat_id, qid};
+    PGresult *res =
+        cs_query(self, err,
+                 "DELETE FROM chat_queued_messages WHERE id = (SELECT id FROM chat_queued_messages"
+                 " WHERE chat_id = $1 AND ($2::bigint = 0 OR id = $2::bigint)"
+                 " ORDER BY position, id LIMIT 1)"
+                 " RETURNING id, content::text, created_by::text, model_config_id::text,"
+                 " response_format::text, structured_output_request_id::text",
+                 2, p);
+    if (!res) {
+        return -1;
+    }
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        return cs_fail(self, err, CS_NOT_FOUND, "queued message not found");
+    }
+    int64_t promoted = db_int64(res, 0, 0);
+    cs_message_t m = {.role = "user",
+                      .content = db_text(res, 0, 1),
+                      .created_by = db_text(res, 0, 2),
+                      .model_config_id = db_text(res, 0, 3),
+                      .response_format = db_text(res, 0, 4),
+                      .so_request_id = db_text(res, 0, 5)};
+    int rc = cs_answer_pending(self, "tool call canceled: a new user message arrived", err);
+    if (rc == 0) {
+        rc = cs_insert(self, &m, promoted, message_id, err);
+    }
+    PQclear(res);
+    return rc;
+}
+
+int cs_land_after_turn(chatstate_t *self, int64_t *promoted, cs_error_t *err) {
+    const char *p[] = {self->chat_id};
+    if (cs_exec(self, err, "UPDATE chats SET requires_action_deadline_at = NULL WHERE id = $1", 1,
+                p) != 0) {
+        return -1;
+    }
+    PGresult *res =
+        cs_query(self, err, "SELECT count(*) FROM chat_queued_messages WHERE chat_id = $1", 1, p);
+    if (!res) {
+        return -1;
+    }
+    int64_t queued = db_int64(res, 0, 0);
+    PQclear(res);
+    if (queued == 0) {
+        return cs_set_status(self, "waiting", false, err);
+    }
+    if (cs_promote(self, 0, promoted, err) != 0) {
+        return -1;
+    }
+    return cs_set_status(self, "running", false, err);
+}
+
+int cs_finish_interruption(chatstate_t *self, const cs_message_t *partial, int count,
+                           int64_t *promoted, cs_error_t *err) {
+    if (cs_insert_all(self, partial, count, err) != 0 ||
+        cs_answer_pending(self, "tool call interrupted", err) != 0) {
+        return -1;
+    }
+    return cs_land_after_turn(self, promoted, err);
+}
+
+static int s_read_after(chatstate_t *self, hint_update_t *u, bool *needs_owner, cs_error_t *err) {
+    char stale[24];
+    snprintf(stale, sizeof stale, "%lld", (long long)chatstate_lease_stale_ms);
+    const char *p[] = {self->chat_id, stale};
+    PGresult *res = cs_query(
+        self, err,
+        "SELECT snapshot_version, coalesce(worker_id::text, ''), coalesce(runner_id::text, ''),"
+        " history_version, queue_version, retry_state_version, generation_attempt, status,"
+        " archived, (worker_id IS NULL OR runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM"
+        " chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id = c.runner_id"
+        " AND h.heartbeat_at > statement_timestamp() - $2::bigint * interval '1 millisecond'))"
+        " FROM chats c WHERE id = $1",
+        2, p);
+    if (!res) {
+        return -1;
+    }
+    memset(u, 0, sizeof *u);
+    snprintf(u->chat_id, sizeof u->chat_id, "%s", self->chat_id);
+    u->snapshot_version = db_int64(res, 0, 0);
+    snprintf(u->worker_id, sizeof u->worker_id, "%s", PQgetvalue(res, 0, 1));
+    snprintf(u->runner_id, sizeof u->runner_id, "%s", PQgetvalue(res, 0, 2));
+    u->history_version = db_int64(res, 0, 3);
+    u->queue_version = db_int64(res, 0, 4);
+    u->retry_state_version = db_int64(res, 0, 5);
+    u->generation_attempt = db_int64(res, 0, 6);
+    snprintf(u->status, sizeof u->status, "%s", PQgetvalue(res, 0, 7));
+    u->archived = db_bool(res, 0, 8);
+    *needs_owner = db_bool(res, 0, 9);
+    PQclear(res);
+    return 0;
+}
+
+int chatstate_commit(chatstate_t **self_p, const hint_sink_t *sink, hint_update_t *after,
+                     cs_error_t *err) {
+    chatstate_t *self = *self_p;
+    ASSERT(self);
+    hint_update_t u;
+    bool needs_owner = false;
+    int rc = -1;
+    if (self->failed) {
+        if (err->rc == CS_OK) {
+            cs_fail(self, err, CS_DB, "bundle already failed");
+        }
+    } else if (cs_load(self, err) == 0 && s_read_after(self, &u, &needs_owner, err) == 0 &&
+               cs_exec(self, err, "COMMIT", 0, NULL) == 0) {
+        self->open = false;
+        rc = 0;
+    }
+    if (rc == 0) {
+        bool runnable = chatmove_runnable(self->state);
+        log_info("bundle_committed",
+                 "chat_id=%s snapshot_version=%lld history_version=%lld queue_version=%lld "
+                 "generation_attempt=%lld status=%s state=%s worker_id=%s",
+                 u.chat_id, (long long)u.snapshot_version, (long long)u.history_version,
+                 (long long)u.queue_version, (long long)u.generation_attempt, u.status,
+                 chatmove_state_name(self->state), u.worker_id[0] ? u.worker_id : "-");
+        if (sink && sink->update) {
+            sink->update(sink->ctx, &u);
+        }
+        if (sink && sink->ownership && runnable && needs_owner) {
+            hint_ownership_t o;
+            snprintf(o.chat_id, sizeof o.chat_id, "%s", u.chat_id);
+            o.snapshot_version = u.snapshot_version;
+            sink->ownership(sink->ctx, &o);
+        }
+        if (after) {
+            *after = u;
+        }
+    }
+    chatstate_destroy(self_p);
+    return rc;
+}
+
+const int64_t *chatstate_inserted(const chatstate_t *self, int *count) {
+    *count = self->inserted.count;
+    return self->inserted.ids;
+}
+
+const int64_t *chatstate_deleted(const chatstate_t *self, int *count) {
+    *count = self->deleted.count;
+    return self->deleted.ids;
+}
+
+void cs_deleted_push(chatstate_t *self, int64_t id) {
+    s_ids_push(&self->deleted, id);
+}
+
+exec_state_t chatstate_state(const chatstate_t *self) {
+    return self->state;
+}
+
+int chatstate_create(PGconn *conn, const cs_create_t *c, const hint_sink_t *sink,
+                     char chat_id_out[ID_UUID_LEN + 1], cs_error_t *err) {
+    memset(err, 0, sizeof *err);
+    char id[ID_UUID_LEN + 1];
+    if (c->chat_id) {
+        snprintf(id, sizeof id, "%s", c->chat_id);
+    } else if (id_uuid_new(id) != 0) {
+        err->rc = CS_DB;
+        snprintf(err->message, sizeof err->message, "no randomness for a chat id");
+        return -1;
+    }
+    chatstate_t *self = s_new(conn, id);
+    const char *first_user = NULL;
+    for (int i = 0; i < c->message_count && !first_user; i++) {
+        if (!strcmp(c->messages[i].role, "user")) {
+            first_user = c->messages[i].content;
+        }
+    }
+    if (cs_exec(self, err, "BEGIN", 0, NULL) != 0) {
+        chatstate_destroy(&self);
+        return -1;
+    }
+    self->open = true;
+    const char *p[] = {id,
+                       c->owner_id,
+                       c->title,
+                       c->title_from_user && c->title ? "user" : "fallback",
+                       first_user ? "running" : "waiting",
+                       c->model_config_id,
+                       c->system_prompt,
+                       c->dynamic_tools,
+                       first_user};
+    PGresult *res = cs_query(
+        self, err,
+        "INSERT INTO chats (id, owner_id, title, title_source, status, model_config_id,"
+        " system_prompt, dynamic_tools) SELECT $1, $2::uuid, coalesce($3, left(regexp_replace("
+        "(SELECT e.p ->> 'text' FROM jsonb_array_elements($9::jsonb) e(p)"
+        " WHERE e.p ->> 'type' = 'text' LIMIT 1), '\\s+', ' ', 'g'), 80), 'New Chat'),"
+        " $4::chat_title_source, $5::chat_status, $6::uuid, $7, $8::jsonb"
+        " WHERE NOT EXISTS (SELECT 1 FROM chats WHERE id = $1) RETURNING id",
+        9, p);
+    if (res && PQntuples(res) != 1) {
+        cs_fail(self, err, CS_CONFLICT, "chat %s already exists: Create is not allowed", id);
+    }
+    PQclear(res);
+    if (!self->failed && c->system_prompt) {
+        cs_message_t sys = {
+            .role = "system", .visibility = "model", .content = NULL, .created_by = c->owner_id};
+        const char *sp[] = {c->system_prompt};
+        PGresult *js = cs_query(self, err,
+                                "SELECT jsonb_build_array(jsonb_build_object('type', 'text',"
+                                " 'text', $1::text))::text",
+                                1, sp);
+        if (js) {
+            sys.content = PQgetvalue(js, 0, 0);
+            cs_insert(self, &sys, 0, NULL, err);
+            PQclear(js);
+        }
+    }
+    if (!self->failed) {
+        cs_insert_all(self, c->messages, c->message_count, err);
+    }
+    if (!self->failed && cs_finish(self, ES_N, MV_CREATE, err) != 0) {
+        self->failed = true;
+    }
+    if (self->failed) {
+        chatstate_destroy(&self);
+        return -1;
+    }
+    snprintf(chat_id_out, ID_UUID_LEN + 1, "%s", id);
+    return chatstate_commit(&self, sink, NULL, err);
+}

@@ -1,0 +1,188 @@
+/*
+ * chatstate: the one module that changes a chat's execution state (DESIGN §5; reference
+ * chatd-architecture.md, "Core state machine" through "Retry state version").
+ *
+ * A bundle is one PostgreSQL transaction: chatstate_begin() locks the chat row and advances
+ * snapshot_version; each transition re-reads the state, classifies it, checks the allowed-
+ * move table (common/chatmove) and, on the worker side, a fence; chatstate_commit() commits
+ * and only then hands the hints to a sink. Any failed transition poisons the bundle: commit
+ * refuses and the transaction is rolled back, so a rejected move leaves the database
+ * exactly as it was. Nothing else writes chats, chat_messages or chat_queued_messages.
+ *
+ * Not thread-safe: a bundle belongs to one thread and its connection.
+ */
+#ifndef CHATFLEET_CHATSTATE_H
+#define CHATFLEET_CHATSTATE_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "chatmove.h"
+#include "hint.h"
+#include "id.h"
+
+typedef enum {
+    CS_OK = 0,
+    CS_NOT_FOUND,     /* no such chat (or message, queued message) */
+    CS_CONFLICT,      /* the table does not allow the move from this state, or a
+                         precondition (nothing to compact, chat exists) fails */
+    CS_INVALID_STATE, /* the chat is in an invalid state; only ReconcileInvalidState helps */
+    CS_FENCED,        /* a worker fence no longer matches: a quiet, expected exit */
+    CS_BAD_INPUT,     /* the caller's input does not fit the state (unknown tool call id) */
+    CS_QUEUE_FULL,    /* the queue already holds the configured maximum */
+    CS_RETRY,         /* serialization failure, deadlock or lock timeout: retry the bundle */
+    CS_DB,            /* database or connection failure */
+} cs_rc_t;
+
+typedef struct {
+    cs_rc_t rc;
+    exec_state_t state; /* the state the move was attempted from, when known */
+    char message[256];  /* for people: names the state and the transition */
+} cs_error_t;
+
+/* A message to insert. Text fields are JSON where noted and must already have passed the
+ * strict JSON boundary; NULL means SQL NULL (or the default). */
+typedef struct {
+    const char *role;            /* system, user, assistant, tool */
+    const char *visibility;      /* user, model, both; NULL = both */
+    const char *content;         /* JSON array of parts */
+    const char *created_by;      /* uuid */
+    const char *model_config_id; /* uuid */
+    const char *usage;           /* JSON object */
+    const char *so_request_id;   /* uuid: the structured request this row carries or closes */
+    const char *so_meta;         /* JSON object: internal structured-output metadata */
+    const char *response_format; /* JSON: kept on a queued user message until promotion */
+    bool compressed;             /* a context boundary row */
+} cs_message_t;
+
+/* What a worker-side task captured when it started; checked under the row lock. */
+typedef struct {
+    char worker_id[ID_UUID_LEN + 1];
+    char runner_id[ID_UUID_LEN + 1];
+    const char *status;         /* expected status, or NULL for any (Abandon) */
+    int64_t history_version;    /* expected, or -1 to skip */
+    int64_t generation_attempt; /* expected, or -1 to skip */
+} cs_fence_t;
+
+/* A submitted result for a pending dynamic tool call. */
+typedef struct {
+    const char *tool_call_id;
+    const char *output; /* JSON */
+    bool is_error;
+} cs_tool_result_t;
+
+/* Chat creation parameters. */
+typedef struct {
+    const char *chat_id; /* NULL: a new UUID is minted; an existing id is a conflict */
+    const char *owner_id;
+    const char *title; /* NULL: fallback title from the first user message */
+    bool title_from_user;
+    const char *model_config_id;
+    const char *system_prompt; /* becomes a model-only system message */
+    const char *dynamic_tools; /* JSON array */
+    const cs_message_t *messages;
+    int message_count;
+} cs_create_t;
+
+typedef enum { CS_BUSY_QUEUE = 0, CS_BUSY_INTERRUPT } cs_busy_t;
+
+typedef struct chatstate chatstate_t;
+
+/* Process-wide settings; set once at start, before any bundle. */
+void chatstate_configure(int64_t lease_stale_ms, int64_t requires_action_deadline_ms);
+
+/* Creates a chat (N -> R0, or N -> W when no user message is given) in its own bundle and
+ * commits it. Writes the chat id into chat_id_out. */
+int chatstate_create(PGconn *conn, const cs_create_t *params, const hint_sink_t *sink,
+                     char chat_id_out[ID_UUID_LEN + 1], cs_error_t *err);
+
+/* BEGIN; lock the chat and advance snapshot_version. NULL on failure (CS_NOT_FOUND when the
+ * chat does not exist), with the transaction rolled back. */
+chatstate_t *chatstate_begin(PGconn *conn, const char *chat_id, cs_error_t *err);
+
+/* COMMIT and publish the update hint (and the ownership hint when the chat is runnable
+ * without a fresh lease) to sink (may be NULL). Refuses a bundle in which a transition
+ * failed. Always destroys the bundle. When after is non-NULL it receives the committed
+ * post-transition row. Returns 0 or -1. */
+int chatstate_commit(chatstate_t **self_p, const hint_sink_t *sink, hint_update_t *after,
+                     cs_error_t *err);
+
+/* ROLLBACK (when still open) and free. Safe on NULL. */
+void chatstate_destroy(chatstate_t **self_p);
+
+/* The ids of the message rows this bundle inserted, in insertion order, and of those it
+ * soft-deleted. Valid until the bundle is destroyed. */
+const int64_t *chatstate_inserted(const chatstate_t *self, int *count);
+const int64_t *chatstate_deleted(const chatstate_t *self, int *count);
+
+/* The execution state as of the last transition's load (ES_N before any). */
+exec_state_t chatstate_state(const chatstate_t *self);
+
+/* --- Transitions used by the HTTP side. Each returns 0, or -1 with err filled. --- */
+
+int chatstate_set_archived(chatstate_t *self, bool archived, cs_error_t *err);
+
+/* Inserts the user message or queues it; max_queue caps the queue (0: no cap). On success
+ * *queued_id is the new queued row (or 0) and *message_id the row that entered history
+ * for this send (or 0 when it was queued). */
+int chatstate_send_message(chatstate_t *self, const cs_message_t *msg, cs_busy_t busy,
+                           int max_queue, int64_t *message_id, int64_t *queued_id, cs_error_t *err);
+
+/* Truncates active history from message_id on, clears the queue, inserts the replacement. */
+int chatstate_edit_message(chatstate_t *self, int64_t message_id, const cs_message_t *msg,
+                           cs_error_t *err);
+
+int chatstate_delete_queued(chatstate_t *self, int64_t queued_id, cs_error_t *err);
+int chatstate_promote_queued(chatstate_t *self, int64_t queued_id, cs_error_t *err);
+
+/* Interrupts active work; an unowned running or interrupting chat finishes the interruption
+ * in the same bundle. */
+int chatstate_interrupt(chatstate_t *self, const char *reason, cs_error_t *err);
+
+/* Answers every pending dynamic tool call (all of them, each exactly once), then inserts
+ * the optional suffix. */
+int chatstate_complete_requires_action(chatstate_t *self, const cs_tool_result_t *results,
+                                       int result_count, const cs_message_t *suffix,
+                                       int suffix_count, cs_error_t *err);
+
+int chatstate_request_compaction(chatstate_t *self, cs_error_t *err);
+
+/* Commits the clear boundary triplet and lands in waiting. */
+int chatstate_clear_context(chatstate_t *self, const char *created_by, cs_error_t *err);
+
+int chatstate_reconcile_invalid(chatstate_t *self, cs_error_t *err);
+
+/* --- Transitions used by the worker. Fenced ones check the fence under the row lock. --- */
+
+/* Takes ownership when the chat is runnable and has no fresh lease; inserts the heartbeat. */
+int chatstate_acquire(chatstate_t *self, const char *worker_id, const char *runner_id,
+                      cs_error_t *err);
+
+/* Clears ownership when (worker_id, runner_id) still own the chat. */
+int chatstate_abandon(chatstate_t *self, const cs_fence_t *fence, cs_error_t *err);
+
+int chatstate_commit_step(chatstate_t *self, const cs_fence_t *fence, const cs_message_t *msgs,
+                          int count, cs_error_t *err);
+int chatstate_enter_requires_action(chatstate_t *self, const cs_fence_t *fence, cs_error_t *err);
+
+/* Inserts the partial suffix (may be empty), answers its open tool calls as interrupted,
+ * and lands in waiting or promotes the queue head. */
+int chatstate_finish_interruption(chatstate_t *self, const cs_fence_t *fence,
+                                  const cs_message_t *partial, int count, cs_error_t *err);
+
+/* Increments generation_attempt; *attempt receives the new value. */
+int chatstate_record_generation_attempt(chatstate_t *self, const cs_fence_t *fence,
+                                        int64_t *attempt, cs_error_t *err);
+int chatstate_record_retry_state(chatstate_t *self, const cs_fence_t *fence, const char *retry_json,
+                                 cs_error_t *err);
+
+/* Inserts the terminal messages (receipts; may be empty) and finishes the turn. */
+int chatstate_finish_turn(chatstate_t *self, const cs_fence_t *fence, const cs_message_t *msgs,
+                          int count, cs_error_t *err);
+int chatstate_finish_error(chatstate_t *self, const cs_fence_t *fence, const char *error_json,
+                           const cs_message_t *msgs, int count, cs_error_t *err);
+int chatstate_cancel_requires_action(chatstate_t *self, const cs_fence_t *fence, const char *reason,
+                                     cs_error_t *err);
+
+#endif

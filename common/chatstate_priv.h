@@ -1,0 +1,87 @@
+/*
+ * chatstate_priv: what the three chatstate source files share (chatstate.c: bundles and
+ * helpers; chatstate_http.c and chatstate_worker.c: the transitions). Not for other modules.
+ */
+#ifndef CHATFLEET_CHATSTATE_PRIV_H
+#define CHATFLEET_CHATSTATE_PRIV_H
+
+#include "chatstate.h"
+#include "db.h"
+
+typedef struct {
+    char status[16];
+    bool archived;
+    char worker_id[ID_UUID_LEN + 1]; /* "" when NULL */
+    char runner_id[ID_UUID_LEN + 1];
+    int64_t history_version;
+    int64_t generation_attempt;
+    int64_t queue_len;
+} cs_row_t;
+
+typedef struct {
+    int64_t *ids;
+    int count;
+    int cap;
+} cs_ids_t;
+
+struct chatstate {
+    PGconn *conn;
+    char chat_id[ID_UUID_LEN + 1];
+    bool open;   /* a transaction is in progress */
+    bool failed; /* a transition failed: the bundle may only be rolled back */
+    cs_row_t row;
+    exec_state_t state;
+    cs_ids_t inserted;
+    cs_ids_t deleted;
+};
+
+extern int64_t chatstate_lease_stale_ms;
+extern int64_t chatstate_ra_deadline_ms;
+
+/* Fills err and poisons the bundle; returns -1. */
+int cs_fail(chatstate_t *self, cs_error_t *err, cs_rc_t rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Runs a statement in the bundle; NULL (bundle poisoned, err filled) on failure. */
+PGresult *cs_query(chatstate_t *self, cs_error_t *err, const char *sql, int n,
+                   const char *const *params);
+int cs_exec(chatstate_t *self, cs_error_t *err, const char *sql, int n, const char *const *params);
+
+/* Loads the chat row and queue length, and classifies the state. */
+int cs_load(chatstate_t *self, cs_error_t *err);
+
+/* Loads the row, checks the fence (when given), the invalid state and the move table. */
+int cs_start(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, cs_error_t *err);
+
+/* Reloads and checks that the result is one the table permits for (from, move). */
+int cs_finish(chatstate_t *self, exec_state_t from, chatmove_t move, cs_error_t *err);
+
+/* Sets status (and clears last_error when clear_error) and bumps updated_at. */
+int cs_set_status(chatstate_t *self, const char *status, bool clear_error, cs_error_t *err);
+
+/* Inserts one message row; queued_id is 0 or the queue row it was promoted from. */
+int cs_insert(chatstate_t *self, const cs_message_t *msg, int64_t queued_id, int64_t *id_out,
+              cs_error_t *err);
+int cs_insert_all(chatstate_t *self, const cs_message_t *msgs, int count, cs_error_t *err);
+
+/* Answers every outstanding tool call in active history with a synthetic error result. */
+int cs_answer_pending(chatstate_t *self, const char *reason, cs_error_t *err);
+
+/* Moves a queued message (queued_id, or the head when 0) into history as a user turn,
+ * answering outstanding tool calls first. Fails unless exactly one queue row is removed. */
+int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_error_t *err);
+
+/* Promotes the queue head if there is one and lands in running; otherwise waiting. */
+int cs_land_after_turn(chatstate_t *self, int64_t *promoted, cs_error_t *err);
+
+/* The interruption epilogue shared by the worker and the HTTP Interrupt on unowned chats. */
+int cs_finish_interruption(chatstate_t *self, const cs_message_t *partial, int count,
+                           int64_t *promoted, cs_error_t *err);
+
+/* Records a soft-deleted message id for chatstate_deleted(). */
+void cs_deleted_push(chatstate_t *self, int64_t id);
+
+/* SELECT call_id, name of every outstanding tool call ($1 = chat id), oldest first. */
+extern const char *const cs_pending_calls_sql;
+
+#endif

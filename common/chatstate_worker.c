@@ -1,0 +1,191 @@
+/* chatstate: the transitions the worker applies (reference chatd-architecture.md,
+ * "Transitions used by the chat worker"). Every one but Acquire takes a fence. */
+#include "chatstate_priv.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int chatstate_acquire(chatstate_t *self, const char *worker_id, const char *runner_id,
+                      cs_error_t *err) {
+    if (cs_start(self, MV_ACQUIRE, NULL, err) != 0) {
+        return -1;
+    }
+    exec_state_t from = self->state;
+    if (!chatmove_runnable(from)) {
+        return cs_fail(self, err, CS_CONFLICT, "chat is in state %s: Acquire is not allowed",
+                       chatmove_state_name(from));
+    }
+    char stale[24];
+    snprintf(stale, sizeof stale, "%lld", (long long)chatstate_lease_stale_ms);
+    const char *p[] = {self->chat_id, worker_id, runner_id, stale};
+    /* Only a chat without a fresh lease can be taken; the heartbeat row is the lease. */
+    PGresult *res = cs_query(
+        self, err,
+        "UPDATE chats c SET worker_id = $2::uuid, runner_id = $3::uuid WHERE id = $1"
+        " AND (worker_id IS NULL OR runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM"
+        " chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id = c.runner_id"
+        " AND h.heartbeat_at > statement_timestamp() - $4::bigint * interval '1 millisecond'))"
+        " RETURNING id",
+        4, p);
+    if (!res) {
+        return -1;
+    }
+    int n = PQntuples(res);
+    PQclear(res);
+    if (n != 1) {
+        return cs_fail(self, err, CS_CONFLICT, "chat is held by a fresh lease");
+    }
+    if (cs_exec(self, err,
+                "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at)"
+                " VALUES ($1, $3::uuid, statement_timestamp()) ON CONFLICT (chat_id, runner_id)"
+                " DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at",
+                3, (const char *const[]){p[0], p[1], p[2]}) != 0) {
+        return -1;
+    }
+    return cs_finish(self, from, MV_ACQUIRE, err);
+}
+
+int chatstate_abandon(chatstate_t *self, const cs_fence_t *fence, cs_error_t *err) {
+    cs_fence_t owner = *fence;
+    owner.status = NULL;
+    owner.history_version = -1;
+    owner.generation_attempt = -1;
+    if (cs_start(self, MV_ABANDON, &owner, err) != 0) {
+        return -1;
+    }
+    exec_state_t from = self->state;
+    const char *p[] = {self->chat_id};
+    if (cs_exec(self, err,
+                "WITH gone AS (DELETE FROM chat_heartbeats h USING chats c WHERE h.chat_id = $1"
+                " AND c.id = $1 AND h.runner_id = c.runner_id)"
+                " UPDATE chats SET worker_id = NULL, runner_id = NULL WHERE id = $1",
+                1, p) != 0) {
+        return -1;
+    }
+    return cs_finish(self, from, MV_ABANDON, err);
+}
+
+int chatstate_commit_step(chatstate_t *self, const cs_fence_t *fence, const cs_message_t *msgs,
+                          int count, cs_error_t *err) {
+    if (cs_start(self, MV_COMMIT_STEP, fence, err) != 0) {
+        return -1;
+    }
+    exec_state_t from = self->state;
+    if (cs_insert_all(self, msgs, count, err) != 0) {
+        return -1;
+    }
+    return cs_finish(self, from, MV_COMMIT_STEP, err);
+}
+
+int chatstate_enter_requires_action(chatstate_t *self, const cs_fence_t *fence, cs_error_t *err) {
+    if (cs_start(self, MV_ENTER_REQUIRES_ACTION, fence, err) != 0) {
+        return -1;
+    }
+    exec_state_t from = self->state;
+    char ms[24];
+    snprintf(ms, sizeof ms, "%lld", (long long)chatstate_ra_deadline_ms);
+    const char *p[] = {self->chat_id, ms};
+    if (cs_exec(self, err,
+                "UPDATE chats SET status = 'requires_action', updated_at = now(),"
+                " requires_action_deadline_at = now() + $2::bigint * interval '1 millisecond'"
+                " WHERE id = $1",
+                2, p) != 0) {
+        return -1;
+    }
+    return cs_finish(self, from, MV_ENTER_REQUIRES_ACTION, err);
+}
+
+int chatstate_finish_interruption(chatstate_t *self, const cs_fence_t *fence,
+                                  const cs_message_t *partial, int count, cs_error_t *err) {
+    if (cs_start(self, MV_FINISH_INTERRUPTION, fence, err) != 0) {
+        return -1;
+    }
+    exec_state_t from = self->state;
+    if (cs_finish_interruption(self, partial, count, NULL, err) != 0) {
+        return -1;
+    }
+    return cs_finish(self, from, MV_FINISH_INTERRUPTION, err);
+}
+
+int chatstate_record_generation_attempt(chatstate_t *self, const cs_fence_t *fence,
+                                        int64_t *attempt, cs_error_t *err) {
+    if (cs_start(self, MV_RECORD_GENERATION_ATTEMPT, fence, err) != 0) {
+        return -1;
+    }
+    exec_state_t from = self->state;
+    const char *p[] = {self->chat_id};
+    PGresult *res = cs_query(self, err,
+                             "UPDATE chats SET generation_attempt = generation_attempt + 1"
+                             " WHERE id = $1 RETURNING generation_attempt",
+                             1, p);
+    if (!res) {
+        return -1;
+    }
+    if (attempt) {
+        *attempt = db_int64(res, 0, 0);
+    }
+    PQclear(res);
+    return cs_finish(self, from, MV_RECORD_GENERATION_ATTEMPT, err);
+}
+
+int chatstate_record_retry_state(chatstate_t *self, const cs_fence_t *fence, const char *retry_json,
+                                 cs_error_t *err) {
+    if (cs_start(self, MV_RECORD_RETRY_STATE, fence, err) != 0) {
+        return -1;
+    }
+    exec_state_t from = self->state;
+    const char *p[] = {self->chat_id, retry_json};
+    if (cs_exec(self, err, "UPDATE chats SET retry_state = $2::jsonb WHERE id = $1", 2, p) != 0) {
+        return -1;
+    }
+    return cs_finish(self, from, MV_RECORD_RETRY_STATE, err);
+}
+
+int chatstate_finish_turn(chatstate_t *self, const cs_fence_t *fence, const cs_message_t *msgs,
+                          int count, cs_error_t *err) {
+    if (cs_start(self, MV_FINISH_TURN, fence, err) != 0) {
+        return -1;
+    }
+    exec_state_t from = self->state;
+    /* Terminal messages (receipts) go in before the queue head is promoted. */
+    if (cs_insert_all(self, msgs, count, err) != 0 || cs_land_after_turn(self, NULL, err) != 0) {
+        return -1;
+    }
+    return cs_finish(self, from, MV_FINISH_TURN, err);
+}
+
+int chatstate_finish_error(chatstate_t *self, const cs_fence_t *fence, const char *error_json,
+                           const cs_message_t *msgs, int count, cs_error_t *err) {
+    if (cs_start(self, MV_FINISH_ERROR, fence, err) != 0) {
+        return -1;
+    }
+    exec_state_t from = self->state;
+    const char *p[] = {self->chat_id, error_json};
+    if (cs_insert_all(self, msgs, count, err) != 0 ||
+        cs_exec(self, err,
+                "UPDATE chats SET status = 'error', last_error = $2::jsonb, updated_at = now(),"
+                " requires_action_deadline_at = NULL WHERE id = $1",
+                2, p) != 0) {
+        return -1;
+    }
+    return cs_finish(self, from, MV_FINISH_ERROR, err);
+}
+
+int chatstate_cancel_requires_action(chatstate_t *self, const cs_fence_t *fence, const char *reason,
+                                     cs_error_t *err) {
+    if (cs_start(self, MV_CANCEL_REQUIRES_ACTION, fence, err) != 0) {
+        return -1;
+    }
+    exec_state_t from = self->state;
+    char why[200];
+    snprintf(why, sizeof why, "tool call canceled: %s", reason ? reason : "timed out");
+    const char *p[] = {self->chat_id};
+    if (cs_answer_pending(self, why, err) != 0 ||
+        cs_exec(self, err,
+                "UPDATE chats SET status = 'running', requires_action_deadline_at = NULL,"
+                " updated_at = now() WHERE id = $1",
+                1, p) != 0) {
+        return -1;
+    }
+    return cs_finish(self, from, MV_CANCEL_REQUIRES_ACTION, err);
+}
