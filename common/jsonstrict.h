@@ -1,0 +1,108 @@
+/*
+ * jsonstrict: the strict JSON boundary. Every untrusted JSON text the system accepts (request
+ * bodies, schemas, model-produced values, tool arguments, recovered metadata) is parsed here
+ * and nowhere else (DESIGN §9; structured-output-plan.md §4 rule 6).
+ *
+ * The parser is a single pass over the raw bytes that builds jansson values directly. It is
+ * hand-written because json_loadb() cannot report a JSON-pointer path, cannot say why a number
+ * was refused, and has no caps on values, keys, items or string length; it also accepts
+ * integers and reals that lose precision silently.
+ *
+ * Rejected: input over the byte cap (checked before any parsing), syntax errors, trailing data,
+ * invalid UTF-8 (overlong forms, encoded surrogates, code points above U+10FFFF), unpaired
+ * surrogate escapes, a decoded U+0000 anywhere (PostgreSQL JSONB cannot store it), duplicate
+ * object keys, NaN/Infinity, integers outside int64, reals that overflow or underflow a double,
+ * reals whose decimal value is not exactly the shortest round-trip form of the nearest double
+ * (digits would be lost), and values over the depth, value, key, item and string caps.
+ *
+ * Numbers: an integer literal (no fraction, no exponent) becomes a json_integer (int64); any
+ * other literal becomes a json_real. So 1.0 and 1e2 are reals with integral values; the schema
+ * validator treats them as integers. Exact integers beyond int64 cannot be represented by
+ * jansson and are refused rather than rounded.
+ */
+#ifndef CHATFLEET_JSONSTRICT_H
+#define CHATFLEET_JSONSTRICT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+/* Default caps for model-produced values and request data (reference api-shapes.md §6). */
+#define JSONSTRICT_MAX_BYTES_DEFAULT        65536 /* bytes of input */
+#define JSONSTRICT_MAX_DEPTH_DEFAULT        32    /* nesting levels of arrays and objects */
+#define JSONSTRICT_MAX_VALUES_DEFAULT       4096  /* values in total, containers included */
+#define JSONSTRICT_MAX_KEYS_DEFAULT         4096  /* members in one object */
+#define JSONSTRICT_MAX_ITEMS_DEFAULT        256   /* elements in one array */
+#define JSONSTRICT_MAX_STRING_BYTES_DEFAULT 16384 /* decoded bytes of one string or key */
+#define JSONSTRICT_MAX_NUMBER_CHARS_DEFAULT 128   /* characters of one number literal */
+
+/* Caps for schemas (reference api-shapes.md §6: schema 16 KiB). */
+#define JSONSTRICT_SCHEMA_MAX_BYTES 16384 /* bytes of schema text */
+#define JSONSTRICT_SCHEMA_MAX_DEPTH 64    /* JSON nesting levels (two per schema level) */
+
+/* Hard ceilings whatever the caller asks: the parser recurses once per level, and jansson's
+ * own destructor and comparisons recurse too. */
+#define JSONSTRICT_DEPTH_CEILING        1000 /* nesting levels */
+#define JSONSTRICT_NUMBER_CHARS_CEILING 1024 /* characters of one number literal */
+
+#define JSONSTRICT_PATH_MAX    256 /* bytes of the error path, NUL included (truncated "...") */
+#define JSONSTRICT_MESSAGE_MAX 192 /* bytes of the error message, NUL included */
+
+typedef struct {
+    size_t max_bytes;
+    int max_depth;
+    size_t max_values;
+    size_t max_keys;
+    size_t max_items;
+    size_t max_string_bytes;
+    size_t max_number_chars;
+} jsonstrict_limits_t;
+
+/* The default caps above, and the schema caps (schema bytes and depth, default otherwise). */
+extern const jsonstrict_limits_t jsonstrict_limits_default;
+extern const jsonstrict_limits_t jsonstrict_limits_schema;
+
+typedef enum {
+    JSONSTRICT_OK = 0,
+    JSONSTRICT_E_TOO_LARGE,       /* input over max_bytes */
+    JSONSTRICT_E_SYNTAX,          /* not JSON (includes NaN and Infinity literals) */
+    JSONSTRICT_E_TRAILING,        /* a complete value followed by more than whitespace */
+    JSONSTRICT_E_UTF8,            /* invalid UTF-8 in a string */
+    JSONSTRICT_E_SURROGATE,       /* an unpaired surrogate escape */
+    JSONSTRICT_E_NUL,             /* a decoded U+0000 */
+    JSONSTRICT_E_DUPLICATE_KEY,   /* the same key twice in one object */
+    JSONSTRICT_E_DEPTH,           /* nesting over max_depth */
+    JSONSTRICT_E_VALUES,          /* more than max_values values */
+    JSONSTRICT_E_KEYS,            /* more than max_keys members in one object */
+    JSONSTRICT_E_ITEMS,           /* more than max_items elements in one array */
+    JSONSTRICT_E_STRING_LENGTH,   /* a string or key over max_string_bytes */
+    JSONSTRICT_E_NUMBER_LENGTH,   /* a number literal over max_number_chars */
+    JSONSTRICT_E_INTEGER_RANGE,   /* an integer literal outside int64 */
+    JSONSTRICT_E_NUMBER_RANGE,    /* a real that overflows (or underflows) a double */
+    JSONSTRICT_E_NUMBER_PRECISION /* a real with more digits than the nearest double keeps */
+} jsonstrict_code_t;
+
+typedef struct {
+    jsonstrict_code_t code;
+    size_t offset;                        /* byte offset in the input where the fault is */
+    char path[JSONSTRICT_PATH_MAX];       /* JSON pointer (RFC 6901) of the value, "" = root */
+    char message[JSONSTRICT_MESSAGE_MAX]; /* one sentence, no trailing newline */
+} jsonstrict_error_t;
+
+/* Parses exactly one JSON value from buf[0..len) under limits (NULL = the defaults). On
+ * success returns 0 and stores a new reference in *out (the caller json_decref()s it). On
+ * failure returns -1, leaves *out NULL and fills *err when err is not NULL. */
+int jsonstrict_parse(const char *buf, size_t len, const jsonstrict_limits_t *limits, json_t **out,
+                     jsonstrict_error_t *err);
+
+/* A short stable name for code ("duplicate_key"), for logs and tests. */
+const char *jsonstrict_code_name(jsonstrict_code_t code);
+
+#define JSONSTRICT_DIGITS_MAX 17 /* significant digits of the shortest form of a double */
+
+/* The shortest decimal that reads back as the finite double d: writes its significant digits
+ * (no leading or trailing zeros, NUL-terminated; "0" for zero) to digits and sets *exp10 so
+ * that |d| = digits * 10^exp10. Returns the number of digits. The boundary accepts a real
+ * only when its literal has exactly this value; the validator's multipleOf uses it too. */
+int jsonstrict_shortest(double d, char digits[JSONSTRICT_DIGITS_MAX + 1], int *exp10);
+
+#endif

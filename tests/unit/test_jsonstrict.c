@@ -1,0 +1,214 @@
+/* Tests for the strict JSON boundary: each rejection rule with its code, offset and path. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "jsonstrict.h"
+
+static json_t *s_ok(const char *text) {
+    json_t *v = NULL;
+    jsonstrict_error_t err;
+    int rc = jsonstrict_parse(text, strlen(text), NULL, &v, &err);
+    if (rc != 0) {
+        print_error("unexpected rejection of %s: %s at %zu (%s)\n", text, err.message, err.offset,
+                    err.path);
+    }
+    assert_int_equal(rc, 0);
+    assert_non_null(v);
+    return v;
+}
+
+static jsonstrict_error_t s_bad_n(const char *text, size_t len, const jsonstrict_limits_t *lim,
+                                  jsonstrict_code_t code) {
+    json_t *v = (json_t *)1;
+    jsonstrict_error_t err;
+    int rc = jsonstrict_parse(text, len, lim, &v, &err);
+    assert_int_equal(rc, -1);
+    assert_null(v);
+    if (err.code != code) {
+        print_error("%s: got %s (%s), want %s\n", text, jsonstrict_code_name(err.code), err.message,
+                    jsonstrict_code_name(code));
+    }
+    assert_int_equal(err.code, code);
+    assert_true(strlen(err.message) > 0);
+    return err;
+}
+
+static jsonstrict_error_t s_bad(const char *text, jsonstrict_code_t code) {
+    return s_bad_n(text, strlen(text), NULL, code);
+}
+
+static void test_accepts_plain_values_and_keeps_types(void **state) {
+    json_t *v = s_ok(" {\"a\": [1, -2, 1.5, true, false, null, \"x\"], \"b\": {}} ");
+    json_t *a = json_object_get(v, "a");
+    assert_int_equal(json_array_size(a), 7);
+    assert_true(json_is_integer(json_array_get(a, 0)));
+    assert_int_equal(json_integer_value(json_array_get(a, 1)), -2);
+    assert_true(json_is_real(json_array_get(a, 2)));
+    assert_true(json_is_true(json_array_get(a, 3)));
+    assert_true(json_is_null(json_array_get(a, 5)));
+    assert_string_equal(json_string_value(json_array_get(a, 6)), "x");
+    json_decref(v);
+}
+
+static void test_decodes_escapes_and_surrogate_pairs(void **state) {
+    json_t *v = s_ok("\"a\\n\\u00e9\\ud83d\\ude00\\/\"");
+    assert_int_equal(json_string_length(v), 1 + 1 + 2 + 4 + 1);
+    assert_memory_equal(json_string_value(v), "a\n\xc3\xa9\xf0\x9f\x98\x80/", 9);
+    json_decref(v);
+}
+
+static void test_rejects_duplicate_keys_with_path_and_offset(void **state) {
+    const char *text = "{\"x\": {\"a\": 1, \"a\": 2}}";
+    jsonstrict_error_t err = s_bad(text, JSONSTRICT_E_DUPLICATE_KEY);
+    assert_int_equal(err.offset, strstr(text, "\"a\": 2") - text);
+    assert_string_equal(err.path, "/x/a");
+    /* Keys equal after decoding are duplicates too. */
+    s_bad("{\"a\": 1, \"\\u0061\": 2}", JSONSTRICT_E_DUPLICATE_KEY);
+}
+
+static void test_rejects_nul_and_unpaired_surrogates(void **state) {
+    jsonstrict_error_t err = s_bad("[1, \"a\\u0000\"]", JSONSTRICT_E_NUL);
+    assert_string_equal(err.path, "/1");
+    s_bad("{\"\\u0000\": 1}", JSONSTRICT_E_NUL);
+    s_bad("\"\\ud800\"", JSONSTRICT_E_SURROGATE);
+    s_bad("\"\\ud800\\u0041\"", JSONSTRICT_E_SURROGATE);
+    s_bad("\"\\udc00\"", JSONSTRICT_E_SURROGATE);
+    s_bad_n("\"a\0b\"", 5, NULL, JSONSTRICT_E_SYNTAX); /* a raw NUL is a control character */
+}
+
+static void test_rejects_invalid_utf8(void **state) {
+    s_bad("\"\xc3\"", JSONSTRICT_E_UTF8);
+    s_bad("\"\xc0\xaf\"", JSONSTRICT_E_UTF8);         /* overlong */
+    s_bad("\"\xed\xa0\x80\"", JSONSTRICT_E_UTF8);     /* encoded surrogate */
+    s_bad("\"\xf4\x90\x80\x80\"", JSONSTRICT_E_UTF8); /* above U+10FFFF */
+    s_bad("\"\xff\"", JSONSTRICT_E_UTF8);
+    json_decref(s_ok("\"\xf4\x8f\xbf\xbf\xe2\x82\xac\""));
+}
+
+static void test_rejects_syntax_errors_and_trailing_data(void **state) {
+    s_bad("", JSONSTRICT_E_SYNTAX);
+    s_bad("[1,]", JSONSTRICT_E_SYNTAX);
+    s_bad("{\"a\" 1}", JSONSTRICT_E_SYNTAX);
+    s_bad("01", JSONSTRICT_E_TRAILING);
+    s_bad("1.", JSONSTRICT_E_SYNTAX);
+    s_bad("NaN", JSONSTRICT_E_SYNTAX);
+    s_bad("-Infinity", JSONSTRICT_E_SYNTAX);
+    s_bad("\"\\x\"", JSONSTRICT_E_SYNTAX);
+    s_bad("\"a\tb\"", JSONSTRICT_E_SYNTAX);
+    jsonstrict_error_t err = s_bad("{} {}", JSONSTRICT_E_TRAILING);
+    assert_int_equal(err.offset, 3);
+    s_bad("\xef\xbb\xbf{}", JSONSTRICT_E_SYNTAX); /* a byte order mark is not JSON */
+}
+
+static void test_numbers_must_be_exact(void **state) {
+    jsonstrict_error_t err = s_bad("1e400", JSONSTRICT_E_NUMBER_RANGE);
+    assert_non_null(strstr(err.message, "overflows"));
+    err = s_bad("1e-400", JSONSTRICT_E_NUMBER_RANGE);
+    assert_non_null(strstr(err.message, "underflows"));
+    err = s_bad("9223372036854775808", JSONSTRICT_E_INTEGER_RANGE);
+    assert_non_null(strstr(err.message, "int64"));
+    s_bad("-9223372036854775809", JSONSTRICT_E_INTEGER_RANGE);
+    err = s_bad("0.10000000000000000001", JSONSTRICT_E_NUMBER_PRECISION);
+    assert_non_null(strstr(err.message, "precision"));
+    s_bad("12345678901234567890.0", JSONSTRICT_E_NUMBER_PRECISION);
+
+    json_t *v = s_ok("[9223372036854775807, -9223372036854775808, 0.1, 1.0, 1e308, 5e-324, "
+                     "0.30000000000000004, -0.0, 12345678901234567000.0]");
+    assert_int_equal(json_integer_value(json_array_get(v, 0)), INT64_MAX);
+    assert_int_equal(json_integer_value(json_array_get(v, 1)), INT64_MIN);
+    assert_true(json_real_value(json_array_get(v, 2)) == 0.1);
+    assert_true(json_real_value(json_array_get(v, 4)) == 1e308);
+    assert_true(json_real_value(json_array_get(v, 5)) > 0);
+    assert_true(json_real_value(json_array_get(v, 6)) == 0.1 + 0.2);
+    assert_true(signbit(json_real_value(json_array_get(v, 7))));
+    json_decref(v);
+}
+
+static void test_shortest_gives_round_trip_digits(void **state) {
+    char digits[JSONSTRICT_DIGITS_MAX + 1];
+    int exp10 = 0;
+    assert_int_equal(jsonstrict_shortest(0.1, digits, &exp10), 1);
+    assert_string_equal(digits, "1");
+    assert_int_equal(exp10, -1);
+    jsonstrict_shortest(0.1 + 0.2, digits, &exp10);
+    assert_string_equal(digits, "30000000000000004");
+    assert_int_equal(exp10, -17);
+    jsonstrict_shortest(-1500.0, digits, &exp10);
+    assert_string_equal(digits, "15");
+    assert_int_equal(exp10, 2);
+}
+
+static void test_caps_at_and_above_bound(void **state) {
+    jsonstrict_limits_t lim = jsonstrict_limits_default;
+    json_t *v = NULL;
+    lim.max_depth = 3;
+    assert_int_equal(jsonstrict_parse("[[[1]]]", 7, &lim, &v, NULL), 0);
+    json_decref(v);
+    jsonstrict_error_t err = s_bad_n("[[[[1]]]]", 9, &lim, JSONSTRICT_E_DEPTH);
+    assert_string_equal(err.path, "/0/0/0");
+
+    lim = jsonstrict_limits_default;
+    lim.max_items = 2;
+    assert_int_equal(jsonstrict_parse("[1,2]", 5, &lim, &v, NULL), 0);
+    json_decref(v);
+    s_bad_n("[1,2,3]", 7, &lim, JSONSTRICT_E_ITEMS);
+
+    lim = jsonstrict_limits_default;
+    lim.max_keys = 2;
+    assert_int_equal(jsonstrict_parse("{\"a\":1,\"b\":2}", 13, &lim, &v, NULL), 0);
+    json_decref(v);
+    s_bad_n("{\"a\":1,\"b\":2,\"c\":3}", 19, &lim, JSONSTRICT_E_KEYS);
+
+    lim = jsonstrict_limits_default;
+    lim.max_values = 3;
+    assert_int_equal(jsonstrict_parse("[1,2]", 5, &lim, &v, NULL), 0);
+    json_decref(v);
+    s_bad_n("[1,2,3]", 7, &lim, JSONSTRICT_E_VALUES);
+
+    lim = jsonstrict_limits_default;
+    lim.max_string_bytes = 3;
+    assert_int_equal(jsonstrict_parse("\"\\u00e9a\"", 9, &lim, &v, NULL), 0);
+    json_decref(v);
+    s_bad_n("\"\\u00e9ab\"", 10, &lim, JSONSTRICT_E_STRING_LENGTH);
+    s_bad_n("{\"abcd\":1}", 10, &lim, JSONSTRICT_E_STRING_LENGTH);
+
+    lim = jsonstrict_limits_default;
+    lim.max_number_chars = 4;
+    assert_int_equal(jsonstrict_parse("-1.5", 4, &lim, &v, NULL), 0);
+    json_decref(v);
+    s_bad_n("-1.55", 5, &lim, JSONSTRICT_E_NUMBER_LENGTH);
+
+    lim = jsonstrict_limits_default;
+    lim.max_bytes = 4;
+    assert_int_equal(jsonstrict_parse("[12]", 4, &lim, &v, NULL), 0);
+    json_decref(v);
+    s_bad_n("[123]", 5, &lim, JSONSTRICT_E_TOO_LARGE);
+}
+
+static void test_path_escapes_pointer_characters(void **state) {
+    jsonstrict_error_t err =
+        s_bad("{\"a/b\": {\"c~d\": [0, \"\\ud800\"]}}", JSONSTRICT_E_SURROGATE);
+    assert_string_equal(err.path, "/a~1b/c~0d/1");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_accepts_plain_values_and_keeps_types),
+        cmocka_unit_test(test_decodes_escapes_and_surrogate_pairs),
+        cmocka_unit_test(test_rejects_duplicate_keys_with_path_and_offset),
+        cmocka_unit_test(test_rejects_nul_and_unpaired_surrogates),
+        cmocka_unit_test(test_rejects_invalid_utf8),
+        cmocka_unit_test(test_rejects_syntax_errors_and_trailing_data),
+        cmocka_unit_test(test_numbers_must_be_exact),
+        cmocka_unit_test(test_shortest_gives_round_trip_digits),
+        cmocka_unit_test(test_caps_at_and_above_bound),
+        cmocka_unit_test(test_path_escapes_pointer_characters),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
