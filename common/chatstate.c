@@ -145,21 +145,31 @@ int cs_load(chatstate_t *self, cs_error_t *err) {
     return 0;
 }
 
-static int s_check_fence(chatstate_t *self, const cs_fence_t *f, cs_error_t *err) {
-    const cs_row_t *r = &self->row;
-    const char *why = NULL;
+/* The owner half of a fence: a runner that no longer owns the chat is fenced out whatever
+ * the state. The version half is checked after the move table, so that a move the table
+ * forbids is reported as a conflict naming the state. */
+static const char *s_fence_owner(const cs_row_t *r, const cs_fence_t *f) {
     if (strcmp(r->worker_id, f->worker_id) != 0 || strcmp(r->runner_id, f->runner_id) != 0) {
-        why = "owner";
-    } else if (f->status && (strcmp(r->status, f->status) != 0 || r->archived)) {
-        why = "status";
-    } else if (f->history_version >= 0 && r->history_version != f->history_version) {
-        why = "history_version";
-    } else if (f->generation_attempt >= 0 && r->generation_attempt != f->generation_attempt) {
-        why = "generation_attempt";
+        return "owner";
     }
-    if (!why) {
-        return 0;
+    return NULL;
+}
+
+static const char *s_fence_versions(const cs_row_t *r, const cs_fence_t *f) {
+    if (f->status && (strcmp(r->status, f->status) != 0 || r->archived)) {
+        return "status";
     }
+    if (f->history_version >= 0 && r->history_version != f->history_version) {
+        return "history_version";
+    }
+    if (f->generation_attempt >= 0 && r->generation_attempt != f->generation_attempt) {
+        return "generation_attempt";
+    }
+    return NULL;
+}
+
+static int s_fenced(chatstate_t *self, const cs_fence_t *f, const char *why, cs_error_t *err) {
+    const cs_row_t *r = &self->row;
     log_info("fence_mismatch",
              "chat_id=%s field=%s worker_id=%s runner_id=%s history_version=%lld "
              "expected_history_version=%lld generation_attempt=%lld expected_attempt=%lld",
@@ -173,8 +183,9 @@ int cs_start(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, cs_err
     if (cs_load(self, err) != 0) {
         return -1;
     }
-    if (fence && s_check_fence(self, fence, err) != 0) {
-        return -1;
+    const char *why = fence ? s_fence_owner(&self->row, fence) : NULL;
+    if (why) {
+        return s_fenced(self, fence, why, err);
     }
     if (self->state == ES_INVALID && move != MV_RECONCILE_INVALID && move != MV_ABANDON) {
         return cs_fail(self, err, CS_INVALID_STATE, "Chat is in an invalid state.");
@@ -183,7 +194,8 @@ int cs_start(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, cs_err
         return cs_fail(self, err, CS_CONFLICT, "chat is in state %s: %s is not allowed",
                        chatmove_state_name(self->state), chatmove_name(move));
     }
-    return 0;
+    why = fence ? s_fence_versions(&self->row, fence) : NULL;
+    return why ? s_fenced(self, fence, why, err) : 0;
 }
 
 int cs_finish(chatstate_t *self, exec_state_t from, chatmove_t move, cs_error_t *err) {

@@ -37,9 +37,9 @@ int chatstate_acquire(chatstate_t *self, const char *worker_id, const char *runn
     }
     if (cs_exec(self, err,
                 "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at)"
-                " VALUES ($1, $3::uuid, statement_timestamp()) ON CONFLICT (chat_id, runner_id)"
+                " VALUES ($1, $2::uuid, statement_timestamp()) ON CONFLICT (chat_id, runner_id)"
                 " DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at",
-                3, (const char *const[]){p[0], p[1], p[2]}) != 0) {
+                2, (const char *const[]){self->chat_id, runner_id}) != 0) {
         return -1;
     }
     return cs_finish(self, from, MV_ACQUIRE, err);
