@@ -1,0 +1,393 @@
+/* broker: the XSUB->XPUB proxy and the relay ROUTER in one loop; see broker.h. */
+#include "broker.h"
+#include "id.h"
+#include "mem.h"
+#include "registry.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Messages handled per socket per loop turn before the others get a look, so that a flood
+ * on one socket cannot starve the relay or the pipe. */
+#define S_BATCH 256
+
+typedef struct {
+    zsock_t *pipe;
+    zsock_t *xsub;
+    zsock_t *xpub;
+    zsock_t *router;
+    void *xsub_h;
+    void *xpub_h;
+    void *router_h;
+    registry_t *registry;
+    wire_stats_t stats;
+    int64_t subscription_events;
+    int64_t started_ms;
+    int64_t stats_interval_ms;
+    int64_t next_stats_ms;
+    int64_t next_expire_ms;
+    bool terminated;
+} self_t;
+
+static zsock_t *s_bind(int type, const char *endpoint, int hwm) {
+    zsock_t *s = zsock_new(type);
+    if (!s) {
+        return NULL;
+    }
+    zsock_set_linger(s, 0);
+    zsock_set_maxmsgsize(s, PROTO_MSG_MAX_BYTES);
+    zsock_set_sndhwm(s, hwm);
+    zsock_set_rcvhwm(s, hwm);
+    if (type == ZMQ_ROUTER) {
+        /* Unroutable replies fail with EHOSTUNREACH instead of vanishing, so the broker can
+         * answer "no_such_worker" for a worker whose connection is gone. */
+        zsock_set_router_mandatory(s, 1);
+    }
+    if (zsock_bind(s, "%s", endpoint) < 0) {
+        log_error("broker_bind_failed", "endpoint=%s error=\"%s\"", endpoint,
+                  zmq_strerror(zmq_errno()));
+        zsock_destroy(&s);
+        return NULL;
+    }
+    return s;
+}
+
+static void s_log_stats(self_t *self, const char *event) {
+    wire_stats_t *s = &self->stats;
+    s->workers = (int64_t)registry_size(self->registry);
+    s->uptime_ms = id_now_ms() - self->started_ms;
+    log_info(event,
+             "pub_in=%lld pub_out=%lld relay_in=%lld relay_out=%lld dropped=%lld workers=%lld "
+             "subscription_events=%lld uptime_ms=%lld",
+             (long long)s->pub_in, (long long)s->pub_out, (long long)s->relay_in,
+             (long long)s->relay_out, (long long)s->dropped, (long long)s->workers,
+             (long long)self->subscription_events, (long long)s->uptime_ms);
+}
+
+/* Receives every frame of the current message into frames[] (at most max kept; the rest are
+ * received and released). Returns the number of frames, or -1 when nothing was waiting. */
+static int s_recv_frames(void *h, zmq_msg_t *frames, int max) {
+    int n = 0;
+    int more = 1;
+    while (more) {
+        zmq_msg_t tmp;
+        zmq_msg_t *m = n < max ? &frames[n] : &tmp;
+        zmq_msg_init(m);
+        if (zmq_msg_recv(m, h, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+            zmq_msg_close(m);
+            if (n == 0) {
+                return -1;
+            }
+            break; /* the rest of a message arrives atomically; only termination gets here */
+        }
+        more = zmq_msg_more(m);
+        if (m == &tmp) {
+            zmq_msg_close(m);
+        }
+        n++;
+    }
+    return n;
+}
+
+static void s_close_frames(zmq_msg_t *frames, int n, int max) {
+    for (int i = 0; i < n && i < max; i++) {
+        zmq_msg_close(&frames[i]);
+    }
+}
+
+/* Publisher side: [topic][body] in, forwarded unchanged to the XPUB. The broker does not
+ * decode bodies (subscribers do); it only checks the frame layout and the topic family. */
+static void s_pump_publishers(self_t *self) {
+    for (int b = 0; b < S_BATCH; b++) {
+        zmq_msg_t f[2];
+        int n = s_recv_frames(self->xsub_h, f, 2);
+        if (n < 0) {
+            return;
+        }
+        self->stats.pub_in++;
+        size_t plen = strlen(PROTO_TOPIC_PREFIX);
+        if (n != 2 || zmq_msg_size(&f[0]) < plen || zmq_msg_size(&f[0]) > PROTO_TOPIC_MAX_BYTES ||
+            memcmp(zmq_msg_data(&f[0]), PROTO_TOPIC_PREFIX, plen) != 0) {
+            self->stats.dropped++;
+            log_debug("broker_drop", "reason=bad_pub_layout frames=%d", n);
+            s_close_frames(f, n, 2);
+            continue;
+        }
+        /* The XPUB is lossy per subscriber (README "HWM policy"): this send does not block
+         * and does not fail on a full subscriber pipe. */
+        if (zmq_msg_send(&f[0], self->xpub_h, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+            zmq_msg_send(&f[1], self->xpub_h, ZMQ_DONTWAIT) < 0) {
+            self->stats.dropped++;
+            s_close_frames(f, 2, 2);
+            continue;
+        }
+        self->stats.pub_out++;
+    }
+}
+
+/* Subscriber side: subscription events, counted (the XSUB subscribes to everything, so they
+ * need not travel upstream). */
+static void s_pump_subscriptions(self_t *self) {
+    for (int b = 0; b < S_BATCH; b++) {
+        zmq_msg_t f[1];
+        int n = s_recv_frames(self->xpub_h, f, 1);
+        if (n < 0) {
+            return;
+        }
+        self->subscription_events++;
+        s_close_frames(f, n, 1);
+    }
+}
+
+/* Sends [route][route2][body] on the ROUTER; route2 may be empty. Returns 0 or -1 (errno). */
+static int s_router_send(self_t *self, const void *route, size_t route_len, const void *route2,
+                         size_t route2_len, const void *body, size_t body_len) {
+    if (zmq_send(self->router_h, route, route_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        return -1;
+    }
+    /* With ROUTER_MANDATORY the first frame decides; the rest of the message cannot fail
+     * for routing reasons once it is accepted. */
+    if (zmq_send(self->router_h, route2, route2_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(self->router_h, body, body_len, ZMQ_DONTWAIT) < 0) {
+        return -1;
+    }
+    self->stats.relay_out++;
+    return 0;
+}
+
+/* Encodes msg and sends it to a client as [route][""][body]. */
+static void s_reply(self_t *self, const void *route, size_t route_len, const wire_msg_t *msg) {
+    char *data = NULL;
+    size_t size = 0;
+    if (wire_encode(msg, &data, &size) != 0) {
+        log_error("broker_encode_failed", "type=%s", wire_type_name(msg->type));
+        self->stats.dropped++;
+        return;
+    }
+    if (s_router_send(self, route, route_len, "", 0, data, size) != 0) {
+        self->stats.dropped++;
+        log_debug("broker_drop", "reason=unroutable_reply error=\"%s\"", zmq_strerror(zmq_errno()));
+    }
+    free(data);
+}
+
+static void s_no_such_worker(self_t *self, const void *route, size_t route_len,
+                             const wire_request_t *req) {
+    wire_msg_t reply = {.type = WIRE_RELAY_REPLY};
+    wire_reply_t *r = &reply.u.reply;
+    memcpy(r->request_id, req->request_id, sizeof r->request_id);
+    memcpy(r->worker_id, req->worker_id, sizeof r->worker_id);
+    r->status = WIRE_STATUS_NO_SUCH_WORKER;
+    r->episode = req->episode;
+    s_reply(self, route, route_len, &reply);
+}
+
+static void s_handle_relay(self_t *self, zmq_msg_t *f, int n) {
+    const void *route = zmq_msg_data(&f[0]);
+    size_t route_len = zmq_msg_size(&f[0]);
+    if (n != 3 || zmq_msg_size(&f[1]) > PROTO_ROUTE_MAX_BYTES) {
+        self->stats.dropped++;
+        log_debug("broker_drop", "reason=bad_relay_layout frames=%d", n);
+        return;
+    }
+    wire_msg_t msg;
+    char why[128];
+    if (wire_decode(zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), &msg, why, sizeof why) != 0) {
+        self->stats.dropped++;
+        char q[160];
+        log_warn("broker_drop", "reason=malformed detail=%s", log_quote(why, q, sizeof q));
+        return;
+    }
+    int64_t now = id_now_ms();
+    switch (msg.type) {
+        case WIRE_REGISTER:
+        case WIRE_HEARTBEAT: {
+            int fresh = registry_touch(self->registry, msg.u.worker.worker_id, route, route_len,
+                                       msg.u.worker.heartbeat_ms, now);
+            /* A heartbeat from a worker the broker does not know (it restarted, or expired
+             * the worker) registers it again: workers need not notice a broker restart. */
+            if (fresh == 1) {
+                log_info("worker_registered", "worker_id=%s heartbeat_ms=%lld",
+                         msg.u.worker.worker_id, (long long)msg.u.worker.heartbeat_ms);
+            }
+            if (fresh == 1 || msg.type == WIRE_REGISTER) {
+                wire_msg_t ack = {.type = WIRE_REGISTERED, .u.worker = msg.u.worker};
+                s_reply(self, route, route_len, &ack);
+            }
+            break;
+        }
+        case WIRE_RELAY_REQUEST: {
+            const registry_entry_t *w =
+                registry_lookup(self->registry, msg.u.request.worker_id, now);
+            if (!w) {
+                s_no_such_worker(self, route, route_len, &msg.u.request);
+                break;
+            }
+            /* Forward the body unchanged, with the requester's route for the worker to echo. */
+            if (s_router_send(self, w->route, w->route_len, route, route_len, zmq_msg_data(&f[2]),
+                              zmq_msg_size(&f[2])) != 0) {
+                log_info("worker_unreachable", "worker_id=%s error=\"%s\"", msg.u.request.worker_id,
+                         zmq_strerror(zmq_errno()));
+                if (zmq_errno() == EHOSTUNREACH) {
+                    registry_forget(self->registry, msg.u.request.worker_id);
+                }
+                s_no_such_worker(self, route, route_len, &msg.u.request);
+            }
+            break;
+        }
+        case WIRE_RELAY_REPLY: {
+            size_t to_len = zmq_msg_size(&f[1]);
+            if (to_len == 0 || s_router_send(self, zmq_msg_data(&f[1]), to_len, "", 0,
+                                             zmq_msg_data(&f[2]), zmq_msg_size(&f[2])) != 0) {
+                /* The requester went away (or gave up): nobody is waiting for this reply. */
+                self->stats.dropped++;
+                log_debug("broker_drop", "reason=requester_gone request_id=%s",
+                          msg.u.reply.request_id);
+            }
+            break;
+        }
+        case WIRE_STATS_REQUEST: {
+            wire_msg_t st = {.type = WIRE_STATS};
+            self->stats.workers = (int64_t)registry_size(self->registry);
+            self->stats.uptime_ms = now - self->started_ms;
+            st.u.stats = self->stats;
+            s_reply(self, route, route_len, &st);
+            s_log_stats(self, "broker_stats");
+            break;
+        }
+        default:
+            self->stats.dropped++;
+            log_warn("broker_drop", "reason=unexpected_type type=%s", wire_type_name(msg.type));
+            break;
+    }
+    wire_msg_clear(&msg);
+}
+
+static void s_pump_relay(self_t *self) {
+    for (int b = 0; b < S_BATCH; b++) {
+        zmq_msg_t f[3];
+        int n = s_recv_frames(self->router_h, f, 3);
+        if (n < 0) {
+            return;
+        }
+        self->stats.relay_in++;
+        s_handle_relay(self, f, n);
+        s_close_frames(f, n, 3);
+    }
+}
+
+static void s_handle_pipe(self_t *self) {
+    char *cmd = zstr_recv(self->pipe);
+    if (!cmd) {
+        self->terminated = true;
+        return;
+    }
+    if (streq(cmd, "$TERM")) {
+        self->terminated = true;
+    } else if (streq(cmd, "LOG")) {
+        s_log_stats(self, "broker_stats");
+    } else if (streq(cmd, "STATS")) {
+        wire_stats_t *s = &self->stats;
+        s->workers = (int64_t)registry_size(self->registry);
+        s->uptime_ms = id_now_ms() - self->started_ms;
+        zsock_send(self->pipe, "8888888", (uint64_t)s->pub_in, (uint64_t)s->pub_out,
+                   (uint64_t)s->relay_in, (uint64_t)s->relay_out, (uint64_t)s->dropped,
+                   (uint64_t)s->workers, (uint64_t)s->uptime_ms);
+    } else {
+        char q[64];
+        log_warn("broker_unknown_command", "command=%s", log_quote(cmd, q, sizeof q));
+    }
+    free(cmd);
+}
+
+void broker_actor(zsock_t *pipe, void *args) {
+    const broker_config_t *cfg = args;
+    self_t self = {.pipe = pipe};
+    int hwm = cfg->hwm_msgs > 0 ? cfg->hwm_msgs : BROKER_HWM_MSGS;
+    self.xsub = s_bind(ZMQ_XSUB, cfg->pub_endpoint, hwm);
+    self.xpub = s_bind(ZMQ_XPUB, cfg->sub_endpoint, hwm);
+    self.router = s_bind(ZMQ_ROUTER, cfg->relay_endpoint, hwm);
+    if (!self.xsub || !self.xpub || !self.router) {
+        zsock_destroy(&self.xsub);
+        zsock_destroy(&self.xpub);
+        zsock_destroy(&self.router);
+        zsock_signal(pipe, (byte)-1);
+        /* zactor_new does not report the start-up status, so stay to answer "FAILED" until
+         * told to terminate; the owner learns of the failure on its first command. */
+        char *cmd = NULL;
+        while ((cmd = zstr_recv(pipe)) && !streq(cmd, "$TERM")) {
+            zstr_send(pipe, "FAILED");
+            zstr_free(&cmd);
+        }
+        zstr_free(&cmd);
+        return;
+    }
+    self.xsub_h = zsock_resolve(self.xsub);
+    self.xpub_h = zsock_resolve(self.xpub);
+    self.router_h = zsock_resolve(self.router);
+    /* Subscribe the XSUB to everything: every publisher sends every message to the broker,
+     * and the XPUB filters per subscriber. XSUB replays this to each (re)connecting
+     * publisher, so nothing depends on the order in which clients come back after a
+     * restart. */
+    const char all = 1;
+    if (zmq_send(self.xsub_h, &all, 1, 0) < 0) {
+        log_error("broker_subscribe_failed", "error=\"%s\"", zmq_strerror(zmq_errno()));
+    }
+    self.registry = registry_new();
+    self.started_ms = id_now_ms();
+    self.stats_interval_ms =
+        cfg->stats_interval_ms > 0 ? cfg->stats_interval_ms : BROKER_STATS_INTERVAL_MS;
+    self.next_stats_ms = self.started_ms + self.stats_interval_ms;
+    self.next_expire_ms = self.started_ms + BROKER_EXPIRE_TICK_MS;
+    log_info("broker_ready", "pub=%s sub=%s relay=%s hwm=%d", cfg->pub_endpoint, cfg->sub_endpoint,
+             cfg->relay_endpoint, hwm);
+    zsock_signal(pipe, 0);
+
+    zmq_pollitem_t items[] = {
+        {zsock_resolve(pipe), 0, ZMQ_POLLIN, 0},
+        {self.xsub_h, 0, ZMQ_POLLIN, 0},
+        {self.xpub_h, 0, ZMQ_POLLIN, 0},
+        {self.router_h, 0, ZMQ_POLLIN, 0},
+    };
+    while (!self.terminated) {
+        int64_t now = id_now_ms();
+        int64_t next =
+            self.next_expire_ms < self.next_stats_ms ? self.next_expire_ms : self.next_stats_ms;
+        long timeout = next > now ? (long)(next - now) : 0;
+        int rc = zmq_poll(items, 4, timeout);
+        if (rc < 0) {
+            if (zmq_errno() == EINTR) {
+                continue; /* a signal for the main thread landed here; main handles it */
+            }
+            log_error("broker_poll_failed", "error=\"%s\"", zmq_strerror(zmq_errno()));
+            break;
+        }
+        if (items[0].revents & ZMQ_POLLIN) {
+            s_handle_pipe(&self);
+        }
+        if (items[1].revents & ZMQ_POLLIN) {
+            s_pump_publishers(&self);
+        }
+        if (items[2].revents & ZMQ_POLLIN) {
+            s_pump_subscriptions(&self);
+        }
+        if (items[3].revents & ZMQ_POLLIN) {
+            s_pump_relay(&self);
+        }
+        now = id_now_ms();
+        if (now >= self.next_expire_ms) {
+            registry_expire(self.registry, now);
+            self.next_expire_ms = now + BROKER_EXPIRE_TICK_MS;
+        }
+        if (now >= self.next_stats_ms) {
+            s_log_stats(&self, "broker_stats");
+            self.next_stats_ms = now + self.stats_interval_ms;
+        }
+    }
+    s_log_stats(&self, "broker_stopped");
+    registry_destroy(&self.registry);
+    zsock_destroy(&self.xsub);
+    zsock_destroy(&self.xpub);
+    zsock_destroy(&self.router);
+}

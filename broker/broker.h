@@ -1,0 +1,44 @@
+/*
+ * broker: the chatfleet broker as one CZMQ actor (DESIGN §6, proto/README.md).
+ *
+ * It binds three sockets and serves them from one loop: an XSUB that publishers connect to,
+ * proxied to an XPUB that subscribers connect to (hints and live parts), and a ROUTER for
+ * the relay, where workers register and heartbeat and requests addressed by worker id are
+ * forwarded to that worker or answered "no_such_worker" at once. It counts messages in,
+ * out and dropped, and logs the counters every stats_interval_ms and when asked.
+ *
+ * Pipe protocol:
+ *   zactor_new(broker_actor, &config)   config (broker_config_t *) must outlive the start-up
+ *                                       signal; the actor copies what it keeps.
+ *   signal on init                      0 when all three endpoints are bound, -1 otherwise;
+ *                                       after -1 the actor answers every command but $TERM
+ *                                       with "FAILED" (zactor_new hides the signal's value).
+ *   zstr_send(actor, "LOG")             logs one broker_stats line; no reply.
+ *   zstr_send(actor, "STATS")           replies "8888888": pub_in, pub_out, relay_in,
+ *                                       relay_out, dropped, workers, uptime_ms.
+ *   zstr_send(actor, "$TERM")           logs the final counters, closes the sockets without
+ *                                       lingering, and exits (zactor_destroy sends it).
+ * Nothing is sent unprompted. Unknown commands are logged and ignored.
+ */
+#ifndef CHATFLEET_BROKER_H
+#define CHATFLEET_BROKER_H
+
+#include "zmqlog.h"
+#include <stdint.h>
+
+/* Defaults of the broker's own settings (README "Configuration"). */
+#define BROKER_STATS_INTERVAL_MS 60000
+#define BROKER_HWM_MSGS          10000 /* per XSUB/XPUB pipe; see README "HWM policy" */
+#define BROKER_EXPIRE_TICK_MS    50    /* how often dead workers are swept */
+
+typedef struct {
+    const char *pub_endpoint;   /* publishers connect here (XSUB binds) */
+    const char *sub_endpoint;   /* subscribers connect here (XPUB binds) */
+    const char *relay_endpoint; /* relay clients and workers connect here (ROUTER binds) */
+    int64_t stats_interval_ms;
+    int hwm_msgs;
+} broker_config_t;
+
+void broker_actor(zsock_t *pipe, void *args);
+
+#endif
