@@ -1,30 +1,140 @@
 /*
  * chatfleet-gateway: the API gateway process (DESIGN §7, §12).
  *
- *   chatfleet-gateway migrate   apply migrations and exit (safe to run concurrently)
- *
- * Serving HTTP arrives with the gateway issue; until then `serve` says so and fails.
+ *   chatfleet-gateway [serve]       serve HTTP on CHATFLEET_HTTP_LISTEN
+ *   chatfleet-gateway migrate       apply migrations and exit (safe to run concurrently)
+ *   chatfleet-gateway user-add NAME create a user; print a new API token (only) on stdout
  */
 #include "config.h"
 #include "db.h"
+#include "gateway.h"
 #include "log.h"
+#include "mem.h"
 #include "migration.h"
+#include "models.h"
+#include "routes.h"
 
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-static int s_migrate(const config_t *cfg) {
+#define GATEWAY_THREADS_DEFAULT 8
+
+static volatile sig_atomic_t s_stop = 0;
+
+static void s_on_signal(int sig) {
+    (void)sig;
+    s_stop = 1;
+}
+
+static PGconn *s_connect(const config_t *cfg, const char *what) {
     if (!cfg->database_url) {
         fprintf(stderr, "chatfleet-gateway: CHATFLEET_DATABASE_URL is required\n");
-        return 2;
+        return NULL;
     }
-    PGconn *conn = db_connect(cfg->database_url, "chatfleet-gateway migrate");
+    return db_connect(cfg->database_url, what);
+}
+
+static int s_migrate(const config_t *cfg) {
+    PGconn *conn = s_connect(cfg, "chatfleet-gateway migrate");
     if (!conn) {
         return 1;
     }
     int applied = migration_apply(conn);
     PQfinish(conn);
     return applied < 0 ? 1 : 0;
+}
+
+static int s_user_add(const config_t *cfg, const char *name) {
+    PGconn *conn = s_connect(cfg, "chatfleet-gateway user-add");
+    if (!conn) {
+        return 1;
+    }
+    char uid[ID_UUID_LEN + 1];
+    char tid[ID_UUID_LEN + 1];
+    unsigned char raw[32];
+    char token[3 + 2 * sizeof raw + 1] = "cf_";
+    ASSERT(id_uuid_new(uid) == 0 && id_uuid_new(tid) == 0 && id_random(raw, sizeof raw) == 0);
+    for (size_t i = 0; i < sizeof raw; i++) {
+        snprintf(token + 3 + 2 * i, 3, "%02x", raw[i]);
+    }
+    char err[256];
+    const char *p[] = {uid, name, tid, token};
+    /* Only the SHA-256 of the token is stored (PostgreSQL's sha256()). */
+    db_err_t rc = db_exec(conn, err, sizeof err,
+                          "WITH u AS (INSERT INTO users (id, name) VALUES ($1, $2) RETURNING id)"
+                          " INSERT INTO api_tokens (id, user_id, token_sha256) SELECT $3, u.id,"
+                          " sha256(convert_to($4, 'UTF8')) FROM u",
+                          4, p);
+    PQfinish(conn);
+    if (rc != DB_OK) {
+        fprintf(stderr, "chatfleet-gateway: user-add %s failed: %s\n", name, err);
+        return 1;
+    }
+    log_info("user_added", "user_id=%s name=%s", uid, name);
+    printf("%s\n", token);
+    return 0;
+}
+
+static int s_auth(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
+    gateway_t *gw = app;
+    if (strlen(token) > 128) {
+        return -1;
+    }
+    PGconn *conn = pool_get(gw->pool);
+    const char *p[] = {token};
+    db_err_t e;
+    PGresult *res = db_query(conn, &e, NULL, 0,
+                             "SELECT user_id FROM api_tokens"
+                             " WHERE token_sha256 = sha256(convert_to($1, 'UTF8'))",
+                             1, p);
+    int ok = res && PQntuples(res) == 1;
+    if (ok) {
+        snprintf(user_id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
+    }
+    PQclear(res);
+    pool_put(gw->pool, conn);
+    return ok ? 0 : -1;
+}
+
+static int s_serve(const config_t *cfg) {
+    PGconn *conn = s_connect(cfg, "chatfleet-gateway");
+    if (!conn) {
+        return 1;
+    }
+    int rc = models_sync(conn, cfg->config_path);
+    PQfinish(conn);
+    if (rc != 0) {
+        return 2;
+    }
+    gateway_t gw = {.sink = hint_sink_log, .max_queue = (int)cfg->queue_max};
+    chatstate_configure(cfg->lease_stale_ms, 5 * 60 * 1000);
+    gw.pool = pool_new(cfg->database_url, GATEWAY_THREADS_DEFAULT, "chatfleet-gateway");
+    if (!gw.pool) {
+        return 1;
+    }
+    int nroutes = 0;
+    http_route_t *routes = routes_all(&nroutes);
+    http_t *http =
+        http_new(cfg->http_listen, GATEWAY_THREADS_DEFAULT, routes, nroutes, s_auth, &gw);
+    if (!http) {
+        free(routes);
+        pool_destroy(&gw.pool);
+        return 1;
+    }
+    signal(SIGTERM, s_on_signal);
+    signal(SIGINT, s_on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    while (!s_stop) {
+        pause();
+    }
+    log_info("gateway_stopping", "reason=signal");
+    http_destroy(&http);
+    free(routes);
+    pool_destroy(&gw.pool);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -43,11 +153,12 @@ int main(int argc, char **argv) {
     config_log(cfg);
     if (strcmp(cmd, "migrate") == 0) {
         rc = s_migrate(cfg);
+    } else if (strcmp(cmd, "user-add") == 0 && argc == 3) {
+        rc = s_user_add(cfg, argv[2]);
     } else if (strcmp(cmd, "serve") == 0) {
-        fprintf(stderr, "chatfleet-gateway: serving HTTP is not built yet (issue 5)\n");
-        rc = 2;
+        rc = s_serve(cfg);
     } else {
-        fprintf(stderr, "usage: chatfleet-gateway [serve|migrate]\n");
+        fprintf(stderr, "usage: chatfleet-gateway [serve | migrate | user-add NAME]\n");
         rc = 2;
     }
     config_destroy(&cfg);

@@ -16,7 +16,7 @@ static char *s_str(const char *name, const char *dflt) {
     return dflt ? mem_strdup(dflt) : NULL;
 }
 
-static int s_ms(const char *name, int64_t dflt, int64_t *out) {
+static int s_num(const char *name, int64_t dflt, int64_t *out) {
     const char *v = getenv(name);
     if (!v || !*v) {
         *out = dflt;
@@ -26,7 +26,7 @@ static int s_ms(const char *name, int64_t dflt, int64_t *out) {
     char *end = NULL;
     long long n = strtoll(v, &end, 10);
     if (errno || *end || n <= 0) {
-        fprintf(stderr, "config: %s=%s is not a positive integer of milliseconds\n", name, v);
+        fprintf(stderr, "config: %s=%s is not a positive integer\n", name, v);
         return -1;
     }
     *out = n;
@@ -42,10 +42,11 @@ config_t *config_new(void) {
     self->broker_relay = s_str("CHATFLEET_BROKER_RELAY", "tcp://127.0.0.1:5603");
     self->config_path = s_str("CHATFLEET_CONFIG", NULL);
     self->log_level = s_str("CHATFLEET_LOG", "info");
-    if (s_ms("CHATFLEET_LEASE_STALE_MS", 30000, &self->lease_stale_ms) ||
-        s_ms("CHATFLEET_HEARTBEAT_MS", 9000, &self->heartbeat_ms) ||
-        s_ms("CHATFLEET_ACQUIRE_POLL_MS", 30000, &self->acquire_poll_ms) ||
-        s_ms("CHATFLEET_STREAM_POLL_MS", 10000, &self->stream_poll_ms)) {
+    if (s_num("CHATFLEET_LEASE_STALE_MS", 30000, &self->lease_stale_ms) ||
+        s_num("CHATFLEET_HEARTBEAT_MS", 9000, &self->heartbeat_ms) ||
+        s_num("CHATFLEET_ACQUIRE_POLL_MS", 30000, &self->acquire_poll_ms) ||
+        s_num("CHATFLEET_STREAM_POLL_MS", 10000, &self->stream_poll_ms) ||
+        s_num("CHATFLEET_QUEUE_MAX", 100, &self->queue_max)) {
         config_destroy(&self);
         return NULL;
     }
@@ -95,9 +96,10 @@ void config_log(const config_t *self) {
     log_info("config",
              "database_url=%s http_listen=%s broker_pub=%s broker_sub=%s broker_relay=%s "
              "config=%s log=%s lease_stale_ms=%lld heartbeat_ms=%lld acquire_poll_ms=%lld "
-             "stream_poll_ms=%lld",
+             "stream_poll_ms=%lld queue_max=%lld",
              url, self->http_listen, self->broker_pub, self->broker_sub, self->broker_relay,
              self->config_path ? self->config_path : "(built-in sim)", self->log_level,
              (long long)self->lease_stale_ms, (long long)self->heartbeat_ms,
-             (long long)self->acquire_poll_ms, (long long)self->stream_poll_ms);
+             (long long)self->acquire_poll_ms, (long long)self->stream_poll_ms,
+             (long long)self->queue_max);
 }

@@ -19,6 +19,7 @@ typedef struct {
     int64_t heartbeat_ms;    /* CHATFLEET_HEARTBEAT_MS */
     int64_t acquire_poll_ms; /* CHATFLEET_ACQUIRE_POLL_MS */
     int64_t stream_poll_ms;  /* CHATFLEET_STREAM_POLL_MS */
+    int64_t queue_max;       /* CHATFLEET_QUEUE_MAX: queued messages per chat (429 beyond) */
 } config_t;
 
 /* Reads the environment. Returns NULL and prints the offending variable and why on stderr

@@ -1,0 +1,439 @@
+/* chat_routes: chats (create, list, get, update) and the chat-level transitions (interrupt,
+ * tool-results, compact, clear, reconcile-invalid), plus health and models. */
+#include "routes.h"
+#include "db.h"
+#include "mem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const char *const gateway_chat_json_sql;
+
+/* Replies with the chat as it is now (after a committed bundle). */
+static void s_reply_chat(PGconn *conn, const http_req_t *req, int status, http_resp_t *resp) {
+    json_t *chat = gateway_chat_json(conn, req->params[0], req->user_id, resp);
+    if (chat) {
+        http_json(resp, status, chat);
+    }
+}
+
+static int s_dynamic_tools(json_t *tools, http_resp_t *resp) {
+    if (!json_is_array(tools)) {
+        http_invalid(resp, "dynamic_tools", "must be an array");
+        return -1;
+    }
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        char f[96];
+        snprintf(f, sizeof f, "dynamic_tools[%zu]", i);
+        static const char *const fields[] = {"name", "description", "input_schema", NULL};
+        char prefix[100];
+        snprintf(prefix, sizeof prefix, "%s.", f);
+        if (!json_is_object(t)) {
+            http_invalid(resp, f, "must be an object");
+            return -1;
+        }
+        if (gateway_only_fields(t, fields, prefix, resp) != 0) {
+            return -1;
+        }
+        const char *name = json_string_value(json_object_get(t, "name"));
+        size_t n = name ? strlen(name) : 0;
+        bool ok = n >= 1 && n <= 64;
+        for (size_t k = 0; ok && k < n; k++) {
+            char c = name[k];
+            ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '_' || c == '-';
+        }
+        for (size_t k = 0; ok && k < i; k++) {
+            ok = strcmp(name,
+                        json_string_value(json_object_get(json_array_get(tools, k), "name"))) != 0;
+        }
+        if (!ok) {
+            char ff[128];
+            snprintf(ff, sizeof ff, "%s.name", f);
+            http_invalid(resp, ff, "must match ^[A-Za-z0-9_-]{1,64}$ and be unique");
+            return -1;
+        }
+        json_t *d = json_object_get(t, "description");
+        json_t *s = json_object_get(t, "input_schema");
+        if ((d && !json_is_string(d)) || (s && !json_is_object(s))) {
+            char ff[128];
+            snprintf(ff, sizeof ff, "%s.%s", f,
+                     d && !json_is_string(d) ? "description" : "input_schema");
+            http_invalid(resp, ff,
+                         d && !json_is_string(d) ? "must be a string"
+                                                 : "must be a JSON Schema object");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Resolves the optional model name to a config id (the default when omitted). */
+static int s_model(PGconn *conn, json_t *model, char id[ID_UUID_LEN + 1], http_resp_t *resp) {
+    if (model && !json_is_string(model)) {
+        http_invalid(resp, "model", "must be a model config name");
+        return -1;
+    }
+    const char *p[] = {model ? json_string_value(model) : NULL};
+    db_err_t e;
+    PGresult *res = db_query(conn, &e, NULL, 0,
+                             "SELECT id FROM model_configs WHERE ($1::text IS NULL AND is_default)"
+                             " OR name = $1",
+                             1, p);
+    if (!res) {
+        http_error(resp, 500, "Internal error.", "database unavailable");
+        return -1;
+    }
+    int n = PQntuples(res);
+    if (n == 1) {
+        snprintf(id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
+    }
+    PQclear(res);
+    if (n != 1) {
+        http_invalid(resp, "model",
+                     model ? "no model config has this name" : "no default model is configured");
+        return -1;
+    }
+    return 0;
+}
+
+static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    json_t *body = gateway_body(req, resp, false);
+    if (!body) {
+        return;
+    }
+    static const char *const fields[] = {"content",         "title",
+                                         "system_prompt",   "model",
+                                         "dynamic_tools",   "unsafe_dynamic_tools",
+                                         "response_format", NULL};
+    PGconn *conn = pool_get(gw->pool);
+    char *content = NULL;
+    char *tools = NULL;
+    char model_id[ID_UUID_LEN + 1];
+    json_t *title = json_object_get(body, "title");
+    json_t *sys = json_object_get(body, "system_prompt");
+    json_t *dyn = json_object_get(body, "dynamic_tools");
+    if (!dyn) {
+        dyn = json_object_get(body, "unsafe_dynamic_tools");
+    }
+    if (gateway_only_fields(body, fields, "", resp) != 0) {
+        goto done;
+    }
+    if (json_object_get(body, "response_format")) {
+        http_invalid(resp, "response_format", "structured output is not built yet (issue 7)");
+        goto done;
+    }
+    if ((title && (!json_is_string(title) || json_string_length(title) > 200)) ||
+        (sys && (!json_is_string(sys) || json_string_length(sys) > 10000))) {
+        http_invalid(resp, title && !json_is_string(title) ? "title" : "system_prompt",
+                     "must be a string (title up to 200 bytes, system_prompt up to 10000)");
+        goto done;
+    }
+    if (!(content = gateway_content(json_object_get(body, "content"), "content", true, resp)) ||
+        (dyn && s_dynamic_tools(dyn, resp) != 0) ||
+        s_model(conn, json_object_get(body, "model"), model_id, resp) != 0) {
+        goto done;
+    }
+    tools = dyn ? json_dumps(dyn, JSON_COMPACT) : NULL;
+    cs_message_t first = {.role = "user",
+                          .content = content,
+                          .created_by = req->user_id,
+                          .model_config_id = model_id};
+    cs_create_t c = {.owner_id = req->user_id,
+                     .title = json_string_value(title),
+                     .title_from_user = title != NULL,
+                     .model_config_id = model_id,
+                     .system_prompt = json_string_value(sys),
+                     .dynamic_tools = tools,
+                     .messages = &first,
+                     .message_count = json_array_size(json_object_get(body, "content")) ? 1 : 0};
+    char chat_id[ID_UUID_LEN + 1];
+    cs_error_t err;
+    if (chatstate_create(conn, &c, &gw->sink, chat_id, &err) != 0) {
+        gateway_cs_error(resp, &err);
+        goto done;
+    }
+    json_t *chat = gateway_chat_json(conn, chat_id, req->user_id, resp);
+    if (chat) {
+        http_json(resp, 201, chat);
+    }
+done:
+    free(content);
+    free(tools);
+    json_decref(body);
+    pool_put(gw->pool, conn);
+}
+
+static void s_get(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    PGconn *conn = pool_get(gw->pool);
+    s_reply_chat(conn, req, 200, resp);
+    pool_put(gw->pool, conn);
+}
+
+static void s_list(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    const char *limit_s = http_query(req, "limit");
+    const char *after = http_query(req, "after_id");
+    const char *archived = http_query(req, "archived");
+    long limit = limit_s ? strtol(limit_s, NULL, 10) : 50;
+    if (limit < 1 || limit > 200) {
+        http_invalid(resp, "limit", "must be between 1 and 200");
+        return;
+    }
+    if (after && !id_uuid_valid(after)) {
+        http_invalid(resp, "after_id", "must be a chat id");
+        return;
+    }
+    if (archived && strcmp(archived, "true") && strcmp(archived, "false")) {
+        http_invalid(resp, "archived", "must be true or false");
+        return;
+    }
+    char lim[16];
+    snprintf(lim, sizeof lim, "%ld", limit);
+    const char *p[] = {req->user_id, archived ? archived : "false", after, lim};
+    char *sql = mem_printf("SELECT %s FROM chats c WHERE c.owner_id = $1"
+                           " AND c.archived = $2::boolean AND ($3::uuid IS NULL OR"
+                           " (c.updated_at, c.id) < (SELECT updated_at, id FROM chats"
+                           " WHERE id = $3::uuid)) ORDER BY c.updated_at DESC, c.id DESC"
+                           " LIMIT $4::int",
+                           gateway_chat_json_sql);
+    PGconn *conn = pool_get(gw->pool);
+    json_t *rows = gateway_rows(conn, sql, 4, p, resp);
+    pool_put(gw->pool, conn);
+    free(sql);
+    if (rows) {
+        http_json(resp, 200, rows);
+    }
+}
+
+typedef struct {
+    json_t *archived;
+    json_t *title;
+} update_t;
+
+static int s_update_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
+    update_t *u = ctx;
+    return u->archived ? chatstate_set_archived(cs, json_is_true(u->archived), err) : 0;
+}
+
+static void s_update(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    json_t *body = gateway_body(req, resp, false);
+    if (!body) {
+        return;
+    }
+    static const char *const fields[] = {"title", "archived", NULL};
+    update_t u = {json_object_get(body, "archived"), json_object_get(body, "title")};
+    PGconn *conn = pool_get(gw->pool);
+    json_t *chat = NULL;
+    if (gateway_only_fields(body, fields, "", resp) != 0) {
+        goto done;
+    }
+    if ((u.archived && !json_is_boolean(u.archived)) ||
+        (u.title && (!json_is_string(u.title) || json_string_length(u.title) == 0 ||
+                     json_string_length(u.title) > 200))) {
+        http_invalid(resp, u.archived && !json_is_boolean(u.archived) ? "archived" : "title",
+                     "archived is a boolean; title a string of 1 to 200 bytes");
+        goto done;
+    }
+    if (!(chat = gateway_chat_json(conn, req->params[0], req->user_id, resp))) {
+        goto done;
+    }
+    /* No change of archived, no transition (reference: PATCH /chats/{chat}). */
+    if (u.archived && json_equal(u.archived, json_object_get(chat, "archived"))) {
+        u.archived = NULL;
+    }
+    if (u.archived && gateway_bundle(gw, conn, req, s_update_step, &u, NULL, resp) != 0) {
+        goto done;
+    }
+    if (u.title) {
+        /* Metadata, outside the state machine: a user title, title_updated_at bumped. */
+        const char *p[] = {req->params[0], json_string_value(u.title)};
+        if (db_exec(conn, NULL, 0,
+                    "UPDATE chats SET title = $2, title_source = 'user',"
+                    " title_updated_at = now() WHERE id = $1",
+                    2, p) != DB_OK) {
+            http_error(resp, 500, "Internal error.", "database unavailable");
+            goto done;
+        }
+    }
+    http_json(resp, 204, NULL);
+done:
+    json_decref(chat);
+    json_decref(body);
+    pool_put(gw->pool, conn);
+}
+
+static int s_interrupt_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
+    (void)ctx;
+    return chatstate_interrupt(cs, "user_cancel", err);
+}
+
+static int s_compact_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
+    (void)ctx;
+    return chatstate_request_compaction(cs, err);
+}
+
+static int s_clear_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
+    return chatstate_clear_context(cs, ctx, err);
+}
+
+static int s_reconcile_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
+    (void)ctx;
+    return chatstate_reconcile_invalid(cs, err);
+}
+
+/* A body-less chat transition that replies with the chat. */
+static void s_simple(gateway_t *gw, http_req_t *req, http_resp_t *resp, gateway_step_fn step,
+                     void *ctx, int status) {
+    PGconn *conn = pool_get(gw->pool);
+    if (gateway_bundle(gw, conn, req, step, ctx, NULL, resp) == 0) {
+        s_reply_chat(conn, req, status, resp);
+    }
+    pool_put(gw->pool, conn);
+}
+
+static void s_interrupt(void *app, http_req_t *req, http_resp_t *resp) {
+    s_simple(app, req, resp, s_interrupt_step, NULL, 200);
+}
+
+static void s_compact(void *app, http_req_t *req, http_resp_t *resp) {
+    s_simple(app, req, resp, s_compact_step, NULL, 202);
+}
+
+static void s_clear(void *app, http_req_t *req, http_resp_t *resp) {
+    s_simple(app, req, resp, s_clear_step, req->user_id, 200);
+}
+
+static void s_reconcile(void *app, http_req_t *req, http_resp_t *resp) {
+    s_simple(app, req, resp, s_reconcile_step, NULL, 200);
+}
+
+typedef struct {
+    cs_tool_result_t *results;
+    int count;
+} results_t;
+
+static int s_results_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
+    results_t *r = ctx;
+    return chatstate_complete_requires_action(cs, r->results, r->count, NULL, 0, err);
+}
+
+static void s_tool_results(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    json_t *body = gateway_body(req, resp, false);
+    if (!body) {
+        return;
+    }
+    static const char *const fields[] = {"results", NULL};
+    static const char *const rfields[] = {"tool_call_id", "output", "is_error", NULL};
+    json_t *arr = json_object_get(body, "results");
+    size_t n = json_array_size(arr);
+    results_t r = {mem_calloc(n ? n : 1, sizeof(cs_tool_result_t)), (int)n};
+    char **outputs = mem_calloc(n ? n : 1, sizeof(char *));
+    if (gateway_only_fields(body, fields, "", resp) != 0) {
+        goto done;
+    }
+    if (!json_is_array(arr) || n == 0) {
+        http_invalid(resp, "results", "must be a non-empty array");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(arr, i);
+        char f[64];
+        snprintf(f, sizeof f, "results[%zu].", i);
+        if (!json_is_object(e)) {
+            http_invalid(resp, "results", "each result must be an object");
+            goto done;
+        }
+        if (gateway_only_fields(e, rfields, f, resp) != 0) {
+            goto done;
+        }
+        json_t *id = json_object_get(e, "tool_call_id");
+        json_t *out = json_object_get(e, "output");
+        json_t *is_err = json_object_get(e, "is_error");
+        if (!json_is_string(id) || !out || (is_err && !json_is_boolean(is_err))) {
+            char ff[96];
+            snprintf(ff, sizeof ff, "%s%s", f,
+                     !json_is_string(id) ? "tool_call_id"
+                     : !out              ? "output"
+                                         : "is_error");
+            http_invalid(resp, ff,
+                         !json_is_string(id) ? "must be a string"
+                         : !out              ? "is required"
+                                             : "must be a boolean");
+            goto done;
+        }
+        outputs[i] = json_dumps(out, JSON_COMPACT | JSON_ENCODE_ANY);
+        r.results[i] = (cs_tool_result_t){json_string_value(id), outputs[i], json_is_true(is_err)};
+    }
+    PGconn *conn = pool_get(gw->pool);
+    if (gateway_bundle(gw, conn, req, s_results_step, &r, NULL, resp) == 0) {
+        http_json(resp, 204, NULL);
+    }
+    pool_put(gw->pool, conn);
+done:
+    for (size_t i = 0; i < n; i++) {
+        free(outputs[i]);
+    }
+    free(outputs);
+    free(r.results);
+    json_decref(body);
+}
+
+static void s_models(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    (void)req;
+    PGconn *conn = pool_get(gw->pool);
+    json_t *rows = gateway_rows(conn,
+                                "SELECT jsonb_build_object('id', id, 'name', name, 'provider',"
+                                " provider, 'model', model, 'default', is_default,"
+                                " 'context_limit', context_limit, 'native_structured_output',"
+                                " native_structured_output) FROM model_configs ORDER BY name",
+                                0, NULL, resp);
+    pool_put(gw->pool, conn);
+    if (rows) {
+        http_json(resp, 200, json_pack("{s:o}", "models", rows));
+    }
+}
+
+static void s_healthz(void *app, http_req_t *req, http_resp_t *resp) {
+    (void)app;
+    (void)req;
+    http_json(resp, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static void s_readyz(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    (void)req;
+    PGconn *conn = pool_get(gw->pool);
+    bool ok = db_exec(conn, NULL, 0, "SELECT 1", 0, NULL) == DB_OK;
+    pool_put(gw->pool, conn);
+    if (ok) {
+        http_json(resp, 200, json_pack("{s:s}", "status", "ready"));
+    } else {
+        http_error(resp, 503, "Database unreachable.", NULL);
+    }
+}
+
+/* Order matters: fixed paths before the "{}" patterns they would also match. */
+const http_route_t chat_route_table[] = {
+    {"GET", "/healthz", s_healthz, true},
+    {"GET", "/readyz", s_readyz, true},
+    {"GET", "/api/v2/chats/models", s_models, false},
+    {"POST", "/api/v2/chats", s_create, false},
+    {"GET", "/api/v2/chats", s_list, false},
+    {"GET", "/api/v2/chats/{}", s_get, false},
+    {"PATCH", "/api/v2/chats/{}", s_update, false},
+    {"POST", "/api/v2/chats/{}/interrupt", s_interrupt, false},
+    {"POST", "/api/v2/chats/{}/tool-results", s_tool_results, false},
+    {"POST", "/api/v2/chats/{}/compact", s_compact, false},
+    {"POST", "/api/v2/chats/{}/clear", s_clear, false},
+    {"POST", "/api/v2/chats/{}/reconcile-invalid", s_reconcile, false},
+};
+const int chat_route_count = sizeof chat_route_table / sizeof chat_route_table[0];

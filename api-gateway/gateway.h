@@ -1,0 +1,51 @@
+/*
+ * gateway: the state every HTTP handler shares (pool, hint sink, limits, models) and the
+ * helpers that turn a request into one state-machine bundle and its outcome into HTTP.
+ */
+#ifndef CHATFLEET_GATEWAY_H
+#define CHATFLEET_GATEWAY_H
+
+#include "chatstate.h"
+#include "http.h"
+#include "pool.h"
+
+typedef struct {
+    pool_t *pool;
+    hint_sink_t sink;
+    int max_queue;
+} gateway_t;
+
+/* One transition (or several) applied to an open bundle; returns 0 or -1 with err set. */
+typedef int (*gateway_step_fn)(chatstate_t *cs, void *ctx, cs_error_t *err);
+
+/* Runs step in a bundle on the caller's chat: 404 unless it is theirs, retries the bundle on
+ * CS_RETRY, maps every other failure to its HTTP status in resp. On success returns 0
+ * (resp untouched) and, when after is non-NULL, the committed row there. */
+int gateway_bundle(gateway_t *gw, PGconn *conn, const http_req_t *req, gateway_step_fn step,
+                   void *ctx, hint_update_t *after, http_resp_t *resp);
+
+/* Maps a state-machine error to the HTTP status and envelope. */
+void gateway_cs_error(http_resp_t *resp, const cs_error_t *err);
+
+/* Parses the body through the strict JSON boundary; on failure sets a 400 naming the byte
+ * offset and JSON pointer and returns NULL. A missing body is {} when empty_ok. */
+json_t *gateway_body(const http_req_t *req, http_resp_t *resp, bool empty_ok);
+
+/* Rejects any member of obj not named in allowed (NULL-terminated): 400 naming the field. */
+int gateway_only_fields(json_t *obj, const char *const *allowed, const char *prefix,
+                        http_resp_t *resp);
+
+/* Validates a content array of input parts into its JSON text (caller frees). NULL and 400
+ * naming content[i] on failure; empty arrays only when empty_ok. */
+char *gateway_content(json_t *content, const char *field, bool empty_ok, http_resp_t *resp);
+
+/* Runs SQL returning one JSON text column; returns the parsed rows as a JSON array (or NULL
+ * on a database error, with a 500 in resp). */
+json_t *gateway_rows(PGconn *conn, const char *sql, int n, const char *const *params,
+                     http_resp_t *resp);
+
+/* The public JSON of a chat (NULL when it is not the caller's). */
+json_t *gateway_chat_json(PGconn *conn, const char *chat_id, const char *user_id,
+                          http_resp_t *resp);
+
+#endif

@@ -1,0 +1,258 @@
+/* http: routing and body handling on libmicrohttpd; see http.h. */
+#include "http.h"
+#include "log.h"
+#include "mem.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct http {
+    struct MHD_Daemon *daemon;
+    const http_route_t *routes;
+    int nroutes;
+    http_auth_fn auth;
+    void *app;
+    int port;
+};
+
+typedef struct {
+    char *body;
+    size_t len;
+    bool too_large;
+    int64_t started_ms;
+} upload_t;
+
+const char *http_query(const http_req_t *req, const char *name) {
+    return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+void http_json(http_resp_t *resp, int status, json_t *body) {
+    free(resp->body);
+    resp->status = status;
+    resp->body = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+}
+
+static void s_envelope(http_resp_t *resp, int status, const char *message, const char *detail,
+                       const char *field) {
+    json_t *e = json_pack("{s:s}", "message", message);
+    if (detail) {
+        json_object_set_new(e, "detail", json_string(detail));
+    }
+    if (field) {
+        json_object_set_new(e, "validations",
+                            json_pack("[{s:s,s:s}]", "field", field, "detail", detail));
+    }
+    http_json(resp, status, e);
+}
+
+void http_error(http_resp_t *resp, int status, const char *message, const char *detail) {
+    s_envelope(resp, status, message, detail, NULL);
+}
+
+void http_invalid(http_resp_t *resp, const char *field, const char *detail) {
+    s_envelope(resp, 400, "Invalid request.", detail, field);
+}
+
+/* Matches path against pattern, capturing "{}" segments; true on a match. */
+static bool s_match(const char *pattern, const char *path, const char **params, char *scratch,
+                    size_t scratch_len) {
+    size_t n = strlen(path);
+    if (n >= scratch_len) {
+        return false;
+    }
+    memcpy(scratch, path, n + 1);
+    int np = 0;
+    char *p = scratch;
+    const char *q = pattern;
+    while (*q && *p) {
+        if (q[0] == '{' && q[1] == '}') {
+            char *end = strchr(p, '/');
+            if (end == p || np == HTTP_MAX_PARAMS) {
+                return false;
+            }
+            params[np++] = p;
+            q += 2;
+            if (end) {
+                *end = '\0';
+                p = end + 1;
+                if (*q != '/') {
+                    return false;
+                }
+                q++;
+            } else {
+                p += strlen(p);
+            }
+            continue;
+        }
+        if (*q != *p) {
+            return false;
+        }
+        q++;
+        p++;
+    }
+    return *q == '\0' && *p == '\0';
+}
+
+static enum MHD_Result s_send(struct MHD_Connection *conn, http_resp_t *resp) {
+    const char *body = resp->body ? resp->body : "";
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (resp->body) {
+        MHD_add_response_header(r, "Content-Type", "application/json");
+    }
+    enum MHD_Result ok = MHD_queue_response(conn, (unsigned)resp->status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static void s_dispatch(http_t *self, http_req_t *req, http_resp_t *resp) {
+    char scratch[1024];
+    bool path_matched = false;
+    for (int i = 0; i < self->nroutes; i++) {
+        const http_route_t *rt = &self->routes[i];
+        if (!s_match(rt->pattern, req->path, req->params, scratch, sizeof scratch)) {
+            continue;
+        }
+        path_matched = true;
+        if (strcmp(rt->method, req->method) != 0) {
+            continue;
+        }
+        if (!rt->open) {
+            const char *h = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND,
+                                                        MHD_HTTP_HEADER_AUTHORIZATION);
+            if (!h || strncmp(h, "Bearer ", 7) != 0 ||
+                self->auth(self->app, h + 7, req->user_id) != 0) {
+                http_error(resp, 401, "Unauthorized.", "a valid Bearer token is required");
+                return;
+            }
+        }
+        rt->fn(self->app, req, resp);
+        return;
+    }
+    if (path_matched) {
+        http_error(resp, 405, "Method not allowed.", NULL);
+    } else {
+        http_error(resp, 404, "Not found.", NULL);
+    }
+}
+
+static enum MHD_Result s_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                const char *method, const char *version, const char *upload,
+                                size_t *upload_size, void **req_cls) {
+    (void)version;
+    http_t *self = cls;
+    upload_t *up = *req_cls;
+    if (!up) {
+        up = mem_calloc(1, sizeof *up);
+        up->started_ms = id_now_ms();
+        *req_cls = up;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > HTTP_BODY_MAX_BYTES) {
+            up->too_large = true;
+        }
+        return MHD_YES;
+    }
+    if (*upload_size > 0) {
+        if (!up->too_large && up->len + *upload_size <= HTTP_BODY_MAX_BYTES) {
+            up->body = mem_realloc(up->body, up->len + *upload_size + 1);
+            memcpy(up->body + up->len, upload, *upload_size);
+            up->len += *upload_size;
+            up->body[up->len] = '\0';
+        } else {
+            up->too_large = true;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    http_resp_t resp = {0};
+    http_req_t req = {.conn = conn,
+                      .method = method,
+                      .path = url,
+                      .body = up->body ? up->body : "",
+                      .body_len = up->len};
+    if (up->too_large) {
+        char d[64];
+        snprintf(d, sizeof d, "the body exceeds %d bytes", HTTP_BODY_MAX_BYTES);
+        http_error(&resp, 413, "Request body too large.", d);
+    } else {
+        s_dispatch(self, &req, &resp);
+    }
+    if (resp.status == 0) {
+        http_error(&resp, 500, "Internal error.", "the handler produced no response");
+    }
+    enum MHD_Result ok = s_send(conn, &resp);
+    log_info("http_request", "method=%s path=%s status=%d ms=%lld user_id=%s", method, url,
+             resp.status, (long long)(id_now_ms() - up->started_ms),
+             req.user_id[0] ? req.user_id : "-");
+    free(resp.body);
+    return ok;
+}
+
+static void s_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                        enum MHD_RequestTerminationCode code) {
+    (void)cls;
+    (void)conn;
+    (void)code;
+    upload_t *up = *req_cls;
+    if (up) {
+        free(up->body);
+        free(up);
+        *req_cls = NULL;
+    }
+}
+
+http_t *http_new(const char *listen, int threads, const http_route_t *routes, int nroutes,
+                 http_auth_fn auth, void *app) {
+    char host[64];
+    int port = 0;
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon - listen >= (int)sizeof host || sscanf(colon + 1, "%d", &port) != 1 ||
+        port < 0 || port > 65535) {
+        log_error("http_listen_invalid", "listen=%s reason=\"want host:port\"", listen);
+        return NULL;
+    }
+    snprintf(host, sizeof host, "%.*s", (int)(colon - listen), listen);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+        log_error("http_listen_invalid", "listen=%s reason=\"host is not an IPv4 address\"",
+                  listen);
+        return NULL;
+    }
+    http_t *self = mem_calloc(1, sizeof *self);
+    self->routes = routes;
+    self->nroutes = nroutes;
+    self->auth = auth;
+    self->app = app;
+    self->daemon = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO, 0, NULL, NULL, s_access,
+        self, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)threads, MHD_OPTION_NOTIFY_COMPLETED, s_completed, self,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+    if (!self->daemon) {
+        log_error("http_start_failed", "listen=%s", listen);
+        free(self);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(self->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    self->port = info ? info->port : port;
+    log_info("http_listening", "listen=%s:%d threads=%d", host, self->port, threads);
+    return self;
+}
+
+void http_destroy(http_t **self_p) {
+    http_t *self = *self_p;
+    if (!self) {
+        return;
+    }
+    MHD_stop_daemon(self->daemon);
+    free(self);
+    *self_p = NULL;
+}
+
+int http_port(const http_t *self) {
+    return self->port;
+}

@@ -1,0 +1,68 @@
+/*
+ * http: the gateway's HTTP server on libmicrohttpd (a thread pool with internal polling).
+ * Routes are a table of method + path pattern ("{}" matches one segment); the body is
+ * collected up to a byte cap (413 beyond it), the bearer token resolved to a user before
+ * an authenticated route runs (401 without one), and handlers fill an http_resp_t.
+ */
+#ifndef CHATFLEET_HTTP_H
+#define CHATFLEET_HTTP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "id.h"
+
+#define HTTP_MAX_PARAMS     4
+#define HTTP_BODY_MAX_BYTES (1024 * 1024) /* request bodies above this get 413 */
+
+struct MHD_Connection;
+
+typedef struct {
+    struct MHD_Connection *conn;
+    const char *method;
+    const char *path;
+    const char *body; /* NUL-terminated; body_len bytes */
+    size_t body_len;
+    const char *params[HTTP_MAX_PARAMS]; /* the "{}" segments of the route, in order */
+    char user_id[ID_UUID_LEN + 1];       /* the authenticated caller ("" on open routes) */
+} http_req_t;
+
+typedef struct {
+    int status;
+    char *body; /* owned; JSON text */
+} http_resp_t;
+
+typedef void (*http_handler_fn)(void *app, http_req_t *req, http_resp_t *resp);
+
+/* Resolves a bearer token to a user id; returns 0 when the token is valid. */
+typedef int (*http_auth_fn)(void *app, const char *token, char user_id[ID_UUID_LEN + 1]);
+
+typedef struct {
+    const char *method;
+    const char *pattern;
+    http_handler_fn fn;
+    bool open; /* no authentication */
+} http_route_t;
+
+typedef struct http http_t;
+
+/* Starts serving on host:port with threads workers. NULL (logged) when it cannot bind. */
+http_t *http_new(const char *listen, int threads, const http_route_t *routes, int nroutes,
+                 http_auth_fn auth, void *app);
+void http_destroy(http_t **self_p);
+
+/* The port actually bound (useful with port 0). */
+int http_port(const http_t *self);
+
+/* A query-string argument, or NULL. */
+const char *http_query(const http_req_t *req, const char *name);
+
+/* Sets a JSON response; steals the reference to body (may be NULL for an empty 204). */
+void http_json(http_resp_t *resp, int status, json_t *body);
+
+/* Sets the error envelope {"message", "detail"?, "validations"?: [{"field","detail"}]}. */
+void http_error(http_resp_t *resp, int status, const char *message, const char *detail);
+void http_invalid(http_resp_t *resp, const char *field, const char *detail);
+
+#endif

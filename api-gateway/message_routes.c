@@ -1,0 +1,341 @@
+/* message_routes: messages (list, send, edit) and the queue (delete, promote). */
+#include "db.h"
+#include "mem.h"
+#include "routes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MESSAGES_LIMIT_MAX 200
+
+/* The public projection of a message row (internal metadata stays inside). */
+#define MESSAGE_JSON                                                                               \
+    "jsonb_strip_nulls(jsonb_build_object('id', m.id, 'chat_id', m.chat_id, 'created_by',"         \
+    " m.created_by, 'model_config_id', m.model_config_id, 'created_at', m.created_at,"             \
+    " 'role', m.role, 'usage', m.usage, 'revision', m.revision,"                                   \
+    " 'structured_output_request_id', m.structured_output_request_id))"                            \
+    " || jsonb_build_object('content', m.content)"
+
+#define QUEUED_JSON                                                                                \
+    "jsonb_strip_nulls(jsonb_build_object('id', q.id, 'chat_id', q.chat_id, 'model_config_id',"    \
+    " q.model_config_id, 'created_at', q.created_at, 'structured_output_request_id',"              \
+    " q.structured_output_request_id)) || jsonb_build_object('content', q.content)"
+
+static json_t *s_messages_by_id(PGconn *conn, const int64_t *ids, int n, http_resp_t *resp) {
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(arr, json_integer(ids[i]));
+    }
+    char *list = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    const char *p[] = {list};
+    json_t *rows = gateway_rows(conn,
+                                "SELECT " MESSAGE_JSON " FROM chat_messages m WHERE m.id IN"
+                                " (SELECT jsonb_array_elements_text($1::jsonb)::bigint)"
+                                " AND m.visibility <> 'model' ORDER BY m.id",
+                                1, p, resp);
+    free(list);
+    return rows;
+}
+
+static int s_id_param(const char *s, int64_t *out) {
+    char *end = NULL;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (!s || !*s || *end || v <= 0) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static void s_list(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    const char *before = http_query(req, "before_id");
+    const char *after = http_query(req, "after_id");
+    const char *limit_s = http_query(req, "limit");
+    int64_t b = 0;
+    int64_t a = 0;
+    int64_t limit = 50;
+    if ((before && s_id_param(before, &b)) || (after && s_id_param(after, &a))) {
+        http_invalid(resp, before && s_id_param(before, &b) ? "before_id" : "after_id",
+                     "must be a positive message id");
+        return;
+    }
+    if (limit_s && (s_id_param(limit_s, &limit) || limit > MESSAGES_LIMIT_MAX)) {
+        http_invalid(resp, "limit", "must be between 1 and 200");
+        return;
+    }
+    if (before && after && a >= b) {
+        http_invalid(resp, "after_id", "must be less than before_id");
+        return;
+    }
+    PGconn *conn = pool_get(gw->pool);
+    json_t *chat = gateway_chat_json(conn, req->params[0], req->user_id, resp);
+    if (!chat) {
+        pool_put(gw->pool, conn);
+        return;
+    }
+    json_decref(chat);
+    char bs[24];
+    char as[24];
+    char ls[24];
+    snprintf(bs, sizeof bs, "%lld", (long long)b);
+    snprintf(as, sizeof as, "%lld", (long long)a);
+    snprintf(ls, sizeof ls, "%lld", (long long)limit + 1);
+    /* Newest first, except when only after_id is given (polling forward). */
+    bool asc = after && !before;
+    const char *p[] = {req->params[0], bs, as, ls};
+    char *sql = mem_printf("SELECT " MESSAGE_JSON " FROM chat_messages m WHERE m.chat_id = $1"
+                           " AND NOT m.deleted AND m.visibility IN ('user', 'both')"
+                           " AND ($2::bigint = 0 OR m.id < $2::bigint)"
+                           " AND ($3::bigint = 0 OR m.id > $3::bigint)"
+                           " ORDER BY m.id %s LIMIT $4::int",
+                           asc ? "ASC" : "DESC");
+    json_t *rows = gateway_rows(conn, sql, 4, p, resp);
+    free(sql);
+    json_t *queued = NULL;
+    if (rows && !before && !after) {
+        queued = gateway_rows(conn,
+                              "SELECT " QUEUED_JSON " FROM chat_queued_messages q"
+                              " WHERE q.chat_id = $1 ORDER BY q.position, q.id",
+                              1, p, resp);
+    }
+    pool_put(gw->pool, conn);
+    if (!rows) {
+        return;
+    }
+    bool more = json_array_size(rows) > (size_t)limit;
+    if (more) {
+        json_array_remove(rows, json_array_size(rows) - 1);
+    }
+    json_t *out = json_pack("{s:o,s:b}", "messages", rows, "has_more", more);
+    json_object_set_new(out, "queued_messages", queued ? queued : json_array());
+    http_json(resp, 200, out);
+}
+
+typedef struct {
+    cs_message_t msg;
+    cs_busy_t busy;
+    int max_queue;
+    int64_t message_id;
+    int64_t queued_id;
+    int64_t edit_id;
+    json_t *inserted;
+    json_t *deleted;
+    PGconn *conn;
+    http_resp_t *resp;
+} send_t;
+
+/* Collects what the bundle inserted and deleted before it is committed and freed. */
+static int s_collect(chatstate_t *cs, send_t *s) {
+    int n = 0;
+    const int64_t *ids = chatstate_inserted(cs, &n);
+    s->inserted = json_array();
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(s->inserted, json_integer(ids[i]));
+    }
+    ids = chatstate_deleted(cs, &n);
+    s->deleted = json_array();
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(s->deleted, json_integer(ids[i]));
+    }
+    return 0;
+}
+
+static int s_send_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
+    send_t *s = ctx;
+    if (chatstate_send_message(cs, &s->msg, s->busy, s->max_queue, &s->message_id, &s->queued_id,
+                               err) != 0) {
+        return -1;
+    }
+    return s_collect(cs, s);
+}
+
+static int s_edit_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
+    send_t *s = ctx;
+    if (chatstate_edit_message(cs, s->edit_id, &s->msg, err) != 0) {
+        return -1;
+    }
+    s->message_id = 0;
+    int n = 0;
+    const int64_t *ids = chatstate_inserted(cs, &n);
+    s->message_id = n ? ids[n - 1] : 0;
+    return s_collect(cs, s);
+}
+
+static json_t *s_inserted_rows(send_t *s) {
+    size_t n = json_array_size(s->inserted);
+    int64_t *ids = mem_calloc(n ? n : 1, sizeof *ids);
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = json_integer_value(json_array_get(s->inserted, i));
+    }
+    json_t *rows = s_messages_by_id(s->conn, ids, (int)n, s->resp);
+    free(ids);
+    return rows;
+}
+
+static json_t *s_find(json_t *rows, int64_t id) {
+    size_t i;
+    json_t *r;
+    json_array_foreach(rows, i, r) {
+        if (json_integer_value(json_object_get(r, "id")) == id) {
+            return r;
+        }
+    }
+    return NULL;
+}
+
+/* Parses {content, busy_behavior?} shared by send and edit. */
+static int s_parse(http_req_t *req, http_resp_t *resp, json_t **body, send_t *s, bool edit) {
+    static const char *const send_fields[] = {"content", "busy_behavior", "model",
+                                              "response_format", NULL};
+    static const char *const edit_fields[] = {"content", "model", "response_format", NULL};
+    if (!(*body = gateway_body(req, resp, false)) ||
+        gateway_only_fields(*body, edit ? edit_fields : send_fields, "", resp) != 0) {
+        return -1;
+    }
+    if (json_object_get(*body, "response_format")) {
+        http_invalid(resp, "response_format", "structured output is not built yet (issue 7)");
+        return -1;
+    }
+    if (json_object_get(*body, "model")) {
+        http_invalid(resp, "model", "changing the model per message is not supported yet");
+        return -1;
+    }
+    json_t *busy = json_object_get(*body, "busy_behavior");
+    const char *b = busy ? json_string_value(busy) : "queue";
+    if (!b || (strcmp(b, "queue") && strcmp(b, "interrupt"))) {
+        http_invalid(resp, "busy_behavior", "must be \"queue\" or \"interrupt\"");
+        return -1;
+    }
+    s->busy = !strcmp(b, "interrupt") ? CS_BUSY_INTERRUPT : CS_BUSY_QUEUE;
+    char *content = gateway_content(json_object_get(*body, "content"), "content", false, resp);
+    if (!content) {
+        return -1;
+    }
+    s->msg = (cs_message_t){.role = "user", .content = content, .created_by = req->user_id};
+    return 0;
+}
+
+static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    json_t *body = NULL;
+    send_t s = {.max_queue = gw->max_queue, .resp = resp};
+    if (s_parse(req, resp, &body, &s, false) != 0) {
+        json_decref(body);
+        return;
+    }
+    s.conn = pool_get(gw->pool);
+    if (gateway_bundle(gw, s.conn, req, s_send_step, &s, NULL, resp) == 0) {
+        json_t *rows = s_inserted_rows(&s);
+        if (rows) {
+            json_t *out = json_pack("{s:b,s:O}", "queued", s.message_id == 0, "messages", rows);
+            json_t *m = s_find(rows, s.message_id);
+            if (m) {
+                json_object_set(out, "message", m);
+            }
+            if (s.queued_id) {
+                char q[24];
+                snprintf(q, sizeof q, "%lld", (long long)s.queued_id);
+                const char *p[] = {q};
+                json_t *qr = gateway_rows(
+                    s.conn, "SELECT " QUEUED_JSON " FROM chat_queued_messages q WHERE q.id = $1", 1,
+                    p, resp);
+                if (qr && json_array_size(qr)) {
+                    json_object_set(out, "queued_message", json_array_get(qr, 0));
+                }
+                json_decref(qr);
+            }
+            json_decref(rows);
+            http_json(resp, 200, out);
+        }
+    }
+    pool_put(gw->pool, s.conn);
+    json_decref(s.inserted);
+    json_decref(s.deleted);
+    free((char *)s.msg.content);
+    json_decref(body);
+}
+
+static void s_edit(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    json_t *body = NULL;
+    send_t s = {.resp = resp};
+    if (s_id_param(req->params[1], &s.edit_id) != 0) {
+        http_error(resp, 404, "Resource not found.", "message not found");
+        return;
+    }
+    if (s_parse(req, resp, &body, &s, true) != 0) {
+        json_decref(body);
+        return;
+    }
+    s.conn = pool_get(gw->pool);
+    if (gateway_bundle(gw, s.conn, req, s_edit_step, &s, NULL, resp) == 0) {
+        json_t *rows = s_inserted_rows(&s);
+        if (rows) {
+            json_t *out =
+                json_pack("{s:O,s:O}", "messages", rows, "deleted_message_ids", s.deleted);
+            json_t *m = s_find(rows, s.message_id);
+            if (m) {
+                json_object_set(out, "message", m);
+            }
+            json_decref(rows);
+            http_json(resp, 200, out);
+        }
+    }
+    pool_put(gw->pool, s.conn);
+    json_decref(s.inserted);
+    json_decref(s.deleted);
+    free((char *)s.msg.content);
+    json_decref(body);
+}
+
+typedef struct {
+    int64_t id;
+    bool promote;
+} queue_op_t;
+
+static int s_queue_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
+    queue_op_t *q = ctx;
+    return q->promote ? chatstate_promote_queued(cs, q->id, err)
+                      : chatstate_delete_queued(cs, q->id, err);
+}
+
+static void s_queue_op(gateway_t *gw, http_req_t *req, http_resp_t *resp, bool promote) {
+    queue_op_t q = {.promote = promote};
+    if (s_id_param(req->params[1], &q.id) != 0) {
+        http_error(resp, 404, "Resource not found.", "queued message not found");
+        return;
+    }
+    PGconn *conn = pool_get(gw->pool);
+    if (gateway_bundle(gw, conn, req, s_queue_step, &q, NULL, resp) == 0) {
+        http_json(resp, promote ? 202 : 204, NULL);
+    }
+    pool_put(gw->pool, conn);
+}
+
+static void s_queue_delete(void *app, http_req_t *req, http_resp_t *resp) {
+    s_queue_op(app, req, resp, false);
+}
+
+static void s_queue_promote(void *app, http_req_t *req, http_resp_t *resp) {
+    s_queue_op(app, req, resp, true);
+}
+
+const http_route_t message_route_table[] = {
+    {"GET", "/api/v2/chats/{}/messages", s_list, false},
+    {"POST", "/api/v2/chats/{}/messages", s_send, false},
+    {"PATCH", "/api/v2/chats/{}/messages/{}", s_edit, false},
+    {"DELETE", "/api/v2/chats/{}/queue/{}", s_queue_delete, false},
+    {"POST", "/api/v2/chats/{}/queue/{}/promote", s_queue_promote, false},
+};
+const int message_route_count = sizeof message_route_table / sizeof message_route_table[0];
+
+http_route_t *routes_all(int *count) {
+    *count = chat_route_count + message_route_count;
+    http_route_t *all = mem_calloc((size_t)*count, sizeof *all);
+    memcpy(all, chat_route_table, (size_t)chat_route_count * sizeof *all);
+    memcpy(all + chat_route_count, message_route_table, (size_t)message_route_count * sizeof *all);
+    return all;
+}

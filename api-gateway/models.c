@@ -1,0 +1,162 @@
+/* models: config file to model_configs; see models.h. */
+#include "models.h"
+#include "db.h"
+#include "id.h"
+#include "jsonstrict.h"
+#include "log.h"
+#include "mem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MODELS_FILE_MAX_BYTES (256 * 1024)
+
+static const char *const s_builtin =
+    "{\"models\":[{\"name\":\"sim\",\"provider\":\"sim\",\"model\":\"sim\",\"default\":true,"
+    "\"context_limit\":128000,\"native_structured_output\":false}]}";
+
+static char *s_read(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        return NULL;
+    }
+    char *buf = mem_alloc(MODELS_FILE_MAX_BYTES + 1);
+    *len = fread(buf, 1, MODELS_FILE_MAX_BYTES + 1, f);
+    fclose(f);
+    return buf;
+}
+
+static int s_bad(const char *path, size_t i, const char *field, const char *why) {
+    fprintf(stderr, "config: %s: models[%zu].%s %s\n", path, i, field, why);
+    return -1;
+}
+
+static int s_check(const char *path, size_t i, json_t *m) {
+    static const char *const fields[] = {
+        "name",        "provider", "model",         "base_url",
+        "api_key_env", "default",  "context_limit", "native_structured_output",
+        NULL};
+    const char *key;
+    json_t *v;
+    json_object_foreach(m, key, v) {
+        bool known = false;
+        for (int k = 0; fields[k] && !known; k++) {
+            known = !strcmp(fields[k], key);
+        }
+        if (!known) {
+            return s_bad(path, i, key, "is not a known field");
+        }
+    }
+    const char *prov = json_string_value(json_object_get(m, "provider"));
+    if (!json_is_string(json_object_get(m, "name")) ||
+        !json_string_length(json_object_get(m, "name"))) {
+        return s_bad(path, i, "name", "must be a non-empty string");
+    }
+    if (!prov || (strcmp(prov, "sim") && strcmp(prov, "openai") && strcmp(prov, "anthropic") &&
+                  strcmp(prov, "ollama"))) {
+        return s_bad(path, i, "provider", "must be sim, openai, anthropic or ollama");
+    }
+    if (!json_is_string(json_object_get(m, "model"))) {
+        return s_bad(path, i, "model", "must be a string");
+    }
+    return 0;
+}
+
+int models_sync(PGconn *conn, const char *path) {
+    size_t len = strlen(s_builtin);
+    char *text = path ? s_read(path, &len) : mem_strdup(s_builtin);
+    const char *where = path ? path : "(built-in)";
+    if (!text) {
+        fprintf(stderr, "config: cannot read %s\n", path);
+        return -1;
+    }
+    json_t *root = NULL;
+    jsonstrict_error_t e;
+    jsonstrict_limits_t lim = jsonstrict_limits_default;
+    lim.max_bytes = MODELS_FILE_MAX_BYTES;
+    int rc = jsonstrict_parse(text, len, &lim, &root, &e);
+    free(text);
+    if (rc != 0) {
+        fprintf(stderr, "config: %s: %s at byte %zu (%s)\n", where, e.message, e.offset,
+                e.path[0] ? e.path : "/");
+        return -1;
+    }
+    json_t *models = json_object_get(root, "models");
+    if (!json_is_array(models) || json_array_size(models) == 0) {
+        fprintf(stderr, "config: %s: models must be a non-empty array\n", where);
+        json_decref(root);
+        return -1;
+    }
+    size_t i;
+    json_t *m;
+    size_t dflt = 0;
+    int ndefault = 0;
+    json_array_foreach(models, i, m) {
+        if (!json_is_object(m) || s_check(where, i, m) != 0) {
+            json_decref(root);
+            return -1;
+        }
+        if (json_is_true(json_object_get(m, "default")) && ndefault++ == 0) {
+            dflt = i;
+        }
+    }
+    if (ndefault > 1) {
+        fprintf(stderr, "config: %s: more than one model has \"default\": true\n", where);
+        json_decref(root);
+        return -1;
+    }
+    char err[256];
+    rc = db_exec(conn, err, sizeof err, "BEGIN", 0, NULL) == DB_OK &&
+                 db_exec(conn, err, sizeof err, "UPDATE model_configs SET is_default = false", 0,
+                         NULL) == DB_OK
+             ? 0
+             : -1;
+    json_array_foreach(models, i, m) {
+        if (rc != 0) {
+            break;
+        }
+        char id[ID_UUID_LEN + 1];
+        ASSERT(id_uuid_new(id) == 0);
+        char limit[24] = "";
+        json_t *cl = json_object_get(m, "context_limit");
+        if (json_is_integer(cl)) {
+            snprintf(limit, sizeof limit, "%lld", (long long)json_integer_value(cl));
+        }
+        const char *p[] = {id,
+                           json_string_value(json_object_get(m, "name")),
+                           json_string_value(json_object_get(m, "provider")),
+                           json_string_value(json_object_get(m, "model")),
+                           json_string_value(json_object_get(m, "base_url")),
+                           json_string_value(json_object_get(m, "api_key_env")),
+                           i == dflt ? "t" : "f",
+                           limit[0] ? limit : NULL,
+                           json_is_true(json_object_get(m, "native_structured_output")) ? "t"
+                                                                                        : "f"};
+        rc = db_exec(conn, err, sizeof err,
+                     "INSERT INTO model_configs (id, name, provider, model, base_url, api_key_env,"
+                     " is_default, context_limit, native_structured_output) VALUES ($1, $2, $3,"
+                     " $4, $5, $6, $7::boolean, $8::bigint, $9::boolean) ON CONFLICT (name) DO"
+                     " UPDATE SET provider = EXCLUDED.provider, model = EXCLUDED.model,"
+                     " base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env,"
+                     " is_default = EXCLUDED.is_default, context_limit = EXCLUDED.context_limit,"
+                     " native_structured_output = EXCLUDED.native_structured_output,"
+                     " updated_at = now()",
+                     9, p) == DB_OK
+                 ? 0
+                 : -1;
+        if (rc == 0) {
+            log_info("model_config", "name=%s provider=%s model=%s default=%d", p[1], p[2], p[3],
+                     i == dflt);
+        }
+    }
+    if (rc == 0 && db_exec(conn, err, sizeof err, "COMMIT", 0, NULL) != DB_OK) {
+        rc = -1;
+    }
+    if (rc != 0) {
+        PQclear(PQexec(conn, "ROLLBACK"));
+        fprintf(stderr, "config: storing model configs failed: %s\n", err);
+    }
+    json_decref(root);
+    return rc;
+}

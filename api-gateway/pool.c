@@ -1,0 +1,73 @@
+/* pool: shared PostgreSQL connections; see pool.h. */
+#include "pool.h"
+#include "db.h"
+#include "log.h"
+#include "mem.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+struct pool {
+    pthread_mutex_t lock;
+    pthread_cond_t freed;
+    PGconn **free_list;
+    int nfree;
+    int size;
+};
+
+pool_t *pool_new(const char *url, int size, const char *application_name) {
+    ASSERT(size > 0);
+    pool_t *self = mem_calloc(1, sizeof *self);
+    pthread_mutex_init(&self->lock, NULL);
+    pthread_cond_init(&self->freed, NULL);
+    self->free_list = mem_calloc((size_t)size, sizeof(PGconn *));
+    for (int i = 0; i < size; i++) {
+        PGconn *c = db_connect(url, application_name);
+        if (!c) {
+            pool_destroy(&self);
+            return NULL;
+        }
+        self->free_list[self->nfree++] = c;
+    }
+    self->size = size;
+    return self;
+}
+
+void pool_destroy(pool_t **self_p) {
+    pool_t *self = *self_p;
+    if (!self) {
+        return;
+    }
+    for (int i = 0; i < self->nfree; i++) {
+        PQfinish(self->free_list[i]);
+    }
+    free(self->free_list);
+    pthread_mutex_destroy(&self->lock);
+    pthread_cond_destroy(&self->freed);
+    free(self);
+    *self_p = NULL;
+}
+
+PGconn *pool_get(pool_t *self) {
+    pthread_mutex_lock(&self->lock);
+    while (self->nfree == 0) {
+        pthread_cond_wait(&self->freed, &self->lock);
+    }
+    PGconn *c = self->free_list[--self->nfree];
+    pthread_mutex_unlock(&self->lock);
+    return c;
+}
+
+void pool_put(pool_t *self, PGconn *conn) {
+    if (PQstatus(conn) != CONNECTION_OK) {
+        log_warn("db_reconnect", "reason=\"connection lost\"");
+        PQreset(conn);
+    } else if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
+        PQclear(PQexec(conn, "ROLLBACK"));
+    }
+    pthread_mutex_lock(&self->lock);
+    ASSERT(self->nfree < self->size);
+    self->free_list[self->nfree++] = conn;
+    pthread_cond_signal(&self->freed);
+    pthread_mutex_unlock(&self->lock);
+}

@@ -1,0 +1,21 @@
+/*
+ * pool: a fixed set of PostgreSQL connections shared by the gateway's HTTP threads.
+ * pool_get() blocks until a connection is free; pool_put() returns it, resetting it first
+ * when the server dropped it, so a PostgreSQL restart costs one failed request, not a process.
+ */
+#ifndef CHATFLEET_POOL_H
+#define CHATFLEET_POOL_H
+
+#include <libpq-fe.h>
+
+typedef struct pool pool_t;
+
+/* Opens size connections to url. NULL (logged) when the first cannot be opened. */
+pool_t *pool_new(const char *url, int size, const char *application_name);
+void pool_destroy(pool_t **self_p);
+
+/* Borrows a connection; never NULL. Give it back with pool_put(). */
+PGconn *pool_get(pool_t *self);
+void pool_put(pool_t *self, PGconn *conn);
+
+#endif

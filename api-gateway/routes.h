@@ -1,0 +1,19 @@
+/*
+ * routes: the gateway's route tables. chat_routes.c holds the chat-level routes (create,
+ * list, get, update, interrupt, tool-results, compact, clear, reconcile-invalid, models,
+ * health); message_routes.c the message and queue routes. routes_all() joins them.
+ */
+#ifndef CHATFLEET_ROUTES_H
+#define CHATFLEET_ROUTES_H
+
+#include "gateway.h"
+
+extern const http_route_t chat_route_table[];
+extern const int chat_route_count;
+extern const http_route_t message_route_table[];
+extern const int message_route_count;
+
+/* A newly allocated table of every route (caller frees); *count receives its length. */
+http_route_t *routes_all(int *count);
+
+#endif
