@@ -1,0 +1,186 @@
+/*
+ * jsonschema_internal: the compiled form shared by jsonschema.c (compiler),
+ * jsonschema_validate.c (validator) and jsonschema_format.c (formats and regexes). Not part
+ * of the public interface; include jsonschema.h instead.
+ */
+#ifndef CHATFLEET_JSONSCHEMA_INTERNAL_H
+#define CHATFLEET_JSONSCHEMA_INTERNAL_H
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdint.h>
+
+#include "jsonschema.h"
+
+/* Type bits; JS_T_INTEGER is set for integers and for reals with an integral value. */
+enum {
+    JS_T_NULL = 1 << 0,
+    JS_T_BOOLEAN = 1 << 1,
+    JS_T_OBJECT = 1 << 2,
+    JS_T_ARRAY = 1 << 3,
+    JS_T_NUMBER = 1 << 4,
+    JS_T_STRING = 1 << 5,
+    JS_T_INTEGER = 1 << 6,
+};
+
+/* Which assertions a node carries. */
+enum {
+    JS_HAS_TYPE = 1u << 0,
+    JS_HAS_CONST = 1u << 1,
+    JS_HAS_ENUM = 1u << 2,
+    JS_HAS_MINIMUM = 1u << 3,
+    JS_HAS_MAXIMUM = 1u << 4,
+    JS_HAS_EXMIN = 1u << 5,
+    JS_HAS_EXMAX = 1u << 6,
+    JS_HAS_MULTIPLE = 1u << 7,
+    JS_HAS_MINLEN = 1u << 8,
+    JS_HAS_MAXLEN = 1u << 9,
+    JS_HAS_PATTERN = 1u << 10,
+    JS_HAS_FORMAT = 1u << 11,
+    JS_HAS_MINITEMS = 1u << 12,
+    JS_HAS_MAXITEMS = 1u << 13,
+    JS_HAS_UNIQUE = 1u << 14,
+    JS_HAS_MINPROPS = 1u << 15,
+    JS_HAS_MAXPROPS = 1u << 16,
+    JS_HAS_REQUIRED = 1u << 17,
+};
+
+/* A number exactly as jansson holds it. */
+typedef struct {
+    bool is_int;
+    int64_t i;
+    double d;
+} js_num_t;
+
+/* A positive decimal m * 10^e with m free of trailing zeros (multipleOf). */
+typedef struct {
+    uint64_t m;
+    int e;
+    double d;
+} js_decimal_t;
+
+typedef enum {
+    JS_FMT_NONE = 0,
+    JS_FMT_DATE_TIME,
+    JS_FMT_DATE,
+    JS_FMT_TIME,
+    JS_FMT_EMAIL,
+    JS_FMT_IDN_EMAIL,
+    JS_FMT_HOSTNAME,
+    JS_FMT_IDN_HOSTNAME,
+    JS_FMT_IPV4,
+    JS_FMT_IPV6,
+    JS_FMT_URI,
+    JS_FMT_URI_REFERENCE,
+    JS_FMT_IRI,
+    JS_FMT_IRI_REFERENCE,
+    JS_FMT_URI_TEMPLATE,
+    JS_FMT_JSON_POINTER,
+    JS_FMT_RELATIVE_JSON_POINTER,
+    JS_FMT_REGEX,
+} js_format_t;
+
+typedef struct js_regex js_regex_t;
+typedef struct js_node js_node_t;
+
+typedef struct {
+    const char *key; /* borrowed from the schema's copy of the document */
+    size_t len;
+    js_node_t *node;
+} js_prop_t;
+
+typedef struct {
+    js_regex_t *re;
+    js_node_t *node;
+} js_patprop_t;
+
+typedef struct {
+    const char *key;
+    size_t len;
+    js_node_t *node;        /* schema form, or NULL */
+    const json_t *required; /* array form (strings), or NULL */
+} js_dep_t;
+
+typedef struct {
+    js_node_t **items;
+    size_t count;
+} js_list_t;
+
+struct js_node {
+    char *path; /* JSON pointer of this subschema in the schema document */
+    bool is_bool;
+    bool bool_value;
+    uint32_t has;
+    uint8_t types;
+    js_num_t minimum;
+    js_num_t maximum;
+    js_num_t exclusive_minimum;
+    js_num_t exclusive_maximum;
+    js_decimal_t multiple_of;
+    size_t min_length;
+    size_t max_length;
+    size_t min_items;
+    size_t max_items;
+    size_t min_properties;
+    size_t max_properties;
+    const json_t *const_value; /* borrowed */
+    const json_t *enum_values; /* borrowed array */
+    const json_t *required;    /* borrowed array of strings */
+    js_regex_t *pattern;
+    js_format_t format;
+    js_prop_t *props;
+    size_t nprops;
+    uint32_t *prop_slots; /* open-addressing table of prop indexes + 1, nslots entries */
+    size_t nslots;
+    js_patprop_t *patprops;
+    size_t npatprops;
+    js_node_t *additional_properties;
+    js_dep_t *deps;
+    size_t ndeps;
+    js_node_t *property_names;
+    js_node_t *items;      /* single-schema form */
+    js_list_t items_array; /* array form */
+    bool items_is_array;
+    js_node_t *additional_items;
+    js_node_t *contains;
+    js_list_t all_of;
+    js_list_t any_of;
+    js_list_t one_of;
+    js_node_t *not_schema;
+    js_node_t *if_schema;
+    js_node_t *then_schema;
+    js_node_t *else_schema;
+};
+
+struct jsonschema {
+    json_t *doc; /* owned deep copy: every borrowed pointer above points into it */
+    js_node_t *root;
+    js_node_t **nodes; /* every node, for destroy */
+    size_t nnodes;
+    size_t npatterns;
+    pcre2_match_context *match_ctx; /* limits only; read-only after compile */
+};
+
+/* The property index for key in node's table, or -1. */
+long js_prop_find(const js_node_t *node, const char *key, size_t len);
+uint32_t js_hash(const char *key, size_t len);
+
+/* Formats: the id for a name (JS_FMT_NONE when unknown), the name, and the check. */
+js_format_t js_format_lookup(const char *name);
+const char *js_format_name(js_format_t fmt);
+bool js_format_check(js_format_t fmt, const char *s, size_t len);
+
+/* Regexes with ECMA-262 semantics (rewritten for PCRE2). Compile returns NULL and a reason in
+ * err when the source is not a supported ECMA-262 pattern. */
+js_regex_t *js_regex_compile(const char *src, size_t len, char *err, size_t errlen);
+void js_regex_free(js_regex_t **re_p);
+/* 1 match, 0 no match, -1 a PCRE2 limit was hit. md is the caller's per-call match data. */
+int js_regex_match(const js_regex_t *re, const char *s, size_t len, pcre2_match_data *md,
+                   pcre2_match_context *mctx);
+
+/* Number helpers shared by compiler and validator. */
+js_num_t js_num_of(const json_t *v);
+int js_num_cmp(js_num_t a, js_num_t b);
+bool js_equal(const json_t *a, const json_t *b);
+
+#endif

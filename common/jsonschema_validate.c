@@ -1,0 +1,766 @@
+/* jsonschema_validate: the Draft-07 validator over a compiled schema; see jsonschema.h. */
+#include "jsonschema_internal.h"
+#include "jsonstrict.h"
+#include "mem.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One step from the instance root, for the instance path of an issue. */
+typedef struct {
+    const char *key; /* NULL for an array index */
+    size_t len;
+    size_t index;
+} s_seg_t;
+
+/* The instance descends one level per schema level at most, so this bounds the path. */
+#define S_SEGS_MAX (JSONSCHEMA_MAX_DEPTH + 2)
+
+typedef struct {
+    const jsonschema_t *schema;
+    jsonschema_report_t *report;
+    bool all_errors;
+    int quiet;  /* > 0 inside anyOf/oneOf/not/if/contains: failures are not reported */
+    bool abort; /* a cap was hit or the report is full: stop everything */
+    s_seg_t segs[S_SEGS_MAX];
+    int nsegs;
+    pcre2_match_data *md; /* created on first use, freed at the end of the call */
+    size_t matches;
+} s_ctx_t;
+
+/* --- numbers and equality --- */
+
+js_num_t js_num_of(const json_t *v) {
+    js_num_t n = {0};
+    if (json_is_integer(v)) {
+        n.is_int = true;
+        n.i = json_integer_value(v);
+        n.d = (double)n.i;
+    } else {
+        n.d = json_real_value(v);
+    }
+    return n;
+}
+
+static int s_cmp_int_real(int64_t i, double d) {
+    if (d >= 9223372036854775808.0) {
+        return -1;
+    }
+    if (d < -9223372036854775808.0) {
+        return 1;
+    }
+    double t = trunc(d);
+    int64_t ti = (int64_t)t;
+    if (i != ti) {
+        return i < ti ? -1 : 1;
+    }
+    return d > t ? -1 : d < t ? 1 : 0;
+}
+
+/* Exact comparison of two numbers, whatever mix of int64 and double. */
+int js_num_cmp(js_num_t a, js_num_t b) {
+    if (a.is_int && b.is_int) {
+        return a.i < b.i ? -1 : a.i > b.i;
+    }
+    if (!a.is_int && !b.is_int) {
+        return a.d < b.d ? -1 : a.d > b.d;
+    }
+    return a.is_int ? s_cmp_int_real(a.i, b.d) : -s_cmp_int_real(b.i, a.d);
+}
+
+bool js_equal(const json_t *a, const json_t *b) {
+    if (json_is_number(a) && json_is_number(b)) {
+        return js_num_cmp(js_num_of(a), js_num_of(b)) == 0;
+    }
+    if (json_typeof(a) != json_typeof(b)) {
+        return false;
+    }
+    switch (json_typeof(a)) {
+        case JSON_STRING:
+            return json_string_length(a) == json_string_length(b) &&
+                   memcmp(json_string_value(a), json_string_value(b), json_string_length(a)) == 0;
+        case JSON_ARRAY:
+            if (json_array_size(a) != json_array_size(b)) {
+                return false;
+            }
+            for (size_t i = 0; i < json_array_size(a); i++) {
+                if (!js_equal(json_array_get(a, i), json_array_get(b, i))) {
+                    return false;
+                }
+            }
+            return true;
+        case JSON_OBJECT: {
+            if (json_object_size(a) != json_object_size(b)) {
+                return false;
+            }
+            const char *key = NULL;
+            size_t len = 0;
+            json_t *va = NULL;
+            json_object_keylen_foreach((json_t *)a, key, len, va) {
+                json_t *vb = json_object_getn(b, key, len);
+                if (!vb || !js_equal(va, vb)) {
+                    return false;
+                }
+            }
+            return true;
+        }
+        default:
+            return true; /* true, false, null: same type is same value */
+    }
+}
+
+/* A hash consistent with js_equal (1 and 1.0 hash alike), for uniqueItems. */
+static uint32_t s_value_hash(const json_t *v) {
+    switch (json_typeof(v)) {
+        case JSON_INTEGER:
+        case JSON_REAL: {
+            js_num_t n = js_num_of(v);
+            if (!n.is_int && (n.d != trunc(n.d) || fabs(n.d) >= 9.2e18)) {
+                uint64_t bits = 0;
+                double d = n.d == 0 ? 0.0 : n.d;
+                memcpy(&bits, &d, sizeof bits);
+                return (uint32_t)(bits ^ (bits >> 32)) * 2654435761u;
+            }
+            int64_t i = n.is_int ? n.i : (int64_t)n.d;
+            return (uint32_t)((uint64_t)i ^ ((uint64_t)i >> 32)) * 2654435761u;
+        }
+        case JSON_STRING:
+            return js_hash(json_string_value(v), json_string_length(v));
+        case JSON_ARRAY: {
+            uint32_t h = 0x9e3779b9u;
+            for (size_t i = 0; i < json_array_size(v); i++) {
+                h = (h ^ s_value_hash(json_array_get(v, i))) * 16777619u;
+            }
+            return h;
+        }
+        case JSON_OBJECT: {
+            uint32_t h = 0x85ebca6bu; /* order-independent: members are summed */
+            const char *key = NULL;
+            size_t len = 0;
+            json_t *m = NULL;
+            json_object_keylen_foreach((json_t *)v, key, len, m) {
+                h += js_hash(key, len) * 31u + s_value_hash(m);
+            }
+            return h;
+        }
+        default:
+            return (uint32_t)json_typeof(v) * 0x27d4eb2du;
+    }
+}
+
+/* Is x a multiple of dec? Exact in decimal: x = mx*10^ex, divisor = md*10^ed. */
+static bool s_multiple(js_num_t x, const js_decimal_t *dec) {
+    uint64_t mx = 0;
+    int ex = 0;
+    if (x.is_int) {
+        if (x.i == 0) {
+            return true;
+        }
+        mx = x.i < 0 ? (uint64_t)0 - (uint64_t)x.i : (uint64_t)x.i;
+        while (mx % 10 == 0) {
+            mx /= 10;
+            ex++;
+        }
+    } else {
+        if (x.d == 0) {
+            return true;
+        }
+        char digits[JSONSTRICT_DIGITS_MAX + 1];
+        jsonstrict_shortest(x.d, digits, &ex);
+        mx = strtoull(digits, NULL, 10);
+    }
+    if (ex < dec->e) {
+        return false; /* mx has no trailing zero, so 10^(ed-ex) cannot divide it */
+    }
+    uint64_t r = mx % dec->m;
+    for (int k = ex; k > dec->e && r != 0; k--) {
+        r = (r * 10) % dec->m;
+    }
+    return r == 0;
+}
+
+static size_t s_codepoints(const char *s, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        n += ((unsigned char)s[i] & 0xC0) != 0x80;
+    }
+    return n;
+}
+
+static uint8_t s_type_of(const json_t *v) {
+    switch (json_typeof(v)) {
+        case JSON_OBJECT:
+            return JS_T_OBJECT;
+        case JSON_ARRAY:
+            return JS_T_ARRAY;
+        case JSON_STRING:
+            return JS_T_STRING;
+        case JSON_INTEGER:
+            return JS_T_NUMBER | JS_T_INTEGER;
+        case JSON_REAL: {
+            double d = json_real_value(v);
+            return d == floor(d) ? (JS_T_NUMBER | JS_T_INTEGER) : JS_T_NUMBER;
+        }
+        case JSON_TRUE:
+        case JSON_FALSE:
+            return JS_T_BOOLEAN;
+        default:
+            return JS_T_NULL;
+    }
+}
+
+/* --- reporting --- */
+
+static void s_append(char *out, size_t cap, size_t *n, const char *src, size_t len) {
+    for (size_t i = 0; i < len && *n + 3 < cap; i++) {
+        if (src[i] == '~' || src[i] == '/') {
+            out[(*n)++] = '~';
+            out[(*n)++] = src[i] == '~' ? '0' : '1';
+        } else {
+            out[(*n)++] = src[i];
+        }
+    }
+    out[*n] = '\0';
+}
+
+static void s_instance_path(const s_ctx_t *ctx, char *out, size_t cap) {
+    size_t n = 0;
+    out[0] = '\0';
+    for (int i = 0; i < ctx->nsegs && n + 2 < cap; i++) {
+        out[n++] = '/';
+        out[n] = '\0';
+        if (ctx->segs[i].key) {
+            s_append(out, cap, &n, ctx->segs[i].key, ctx->segs[i].len);
+        } else {
+            char num[24];
+            int len = snprintf(num, sizeof num, "%zu", ctx->segs[i].index);
+            s_append(out, cap, &n, num, (size_t)len);
+        }
+    }
+}
+
+/* Records a failure of keyword kw of node; returns false (the validity) for tail calls. */
+__attribute__((format(printf, 4, 5))) static bool s_fail(s_ctx_t *ctx, const js_node_t *node,
+                                                         const char *kw, const char *fmt, ...) {
+    if (ctx->quiet > 0 || !ctx->report) {
+        return false;
+    }
+    jsonschema_report_t *r = ctx->report;
+    if (r->count == JSONSCHEMA_ERRORS_MAX) {
+        r->truncated = true;
+        ctx->abort = true;
+        return false;
+    }
+    jsonschema_issue_t *issue = &r->items[r->count++];
+    s_instance_path(ctx, issue->instance_path, sizeof issue->instance_path);
+    snprintf(issue->schema_path, sizeof issue->schema_path, "%s%s%s", node->path, kw ? "/" : "",
+             kw ? kw : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(issue->message, sizeof issue->message, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* A cap was hit: the instance is invalid and validation stops, even in quiet mode. */
+static bool s_abort(s_ctx_t *ctx, const js_node_t *node, const char *kw, const char *why) {
+    int quiet = ctx->quiet;
+    ctx->quiet = 0;
+    s_fail(ctx, node, kw, "%s", why);
+    ctx->quiet = quiet;
+    ctx->abort = true;
+    return false;
+}
+
+/* Whether to go on after a failure: only when collecting every error, outside quiet mode. */
+static bool s_go_on(const s_ctx_t *ctx) {
+    return ctx->all_errors && ctx->quiet == 0 && !ctx->abort;
+}
+
+static bool s_node(s_ctx_t *ctx, const js_node_t *node, const json_t *v);
+
+static bool s_child_key(s_ctx_t *ctx, const js_node_t *node, const json_t *v, const char *key,
+                        size_t len) {
+    ctx->segs[ctx->nsegs++] = (s_seg_t){.key = key, .len = len};
+    bool ok = s_node(ctx, node, v);
+    ctx->nsegs--;
+    return ok;
+}
+
+static bool s_child_index(s_ctx_t *ctx, const js_node_t *node, const json_t *v, size_t index) {
+    ctx->segs[ctx->nsegs++] = (s_seg_t){.index = index};
+    bool ok = s_node(ctx, node, v);
+    ctx->nsegs--;
+    return ok;
+}
+
+/* Runs node on v without reporting: for anyOf, oneOf, not, if and contains. */
+static bool s_quiet(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    bool all = ctx->all_errors;
+    ctx->quiet++;
+    ctx->all_errors = false;
+    bool ok = s_node(ctx, node, v);
+    ctx->all_errors = all;
+    ctx->quiet--;
+    return ok;
+}
+
+/* 1 match, 0 no match, -1 aborted (a limit was hit; already reported). */
+static int s_match(s_ctx_t *ctx, const js_node_t *node, const char *kw, const js_regex_t *re,
+                   const char *s, size_t len) {
+    if (++ctx->matches > JSONSCHEMA_MAX_MATCHES) {
+        s_abort(ctx, node, kw, "validation exceeds the cap of regex matches per validation");
+        return -1;
+    }
+    if (!ctx->md) {
+        ctx->md = pcre2_match_data_create(1, NULL);
+        ASSERT(ctx->md != NULL); /* NULL only when malloc fails */
+    }
+    int rc = js_regex_match(re, s, len, ctx->md, ctx->schema->match_ctx);
+    if (rc < 0) {
+        s_abort(ctx, node, kw, "regex match exceeds its backtracking limit");
+    }
+    return rc;
+}
+
+/* --- keyword groups --- */
+
+static bool s_numeric(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    js_num_t x = js_num_of(v);
+    bool ok = true;
+    if ((node->has & JS_HAS_MINIMUM) && js_num_cmp(x, node->minimum) < 0) {
+        ok = s_fail(ctx, node, "minimum", "must be >= %.17g", node->minimum.d);
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if ((node->has & JS_HAS_MAXIMUM) && js_num_cmp(x, node->maximum) > 0) {
+        ok = s_fail(ctx, node, "maximum", "must be <= %.17g", node->maximum.d);
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if ((node->has & JS_HAS_EXMIN) && js_num_cmp(x, node->exclusive_minimum) <= 0) {
+        ok = s_fail(ctx, node, "exclusiveMinimum", "must be > %.17g", node->exclusive_minimum.d);
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if ((node->has & JS_HAS_EXMAX) && js_num_cmp(x, node->exclusive_maximum) >= 0) {
+        ok = s_fail(ctx, node, "exclusiveMaximum", "must be < %.17g", node->exclusive_maximum.d);
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if ((node->has & JS_HAS_MULTIPLE) && !s_multiple(x, &node->multiple_of)) {
+        ok = s_fail(ctx, node, "multipleOf", "must be a multiple of %.17g", node->multiple_of.d);
+    }
+    return ok;
+}
+
+static bool s_string(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    const char *s = json_string_value(v);
+    size_t len = json_string_length(v);
+    bool ok = true;
+    /* A code point takes one to four bytes, so counting is needed only in between. */
+    if ((node->has & JS_HAS_MINLEN) && len / 4 < node->min_length &&
+        s_codepoints(s, len) < node->min_length) {
+        ok = s_fail(ctx, node, "minLength", "must have at least %zu characters", node->min_length);
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if ((node->has & JS_HAS_MAXLEN) && len > node->max_length &&
+        s_codepoints(s, len) > node->max_length) {
+        ok = s_fail(ctx, node, "maxLength", "must have at most %zu characters", node->max_length);
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if (node->has & JS_HAS_PATTERN) {
+        int rc = s_match(ctx, node, "pattern", node->pattern, s, len);
+        if (rc < 0) {
+            return false;
+        }
+        if (rc == 0) {
+            ok = s_fail(ctx, node, "pattern", "does not match the pattern");
+            if (!s_go_on(ctx)) {
+                return false;
+            }
+        }
+    }
+    if ((node->has & JS_HAS_FORMAT) && !js_format_check(node->format, s, len)) {
+        ok = s_fail(ctx, node, "format", "is not a valid %s", js_format_name(node->format));
+    }
+    return ok;
+}
+
+static bool s_unique(const json_t *v) {
+    size_t n = json_array_size(v);
+    if (n < 2) {
+        return true;
+    }
+    size_t cap = 16;
+    while (cap < 2 * n) {
+        cap *= 2;
+    }
+    size_t *slots = mem_calloc(cap, sizeof *slots); /* item index + 1 */
+    bool unique = true;
+    for (size_t i = 0; i < n && unique; i++) {
+        const json_t *item = json_array_get(v, i);
+        size_t h = s_value_hash(item) & (cap - 1);
+        for (; slots[h]; h = (h + 1) & (cap - 1)) {
+            if (js_equal(item, json_array_get(v, slots[h] - 1))) {
+                unique = false;
+                break;
+            }
+        }
+        slots[h] = i + 1;
+    }
+    free(slots);
+    return unique;
+}
+
+static bool s_items(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    size_t n = json_array_size(v);
+    bool ok = true;
+    if (!node->items_is_array) {
+        for (size_t i = 0; node->items && i < n; i++) {
+            if (!s_child_index(ctx, node->items, json_array_get(v, i), i)) {
+                ok = false;
+                if (!s_go_on(ctx)) {
+                    return false;
+                }
+            }
+        }
+        return ok;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const js_node_t *sub =
+            i < node->items_array.count ? node->items_array.items[i] : node->additional_items;
+        if (sub && !s_child_index(ctx, sub, json_array_get(v, i), i)) {
+            ok = false;
+            if (!s_go_on(ctx)) {
+                return false;
+            }
+        }
+    }
+    return ok;
+}
+
+static bool s_contains(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        if (s_quiet(ctx, node->contains, json_array_get(v, i))) {
+            return true;
+        }
+        if (ctx->abort) {
+            return false;
+        }
+    }
+    return s_fail(ctx, node, "contains", "must contain an item that matches the schema");
+}
+
+static bool s_array(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    size_t n = json_array_size(v);
+    bool ok = true;
+    if ((node->has & JS_HAS_MINITEMS) && n < node->min_items) {
+        ok = s_fail(ctx, node, "minItems", "must have at least %zu items", node->min_items);
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if ((node->has & JS_HAS_MAXITEMS) && n > node->max_items) {
+        ok = s_fail(ctx, node, "maxItems", "must have at most %zu items", node->max_items);
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if ((node->has & JS_HAS_UNIQUE) && !s_unique(v)) {
+        ok = s_fail(ctx, node, "uniqueItems", "must not contain equal items");
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if ((node->items || node->items_is_array) && !s_items(ctx, node, v)) {
+        ok = false;
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if (node->contains && !s_contains(ctx, node, v)) {
+        ok = false;
+    }
+    return ok;
+}
+
+static bool s_required(s_ctx_t *ctx, const js_node_t *node, const char *kw, const json_t *names,
+                       const json_t *v) {
+    bool ok = true;
+    for (size_t i = 0; i < json_array_size(names); i++) {
+        const json_t *name = json_array_get(names, i);
+        if (!json_object_getn(v, json_string_value(name), json_string_length(name))) {
+            ok =
+                s_fail(ctx, node, kw, "lacks required property \"%.64s\"", json_string_value(name));
+            if (!s_go_on(ctx)) {
+                return false;
+            }
+        }
+    }
+    return ok;
+}
+
+static bool s_properties(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    bool ok = true;
+    for (size_t i = 0; i < node->nprops; i++) {
+        const js_prop_t *p = &node->props[i];
+        const json_t *m = json_object_getn(v, p->key, p->len);
+        if (m && !s_child_key(ctx, p->node, m, p->key, p->len)) {
+            ok = false;
+            if (!s_go_on(ctx)) {
+                return false;
+            }
+        }
+    }
+    return ok;
+}
+
+/* patternProperties, additionalProperties and propertyNames: one pass over the members. */
+static bool s_member(s_ctx_t *ctx, const js_node_t *node, const char *key, size_t len,
+                     const json_t *m) {
+    bool ok = true;
+    bool matched = node->additional_properties && js_prop_find(node, key, len) >= 0;
+    for (size_t i = 0; i < node->npatprops; i++) {
+        int rc = s_match(ctx, node, "patternProperties", node->patprops[i].re, key, len);
+        if (rc < 0) {
+            return false;
+        }
+        if (rc == 1) {
+            matched = true;
+            if (!s_child_key(ctx, node->patprops[i].node, m, key, len)) {
+                ok = false;
+                if (!s_go_on(ctx)) {
+                    return false;
+                }
+            }
+        }
+    }
+    if (node->additional_properties && !matched &&
+        !s_child_key(ctx, node->additional_properties, m, key, len)) {
+        ok = false;
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if (node->property_names) {
+        json_t *name = json_stringn_nocheck(key, len);
+        ASSERT(name != NULL); /* NULL only when malloc fails */
+        bool named = s_child_key(ctx, node->property_names, name, key, len);
+        json_decref(name);
+        ok = ok && named;
+    }
+    return ok;
+}
+
+static bool s_dependencies(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    bool ok = true;
+    for (size_t i = 0; i < node->ndeps; i++) {
+        const js_dep_t *dep = &node->deps[i];
+        if (!json_object_getn(v, dep->key, dep->len)) {
+            continue;
+        }
+        bool good = dep->required ? s_required(ctx, node, "dependencies", dep->required, v)
+                                  : s_node(ctx, dep->node, v);
+        if (!good) {
+            ok = false;
+            if (!s_go_on(ctx)) {
+                return false;
+            }
+        }
+    }
+    return ok;
+}
+
+static bool s_object(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    size_t n = json_object_size(v);
+    bool ok = true;
+    if ((node->has & JS_HAS_MINPROPS) && n < node->min_properties) {
+        ok = s_fail(ctx, node, "minProperties", "must have at least %zu properties",
+                    node->min_properties);
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if ((node->has & JS_HAS_MAXPROPS) && n > node->max_properties) {
+        ok = s_fail(ctx, node, "maxProperties", "must have at most %zu properties",
+                    node->max_properties);
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if ((node->has & JS_HAS_REQUIRED) && !s_required(ctx, node, "required", node->required, v)) {
+        ok = false;
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if (node->nprops && !s_properties(ctx, node, v)) {
+        ok = false;
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if (node->npatprops || node->additional_properties || node->property_names) {
+        const char *key = NULL;
+        size_t len = 0;
+        json_t *m = NULL;
+        json_object_keylen_foreach((json_t *)v, key, len, m) {
+            if (!s_member(ctx, node, key, len, m)) {
+                ok = false;
+                if (!s_go_on(ctx)) {
+                    return false;
+                }
+            }
+        }
+    }
+    if (node->ndeps && !s_dependencies(ctx, node, v)) {
+        ok = false;
+    }
+    return ok;
+}
+
+static bool s_enum(const js_node_t *node, const json_t *v) {
+    for (size_t i = 0; i < json_array_size(node->enum_values); i++) {
+        if (js_equal(v, json_array_get(node->enum_values, i))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool s_generic(s_ctx_t *ctx, const js_node_t *node, const json_t *v, uint8_t type) {
+    if ((node->has & JS_HAS_TYPE) && !(node->types & type)) {
+        return s_fail(ctx, node, "type", "has the wrong type");
+    }
+    bool ok = true;
+    if ((node->has & JS_HAS_CONST) && !js_equal(v, node->const_value)) {
+        ok = s_fail(ctx, node, "const", "must equal the constant");
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if ((node->has & JS_HAS_ENUM) && !s_enum(node, v)) {
+        ok = s_fail(ctx, node, "enum", "must be one of the enumerated values");
+    }
+    return ok;
+}
+
+static bool s_combinators(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    bool ok = true;
+    for (size_t i = 0; i < node->all_of.count; i++) {
+        if (!s_node(ctx, node->all_of.items[i], v)) {
+            ok = false;
+            if (!s_go_on(ctx)) {
+                return false;
+            }
+        }
+    }
+    if (node->any_of.count) {
+        bool any = false;
+        for (size_t i = 0; i < node->any_of.count && !any && !ctx->abort; i++) {
+            any = s_quiet(ctx, node->any_of.items[i], v);
+        }
+        if (!any && !(s_fail(ctx, node, "anyOf", "matches none of the schemas") || s_go_on(ctx))) {
+            return false;
+        }
+        ok = ok && any;
+    }
+    if (node->one_of.count) {
+        size_t hits = 0;
+        for (size_t i = 0; i < node->one_of.count && hits < 2 && !ctx->abort; i++) {
+            hits += s_quiet(ctx, node->one_of.items[i], v);
+        }
+        if (hits != 1 && !(s_fail(ctx, node, "oneOf", "matches %s of the schemas",
+                                  hits ? "more than one" : "none") ||
+                           s_go_on(ctx))) {
+            return false;
+        }
+        ok = ok && hits == 1;
+    }
+    return ok;
+}
+
+static bool s_conditionals(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    bool ok = true;
+    if (node->not_schema) {
+        bool inner = s_quiet(ctx, node->not_schema, v);
+        if (ctx->abort) {
+            return false;
+        }
+        if (inner && !(s_fail(ctx, node, "not", "must not match the schema") || s_go_on(ctx))) {
+            return false;
+        }
+        ok = !inner;
+    }
+    if (node->if_schema && (node->then_schema || node->else_schema)) {
+        bool cond = s_quiet(ctx, node->if_schema, v);
+        if (ctx->abort) {
+            return false;
+        }
+        const js_node_t *branch = cond ? node->then_schema : node->else_schema;
+        if (branch && !s_node(ctx, branch, v)) {
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+static bool s_node(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    if (ctx->abort) {
+        return false;
+    }
+    if (node->is_bool) {
+        return node->bool_value || s_fail(ctx, node, NULL, "no value is allowed here");
+    }
+    uint8_t type = s_type_of(v);
+    bool ok = s_generic(ctx, node, v, type);
+    if (!ok && !s_go_on(ctx)) {
+        return false;
+    }
+    bool good = true;
+    if (type & JS_T_NUMBER) {
+        good = s_numeric(ctx, node, v);
+    } else if (type == JS_T_STRING) {
+        good = s_string(ctx, node, v);
+    } else if (type == JS_T_ARRAY) {
+        good = s_array(ctx, node, v);
+    } else if (type == JS_T_OBJECT) {
+        good = s_object(ctx, node, v);
+    }
+    ok = ok && good;
+    if (!ok && !s_go_on(ctx)) {
+        return false;
+    }
+    ok = s_combinators(ctx, node, v) && ok;
+    if (!ok && !s_go_on(ctx)) {
+        return false;
+    }
+    return s_conditionals(ctx, node, v) && ok;
+}
+
+jsonschema_result_t jsonschema_validate(const jsonschema_t *self, const json_t *instance,
+                                        jsonschema_mode_t mode, jsonschema_report_t *report) {
+    s_ctx_t ctx = {
+        .schema = self, .report = report, .all_errors = mode == JSONSCHEMA_ALL_ERRORS && report};
+    if (report) {
+        report->count = 0;
+        report->truncated = false;
+    }
+    bool ok = s_node(&ctx, self->root, instance);
+    if (ctx.md) {
+        pcre2_match_data_free(ctx.md);
+    }
+    return ok && !ctx.abort ? JSONSCHEMA_VALID : JSONSCHEMA_INVALID;
+}
