@@ -1,0 +1,330 @@
+/* Tests for the schema compiler and validator beyond the official suite: what is rejected at
+ * compile time and where, reports, fail-fast, numbers, regex rewrites and thread safety. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <string.h>
+
+#include "jsonschema.h"
+#include "jsonstrict.h"
+
+static json_t *s_json(const char *text) {
+    json_t *v = NULL;
+    jsonstrict_error_t err;
+    if (jsonstrict_parse(text, strlen(text), NULL, &v, &err)) {
+        print_error("bad test JSON %s: %s\n", text, err.message);
+    }
+    assert_non_null(v);
+    return v;
+}
+
+static jsonschema_t *s_compile(const char *text) {
+    json_t *schema = s_json(text);
+    jsonschema_t *s = NULL;
+    jsonschema_error_t err;
+    int rc = jsonschema_compile(schema, &s, &err);
+    if (rc) {
+        print_error("schema %s rejected: %s at %s\n", text, err.message, err.schema_path);
+    }
+    json_decref(schema);
+    assert_int_equal(rc, 0);
+    return s;
+}
+
+static jsonschema_error_t s_reject(const char *text) {
+    json_t *schema = s_json(text);
+    jsonschema_t *s = (jsonschema_t *)1;
+    jsonschema_error_t err;
+    int rc = jsonschema_compile(schema, &s, &err);
+    json_decref(schema);
+    if (rc == 0) {
+        print_error("schema %s was accepted\n", text);
+    }
+    assert_int_equal(rc, -1);
+    assert_null(s);
+    assert_true(strlen(err.message) > 0);
+    return err;
+}
+
+static bool s_valid(const jsonschema_t *s, const char *instance) {
+    json_t *v = s_json(instance);
+    jsonschema_report_t report;
+    jsonschema_result_t r = jsonschema_validate(s, v, JSONSCHEMA_ALL_ERRORS, &report);
+    jsonschema_result_t fast = jsonschema_validate(s, v, JSONSCHEMA_FAIL_FAST, NULL);
+    json_decref(v);
+    assert_int_equal(r, fast);
+    assert_true(r == JSONSCHEMA_VALID ? report.count == 0 : report.count > 0);
+    return r == JSONSCHEMA_VALID;
+}
+
+static void test_references_rejected_at_schema_positions_with_path(void **state) {
+    jsonschema_error_t err = s_reject("{\"properties\": {\"a\": {\"$ref\": \"#\"}}}");
+    assert_string_equal(err.schema_path, "/properties/a/$ref");
+    assert_non_null(strstr(err.message, "inline"));
+    err = s_reject("{\"items\": [{}, {\"$id\": \"x\"}]}");
+    assert_string_equal(err.schema_path, "/items/1/$id");
+    s_reject("{\"definitions\": {}}");
+    s_reject("{\"$defs\": {}}");
+    s_reject("{\"not\": {\"id\": \"x\"}}");
+    err = s_reject("{\"properties\": {\"a/b\": {\"allOf\": [{\"$ref\": \"#\"}]}}}");
+    assert_string_equal(err.schema_path, "/properties/a~1b/allOf/0/$ref");
+}
+
+static void test_reference_names_are_fine_as_data_and_property_names(void **state) {
+    jsonschema_t *s = s_compile(
+        "{\"properties\": {\"$ref\": {\"type\": \"string\"}, \"definitions\": {}, \"$id\": {}},"
+        " \"required\": [\"$ref\"], \"const\": {\"$ref\": \"http://json-schema.org/draft-07/"
+        "schema#\", \"$id\": 1}, \"default\": {\"$ref\": \"#\"},"
+        " \"enum\": [{\"$ref\": \"http://json-schema.org/draft-07/schema#\", \"$id\": 1}]}");
+    assert_true(s_valid(s, "{\"$ref\": \"http://json-schema.org/draft-07/schema#\", \"$id\": 1}"));
+    assert_false(s_valid(s, "{\"$ref\": 1}"));
+    jsonschema_destroy(&s);
+    assert_null(s);
+    jsonschema_destroy(&s); /* safe on NULL */
+}
+
+static void test_dialect_unknown_keywords_and_formats_rejected(void **state) {
+    jsonschema_t *s = s_compile("{\"$schema\": \"http://json-schema.org/draft-07/schema#\"}");
+    jsonschema_destroy(&s);
+    s_reject("{\"$schema\": \"https://json-schema.org/draft/2020-12/schema\"}");
+    s_reject(
+        "{\"properties\": {\"a\": {\"$schema\": \"http://json-schema.org/draft-07/schema#\"}}}");
+    jsonschema_error_t err = s_reject("{\"properties\": {\"a\": {\"minimun\": 1}}}");
+    assert_string_equal(err.schema_path, "/properties/a/minimun");
+    err = s_reject("{\"format\": \"color\"}");
+    assert_string_equal(err.schema_path, "/format");
+    s_reject("{\"type\": \"int\"}");
+    s_reject("{\"type\": [\"string\", \"string\"]}");
+    s_reject("{\"minLength\": -1}");
+    s_reject("{\"minLength\": 1.5}");
+    s_reject("{\"multipleOf\": 0}");
+    s_reject("{\"required\": [\"a\", \"a\"]}");
+    s_reject("{\"allOf\": []}");
+    s_reject("{\"title\": 1}");
+    s_reject("3");
+    s = s_compile("{\"title\": \"t\", \"description\": \"d\", \"default\": 1, \"examples\": [],"
+                  " \"$comment\": \"c\", \"readOnly\": true, \"writeOnly\": false,"
+                  " \"contentMediaType\": \"application/json\", \"contentEncoding\": \"base64\","
+                  " \"minLength\": 2.0}");
+    assert_true(s_valid(s, "\"ab\""));
+    assert_false(s_valid(s, "\"a\""));
+    jsonschema_destroy(&s);
+}
+
+static void test_annotations_are_never_applied(void **state) {
+    jsonschema_t *s = s_compile("{\"properties\": {\"a\": {\"default\": 5, \"readOnly\": true}},"
+                                " \"contentEncoding\": \"base64\"}");
+    assert_true(s_valid(s, "{}"));
+    assert_true(s_valid(s, "{\"a\": \"not five\"}"));
+    json_t *v = s_json("{}");
+    assert_int_equal(jsonschema_validate(s, v, JSONSCHEMA_FAIL_FAST, NULL), JSONSCHEMA_VALID);
+    assert_int_equal(json_object_size(v), 0); /* no default was filled in */
+    json_decref(v);
+    jsonschema_destroy(&s);
+}
+
+static void test_report_lists_instance_and_schema_paths(void **state) {
+    jsonschema_t *s =
+        s_compile("{\"type\": \"object\", \"required\": [\"id\"], \"properties\": "
+                  "{\"tags\": {\"items\": {\"maxLength\": 2}}, \"n\": {\"minimum\": 0}}}");
+    json_t *v = s_json("{\"tags\": [\"ok\", \"long\"], \"n\": -1}");
+    jsonschema_report_t r;
+    assert_int_equal(jsonschema_validate(s, v, JSONSCHEMA_ALL_ERRORS, &r), JSONSCHEMA_INVALID);
+    assert_int_equal(r.count, 3);
+    assert_false(r.truncated);
+    bool saw_tag = false;
+    bool saw_n = false;
+    bool saw_required = false;
+    for (size_t i = 0; i < r.count; i++) {
+        if (strcmp(r.items[i].instance_path, "/tags/1") == 0) {
+            assert_string_equal(r.items[i].schema_path, "/properties/tags/items/maxLength");
+            saw_tag = true;
+        } else if (strcmp(r.items[i].instance_path, "/n") == 0) {
+            assert_string_equal(r.items[i].schema_path, "/properties/n/minimum");
+            saw_n = true;
+        } else {
+            assert_string_equal(r.items[i].schema_path, "/required");
+            assert_non_null(strstr(r.items[i].message, "id"));
+            saw_required = true;
+        }
+    }
+    assert_true(saw_tag && saw_n && saw_required);
+    assert_int_equal(jsonschema_validate(s, v, JSONSCHEMA_FAIL_FAST, &r), JSONSCHEMA_INVALID);
+    assert_int_equal(r.count, 1);
+    json_decref(v);
+    jsonschema_destroy(&s);
+}
+
+static void test_report_is_bounded_and_marked_truncated(void **state) {
+    jsonschema_t *s = s_compile("{\"additionalProperties\": {\"type\": \"string\"}}");
+    char buf[4096];
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "{");
+    for (int i = 0; i < 100; i++) {
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s\"k%d\": %d", i ? "," : "", i, i);
+    }
+    snprintf(buf + n, sizeof buf - n, "}");
+    json_t *v = s_json(buf);
+    jsonschema_report_t r;
+    assert_int_equal(jsonschema_validate(s, v, JSONSCHEMA_ALL_ERRORS, &r), JSONSCHEMA_INVALID);
+    assert_int_equal(r.count, JSONSCHEMA_ERRORS_MAX);
+    assert_true(r.truncated);
+    json_decref(v);
+    jsonschema_destroy(&s);
+}
+
+static void test_numbers_equal_exact_and_decimal_multiples(void **state) {
+    jsonschema_t *s = s_compile("{\"enum\": [1, [2.0], {\"a\": 3}]}");
+    assert_true(s_valid(s, "1.0"));
+    assert_true(s_valid(s, "[2]"));
+    assert_true(s_valid(s, "{\"a\": 3.0}"));
+    assert_false(s_valid(s, "1.5"));
+    jsonschema_destroy(&s);
+
+    s = s_compile("{\"multipleOf\": 0.01}");
+    assert_true(s_valid(s, "19.99"));
+    assert_true(s_valid(s, "0.07"));
+    assert_true(s_valid(s, "-4"));
+    assert_false(s_valid(s, "0.075"));
+    jsonschema_destroy(&s);
+    s = s_compile("{\"multipleOf\": 0.1}");
+    assert_true(s_valid(s, "0.3")); /* 0.3 / 0.1 is 2.9999999999999996 in binary */
+    jsonschema_destroy(&s);
+
+    s = s_compile("{\"maximum\": 9007199254740992}");
+    assert_true(s_valid(s, "9007199254740992"));
+    assert_false(s_valid(s, "9007199254740993")); /* equal as doubles, not as integers */
+    jsonschema_destroy(&s);
+    s = s_compile("{\"exclusiveMinimum\": 9223372036854775806}");
+    assert_true(s_valid(s, "9223372036854775807"));
+    assert_false(s_valid(s, "9223372036854775806"));
+    jsonschema_destroy(&s);
+
+    s = s_compile("{\"type\": \"integer\"}");
+    assert_true(s_valid(s, "1.0"));
+    assert_true(s_valid(s, "1e20"));
+    assert_false(s_valid(s, "1.5"));
+    jsonschema_destroy(&s);
+
+    s = s_compile("{\"uniqueItems\": true}");
+    assert_false(s_valid(s, "[1, {\"a\": [1.0]}, {\"a\": [1]}]"));
+    assert_true(s_valid(s, "[1, \"1\", [1], {\"1\": 1}, true, null]"));
+    jsonschema_destroy(&s);
+}
+
+static void test_lengths_count_code_points(void **state) {
+    jsonschema_t *s = s_compile("{\"minLength\": 2, \"maxLength\": 2}");
+    assert_true(s_valid(s, "\"\\u00e9\\ud83d\\ude00\""));
+    assert_false(s_valid(s, "\"\\ud83d\\ude00\""));
+    assert_false(s_valid(s, "\"abc\""));
+    jsonschema_destroy(&s);
+}
+
+static void test_patterns_follow_ecma262(void **state) {
+    jsonschema_t *s = s_compile("{\"pattern\": \"^\\\\d+$\"}");
+    assert_true(s_valid(s, "\"123\""));
+    assert_false(s_valid(s, "\"\\u0967\"")); /* DEVANAGARI ONE is not \d in ECMA-262 */
+    assert_false(s_valid(s, "\"12\\n\""));   /* $ does not match before a final newline */
+    jsonschema_destroy(&s);
+    s = s_compile("{\"pattern\": \"^[\\\\S]$\"}");
+    assert_true(s_valid(s, "\"x\""));
+    assert_false(s_valid(s, "\"\\u2003\"")); /* EM SPACE is \s in ECMA-262 */
+    jsonschema_destroy(&s);
+    s = s_compile("{\"pattern\": \"^.$\"}");
+    assert_true(s_valid(s, "\"\\ud83d\\ude00\""));
+    assert_false(s_valid(s, "\"\\u2028\""));
+    jsonschema_destroy(&s);
+    s = s_compile("{\"pattern\": \"^[[:alpha:]]$\"}"); /* no POSIX classes in ECMA-262 */
+    assert_true(s_valid(s, "\"a]\""));
+    assert_false(s_valid(s, "\"a\""));
+    jsonschema_destroy(&s);
+    s = s_compile("{\"pattern\": \"a\"}"); /* unanchored: matches anywhere */
+    assert_true(s_valid(s, "\"xxax\""));
+    jsonschema_destroy(&s);
+    s_reject("{\"pattern\": \"(*LIMIT_MATCH=99999999)a\"}");
+    s_reject("{\"pattern\": \"a++\"}");
+    s_reject("{\"pattern\": \"(?i)a\"}");
+    s_reject("{\"pattern\": \"\\\\Qa\\\\E\"}");
+    jsonschema_error_t err = s_reject("{\"patternProperties\": {\"(\": {}}}");
+    assert_string_equal(err.schema_path, "/patternProperties/(");
+}
+
+static void test_pattern_over_its_limit_is_invalid_not_valid(void **state) {
+    jsonschema_t *s = s_compile("{\"pattern\": \"^(a+)+$\"}");
+    char buf[128];
+    memset(buf, 'a', sizeof buf);
+    buf[0] = '"';
+    buf[sizeof buf - 3] = 'b';
+    buf[sizeof buf - 2] = '"';
+    buf[sizeof buf - 1] = '\0';
+    json_t *v = s_json(buf);
+    jsonschema_report_t r;
+    assert_int_equal(jsonschema_validate(s, v, JSONSCHEMA_ALL_ERRORS, &r), JSONSCHEMA_INVALID);
+    assert_int_equal(r.count, 1);
+    assert_non_null(strstr(r.items[0].message, "limit"));
+    json_decref(v);
+    /* The limit result also counts inside not: it must not turn into a pass. */
+    jsonschema_destroy(&s);
+    s = s_compile("{\"not\": {\"pattern\": \"^(a+)+$\"}}");
+    v = s_json(buf);
+    assert_int_equal(jsonschema_validate(s, v, JSONSCHEMA_FAIL_FAST, NULL), JSONSCHEMA_INVALID);
+    json_decref(v);
+    jsonschema_destroy(&s);
+}
+
+typedef struct {
+    const jsonschema_t *schema;
+    int valid;
+} s_thread_arg_t;
+
+static void *s_thread(void *p) {
+    s_thread_arg_t *arg = p;
+    json_t *good = json_pack("{s:s, s:i}", "name", "abc-12", "n", 3);
+    json_t *bad = json_pack("{s:s, s:i}", "name", "ABC", "n", 3);
+    for (int i = 0; i < 2000; i++) {
+        arg->valid +=
+            jsonschema_validate(arg->schema, good, JSONSCHEMA_FAIL_FAST, NULL) == JSONSCHEMA_VALID;
+        arg->valid -=
+            jsonschema_validate(arg->schema, bad, JSONSCHEMA_FAIL_FAST, NULL) == JSONSCHEMA_VALID;
+    }
+    json_decref(good);
+    json_decref(bad);
+    return NULL;
+}
+
+static void test_compiled_schema_is_shared_between_threads(void **state) {
+    jsonschema_t *s = s_compile("{\"properties\": {\"name\": {\"pattern\": \"^[a-z]+-\\\\d+$\"},"
+                                " \"n\": {\"multipleOf\": 3}}, \"required\": [\"name\"]}");
+    pthread_t t[4];
+    s_thread_arg_t args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (s_thread_arg_t){.schema = s};
+        assert_int_equal(pthread_create(&t[i], NULL, s_thread, &args[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(args[i].valid, 2000);
+    }
+    jsonschema_destroy(&s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_references_rejected_at_schema_positions_with_path),
+        cmocka_unit_test(test_reference_names_are_fine_as_data_and_property_names),
+        cmocka_unit_test(test_dialect_unknown_keywords_and_formats_rejected),
+        cmocka_unit_test(test_annotations_are_never_applied),
+        cmocka_unit_test(test_report_lists_instance_and_schema_paths),
+        cmocka_unit_test(test_report_is_bounded_and_marked_truncated),
+        cmocka_unit_test(test_numbers_equal_exact_and_decimal_multiples),
+        cmocka_unit_test(test_lengths_count_code_points),
+        cmocka_unit_test(test_patterns_follow_ecma262),
+        cmocka_unit_test(test_pattern_over_its_limit_is_invalid_not_valid),
+        cmocka_unit_test(test_compiled_schema_is_shared_between_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
