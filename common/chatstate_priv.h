@@ -50,9 +50,8 @@ int cs_exec(chatstate_t *self, cs_error_t *err, const char *sql, int n, const ch
 /* Loads the chat row and queue length, and classifies the state. */
 int cs_load(chatstate_t *self, cs_error_t *err);
 
-/* Loads the row and checks, in order: the fence's owner (CS_FENCED), the invalid state
- * (CS_INVALID_STATE), the move table (CS_CONFLICT), the fence's status and versions
- * (CS_FENCED). */
+/* Loads the row and checks, in order: the fence (owner, status, versions: CS_FENCED), the
+ * invalid state (CS_INVALID_STATE), the move table (CS_CONFLICT naming the state). */
 int cs_start(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, cs_error_t *err);
 
 /* Reloads and checks that the result is one the table permits for (from, move). */

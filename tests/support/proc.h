@@ -1,0 +1,37 @@
+/*
+ * proc: the real processes an end-to-end test runs (gateway, broker, worker), and a small
+ * HTTP client for talking to them.
+ */
+#ifndef CHATFLEET_PROC_H
+#define CHATFLEET_PROC_H
+
+#include <sys/types.h>
+
+/* A free TCP port on 127.0.0.1 (bound and released; a tiny race is accepted in tests). */
+int proc_free_port(void);
+
+/* Starts argv[0] with the current environment plus env ("K=V" strings, NULL-terminated);
+ * stdout and stderr go to log_path (appended). Returns the pid; aborts on failure. */
+pid_t proc_spawn(char *const argv[], char *const env[], const char *log_path);
+
+/* SIGTERM, then SIGKILL after timeout_ms; reaps the child. Returns its exit status or -1. */
+int proc_stop(pid_t pid, int timeout_ms);
+
+/* Runs argv to completion and returns its stdout (caller frees); NULL on failure. */
+char *proc_output(char *const argv[], char *const env[]);
+
+typedef struct {
+    long status;
+    char *body; /* NUL-terminated; caller frees via proc_http_free() */
+} proc_http_t;
+
+/* One HTTP request. token may be NULL (no Authorization); body may be NULL. Returns 0 when
+ * a response arrived (any status), -1 when the connection failed. */
+int proc_http(const char *method, const char *url, const char *token, const char *body,
+              proc_http_t *out);
+void proc_http_free(proc_http_t *r);
+
+/* Polls url until it answers 200 or timeout_ms passes. Returns 0 when it did. */
+int proc_wait_http(const char *url, int timeout_ms);
+
+#endif
