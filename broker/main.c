@@ -55,7 +55,8 @@ int main(int argc, char **argv) {
         .hwm_msgs = BROKER_HWM_MSGS,
     };
     const char *level = cfg->log_level;
-    for (int i = 1; i < argc; i++) {
+    /* Every option takes a value, so the options advance two at a time. */
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long n = 0;
@@ -92,7 +93,6 @@ int main(int argc, char **argv) {
             config_destroy(&cfg);
             return 2;
         }
-        i++;
     }
     if (log_init("broker", level) != 0) {
         fprintf(stderr, "chatfleet-broker: unknown log level %s\n", level);
