@@ -39,6 +39,7 @@ typedef struct {
     size_t index;   /* array: index of the element being parsed */
     size_t key_off; /* object: the current key, in the parser's key stack */
     size_t key_len;
+    bool has_key; /* object: a key has been decoded (and names the member in paths) */
 } s_frame_t;
 
 typedef struct {
@@ -102,6 +103,9 @@ static void s_build_path(const s_parser_t *ps, char *out, size_t cap) {
     out[0] = '\0';
     for (int i = 0; i < ps->depth; i++) {
         const s_frame_t *f = &ps->frames[i];
+        if (f->is_object && !f->has_key) {
+            break; /* the error is in the object itself, before or inside a key */
+        }
         if (len + 2 >= cap) {
             break;
         }
@@ -571,6 +575,7 @@ static int s_push(s_parser_t *ps, bool is_object) {
     f->index = 0;
     f->key_off = ps->keys_len;
     f->key_len = 0;
+    f->has_key = false;
     ps->p++;
     return 0;
 }
@@ -584,6 +589,7 @@ static int s_parse_key(s_parser_t *ps) {
     bool escaped = false;
     ps->keys_len = f->key_off;
     f->key_len = 0;
+    f->has_key = false;
     if (s_scan_string(ps, &raw_len, &dec_len, &escaped)) {
         return -1;
     }
@@ -600,6 +606,7 @@ static int s_parse_key(s_parser_t *ps) {
     }
     dst[dec_len] = '\0';
     f->key_len = dec_len;
+    f->has_key = true;
     ps->keys_len = f->key_off + dec_len + 1;
     return 0;
 }
