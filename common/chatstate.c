@@ -32,6 +32,7 @@ PGresult *cs_query(chatstate_t *self, cs_error_t *err, const char *sql, int n,
                    const char *const *params) {
     db_err_t e;
     char msg[200];
+    self->row_fresh = false;
     PGresult *res = db_query(self->conn, &e, msg, sizeof msg, sql, n, params);
     if (!res) {
         char q[240];
@@ -78,55 +79,22 @@ void chatstate_destroy(chatstate_t **self_p) {
     *self_p = NULL;
 }
 
-chatstate_t *chatstate_begin(PGconn *conn, const char *chat_id, cs_error_t *err) {
-    memset(err, 0, sizeof *err);
-    err->state = ES_N;
-    chatstate_t *self = s_new(conn, chat_id);
-    if (!id_uuid_valid(chat_id)) {
-        cs_fail(self, err, CS_NOT_FOUND, "chat not found");
-        chatstate_destroy(&self);
-        return NULL;
-    }
-    if (cs_exec(self, err, "BEGIN", 0, NULL) != 0) {
-        chatstate_destroy(&self);
-        return NULL;
-    }
-    self->open = true;
-    const char *p[] = {chat_id};
-    PGresult *res = cs_query(self, err,
-                             "UPDATE chats SET snapshot_version = snapshot_version + 1"
-                             " WHERE id = (SELECT id FROM chats WHERE id = $1 FOR UPDATE)"
-                             " RETURNING snapshot_version",
-                             1, p);
-    if (!res) {
-        chatstate_destroy(&self);
-        return NULL;
-    }
-    int found = PQntuples(res) == 1;
-    PQclear(res);
-    if (!found) {
-        cs_fail(self, err, CS_NOT_FOUND, "chat not found");
-        chatstate_destroy(&self);
-        return NULL;
-    }
-    return self;
+/* The columns every load reads; $1 is the chat id, $2 the lease stale threshold in ms. */
+#define CS_ROW_COLUMNS                                                                             \
+    "status, archived, coalesce(worker_id::text, ''), coalesce(runner_id::text, ''),"              \
+    " history_version, generation_attempt,"                                                        \
+    " (SELECT count(*) FROM chat_queued_messages q WHERE q.chat_id = c.id),"                       \
+    " snapshot_version, queue_version, retry_state_version,"                                       \
+    " (worker_id IS NULL OR runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM chat_heartbeats h"      \
+    " WHERE h.chat_id = c.id AND h.runner_id = c.runner_id AND h.heartbeat_at >"                   \
+    " statement_timestamp() - %lld * interval '1 millisecond'))"
+
+void cs_touch(chatstate_t *self) {
+    self->row_fresh = false;
 }
 
-int cs_load(chatstate_t *self, cs_error_t *err) {
-    if (self->failed || !self->open) {
-        return cs_fail(self, err, CS_DB, "bundle already failed");
-    }
-    const char *p[] = {self->chat_id};
-    PGresult *res = cs_query(
-        self, err,
-        "SELECT status, archived, coalesce(worker_id::text, ''), coalesce(runner_id::text, ''),"
-        " history_version, generation_attempt,"
-        " (SELECT count(*) FROM chat_queued_messages q WHERE q.chat_id = c.id)"
-        " FROM chats c WHERE id = $1",
-        1, p);
-    if (!res) {
-        return -1;
-    }
+/* Fills the row from a result of CS_ROW_COLUMNS; -1 (not found) when it has no row. */
+static int s_row_from(chatstate_t *self, PGresult *res, cs_error_t *err) {
     if (PQntuples(res) != 1) {
         PQclear(res);
         self->state = ES_N;
@@ -140,9 +108,71 @@ int cs_load(chatstate_t *self, cs_error_t *err) {
     r->history_version = db_int64(res, 0, 4);
     r->generation_attempt = db_int64(res, 0, 5);
     r->queue_len = db_int64(res, 0, 6);
+    r->snapshot_version = db_int64(res, 0, 7);
+    r->queue_version = db_int64(res, 0, 8);
+    r->retry_state_version = db_int64(res, 0, 9);
+    r->needs_owner = db_bool(res, 0, 10);
     PQclear(res);
     self->state = chatmove_classify(true, r->status, r->archived, r->queue_len > 0);
+    self->row_fresh = true;
     return 0;
+}
+
+chatstate_t *chatstate_begin(PGconn *conn, const char *chat_id, cs_error_t *err) {
+    memset(err, 0, sizeof *err);
+    err->state = ES_N;
+    chatstate_t *self = s_new(conn, chat_id);
+    if (!id_uuid_valid(chat_id)) {
+        cs_fail(self, err, CS_NOT_FOUND, "chat not found");
+        chatstate_destroy(&self);
+        return NULL;
+    }
+    /* BEGIN, the row lock with the snapshot_version bump, and the first load, in one round
+     * trip. The load is its own statement so that it reads with a snapshot taken after the
+     * lock was granted (a RETURNING subquery would see the queue as of before the wait). The
+     * id is a validated UUID, so it can stand in the simple-protocol text. */
+    char *sql = mem_printf("BEGIN; UPDATE chats SET snapshot_version = snapshot_version + 1"
+                           " WHERE id = '%s'; SELECT " CS_ROW_COLUMNS " FROM chats c"
+                           " WHERE id = '%s'",
+                           chat_id, (long long)chatstate_lease_stale_ms, chat_id);
+    PGresult *res = PQexec(conn, sql);
+    free(sql);
+    if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
+        self->open = true;
+    }
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        db_err_t e = db_classify(conn, res);
+        char q[240];
+        log_warn("chatstate_query_failed", "chat_id=%s reason=%s", chat_id,
+                 log_quote(PQresultErrorMessage(res), q, sizeof q));
+        cs_fail(self, err, e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB, "database: %s",
+                PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)
+                    ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)
+                    : "connection lost");
+        PQclear(res);
+        chatstate_destroy(&self);
+        return NULL;
+    }
+    if (s_row_from(self, res, err) != 0) {
+        chatstate_destroy(&self);
+        return NULL;
+    }
+    return self;
+}
+
+int cs_load(chatstate_t *self, cs_error_t *err) {
+    if (self->failed || !self->open) {
+        return cs_fail(self, err, CS_DB, "bundle already failed");
+    }
+    if (self->row_fresh) {
+        return 0;
+    }
+    const char *p[] = {self->chat_id};
+    char *sql = mem_printf("SELECT " CS_ROW_COLUMNS " FROM chats c WHERE id = $1",
+                           (long long)chatstate_lease_stale_ms);
+    PGresult *res = cs_query(self, err, sql, 1, p);
+    free(sql);
+    return res ? s_row_from(self, res, err) : -1;
 }
 
 /* What a fence no longer matches, or NULL. Archived is left to the move table: no worker
@@ -265,10 +295,13 @@ int cs_insert_all(chatstate_t *self, const cs_message_t *msgs, int count, cs_err
 }
 
 /* Outstanding calls: tool-call parts of active assistant rows (receipts excluded, provider-
- * executed calls excluded) with no tool-result of the same id in an active tool row. */
+ * executed calls excluded) with no tool-result of the same id in an active tool row. Only
+ * rows after the latest user row are scanned: every transition that inserts a user row
+ * answers the outstanding calls first, so none can stand before it. */
 #define CS_PENDING_CALLS_SQL                                                                       \
     "WITH active AS (SELECT id, role, content FROM chat_messages"                                  \
-    " WHERE chat_id = $1 AND NOT deleted"                                                          \
+    " WHERE chat_id = $1 AND NOT deleted AND id > coalesce((SELECT max(id) FROM chat_messages"     \
+    " WHERE chat_id = $1 AND role = 'user' AND NOT deleted), 0)"                                   \
     " AND (structured_output ->> 'type') IS DISTINCT FROM 'structured-output-outcome'),"           \
     " calls AS (SELECT m.id AS mid, e.ord, e.p ->> 'tool_call_id' AS call_id,"                     \
     " e.p ->> 'tool_name' AS name FROM active m,"                                                  \
@@ -371,36 +404,19 @@ int cs_finish_interruption(chatstate_t *self, const cs_message_t *partial, int c
     return cs_land_after_turn(self, promoted, err);
 }
 
-static int s_read_after(chatstate_t *self, hint_update_t *u, bool *needs_owner, cs_error_t *err) {
-    char stale[24];
-    snprintf(stale, sizeof stale, "%lld", (long long)chatstate_lease_stale_ms);
-    const char *p[] = {self->chat_id, stale};
-    PGresult *res = cs_query(
-        self, err,
-        "SELECT snapshot_version, coalesce(worker_id::text, ''), coalesce(runner_id::text, ''),"
-        " history_version, queue_version, retry_state_version, generation_attempt, status,"
-        " archived, (worker_id IS NULL OR runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM"
-        " chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id = c.runner_id"
-        " AND h.heartbeat_at > statement_timestamp() - $2::bigint * interval '1 millisecond'))"
-        " FROM chats c WHERE id = $1",
-        2, p);
-    if (!res) {
-        return -1;
-    }
+static void s_hint_from_row(const chatstate_t *self, hint_update_t *u) {
+    const cs_row_t *r = &self->row;
     memset(u, 0, sizeof *u);
     snprintf(u->chat_id, sizeof u->chat_id, "%s", self->chat_id);
-    u->snapshot_version = db_int64(res, 0, 0);
-    snprintf(u->worker_id, sizeof u->worker_id, "%s", PQgetvalue(res, 0, 1));
-    snprintf(u->runner_id, sizeof u->runner_id, "%s", PQgetvalue(res, 0, 2));
-    u->history_version = db_int64(res, 0, 3);
-    u->queue_version = db_int64(res, 0, 4);
-    u->retry_state_version = db_int64(res, 0, 5);
-    u->generation_attempt = db_int64(res, 0, 6);
-    snprintf(u->status, sizeof u->status, "%s", PQgetvalue(res, 0, 7));
-    u->archived = db_bool(res, 0, 8);
-    *needs_owner = db_bool(res, 0, 9);
-    PQclear(res);
-    return 0;
+    u->snapshot_version = r->snapshot_version;
+    snprintf(u->worker_id, sizeof u->worker_id, "%s", r->worker_id);
+    snprintf(u->runner_id, sizeof u->runner_id, "%s", r->runner_id);
+    u->history_version = r->history_version;
+    u->queue_version = r->queue_version;
+    u->retry_state_version = r->retry_state_version;
+    u->generation_attempt = r->generation_attempt;
+    snprintf(u->status, sizeof u->status, "%s", r->status);
+    u->archived = r->archived;
 }
 
 int chatstate_commit(chatstate_t **self_p, const hint_sink_t *sink, hint_update_t *after,
@@ -414,12 +430,13 @@ int chatstate_commit(chatstate_t **self_p, const hint_sink_t *sink, hint_update_
         if (err->rc == CS_OK) {
             cs_fail(self, err, CS_DB, "bundle already failed");
         }
-    } else if (cs_load(self, err) == 0 && s_read_after(self, &u, &needs_owner, err) == 0 &&
-               cs_exec(self, err, "COMMIT", 0, NULL) == 0) {
-        self->open = false;
-        rc = 0;
+    } else if (cs_load(self, err) == 0) {
+        s_hint_from_row(self, &u);
+        needs_owner = self->row.needs_owner;
+        rc = cs_exec(self, err, "COMMIT", 0, NULL);
     }
     if (rc == 0) {
+        self->open = false;
         bool runnable = chatmove_runnable(self->state);
         log_info("bundle_committed",
                  "chat_id=%s snapshot_version=%lld history_version=%lld queue_version=%lld "

@@ -396,7 +396,8 @@ int chatstate_clear_context(chatstate_t *self, const char *created_by, cs_error_
         {.role = "assistant", .visibility = "user", .created_by = created_by, .content = call},
         {.role = "tool", .visibility = "user", .created_by = created_by, .content = result},
     };
-    int rc = cs_insert_all(self, triplet, 3, err);
+    int rc =
+        cs_answer_pending(self, REASON_NEW_MESSAGE, err) || cs_insert_all(self, triplet, 3, err);
     free(call);
     free(result);
     if (rc != 0 ||

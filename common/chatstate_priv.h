@@ -16,6 +16,10 @@ typedef struct {
     int64_t history_version;
     int64_t generation_attempt;
     int64_t queue_len;
+    int64_t snapshot_version;
+    int64_t queue_version;
+    int64_t retry_state_version;
+    bool needs_owner; /* no fresh lease holds the chat */
 } cs_row_t;
 
 typedef struct {
@@ -30,6 +34,7 @@ struct chatstate {
     bool open;   /* a transaction is in progress */
     bool failed; /* a transition failed: the bundle may only be rolled back */
     cs_row_t row;
+    bool row_fresh; /* row reflects every write made so far in the bundle */
     exec_state_t state;
     cs_ids_t inserted;
     cs_ids_t deleted;
@@ -47,8 +52,13 @@ PGresult *cs_query(chatstate_t *self, cs_error_t *err, const char *sql, int n,
                    const char *const *params);
 int cs_exec(chatstate_t *self, cs_error_t *err, const char *sql, int n, const char *const *params);
 
-/* Loads the chat row and queue length, and classifies the state. */
+/* Loads the chat row and queue length, and classifies the state (a no-op while the row
+ * loaded by begin or the last cs_finish is still current). */
 int cs_load(chatstate_t *self, cs_error_t *err);
+
+/* Marks the row stale: the next cs_load reads it again. Every write goes through cs_query,
+ * which calls this. */
+void cs_touch(chatstate_t *self);
 
 /* Loads the row and checks, in order: the fence (owner, status, versions: CS_FENCED), the
  * invalid state (CS_INVALID_STATE), the move table (CS_CONFLICT naming the state). */

@@ -91,6 +91,9 @@ CREATE TABLE chat_messages (
 );
 CREATE INDEX chat_messages_by_chat ON chat_messages (chat_id, id);
 CREATE INDEX chat_messages_by_revision ON chat_messages (chat_id, revision);
+-- The latest user turn bounds the outstanding-tool-call scan (common/chatstate.c).
+CREATE INDEX chat_messages_user_turns ON chat_messages (chat_id, id)
+    WHERE role = 'user' AND NOT deleted;
 -- One terminal receipt per structured request, ever.
 CREATE UNIQUE INDEX chat_messages_one_receipt ON chat_messages (structured_output_request_id)
     WHERE structured_output ->> 'type' = 'structured-output-outcome';
