@@ -248,37 +248,33 @@ static void s_beat(s_worker_t *self, wire_type_t type) {
     self->next_beat_ms = id_now_ms() + self->args.heartbeat_ms;
 }
 
-static void s_serve(s_worker_t *self, const uint8_t *route, size_t route_len,
-                    const wire_request_t *req) {
-    wire_msg_t out = {.type = WIRE_RELAY_REPLY};
-    wire_reply_t *r = &out.u.reply;
+/* Resets out to an empty reply to req with the given status. */
+static void s_reply_init(s_worker_t *self, wire_msg_t *out, const wire_request_t *req,
+                         wire_status_t status) {
+    wire_msg_clear(out);
+    out->type = WIRE_RELAY_REPLY;
+    wire_reply_t *r = &out->u.reply;
     memcpy(r->request_id, req->request_id, sizeof r->request_id);
     memcpy(r->worker_id, self->args.worker_id, sizeof r->worker_id);
     r->episode = req->episode;
-    r->status = WIRE_STATUS_OK;
-    int rc = strcmp(req->worker_id, self->args.worker_id) == 0
-                 ? self->args.handler(self->args.ctx, req, r)
-                 : -1; /* misrouted: not for this worker */
-    if (rc == 0 && (int64_t)r->nparts > req->max_parts) {
-        rc = -1;
+    r->status = status;
+}
+
+static void s_serve(s_worker_t *self, const uint8_t *route, size_t route_len,
+                    const wire_request_t *req) {
+    wire_msg_t out = {0};
+    s_reply_init(self, &out, req, WIRE_STATUS_OK);
+    int rc = -1; /* a request for another worker id was misrouted: refuse it */
+    if (strcmp(req->worker_id, self->args.worker_id) == 0) {
+        rc = self->args.handler(self->args.ctx, req, &out.u.reply);
     }
-    if (rc != 0) {
-        wire_msg_clear(&out);
-        out.type = WIRE_RELAY_REPLY;
-        memcpy(r->request_id, req->request_id, sizeof r->request_id);
-        memcpy(r->worker_id, self->args.worker_id, sizeof r->worker_id);
-        r->episode = req->episode;
-        r->status = WIRE_STATUS_BAD_REQUEST;
+    if (rc != 0 || (int64_t)out.u.reply.nparts > req->max_parts) {
+        s_reply_init(self, &out, req, WIRE_STATUS_BAD_REQUEST);
     }
     if (s_send(self->handle, route, route_len, &out, 0) != 0) {
-        /* An invalid reply (e.g. non-contiguous parts) cannot be encoded: say so instead. */
+        /* Not encodable (parts not contiguous, say) or not sendable: answer bad_request. */
         log_warn("relay_reply_unsent", "request_id=%s", req->request_id);
-        wire_msg_clear(&out);
-        out.type = WIRE_RELAY_REPLY;
-        memcpy(r->request_id, req->request_id, sizeof r->request_id);
-        memcpy(r->worker_id, self->args.worker_id, sizeof r->worker_id);
-        r->episode = req->episode;
-        r->status = WIRE_STATUS_BAD_REQUEST;
+        s_reply_init(self, &out, req, WIRE_STATUS_BAD_REQUEST);
         (void)s_send(self->handle, route, route_len, &out, 0);
     }
     self->served++;

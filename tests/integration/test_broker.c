@@ -318,7 +318,8 @@ static void s_publish_round(s_fleet_t *f, int rounds) {
         }
         hint_ownership_t o = {.snapshot_version = ++f->own_sv};
         snprintf(o.chat_id, sizeof o.chat_id, "%s", f->own_chat);
-        assert_int_equal(bus_publisher_ownership(f->pub[1], &o), 0);
+        hint_sink_t sink = bus_publisher_sink(f->pub[1]);
+        sink.ownership(sink.ctx, &o);
     }
 }
 
@@ -476,6 +477,146 @@ static void test_watermark_discards_stale_and_duplicate_hints(void **state) {
     wire_msg_clear(&m);
 
     bus_subscriber_destroy(&sub);
+    bus_publisher_destroy(&pub);
+    s_broker_fini(&b);
+}
+
+static void test_live_parts_are_delivered_unwatermarked_and_bad_frames_counted(void **state) {
+    (void)state;
+    s_broker_t b;
+    s_broker_init(&b, false);
+    s_broker_start(&b);
+    bus_publisher_t *pub = bus_publisher_new(b.pub);
+    bus_subscriber_t *sub = bus_subscriber_new(b.sub);
+    char chat[ID_UUID_LEN + 1];
+    char other[ID_UUID_LEN + 1];
+    s_uuid(chat);
+    s_uuid(other);
+    char topic[PROTO_TOPIC_MAX_BYTES];
+    snprintf(topic, sizeof topic, "%s%s", PROTO_TOPIC_PART, chat);
+    assert_int_equal(bus_subscriber_subscribe(sub, topic), 0);
+    wire_part_t part = {.history_version = 3, .generation_attempt = 1};
+    snprintf(part.chat_id, sizeof part.chat_id, "%s", chat);
+    snprintf(part.role, sizeof part.role, "assistant");
+    /* Seq 1 until the path is up; then 2..5, and seq 2 again (parts are not watermarked:
+     * the stream loop's Part operation decides). */
+    int64_t deadline = id_now_ms() + S_START_DEADLINE_MS;
+    wire_msg_t m;
+    for (;;) {
+        part.seq = 1;
+        assert_int_equal(wire_json_set(&part.part, "{\"type\":\"text\",\"text\":\"a\"}", 26), 0);
+        assert_int_equal(bus_publisher_part(pub, &part), 0);
+        if (bus_subscriber_recv(sub, &m, 20) == 1) {
+            break;
+        }
+        assert_true(id_now_ms() < deadline);
+    }
+    assert_int_equal(m.type, WIRE_PART);
+    assert_string_equal(m.u.part.part.text, "{\"type\":\"text\",\"text\":\"a\"}");
+    wire_msg_clear(&m);
+    while (bus_subscriber_recv(sub, &m, 50) == 1) {
+        wire_msg_clear(&m); /* extra seq-1 probes */
+    }
+    int64_t seqs[] = {2, 3, 4, 5, 2};
+    for (int i = 0; i < 5; i++) {
+        part.seq = seqs[i];
+        assert_int_equal(bus_publisher_part(pub, &part), 0);
+    }
+    /* Another chat's part on the same family is not delivered (not subscribed). */
+    wire_part_t foreign = part;
+    snprintf(foreign.chat_id, sizeof foreign.chat_id, "%s", other);
+    assert_int_equal(bus_publisher_part(pub, &foreign), 0);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(bus_subscriber_recv(sub, &m, S_START_DEADLINE_MS), 1);
+        assert_int_equal(m.type, WIRE_PART);
+        assert_string_equal(m.u.part.chat_id, chat);
+        assert_int_equal(m.u.part.seq, seqs[i]);
+        wire_msg_clear(&m);
+    }
+    /* A raw publisher sends a body under the wrong topic, and garbage: both are counted
+     * malformed at the subscriber and never delivered. */
+    zsock_t *raw = zsock_new(ZMQ_PUB);
+    zsock_set_linger(raw, 0);
+    assert_int_equal(zsock_connect(raw, "%s", b.pub), 0);
+    wire_msg_t wrong = {.type = WIRE_PART, .u.part = foreign};
+    char *data = NULL;
+    size_t size = 0;
+    assert_int_equal(wire_encode(&wrong, &data, &size), 0);
+    bus_sub_counters_t c0;
+    bus_subscriber_counters(sub, &c0);
+    deadline = id_now_ms() + S_START_DEADLINE_MS;
+    bus_sub_counters_t c1 = c0;
+    while (c1.malformed < c0.malformed + 2) {
+        zmsg_t *z = zmsg_new();
+        zmsg_addstr(z, topic);
+        zmsg_addmem(z, data, size);
+        zmsg_send(&z, raw);
+        z = zmsg_new();
+        zmsg_addstr(z, topic);
+        zmsg_addstr(z, "not msgpack");
+        zmsg_send(&z, raw);
+        assert_int_equal(bus_subscriber_recv(sub, &m, 20), 0);
+        bus_subscriber_counters(sub, &c1);
+        assert_true(id_now_ms() < deadline);
+    }
+    free(data);
+    zsock_destroy(&raw);
+    free(part.part.text); /* the publisher copied nothing it keeps */
+    bus_subscriber_destroy(&sub);
+    bus_publisher_destroy(&pub);
+    s_broker_fini(&b);
+}
+
+static void test_publisher_counts_drops_and_never_blocks_when_the_broker_stalls(void **state) {
+    (void)state;
+    s_broker_t b;
+    s_broker_init(&b, true);
+    s_broker_start(&b);
+    bus_publisher_t *pub = bus_publisher_new(b.pub);
+    /* Wait until the publisher's connection is up: the broker counts what it receives. */
+    relay_client_t *c = relay_client_new(b.relay);
+    char chat[ID_UUID_LEN + 1];
+    char pid[ID_UUID_LEN + 1];
+    s_uuid(chat);
+    s_uuid(pid);
+    int64_t sv = 0;
+    int64_t deadline = id_now_ms() + S_START_DEADLINE_MS;
+    for (;;) {
+        sv++;
+        hint_update_t h = s_hint(chat, sv, pid, sv);
+        (void)bus_publisher_update(pub, &h);
+        wire_stats_t st;
+        assert_int_equal(relay_client_stats(c, 2000, &st), 0);
+        if (st.pub_in > 0) {
+            break;
+        }
+        assert_true(id_now_ms() < deadline);
+    }
+    /* Stall the broker: the pipe fills to the high-water mark, then sends fail at once. */
+    assert_int_equal(kill(b.pid, SIGSTOP), 0);
+    bus_pub_counters_t c0;
+    bus_publisher_counters(pub, &c0);
+    const int attempts = 400000;
+    int failed = 0;
+    int64_t t0 = id_now_ms();
+    for (int i = 0; i < attempts && failed < 1000; i++) {
+        sv++;
+        hint_update_t h = s_hint(chat, sv, pid, sv);
+        if (bus_publisher_update(pub, &h) != 0) {
+            failed++;
+        }
+    }
+    int64_t took = id_now_ms() - t0;
+    assert_int_equal(kill(b.pid, SIGCONT), 0);
+    bus_pub_counters_t c1;
+    bus_publisher_counters(pub, &c1);
+    printf("# stalled broker: %lld sent, %lld dropped (counted) in %lld ms\n",
+           (long long)(c1.sent - c0.sent), (long long)(c1.dropped - c0.dropped), (long long)took);
+    assert_int_equal(failed, 1000);
+    assert_int_equal(c1.dropped - c0.dropped, failed);
+    assert_true(c1.sent - c0.sent >= BUS_PUB_SNDHWM / 2);
+    assert_int_equal(c1.invalid, 0);
+    relay_client_destroy(&c);
     bus_publisher_destroy(&pub);
     s_broker_fini(&b);
 }
@@ -879,6 +1020,8 @@ int main(void) {
         cmocka_unit_test(test_two_publishers_three_subscribers_get_their_topics_in_order),
         cmocka_unit_test(test_broker_restart_resumes_delivery_within_1s_without_client_restart),
         cmocka_unit_test(test_watermark_discards_stale_and_duplicate_hints),
+        cmocka_unit_test(test_live_parts_are_delivered_unwatermarked_and_bad_frames_counted),
+        cmocka_unit_test(test_publisher_counts_drops_and_never_blocks_when_the_broker_stalls),
         cmocka_unit_test(test_relay_request_reaches_only_the_addressed_worker),
         cmocka_unit_test(test_relay_unknown_worker_is_answered_promptly),
         cmocka_unit_test(test_relay_dead_worker_is_forgotten_and_answered_promptly),
