@@ -253,7 +253,7 @@ static void s_handle_relay(self_t *self, zmq_msg_t *f, int n) {
             self->stats.uptime_ms = now - self->started_ms;
             st.u.stats = self->stats;
             s_reply(self, route, route_len, &st);
-            if (log_enabled(LOG_DEBUG)) {
+            if (log_enabled(LOG_LEVEL_DEBUG)) {
                 s_log_stats(self, "broker_stats_requested");
             }
             break;

@@ -23,7 +23,9 @@
 #ifndef CHATFLEET_BROKER_H
 #define CHATFLEET_BROKER_H
 
-#include "zmqlog.h"
+#include <czmq.h>
+
+#include "log.h"
 #include <stdint.h>
 
 /* Defaults of the broker's own settings (README "Configuration"). */

@@ -5,7 +5,9 @@
 #include "mem.h"
 #include "protocol.h"
 
-#include "zmqlog.h"
+#include <czmq.h>
+
+#include "log.h"
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>

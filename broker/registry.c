@@ -1,9 +1,13 @@
 /* registry: live workers by id; see registry.h. */
 #include "registry.h"
-#include "zmqlog.h"
+#include <czmq.h>
+
+#include "log.h"
 #include "mem.h"
 
-#include "zmqlog.h"
+#include <czmq.h>
+
+#include "log.h"
 #include <string.h>
 
 struct registry {

@@ -10,7 +10,7 @@
 #include <time.h>
 
 static char s_proc[32] = "chatfleet";
-static log_level_t s_level = LOG_INFO;
+static log_level_t s_level = LOG_LEVEL_INFO;
 static pthread_mutex_t s_lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *s_names[] = {"debug", "info", "warn", "error"};
 

@@ -10,7 +10,8 @@
 
 #include <stdbool.h>
 
-typedef enum { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR } log_level_t;
+/* Named LOG_LEVEL_* because <syslog.h> (pulled in by czmq.h) owns LOG_INFO and friends. */
+typedef enum { LOG_LEVEL_DEBUG = 0, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR } log_level_t;
 
 /* Sets the process name used in every line and the threshold ("debug", "info", "warn",
  * "error"). Returns -1 (and keeps "info") when the level name is unknown. */
@@ -24,10 +25,10 @@ bool log_enabled(log_level_t level);
 void log_event(log_level_t level, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define log_debug(ev, ...) log_event(LOG_DEBUG, ev, __VA_ARGS__)
-#define log_info(ev, ...)  log_event(LOG_INFO, ev, __VA_ARGS__)
-#define log_warn(ev, ...)  log_event(LOG_WARN, ev, __VA_ARGS__)
-#define log_error(ev, ...) log_event(LOG_ERROR, ev, __VA_ARGS__)
+#define log_debug(ev, ...) log_event(LOG_LEVEL_DEBUG, ev, __VA_ARGS__)
+#define log_info(ev, ...)  log_event(LOG_LEVEL_INFO, ev, __VA_ARGS__)
+#define log_warn(ev, ...)  log_event(LOG_LEVEL_WARN, ev, __VA_ARGS__)
+#define log_error(ev, ...) log_event(LOG_LEVEL_ERROR, ev, __VA_ARGS__)
 
 /* Quotes s for a logfmt value into buf (bounded by size, truncating); returns buf. */
 const char *log_quote(const char *s, char *buf, int size);

@@ -15,7 +15,9 @@
 
 #include "hint.h"
 #include "wire.h"
-#include "zmqlog.h"
+#include <czmq.h>
+
+#include "log.h"
 
 /* High-water marks (messages) of the publisher's and subscriber's pipes; see README "HWM
  * policy". */

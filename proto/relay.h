@@ -16,7 +16,9 @@
 #include <stdint.h>
 
 #include "wire.h"
-#include "zmqlog.h"
+#include <czmq.h>
+
+#include "log.h"
 
 typedef struct relay_client relay_client_t;
 

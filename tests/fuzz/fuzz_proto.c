@@ -7,11 +7,6 @@
 #include "mem.h"
 #include "wire.h"
 
-/* The build instruments only this file for coverage (-fsanitize=fuzzer), not the libraries,
- * so the decoder is compiled in here to give libFuzzer feedback from inside it. The archive's
- * copy of wire.o is then never pulled in by the linker. */
-#include "../../proto/wire.c"
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     wire_msg_t msg;
     char why[128];
