@@ -9,6 +9,7 @@
 
 struct js_regex {
     pcre2_code *code;
+    bool jit; /* compiled by the JIT: matched with pcre2_jit_match (no per-call checks) */
 };
 
 /* --- ECMA-262 to PCRE2 rewriting --- */
@@ -445,8 +446,8 @@ js_regex_t *js_regex_compile(const char *src, size_t len, char *err, size_t errl
         return NULL;
     }
     /* JIT is an optimisation only: when it fails the interpreter runs, under the same limits. */
-    (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
     js_regex_t *re = mem_alloc(sizeof *re);
+    re->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
     re->code = code;
     return re;
 }
@@ -463,7 +464,8 @@ void js_regex_free(js_regex_t **re_p) {
 int js_regex_match(const js_regex_t *re, const char *s, size_t len, pcre2_match_data *md,
                    pcre2_match_context *mctx) {
     /* Instance strings are valid UTF-8 (jsonstrict or jansson checked them). */
-    int rc = pcre2_match(re->code, (PCRE2_SPTR)s, len, 0, PCRE2_NO_UTF_CHECK, md, mctx);
+    int rc = re->jit ? pcre2_jit_match(re->code, (PCRE2_SPTR)s, len, 0, 0, md, mctx)
+                     : pcre2_match(re->code, (PCRE2_SPTR)s, len, 0, PCRE2_NO_UTF_CHECK, md, mctx);
     if (rc >= 0) {
         return 1;
     }

@@ -151,6 +151,32 @@ static uint32_t s_value_hash(const json_t *v) {
     }
 }
 
+static const double s_pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* The exact answer without formatting, for a double and the common divisors; -1 when the fast
+ * path cannot decide. With k = fractional digits of the divisor (10^k exact for k <= 22): if
+ * N = round(x * 10^k) has at most 15 digits and N / 10^k reads back as x, then x's shortest
+ * decimal is N / 10^k (a double has one decimal of at most 15 digits), so the question is
+ * N mod m; if it does not read back, x has more than k fractional digits and is no multiple. */
+static int s_multiple_fast(double x, const js_decimal_t *dec) {
+    if (dec->e > 0 || dec->e < -22 || fabs(x) >= 1e15) {
+        return -1;
+    }
+    int k = -dec->e;
+    double scaled = x * s_pow10[k];
+    if (fabs(scaled) >= 1e15) {
+        return -1;
+    }
+    double n = nearbyint(scaled);
+    if (n / s_pow10[k] != x) {
+        return 0;
+    }
+    int64_t ni = (int64_t)fabs(n);
+    return (uint64_t)ni % dec->m == 0;
+}
+
 /* Is x a multiple of dec? Exact in decimal: x = mx*10^ex, divisor = md*10^ed. */
 static bool s_multiple(js_num_t x, const js_decimal_t *dec) {
     uint64_t mx = 0;
@@ -167,6 +193,10 @@ static bool s_multiple(js_num_t x, const js_decimal_t *dec) {
     } else {
         if (x.d == 0) {
             return true;
+        }
+        int fast = s_multiple_fast(x.d, dec);
+        if (fast >= 0) {
+            return fast == 1;
         }
         char digits[JSONSTRICT_DIGITS_MAX + 1];
         jsonstrict_shortest(x.d, digits, &ex);
