@@ -1,0 +1,164 @@
+/*
+ * bench_jsonschema: validations per second of jsonschema on the corpus in
+ * tests/bench/jsonschema_corpus (NAME.schema.json + NAME.instances.json, a JSON array).
+ *
+ *   bench_jsonschema [CORPUS_DIR [SECONDS_PER_CASE]]
+ *
+ * Prints one line per case: the instance count, how many are valid, validations per second on
+ * already-parsed instances (fail-fast, as ajv's default), and per second including the strict
+ * parse of the instances text (amortised over the array). tests/bench/jsonschema-vs-ajv runs
+ * ajv on the same files in the same run and prints the ratio. Never fails a build.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "jsonschema.h"
+#include "jsonstrict.h"
+
+static const jsonstrict_limits_t s_limits = {
+    .max_bytes = 1 << 20,
+    .max_depth = JSONSTRICT_MAX_DEPTH_DEFAULT,
+    .max_values = 1 << 16,
+    .max_keys = JSONSTRICT_MAX_KEYS_DEFAULT,
+    .max_items = JSONSTRICT_MAX_ITEMS_DEFAULT,
+    .max_string_bytes = JSONSTRICT_MAX_STRING_BYTES_DEFAULT,
+    .max_number_chars = JSONSTRICT_MAX_NUMBER_CHARS_DEFAULT,
+};
+
+static double s_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static char *s_read(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    *len = fread(buf, 1, (size_t)n, f);
+    buf[*len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static json_t *s_load(const char *dir, const char *name, const char *suffix, char **text,
+                      size_t *len) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s%s", dir, name, suffix);
+    *text = s_read(path, len);
+    if (!*text) {
+        fprintf(stderr, "bench_jsonschema: cannot read %s\n", path);
+        return NULL;
+    }
+    json_t *v = NULL;
+    jsonstrict_error_t err;
+    if (jsonstrict_parse(*text, *len, &s_limits, &v, &err)) {
+        fprintf(stderr, "bench_jsonschema: %s: %s at %zu\n", path, err.message, err.offset);
+    }
+    return v;
+}
+
+static void s_case(const char *dir, const char *name, double seconds) {
+    char *stext = NULL;
+    char *itext = NULL;
+    size_t slen = 0;
+    size_t ilen = 0;
+    json_t *sdoc = s_load(dir, name, ".schema.json", &stext, &slen);
+    json_t *instances = s_load(dir, name, ".instances.json", &itext, &ilen);
+    jsonschema_t *schema = NULL;
+    jsonschema_error_t err;
+    if (!sdoc || !instances || jsonschema_compile(sdoc, &schema, &err)) {
+        fprintf(stderr, "bench_jsonschema: %s: unusable case\n", name);
+        goto done;
+    }
+    size_t n = json_array_size(instances);
+    char results[512] = {0};
+    size_t valid = 0;
+    for (size_t i = 0; i < n && i < sizeof results - 1; i++) {
+        int ok = jsonschema_validate(schema, json_array_get(instances, i), JSONSCHEMA_FAIL_FAST,
+                                     NULL) == JSONSCHEMA_VALID;
+        results[i] = ok ? '1' : '0';
+        valid += (size_t)ok;
+    }
+    size_t total = 0;
+    double t0 = s_now();
+    double t = t0;
+    while (t - t0 < seconds) {
+        for (int rep = 0; rep < 64; rep++) {
+            for (size_t i = 0; i < n; i++) {
+                (void)jsonschema_validate(schema, json_array_get(instances, i),
+                                          JSONSCHEMA_FAIL_FAST, NULL);
+            }
+            total += n;
+        }
+        t = s_now();
+    }
+    double per_s = (double)total / (t - t0);
+    size_t parsed = 0;
+    t0 = s_now();
+    t = t0;
+    while (t - t0 < seconds) {
+        for (int rep = 0; rep < 16; rep++) {
+            json_t *v = NULL;
+            if (jsonstrict_parse(itext, ilen, &s_limits, &v, NULL) == 0) {
+                for (size_t i = 0; i < json_array_size(v); i++) {
+                    (void)jsonschema_validate(schema, json_array_get(v, i), JSONSCHEMA_FAIL_FAST,
+                                              NULL);
+                }
+                parsed += json_array_size(v);
+            }
+            json_decref(v);
+        }
+        t = s_now();
+    }
+    printf("case=%s instances=%zu valid=%zu validate_per_s=%.0f parse_validate_per_s=%.0f "
+           "results=%s\n",
+           name, n, valid, per_s, (double)parsed / (t - t0), results);
+done:
+    jsonschema_destroy(&schema);
+    json_decref(sdoc);
+    json_decref(instances);
+    free(stext);
+    free(itext);
+}
+
+static int s_cmp(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int main(int argc, char **argv) {
+    char dflt[1024];
+    const char *src = getenv("CHATFLEET_SOURCE_DIR");
+    snprintf(dflt, sizeof dflt, "%s/tests/bench/jsonschema_corpus", src ? src : ".");
+    const char *dir = argc > 1 ? argv[1] : dflt;
+    double seconds = argc > 2 ? strtod(argv[2], NULL) : 1.0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "bench_jsonschema: cannot open %s\n", dir);
+        return 1;
+    }
+    char *names[64];
+    size_t n = 0;
+    struct dirent *e = NULL;
+    while ((e = readdir(d)) && n < 64) {
+        const char *suffix = strstr(e->d_name, ".schema.json");
+        if (suffix && suffix[12] == '\0') {
+            names[n++] = strndup(e->d_name, (size_t)(suffix - e->d_name));
+        }
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, s_cmp);
+    for (size_t i = 0; i < n; i++) {
+        s_case(dir, names[i], seconds);
+        free(names[i]);
+    }
+    return 0;
+}
