@@ -773,11 +773,16 @@ static bool s_node(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     if (!ok && !s_go_on(ctx)) {
         return false;
     }
-    ok = s_combinators(ctx, node, v) && ok;
-    if (!ok && !s_go_on(ctx)) {
-        return false;
+    if (node->all_of.count || node->any_of.count || node->one_of.count) {
+        ok = s_combinators(ctx, node, v) && ok;
+        if (!ok && !s_go_on(ctx)) {
+            return false;
+        }
     }
-    return s_conditionals(ctx, node, v) && ok;
+    if (node->not_schema || node->if_schema) {
+        ok = s_conditionals(ctx, node, v) && ok;
+    }
+    return ok;
 }
 
 jsonschema_result_t jsonschema_validate(const jsonschema_t *self, const json_t *instance,
