@@ -1,6 +1,7 @@
 /* chat_routes: chats (create, list, get, update) and the chat-level transitions (interrupt,
  * tool-results, compact, clear, reconcile-invalid), plus health and models. */
 #include "routes.h"
+#include "stream.h"
 #include "db.h"
 #include "mem.h"
 
@@ -435,5 +436,6 @@ const http_route_t chat_route_table[] = {
     {"POST", "/api/v2/chats/{}/compact", s_compact, false},
     {"POST", "/api/v2/chats/{}/clear", s_clear, false},
     {"POST", "/api/v2/chats/{}/reconcile-invalid", s_reconcile, false},
+    {"GET", "/api/v2/chats/{}/stream", stream_handle, false},
 };
 const int chat_route_count = sizeof chat_route_table / sizeof chat_route_table[0];

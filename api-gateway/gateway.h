@@ -6,13 +6,29 @@
 #define CHATFLEET_GATEWAY_H
 
 #include "chatstate.h"
+#include "hub.h"
 #include "http.h"
 #include "pool.h"
+
+/* The public projection of a message row (internal metadata stays inside). */
+#define GATEWAY_MESSAGE_JSON                                                                       \
+    "jsonb_strip_nulls(jsonb_build_object('id', m.id, 'chat_id', m.chat_id, 'created_by',"         \
+    " m.created_by, 'model_config_id', m.model_config_id, 'created_at', m.created_at,"             \
+    " 'role', m.role, 'usage', m.usage, 'revision', m.revision,"                                   \
+    " 'structured_output_request_id', m.structured_output_request_id))"                            \
+    " || jsonb_build_object('content', m.content)"
+
+#define GATEWAY_QUEUED_JSON                                                                        \
+    "jsonb_strip_nulls(jsonb_build_object('id', q.id, 'chat_id', q.chat_id, 'model_config_id',"    \
+    " q.model_config_id, 'created_at', q.created_at, 'structured_output_request_id',"              \
+    " q.structured_output_request_id)) || jsonb_build_object('content', q.content)"
 
 typedef struct {
     pool_t *pool;
     hint_sink_t sink;
     int max_queue;
+    hub_t *hub;                 /* wakes the open streams */
+    const char *relay_endpoint; /* the broker's relay, for part catch-up */
 } gateway_t;
 
 /* One transition (or several) applied to an open bundle; returns 0 or -1 with err set. */

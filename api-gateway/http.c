@@ -98,6 +98,11 @@ static bool s_match(const char *pattern, const char *path, const char **params, 
 }
 
 static enum MHD_Result s_send(struct MHD_Connection *conn, http_resp_t *resp) {
+    if (resp->raw) {
+        enum MHD_Result ok = MHD_queue_response(conn, (unsigned)resp->status, resp->raw);
+        MHD_destroy_response(resp->raw);
+        return ok;
+    }
     const char *body = resp->body ? resp->body : "";
     struct MHD_Response *r =
         MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);

@@ -1,5 +1,5 @@
 /*
- * http: the gateway's HTTP server on libmicrohttpd (a thread pool with internal polling).
+ * http: the gateway's HTTP server on libmicrohttpd (a thread per connection).
  * Routes are a table of method + path pattern ("{}" matches one segment); the body is
  * collected up to a byte cap (413 beyond it), the bearer token resolved to a user before
  * an authenticated route runs (401 without one), and handlers fill an http_resp_t.
@@ -13,8 +13,12 @@
 
 #include "id.h"
 
-#define HTTP_MAX_PARAMS     4
-#define HTTP_BODY_MAX_BYTES (1024 * 1024) /* request bodies above this get 413 */
+#define HTTP_MAX_PARAMS      4
+#define HTTP_BODY_MAX_BYTES  (1024 * 1024) /* request bodies above this get 413 */
+#define HTTP_CONNECTIONS_MAX 8192          /* open connections, streams included */
+#define HTTP_THREAD_STACK_BYTES                                                                    \
+    (1024 * 1024) /* per connection thread (virtual; touched                                       \
+                     pages only are resident) */
 
 struct MHD_Connection;
 
@@ -28,9 +32,12 @@ typedef struct {
     char user_id[ID_UUID_LEN + 1];       /* the authenticated caller ("" on open routes) */
 } http_req_t;
 
+struct MHD_Response;
+
 typedef struct {
     int status;
-    char *body; /* owned; JSON text */
+    char *body;               /* owned; JSON text */
+    struct MHD_Response *raw; /* or a ready response (a stream), owned until sent */
 } http_resp_t;
 
 typedef void (*http_handler_fn)(void *app, http_req_t *req, http_resp_t *resp);
@@ -47,7 +54,8 @@ typedef struct {
 
 typedef struct http http_t;
 
-/* Starts serving on host:port with threads workers. NULL (logged) when it cannot bind. */
+/* Starts serving on host:port. NULL (logged) when it cannot bind. threads is unused (kept
+ * for a pooled mode). */
 http_t *http_new(const char *listen, int threads, const http_route_t *routes, int nroutes,
                  http_auth_fn auth, void *app);
 void http_destroy(http_t **self_p);

@@ -12,7 +12,9 @@
 #include "mem.h"
 #include "migration.h"
 #include "models.h"
+#include "bus.h"
 #include "routes.h"
+#include "stream.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -20,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define GATEWAY_THREADS_DEFAULT 8
+#define GATEWAY_THREADS_DEFAULT 16 /* database connections shared by the HTTP threads */
 
 static volatile sig_atomic_t s_stop = 0;
 
@@ -109,10 +111,22 @@ static int s_serve(const config_t *cfg) {
     if (rc != 0) {
         return 2;
     }
-    gateway_t gw = {.sink = hint_sink_log, .max_queue = (int)cfg->queue_max};
+    bus_publisher_t *pub = bus_publisher_new(cfg->broker_pub);
+    hub_t *hub = hub_new(cfg->broker_sub, cfg->stream_poll_ms, &stream_hub_ops);
+    gateway_t gw = {.sink = pub ? bus_publisher_sink(pub) : hint_sink_log,
+                    .max_queue = (int)cfg->queue_max,
+                    .hub = hub,
+                    .relay_endpoint = cfg->broker_relay};
     chatstate_configure(cfg->lease_stale_ms, 5 * 60 * 1000);
     gw.pool = pool_new(cfg->database_url, GATEWAY_THREADS_DEFAULT, "chatfleet-gateway");
-    if (!gw.pool) {
+    if (!pub || !hub || !gw.pool) {
+        fprintf(stderr, "chatfleet-gateway: cannot start (%s)\n",
+                !pub   ? "bad CHATFLEET_BROKER_PUB"
+                : !hub ? "bad CHATFLEET_BROKER_SUB"
+                       : "database unreachable");
+        pool_destroy(&gw.pool);
+        hub_destroy(&hub);
+        bus_publisher_destroy(&pub);
         return 1;
     }
     int nroutes = 0;
@@ -122,6 +136,8 @@ static int s_serve(const config_t *cfg) {
     if (!http) {
         free(routes);
         pool_destroy(&gw.pool);
+        hub_destroy(&hub);
+        bus_publisher_destroy(&pub);
         return 1;
     }
     signal(SIGTERM, s_on_signal);
@@ -130,10 +146,13 @@ static int s_serve(const config_t *cfg) {
     while (!s_stop) {
         pause();
     }
-    log_info("gateway_stopping", "reason=signal");
+    log_info("gateway_stopping", "reason=signal streams=%d", hub_count(hub));
+    hub_close_all(hub);
     http_destroy(&http);
     free(routes);
     pool_destroy(&gw.pool);
+    hub_destroy(&hub);
+    bus_publisher_destroy(&pub);
     return 0;
 }
 

@@ -9,19 +9,6 @@
 
 #define MESSAGES_LIMIT_MAX 200
 
-/* The public projection of a message row (internal metadata stays inside). */
-#define MESSAGE_JSON                                                                               \
-    "jsonb_strip_nulls(jsonb_build_object('id', m.id, 'chat_id', m.chat_id, 'created_by',"         \
-    " m.created_by, 'model_config_id', m.model_config_id, 'created_at', m.created_at,"             \
-    " 'role', m.role, 'usage', m.usage, 'revision', m.revision,"                                   \
-    " 'structured_output_request_id', m.structured_output_request_id))"                            \
-    " || jsonb_build_object('content', m.content)"
-
-#define QUEUED_JSON                                                                                \
-    "jsonb_strip_nulls(jsonb_build_object('id', q.id, 'chat_id', q.chat_id, 'model_config_id',"    \
-    " q.model_config_id, 'created_at', q.created_at, 'structured_output_request_id',"              \
-    " q.structured_output_request_id)) || jsonb_build_object('content', q.content)"
-
 static json_t *s_messages_by_id(PGconn *conn, const int64_t *ids, int n, http_resp_t *resp) {
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) {
@@ -31,7 +18,7 @@ static json_t *s_messages_by_id(PGconn *conn, const int64_t *ids, int n, http_re
     json_decref(arr);
     const char *p[] = {list};
     json_t *rows = gateway_rows(conn,
-                                "SELECT " MESSAGE_JSON " FROM chat_messages m WHERE m.id IN"
+                                "SELECT " GATEWAY_MESSAGE_JSON " FROM chat_messages m WHERE m.id IN"
                                 " (SELECT jsonb_array_elements_text($1::jsonb)::bigint)"
                                 " AND m.visibility <> 'model' ORDER BY m.id",
                                 1, p, resp);
@@ -86,18 +73,19 @@ static void s_list(void *app, http_req_t *req, http_resp_t *resp) {
     /* Newest first, except when only after_id is given (polling forward). */
     bool asc = after && !before;
     const char *p[] = {req->params[0], bs, as, ls};
-    char *sql = mem_printf("SELECT " MESSAGE_JSON " FROM chat_messages m WHERE m.chat_id = $1"
-                           " AND NOT m.deleted AND m.visibility IN ('user', 'both')"
-                           " AND ($2::bigint = 0 OR m.id < $2::bigint)"
-                           " AND ($3::bigint = 0 OR m.id > $3::bigint)"
-                           " ORDER BY m.id %s LIMIT $4::int",
-                           asc ? "ASC" : "DESC");
+    char *sql =
+        mem_printf("SELECT " GATEWAY_MESSAGE_JSON " FROM chat_messages m WHERE m.chat_id = $1"
+                   " AND NOT m.deleted AND m.visibility IN ('user', 'both')"
+                   " AND ($2::bigint = 0 OR m.id < $2::bigint)"
+                   " AND ($3::bigint = 0 OR m.id > $3::bigint)"
+                   " ORDER BY m.id %s LIMIT $4::int",
+                   asc ? "ASC" : "DESC");
     json_t *rows = gateway_rows(conn, sql, 4, p, resp);
     free(sql);
     json_t *queued = NULL;
     if (rows && !before && !after) {
         queued = gateway_rows(conn,
-                              "SELECT " QUEUED_JSON " FROM chat_queued_messages q"
+                              "SELECT " GATEWAY_QUEUED_JSON " FROM chat_queued_messages q"
                               " WHERE q.chat_id = $1 ORDER BY q.position, q.id",
                               1, p, resp);
     }
@@ -239,9 +227,10 @@ static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
                 char q[24];
                 snprintf(q, sizeof q, "%lld", (long long)s.queued_id);
                 const char *p[] = {q};
-                json_t *qr = gateway_rows(
-                    s.conn, "SELECT " QUEUED_JSON " FROM chat_queued_messages q WHERE q.id = $1", 1,
-                    p, resp);
+                json_t *qr = gateway_rows(s.conn,
+                                          "SELECT " GATEWAY_QUEUED_JSON
+                                          " FROM chat_queued_messages q WHERE q.id = $1",
+                                          1, p, resp);
                 if (qr && json_array_size(qr)) {
                     json_object_set(out, "queued_message", json_array_get(qr, 0));
                 }

@@ -304,7 +304,7 @@ int cs_insert_all(chatstate_t *self, const cs_message_t *msgs, int count, cs_err
     " WHERE chat_id = $1 AND role = 'user' AND NOT deleted), 0)"                                   \
     " AND (structured_output ->> 'type') IS DISTINCT FROM 'structured-output-outcome'),"           \
     " calls AS (SELECT m.id AS mid, e.ord, e.p ->> 'tool_call_id' AS call_id,"                     \
-    " e.p ->> 'tool_name' AS name FROM active m,"                                                  \
+    " e.p ->> 'tool_name' AS name, coalesce(e.p -> 'args', '{}'::jsonb) AS args FROM active m,"                                                  \
     " jsonb_array_elements(m.content) WITH ORDINALITY AS e(p, ord)"                                \
     " WHERE m.role = 'assistant' AND e.p ->> 'type' = 'tool-call'"                                 \
     " AND e.p ->> 'tool_call_id' IS NOT NULL"                                                      \
@@ -315,8 +315,8 @@ int cs_insert_all(chatstate_t *self, const cs_message_t *msgs, int count, cs_err
     " pending AS (SELECT c.* FROM calls c"                                                         \
     " WHERE NOT EXISTS (SELECT 1 FROM results r WHERE r.call_id = c.call_id))"
 
-const char *const cs_pending_calls_sql =
-    CS_PENDING_CALLS_SQL " SELECT call_id, name FROM pending ORDER BY mid, ord";
+const char *const chatstate_pending_calls_sql =
+    CS_PENDING_CALLS_SQL " SELECT call_id, name, args FROM pending ORDER BY mid, ord";
 
 int cs_answer_pending(chatstate_t *self, const char *reason, cs_error_t *err) {
     const char *p[] = {self->chat_id, reason};

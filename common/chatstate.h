@@ -119,6 +119,10 @@ const int64_t *chatstate_deleted(const chatstate_t *self, int *count);
 /* The execution state as of the last transition's load (ES_N before any). */
 exec_state_t chatstate_state(const chatstate_t *self);
 
+/* A read-only query: call_id, tool_name and args (JSON) of every outstanding tool call of
+ * chat $1 in active history, oldest first (what requires_action is waiting for). */
+extern const char *const chatstate_pending_calls_sql;
+
 /* --- Transitions used by the HTTP side. Each returns 0, or -1 with err filled. --- */
 
 int chatstate_set_archived(chatstate_t *self, bool archived, cs_error_t *err);

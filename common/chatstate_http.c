@@ -260,7 +260,7 @@ int chatstate_complete_requires_action(chatstate_t *self, const cs_tool_result_t
     }
     exec_state_t from = self->state;
     const char *p[] = {self->chat_id};
-    PGresult *pending = cs_query(self, err, cs_pending_calls_sql, 1, p);
+    PGresult *pending = cs_query(self, err, chatstate_pending_calls_sql, 1, p);
     if (!pending) {
         return -1;
     }

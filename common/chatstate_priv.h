@@ -92,7 +92,5 @@ int cs_finish_interruption(chatstate_t *self, const cs_message_t *partial, int c
 /* Records a soft-deleted message id for chatstate_deleted(). */
 void cs_deleted_push(chatstate_t *self, int64_t id);
 
-/* SELECT call_id, name of every outstanding tool call ($1 = chat id), oldest first. */
-extern const char *const cs_pending_calls_sql;
 
 #endif

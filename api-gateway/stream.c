@@ -1,0 +1,446 @@
+/* stream: the SSE stream loop; see stream.h. */
+#include "stream.h"
+#include "db.h"
+#include "log.h"
+#include "mem.h"
+#include "relay.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define STREAM_RELAY_TIMEOUT_MS 1000
+#define STREAM_RELAY_PAGE       256
+#define STREAM_PENDING_MAX      4096 /* live parts queued for one stream before dropping */
+
+typedef struct {
+    pthread_mutex_t lock; /* guards out, pending, dirty, closed */
+    pthread_cond_t wake;
+    bool dirty;
+    bool closed;
+    char *out;
+    size_t out_len;
+    size_t out_cap;
+    wire_part_t *pending;
+    size_t npending;
+    size_t pending_cap;
+    /* Everything below belongs to the stream's own (MHD connection) thread. */
+    gateway_t *gw;
+    char chat_id[ID_UUID_LEN + 1];
+    char user_id[ID_UUID_LEN + 1];
+    relay_client_t *relay;
+    bool initialized;
+    int64_t after_id;
+    int64_t snapshot_version;
+    int64_t history_version;
+    int64_t queue_version;
+    int64_t retry_state_version;
+    int64_t generation_attempt;
+    int64_t error_history_version;
+    int64_t action_history_version;
+    int64_t last_seq;
+    char status[16];
+    char worker_id[ID_UUID_LEN + 1];
+    int64_t last_write_ms;
+} stream_t;
+
+/* Appends one SSE event (steals event); id > 0 adds an "id:" line (message events). */
+static void s_emit(stream_t *s, const char *type, json_t *event, int64_t id) {
+    json_object_set_new(event, "type", json_string(type));
+    json_object_set_new(event, "chat_id", json_string(s->chat_id));
+    char *data = json_dumps(event, JSON_COMPACT);
+    json_decref(event);
+    char idline[40] = "";
+    if (id > 0) {
+        snprintf(idline, sizeof idline, "id: %lld\n", (long long)id);
+    }
+    char *frame = mem_printf("%sevent: %s\ndata: %s\n\n", idline, type, data);
+    free(data);
+    size_t n = strlen(frame);
+    pthread_mutex_lock(&s->lock);
+    if (s->out_len + n + 1 > s->out_cap) {
+        s->out_cap = (s->out_len + n + 1) * 2;
+        s->out = mem_realloc(s->out, s->out_cap);
+    }
+    memcpy(s->out + s->out_len, frame, n);
+    s->out_len += n;
+    pthread_mutex_unlock(&s->lock);
+    free(frame);
+}
+
+static void s_emit_rows(stream_t *s, json_t *rows) {
+    size_t i;
+    json_t *m;
+    json_array_foreach(rows, i, m) {
+        json_int_t id = json_integer_value(json_object_get(m, "id"));
+        json_object_del(m, "deleted");
+        s_emit(s, "message", json_pack("{s:O}", "message", m), id);
+    }
+}
+
+/* Runs a JSON-rows query on conn; NULL on error (logged). */
+static json_t *s_rows(PGconn *conn, const char *sql, int n, const char *const *p) {
+    http_resp_t ignore = {0};
+    json_t *rows = gateway_rows(conn, sql, n, p, &ignore);
+    free(ignore.body);
+    return rows;
+}
+
+static void s_sync_messages(stream_t *s, PGconn *conn) {
+    char after[24];
+    char since[24];
+    snprintf(after, sizeof after, "%lld", (long long)s->after_id);
+    snprintf(since, sizeof since, "%lld", (long long)s->snapshot_version);
+    const char *p[] = {s->chat_id, after, since};
+    const char *all = "SELECT " GATEWAY_MESSAGE_JSON " FROM chat_messages m WHERE m.chat_id = $1"
+                      " AND m.visibility <> 'model' AND NOT m.deleted AND m.id > $2::bigint"
+                      " ORDER BY m.id";
+    if (!s->initialized) {
+        json_t *rows = s_rows(conn, all, 2, p);
+        s_emit_rows(s, rows);
+        json_decref(rows);
+        return;
+    }
+    /* Rows changed since the last applied snapshot: the revision watermark, so a receipt
+     * that leaves history_version alone is still delivered. */
+    json_t *rows = s_rows(conn,
+                          "SELECT " GATEWAY_MESSAGE_JSON " || jsonb_build_object('deleted',"
+                          " m.deleted) FROM chat_messages m WHERE m.chat_id = $1"
+                          " AND m.visibility <> 'model' AND m.revision > $3::bigint"
+                          " AND m.id > $2::bigint ORDER BY m.id",
+                          3, p);
+    bool reset = false;
+    size_t i;
+    json_t *m;
+    json_array_foreach(rows, i, m) {
+        reset |= json_is_true(json_object_get(m, "deleted"));
+    }
+    if (reset) {
+        json_decref(rows);
+        s_emit(s, "history_reset", json_object(), 0);
+        rows = s_rows(conn, all, 2, p);
+    }
+    s_emit_rows(s, rows);
+    json_decref(rows);
+}
+
+static void s_sync_action(stream_t *s, PGconn *conn) {
+    const char *p[] = {s->chat_id};
+    char *sql = mem_printf("SELECT jsonb_build_object('tool_call_id', call_id, 'tool_name', name,"
+                           " 'args', args::text) FROM (%s) pending",
+                           chatstate_pending_calls_sql);
+    json_t *calls = s_rows(conn, sql, 1, p);
+    free(sql);
+    if (calls) {
+        s_emit(s, "action_required", json_pack("{s:{s:o}}", "action_required", "tool_calls", calls),
+               0);
+    }
+}
+
+/* Fetches the current episode's parts after last_seq from the owning worker. */
+static void s_catch_up(stream_t *s) {
+    if (!s->relay) {
+        s->relay = relay_client_new(s->gw->relay_endpoint);
+        if (!s->relay) {
+            return;
+        }
+    }
+    for (;;) {
+        wire_select_t sel = {.history_version = s->history_version,
+                             .generation_attempt = s->generation_attempt,
+                             .after_seq = s->last_seq};
+        snprintf(sel.chat_id, sizeof sel.chat_id, "%s", s->chat_id);
+        wire_msg_t reply;
+        if (relay_client_fetch(s->relay, s->worker_id, &sel, STREAM_RELAY_PAGE,
+                               STREAM_RELAY_TIMEOUT_MS, &reply) != 0) {
+            return;
+        }
+        bool more = reply.u.reply.status == WIRE_STATUS_OK && reply.u.reply.more;
+        for (size_t i = 0; reply.u.reply.status == WIRE_STATUS_OK && i < reply.u.reply.nparts;
+             i++) {
+            const wire_item_t *it = &reply.u.reply.parts[i];
+            if (it->seq != s->last_seq + 1) {
+                continue;
+            }
+            json_t *part = json_loadb(it->part.text, it->part.len, 0, NULL);
+            s->last_seq = it->seq;
+            s_emit(s, "message_part",
+                   json_pack("{s:{s:s,s:o*,s:I,s:I,s:I}}", "message_part", "role", it->role, "part",
+                             part, "history_version", (json_int_t)s->history_version,
+                             "generation_attempt", (json_int_t)s->generation_attempt, "seq",
+                             (json_int_t)it->seq),
+                   0);
+        }
+        wire_msg_clear(&reply);
+        if (!more) {
+            return;
+        }
+    }
+}
+
+/* One sync: one read transaction, then the events in the reference's order. */
+static void s_sync(stream_t *s) {
+    PGconn *conn = pool_get(s->gw->pool);
+    const char *p[] = {s->chat_id, s->user_id};
+    PGresult *res = NULL;
+    if (db_exec(conn, NULL, 0, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL) ==
+        DB_OK) {
+        db_err_t e;
+        res = db_query(conn, &e, NULL, 0,
+                       "SELECT snapshot_version, history_version, queue_version,"
+                       " retry_state_version, generation_attempt, status,"
+                       " coalesce(worker_id::text, ''), last_error::text, retry_state::text"
+                       " FROM chats WHERE id = $1 AND owner_id = $2",
+                       2, p);
+    }
+    if (!res || PQntuples(res) != 1) {
+        if (res) { /* the chat is gone */
+            pthread_mutex_lock(&s->lock);
+            s->closed = true;
+            pthread_mutex_unlock(&s->lock);
+        }
+        PQclear(res);
+        PQclear(PQexec(conn, "ROLLBACK"));
+        pool_put(s->gw->pool, conn);
+        return; /* a failed read never advances the cursor; the poller retries */
+    }
+    int64_t snap = db_int64(res, 0, 0);
+    int64_t hv = db_int64(res, 0, 1);
+    int64_t qv = db_int64(res, 0, 2);
+    int64_t rv = db_int64(res, 0, 3);
+    int64_t ga = db_int64(res, 0, 4);
+    if (s->initialized && snap <= s->snapshot_version) {
+        PQclear(res);
+        PQclear(PQexec(conn, "COMMIT"));
+        pool_put(s->gw->pool, conn);
+        return;
+    }
+    const char *status = PQgetvalue(res, 0, 5);
+    s_sync_messages(s, conn);
+    if (!s->initialized || qv > s->queue_version) {
+        json_t *q = s_rows(conn,
+                           "SELECT " GATEWAY_QUEUED_JSON " FROM chat_queued_messages q"
+                           " WHERE q.chat_id = $1 ORDER BY q.position, q.id",
+                           1, p);
+        s_emit(s, "queue_update", json_pack("{s:o}", "queued_messages", q ? q : json_array()), 0);
+    }
+    if (strcmp(status, s->status) != 0) {
+        s_emit(s, "status", json_pack("{s:{s:s}}", "status", "status", status), 0);
+    }
+    if (!strcmp(status, "error") && hv > s->error_history_version && db_text(res, 0, 7)) {
+        s_emit(s, "error", json_pack("{s:o}", "error", json_loads(db_text(res, 0, 7), 0, NULL)), 0);
+        s->error_history_version = hv;
+    }
+    if (!strcmp(status, "requires_action") && hv > s->action_history_version) {
+        s_sync_action(s, conn);
+        s->action_history_version = hv;
+    }
+    if (rv > s->retry_state_version && db_text(res, 0, 8)) {
+        s_emit(s, "retry", json_pack("{s:o}", "retry", json_loads(db_text(res, 0, 8), 0, NULL)), 0);
+    }
+    PQclear(PQexec(conn, "COMMIT"));
+    if (hv != s->history_version || (ga != s->generation_attempt && ga != 0)) {
+        s->last_seq = 0;
+        if (s->initialized) {
+            s_emit(s, "preview_reset", json_object(), 0);
+        }
+    }
+    s->snapshot_version = snap;
+    s->history_version = hv;
+    s->queue_version = qv;
+    s->retry_state_version = rv;
+    s->generation_attempt = ga;
+    snprintf(s->status, sizeof s->status, "%s", status);
+    snprintf(s->worker_id, sizeof s->worker_id, "%s", PQgetvalue(res, 0, 6));
+    s->initialized = true;
+    PQclear(res);
+    pool_put(s->gw->pool, conn);
+    if (s->generation_attempt > 0 && s->worker_id[0]) {
+        s_catch_up(s);
+    }
+}
+
+static void s_apply_part(stream_t *s, const wire_part_t *part) {
+    if (part->history_version != s->history_version ||
+        part->generation_attempt != s->generation_attempt || part->seq <= s->last_seq) {
+        return;
+    }
+    if (part->seq > s->last_seq + 1) {
+        s_catch_up(s); /* a gap: the buffered episode fills it, in order */
+        return;
+    }
+    json_t *p = json_loadb(part->part.text, part->part.len, 0, NULL);
+    s->last_seq = part->seq;
+    s_emit(s, "message_part",
+           json_pack("{s:{s:s,s:o*,s:I,s:I,s:I}}", "message_part", "role", part->role, "part", p,
+                     "history_version", (json_int_t)part->history_version, "generation_attempt",
+                     (json_int_t)part->generation_attempt, "seq", (json_int_t)part->seq),
+           0);
+}
+
+static ssize_t s_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    stream_t *s = cls;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        if (s->out_len > 0) {
+            size_t n = s->out_len < max ? s->out_len : max;
+            memcpy(buf, s->out, n);
+            memmove(s->out, s->out + n, s->out_len - n);
+            s->out_len -= n;
+            s->last_write_ms = id_now_ms();
+            pthread_mutex_unlock(&s->lock);
+            return (ssize_t)n;
+        }
+        if (s->closed) {
+            pthread_mutex_unlock(&s->lock);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        if (s->dirty || s->npending) {
+            bool dirty = s->dirty;
+            wire_part_t *parts = s->pending;
+            size_t n = s->npending;
+            s->dirty = false;
+            s->pending = NULL;
+            s->npending = s->pending_cap = 0;
+            pthread_mutex_unlock(&s->lock);
+            if (dirty) {
+                s_sync(s);
+            }
+            for (size_t i = 0; i < n; i++) {
+                s_apply_part(s, &parts[i]);
+                free(parts[i].part.text);
+            }
+            free(parts);
+            pthread_mutex_lock(&s->lock);
+            continue;
+        }
+        int64_t due = s->last_write_ms + STREAM_KEEPALIVE_MS;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t wait_ms = due - id_now_ms();
+        if (wait_ms <= 0) {
+            static const char keepalive[] = ": keepalive\n\n";
+            s->out = mem_realloc(s->out, s->out_cap = sizeof keepalive);
+            memcpy(s->out, keepalive, sizeof keepalive - 1);
+            s->out_len = sizeof keepalive - 1;
+            continue;
+        }
+        ts.tv_sec += wait_ms / 1000;
+        ts.tv_nsec += (wait_ms % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&s->wake, &s->lock, &ts);
+    }
+}
+
+static void s_free(void *cls) {
+    stream_t *s = cls;
+    hub_remove(s->gw->hub, s); /* after this the hub never calls s again */
+    log_info("stream_closed", "chat_id=%s user_id=%s snapshot_version=%lld", s->chat_id, s->user_id,
+             (long long)s->snapshot_version);
+    relay_client_destroy(&s->relay);
+    for (size_t i = 0; i < s->npending; i++) {
+        free(s->pending[i].part.text);
+    }
+    free(s->pending);
+    free(s->out);
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+static void s_hub_sync(void *stream) {
+    stream_t *s = stream;
+    pthread_mutex_lock(&s->lock);
+    s->dirty = true;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void s_hub_part(void *stream, const wire_part_t *part) {
+    stream_t *s = stream;
+    pthread_mutex_lock(&s->lock);
+    if (s->npending < STREAM_PENDING_MAX) {
+        if (s->npending == s->pending_cap) {
+            s->pending_cap = s->pending_cap ? s->pending_cap * 2 : 16;
+            s->pending = mem_realloc(s->pending, s->pending_cap * sizeof *s->pending);
+        }
+        wire_part_t *copy = &s->pending[s->npending++];
+        *copy = *part;
+        copy->part.text = mem_strndup(part->part.text, part->part.len);
+    } else {
+        s->dirty = true; /* too far behind: parts are previews, the next sync catches up */
+    }
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void s_hub_close(void *stream) {
+    stream_t *s = stream;
+    pthread_mutex_lock(&s->lock);
+    s->closed = true;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+}
+
+const hub_ops_t stream_hub_ops = {s_hub_sync, s_hub_part, s_hub_close};
+
+static int s_after_id(const char *v, int64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || !*v || *end || n < 0) {
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
+
+void stream_handle(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    int64_t after = 0;
+    int64_t last_event = 0;
+    const char *a = http_query(req, "after_id");
+    const char *lei = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Last-Event-ID");
+    if ((a && s_after_id(a, &after) != 0) || (lei && s_after_id(lei, &last_event) != 0)) {
+        http_invalid(resp, a && s_after_id(a, &after) != 0 ? "after_id" : "Last-Event-ID",
+                     "Invalid after_id parameter.");
+        return;
+    }
+    PGconn *conn = pool_get(gw->pool);
+    json_t *chat = gateway_chat_json(conn, req->params[0], req->user_id, resp);
+    pool_put(gw->pool, conn);
+    if (!chat) {
+        return;
+    }
+    json_decref(chat);
+    stream_t *s = mem_calloc(1, sizeof *s);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_cond_init(&s->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    s->gw = gw;
+    snprintf(s->chat_id, sizeof s->chat_id, "%s", req->params[0]);
+    snprintf(s->user_id, sizeof s->user_id, "%s", req->user_id);
+    s->after_id = after > last_event ? after : last_event;
+    s->dirty = true; /* the first read sends the snapshot */
+    s->last_write_ms = id_now_ms();
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, s_read, s, s_free);
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    hub_add(gw->hub, s->chat_id, s);
+    log_info("stream_opened", "chat_id=%s user_id=%s after_id=%lld", s->chat_id, s->user_id,
+             (long long)s->after_id);
+    resp->status = 200;
+    resp->raw = r;
+}

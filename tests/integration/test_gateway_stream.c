@@ -1,0 +1,322 @@
+/*
+ * The SSE stream end to end: a real broker, two real gateways, the test acting as the
+ * worker through chatstate (publishing its hints and live parts on the bus). A client sees
+ * exactly the expected events for a scripted sequence of transitions; a reconnect with
+ * Last-Event-ID neither misses nor repeats a message; a client on the other gateway sees
+ * the same committed messages.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bus.h"
+#include "chatstate.h"
+#include "mem.h"
+#include "proc.h"
+#include "sse.h"
+#include "testdb.h"
+
+#define WORKER  "11111111-1111-4111-8111-111111111111"
+#define RUNNER  "22222222-2222-4222-8222-222222222222"
+#define WAIT_MS 8000
+
+static testdb_t *s_db;
+static PGconn *s_conn;
+static pid_t s_broker;
+static pid_t s_gw[2];
+static char s_base[2][64];
+static char *s_token;
+static char s_pub[64];
+static bus_publisher_t *s_bus;
+static hint_sink_t s_sink;
+
+static json_t *s_post(int gw, const char *path, const char *body, long want) {
+    char url[256];
+    snprintf(url, sizeof url, "%s%s", s_base[gw], path);
+    proc_http_t r;
+    if (proc_http("POST", url, s_token, body, &r) != 0 || r.status != want) {
+        fail_msg("POST %s: want %ld got %ld %s", path, want, r.status, r.body);
+    }
+    json_t *v = json_loads(r.body, 0, NULL);
+    proc_http_free(&r);
+    return v;
+}
+
+static sse_t *s_stream(int gw, const char *chat, int64_t last_id) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/stream", s_base[gw], chat);
+    return sse_open(url, s_token, last_id);
+}
+
+static int s_want(sse_t *s, int from, const char *name) {
+    int i = sse_wait(s, from, name, NULL, NULL, WAIT_MS);
+    if (i < 0) {
+        fail_msg("no %s event after #%d (have %d events)", name, from, sse_count(s));
+    }
+    return i;
+}
+
+static int s_is_status(json_t *e, void *want) {
+    json_t *st = json_object_get(json_object_get(json_object_get(e, "data"), "status"), "status");
+    return json_is_string(st) && !strcmp(json_string_value(st), want);
+}
+
+static int s_is_text(json_t *e, void *want) {
+    json_t *msg = json_object_get(json_object_get(e, "data"), "message");
+    json_t *t = json_object_get(json_array_get(json_object_get(msg, "content"), 0), "text");
+    return json_is_string(t) && !strcmp(json_string_value(t), want);
+}
+
+static void s_fence(const char *chat, cs_fence_t *f) {
+    char *sql = mem_printf("SELECT status || ' ' || history_version || ' ' || generation_attempt"
+                           " FROM chats WHERE id = '%s'",
+                           chat);
+    char *row = testdb_scalar(s_conn, sql);
+    static char status[32];
+    long long hv;
+    long long ga;
+    ASSERT(sscanf(row, "%31s %lld %lld", status, &hv, &ga) == 3);
+    *f = (cs_fence_t){.worker_id = WORKER,
+                      .runner_id = RUNNER,
+                      .status = status,
+                      .history_version = hv,
+                      .generation_attempt = ga};
+    free(row);
+    free(sql);
+}
+
+typedef int (*step_fn)(chatstate_t *cs, const char *chat, cs_error_t *err);
+
+static void s_worker(const char *chat, step_fn fn) {
+    cs_error_t err;
+    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    assert_non_null(cs);
+    if (fn(cs, chat, &err) != 0) {
+        fail_msg("worker step: %s", err.message);
+    }
+    assert_int_equal(chatstate_commit(&cs, &s_sink, NULL, &err), 0);
+}
+
+static int s_acquire(chatstate_t *cs, const char *chat, cs_error_t *err) {
+    (void)chat;
+    return chatstate_acquire(cs, WORKER, RUNNER, err);
+}
+
+static int s_attempt(chatstate_t *cs, const char *chat, cs_error_t *err) {
+    cs_fence_t f;
+    s_fence(chat, &f);
+    int64_t a;
+    return chatstate_record_generation_attempt(cs, &f, &a, err);
+}
+
+static int s_step(chatstate_t *cs, const char *chat, cs_error_t *err) {
+    cs_fence_t f;
+    s_fence(chat, &f);
+    cs_message_t m = {.role = "assistant", .content = "[{\"type\":\"text\",\"text\":\"hello\"}]"};
+    return chatstate_commit_step(cs, &f, &m, 1, err);
+}
+
+static int s_finish(chatstate_t *cs, const char *chat, cs_error_t *err) {
+    cs_fence_t f;
+    s_fence(chat, &f);
+    return chatstate_finish_turn(cs, &f, NULL, 0, err);
+}
+
+static void s_part(const char *chat, int64_t seq, const char *text) {
+    cs_fence_t f;
+    s_fence(chat, &f);
+    wire_part_t p = {.history_version = f.history_version,
+                     .generation_attempt = f.generation_attempt,
+                     .seq = seq};
+    snprintf(p.chat_id, sizeof p.chat_id, "%s", chat);
+    snprintf(p.role, sizeof p.role, "assistant");
+    char *json = mem_printf("{\"type\":\"text\",\"text\":\"%s\"}", text);
+    p.part.text = json;
+    p.part.len = strlen(json);
+    assert_int_equal(bus_publisher_part(s_bus, &p), 0);
+    free(json);
+}
+
+static void test_stream_follows_a_scripted_turn(void **u) {
+    (void)u;
+    json_t *c =
+        s_post(0, "/api/v2/chats", "{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}", 201);
+    const char *chat = json_string_value(json_object_get(c, "id"));
+    sse_t *a = s_stream(0, chat, 0);
+    /* The snapshot: the user message, the (empty) queue, the status. */
+    int i = s_want(a, 0, "message");
+    assert_true(s_is_text(sse_get(a, i), "hi"));
+    int64_t first_id = json_integer_value(json_object_get(sse_get(a, i), "id"));
+    assert_true(first_id > 0);
+    s_want(a, 0, "queue_update");
+    assert_true(sse_wait(a, 0, "status", s_is_status, "running", WAIT_MS) >= 0);
+    /* The worker acquires, starts an attempt and streams two parts, one out of order. */
+    s_worker(chat, s_acquire);
+    s_worker(chat, s_attempt);
+    int mark = sse_count(a);
+    s_want(a, mark, "preview_reset");
+    s_part(chat, 1, "hel");
+    s_part(chat, 3, "skipped: a gap");
+    s_part(chat, 2, "lo");
+    int p1 = s_want(a, mark, "message_part");
+    int p2 = s_want(a, p1 + 1, "message_part");
+    json_t *mp = json_object_get(json_object_get(sse_get(a, p2), "data"), "message_part");
+    assert_int_equal(json_integer_value(json_object_get(mp, "seq")), 2);
+    /* The step commits: a message event; the turn finishes: status waiting. */
+    s_worker(chat, s_step);
+    i = sse_wait(a, p2, "message", s_is_text, "hello", WAIT_MS);
+    assert_true(i >= 0);
+    int64_t hello_id = json_integer_value(json_object_get(sse_get(a, i), "id"));
+    s_worker(chat, s_finish);
+    assert_true(sse_wait(a, i, "status", s_is_status, "waiting", WAIT_MS) >= 0);
+    /* A queued send while running, seen on both gateways. */
+    sse_t *b = s_stream(1, chat, 0);
+    char *mpath = mem_printf("/api/v2/chats/%s/messages", chat);
+    json_decref(s_post(0, mpath, "{\"content\":[{\"type\":\"text\",\"text\":\"again\"}]}", 200));
+    int again_a = sse_wait(a, i, "message", s_is_text, "again", WAIT_MS);
+    int again_b = sse_wait(b, 0, "message", s_is_text, "again", WAIT_MS);
+    assert_true(again_a >= 0 && again_b >= 0);
+    assert_true(sse_wait(b, 0, "message", s_is_text, "hello", WAIT_MS) >= 0);
+    /* An edit of the first message: history_reset, then the new history. */
+    char *epath = mem_printf("/api/v2/chats/%s/messages/%lld", chat, (long long)first_id);
+    char url[256];
+    snprintf(url, sizeof url, "%s%s", s_base[0], epath);
+    proc_http_t r;
+    assert_int_equal(proc_http("PATCH", url, s_token,
+                               "{\"content\":[{\"type\":\"text\",\"text\":\"edited\"}]}", &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    proc_http_free(&r);
+    int reset = s_want(a, again_a, "history_reset");
+    assert_true(sse_wait(a, reset, "message", s_is_text, "edited", WAIT_MS) >= 0);
+    assert_true(sse_wait(b, again_b, "history_reset", NULL, NULL, WAIT_MS) >= 0);
+    /* Every message event after the reset is a live row (the deleted ones are not resent). */
+    for (int k = reset; k < sse_count(a); k++) {
+        json_t *e = sse_get(a, k);
+        if (!strcmp(json_string_value(json_object_get(e, "event")), "message")) {
+            assert_true(json_integer_value(json_object_get(e, "id")) > hello_id);
+        }
+    }
+    /* Reconnect after "hello": only later messages arrive, none twice. */
+    sse_t *c2 = s_stream(0, chat, hello_id);
+    s_want(c2, 0, "status");
+    int64_t seen[64];
+    int nseen = 0;
+    for (int k = 0; k < sse_count(c2); k++) {
+        json_t *e = sse_get(c2, k);
+        if (strcmp(json_string_value(json_object_get(e, "event")), "message") != 0) {
+            continue;
+        }
+        int64_t id = json_integer_value(json_object_get(e, "id"));
+        assert_true(id > hello_id);
+        for (int j = 0; j < nseen; j++) {
+            assert_true(seen[j] != id);
+        }
+        seen[nseen++] = id;
+    }
+    assert_true(nseen >= 1);
+    sse_close(&c2);
+    sse_close(&b);
+    sse_close(&a);
+    free(epath);
+    free(mpath);
+    json_decref(c);
+}
+
+static void test_stream_rejects_bad_cursor_and_foreign_chat(void **u) {
+    (void)u;
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/00000000-0000-4000-8000-000000000000/stream",
+             s_base[0]);
+    proc_http_t r;
+    assert_int_equal(proc_http("GET", url, s_token, NULL, &r), 0);
+    assert_int_equal(r.status, 404);
+    proc_http_free(&r);
+    json_t *c = s_post(0, "/api/v2/chats", "{\"content\":[]}", 201);
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/stream?after_id=x", s_base[0],
+             json_string_value(json_object_get(c, "id")));
+    assert_int_equal(proc_http("GET", url, s_token, NULL, &r), 0);
+    assert_int_equal(r.status, 400);
+    proc_http_free(&r);
+    json_decref(c);
+}
+
+static pid_t s_spawn_gateway(int i, const char *sub, const char *relay) {
+    int port = proc_free_port();
+    snprintf(s_base[i], sizeof s_base[i], "http://127.0.0.1:%d", port);
+    char bin[512];
+    snprintf(bin, sizeof bin, "%s/api-gateway/chatfleet-gateway", getenv("CHATFLEET_BUILD_DIR"));
+    char *env[] = {mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db)),
+                   mem_printf("CHATFLEET_HTTP_LISTEN=127.0.0.1:%d", port),
+                   mem_printf("CHATFLEET_BROKER_PUB=%s", s_pub),
+                   mem_printf("CHATFLEET_BROKER_SUB=%s", sub),
+                   mem_printf("CHATFLEET_BROKER_RELAY=%s", relay),
+                   mem_strdup("CHATFLEET_STREAM_POLL_MS=2000"),
+                   NULL};
+    char *argv[] = {bin, "serve", NULL};
+    pid_t pid = proc_spawn(argv, env, "test_gateway_stream.log");
+    for (int k = 0; env[k]; k++) {
+        free(env[k]);
+    }
+    char health[96];
+    snprintf(health, sizeof health, "%s/healthz", s_base[i]);
+    ASSERT(proc_wait_http(health, 10000) == 0);
+    return pid;
+}
+
+static int s_setup(void **state) {
+    (void)state;
+    s_db = testdb_new();
+    s_conn = testdb_connect(s_db);
+    char sub[64];
+    char relay[64];
+    snprintf(s_pub, sizeof s_pub, "tcp://127.0.0.1:%d", proc_free_port());
+    snprintf(sub, sizeof sub, "tcp://127.0.0.1:%d", proc_free_port());
+    snprintf(relay, sizeof relay, "tcp://127.0.0.1:%d", proc_free_port());
+    char bin[512];
+    snprintf(bin, sizeof bin, "%s/broker/chatfleet-broker", getenv("CHATFLEET_BUILD_DIR"));
+    char *bargv[] = {bin, "--pub", s_pub, "--sub", sub, "--relay", relay, NULL};
+    s_broker = proc_spawn(bargv, NULL, "test_gateway_stream.log");
+    char gwbin[512];
+    snprintf(gwbin, sizeof gwbin, "%s/api-gateway/chatfleet-gateway",
+             getenv("CHATFLEET_BUILD_DIR"));
+    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
+    char *env[] = {url, NULL};
+    char *argv[] = {gwbin, "user-add", "streamer", NULL};
+    s_token = proc_output(argv, env);
+    free(url);
+    ASSERT(s_token);
+    s_token[strcspn(s_token, "\n")] = '\0';
+    s_gw[0] = s_spawn_gateway(0, sub, relay);
+    s_gw[1] = s_spawn_gateway(1, sub, relay);
+    s_bus = bus_publisher_new(s_pub);
+    ASSERT(s_bus);
+    s_sink = bus_publisher_sink(s_bus);
+    return 0;
+}
+
+static int s_teardown(void **state) {
+    (void)state;
+    int rc = proc_stop(s_gw[0], 5000) | proc_stop(s_gw[1], 5000);
+    proc_stop(s_broker, 5000);
+    bus_publisher_destroy(&s_bus);
+    free(s_token);
+    PQfinish(s_conn);
+    testdb_destroy(&s_db);
+    return rc == 0 ? 0 : -1;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stream_follows_a_scripted_turn),
+        cmocka_unit_test(test_stream_rejects_bad_cursor_and_foreign_chat),
+    };
+    return cmocka_run_group_tests(tests, s_setup, s_teardown);
+}
