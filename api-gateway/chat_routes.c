@@ -2,6 +2,7 @@
  * tool-results, compact, clear, reconcile-invalid), plus health and models. */
 #include "routes.h"
 #include "stream.h"
+#include "watch.h"
 #include "db.h"
 #include "mem.h"
 
@@ -427,6 +428,7 @@ const http_route_t chat_route_table[] = {
     {"GET", "/healthz", s_healthz, true},
     {"GET", "/readyz", s_readyz, true},
     {"GET", "/api/v2/chats/models", s_models, false},
+    {"GET", "/api/v2/chats/watch", watch_handle, false},
     {"POST", "/api/v2/chats", s_create, false},
     {"GET", "/api/v2/chats", s_list, false},
     {"GET", "/api/v2/chats/{}", s_get, false},

@@ -13,7 +13,7 @@
 #define HUB_RECV_TIMEOUT_MS 100 /* how often the thread looks at (un)subscription requests */
 
 typedef struct entry {
-    char chat_id[ID_UUID_LEN + 1];
+    char chat_id[ID_UUID_LEN + 1]; /* or HUB_ALL */
     void *stream;
     struct entry *next;
 } entry_t;
@@ -30,6 +30,24 @@ struct hub {
     hub_ops_t ops;
 };
 
+/* (Un)subscribes the topics of key: a chat's updates and parts, or every update for "*". */
+static void s_topics(bus_subscriber_t *sub, const char *key, bool on) {
+    char topic[PROTO_TOPIC_MAX_BYTES];
+    int (*fn)(bus_subscriber_t *, const char *) =
+        on ? bus_subscriber_subscribe : bus_subscriber_unsubscribe;
+    if (!strcmp(key, HUB_ALL)) {
+        fn(sub, PROTO_TOPIC_UPDATE);
+        return;
+    }
+    snprintf(topic, sizeof topic, "%s%s", PROTO_TOPIC_UPDATE, key);
+    fn(sub, topic);
+    snprintf(topic, sizeof topic, "%s%s", PROTO_TOPIC_PART, key);
+    fn(sub, topic);
+    if (!on) {
+        bus_subscriber_forget(sub, key);
+    }
+}
+
 /* Subscribes the subscriber to exactly the chats that have streams. */
 static void s_resubscribe(hub_t *self, bus_subscriber_t *sub, zlistx_t *subscribed) {
     zlistx_t *want = zlistx_new();
@@ -43,22 +61,14 @@ static void s_resubscribe(hub_t *self, bus_subscriber_t *sub, zlistx_t *subscrib
     }
     self->resubscribe = false;
     pthread_mutex_unlock(&self->lock);
-    char topic[PROTO_TOPIC_MAX_BYTES];
     for (char *c = zlistx_first(subscribed); c; c = zlistx_next(subscribed)) {
         if (!zlistx_find(want, c)) {
-            snprintf(topic, sizeof topic, "%s%s", PROTO_TOPIC_UPDATE, c);
-            bus_subscriber_unsubscribe(sub, topic);
-            snprintf(topic, sizeof topic, "%s%s", PROTO_TOPIC_PART, c);
-            bus_subscriber_unsubscribe(sub, topic);
-            bus_subscriber_forget(sub, c);
+            s_topics(sub, c, false);
         }
     }
     for (char *c = zlistx_first(want); c; c = zlistx_next(want)) {
         if (!zlistx_find(subscribed, c)) {
-            snprintf(topic, sizeof topic, "%s%s", PROTO_TOPIC_UPDATE, c);
-            bus_subscriber_subscribe(sub, topic);
-            snprintf(topic, sizeof topic, "%s%s", PROTO_TOPIC_PART, c);
-            bus_subscriber_subscribe(sub, topic);
+            s_topics(sub, c, true);
         }
     }
     zlistx_purge(subscribed);
@@ -72,7 +82,8 @@ static void s_dispatch(hub_t *self, const wire_msg_t *m) {
     const char *chat = m->type == WIRE_PART ? m->u.part.chat_id : m->u.update.chat_id;
     pthread_mutex_lock(&self->lock);
     for (entry_t *e = self->entries; e; e = e->next) {
-        if (strcmp(e->chat_id, chat) != 0) {
+        bool all = !strcmp(e->chat_id, HUB_ALL);
+        if ((all && m->type == WIRE_PART) || (!all && strcmp(e->chat_id, chat) != 0)) {
             continue;
         }
         if (m->type == WIRE_PART) {

@@ -14,6 +14,8 @@
 
 #include "wire.h"
 
+#define HUB_ALL "*" /* the key of a stream that wants every chat's update hints */
+
 typedef struct hub hub_t;
 
 /* What the hub calls on a registered stream, from its own thread. */
@@ -27,8 +29,8 @@ typedef struct {
 hub_t *hub_new(const char *sub_endpoint, int64_t poll_ms, const hub_ops_t *ops);
 void hub_destroy(hub_t **self_p);
 
-/* Adds or removes a stream of chat_id. After hub_remove returns, the hub never calls the
- * stream again. */
+/* Adds or removes a stream of chat_id (or HUB_ALL). After hub_remove returns, the hub never
+ * calls the stream again. */
 void hub_add(hub_t *self, const char *chat_id, void *stream);
 void hub_remove(hub_t *self, void *stream);
 

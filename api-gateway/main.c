@@ -14,7 +14,7 @@
 #include "models.h"
 #include "bus.h"
 #include "routes.h"
-#include "stream.h"
+#include "feed.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -112,7 +112,7 @@ static int s_serve(const config_t *cfg) {
         return 2;
     }
     bus_publisher_t *pub = bus_publisher_new(cfg->broker_pub);
-    hub_t *hub = hub_new(cfg->broker_sub, cfg->stream_poll_ms, &stream_hub_ops);
+    hub_t *hub = hub_new(cfg->broker_sub, cfg->stream_poll_ms, &feed_hub_ops);
     gateway_t gw = {.sink = pub ? bus_publisher_sink(pub) : hint_sink_log,
                     .max_queue = (int)cfg->queue_max,
                     .hub = hub,

@@ -1,5 +1,6 @@
 /* stream: the SSE stream loop; see stream.h. */
 #include "stream.h"
+#include "feed.h"
 #include "db.h"
 #include "log.h"
 #include "mem.h"
@@ -7,28 +8,15 @@
 
 #include <errno.h>
 #include <microhttpd.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define STREAM_RELAY_TIMEOUT_MS 1000
 #define STREAM_RELAY_PAGE       256
-#define STREAM_PENDING_MAX      4096 /* live parts queued for one stream before dropping */
 
 typedef struct {
-    pthread_mutex_t lock; /* guards out, pending, dirty, closed */
-    pthread_cond_t wake;
-    bool dirty;
-    bool closed;
-    char *out;
-    size_t out_len;
-    size_t out_cap;
-    wire_part_t *pending;
-    size_t npending;
-    size_t pending_cap;
-    /* Everything below belongs to the stream's own (MHD connection) thread. */
+    feed_t *feed;
     gateway_t *gw;
     char chat_id[ID_UUID_LEN + 1];
     char user_id[ID_UUID_LEN + 1];
@@ -45,31 +33,12 @@ typedef struct {
     int64_t last_seq;
     char status[16];
     char worker_id[ID_UUID_LEN + 1];
-    int64_t last_write_ms;
 } stream_t;
 
-/* Appends one SSE event (steals event); id > 0 adds an "id:" line (message events). */
+/* Emits one event of this chat (steals event). */
 static void s_emit(stream_t *s, const char *type, json_t *event, int64_t id) {
-    json_object_set_new(event, "type", json_string(type));
     json_object_set_new(event, "chat_id", json_string(s->chat_id));
-    char *data = json_dumps(event, JSON_COMPACT);
-    json_decref(event);
-    char idline[40] = "";
-    if (id > 0) {
-        snprintf(idline, sizeof idline, "id: %lld\n", (long long)id);
-    }
-    char *frame = mem_printf("%sevent: %s\ndata: %s\n\n", idline, type, data);
-    free(data);
-    size_t n = strlen(frame);
-    pthread_mutex_lock(&s->lock);
-    if (s->out_len + n + 1 > s->out_cap) {
-        s->out_cap = (s->out_len + n + 1) * 2;
-        s->out = mem_realloc(s->out, s->out_cap);
-    }
-    memcpy(s->out + s->out_len, frame, n);
-    s->out_len += n;
-    pthread_mutex_unlock(&s->lock);
-    free(frame);
+    feed_emit(s->feed, type, event, id);
 }
 
 static void s_emit_rows(stream_t *s, json_t *rows) {
@@ -199,9 +168,7 @@ static void s_sync(stream_t *s) {
     }
     if (!res || PQntuples(res) != 1) {
         if (res) { /* the chat is gone */
-            pthread_mutex_lock(&s->lock);
-            s->closed = true;
-            pthread_mutex_unlock(&s->lock);
+            feed_close(s->feed);
         }
         PQclear(res);
         PQclear(PQexec(conn, "ROLLBACK"));
@@ -282,115 +249,23 @@ static void s_apply_part(stream_t *s, const wire_part_t *part) {
            0);
 }
 
-static ssize_t s_read(void *cls, uint64_t pos, char *buf, size_t max) {
-    (void)pos;
-    stream_t *s = cls;
-    pthread_mutex_lock(&s->lock);
-    for (;;) {
-        if (s->out_len > 0) {
-            size_t n = s->out_len < max ? s->out_len : max;
-            memcpy(buf, s->out, n);
-            memmove(s->out, s->out + n, s->out_len - n);
-            s->out_len -= n;
-            s->last_write_ms = id_now_ms();
-            pthread_mutex_unlock(&s->lock);
-            return (ssize_t)n;
-        }
-        if (s->closed) {
-            pthread_mutex_unlock(&s->lock);
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        }
-        if (s->dirty || s->npending) {
-            bool dirty = s->dirty;
-            wire_part_t *parts = s->pending;
-            size_t n = s->npending;
-            s->dirty = false;
-            s->pending = NULL;
-            s->npending = s->pending_cap = 0;
-            pthread_mutex_unlock(&s->lock);
-            if (dirty) {
-                s_sync(s);
-            }
-            for (size_t i = 0; i < n; i++) {
-                s_apply_part(s, &parts[i]);
-                free(parts[i].part.text);
-            }
-            free(parts);
-            pthread_mutex_lock(&s->lock);
-            continue;
-        }
-        int64_t due = s->last_write_ms + STREAM_KEEPALIVE_MS;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t wait_ms = due - id_now_ms();
-        if (wait_ms <= 0) {
-            static const char keepalive[] = ": keepalive\n\n";
-            s->out = mem_realloc(s->out, s->out_cap = sizeof keepalive);
-            memcpy(s->out, keepalive, sizeof keepalive - 1);
-            s->out_len = sizeof keepalive - 1;
-            continue;
-        }
-        ts.tv_sec += wait_ms / 1000;
-        ts.tv_nsec += (wait_ms % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&s->wake, &s->lock, &ts);
-    }
+static void s_on_sync(void *owner) {
+    s_sync(owner);
 }
 
-static void s_free(void *cls) {
-    stream_t *s = cls;
-    hub_remove(s->gw->hub, s); /* after this the hub never calls s again */
+static void s_on_part(void *owner, const wire_part_t *part) {
+    s_apply_part(owner, part);
+}
+
+static void s_on_destroy(void *owner) {
+    stream_t *s = owner;
     log_info("stream_closed", "chat_id=%s user_id=%s snapshot_version=%lld", s->chat_id, s->user_id,
              (long long)s->snapshot_version);
     relay_client_destroy(&s->relay);
-    for (size_t i = 0; i < s->npending; i++) {
-        free(s->pending[i].part.text);
-    }
-    free(s->pending);
-    free(s->out);
-    pthread_cond_destroy(&s->wake);
-    pthread_mutex_destroy(&s->lock);
     free(s);
 }
 
-static void s_hub_sync(void *stream) {
-    stream_t *s = stream;
-    pthread_mutex_lock(&s->lock);
-    s->dirty = true;
-    pthread_cond_signal(&s->wake);
-    pthread_mutex_unlock(&s->lock);
-}
-
-static void s_hub_part(void *stream, const wire_part_t *part) {
-    stream_t *s = stream;
-    pthread_mutex_lock(&s->lock);
-    if (s->npending < STREAM_PENDING_MAX) {
-        if (s->npending == s->pending_cap) {
-            s->pending_cap = s->pending_cap ? s->pending_cap * 2 : 16;
-            s->pending = mem_realloc(s->pending, s->pending_cap * sizeof *s->pending);
-        }
-        wire_part_t *copy = &s->pending[s->npending++];
-        *copy = *part;
-        copy->part.text = mem_strndup(part->part.text, part->part.len);
-    } else {
-        s->dirty = true; /* too far behind: parts are previews, the next sync catches up */
-    }
-    pthread_cond_signal(&s->wake);
-    pthread_mutex_unlock(&s->lock);
-}
-
-static void s_hub_close(void *stream) {
-    stream_t *s = stream;
-    pthread_mutex_lock(&s->lock);
-    s->closed = true;
-    pthread_cond_signal(&s->wake);
-    pthread_mutex_unlock(&s->lock);
-}
-
-const hub_ops_t stream_hub_ops = {s_hub_sync, s_hub_part, s_hub_close};
+static const feed_ops_t s_ops = {s_on_sync, s_on_part, s_on_destroy};
 
 static int s_after_id(const char *v, int64_t *out) {
     char *end = NULL;
@@ -422,25 +297,12 @@ void stream_handle(void *app, http_req_t *req, http_resp_t *resp) {
     }
     json_decref(chat);
     stream_t *s = mem_calloc(1, sizeof *s);
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_cond_init(&s->wake, &ca);
-    pthread_condattr_destroy(&ca);
     s->gw = gw;
     snprintf(s->chat_id, sizeof s->chat_id, "%s", req->params[0]);
     snprintf(s->user_id, sizeof s->user_id, "%s", req->user_id);
     s->after_id = after > last_event ? after : last_event;
-    s->dirty = true; /* the first read sends the snapshot */
-    s->last_write_ms = id_now_ms();
-    struct MHD_Response *r =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, s_read, s, s_free);
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    MHD_add_response_header(r, "X-Accel-Buffering", "no");
-    hub_add(gw->hub, s->chat_id, s);
     log_info("stream_opened", "chat_id=%s user_id=%s after_id=%lld", s->chat_id, s->user_id,
              (long long)s->after_id);
     resp->status = 200;
-    resp->raw = r;
+    resp->raw = feed_new(gw->hub, s->chat_id, &s_ops, s, &s->feed);
 }

@@ -2,24 +2,19 @@
  * stream: GET /api/v2/chats/{id}/stream, Server-Sent Events implementing the stream loop
  * of reference/chatd-architecture.md ("Stream loop") and api-shapes.md §4.
  *
- * Each open stream is served on its own MHD connection thread, which blocks in the content
- * reader until the hub marks a sync due (an update hint or the poller) or a live part
- * arrives. A sync is one REPEATABLE READ transaction: messages changed since the last
- * applied snapshot (revision watermark), the queue, status, error, action_required and
- * retry, then preview_reset when the episode changed and a relay catch-up of the current
- * episode's parts from the owning worker. Live parts are emitted only for the current
- * episode with contiguous seq. `after_id` or Last-Event-ID resumes after a message id.
+ * Each open stream is a feed (feed.h) on its own MHD connection thread, woken when the hub
+ * marks a sync due (an update hint or the poller) or a live part arrives. A sync is one REPEATABLE
+ * READ transaction: messages changed since the last applied snapshot (revision watermark), the
+ * queue, status, error, action_required and retry, then preview_reset when the episode changed and
+ * a relay catch-up of the current episode's parts from the owning worker. Live parts are emitted
+ * only for the current episode with contiguous seq. `after_id` or Last-Event-ID resumes after a
+ * message id.
  */
 #ifndef CHATFLEET_STREAM_H
 #define CHATFLEET_STREAM_H
 
 #include "gateway.h"
 #include "hub.h"
-
-#define STREAM_KEEPALIVE_MS 15000 /* an SSE comment line when nothing else was sent */
-
-/* The hub callbacks that wake streams. */
-extern const hub_ops_t stream_hub_ops;
 
 /* The route handler: answers with an SSE response (or an error before streaming). */
 void stream_handle(void *app, http_req_t *req, http_resp_t *resp);

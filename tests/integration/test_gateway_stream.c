@@ -18,6 +18,7 @@
 
 #include "bus.h"
 #include "chatstate.h"
+#include "id.h"
 #include "mem.h"
 #include "proc.h"
 #include "sse.h"
@@ -230,6 +231,68 @@ static void test_stream_follows_a_scripted_turn(void **u) {
     json_decref(c);
 }
 
+static int s_tool_step(chatstate_t *cs, const char *chat, cs_error_t *err) {
+    cs_fence_t f;
+    s_fence(chat, &f);
+    cs_message_t m = {.role = "assistant",
+                      .content = "[{\"type\":\"tool-call\",\"tool_call_id\":\"w1\","
+                                 "\"tool_name\":\"ask\",\"args\":{\"q\":1}}]"};
+    if (chatstate_commit_step(cs, &f, &m, 1, err) != 0) {
+        return -1;
+    }
+    f.history_version = -1; /* the step itself advanced it */
+    return chatstate_enter_requires_action(cs, &f, err);
+}
+
+static int s_kind_of(json_t *e, void *chat_id) {
+    json_t *chat = json_object_get(json_object_get(e, "data"), "chat");
+    return !strcmp(json_string_value(json_object_get(chat, "id")), chat_id);
+}
+
+static void test_watch_reports_lifecycle_of_all_chats(void **u) {
+    (void)u;
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/watch", s_base[1]);
+    sse_t *w = sse_open(url, s_token, 0);
+    /* Let the watch take its first snapshot, so the new chat is news to it. */
+    json_t *before = s_post(0, "/api/v2/chats", "{\"content\":[]}", 201);
+    const char *b = json_string_value(json_object_get(before, "id"));
+    char *bpath = mem_printf("%s/api/v2/chats/%s", s_base[0], b);
+    proc_http_t r;
+    int64_t deadline = id_now_ms() + WAIT_MS;
+    /* Titles change without a hint: the poller finds them. Retitle until the watch, whose
+     * first snapshot may come after the first retitle, reports one. */
+    for (int n = 0; sse_wait(w, 0, "title_change", s_kind_of, (void *)b, 300) < 0; n++) {
+        assert_true(id_now_ms() < deadline);
+        char *body = mem_printf("{\"title\":\"t%d\"}", n);
+        assert_int_equal(proc_http("PATCH", bpath, s_token, body, &r), 0);
+        assert_int_equal(r.status, 204);
+        proc_http_free(&r);
+        free(body);
+    }
+    assert_true(sse_wait(w, 0, "title_change", s_kind_of, (void *)b, 10) >= 0);
+    json_t *c =
+        s_post(0, "/api/v2/chats", "{\"content\":[{\"type\":\"text\",\"text\":\"w\"}]}", 201);
+    const char *chat = json_string_value(json_object_get(c, "id"));
+    assert_true(sse_wait(w, 0, "created", s_kind_of, (void *)chat, WAIT_MS) >= 0);
+    s_worker(chat, s_acquire);
+    s_worker(chat, s_tool_step);
+    int i = sse_wait(w, 0, "action_required", s_kind_of, (void *)chat, WAIT_MS);
+    assert_true(i >= 0);
+    json_t *calls = json_object_get(json_object_get(sse_get(w, i), "data"), "tool_calls");
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(calls, 0), "tool_call_id")), "w1");
+    assert_true(sse_wait(w, 0, "status_change", s_kind_of, (void *)chat, WAIT_MS) >= 0);
+    assert_int_equal(proc_http("PATCH", bpath, s_token, "{\"archived\":true}", &r), 0);
+    assert_int_equal(r.status, 204);
+    proc_http_free(&r);
+    assert_true(sse_wait(w, 0, "archived", s_kind_of, (void *)b, WAIT_MS) >= 0);
+    sse_close(&w);
+    free(bpath);
+    json_decref(c);
+    json_decref(before);
+}
+
 static void test_stream_rejects_bad_cursor_and_foreign_chat(void **u) {
     (void)u;
     char url[256];
@@ -317,6 +380,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_follows_a_scripted_turn),
         cmocka_unit_test(test_stream_rejects_bad_cursor_and_foreign_chat),
+        cmocka_unit_test(test_watch_reports_lifecycle_of_all_chats),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
