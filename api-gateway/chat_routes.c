@@ -410,6 +410,12 @@ static void s_healthz(void *app, http_req_t *req, http_resp_t *resp) {
     http_json(resp, 200, json_pack("{s:s}", "status", "ok"));
 }
 
+static void s_metrics(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    (void)req;
+    http_text(resp, 200, metrics_render(gw->metrics), "text/plain; version=0.0.4");
+}
+
 static void s_readyz(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     (void)req;
@@ -427,6 +433,7 @@ static void s_readyz(void *app, http_req_t *req, http_resp_t *resp) {
 const http_route_t chat_route_table[] = {
     {"GET", "/healthz", s_healthz, true},
     {"GET", "/readyz", s_readyz, true},
+    {"GET", "/metrics", s_metrics, true},
     {"GET", "/api/v2/chats/models", s_models, false},
     {"GET", "/api/v2/chats/watch", watch_handle, false},
     {"POST", "/api/v2/chats", s_create, false},

@@ -29,6 +29,7 @@ typedef struct {
     int max_queue;
     hub_t *hub;                 /* wakes the open streams */
     const char *relay_endpoint; /* the broker's relay, for part catch-up */
+    metrics_t *metrics;
 } gateway_t;
 
 /* One transition (or several) applied to an open bundle; returns 0 or -1 with err set. */

@@ -16,6 +16,7 @@ struct http {
     http_auth_fn auth;
     void *app;
     int port;
+    metrics_t *metrics;
 };
 
 typedef struct {
@@ -47,6 +48,12 @@ static void s_envelope(http_resp_t *resp, int status, const char *message, const
                             json_pack("[{s:s,s:s}]", "field", field, "detail", detail));
     }
     http_json(resp, status, e);
+}
+
+void http_text(http_resp_t *resp, int status, char *text, const char *content_type) {
+    resp->status = status;
+    resp->raw = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(resp->raw, "Content-Type", content_type);
 }
 
 void http_error(http_resp_t *resp, int status, const char *message, const char *detail) {
@@ -126,6 +133,7 @@ static void s_dispatch(http_t *self, http_req_t *req, http_resp_t *resp) {
         if (strcmp(rt->method, req->method) != 0) {
             continue;
         }
+        req->route = rt;
         if (!rt->open) {
             const char *h = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND,
                                                         MHD_HTTP_HEADER_AUTHORIZATION);
@@ -190,9 +198,15 @@ static enum MHD_Result s_access(void *cls, struct MHD_Connection *conn, const ch
         http_error(&resp, 500, "Internal error.", "the handler produced no response");
     }
     enum MHD_Result ok = s_send(conn, &resp);
+    int64_t ms = id_now_ms() - up->started_ms;
+    if (self->metrics) {
+        char label[96];
+        snprintf(label, sizeof label, "%s %s", req.route ? req.route->method : method,
+                 req.route ? req.route->pattern : "unmatched");
+        metrics_request(self->metrics, label, resp.status, (double)ms / 1000.0);
+    }
     log_info("http_request", "method=%s path=%s status=%d ms=%lld user_id=%s", method, url,
-             resp.status, (long long)(id_now_ms() - up->started_ms),
-             req.user_id[0] ? req.user_id : "-");
+             resp.status, (long long)ms, req.user_id[0] ? req.user_id : "-");
     free(resp.body);
     return ok;
 }
@@ -211,7 +225,7 @@ static void s_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 }
 
 http_t *http_new(const char *listen, int threads, const http_route_t *routes, int nroutes,
-                 http_auth_fn auth, void *app) {
+                 http_auth_fn auth, void *app, metrics_t *metrics) {
     char host[64];
     int port = 0;
     const char *colon = strrchr(listen, ':');
@@ -232,6 +246,7 @@ http_t *http_new(const char *listen, int threads, const http_route_t *routes, in
     self->nroutes = nroutes;
     self->auth = auth;
     self->app = app;
+    self->metrics = metrics;
     self->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO, 0, NULL, NULL, s_access,
         self, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "id.h"
+#include "metrics.h"
 
 #define HTTP_MAX_PARAMS      4
 #define HTTP_BODY_MAX_BYTES  (1024 * 1024) /* request bodies above this get 413 */
@@ -30,6 +31,7 @@ typedef struct {
     size_t body_len;
     const char *params[HTTP_MAX_PARAMS]; /* the "{}" segments of the route, in order */
     char user_id[ID_UUID_LEN + 1];       /* the authenticated caller ("" on open routes) */
+    const struct http_route *route;      /* the matched route, or NULL */
 } http_req_t;
 
 struct MHD_Response;
@@ -45,7 +47,7 @@ typedef void (*http_handler_fn)(void *app, http_req_t *req, http_resp_t *resp);
 /* Resolves a bearer token to a user id; returns 0 when the token is valid. */
 typedef int (*http_auth_fn)(void *app, const char *token, char user_id[ID_UUID_LEN + 1]);
 
-typedef struct {
+typedef struct http_route {
     const char *method;
     const char *pattern;
     http_handler_fn fn;
@@ -54,10 +56,10 @@ typedef struct {
 
 typedef struct http http_t;
 
-/* Starts serving on host:port. NULL (logged) when it cannot bind. threads is unused (kept
- * for a pooled mode). */
+/* Starts serving on host:port; every request is counted in metrics (may be NULL). NULL
+ * (logged) when it cannot bind. threads is unused (kept for a pooled mode). */
 http_t *http_new(const char *listen, int threads, const http_route_t *routes, int nroutes,
-                 http_auth_fn auth, void *app);
+                 http_auth_fn auth, void *app, metrics_t *metrics);
 void http_destroy(http_t **self_p);
 
 /* The port actually bound (useful with port 0). */
@@ -72,5 +74,8 @@ void http_json(http_resp_t *resp, int status, json_t *body);
 /* Sets the error envelope {"message", "detail"?, "validations"?: [{"field","detail"}]}. */
 void http_error(http_resp_t *resp, int status, const char *message, const char *detail);
 void http_invalid(http_resp_t *resp, const char *field, const char *detail);
+
+/* Sets a plain-text response (steals text, which must be heap-allocated). */
+void http_text(http_resp_t *resp, int status, char *text, const char *content_type);
 
 #endif

@@ -101,6 +101,10 @@ static int s_auth(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
     return ok ? 0 : -1;
 }
 
+static int64_t s_open_streams(void *hub) {
+    return hub ? hub_count(hub) : 0;
+}
+
 static int s_serve(const config_t *cfg) {
     PGconn *conn = s_connect(cfg, "chatfleet-gateway");
     if (!conn) {
@@ -116,7 +120,10 @@ static int s_serve(const config_t *cfg) {
     gateway_t gw = {.sink = pub ? bus_publisher_sink(pub) : hint_sink_log,
                     .max_queue = (int)cfg->queue_max,
                     .hub = hub,
-                    .relay_endpoint = cfg->broker_relay};
+                    .relay_endpoint = cfg->broker_relay,
+                    .metrics = metrics_new()};
+    metrics_gauge(gw.metrics, "chatfleet_open_streams", "Open stream and watch connections.",
+                  s_open_streams, hub);
     chatstate_configure(cfg->lease_stale_ms, 5 * 60 * 1000);
     gw.pool = pool_new(cfg->database_url, GATEWAY_THREADS_DEFAULT, "chatfleet-gateway");
     if (!pub || !hub || !gw.pool) {
@@ -127,17 +134,19 @@ static int s_serve(const config_t *cfg) {
         pool_destroy(&gw.pool);
         hub_destroy(&hub);
         bus_publisher_destroy(&pub);
+        metrics_destroy(&gw.metrics);
         return 1;
     }
     int nroutes = 0;
     http_route_t *routes = routes_all(&nroutes);
-    http_t *http =
-        http_new(cfg->http_listen, GATEWAY_THREADS_DEFAULT, routes, nroutes, s_auth, &gw);
+    http_t *http = http_new(cfg->http_listen, GATEWAY_THREADS_DEFAULT, routes, nroutes, s_auth, &gw,
+                            gw.metrics);
     if (!http) {
         free(routes);
         pool_destroy(&gw.pool);
         hub_destroy(&hub);
         bus_publisher_destroy(&pub);
+        metrics_destroy(&gw.metrics);
         return 1;
     }
     signal(SIGTERM, s_on_signal);
@@ -153,6 +162,7 @@ static int s_serve(const config_t *cfg) {
     pool_destroy(&gw.pool);
     hub_destroy(&hub);
     bus_publisher_destroy(&pub);
+    metrics_destroy(&gw.metrics);
     return 0;
 }
 

@@ -67,6 +67,24 @@ static void test_auth_is_required(void **u) {
     json_decref(s_call("GET", "/readyz", NULL, NULL, 200));
 }
 
+static void test_metrics_count_requests_by_route_and_status(void **u) {
+    (void)u;
+    json_decref(s_call("GET", "/api/v2/chats", NULL, NULL, 401));
+    char url[128];
+    snprintf(url, sizeof url, "%s/metrics", s_base);
+    proc_http_t r;
+    assert_int_equal(proc_http("GET", url, NULL, NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    const char *key = "chatfleet_http_requests_total{route=\"GET /api/v2/chats\",status=\"401\"} ";
+    const char *at = strstr(r.body, key);
+    assert_non_null(at);
+    assert_true(strtoll(at + strlen(key), NULL, 10) >= 3); /* two above, one here */
+    assert_non_null(strstr(
+        r.body, "chatfleet_http_request_seconds_bucket{route=\"GET /api/v2/chats\",le=\"+Inf\"}"));
+    assert_non_null(strstr(r.body, "chatfleet_open_streams 0"));
+    proc_http_free(&r);
+}
+
 static void test_another_users_chat_is_404_on_every_route(void **u) {
     (void)u;
     char *id = s_create(s_alice, "private");
@@ -350,6 +368,7 @@ static int s_teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auth_is_required),
+        cmocka_unit_test(test_metrics_count_requests_by_route_and_status),
         cmocka_unit_test(test_another_users_chat_is_404_on_every_route),
         cmocka_unit_test(test_create_get_list_and_messages),
         cmocka_unit_test(test_queue_cap_delete_and_unowned_interrupt),
