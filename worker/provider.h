@@ -1,0 +1,73 @@
+/*
+ * provider: the one interface through which a generation task calls a model (DESIGN §8).
+ *
+ * A call takes the model config, the model-visible history and the tools on offer, streams
+ * each output part to a callback as it arrives (text deltas, tool calls), and returns the
+ * complete assistant content, the usage, or a classified failure (HTTP status, retryable or
+ * not, retry-after). Every provider is cancellable mid-stream through a cancel_t and returns
+ * PROVIDER_CANCELLED promptly when it is set. Only `sim` (sim.h) exists so far; the network
+ * providers (openai, anthropic, ollama over libcurl) answer a non-retryable error.
+ * Thread-safe: calls share no state.
+ */
+#ifndef CHATFLEET_PROVIDER_H
+#define CHATFLEET_PROVIDER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cancel.h"
+
+/* A row of model_configs, as the generation task read it. Strings are borrowed. */
+typedef struct {
+    const char *name;
+    const char *provider; /* sim, openai, anthropic, ollama */
+    const char *model;
+    const char *base_url; /* NULL: the provider's default */
+    const char *api_key;  /* resolved from api_key_env, or NULL */
+} provider_model_t;
+
+typedef struct {
+    const provider_model_t *model;
+    const json_t *messages; /* [{"role": "...", "content": [parts]}], oldest first */
+    const json_t *tools;    /* [{"name", "description", "input_schema"}] on offer */
+    int64_t attempt;        /* generation_attempt of this call: 1, 2, ... */
+    int64_t chunk_ms;       /* sim: default pace between text chunks (0: as fast as possible) */
+} provider_request_t;
+
+/* Receives one streamed part: a JSON object text such as {"type":"text","text":"Hel"}. */
+typedef void(provider_part_fn)(void *ctx, const char *part_json);
+
+typedef enum {
+    PROVIDER_OK = 0,
+    PROVIDER_ERROR,     /* see the result's status, retryable and error */
+    PROVIDER_CANCELLED, /* the cancel token was set; the result holds nothing */
+} provider_rc_t;
+
+typedef struct {
+    json_t *content;        /* owned: the assistant message's parts (PROVIDER_OK) */
+    json_t *usage;          /* owned: {"input_tokens", "output_tokens"} or NULL */
+    int status;             /* HTTP status of a failure; 0 when the failure was not HTTP */
+    bool retryable;         /* a later attempt may succeed */
+    int64_t retry_after_ms; /* the provider asked to wait this long; -1 when it did not say */
+    char error[256];        /* for people */
+} provider_result_t;
+
+/* Calls the model named by req->model. Returns PROVIDER_OK with out->content set,
+ * PROVIDER_ERROR with the failure classified, or PROVIDER_CANCELLED. out is zeroed first;
+ * release it with provider_result_clear. */
+provider_rc_t provider_generate(const provider_request_t *req, cancel_t *cancel,
+                                provider_part_fn *on_part, void *ctx, provider_result_t *out);
+
+void provider_result_clear(provider_result_t *r);
+
+/* Whether an HTTP status is worth retrying: 408, 409, 425, 429 and 5xx are; any other 4xx
+ * means the request itself is wrong and fails the turn at once. */
+bool provider_status_retryable(int status);
+
+/* Fills out as a failure (status may be 0) and returns PROVIDER_ERROR. */
+provider_rc_t provider_fail(provider_result_t *out, int status, bool retryable,
+                            int64_t retry_after_ms, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+#endif

@@ -1,0 +1,39 @@
+/*
+ * sim: the built-in deterministic model provider (DESIGN §8), scripted by directives in the
+ * last user message so that tests, benchmarks and chaos runs can choose what the "model"
+ * does. The directives are listed in worker/README.md ("The sim provider"); without any, the
+ * reply is a text derived only from the prompt, streamed word by word.
+ */
+#ifndef CHATFLEET_SIM_H
+#define CHATFLEET_SIM_H
+
+#include "provider.h"
+
+#define SIM_WORDS_DEFAULT 8     /* filler words after the echo of the prompt */
+#define SIM_WORDS_MAX     20000 /* [sim:words N] is clamped to this */
+#define SIM_REPEAT_MAX    1000  /* the xN of tool, dynamic and fail directives */
+
+/* Parsed directives of one prompt (exposed for unit tests). */
+typedef struct {
+    char tool[65];    /* [sim:tool NAME xN]: call the local tool NAME on the first N steps */
+    int tool_steps;   /* N, default 1 */
+    char dynamic[65]; /* [sim:dynamic NAME xN]: call the dynamic tool NAME likewise */
+    int dynamic_steps;
+    int fail_status;     /* [sim:fail STATUS xN retry-after MS]: attempts 1..N fail */
+    int fail_attempts;   /* N, default 1 */
+    int64_t retry_after; /* MS, or -1 */
+    int64_t slow_ms;     /* [sim:slow MS]: pace between text chunks; -1: the configured one */
+    bool stall;          /* [sim:stall]: never answer; wait to be cancelled */
+    int words;           /* [sim:words N]: filler words (SIM_WORDS_DEFAULT) */
+} sim_script_t;
+
+/* Parses the directives in text into *out (defaults for those absent); unknown directives
+ * are ignored. Writes the prompt with the directives removed (trimmed) into clean (bounded
+ * by size). */
+void sim_parse(const char *text, sim_script_t *out, char *clean, size_t size);
+
+/* The provider_generate of provider "sim". */
+provider_rc_t sim_generate(const provider_request_t *req, cancel_t *cancel,
+                           provider_part_fn *on_part, void *ctx, provider_result_t *out);
+
+#endif
