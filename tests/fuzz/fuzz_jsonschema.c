@@ -9,20 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* tests/CMakeLists.txt instruments only this file for coverage (chatfleet-common is built
- * without -fsanitize=fuzzer-no-link), which leaves libFuzzer blind to the code under test. So
- * the modules' sources are compiled into this target (the linker then takes none of the
- * archive's copies); each file's s_fail is renamed to keep the unity build legal. */
-#define s_fail s_strict_fail
-#include "../../common/jsonstrict.c"
-#undef s_fail
-#define s_fail s_compile_fail
-#include "../../common/jsonschema.c"
-#undef s_fail
-#define s_fail s_validate_fail
-#include "../../common/jsonschema_validate.c"
-#undef s_fail
-#include "../../common/jsonschema_format.c"
+#include "jsonschema.h"
+#include "jsonstrict.h"
 
 static void s_check(int cond, const char *what) {
     if (!cond) {

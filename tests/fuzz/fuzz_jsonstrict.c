@@ -10,11 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* tests/CMakeLists.txt instruments only this file for coverage (chatfleet-common is built
- * without -fsanitize=fuzzer-no-link), which leaves libFuzzer blind to the code under test. So
- * the module's source is compiled into this target; the linker then takes none of the
- * archive's copy. */
-#include "../../common/jsonstrict.c"
+#include "jsonstrict.h"
 
 static void s_check(int cond, const char *what) {
     if (!cond) {
