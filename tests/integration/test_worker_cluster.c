@@ -1,0 +1,596 @@
+/*
+ * The worker end to end: real processes (the fixture's PostgreSQL, chatfleet-broker,
+ * chatfleet-gateway and two chatfleet-worker processes with the sim provider) and short
+ * leases (stale 3 s, heartbeat 1 s, acquire poll 500 ms). Turns (text, multi-step local
+ * tools, a dynamic tool round trip, a queued message, an interrupt mid-stream, retries and
+ * FinishError), then ownership: kill -9 of the owner mid-generation, a SIGTERM handoff,
+ * and fencing of an owner that was stopped past its lease. Each prints what it measured.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bus.h"
+#include "id.h"
+#include "mem.h"
+#include "proc.h"
+#include "relay.h"
+#include "testdb.h"
+
+#define S_LEASE_STALE_MS 3000
+#define S_POLL_MS        500
+#define S_TURN_MS        15000 /* deadline of one turn */
+#define S_NWORKERS       2
+
+typedef struct {
+    pid_t pid;
+    char log[128];
+    char id[ID_UUID_LEN + 1];
+    int starts;
+} s_worker_t;
+
+static testdb_t *s_db;
+static PGconn *s_conn;
+static char s_build[512];
+static char s_base[64];
+static char s_pub[64], s_sub[64], s_relay[64];
+static pid_t s_broker;
+static pid_t s_gw;
+static char *s_token;
+static s_worker_t s_workers[S_NWORKERS];
+
+/* --- Harness. --- */
+
+static char *s_sql(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *s_sql(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *q = mem_vprintf(fmt, ap);
+    va_end(ap);
+    char *v = testdb_scalar(s_conn, q);
+    free(q);
+    return v;
+}
+
+/* Polls until the query's value equals want; returns the ms it took, fails past the
+ * deadline. */
+static int64_t s_wait_value(const char *sql, const char *want, int64_t timeout_ms) {
+    int64_t t0 = id_now_ms();
+    for (;;) {
+        char *v = testdb_scalar(s_conn, sql);
+        bool ok = v && !strcmp(v, want);
+        if (ok || id_now_ms() - t0 > timeout_ms) {
+            if (!ok) {
+                fail_msg("waited %lld ms for [%s] = %s, last %s", (long long)timeout_ms, sql, want,
+                         v ? v : "NULL");
+            }
+            free(v);
+            return id_now_ms() - t0;
+        }
+        free(v);
+        struct timespec ts = {0, 5 * 1000 * 1000}; /* poll interval, not a wait for state */
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int64_t s_wait_status(const char *chat, const char *status, int64_t timeout_ms) {
+    char *q = mem_printf("SELECT status FROM chats WHERE id = '%s'", chat);
+    int64_t ms = s_wait_value(q, status, timeout_ms);
+    free(q);
+    return ms;
+}
+
+static char *s_log_value(const char *path, const char *event, const char *key) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return NULL;
+    }
+    char line[4096];
+    char *out = NULL;
+    char ev[128];
+    snprintf(ev, sizeof ev, "event=%s ", event);
+    char k[64];
+    snprintf(k, sizeof k, " %s=", key);
+    while (!out && fgets(line, sizeof line, f)) {
+        char *p = strstr(line, ev);
+        char *v = p ? strstr(p, k) : NULL;
+        if (v) {
+            v += strlen(k);
+            out = mem_strndup(v, strcspn(v, " \n"));
+        }
+    }
+    fclose(f);
+    return out;
+}
+
+/* Lines of path containing every one of the (up to two) needles. */
+static int s_log_count(const char *path, const char *a, const char *b) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return 0;
+    }
+    char line[8192];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        n += strstr(line, a) && (!b || strstr(line, b));
+    }
+    fclose(f);
+    return n;
+}
+
+static void s_worker_start(int i) {
+    s_worker_t *w = &s_workers[i];
+    w->starts++;
+    snprintf(w->log, sizeof w->log, "test_worker_cluster.w%d.%d.log", i, w->starts);
+    unlink(w->log);
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/worker/chatfleet-worker", s_build);
+    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
+    char *pub = mem_printf("CHATFLEET_BROKER_PUB=%s", s_pub);
+    char *sub = mem_printf("CHATFLEET_BROKER_SUB=%s", s_sub);
+    char *relay = mem_printf("CHATFLEET_BROKER_RELAY=%s", s_relay);
+    char *env[] = {url,
+                   pub,
+                   sub,
+                   relay,
+                   "CHATFLEET_LEASE_STALE_MS=3000",
+                   "CHATFLEET_HEARTBEAT_MS=1000",
+                   "CHATFLEET_ACQUIRE_POLL_MS=500",
+                   "CHATFLEET_WORKER_SYNC_MS=200",
+                   "CHATFLEET_SIM_CHUNK_MS=0",
+                   "CHATFLEET_WORKER_RETRY_BASE_MS=20",
+                   "CHATFLEET_WORKER_RETRY_MAX_MS=100",
+                   "CHATFLEET_MAX_GENERATION_RETRIES=3",
+                   "CHATFLEET_LOG=info",
+                   NULL};
+    char *argv[] = {bin, NULL};
+    w->pid = proc_spawn(argv, env, w->log);
+    free(url);
+    free(pub);
+    free(sub);
+    free(relay);
+    int64_t deadline = id_now_ms() + 10000;
+    char *id = NULL;
+    while (!(id = s_log_value(w->log, "worker_started", "worker_id"))) {
+        int status;
+        assert_int_equal(waitpid(w->pid, &status, WNOHANG), 0);
+        assert_true(id_now_ms() < deadline);
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    snprintf(w->id, sizeof w->id, "%s", id);
+    free(id);
+}
+
+static int s_worker_of(const char *worker_id) {
+    for (int i = 0; i < S_NWORKERS; i++) {
+        if (!strcmp(s_workers[i].id, worker_id)) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static char *s_create(const char *text, const char *dynamic_tools) {
+    json_t *body = json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text", text);
+    if (dynamic_tools) {
+        json_object_set_new(body, "dynamic_tools", json_loads(dynamic_tools, 0, NULL));
+    }
+    char *b = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    char url[128];
+    snprintf(url, sizeof url, "%s/api/v2/chats", s_base);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, s_token, b, &r), 0);
+    free(b);
+    if (r.status != 201) {
+        fail_msg("create: %ld %s", r.status, r.body);
+    }
+    json_t *c = json_loads(r.body, 0, NULL);
+    char *id = mem_strdup(json_string_value(json_object_get(c, "id")));
+    json_decref(c);
+    proc_http_free(&r);
+    return id;
+}
+
+static json_t *s_post(const char *chat, const char *what, const char *body, long want) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/%s", s_base, chat, what);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, s_token, body, &r), 0);
+    if (r.status != want) {
+        fail_msg("POST %s: want %ld, got %ld: %s", what, want, r.status, r.body);
+    }
+    json_t *v = r.body[0] ? json_loads(r.body, 0, NULL) : json_null();
+    proc_http_free(&r);
+    return v;
+}
+
+/* The chat's active messages as [{"role", "content"}], oldest first. */
+static json_t *s_history(const char *chat) {
+    char *v = s_sql("SELECT coalesce(json_agg(json_build_object('role', role, 'content', content,"
+                    " 'usage', usage) ORDER BY id), '[]')::text FROM chat_messages"
+                    " WHERE chat_id = '%s' AND NOT deleted",
+                    chat);
+    json_t *h = json_loads(v, 0, NULL);
+    free(v);
+    return h;
+}
+
+static int s_count_role(const json_t *h, const char *role) {
+    int n = 0;
+    size_t i;
+    json_t *m;
+    json_array_foreach(h, i, m) {
+        n += !strcmp(json_string_value(json_object_get(m, "role")), role);
+    }
+    return n;
+}
+
+static const char *s_last_text(const json_t *h) {
+    for (size_t i = json_array_size(h); i-- > 0;) {
+        json_t *m = json_array_get(h, i);
+        if (!strcmp(json_string_value(json_object_get(m, "role")), "assistant")) {
+            json_t *p = json_array_get(json_object_get(m, "content"), 0);
+            return json_string_value(json_object_get(p, "text"));
+        }
+    }
+    return NULL;
+}
+
+/* Waits until the chat is owned and its model call has started; returns the owner index. */
+static int s_wait_generating(const char *chat) {
+    char *q = mem_printf("SELECT (worker_id IS NOT NULL AND generation_attempt >= 1)::text"
+                         " FROM chats WHERE id = '%s'",
+                         chat);
+    s_wait_value(q, "true", 10000);
+    free(q);
+    char *owner = s_sql("SELECT worker_id FROM chats WHERE id = '%s'", chat);
+    int i = s_worker_of(owner);
+    assert_true(i >= 0);
+    free(owner);
+    return i;
+}
+
+/* Waits until someone other than worker_id owns the chat; returns the ms it took. */
+static int64_t s_wait_new_owner(const char *chat, const char *worker_id, int64_t timeout_ms) {
+    char *q = mem_printf("SELECT (worker_id IS NOT NULL AND worker_id <> '%s')::text FROM chats"
+                         " WHERE id = '%s'",
+                         worker_id, chat);
+    int64_t ms = s_wait_value(q, "true", timeout_ms);
+    free(q);
+    return ms;
+}
+
+/* --- Turns. --- */
+
+static void test_text_turn_completes_with_usage(void **u) {
+    (void)u;
+    char *chat = s_create("hello there", NULL);
+    int64_t ms = s_wait_status(chat, "waiting", S_TURN_MS);
+    json_t *h = s_history(chat);
+    assert_int_equal(s_count_role(h, "assistant"), 1);
+    const char *text = s_last_text(h);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "Echo: hello there."));
+    json_t *usage = json_object_get(json_array_get(h, 1), "usage");
+    assert_true(json_integer_value(json_object_get(usage, "output_tokens")) > 0);
+    /* The chat was released after the turn. */
+    assert_null(s_sql("SELECT worker_id FROM chats WHERE id = '%s'", chat));
+    printf("text turn: create -> waiting in %lld ms\n", (long long)ms);
+    json_decref(h);
+    free(chat);
+}
+
+static void test_multi_step_local_tool_turn(void **u) {
+    (void)u;
+    char *chat = s_create("[sim:tool time x2] what time is it", NULL);
+    s_wait_status(chat, "waiting", S_TURN_MS);
+    json_t *h = s_history(chat);
+    /* user, (assistant call + tool result) twice, then the answer. */
+    assert_int_equal(json_array_size(h), 6);
+    assert_int_equal(s_count_role(h, "tool"), 2);
+    assert_int_equal(s_count_role(h, "assistant"), 3);
+    json_t *call = json_array_get(json_object_get(json_array_get(h, 1), "content"), 0);
+    json_t *res = json_array_get(json_object_get(json_array_get(h, 2), "content"), 0);
+    assert_string_equal(json_string_value(json_object_get(call, "type")), "tool-call");
+    assert_string_equal(json_string_value(json_object_get(res, "tool_call_id")),
+                        json_string_value(json_object_get(call, "tool_call_id")));
+    assert_non_null(json_string_value(json_object_get(json_object_get(res, "result"), "utc")));
+    assert_non_null(strstr(s_last_text(h), "time="));
+    json_decref(h);
+    free(chat);
+}
+
+static void test_dynamic_tool_round_trip_through_tool_results(void **u) {
+    (void)u;
+    char *chat = s_create("[sim:dynamic ask] should I ship it",
+                          "[{\"name\":\"ask\",\"description\":\"Ask the user\","
+                          "\"input_schema\":{\"type\":\"object\"}}]");
+    s_wait_status(chat, "requires_action", S_TURN_MS);
+    char *call = s_sql("SELECT content -> 0 ->> 'tool_call_id' FROM chat_messages"
+                       " WHERE chat_id = '%s' AND role = 'assistant' ORDER BY id DESC LIMIT 1",
+                       chat);
+    assert_non_null(call);
+    char *body =
+        mem_printf("{\"results\":[{\"tool_call_id\":\"%s\",\"output\":{\"answer\":42}}]}", call);
+    json_decref(s_post(chat, "tool-results", body, 204));
+    s_wait_status(chat, "waiting", S_TURN_MS);
+    json_t *h = s_history(chat);
+    const char *text = s_last_text(h);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "ask="));
+    assert_non_null(strstr(text, "42"));
+    json_decref(h);
+    free(body);
+    free(call);
+    free(chat);
+}
+
+static void test_queued_message_is_promoted_after_finish_turn(void **u) {
+    (void)u;
+    char *chat = s_create("[sim:slow 40] first", NULL);
+    json_t *r =
+        s_post(chat, "messages", "{\"content\":[{\"type\":\"text\",\"text\":\"second\"}]}", 200);
+    assert_true(json_is_true(json_object_get(r, "queued")));
+    json_decref(r);
+    char *q = mem_printf("SELECT (status = 'waiting' AND (SELECT count(*) FROM chat_messages m"
+                         " WHERE m.chat_id = c.id AND m.role = 'assistant') = 2)::text"
+                         " FROM chats c WHERE id = '%s'",
+                         chat);
+    s_wait_value(q, "true", S_TURN_MS);
+    free(q);
+    json_t *h = s_history(chat);
+    assert_int_equal(json_array_size(h), 4);
+    const char *roles[] = {"user", "assistant", "user", "assistant"};
+    for (size_t i = 0; i < 4; i++) {
+        assert_string_equal(json_string_value(json_object_get(json_array_get(h, i), "role")),
+                            roles[i]);
+    }
+    assert_non_null(strstr(s_last_text(h), "Echo: second."));
+    json_decref(h);
+    free(chat);
+}
+
+static void test_interrupt_mid_stream_commits_the_partial(void **u) {
+    (void)u;
+    bus_subscriber_t *sub = bus_subscriber_new(s_sub);
+    assert_non_null(sub);
+    assert_int_equal(bus_subscriber_subscribe(sub, PROTO_TOPIC_PART), 0);
+    char *chat = s_create("[sim:slow 60] [sim:words 200] stop me", NULL);
+    int parts = 0;
+    int64_t deadline = id_now_ms() + S_TURN_MS;
+    while (parts < 5 && id_now_ms() < deadline) {
+        wire_msg_t m;
+        if (bus_subscriber_recv(sub, &m, 100) == 1) {
+            parts += m.type == WIRE_PART && !strcmp(m.u.part.chat_id, chat);
+            wire_msg_clear(&m);
+        }
+    }
+    assert_true(parts >= 5); /* live parts reached the bus through the broker */
+    int64_t t0 = id_now_ms();
+    json_decref(s_post(chat, "interrupt", NULL, 200));
+    s_wait_status(chat, "waiting", S_TURN_MS);
+    int64_t took = id_now_ms() - t0;
+    json_t *h = s_history(chat);
+    assert_int_equal(s_count_role(h, "assistant"), 1);
+    const char *text = s_last_text(h);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "Echo: stop me."));
+    /* A partial: far fewer than the 200 filler words. */
+    int words = 0;
+    for (const char *c = text; *c; c++) {
+        words += *c == ' ';
+    }
+    assert_true(words >= 3 && words < 150);
+    printf("interrupt: partial of %d words committed %lld ms after POST /interrupt\n", words + 1,
+           (long long)took);
+    json_decref(h);
+    free(chat);
+    bus_subscriber_destroy(&sub);
+}
+
+static void test_retryable_failures_retry_and_the_limit_fails_the_turn(void **u) {
+    (void)u;
+    char *ok = s_create("[sim:fail 503 x2] flaky", NULL);
+    char *bad = s_create("[sim:fail 400] malformed", NULL);
+    char *dead = s_create("[sim:fail 503 x1000] down", NULL);
+    s_wait_status(ok, "waiting", S_TURN_MS);
+    json_t *h = s_history(ok);
+    assert_non_null(strstr(s_last_text(h), "Echo: flaky."));
+    json_decref(h);
+    s_wait_status(bad, "error", S_TURN_MS);
+    char *e = s_sql("SELECT last_error::text FROM chats WHERE id = '%s'", bad);
+    assert_non_null(strstr(e, "400"));
+    assert_non_null(strstr(e, "\"retryable\": false"));
+    free(e);
+    /* CHATFLEET_MAX_GENERATION_RETRIES=3: attempt 4 is the last. */
+    s_wait_status(dead, "error", S_TURN_MS);
+    e = s_sql("SELECT last_error::text FROM chats WHERE id = '%s'", dead);
+    assert_non_null(strstr(e, "\"attempt\": 4"));
+    free(e);
+    free(ok);
+    free(bad);
+    free(dead);
+}
+
+/* --- Ownership. --- */
+
+static void s_assert_one_answer(const char *chat) {
+    json_t *h = s_history(chat);
+    assert_int_equal(s_count_role(h, "assistant"), 1);
+    assert_int_equal(json_array_size(h), 2);
+    json_decref(h);
+}
+
+static void test_kill_9_owner_mid_generation_another_worker_completes(void **u) {
+    (void)u;
+    char *chat = s_create("[sim:slow 50] [sim:words 40] survive", NULL);
+    int owner = s_wait_generating(chat);
+    char dead_id[ID_UUID_LEN + 1];
+    snprintf(dead_id, sizeof dead_id, "%s", s_workers[owner].id);
+    int64_t t0 = id_now_ms();
+    assert_int_equal(kill(s_workers[owner].pid, SIGKILL), 0);
+    int status;
+    waitpid(s_workers[owner].pid, &status, 0);
+    int64_t delay = s_wait_new_owner(chat, dead_id, S_LEASE_STALE_MS + S_POLL_MS + 3000);
+    s_wait_status(chat, "waiting", S_TURN_MS);
+    int64_t done = id_now_ms() - t0;
+    s_assert_one_answer(chat);
+    printf("takeover after kill -9: acquired by the other worker %lld ms after the kill"
+           " (bound: stale %d + poll %d ms); turn complete after %lld ms\n",
+           (long long)delay, S_LEASE_STALE_MS, S_POLL_MS, (long long)done);
+    assert_true(delay <= S_LEASE_STALE_MS + S_POLL_MS + 500);
+    s_worker_start(owner);
+    free(chat);
+}
+
+static void test_sigterm_hands_off_within_a_second(void **u) {
+    (void)u;
+    char *chat = s_create("[sim:slow 50] [sim:words 40] hand me off", NULL);
+    int owner = s_wait_generating(chat);
+    char old_id[ID_UUID_LEN + 1];
+    snprintf(old_id, sizeof old_id, "%s", s_workers[owner].id);
+    int64_t t0 = id_now_ms();
+    assert_int_equal(kill(s_workers[owner].pid, SIGTERM), 0);
+    int64_t delay = s_wait_new_owner(chat, old_id, 5000);
+    int status = 0;
+    assert_int_equal(waitpid(s_workers[owner].pid, &status, 0), s_workers[owner].pid);
+    int64_t exited = id_now_ms() - t0;
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    s_wait_status(chat, "waiting", S_TURN_MS);
+    s_assert_one_answer(chat);
+    printf("SIGTERM handoff: the other worker owned the chat %lld ms after SIGTERM; old"
+           " worker exited cleanly after %lld ms\n",
+           (long long)delay, (long long)exited);
+    assert_true(delay < 1000);
+    s_worker_start(owner);
+    free(chat);
+}
+
+static void test_stopped_owner_is_fenced_after_takeover(void **u) {
+    (void)u;
+    /* 40 chunks of 40 ms: the stream's schedule ends while the owner is stopped, so on
+     * SIGCONT it finishes at once and tries to commit as a stale owner. */
+    char *chat = s_create("[sim:slow 40] [sim:words 38] fence me", NULL);
+    int owner = s_wait_generating(chat);
+    s_worker_t *w = &s_workers[owner];
+    char old_id[ID_UUID_LEN + 1];
+    snprintf(old_id, sizeof old_id, "%s", w->id);
+    int commits_before = s_log_count(w->log, "event=task_commit", chat);
+    int fences_before = s_log_count(w->log, "event=fence_mismatch", chat);
+    assert_int_equal(kill(w->pid, SIGSTOP), 0);
+    int64_t t0 = id_now_ms();
+    int64_t delay = s_wait_new_owner(chat, old_id, S_LEASE_STALE_MS + S_POLL_MS + 3000);
+    /* Let the new owner record its own attempt before the old one wakes. */
+    char *q = mem_printf("SELECT (generation_attempt >= 2)::text FROM chats WHERE id = '%s'", chat);
+    s_wait_value(q, "true", 5000);
+    free(q);
+    assert_int_equal(kill(w->pid, SIGCONT), 0);
+    int64_t stopped = id_now_ms() - t0;
+    s_wait_status(chat, "waiting", S_TURN_MS);
+    /* The old owner notices too: its lease was not renewed or its runner saw the new owner. */
+    int64_t deadline = id_now_ms() + 5000;
+    while (s_log_count(w->log, "event=runner_cleanup", chat) == 0 && id_now_ms() < deadline) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(s_log_count(w->log, "event=runner_cleanup", chat) > 0);
+    int commits_after = s_log_count(w->log, "event=task_commit", chat);
+    int rejected = s_log_count(w->log, "event=fence_mismatch", chat) - fences_before;
+    s_assert_one_answer(chat);
+    printf("fencing: owner stopped %lld ms, taken over after %lld ms; after SIGCONT it attempted"
+           " %d fenced access(es), all rejected; writes accepted: %d\n",
+           (long long)stopped, (long long)delay, rejected, commits_after - commits_before);
+    assert_int_equal(commits_after, commits_before);
+    free(chat);
+}
+
+/* --- Setup. --- */
+
+static int s_setup(void **state) {
+    (void)state;
+    snprintf(s_build, sizeof s_build, "%s", getenv("CHATFLEET_BUILD_DIR"));
+    s_db = testdb_new();
+    s_conn = testdb_connect(s_db);
+    snprintf(s_pub, sizeof s_pub, "tcp://127.0.0.1:%d", proc_free_port());
+    snprintf(s_sub, sizeof s_sub, "tcp://127.0.0.1:%d", proc_free_port());
+    snprintf(s_relay, sizeof s_relay, "tcp://127.0.0.1:%d", proc_free_port());
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/broker/chatfleet-broker", s_build);
+    char *bargv[] = {bin, "--pub", s_pub, "--sub", s_sub, "--relay", s_relay, NULL};
+    s_broker = proc_spawn(bargv, NULL, "test_worker_cluster.broker.log");
+    relay_client_t *rc = relay_client_new(s_relay);
+    wire_stats_t st;
+    int64_t deadline = id_now_ms() + 10000;
+    while (relay_client_stats(rc, 100, &st) != 0) {
+        ASSERT(id_now_ms() < deadline);
+    }
+    relay_client_destroy(&rc);
+    char gw[600];
+    snprintf(gw, sizeof gw, "%s/api-gateway/chatfleet-gateway", s_build);
+    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
+    char *uenv[] = {url, NULL};
+    char *uargv[] = {gw, "user-add", "tester", NULL};
+    s_token = proc_output(uargv, uenv);
+    ASSERT(s_token);
+    s_token[strcspn(s_token, "\n")] = '\0';
+    int port = proc_free_port();
+    snprintf(s_base, sizeof s_base, "http://127.0.0.1:%d", port);
+    char *listen = mem_printf("CHATFLEET_HTTP_LISTEN=127.0.0.1:%d", port);
+    char *pub = mem_printf("CHATFLEET_BROKER_PUB=%s", s_pub);
+    char *env[] = {url, listen, pub, NULL};
+    char *argv[] = {gw, "serve", NULL};
+    s_gw = proc_spawn(argv, env, "test_worker_cluster.gateway.log");
+    free(listen);
+    free(pub);
+    free(url);
+    char health[96];
+    snprintf(health, sizeof health, "%s/healthz", s_base);
+    ASSERT(proc_wait_http(health, 10000) == 0);
+    for (int i = 0; i < S_NWORKERS; i++) {
+        s_worker_start(i);
+    }
+    return 0;
+}
+
+static int s_teardown(void **state) {
+    (void)state;
+    int bad = 0;
+    for (int i = 0; i < S_NWORKERS; i++) {
+        bad |= proc_stop(s_workers[i].pid, 10000) != 0;
+    }
+    proc_stop(s_gw, 5000);
+    proc_stop(s_broker, 5000);
+    free(s_token);
+    PQfinish(s_conn);
+    testdb_destroy(&s_db);
+    return bad ? -1 : 0; /* a clean SIGTERM shutdown is part of the contract */
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_text_turn_completes_with_usage),
+        cmocka_unit_test(test_multi_step_local_tool_turn),
+        cmocka_unit_test(test_dynamic_tool_round_trip_through_tool_results),
+        cmocka_unit_test(test_queued_message_is_promoted_after_finish_turn),
+        cmocka_unit_test(test_interrupt_mid_stream_commits_the_partial),
+        cmocka_unit_test(test_retryable_failures_retry_and_the_limit_fails_the_turn),
+        cmocka_unit_test(test_kill_9_owner_mid_generation_another_worker_completes),
+        cmocka_unit_test(test_sigterm_hands_off_within_a_second),
+        cmocka_unit_test(test_stopped_owner_is_fenced_after_takeover),
+    };
+    return cmocka_run_group_tests(tests, s_setup, s_teardown);
+}

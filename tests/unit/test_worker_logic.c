@@ -1,0 +1,270 @@
+/*
+ * The worker's pure logic: the runner's event-processing rules in order, the generation
+ * step's decision over a history, the sim provider's directives and its cancellation, and
+ * the partial an interrupted episode leaves.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "generation.h"
+#include "history.h"
+#include "id.h"
+#include "runner.h"
+#include "sim.h"
+
+#define CHAT "2b1f6a8e-54c4-4c57-9b43-5f1f3c9d2a10"
+#define W1   "11111111-1111-4111-8111-111111111111"
+#define R1   "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
+#define R2   "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
+
+static hint_update_t s_ev(int64_t snap, const char *runner, int64_t hv, const char *status) {
+    hint_update_t e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.chat_id, sizeof e.chat_id, "%s", CHAT);
+    snprintf(e.worker_id, sizeof e.worker_id, "%s", runner[0] ? W1 : "");
+    snprintf(e.runner_id, sizeof e.runner_id, "%s", runner);
+    snprintf(e.status, sizeof e.status, "%s", status);
+    e.snapshot_version = snap;
+    e.history_version = hv;
+    return e;
+}
+
+static void test_runner_follows_the_event_processing_rules_in_order(void **u) {
+    (void)u;
+    runner_t *r = runner_new(CHAT, W1, R1);
+    runner_action_t a;
+    hint_update_t e = s_ev(5, R1, 4, "running");
+    runner_on_event(r, &e, &a);
+    assert_true(a.spawn);
+    assert_int_equal(a.spawn_kind, TASK_GENERATION);
+    assert_string_equal(a.status, "running");
+    assert_int_equal(a.history_version, 4);
+    runner_set_active(r, 7);
+    /* 1: stale or duplicate snapshot. */
+    runner_on_event(r, &e, &a);
+    assert_true(a.ignored);
+    /* 3: same history and status (a retry-state or attempt change): keep working. */
+    e = s_ev(6, R1, 4, "running");
+    runner_on_event(r, &e, &a);
+    assert_false(a.spawn || a.cancel || a.cleanup);
+    /* 4 + 7: a new history version cancels the active task and spawns a new step. */
+    e = s_ev(8, R1, 8, "running");
+    runner_on_event(r, &e, &a);
+    assert_true(a.cancel);
+    assert_int_equal(a.cancel_id, 7);
+    assert_true(a.spawn);
+    assert_int_equal(a.spawn_kind, TASK_GENERATION);
+    runner_set_active(r, 9);
+    /* 8: interrupting. */
+    e = s_ev(9, R1, 8, "interrupting");
+    runner_on_event(r, &e, &a);
+    assert_true(a.cancel);
+    assert_int_equal(a.spawn_kind, TASK_INTERRUPT);
+    runner_set_active(r, 10);
+    runner_task_ended(r, 10);
+    assert_int_equal(runner_active(r), 0);
+    /* 9: requires_action. */
+    e = s_ev(10, R1, 9, "requires_action");
+    runner_on_event(r, &e, &a);
+    assert_false(a.cancel);
+    assert_int_equal(a.spawn_kind, TASK_DEADLINE);
+    /* 10: waiting -> abandon; 6: archived -> abandon. */
+    e = s_ev(11, R1, 10, "waiting");
+    runner_on_event(r, &e, &a);
+    assert_int_equal(a.spawn_kind, TASK_ABANDON);
+    assert_string_equal(a.status, "");
+    e = s_ev(12, R1, 10, "running");
+    e.archived = true;
+    runner_on_event(r, &e, &a);
+    assert_int_equal(a.spawn_kind, TASK_ABANDON);
+    /* 2: another runner (or nobody) owns the chat: clean up, spawn nothing. */
+    e = s_ev(13, R2, 10, "running");
+    runner_on_event(r, &e, &a);
+    assert_true(a.cleanup);
+    assert_false(a.spawn);
+    e = s_ev(14, "", 10, "running");
+    runner_on_event(r, &e, &a);
+    assert_true(a.cleanup);
+    runner_destroy(&r);
+    assert_null(r);
+}
+
+static json_t *s_msgs(const char *text) {
+    json_error_t err;
+    json_t *v = json_loads(text, 0, &err);
+    if (!v) {
+        fail_msg("bad fixture: %s", err.text);
+    }
+    return v;
+}
+
+static void test_decide_covers_every_branch(void **u) {
+    (void)u;
+    json_t *dyn = s_msgs("[{\"name\":\"ask\"}]");
+    json_t *pending = NULL;
+    json_t *m = s_msgs("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}]");
+    assert_int_equal(history_decide(m, dyn, 10, &pending), DECIDE_CALL_MODEL);
+    assert_null(pending);
+    json_decref(m);
+    m = s_msgs("[{\"role\":\"user\",\"content\":[]},"
+               "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}]");
+    assert_int_equal(history_decide(m, dyn, 10, NULL), DECIDE_FINISH_TURN);
+    json_decref(m);
+    m = s_msgs("[{\"role\":\"user\",\"content\":[]},{\"role\":\"assistant\",\"content\":["
+               "{\"type\":\"tool-call\",\"tool_call_id\":\"a\",\"tool_name\":\"time\"},"
+               "{\"type\":\"tool-call\",\"tool_call_id\":\"b\",\"tool_name\":\"ask\"}]}]");
+    assert_int_equal(history_decide(m, dyn, 10, &pending), DECIDE_RUN_LOCAL);
+    assert_int_equal(json_array_size(pending), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(pending, 0), "tool_name")),
+                        "time");
+    json_decref(pending);
+    json_array_append_new(m, s_msgs("{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
+                                    "\"tool_call_id\":\"a\",\"result\":1}]}"));
+    assert_int_equal(history_decide(m, dyn, 10, NULL), DECIDE_REQUIRES_ACTION);
+    json_array_append_new(m, s_msgs("{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
+                                    "\"tool_call_id\":\"b\",\"result\":2}]}"));
+    assert_int_equal(history_decide(m, dyn, 10, NULL), DECIDE_CALL_MODEL);
+    /* The step limit: one assistant response already counts against max_steps = 1. */
+    assert_int_equal(history_decide(m, dyn, 1, NULL), DECIDE_FINISH_TURN);
+    json_decref(m);
+    json_decref(dyn);
+}
+
+static void test_sim_parses_directives_and_strips_them(void **u) {
+    (void)u;
+    sim_script_t s;
+    char clean[128];
+    sim_parse("[sim:tool time x3] what [sim:fail 503 x2 retry-after 40] now [sim:slow 50]", &s,
+              clean, sizeof clean);
+    assert_string_equal(s.tool, "time");
+    assert_int_equal(s.tool_steps, 3);
+    assert_int_equal(s.fail_status, 503);
+    assert_int_equal(s.fail_attempts, 2);
+    assert_int_equal(s.retry_after, 40);
+    assert_int_equal(s.slow_ms, 50);
+    assert_false(s.stall);
+    assert_string_equal(clean, "what  now");
+    sim_parse("[sim:stall][sim:dynamic ask][sim:words 3]", &s, clean, sizeof clean);
+    assert_true(s.stall);
+    assert_string_equal(s.dynamic, "ask");
+    assert_int_equal(s.words, 3);
+    assert_string_equal(clean, "");
+}
+
+typedef struct {
+    int parts;
+} s_count_t;
+
+static void s_count(void *ctx, const char *json) {
+    (void)json;
+    ((s_count_t *)ctx)->parts++;
+}
+
+static void test_sim_is_deterministic_and_fails_as_scripted(void **u) {
+    (void)u;
+    provider_model_t model = {.provider = "sim"};
+    json_t *m = s_msgs("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+                       "\"hello [sim:words 4] [sim:fail 429 x1]\"}]}]");
+    provider_request_t req = {.model = &model, .messages = m, .attempt = 1};
+    cancel_t *c = cancel_new();
+    provider_result_t r;
+    assert_int_equal(provider_generate(&req, c, NULL, NULL, &r), PROVIDER_ERROR);
+    assert_int_equal(r.status, 429);
+    assert_true(r.retryable);
+    provider_result_clear(&r);
+    req.attempt = 2;
+    s_count_t n = {0};
+    assert_int_equal(provider_generate(&req, c, s_count, &n, &r), PROVIDER_OK);
+    char *first = json_dumps(r.content, JSON_COMPACT);
+    provider_result_clear(&r);
+    assert_int_equal(n.parts, 6); /* "Echo:", "hello.", and four filler words */
+    assert_int_equal(provider_generate(&req, c, NULL, NULL, &r), PROVIDER_OK);
+    char *second = json_dumps(r.content, JSON_COMPACT);
+    assert_string_equal(first, second);
+    assert_non_null(strstr(first, "Echo: hello."));
+    free(first);
+    free(second);
+    provider_result_clear(&r);
+    json_decref(m);
+    m = s_msgs(
+        "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"[sim:fail 400]\"}]}]");
+    req.messages = m;
+    req.attempt = 1;
+    assert_int_equal(provider_generate(&req, c, NULL, NULL, &r), PROVIDER_ERROR);
+    assert_false(r.retryable);
+    provider_result_clear(&r);
+    json_decref(m);
+    cancel_destroy(&c);
+}
+
+typedef struct {
+    cancel_t *cancel;
+    provider_rc_t rc;
+    int64_t ms;
+} s_stall_t;
+
+static void *s_stall(void *arg) {
+    s_stall_t *s = arg;
+    provider_model_t model = {.provider = "sim"};
+    json_t *m = json_loads("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+                           "\"[sim:stall]\"}]}]",
+                           0, NULL);
+    provider_request_t req = {.model = &model, .messages = m, .attempt = 1};
+    provider_result_t r;
+    int64_t t0 = id_now_ms();
+    s->rc = provider_generate(&req, s->cancel, NULL, NULL, &r);
+    s->ms = id_now_ms() - t0;
+    json_decref(m);
+    return NULL;
+}
+
+static void test_sim_stall_ends_promptly_when_cancelled(void **u) {
+    (void)u;
+    s_stall_t s = {.cancel = cancel_new()};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, s_stall, &s), 0);
+    /* The stall only ends by cancellation; wait until the thread is inside it. */
+    assert_false(cancel_wait_ms(s.cancel, 100));
+    cancel_set(s.cancel);
+    pthread_join(t, NULL);
+    assert_int_equal(s.rc, PROVIDER_CANCELLED);
+    assert_true(s.ms < 1000);
+    cancel_destroy(&s.cancel);
+}
+
+static void test_partial_merges_text_deltas(void **u) {
+    (void)u;
+    const char *parts[] = {
+        "{\"type\":\"text\",\"text\":\"Hel\"}",
+        "{\"type\":\"text\",\"text\":\"lo\"}",
+        "{\"type\":\"tool-call\",\"tool_call_id\":\"c\",\"tool_name\":\"time\"}",
+        "{\"type\":\"text\",\"text\":\"!\"}",
+    };
+    json_t *p = generation_partial(parts, 4);
+    char *s = json_dumps(p, JSON_COMPACT);
+    assert_string_equal(s, "[{\"type\":\"text\",\"text\":\"Hello\"},{\"type\":\"tool-call\","
+                           "\"tool_call_id\":\"c\",\"tool_name\":\"time\"},"
+                           "{\"type\":\"text\",\"text\":\"!\"}]");
+    free(s);
+    json_decref(p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_runner_follows_the_event_processing_rules_in_order),
+        cmocka_unit_test(test_decide_covers_every_branch),
+        cmocka_unit_test(test_sim_parses_directives_and_strips_them),
+        cmocka_unit_test(test_sim_is_deterministic_and_fails_as_scripted),
+        cmocka_unit_test(test_sim_stall_ends_promptly_when_cancelled),
+        cmocka_unit_test(test_partial_merges_text_deltas),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,61 @@
+/*
+ * acquirer: the acquisition loop actor (reference chatd-architecture.md, "Acquisition
+ * loop" and "Concurrent agent limiter"; DESIGN §8).
+ *
+ * Wakes on chat:ownership hints and on a poll timer. Each pass takes chats one transaction
+ * at a time: under the deployment-wide limiter (a transaction-scoped advisory lock, waited
+ * for at most ACQUIRER_LOCK_TIMEOUT_MS) it counts the chats held by fresh leases, refuses
+ * when max_chats are held, picks the oldest runnable chat without a fresh lease with FOR
+ * UPDATE SKIP LOCKED (the chats_acquisition_candidates index keeps the scan to runnable
+ * rows), applies Acquire with a fresh runner id in the same transaction, and, once
+ * committed, PUSHes ["SPAWN"][hint_update_t] to the manager's inbox.
+ *
+ * Actor pipe protocol (wrapped by the functions below):
+ *   start-up   args: acquirer_args_t (copied); signals 0
+ *   "PAUSE"    stops acquiring for good (shutdown); replies "PAUSED"
+ *   "STATUS"   replies "888": passes, chats acquired, of which takeovers of a stale lease
+ *   "$TERM"    exits
+ * It sends nothing unprompted. A failed pass is logged and retried on the next wake-up.
+ */
+#ifndef CHATFLEET_ACQUIRER_H
+#define CHATFLEET_ACQUIRER_H
+
+#include <stdint.h>
+
+#include "hint.h"
+#include "id.h"
+
+/* The limiter's advisory lock key (pg_advisory_xact_lock), shared with the heartbeater. */
+#define ACQUIRER_LIMITER_LOCK_KEY "7236127309130842401"
+#define ACQUIRER_LOCK_TIMEOUT_MS  5000
+#define ACQUIRER_BATCH_MAX        64 /* acquisitions per pass; the next wake-up continues */
+
+typedef struct {
+    char worker_id[ID_UUID_LEN + 1];
+    const char *database_url;
+    const char *broker_sub; /* for chat:ownership hints */
+    const char *inbox;      /* the manager's inbox */
+    int64_t poll_ms;
+    int64_t max_chats; /* chats held by fresh leases deployment-wide; 0: no limit */
+    int64_t lease_stale_ms;
+    int64_t statement_timeout_ms;
+    hint_sink_t sink; /* where Acquire's hints go */
+} acquirer_args_t;
+
+typedef struct {
+    int64_t passes;
+    int64_t acquired;
+    int64_t takeovers;
+} acquirer_status_t;
+
+typedef struct acquirer acquirer_t;
+
+acquirer_t *acquirer_new(const acquirer_args_t *args);
+void acquirer_destroy(acquirer_t **self_p);
+
+/* Stops acquiring; returns once the actor confirmed (0) or -1. */
+int acquirer_pause(acquirer_t *self);
+
+int acquirer_status(acquirer_t *self, acquirer_status_t *out);
+
+#endif

@@ -1,0 +1,34 @@
+/*
+ * generation: one step of the generation task (reference chatd-architecture.md,
+ * "Generation goroutine"; DESIGN §8).
+ *
+ * Loads the model-visible history under the fence and decides: run pending local tools
+ * (CommitStep with their results), enter requires_action for pending dynamic tools, finish
+ * a complete turn (or one at the step limit), or call the model. A model call is preceded
+ * by RecordGenerationAttempt, streams into the part buffer as episode (chat,
+ * history_version, attempt), and ends in one CommitStep carrying the assistant message
+ * (with its usage) and the results of all its local tool calls together. A failed call is
+ * classified: non-retryable, or retryable past env->max_retries, ends in FinishError;
+ * otherwise RecordRetryState, a cancellable backoff (the provider's retry-after when it gave
+ * one) and another attempt. Each step ends after one state-changing transition; the runner
+ * spawns the next step when it sees the new history version.
+ */
+#ifndef CHATFLEET_GENERATION_H
+#define CHATFLEET_GENERATION_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "task.h"
+
+/* The generation task's body. TASK_DONE after its transition committed, TASK_QUIET on a
+ * fence mismatch or cancellation, TASK_RETRY on a database failure (the caller backs off
+ * and calls it again, which reloads the history). */
+task_rc_t generation_step(task_ctx_t *ctx, PGconn *conn);
+
+/* The assistant content an interrupted episode leaves: consecutive text deltas merged into
+ * one text part, other parts kept as streamed. Returns a new array (maybe empty). Exposed for
+ * the interrupt task and unit tests. */
+json_t *generation_partial(const char *const *parts, size_t count);
+
+#endif

@@ -1,0 +1,269 @@
+/* history: see history.h. */
+#include "history.h"
+#include "db.h"
+#include "log.h"
+#include "mem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void history_clear(history_t *h) {
+    json_decref(h->dynamic_tools);
+    json_decref(h->messages);
+    json_decref(h->model);
+    memset(h, 0, sizeof *h);
+}
+
+static void s_rollback(PGconn *conn) {
+    PQclear(PQexec(conn, "ROLLBACK"));
+}
+
+static const char *s_mismatch(PGresult *res, const cs_fence_t *f) {
+    if (strcmp(PQgetvalue(res, 0, 1), f->worker_id) != 0 ||
+        strcmp(PQgetvalue(res, 0, 2), f->runner_id) != 0) {
+        return "owner";
+    }
+    if (f->status && strcmp(PQgetvalue(res, 0, 0), f->status) != 0) {
+        return "status";
+    }
+    if (f->history_version >= 0 && db_int64(res, 0, 3) != f->history_version) {
+        return "history_version";
+    }
+    if (f->generation_attempt >= 0 && db_int64(res, 0, 4) != f->generation_attempt) {
+        return "generation_attempt";
+    }
+    if (db_bool(res, 0, 5)) {
+        return "archived";
+    }
+    return NULL;
+}
+
+/* Runs sql inside the open transaction; on failure logs, rolls back and returns NULL. */
+static PGresult *s_query(PGconn *conn, const char *chat_id, const char *sql, int n,
+                         const char *const *p) {
+    db_err_t e;
+    char msg[200];
+    PGresult *res = db_query(conn, &e, msg, sizeof msg, sql, n, p);
+    if (!res) {
+        char q[240];
+        log_warn("history_query_failed", "chat_id=%s reason=%s", chat_id,
+                 log_quote(msg, q, sizeof q));
+        s_rollback(conn);
+    }
+    return res;
+}
+
+history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
+                          bool with_messages, history_t *out) {
+    memset(out, 0, sizeof *out);
+    char msg[200];
+    if (db_exec(conn, msg, sizeof msg, "BEGIN", 0, NULL) != DB_OK) {
+        return HISTORY_DB;
+    }
+    const char *p[] = {chat_id};
+    /* FOR SHARE: every transition starts by updating this row, so none can commit between
+     * the fence check and the history read below. */
+    PGresult *res = s_query(
+        conn, chat_id,
+        "SELECT status, coalesce(worker_id::text, ''), coalesce(runner_id::text, ''),"
+        " history_version, generation_attempt, archived, coalesce(dynamic_tools, '[]')::text,"
+        " coalesce(floor(extract(epoch FROM requires_action_deadline_at - now()) * 1000)::bigint,"
+        " 9223372036854775807), model_config_id::text FROM chats WHERE id = $1 FOR SHARE",
+        1, p);
+    if (!res) {
+        return HISTORY_DB;
+    }
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        s_rollback(conn);
+        return HISTORY_NOT_FOUND;
+    }
+    const char *why = s_mismatch(res, fence);
+    if (why) {
+        log_info("fence_mismatch",
+                 "chat_id=%s field=%s worker_id=%s runner_id=%s source=read status=%s "
+                 "history_version=%s expected_history_version=%lld",
+                 chat_id, why, fence->worker_id, fence->runner_id, PQgetvalue(res, 0, 0),
+                 PQgetvalue(res, 0, 3), (long long)fence->history_version);
+        PQclear(res);
+        s_rollback(conn);
+        return HISTORY_FENCED;
+    }
+    out->history_version = db_int64(res, 0, 3);
+    out->generation_attempt = db_int64(res, 0, 4);
+    out->deadline_in_ms = db_int64(res, 0, 7);
+    out->dynamic_tools = json_loads(PQgetvalue(res, 0, 6), 0, NULL);
+    if (!json_is_array(out->dynamic_tools)) {
+        json_decref(out->dynamic_tools);
+        out->dynamic_tools = json_array();
+    }
+    char *model_id = db_text(res, 0, 8) ? mem_strdup(db_text(res, 0, 8)) : NULL;
+    PQclear(res);
+    if (with_messages) {
+        const char *mp[] = {model_id};
+        res = s_query(conn, chat_id,
+                      "SELECT json_build_object('id', id, 'name', name, 'provider', provider,"
+                      " 'model', model, 'base_url', base_url, 'api_key_env', api_key_env)::text"
+                      " FROM model_configs WHERE id = $1::uuid OR is_default"
+                      " ORDER BY (id = $1::uuid) IS TRUE DESC LIMIT 1",
+                      1, mp);
+        if (!res) {
+            free(model_id);
+            history_clear(out);
+            return HISTORY_DB;
+        }
+        out->model = PQntuples(res) == 1 ? json_loads(PQgetvalue(res, 0, 0), 0, NULL) : NULL;
+        if (!out->model) {
+            out->model = json_null();
+        }
+        PQclear(res);
+        /* Model-visible, active rows from the latest context boundary on (system rows
+         * always), receipts excluded: the prompt a model call would see. */
+        res = s_query(
+            conn, chat_id,
+            "SELECT json_build_object('id', id, 'role', role, 'content', content)::text"
+            " FROM chat_messages WHERE chat_id = $1 AND NOT deleted AND visibility <> 'user'"
+            " AND (role = 'system' OR id >= coalesce((SELECT max(id) FROM chat_messages"
+            " WHERE chat_id = $1 AND NOT deleted AND compressed AND role = 'user'"
+            " AND visibility = 'model'), 0))"
+            " AND (structured_output ->> 'type') IS DISTINCT FROM 'structured-output-outcome'"
+            " ORDER BY id LIMIT 100001",
+            1, p);
+        if (!res) {
+            free(model_id);
+            history_clear(out);
+            return HISTORY_DB;
+        }
+        if (PQntuples(res) > HISTORY_MAX_MESSAGES) {
+            log_error("history_too_long", "chat_id=%s rows=%d", chat_id, PQntuples(res));
+            PQclear(res);
+            s_rollback(conn);
+            free(model_id);
+            history_clear(out);
+            return HISTORY_DB;
+        }
+        out->messages = json_array();
+        for (int i = 0; i < PQntuples(res); i++) {
+            /* PostgreSQL's own JSON output: trusted, so the plain parser will do. */
+            json_t *m = json_loads(PQgetvalue(res, i, 0), 0, NULL);
+            if (m) {
+                json_array_append_new(out->messages, m);
+            }
+        }
+        PQclear(res);
+    }
+    free(model_id);
+    if (db_exec(conn, msg, sizeof msg, "COMMIT", 0, NULL) != DB_OK) {
+        history_clear(out);
+        return HISTORY_DB;
+    }
+    return HISTORY_OK;
+}
+
+static const char *s_str(const json_t *obj, const char *key) {
+    const char *v = json_string_value(json_object_get(obj, key));
+    return v ? v : "";
+}
+
+static bool s_is_dynamic(const json_t *dynamic_tools, const char *name) {
+    size_t i;
+    json_t *t;
+    json_array_foreach(dynamic_tools, i, t) {
+        if (!strcmp(s_str(t, "name"), name)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+decide_t history_decide(const json_t *messages, const json_t *dynamic_tools, int64_t max_steps,
+                        json_t **pending) {
+    if (pending) {
+        *pending = NULL;
+    }
+    size_t n = json_array_size(messages);
+    if (n == 0) {
+        return DECIDE_FINISH_TURN;
+    }
+    size_t start = 0;
+    for (size_t i = n; i-- > 0;) {
+        if (!strcmp(s_str(json_array_get(messages, i), "role"), "user")) {
+            start = i + 1;
+            break;
+        }
+    }
+    /* Tool calls and results of the current turn (after the latest user row: every
+     * transition that inserts a user row answers what was outstanding first). */
+    json_t *calls = json_array();
+    json_t *answered = json_object();
+    int64_t steps = 0;
+    for (size_t i = start; i < n; i++) {
+        json_t *m = json_array_get(messages, i);
+        const char *role = s_str(m, "role");
+        bool assistant = !strcmp(role, "assistant");
+        bool tool = !strcmp(role, "tool");
+        steps += assistant;
+        size_t k;
+        json_t *p;
+        json_array_foreach(json_object_get(m, "content"), k, p) {
+            const char *type = s_str(p, "type");
+            const char *id = s_str(p, "tool_call_id");
+            if (assistant && !strcmp(type, "tool-call") && id[0] &&
+                !json_is_true(json_object_get(p, "provider_executed"))) {
+                json_array_append(calls, p);
+            } else if (tool && !strcmp(type, "tool-result") && id[0]) {
+                json_object_set_new(answered, id, json_true());
+            }
+        }
+    }
+    json_t *local = json_array();
+    size_t dynamic = 0;
+    size_t k;
+    json_t *c;
+    json_array_foreach(calls, k, c) {
+        if (json_object_get(answered, s_str(c, "tool_call_id"))) {
+            continue;
+        }
+        if (s_is_dynamic(dynamic_tools, s_str(c, "tool_name"))) {
+            dynamic++;
+        } else {
+            /* Local, or a name nobody declared: tools_run answers the latter with an error
+             * result so the model learns of it. */
+            json_array_append(local, c);
+        }
+    }
+    json_decref(calls);
+    json_decref(answered);
+    decide_t d;
+    if (json_array_size(local) > 0) {
+        d = DECIDE_RUN_LOCAL;
+    } else if (dynamic > 0) {
+        d = DECIDE_REQUIRES_ACTION;
+    } else if (!strcmp(s_str(json_array_get(messages, n - 1), "role"), "assistant")) {
+        d = DECIDE_FINISH_TURN;
+    } else if (max_steps > 0 && steps >= max_steps) {
+        d = DECIDE_FINISH_TURN;
+    } else {
+        d = DECIDE_CALL_MODEL;
+    }
+    if (d == DECIDE_RUN_LOCAL && pending) {
+        *pending = json_incref(local);
+    }
+    json_decref(local);
+    return d;
+}
+
+const char *history_decision_name(decide_t d) {
+    switch (d) {
+        case DECIDE_CALL_MODEL:
+            return "call_model";
+        case DECIDE_RUN_LOCAL:
+            return "run_local_tools";
+        case DECIDE_REQUIRES_ACTION:
+            return "requires_action";
+        case DECIDE_FINISH_TURN:
+            return "finish_turn";
+    }
+    return "?";
+}

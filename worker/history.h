@@ -1,0 +1,61 @@
+/*
+ * history: what a worker task reads from the database, always under the chat row lock and
+ * a fence (reference chatd-architecture.md, "Runner goroutines": a task never mixes reads
+ * from states with differing history versions, statuses or runners), and the generation
+ * step's decision over the model-visible history ("Generation goroutine").
+ *
+ * history_load is the only read a generation task makes; chatstate is the only writer.
+ */
+#ifndef CHATFLEET_HISTORY_H
+#define CHATFLEET_HISTORY_H
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stdint.h>
+
+#include "chatstate.h"
+
+#define HISTORY_MAX_MESSAGES 100000 /* rows one load reads; a longer history fails the load */
+
+typedef enum {
+    HISTORY_OK = 0,
+    HISTORY_FENCED,    /* the chat no longer matches the fence: a quiet exit */
+    HISTORY_NOT_FOUND, /* the chat is gone: a quiet exit */
+    HISTORY_DB,        /* database failure: retry with backoff */
+} history_rc_t;
+
+typedef struct {
+    int64_t history_version;
+    int64_t generation_attempt;
+    int64_t deadline_in_ms; /* requires_action_deadline_at - now(), or INT64_MAX if unset */
+    json_t *dynamic_tools;  /* owned: the chat's declared tools, an array (maybe empty) */
+    json_t *messages;       /* owned: [{"id", "role", "content"}], model-visible, oldest first */
+    json_t *model;          /* owned: {"id","name","provider","model","base_url","api_key_env"}
+                               or null when no model config resolves */
+} history_t;
+
+/* Reads the chat under a share lock on its row, checks the fence, then (with_messages)
+ * the model config and the model-visible history, and commits. On anything but HISTORY_OK
+ * *out holds nothing. A fence mismatch is logged as event fence_mismatch. */
+history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
+                          bool with_messages, history_t *out);
+
+void history_clear(history_t *h);
+
+typedef enum {
+    DECIDE_CALL_MODEL = 0,  /* ask the model for the next step */
+    DECIDE_RUN_LOCAL,       /* pending local (or unknown) tool calls: run and commit them */
+    DECIDE_REQUIRES_ACTION, /* only dynamic tool calls are pending: wait for the client */
+    DECIDE_FINISH_TURN,     /* nothing left to do for this history (or the step limit) */
+} decide_t;
+
+/* The next step for messages (as history_load returns them). dynamic_tools is the chat's
+ * declared tools (may be NULL). max_steps bounds assistant responses per turn. When the
+ * result is DECIDE_RUN_LOCAL, *pending (when non-NULL) receives a new array of the pending
+ * local tool-call parts, oldest first; otherwise it is set to NULL. */
+decide_t history_decide(const json_t *messages, const json_t *dynamic_tools, int64_t max_steps,
+                        json_t **pending);
+
+const char *history_decision_name(decide_t d);
+
+#endif

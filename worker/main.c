@@ -1,0 +1,82 @@
+/*
+ * chatfleet-worker: acquires runnable chats, drives the model and tool loop, and commits
+ * every outcome through the fenced state machine (DESIGN §8; worker/README.md).
+ *
+ * Prints its effective settings, runs until SIGTERM or SIGINT, then shuts down gracefully:
+ * stop acquiring, cancel tasks, Abandon every owned chat so another worker takes over at
+ * once. SIGUSR1 logs the counters.
+ */
+#include "config.h"
+#include "log.h"
+#include "worker.h"
+
+#include <czmq.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+static volatile sig_atomic_t s_stop;
+static volatile sig_atomic_t s_usr1;
+
+static void s_on_signal(int sig) {
+    if (sig == SIGUSR1) {
+        s_usr1 = 1;
+    } else {
+        s_stop = sig;
+    }
+}
+
+int main(void) {
+    config_t *cfg = config_new();
+    if (!cfg) {
+        return 2;
+    }
+    worker_options_t opts;
+    if (worker_options_load(&opts) != 0) {
+        config_destroy(&cfg);
+        return 2;
+    }
+    if (log_init("worker", cfg->log_level) != 0) {
+        fprintf(stderr, "chatfleet-worker: unknown log level %s\n", cfg->log_level);
+    }
+    config_log(cfg);
+    /* CZMQ's handler would only set zsys_interrupted and stop every zloop at once; the
+     * shutdown must instead run in order, so signals are ours. */
+    zsys_handler_set(NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    /* Blocked here and in every thread started below (they inherit the mask), so the
+     * signals reach only sigsuspend in the loop, without a lost wake-up. */
+    sigset_t block;
+    sigset_t old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    worker_t *w = worker_new(cfg, &opts);
+    if (!w) {
+        config_destroy(&cfg);
+        return 1;
+    }
+    while (!s_stop) {
+        sigsuspend(&old);
+        if (s_usr1) {
+            s_usr1 = 0;
+            worker_log_counters(w);
+        }
+    }
+    log_info("worker_stopping", "worker_id=%s signal=%d", worker_id(w), (int)s_stop);
+    int rc = worker_shutdown(w);
+    worker_log_counters(w);
+    worker_destroy(&w);
+    config_destroy(&cfg);
+    log_info("worker_stopped", "clean=%d", rc == 0);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,199 @@
+/* worker: see worker.h. */
+#include "worker.h"
+#include "acquirer.h"
+#include "bus.h"
+#include "chatstate.h"
+#include "dbpool.h"
+#include "heartbeater.h"
+#include "leaseset.h"
+#include "log.h"
+#include "manager.h"
+#include "mem.h"
+#include "partbuf.h"
+#include "relay.h"
+#include "task.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct worker {
+    char id[ID_UUID_LEN + 1];
+    worker_options_t opts;
+    config_t cfg; /* strings borrowed from the caller's config */
+    bus_publisher_t *pub;
+    partbuf_t *partbuf;
+    relay_worker_t *relay;
+    leaseset_t *leases;
+    task_env_t env;
+    manager_t *manager;
+    heartbeater_t *heartbeater;
+    acquirer_t *acquirer;
+    bool shut;
+};
+
+static int s_num(const char *name, int64_t dflt, int64_t min, int64_t *out) {
+    const char *v = getenv(name);
+    if (!v || !*v) {
+        *out = dflt;
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || *end || n < min) {
+        fprintf(stderr, "config: %s must be an integer >= %lld (got \"%s\")\n", name,
+                (long long)min, v);
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
+
+int worker_options_load(worker_options_t *o) {
+    return s_num("CHATFLEET_WORKER_MAX_CHATS", 1000, 0, &o->max_chats) ||
+                   s_num("CHATFLEET_WORKER_SYNC_MS", 1000, 10, &o->sync_ms) ||
+                   s_num("CHATFLEET_MAX_GENERATION_RETRIES", 25, 0, &o->max_retries) ||
+                   s_num("CHATFLEET_MAX_STEPS_PER_TURN", 1200, 1, &o->max_steps) ||
+                   s_num("CHATFLEET_WORKER_RETRY_BASE_MS", 500, 0, &o->retry_base_ms) ||
+                   s_num("CHATFLEET_WORKER_RETRY_MAX_MS", 30000, 0, &o->retry_max_ms) ||
+                   s_num("CHATFLEET_SIM_CHUNK_MS", 20, 0, &o->sim_chunk_ms) ||
+                   s_num("CHATFLEET_REQUIRES_ACTION_DEADLINE_MS", 5 * 60 * 1000, 1,
+                         &o->ra_deadline_ms) ||
+                   s_num("CHATFLEET_WORKER_DRAIN_MS", 5000, 0, &o->drain_ms)
+               ? -1
+               : 0;
+}
+
+worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
+    if (!cfg->database_url) {
+        log_error("worker_config", "reason=\"CHATFLEET_DATABASE_URL is required\"");
+        return NULL;
+    }
+    worker_t *self = mem_calloc(1, sizeof *self);
+    ASSERT(id_uuid_new(self->id) == 0);
+    self->opts = *opts;
+    self->cfg = *cfg;
+    chatstate_configure(cfg->lease_stale_ms, opts->ra_deadline_ms);
+    self->pub = bus_publisher_new(cfg->broker_pub);
+    if (!self->pub) {
+        log_error("worker_config", "reason=\"invalid broker pub endpoint\" endpoint=%s",
+                  cfg->broker_pub);
+        free(self);
+        return NULL;
+    }
+    self->partbuf = partbuf_new(self->pub);
+    int64_t relay_hb = PROTO_HEARTBEAT_DEFAULT_MS;
+    self->relay = relay_worker_new(cfg->broker_relay, self->id, relay_hb, partbuf_relay_handler,
+                                   self->partbuf);
+    if (!self->relay) {
+        log_warn("worker_relay_unavailable", "endpoint=%s", cfg->broker_relay);
+    }
+    self->leases = leaseset_new();
+    task_env_t *env = &self->env;
+    snprintf(env->worker_id, sizeof env->worker_id, "%s", self->id);
+    /* Statements are bounded so that no task or actor can hang on a wedged server. */
+    int64_t stmt_ms = cfg->lease_stale_ms > 3000 ? cfg->lease_stale_ms : 3000;
+    env->pool = dbpool_new(cfg->database_url, "chatfleet-worker task", (int)stmt_ms);
+    env->partbuf = self->partbuf;
+    env->sink = bus_publisher_sink(self->pub);
+    snprintf(env->inbox, sizeof env->inbox, "inproc://chatfleet-manager-%s", self->id);
+    env->max_retries = opts->max_retries;
+    env->max_steps = opts->max_steps;
+    env->retry_base_ms = opts->retry_base_ms;
+    env->retry_max_ms = opts->retry_max_ms;
+    env->sim_chunk_ms = opts->sim_chunk_ms;
+    env->ra_default_ms = opts->ra_deadline_ms;
+    manager_args_t ma = {.env = env,
+                         .leases = self->leases,
+                         .database_url = cfg->database_url,
+                         .broker_sub = cfg->broker_sub,
+                         .sync_ms = opts->sync_ms,
+                         .statement_timeout_ms = stmt_ms};
+    self->manager = manager_new(&ma);
+    heartbeater_args_t ha = {.database_url = cfg->database_url,
+                             .inbox = env->inbox,
+                             .leases = self->leases,
+                             .heartbeat_ms = cfg->heartbeat_ms,
+                             .lease_stale_ms = cfg->lease_stale_ms};
+    snprintf(ha.worker_id, sizeof ha.worker_id, "%s", self->id);
+    self->heartbeater = heartbeater_new(&ha);
+    acquirer_args_t aa = {.database_url = cfg->database_url,
+                          .broker_sub = cfg->broker_sub,
+                          .inbox = env->inbox,
+                          .poll_ms = cfg->acquire_poll_ms,
+                          .max_chats = opts->max_chats,
+                          .lease_stale_ms = cfg->lease_stale_ms,
+                          .statement_timeout_ms = stmt_ms,
+                          .sink = env->sink};
+    snprintf(aa.worker_id, sizeof aa.worker_id, "%s", self->id);
+    self->acquirer = acquirer_new(&aa);
+    log_info("worker_started",
+             "worker_id=%s max_chats=%lld sync_ms=%lld max_retries=%lld max_steps=%lld "
+             "retry_base_ms=%lld retry_max_ms=%lld sim_chunk_ms=%lld "
+             "requires_action_deadline_ms=%lld drain_ms=%lld",
+             self->id, (long long)opts->max_chats, (long long)opts->sync_ms,
+             (long long)opts->max_retries, (long long)opts->max_steps,
+             (long long)opts->retry_base_ms, (long long)opts->retry_max_ms,
+             (long long)opts->sim_chunk_ms, (long long)opts->ra_deadline_ms,
+             (long long)opts->drain_ms);
+    return self;
+}
+
+int worker_shutdown(worker_t *self) {
+    if (self->shut) {
+        return 0;
+    }
+    self->shut = true;
+    int64_t t0 = id_now_ms();
+    acquirer_pause(self->acquirer);
+    /* The heartbeater keeps renewing while the abandons run. */
+    int rc = manager_drain(self->manager, (int)self->opts.drain_ms);
+    log_info("worker_drained", "worker_id=%s ok=%d ms=%lld", self->id, rc == 0,
+             (long long)(id_now_ms() - t0));
+    return rc;
+}
+
+void worker_destroy(worker_t **self_p) {
+    worker_t *self = *self_p;
+    if (!self) {
+        return;
+    }
+    acquirer_destroy(&self->acquirer);
+    manager_destroy(&self->manager);
+    heartbeater_destroy(&self->heartbeater);
+    relay_worker_destroy(&self->relay);
+    leaseset_destroy(&self->leases);
+    dbpool_destroy(&self->env.pool);
+    partbuf_destroy(&self->partbuf);
+    bus_publisher_destroy(&self->pub);
+    free(self);
+    *self_p = NULL;
+}
+
+const char *worker_id(const worker_t *self) {
+    return self->id;
+}
+
+void worker_log_counters(worker_t *self) {
+    task_counters_t *c = &self->env.counters;
+    acquirer_status_t as = {0};
+    heartbeater_status_t hs = {0};
+    manager_status_t ms = {0};
+    (void)acquirer_status(self->acquirer, &as);
+    (void)heartbeater_status(self->heartbeater, &hs);
+    (void)manager_status(self->manager, &ms);
+    log_info("worker_counters",
+             "worker_id=%s acquired=%lld takeovers=%lld runners=%lld tasks=%lld "
+             "leases=%zu heartbeat_ticks=%lld heartbeat_failed=%lld leases_lost=%lld "
+             "commits=%lld fence_rejects=%lld task_retries=%lld model_calls=%lld "
+             "model_errors=%lld turns_finished=%lld turns_failed=%lld episodes=%zu",
+             self->id, (long long)as.acquired, (long long)as.takeovers, (long long)ms.runners,
+             (long long)ms.tasks, leaseset_size(self->leases), (long long)hs.ticks,
+             (long long)hs.failed, (long long)hs.lost, (long long)atomic_load(&c->commits),
+             (long long)atomic_load(&c->fence_rejects), (long long)atomic_load(&c->retries),
+             (long long)atomic_load(&c->model_calls), (long long)atomic_load(&c->model_errors),
+             (long long)atomic_load(&c->turns_finished), (long long)atomic_load(&c->turns_failed),
+             partbuf_size(self->partbuf));
+}

@@ -1,0 +1,54 @@
+/*
+ * worker: one chatfleet-worker, assembled (DESIGN §8): its id, the bus publisher, the part
+ * buffer and its relay, the lease set, the task environment and the three actors
+ * (acquirer, heartbeater, manager). main.c parses config and calls worker_new; tests can
+ * run a worker in-process the same way.
+ *
+ * Shutdown (worker_shutdown) is the graceful path of SIGTERM: stop acquiring, cancel every
+ * task, Abandon every owned chat (publishing ownership hints, so another worker takes each
+ * over at once instead of after the lease goes stale), then stop the actors.
+ */
+#ifndef CHATFLEET_WORKER_H
+#define CHATFLEET_WORKER_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "id.h"
+
+/* Worker settings beyond config_t, from the environment (worker/README.md). */
+typedef struct {
+    int64_t max_chats;      /* CHATFLEET_WORKER_MAX_CHATS: deployment-wide limiter; 0: none */
+    int64_t sync_ms;        /* CHATFLEET_WORKER_SYNC_MS: the manager's sync loop */
+    int64_t max_retries;    /* CHATFLEET_MAX_GENERATION_RETRIES */
+    int64_t max_steps;      /* CHATFLEET_MAX_STEPS_PER_TURN */
+    int64_t retry_base_ms;  /* CHATFLEET_WORKER_RETRY_BASE_MS: first model retry backoff */
+    int64_t retry_max_ms;   /* CHATFLEET_WORKER_RETRY_MAX_MS */
+    int64_t sim_chunk_ms;   /* CHATFLEET_SIM_CHUNK_MS: the sim provider's pace */
+    int64_t ra_deadline_ms; /* CHATFLEET_REQUIRES_ACTION_DEADLINE_MS */
+    int64_t drain_ms;       /* CHATFLEET_WORKER_DRAIN_MS: how long shutdown waits to abandon */
+} worker_options_t;
+
+/* Reads the options from the environment over their defaults. Returns -1 and prints the
+ * offending variable on stderr when one is malformed. */
+int worker_options_load(worker_options_t *out);
+
+typedef struct worker worker_t;
+
+/* Starts a worker with a new random id. NULL when the database URL is missing or the bus
+ * endpoints are invalid (logged). cfg and opts are copied where kept. */
+worker_t *worker_new(const config_t *cfg, const worker_options_t *opts);
+
+/* The graceful stop (see above); waits up to opts->drain_ms for the abandons. Returns 0
+ * when every owned chat was abandoned in time. Idempotent. */
+int worker_shutdown(worker_t *self);
+
+/* Stops everything (without abandoning, when worker_shutdown was not called) and frees. */
+void worker_destroy(worker_t **self_p);
+
+const char *worker_id(const worker_t *self);
+
+/* Logs one line of counters (event worker_counters). */
+void worker_log_counters(worker_t *self);
+
+#endif
