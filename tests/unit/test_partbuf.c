@@ -128,7 +128,7 @@ static void test_relay_handler_serves_contiguous_parts_with_closed_and_more(void
     assert_int_equal(reply.parts[0].seq, 3);
     assert_false(reply.more);
     assert_true(reply.closed);
-    m.u.reply = reply;
+    m = (wire_msg_t){.type = WIRE_RELAY_REPLY, .u.reply = reply};
     wire_msg_clear(&m);
     partbuf_destroy(&pb);
 }
