@@ -247,11 +247,16 @@ http_t *http_new(const char *listen, int threads, const http_route_t *routes, in
     self->auth = auth;
     self->app = app;
     self->metrics = metrics;
+    /* A thread per connection: a stream blocks in its content reader until it has something
+     * to send, and ordinary requests block on PostgreSQL; poll(), not select(), so more than
+     * FD_SETSIZE connections can be open. */
+    (void)threads;
     self->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO, 0, NULL, NULL, s_access,
-        self, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)threads, MHD_OPTION_NOTIFY_COMPLETED, s_completed, self,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL,
+        NULL, s_access, self, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_NOTIFY_COMPLETED, s_completed, self, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)120, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTIONS_MAX,
+        MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTP_THREAD_STACK_BYTES, MHD_OPTION_END);
     if (!self->daemon) {
         log_error("http_start_failed", "listen=%s", listen);
         free(self);

@@ -3,9 +3,81 @@
 #include "log.h"
 #include "mem.h"
 
+#include <czmq.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Statements are prepared once per connection and then executed by name: parsing and
+ * planning were most of the cost of a state-machine bundle's short statements. The SQL
+ * texts get process-wide ids; each connection remembers (in libpq instance data, reset with
+ * the connection) which ids it has prepared. */
+#define DB_STATEMENTS_MAX 4096 /* distinct SQL texts; beyond this, statements run unprepared */
+
+typedef struct {
+    unsigned char prepared[DB_STATEMENTS_MAX / 8];
+} conn_state_t;
+
+static pthread_mutex_t s_stmt_lock = PTHREAD_MUTEX_INITIALIZER;
+static zhashx_t *s_stmt_ids; /* SQL text -> id + 1 (as a pointer-sized integer) */
+static size_t s_stmt_count;
+
+static int s_event(PGEventId id, void *info, void *pass) {
+    (void)pass;
+    if (id == PGEVT_REGISTER) {
+        PGEventRegister *e = info;
+        return PQsetInstanceData(e->conn, s_event, mem_calloc(1, sizeof(conn_state_t)));
+    }
+    if (id == PGEVT_CONNRESET) {
+        PGEventConnReset *e = info;
+        conn_state_t *st = PQinstanceData(e->conn, s_event);
+        if (st) {
+            memset(st, 0, sizeof *st); /* a new session has no prepared statements */
+        }
+    } else if (id == PGEVT_CONNDESTROY) {
+        PGEventConnDestroy *e = info;
+        free(PQinstanceData(e->conn, s_event));
+    }
+    return 1;
+}
+
+/* The id of sql, or -1 when the registry is full. */
+static long s_stmt_id(const char *sql) {
+    pthread_mutex_lock(&s_stmt_lock);
+    if (!s_stmt_ids) {
+        s_stmt_ids = zhashx_new();
+        zhashx_set_key_duplicator(s_stmt_ids, (zhashx_duplicator_fn *)strdup);
+        zhashx_set_key_destructor(s_stmt_ids, (zhashx_destructor_fn *)zstr_free);
+    }
+    long id = (long)(intptr_t)zhashx_lookup(s_stmt_ids, sql) - 1;
+    if (id < 0 && s_stmt_count < DB_STATEMENTS_MAX) {
+        id = (long)s_stmt_count++;
+        zhashx_insert(s_stmt_ids, sql, (void *)(intptr_t)(id + 1));
+    }
+    pthread_mutex_unlock(&s_stmt_lock);
+    return id;
+}
+
+/* Runs sql prepared on conn when it can, unprepared otherwise. */
+static PGresult *s_exec(PGconn *conn, const char *sql, int n, const char *const *params) {
+    conn_state_t *st = PQinstanceData(conn, s_event);
+    long id = st ? s_stmt_id(sql) : -1;
+    if (id < 0) {
+        return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+    }
+    char name[24];
+    snprintf(name, sizeof name, "cf%ld", id);
+    if (!(st->prepared[id / 8] & (1u << (id % 8)))) {
+        PGresult *prep = PQprepare(conn, name, sql, n, NULL);
+        if (PQresultStatus(prep) != PGRES_COMMAND_OK) {
+            return prep; /* the caller reports it like any failed statement */
+        }
+        PQclear(prep);
+        st->prepared[id / 8] |= (unsigned char)(1u << (id % 8));
+    }
+    return PQexecPrepared(conn, name, n, params, NULL, NULL, 0);
+}
 
 PGconn *db_connect(const char *url, const char *application_name) {
     const char *keys[] = {"dbname", "application_name", "connect_timeout", "options", NULL};
@@ -20,6 +92,9 @@ PGconn *db_connect(const char *url, const char *application_name) {
         log_error("db_connect_failed", "reason=%s", log_quote(PQerrorMessage(conn), q, sizeof q));
         PQfinish(conn);
         return NULL;
+    }
+    if (!PQregisterEventProc(conn, s_event, "chatfleet-db", NULL)) {
+        log_warn("db_statement_cache_off", "reason=\"event registration failed\"");
     }
     return conn;
 }
@@ -47,7 +122,7 @@ db_err_t db_classify(PGconn *conn, const PGresult *res) {
 
 PGresult *db_query(PGconn *conn, db_err_t *err, char *errbuf, int errlen, const char *sql,
                    int nparams, const char *const *params) {
-    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    PGresult *res = s_exec(conn, sql, nparams, params);
     ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
         *err = DB_OK;

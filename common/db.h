@@ -8,6 +8,7 @@
 #ifndef CHATFLEET_DB_H
 #define CHATFLEET_DB_H
 
+#include <libpq-events.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stdint.h>
