@@ -152,6 +152,7 @@ static void s_worker_start(int i) {
                    "CHATFLEET_WORKER_RETRY_BASE_MS=20",
                    "CHATFLEET_WORKER_RETRY_MAX_MS=100",
                    "CHATFLEET_MAX_GENERATION_RETRIES=3",
+                   "CHATFLEET_REQUIRES_ACTION_DEADLINE_MS=2000",
                    "CHATFLEET_LOG=info",
                    NULL};
     char *argv[] = {bin, NULL};
@@ -335,6 +336,28 @@ static void test_dynamic_tool_round_trip_through_tool_results(void **u) {
     json_decref(h);
     free(body);
     free(call);
+    free(chat);
+}
+
+static void test_requires_action_deadline_cancels_the_call_and_the_turn_goes_on(void **u) {
+    (void)u;
+    char *chat = s_create("[sim:dynamic ask] nobody answers",
+                          "[{\"name\":\"ask\",\"description\":\"Ask the user\","
+                          "\"input_schema\":{\"type\":\"object\"}}]");
+    s_wait_status(chat, "requires_action", S_TURN_MS);
+    int64_t t0 = id_now_ms();
+    /* CHATFLEET_REQUIRES_ACTION_DEADLINE_MS=2000 on the workers. */
+    s_wait_status(chat, "waiting", S_TURN_MS);
+    int64_t took = id_now_ms() - t0;
+    json_t *h = s_history(chat);
+    json_t *res = json_array_get(json_object_get(json_array_get(h, 2), "content"), 0);
+    assert_string_equal(json_string_value(json_object_get(res, "type")), "tool-result");
+    assert_true(json_is_true(json_object_get(res, "is_error")));
+    assert_non_null(strstr(s_last_text(h), "timed out"));
+    printf("requires_action deadline (2000 ms): canceled and answered %lld ms after it began\n",
+           (long long)took);
+    assert_true(took >= 1500);
+    json_decref(h);
     free(chat);
 }
 
@@ -585,6 +608,7 @@ int main(void) {
         cmocka_unit_test(test_text_turn_completes_with_usage),
         cmocka_unit_test(test_multi_step_local_tool_turn),
         cmocka_unit_test(test_dynamic_tool_round_trip_through_tool_results),
+        cmocka_unit_test(test_requires_action_deadline_cancels_the_call_and_the_turn_goes_on),
         cmocka_unit_test(test_queued_message_is_promoted_after_finish_turn),
         cmocka_unit_test(test_interrupt_mid_stream_commits_the_partial),
         cmocka_unit_test(test_retryable_failures_retry_and_the_limit_fails_the_turn),
