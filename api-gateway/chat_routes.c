@@ -4,6 +4,7 @@
 #include "stream.h"
 #include "watch.h"
 #include "db.h"
+#include "jsonout.h"
 #include "mem.h"
 
 #include <stdio.h>
@@ -140,7 +141,7 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
         s_model(conn, json_object_get(body, "model"), model_id, resp) != 0) {
         goto done;
     }
-    tools = dyn ? json_dumps(dyn, JSON_COMPACT) : NULL;
+    tools = dyn ? jsonout_dumps(dyn) : NULL;
     cs_message_t first = {.role = "user",
                           .content = content,
                           .created_by = req->user_id,
@@ -371,7 +372,7 @@ static void s_tool_results(void *app, http_req_t *req, http_resp_t *resp) {
                                              : "must be a boolean");
             goto done;
         }
-        outputs[i] = json_dumps(out, JSON_COMPACT | JSON_ENCODE_ANY);
+        outputs[i] = jsonout_dumps(out);
         r.results[i] = (cs_tool_result_t){json_string_value(id), outputs[i], json_is_true(is_err)};
     }
     PGconn *conn = pool_get(gw->pool);

@@ -2,6 +2,7 @@
 #include "feed.h"
 #include "id.h"
 #include "log.h"
+#include "jsonout.h"
 #include "mem.h"
 
 #include <microhttpd.h>
@@ -40,7 +41,7 @@ static void s_append(feed_t *self, const char *text, size_t n) {
 
 void feed_emit(feed_t *self, const char *type, json_t *event, int64_t id) {
     json_object_set_new(event, "type", json_string(type));
-    char *data = json_dumps(event, JSON_COMPACT);
+    char *data = jsonout_dumps(event);
     json_decref(event);
     char idline[40] = "";
     if (id > 0) {

@@ -3,6 +3,7 @@
 #include "db.h"
 #include "jsonstrict.h"
 #include "log.h"
+#include "jsonout.h"
 #include "mem.h"
 
 #include <stdio.h>
@@ -185,7 +186,7 @@ char *gateway_content(json_t *content, const char *field, bool empty_ok, http_re
             return NULL;
         }
     }
-    return json_dumps(content, JSON_COMPACT);
+    return jsonout_dumps(content);
 }
 
 json_t *gateway_rows(PGconn *conn, const char *sql, int n, const char *const *params,

@@ -1,6 +1,7 @@
 /* http: routing and body handling on libmicrohttpd; see http.h. */
 #include "http.h"
 #include "log.h"
+#include "jsonout.h"
 #include "mem.h"
 
 #include <arpa/inet.h>
@@ -33,7 +34,7 @@ const char *http_query(const http_req_t *req, const char *name) {
 void http_json(http_resp_t *resp, int status, json_t *body) {
     free(resp->body);
     resp->status = status;
-    resp->body = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    resp->body = body ? jsonout_dumps(body) : NULL;
     json_decref(body);
 }
 

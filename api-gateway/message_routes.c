@@ -1,5 +1,6 @@
 /* message_routes: messages (list, send, edit) and the queue (delete, promote). */
 #include "db.h"
+#include "jsonout.h"
 #include "mem.h"
 #include "routes.h"
 
@@ -14,7 +15,7 @@ static json_t *s_messages_by_id(PGconn *conn, const int64_t *ids, int n, http_re
     for (int i = 0; i < n; i++) {
         json_array_append_new(arr, json_integer(ids[i]));
     }
-    char *list = json_dumps(arr, JSON_COMPACT);
+    char *list = jsonout_dumps(arr);
     json_decref(arr);
     const char *p[] = {list};
     json_t *rows = gateway_rows(conn,

@@ -1,0 +1,54 @@
+/* jsonout writes reals in their shortest round-trip form, keeps reals reals, and produces
+ * text the strict boundary accepts back unchanged. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonout.h"
+#include "jsonstrict.h"
+
+static void s_expect(json_t *v, const char *want) {
+    char *got = jsonout_dumps(v);
+    assert_string_equal(got, want);
+    json_t *back = NULL;
+    jsonstrict_error_t err;
+    assert_int_equal(jsonstrict_parse(got, strlen(got), NULL, &back, &err), 0);
+    assert_true(json_equal(back, v));
+    char *again = jsonout_dumps(back);
+    assert_string_equal(again, want);
+    free(again);
+    json_decref(back);
+    free(got);
+    json_decref(v);
+}
+
+static void test_reals_are_shortest_and_stay_reals(void **u) {
+    (void)u;
+    s_expect(json_real(0.1), "0.1");
+    s_expect(json_real(1.0), "1.0");
+    s_expect(json_real(-2.5e-8), "-2.5e-08");
+    s_expect(json_real(1e300), "1e+300");
+    s_expect(json_real(0.30000000000000004), "0.30000000000000004");
+    s_expect(json_real(5e-324), "5e-324");
+}
+
+static void test_other_values_are_exact(void **u) {
+    (void)u;
+    s_expect(json_integer(9007199254740993LL), "9007199254740993");
+    s_expect(json_pack("{s:s,s:[b,n,i]}", "k\"\n", "v\\\xc3\xa9", "a", 1, 7),
+             "{\"k\\\"\\n\":\"v\\\\\xc3\xa9\",\"a\":[true,null,7]}");
+    s_expect(json_pack("{s:{s:f}}", "outer", "inner", 0.1), "{\"outer\":{\"inner\":0.1}}");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reals_are_shortest_and_stay_reals),
+        cmocka_unit_test(test_other_values_are_exact),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
