@@ -201,9 +201,18 @@ json_t *gateway_rows(PGconn *conn, const char *sql, int n, const char *const *pa
     }
     json_t *rows = json_array();
     for (int i = 0; i < PQntuples(res); i++) {
-        /* PostgreSQL's own JSON output: trusted, so the plain parser will do. */
-        json_t *row = json_loads(PQgetvalue(res, i, 0), JSON_DECODE_ANY, NULL);
-        ASSERT(row);
+        /* PostgreSQL's own JSON output of values that passed the strict boundary; a row
+         * jansson cannot hold (an integer beyond int64 written by some other path) is an
+         * error for this request, never a crash. */
+        json_error_t jerr;
+        json_t *row = json_loads(PQgetvalue(res, i, 0), JSON_DECODE_ANY, &jerr);
+        if (!row) {
+            log_error("gateway_row_unreadable", "reason=\"%s\"", jerr.text);
+            PQclear(res);
+            json_decref(rows);
+            http_error(resp, 500, "Internal error.", "a stored value cannot be represented");
+            return NULL;
+        }
         json_array_append_new(rows, row);
     }
     PQclear(res);
