@@ -117,6 +117,7 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     char *content = NULL;
     char *tools = NULL;
     char model_id[ID_UUID_LEN + 1];
+    gateway_format_t format = {0};
     json_t *title = json_object_get(body, "title");
     json_t *sys = json_object_get(body, "system_prompt");
     json_t *dyn = json_object_get(body, "dynamic_tools");
@@ -126,10 +127,6 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     if (gateway_only_fields(body, fields, "", resp) != 0) {
         goto done;
     }
-    if (json_object_get(body, "response_format")) {
-        http_invalid(resp, "response_format", "structured output is not built yet (issue 7)");
-        goto done;
-    }
     if ((title && (!json_is_string(title) || json_string_length(title) > 200)) ||
         (sys && (!json_is_string(sys) || json_string_length(sys) > 10000))) {
         http_invalid(resp, title && !json_is_string(title) ? "title" : "system_prompt",
@@ -137,15 +134,21 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
         goto done;
     }
     if (!(content = gateway_content(json_object_get(body, "content"), "content", true, resp)) ||
-        (dyn && s_dynamic_tools(dyn, resp) != 0) ||
+        (dyn && s_dynamic_tools(dyn, resp) != 0) || gateway_format(body, dyn, &format, resp) != 0 ||
         s_model(conn, json_object_get(body, "model"), model_id, resp) != 0) {
+        goto done;
+    }
+    if (format.structured && json_array_size(json_object_get(body, "content")) == 0) {
+        http_invalid(resp, "response_format", "a structured request needs content to answer");
         goto done;
     }
     tools = dyn ? jsonout_dumps(dyn) : NULL;
     cs_message_t first = {.role = "user",
                           .content = content,
                           .created_by = req->user_id,
-                          .model_config_id = model_id};
+                          .model_config_id = model_id,
+                          .response_format = format.json,
+                          .so_request_id = format.structured ? format.request_id : NULL};
     cs_create_t c = {.owner_id = req->user_id,
                      .title = json_string_value(title),
                      .title_from_user = title != NULL,
@@ -165,6 +168,7 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
         http_json(resp, 201, chat);
     }
 done:
+    gateway_format_clear(&format);
     free(content);
     free(tools);
     json_decref(body);

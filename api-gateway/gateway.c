@@ -5,6 +5,7 @@
 #include "log.h"
 #include "jsonout.h"
 #include "mem.h"
+#include "outformat.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,6 +188,45 @@ char *gateway_content(json_t *content, const char *field, bool empty_ok, http_re
         }
     }
     return jsonout_dumps(content);
+}
+
+int gateway_format(json_t *body, json_t *dynamic_tools, gateway_format_t *out, http_resp_t *resp) {
+    memset(out, 0, sizeof *out);
+    json_t *v = json_object_get(body, "response_format");
+    if (!v || json_is_null(v)) {
+        return 0;
+    }
+    outformat_t *f = NULL;
+    outformat_error_t e;
+    if (outformat_parse(v, "response_format", &f, &e) != 0) {
+        http_invalid(resp, e.field, e.message);
+        return -1;
+    }
+    out->given = true;
+    out->structured = f->structured;
+    if (f->structured) {
+        size_t i;
+        json_t *t;
+        json_array_foreach(dynamic_tools, i, t) {
+            const char *name = json_string_value(json_object_get(t, "name"));
+            if (name && !strcmp(name, OUTFORMAT_FINALIZER)) {
+                outformat_destroy(&f);
+                http_invalid(resp, "response_format",
+                             "the chat declares a dynamic tool named " OUTFORMAT_FINALIZER
+                             ", which a structured request reserves");
+                return -1;
+            }
+        }
+        out->json = outformat_json(f);
+        ASSERT(id_uuid_new(out->request_id) == 0);
+    }
+    outformat_destroy(&f);
+    return 0;
+}
+
+void gateway_format_clear(gateway_format_t *f) {
+    free(f->json);
+    f->json = NULL;
 }
 
 json_t *gateway_rows(PGconn *conn, const char *sql, int n, const char *const *params,

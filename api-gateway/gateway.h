@@ -15,8 +15,11 @@
     "jsonb_strip_nulls(jsonb_build_object('id', m.id, 'chat_id', m.chat_id, 'created_by',"         \
     " m.created_by, 'model_config_id', m.model_config_id, 'created_at', m.created_at,"             \
     " 'role', m.role, 'usage', m.usage, 'revision', m.revision,"                                   \
-    " 'structured_output_request_id', m.structured_output_request_id))"                            \
-    " || jsonb_build_object('content', m.content)"
+    " 'structured_output_request_id', CASE WHEN m.structured_output ->> 'type' ="                  \
+    " 'structured-output-request' THEN m.structured_output_request_id END))"                       \
+    " || jsonb_build_object('content', m.content) || CASE WHEN m.structured_output ->> 'type' ="   \
+    " 'structured-output-outcome' THEN jsonb_build_object('structured_output',"                    \
+    " m.structured_output - 'type') ELSE '{}'::jsonb END"
 
 #define GATEWAY_QUEUED_JSON                                                                        \
     "jsonb_strip_nulls(jsonb_build_object('id', q.id, 'chat_id', q.chat_id, 'model_config_id',"    \
@@ -55,6 +58,19 @@ int gateway_only_fields(json_t *obj, const char *const *allowed, const char *pre
 /* Validates a content array of input parts into its JSON text (caller frees). NULL and 400
  * naming content[i] on failure; empty arrays only when empty_ok. */
 char *gateway_content(json_t *content, const char *field, bool empty_ok, http_resp_t *resp);
+
+/* A request's response_format, validated and compiled (structured-output-plan.md §3.1). */
+typedef struct {
+    bool given; /* present and not null */
+    bool structured;
+    char *json; /* canonical storage text of a structured format (owned), else NULL */
+    char request_id[ID_UUID_LEN + 1]; /* minted for a structured format */
+} gateway_format_t;
+
+/* Reads body's response_format. dynamic_tools (a JSON array or NULL) must not declare the
+ * finalizer's name for a structured request. 0, or -1 with a 400 naming the exact field. */
+int gateway_format(json_t *body, json_t *dynamic_tools, gateway_format_t *out, http_resp_t *resp);
+void gateway_format_clear(gateway_format_t *f);
 
 /* Runs SQL returning one JSON text column; returns the parsed rows as a JSON array (or NULL
  * on a database error, with a 500 in resp). */

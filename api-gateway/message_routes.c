@@ -114,6 +114,8 @@ typedef struct {
     json_t *deleted;
     PGconn *conn;
     http_resp_t *resp;
+    gateway_format_t format;
+    cs_edit_format_t edit_format;
 } send_t;
 
 /* Collects what the bundle inserted and deleted before it is committed and freed. */
@@ -143,7 +145,7 @@ static int s_send_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
 
 static int s_edit_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
     send_t *s = ctx;
-    if (chatstate_edit_message(cs, s->edit_id, &s->msg, err) != 0) {
+    if (chatstate_edit_message(cs, s->edit_id, &s->msg, s->edit_format, err) != 0) {
         return -1;
     }
     s->message_id = 0;
@@ -184,10 +186,6 @@ static int s_parse(http_req_t *req, http_resp_t *resp, json_t **body, send_t *s,
         gateway_only_fields(*body, edit ? edit_fields : send_fields, "", resp) != 0) {
         return -1;
     }
-    if (json_object_get(*body, "response_format")) {
-        http_invalid(resp, "response_format", "structured output is not built yet (issue 7)");
-        return -1;
-    }
     if (json_object_get(*body, "model")) {
         http_invalid(resp, "model", "changing the model per message is not supported yet");
         return -1;
@@ -207,6 +205,36 @@ static int s_parse(http_req_t *req, http_resp_t *resp, json_t **body, send_t *s,
     return 0;
 }
 
+/* Reads response_format against the chat's dynamic tools into s (before the bundle, so a
+ * bad format changes nothing). For an edit, an omitted or null format preserves the edited
+ * message's, {"type":"text"} clears it and a json_schema replaces it. */
+static int s_format(send_t *s, const http_req_t *req, json_t *body, bool edit) {
+    json_t *tools = NULL;
+    if (json_object_get(body, "response_format")) {
+        const char *p[] = {req->params[0], req->user_id};
+        json_t *rows = id_uuid_valid(req->params[0])
+                           ? gateway_rows(s->conn,
+                                          "SELECT coalesce(dynamic_tools, '[]'::jsonb) FROM chats"
+                                          " WHERE id = $1 AND owner_id = $2",
+                                          2, p, s->resp)
+                           : json_array();
+        if (!rows) {
+            return -1;
+        }
+        tools = json_incref(json_array_get(rows, 0));
+        json_decref(rows);
+    }
+    int rc = gateway_format(body, tools, &s->format, s->resp);
+    json_decref(tools);
+    if (rc != 0) {
+        return -1;
+    }
+    s->msg.response_format = s->format.json;
+    s->msg.so_request_id = s->format.structured ? s->format.request_id : NULL;
+    s->edit_format = edit && !s->format.given ? CS_EDIT_PRESERVE_FORMAT : CS_EDIT_SET_FORMAT;
+    return 0;
+}
+
 static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     json_t *body = NULL;
@@ -216,7 +244,8 @@ static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
         return;
     }
     s.conn = pool_get(gw->pool);
-    if (gateway_bundle(gw, s.conn, req, s_send_step, &s, NULL, resp) == 0) {
+    if (s_format(&s, req, body, false) == 0 &&
+        gateway_bundle(gw, s.conn, req, s_send_step, &s, NULL, resp) == 0) {
         json_t *rows = s_inserted_rows(&s);
         if (rows) {
             json_t *out = json_pack("{s:b,s:O}", "queued", s.message_id == 0, "messages", rows);
@@ -242,6 +271,7 @@ static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
         }
     }
     pool_put(gw->pool, s.conn);
+    gateway_format_clear(&s.format);
     json_decref(s.inserted);
     json_decref(s.deleted);
     free((char *)s.msg.content);
@@ -261,7 +291,8 @@ static void s_edit(void *app, http_req_t *req, http_resp_t *resp) {
         return;
     }
     s.conn = pool_get(gw->pool);
-    if (gateway_bundle(gw, s.conn, req, s_edit_step, &s, NULL, resp) == 0) {
+    if (s_format(&s, req, body, true) == 0 &&
+        gateway_bundle(gw, s.conn, req, s_edit_step, &s, NULL, resp) == 0) {
         json_t *rows = s_inserted_rows(&s);
         if (rows) {
             json_t *out =
@@ -275,6 +306,7 @@ static void s_edit(void *app, http_req_t *req, http_resp_t *resp) {
         }
     }
     pool_put(gw->pool, s.conn);
+    gateway_format_clear(&s.format);
     json_decref(s.inserted);
     json_decref(s.deleted);
     free((char *)s.msg.content);

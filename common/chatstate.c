@@ -118,7 +118,23 @@ static int s_row_from(chatstate_t *self, PGresult *res, cs_error_t *err) {
     return 0;
 }
 
+static chatstate_t *s_begin(PGconn *conn, const char *chat_id, bool begin, cs_error_t *err);
+
 chatstate_t *chatstate_begin(PGconn *conn, const char *chat_id, cs_error_t *err) {
+    return s_begin(conn, chat_id, true, err);
+}
+
+chatstate_t *chatstate_join(PGconn *conn, const char *chat_id, cs_error_t *err) {
+    if (PQtransactionStatus(conn) != PQTRANS_INTRANS) {
+        memset(err, 0, sizeof *err);
+        err->rc = CS_DB;
+        snprintf(err->message, sizeof err->message, "chatstate_join: no open transaction");
+        return NULL;
+    }
+    return s_begin(conn, chat_id, false, err);
+}
+
+static chatstate_t *s_begin(PGconn *conn, const char *chat_id, bool begin, cs_error_t *err) {
     memset(err, 0, sizeof *err);
     err->state = ES_N;
     chatstate_t *self = s_new(conn, chat_id);
@@ -131,10 +147,11 @@ chatstate_t *chatstate_begin(PGconn *conn, const char *chat_id, cs_error_t *err)
      * trip. The load is its own statement so that it reads with a snapshot taken after the
      * lock was granted (a RETURNING subquery would see the queue as of before the wait). The
      * id is a validated UUID, so it can stand in the simple-protocol text. */
-    char *sql = mem_printf("BEGIN; UPDATE chats SET snapshot_version = snapshot_version + 1"
-                           " WHERE id = '%s'; SELECT " CS_ROW_COLUMNS " FROM chats c"
-                           " WHERE id = '%s'",
-                           chat_id, (long long)chatstate_lease_stale_ms, chat_id);
+    char *sql =
+        mem_printf("%sUPDATE chats SET snapshot_version = snapshot_version + 1"
+                   " WHERE id = '%s'; SELECT " CS_ROW_COLUMNS " FROM chats c"
+                   " WHERE id = '%s'",
+                   begin ? "BEGIN; " : "", chat_id, (long long)chatstate_lease_stale_ms, chat_id);
     PGresult *res = PQexec(conn, sql);
     free(sql);
     if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
@@ -304,7 +321,7 @@ int cs_insert_all(chatstate_t *self, const cs_message_t *msgs, int count, cs_err
     " WHERE chat_id = $1 AND role = 'user' AND NOT deleted), 0)"                                   \
     " AND (structured_output ->> 'type') IS DISTINCT FROM 'structured-output-outcome'),"           \
     " calls AS (SELECT m.id AS mid, e.ord, e.p ->> 'tool_call_id' AS call_id,"                     \
-    " e.p ->> 'tool_name' AS name, coalesce(e.p -> 'args', '{}'::jsonb) AS args FROM active m,"                                                  \
+    " e.p ->> 'tool_name' AS name, coalesce(e.p -> 'args', '{}'::jsonb) AS args FROM active m,"    \
     " jsonb_array_elements(m.content) WITH ORDINALITY AS e(p, ord)"                                \
     " WHERE m.role = 'assistant' AND e.p ->> 'type' = 'tool-call'"                                 \
     " AND e.p ->> 'tool_call_id' IS NOT NULL"                                                      \
@@ -398,7 +415,8 @@ int cs_land_after_turn(chatstate_t *self, int64_t *promoted, cs_error_t *err) {
 int cs_finish_interruption(chatstate_t *self, const cs_message_t *partial, int count,
                            int64_t *promoted, cs_error_t *err) {
     if (cs_insert_all(self, partial, count, err) != 0 ||
-        cs_answer_pending(self, "tool call interrupted", err) != 0) {
+        cs_answer_pending(self, "tool call interrupted", err) != 0 ||
+        cs_cancel_open_request(self, "interrupted", err) != 0) {
         return -1;
     }
     return cs_land_after_turn(self, promoted, err);
@@ -469,6 +487,10 @@ const int64_t *chatstate_inserted(const chatstate_t *self, int *count) {
 const int64_t *chatstate_deleted(const chatstate_t *self, int *count) {
     *count = self->deleted.count;
     return self->deleted.ids;
+}
+
+void cs_ids_push_inserted(chatstate_t *self, int64_t id) {
+    s_ids_push(&self->inserted, id);
 }
 
 void cs_deleted_push(chatstate_t *self, int64_t id) {

@@ -101,6 +101,10 @@ int chatstate_create(PGconn *conn, const cs_create_t *params, const hint_sink_t 
  * chat does not exist), with the transaction rolled back. */
 chatstate_t *chatstate_begin(PGconn *conn, const char *chat_id, cs_error_t *err);
 
+/* The same as chatstate_begin inside a transaction the caller already opened (to take a lock
+ * first, as the acquirer does); the bundle's commit or destroy ends that transaction. */
+chatstate_t *chatstate_join(PGconn *conn, const char *chat_id, cs_error_t *err);
+
 /* COMMIT and publish the update hint (and the ownership hint when the chat is runnable
  * without a fresh lease) to sink (may be NULL). Refuses a bundle in which a transition
  * failed. Always destroys the bundle. When after is non-NULL it receives the committed
@@ -133,10 +137,17 @@ int chatstate_set_archived(chatstate_t *self, bool archived, cs_error_t *err);
 int chatstate_send_message(chatstate_t *self, const cs_message_t *msg, cs_busy_t busy,
                            int max_queue, int64_t *message_id, int64_t *queued_id, cs_error_t *err);
 
-/* Truncates active history from message_id on, clears the queue, inserts the replacement. */
-int chatstate_edit_message(chatstate_t *self, int64_t message_id, const cs_message_t *msg,
-                           cs_error_t *err);
+typedef enum {
+    CS_EDIT_SET_FORMAT = 0,  /* msg's response_format and request id as given (none: text) */
+    CS_EDIT_PRESERVE_FORMAT, /* keep the edited message's format, under a fresh request id */
+} cs_edit_format_t;
 
+/* Truncates active history from message_id on, clears the queue, writes superseded receipts
+ * for the structured requests they carried, inserts the replacement. */
+int chatstate_edit_message(chatstate_t *self, int64_t message_id, const cs_message_t *msg,
+                           cs_edit_format_t format, cs_error_t *err);
+
+/* Removes a queued message; a structured one gets its queue_deleted receipt at once. */
 int chatstate_delete_queued(chatstate_t *self, int64_t queued_id, cs_error_t *err);
 int chatstate_promote_queued(chatstate_t *self, int64_t queued_id, cs_error_t *err);
 
@@ -156,6 +167,14 @@ int chatstate_request_compaction(chatstate_t *self, cs_error_t *err);
 int chatstate_clear_context(chatstate_t *self, const char *created_by, cs_error_t *err);
 
 int chatstate_reconcile_invalid(chatstate_t *self, cs_error_t *err);
+
+/* Writes the terminal receipt of a structured request into the open bundle: status is
+ * "succeeded" (value_json is the validated value, JSON null included), "failed" or
+ * "canceled" (code names why). Not a transition of its own: it goes in the bundle of the
+ * FinishTurn, FinishError or FinishInterruption that ends the request, before it. A UUID
+ * that already has a receipt is left alone (*written false, still 0). */
+int chatstate_receipt(chatstate_t *self, const char *request_id, const char *status,
+                      const char *code, const char *value_json, bool *written, cs_error_t *err);
 
 /* --- Transitions used by the worker. Fenced ones check the fence under the row lock. --- */
 

@@ -122,8 +122,57 @@ int chatstate_send_message(chatstate_t *self, const cs_message_t *m, cs_busy_t b
     return 0;
 }
 
+/* The edited message's stored response_format (for preservation), or NULL. */
+static char *s_edited_format(chatstate_t *self, const char *const *p, int *found, cs_error_t *err) {
+    PGresult *res = cs_query(self, err,
+                             "SELECT structured_output -> 'response_format' FROM chat_messages"
+                             " WHERE chat_id = $1 AND id = $2::bigint AND role = 'user'"
+                             " AND NOT deleted AND visibility <> 'model'",
+                             2, p);
+    if (!res) {
+        *found = -1;
+        return NULL;
+    }
+    *found = PQntuples(res) == 1;
+    char *format = *found && !PQgetisnull(res, 0, 0) ? mem_strdup(PQgetvalue(res, 0, 0)) : NULL;
+    PQclear(res);
+    return format;
+}
+
+/* Soft-deletes the suffix from the edited message on and clears the queue, after noting the
+ * structured requests they carried; then cancels those as superseded (receipts come before
+ * the replacement, plan §5.4). */
+static int s_truncate(chatstate_t *self, const char *const *p, cs_error_t *err) {
+    PGresult *open = cs_query(
+        self, err,
+        "SELECT m.structured_output_request_id::text FROM chat_messages m WHERE m.chat_id = $1"
+        " AND m.id >= $2::bigint AND NOT m.deleted AND m.role = 'user'"
+        " AND m.structured_output ->> 'type' = 'structured-output-request'"
+        " UNION ALL SELECT q.structured_output_request_id::text FROM chat_queued_messages q"
+        " WHERE q.chat_id = $1 AND q.structured_output_request_id IS NOT NULL",
+        2, p);
+    if (!open) {
+        return -1;
+    }
+    PGresult *res = cs_query(self, err,
+                             "UPDATE chat_messages SET deleted = true WHERE chat_id = $1"
+                             " AND id >= $2::bigint AND NOT deleted RETURNING id",
+                             2, p);
+    int rc = res ? 0 : -1;
+    for (int i = 0; res && i < PQntuples(res); i++) {
+        cs_deleted_push(self, db_int64(res, i, 0));
+    }
+    PQclear(res);
+    if (rc == 0) {
+        rc = cs_exec(self, err, "DELETE FROM chat_queued_messages WHERE chat_id = $1", 1, p) ||
+             cs_cancel_each(self, open, "superseded", err);
+    }
+    PQclear(open);
+    return rc;
+}
+
 int chatstate_edit_message(chatstate_t *self, int64_t message_id, const cs_message_t *m,
-                           cs_error_t *err) {
+                           cs_edit_format_t format, cs_error_t *err) {
     if (cs_start(self, MV_EDIT, NULL, err) != 0) {
         return -1;
     }
@@ -131,39 +180,34 @@ int chatstate_edit_message(chatstate_t *self, int64_t message_id, const cs_messa
     char mid[24];
     snprintf(mid, sizeof mid, "%lld", (long long)message_id);
     const char *p[] = {self->chat_id, mid};
-    PGresult *res = cs_query(self, err,
-                             "SELECT 1 FROM chat_messages WHERE chat_id = $1 AND id = $2::bigint"
-                             " AND role = 'user' AND NOT deleted AND visibility <> 'model'",
-                             2, p);
-    if (!res) {
-        return -1;
+    int found = 0;
+    char *kept = s_edited_format(self, p, &found, err);
+    if (found <= 0) {
+        return found < 0 ? -1
+                         : cs_fail(self, err, CS_NOT_FOUND,
+                                   "message %s is not an active user message", mid);
     }
-    int found = PQntuples(res) == 1;
-    PQclear(res);
-    if (!found) {
-        return cs_fail(self, err, CS_NOT_FOUND, "message %s is not an active user message", mid);
+    cs_message_t replacement = *m;
+    char uuid[ID_UUID_LEN + 1];
+    if (format == CS_EDIT_PRESERVE_FORMAT && kept) {
+        /* The preserved format is a new request: it gets a fresh UUID. */
+        if (id_uuid_new(uuid) != 0) {
+            free(kept);
+            return cs_fail(self, err, CS_DB, "no randomness for a request id");
+        }
+        replacement.response_format = kept;
+        replacement.so_request_id = uuid;
     }
-    res = cs_query(self, err,
-                   "UPDATE chat_messages SET deleted = true WHERE chat_id = $1"
-                   " AND id >= $2::bigint AND NOT deleted RETURNING id",
-                   2, p);
-    if (!res) {
-        return -1;
-    }
-    for (int i = 0; i < PQntuples(res); i++) {
-        cs_deleted_push(self, db_int64(res, i, 0));
-    }
-    PQclear(res);
-    if (cs_exec(self, err, "DELETE FROM chat_queued_messages WHERE chat_id = $1", 1, p) != 0 ||
-        cs_exec(self, err,
-                "UPDATE chats SET requires_action_deadline_at = NULL,"
-                " compaction_requested_at = NULL WHERE id = $1",
-                1, p) != 0 ||
-        cs_answer_pending(self, REASON_EDIT, err) != 0 || cs_insert(self, m, 0, NULL, err) != 0 ||
-        cs_set_status(self, "running", true, err) != 0) {
-        return -1;
-    }
-    return cs_finish(self, from, MV_EDIT, err);
+    int rc = s_truncate(self, p, err) ||
+             cs_exec(self, err,
+                     "UPDATE chats SET requires_action_deadline_at = NULL,"
+                     " compaction_requested_at = NULL WHERE id = $1",
+                     1, p) ||
+             cs_answer_pending(self, REASON_EDIT, err) ||
+             cs_insert(self, &replacement, 0, NULL, err) ||
+             cs_set_status(self, "running", true, err);
+    free(kept);
+    return rc != 0 ? -1 : cs_finish(self, from, MV_EDIT, err);
 }
 
 int chatstate_delete_queued(chatstate_t *self, int64_t queued_id, cs_error_t *err) {
@@ -176,17 +220,18 @@ int chatstate_delete_queued(chatstate_t *self, int64_t queued_id, cs_error_t *er
     const char *p[] = {self->chat_id, qid};
     PGresult *res = cs_query(self, err,
                              "DELETE FROM chat_queued_messages WHERE chat_id = $1"
-                             " AND id = $2::bigint RETURNING id",
+                             " AND id = $2::bigint RETURNING structured_output_request_id::text",
                              2, p);
     if (!res) {
         return -1;
     }
     int n = PQntuples(res);
+    /* A queued structured request ends here: its cancellation receipt is written at once,
+     * and leaves the fence of whatever else runs untouched (the trigger exemption). */
+    int rc = n == 1 ? cs_cancel_each(self, res, "queue_deleted", err)
+                    : cs_fail(self, err, CS_NOT_FOUND, "queued message %s not found", qid);
     PQclear(res);
-    if (n != 1) {
-        return cs_fail(self, err, CS_NOT_FOUND, "queued message %s not found", qid);
-    }
-    return cs_finish(self, from, MV_DELETE_QUEUED, err);
+    return rc != 0 ? -1 : cs_finish(self, from, MV_DELETE_QUEUED, err);
 }
 
 int chatstate_promote_queued(chatstate_t *self, int64_t queued_id, cs_error_t *err) {

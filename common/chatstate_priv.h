@@ -89,8 +89,17 @@ int cs_land_after_turn(chatstate_t *self, int64_t *promoted, cs_error_t *err);
 int cs_finish_interruption(chatstate_t *self, const cs_message_t *partial, int count,
                            int64_t *promoted, cs_error_t *err);
 
+/* Records an inserted message id for chatstate_inserted(). */
+void cs_ids_push_inserted(chatstate_t *self, int64_t id);
+
+/* Writes a canceled receipt with code for each request UUID in column 0 of ids (NULLs are
+ * skipped, as are UUIDs that already have a receipt). */
+int cs_cancel_each(chatstate_t *self, PGresult *ids, const char *code, cs_error_t *err);
+
+/* Cancels the open structured request of active history, if there is one. */
+int cs_cancel_open_request(chatstate_t *self, const char *code, cs_error_t *err);
+
 /* Records a soft-deleted message id for chatstate_deleted(). */
 void cs_deleted_push(chatstate_t *self, int64_t id);
-
 
 #endif

@@ -109,11 +109,10 @@ static int s_acquire_one(self_t *self) {
     PQclear(res);
     char runner_id[ID_UUID_LEN + 1];
     ASSERT(id_uuid_new(runner_id) == 0);
-    /* The bundle joins the transaction that holds the limiter lock and the row: the BEGIN
-     * that chatstate_begin sends inside it is a no-op (PostgreSQL warns, the pool's
-     * connections drop notices), and its COMMIT ends both. */
+    /* The bundle joins the transaction that holds the limiter lock and the row; its COMMIT
+     * ends both. */
     cs_error_t cerr;
-    chatstate_t *cs = chatstate_begin(conn, chat_id, &cerr);
+    chatstate_t *cs = chatstate_join(conn, chat_id, &cerr);
     int rc = cs ? chatstate_acquire(cs, self->args.worker_id, runner_id, &cerr) : -1;
     hint_update_t after;
     if (cs && rc == 0) {

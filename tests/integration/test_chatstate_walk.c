@@ -384,7 +384,7 @@ static cs_rc_t s_apply(chatmove_t m, const char *chat) {
             rc = chatstate_send_message(cs, &um, CS_BUSY_INTERRUPT, 0, &mid, &qid, &err);
             break;
         case MV_EDIT:
-            rc = chatstate_edit_message(cs, first_user, &um, &err);
+            rc = chatstate_edit_message(cs, first_user, &um, CS_EDIT_SET_FORMAT, &err);
             break;
         case MV_DELETE_QUEUED:
             rc = chatstate_delete_queued(cs, head, &err);
