@@ -60,12 +60,41 @@ static char *s_index_path(const char *parent, size_t index) {
     return mem_printf("%s/%zu", parent, index);
 }
 
+static uint64_t s_load64(const char *p) {
+    uint64_t w = 0;
+    memcpy(&w, p, sizeof w);
+    return w;
+}
+
+static uint64_t s_load32(const char *p) {
+    uint32_t w = 0;
+    memcpy(&w, p, sizeof w);
+    return w;
+}
+
+/* A word-at-a-time hash (lookups run once per instance member, so it must be cheap on short
+ * keys): 8-byte words, the last one overlapping; keys under 8 bytes are read as two
+ * overlapping 4-byte words or, under 4, as three bytes, which with the length determine them. */
 uint32_t js_hash(const char *key, size_t len) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < len; i++) {
-        h = (h ^ (unsigned char)key[i]) * 16777619u;
+    const uint64_t k = 0x9E3779B97F4A7C15ull;
+    uint64_t h = (uint64_t)len * k;
+    if (len >= 8) {
+        size_t i = 0;
+        for (; i + 8 < len; i += 8) {
+            h = (h ^ s_load64(key + i)) * k;
+            h ^= h >> 29;
+        }
+        h = (h ^ s_load64(key + len - 8)) * k;
+    } else if (len >= 4) {
+        h = (h ^ (s_load32(key) << 32 | s_load32(key + len - 4))) * k;
+    } else if (len > 0) {
+        uint64_t w = (uint64_t)(unsigned char)key[0] << 16 |
+                     (uint64_t)(unsigned char)key[len / 2] << 8 | (unsigned char)key[len - 1];
+        h = (h ^ w) * k;
     }
-    return h;
+    h ^= h >> 32;
+    h *= k;
+    return (uint32_t)(h >> 32);
 }
 
 long js_prop_find(const js_node_t *node, const char *key, size_t len) {
@@ -85,20 +114,70 @@ long js_prop_find(const js_node_t *node, const char *key, size_t len) {
     }
 }
 
-static void s_index_props(js_node_t *node) {
+/* The index of key among node's names, appending it when it is new. */
+static uint32_t s_name(js_node_t *node, size_t *cap, const char *key, size_t len) {
+    for (size_t i = 0; i < node->nnames; i++) {
+        if (node->props[i].len == len && memcmp(node->props[i].key, key, len) == 0) {
+            return (uint32_t)i;
+        }
+    }
+    if (node->nnames == *cap) {
+        *cap = *cap ? 2 * *cap : 8;
+        node->props = mem_realloc(node->props, *cap * sizeof *node->props);
+    }
+    node->props[node->nnames] = (js_prop_t){.key = key, .len = len};
+    return (uint32_t)node->nnames++;
+}
+
+/* Indexes of the strings of names (required, or a dependency's array form). */
+static uint32_t *s_name_list(js_node_t *node, size_t *cap, const json_t *names, size_t *count) {
+    *count = json_array_size(names);
+    uint32_t *idx = mem_calloc(*count ? *count : 1, sizeof *idx);
+    for (size_t i = 0; i < *count; i++) {
+        const json_t *name = json_array_get(names, i);
+        idx[i] = s_name(node, cap, json_string_value(name), json_string_length(name));
+    }
+    return idx;
+}
+
+static void s_index_slots(js_node_t *node) {
     size_t n = 8;
-    while (n < 2 * node->nprops) {
+    while (n < 2 * node->nnames) {
         n *= 2;
     }
     node->nslots = n;
     node->prop_slots = mem_calloc(n, sizeof *node->prop_slots);
-    for (size_t k = 0; k < node->nprops; k++) {
+    for (size_t k = 0; k < node->nnames; k++) {
         size_t i = js_hash(node->props[k].key, node->props[k].len) & (n - 1);
         while (node->prop_slots[i]) {
             i = (i + 1) & (n - 1);
         }
         node->prop_slots[i] = (uint32_t)k + 1;
     }
+}
+
+/* After all keywords: one table of every member name that properties, required and
+ * dependencies look up, so that validation visits each instance member once. The names are
+ * distinct (properties keys are; s_name merges the rest), so the table is a set. */
+static void s_index_names(jsonschema_t *schema, js_node_t *node) {
+    size_t cap = node->nprops;
+    node->nnames = node->nprops;
+    if (node->required) {
+        node->required_idx = s_name_list(node, &cap, node->required, &node->nrequired);
+    }
+    for (size_t i = 0; i < node->ndeps; i++) {
+        js_dep_t *dep = &node->deps[i];
+        dep->name = s_name(node, &cap, dep->key, dep->len);
+        if (dep->required) {
+            dep->required_idx = s_name_list(node, &cap, dep->required, &dep->nrequired);
+        }
+    }
+    if (node->nnames == 0) {
+        return;
+    }
+    s_index_slots(node);
+    node->scratch = schema->nscratch;
+    schema->nscratch += node->nnames;
 }
 
 static js_node_t *s_compile_node(s_compiler_t *c, json_t *json, const char *path, int depth);
@@ -384,7 +463,6 @@ static int s_kw_properties(s_compiler_t *c, js_node_t *node, json_t *value, cons
             return -1;
         }
     }
-    s_index_props(node);
     return 0;
 }
 
@@ -660,7 +738,11 @@ static js_node_t *s_compile_node(s_compiler_t *c, json_t *json, const char *path
         node->bool_value = json_is_true(json);
         return node;
     }
-    return s_keywords_of(c, node, json, depth) == 0 ? node : NULL;
+    if (s_keywords_of(c, node, json, depth)) {
+        return NULL;
+    }
+    s_index_names(c->schema, node);
+    return node;
 }
 
 static pcre2_match_context *s_match_context(void) {
@@ -704,7 +786,11 @@ static void s_node_free(js_node_t *node) {
     free(node->patprops);
     free(node->props);
     free(node->prop_slots);
+    for (size_t i = 0; i < node->ndeps; i++) {
+        free(node->deps[i].required_idx);
+    }
     free(node->deps);
+    free(node->required_idx);
     free(node->items_array.items);
     free(node->all_of.items);
     free(node->any_of.items);

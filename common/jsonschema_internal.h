@@ -83,6 +83,8 @@ typedef enum {
 typedef struct js_regex js_regex_t;
 typedef struct js_node js_node_t;
 
+/* A member name the node looks up: a properties key (node set) or a name that only required
+ * or dependencies mention (node NULL). */
 typedef struct {
     const char *key; /* borrowed from the schema's copy of the document */
     size_t len;
@@ -97,8 +99,11 @@ typedef struct {
 typedef struct {
     const char *key;
     size_t len;
+    uint32_t name;          /* index of key in the node's names */
     js_node_t *node;        /* schema form, or NULL */
     const json_t *required; /* array form (strings), or NULL */
+    uint32_t *required_idx; /* array form as indexes into the node's names */
+    size_t nrequired;
 } js_dep_t;
 
 typedef struct {
@@ -128,10 +133,17 @@ struct js_node {
     const json_t *required;    /* borrowed array of strings */
     js_regex_t *pattern;
     js_format_t format;
+    /* Names: the properties (props[0..nprops)) first, in schema order, then the names only
+     * required or dependencies mention. The validator looks up each instance member once in
+     * prop_slots and notes the hit in its scratch slots [scratch, scratch + nnames). */
     js_prop_t *props;
     size_t nprops;
-    uint32_t *prop_slots; /* open-addressing table of prop indexes + 1, nslots entries */
+    size_t nnames;
+    uint32_t *prop_slots; /* open-addressing table of name indexes + 1, nslots entries */
     size_t nslots;
+    uint32_t *required_idx; /* required, as indexes into props, in schema order */
+    size_t nrequired;
+    size_t scratch;
     js_patprop_t *patprops;
     size_t npatprops;
     js_node_t *additional_properties;
@@ -158,10 +170,11 @@ struct jsonschema {
     js_node_t **nodes; /* every node, for destroy */
     size_t nnodes;
     size_t npatterns;
+    size_t nscratch; /* sum of the nodes' nnames: the validator's per-call scratch slots */
     pcre2_match_context *match_ctx; /* limits only; read-only after compile */
 };
 
-/* The property index for key in node's table, or -1. */
+/* The index for key in node's names, or -1. */
 long js_prop_find(const js_node_t *node, const char *key, size_t len);
 uint32_t js_hash(const char *key, size_t len);
 

@@ -4,6 +4,7 @@
 #include "mem.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,9 +28,12 @@ typedef struct {
     bool abort; /* a cap was hit or the report is full: stop everything */
     s_seg_t segs[S_SEGS_MAX];
     int nsegs;
-    pcre2_match_data *md; /* created on first use, freed at the end of the call */
     size_t matches;
+    const json_t **scratch; /* schema->nscratch slots; each node owns its own range */
 } s_ctx_t;
+
+/* Scratch slots kept on the stack; a schema that names more members uses the heap. */
+#define S_SCRATCH_STACK 256
 
 /* --- numbers and equality --- */
 
@@ -338,6 +342,34 @@ static bool s_quiet(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     return ok;
 }
 
+/* PCRE2 match data, one per thread: a compiled schema is shared between threads, and match
+ * data is only scratch between a match's start and end, so a thread reuses its own instead of
+ * allocating one per validation. The key's destructor frees it when the thread exits. */
+static pthread_key_t s_md_key;
+static pthread_once_t s_md_once = PTHREAD_ONCE_INIT;
+static _Thread_local pcre2_match_data *s_md;
+
+static void s_md_free(void *md) {
+    pcre2_match_data_free(md);
+}
+
+static void s_md_init(void) {
+    int rc = pthread_key_create(&s_md_key, s_md_free);
+    ASSERT(rc == 0);
+}
+
+static pcre2_match_data *s_match_data(void) {
+    if (!s_md) {
+        int rc = pthread_once(&s_md_once, s_md_init);
+        ASSERT(rc == 0);
+        s_md = pcre2_match_data_create(1, NULL);
+        ASSERT(s_md != NULL); /* NULL only when malloc fails */
+        rc = pthread_setspecific(s_md_key, s_md);
+        ASSERT(rc == 0);
+    }
+    return s_md;
+}
+
 /* 1 match, 0 no match, -1 aborted (a limit was hit; already reported). */
 static int s_match(s_ctx_t *ctx, const js_node_t *node, const char *kw, const js_regex_t *re,
                    const char *s, size_t len) {
@@ -345,11 +377,7 @@ static int s_match(s_ctx_t *ctx, const js_node_t *node, const char *kw, const js
         s_abort(ctx, node, kw, "validation exceeds the cap of regex matches per validation");
         return -1;
     }
-    if (!ctx->md) {
-        ctx->md = pcre2_match_data_create(1, NULL);
-        ASSERT(ctx->md != NULL); /* NULL only when malloc fails */
-    }
-    int rc = js_regex_match(re, s, len, ctx->md, ctx->schema->match_ctx);
+    int rc = js_regex_match(re, s, len, s_match_data(), ctx->schema->match_ctx);
     if (rc < 0) {
         s_abort(ctx, node, kw, "regex match exceeds its backtracking limit");
     }
@@ -526,14 +554,14 @@ static bool s_array(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     return ok;
 }
 
-static bool s_required(s_ctx_t *ctx, const js_node_t *node, const char *kw, const json_t *names,
-                       const json_t *v) {
+/* Fails for each name in idx (indexes into node's names) that v lacks. */
+static bool s_required(s_ctx_t *ctx, const js_node_t *node, const char *kw, const uint32_t *idx,
+                       size_t count, const json_t **found) {
     bool ok = true;
-    for (size_t i = 0; i < json_array_size(names); i++) {
-        const json_t *name = json_array_get(names, i);
-        if (!json_object_getn(v, json_string_value(name), json_string_length(name))) {
+    for (size_t i = 0; i < count; i++) {
+        if (!found[idx[i]]) {
             ok =
-                s_fail(ctx, node, kw, "lacks required property \"%.64s\"", json_string_value(name));
+                s_fail(ctx, node, kw, "lacks required property \"%.64s\"", node->props[idx[i]].key);
             if (!s_go_on(ctx)) {
                 return false;
             }
@@ -542,12 +570,11 @@ static bool s_required(s_ctx_t *ctx, const js_node_t *node, const char *kw, cons
     return ok;
 }
 
-static bool s_properties(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+static bool s_properties(s_ctx_t *ctx, const js_node_t *node, const json_t **found) {
     bool ok = true;
     for (size_t i = 0; i < node->nprops; i++) {
         const js_prop_t *p = &node->props[i];
-        const json_t *m = json_object_getn(v, p->key, p->len);
-        if (m && !s_child_key(ctx, p->node, m, p->key, p->len)) {
+        if (found[i] && !s_child_key(ctx, p->node, found[i], p->key, p->len)) {
             ok = false;
             if (!s_go_on(ctx)) {
                 return false;
@@ -557,11 +584,15 @@ static bool s_properties(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     return ok;
 }
 
-/* patternProperties, additionalProperties and propertyNames: one pass over the members. */
+/* patternProperties, additionalProperties and propertyNames for one member. */
 static bool s_member(s_ctx_t *ctx, const js_node_t *node, const char *key, size_t len,
                      const json_t *m) {
     bool ok = true;
-    bool matched = node->additional_properties && js_prop_find(node, key, len) >= 0;
+    bool matched = false;
+    if (node->additional_properties) {
+        long idx = js_prop_find(node, key, len);
+        matched = idx >= 0 && (size_t)idx < node->nprops;
+    }
     for (size_t i = 0; i < node->npatprops; i++) {
         int rc = s_match(ctx, node, "patternProperties", node->patprops[i].re, key, len);
         if (rc < 0) {
@@ -594,14 +625,31 @@ static bool s_member(s_ctx_t *ctx, const js_node_t *node, const char *key, size_
     return ok;
 }
 
-static bool s_dependencies(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+static bool s_members(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    bool ok = true;
+    for (void *it = json_object_iter((json_t *)v); it;
+         it = json_object_iter_next((json_t *)v, it)) {
+        if (!s_member(ctx, node, json_object_iter_key(it), json_object_iter_key_len(it),
+                      json_object_iter_value(it))) {
+            ok = false;
+            if (!s_go_on(ctx)) {
+                return false;
+            }
+        }
+    }
+    return ok;
+}
+
+static bool s_dependencies(s_ctx_t *ctx, const js_node_t *node, const json_t *v,
+                           const json_t **found) {
     bool ok = true;
     for (size_t i = 0; i < node->ndeps; i++) {
         const js_dep_t *dep = &node->deps[i];
-        if (!json_object_getn(v, dep->key, dep->len)) {
+        if (!found[dep->name]) {
             continue;
         }
-        bool good = dep->required ? s_required(ctx, node, "dependencies", dep->required, v)
+        bool good = dep->required ? s_required(ctx, node, "dependencies", dep->required_idx,
+                                               dep->nrequired, found)
                                   : s_node(ctx, dep->node, v);
         if (!good) {
             ok = false;
@@ -613,8 +661,24 @@ static bool s_dependencies(s_ctx_t *ctx, const js_node_t *node, const json_t *v)
     return ok;
 }
 
-static bool s_object(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
-    size_t n = json_object_size(v);
+/* One pass over v's members: notes in found which of node's names v has, and returns how many
+ * members are not properties (those additionalProperties applies to, unless a pattern
+ * matches). */
+static size_t s_collect(const js_node_t *node, const json_t *v, const json_t **found) {
+    memset(found, 0, node->nnames * sizeof *found);
+    size_t others = 0;
+    for (void *it = json_object_iter((json_t *)v); it;
+         it = json_object_iter_next((json_t *)v, it)) {
+        long idx = js_prop_find(node, json_object_iter_key(it), json_object_iter_key_len(it));
+        if (idx >= 0) {
+            found[idx] = json_object_iter_value(it);
+        }
+        others += idx < 0 || (size_t)idx >= node->nprops;
+    }
+    return others;
+}
+
+static bool s_object_size(s_ctx_t *ctx, const js_node_t *node, size_t n) {
     bool ok = true;
     if ((node->has & JS_HAS_MINPROPS) && n < node->min_properties) {
         ok = s_fail(ctx, node, "minProperties", "must have at least %zu properties",
@@ -626,36 +690,42 @@ static bool s_object(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     if ((node->has & JS_HAS_MAXPROPS) && n > node->max_properties) {
         ok = s_fail(ctx, node, "maxProperties", "must have at most %zu properties",
                     node->max_properties);
-        if (!s_go_on(ctx)) {
-            return false;
-        }
     }
-    if ((node->has & JS_HAS_REQUIRED) && !s_required(ctx, node, "required", node->required, v)) {
+    return ok;
+}
+
+static bool s_object(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    bool ok = true;
+    if ((node->has & (JS_HAS_MINPROPS | JS_HAS_MAXPROPS)) &&
+        !s_object_size(ctx, node, json_object_size(v))) {
         ok = false;
         if (!s_go_on(ctx)) {
             return false;
         }
     }
-    if (node->nprops && !s_properties(ctx, node, v)) {
+    const json_t **found = ctx->scratch + node->scratch;
+    size_t others = node->nnames ? s_collect(node, v, found) : json_object_size(v);
+    if (node->nrequired &&
+        !s_required(ctx, node, "required", node->required_idx, node->nrequired, found)) {
         ok = false;
         if (!s_go_on(ctx)) {
             return false;
         }
     }
-    if (node->npatprops || node->additional_properties || node->property_names) {
-        const char *key = NULL;
-        size_t len = 0;
-        json_t *m = NULL;
-        json_object_keylen_foreach((json_t *)v, key, len, m) {
-            if (!s_member(ctx, node, key, len, m)) {
-                ok = false;
-                if (!s_go_on(ctx)) {
-                    return false;
-                }
-            }
+    if (node->nprops && !s_properties(ctx, node, found)) {
+        ok = false;
+        if (!s_go_on(ctx)) {
+            return false;
         }
     }
-    if (node->ndeps && !s_dependencies(ctx, node, v)) {
+    if ((node->npatprops || node->property_names || (node->additional_properties && others)) &&
+        !s_members(ctx, node, v)) {
+        ok = false;
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    if (node->ndeps && !s_dependencies(ctx, node, v, found)) {
         ok = false;
     }
     return ok;
@@ -787,15 +857,28 @@ static bool s_node(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
 
 jsonschema_result_t jsonschema_validate(const jsonschema_t *self, const json_t *instance,
                                         jsonschema_mode_t mode, jsonschema_report_t *report) {
-    s_ctx_t ctx = {
-        .schema = self, .report = report, .all_errors = mode == JSONSCHEMA_ALL_ERRORS && report};
+    /* Field by field: the path segments need no zeroing (a segment is written before use). */
+    s_ctx_t ctx;
+    ctx.schema = self;
+    ctx.report = report;
+    ctx.all_errors = mode == JSONSCHEMA_ALL_ERRORS && report;
+    ctx.quiet = 0;
+    ctx.abort = false;
+    ctx.nsegs = 0;
+    ctx.matches = 0;
     if (report) {
         report->count = 0;
         report->truncated = false;
     }
+    /* Without references a node is never applied inside itself, so one slot range per node
+     * is enough however the validation recurses. The slots need no initialisation. */
+    const json_t *stack_scratch[S_SCRATCH_STACK];
+    ctx.scratch = self->nscratch <= S_SCRATCH_STACK
+                      ? stack_scratch
+                      : mem_calloc(self->nscratch, sizeof *ctx.scratch);
     bool ok = s_node(&ctx, self->root, instance);
-    if (ctx.md) {
-        pcre2_match_data_free(ctx.md);
+    if (ctx.scratch != stack_scratch) {
+        free(ctx.scratch);
     }
     return ok && !ctx.abort ? JSONSCHEMA_VALID : JSONSCHEMA_INVALID;
 }
