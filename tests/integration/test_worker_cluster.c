@@ -287,8 +287,11 @@ static void test_text_turn_completes_with_usage(void **u) {
     assert_non_null(strstr(text, "Echo: hello there."));
     json_t *usage = json_object_get(json_array_get(h, 1), "usage");
     assert_true(json_integer_value(json_object_get(usage, "output_tokens")) > 0);
-    /* The chat was released after the turn. */
-    assert_null(s_sql("SELECT worker_id FROM chats WHERE id = '%s'", chat));
+    /* The chat is released after the turn: Abandon is its own bundle after FinishTurn, so
+     * the release is awaited, not assumed at the instant the status turned waiting. */
+    char *released = mem_printf("SELECT worker_id IS NULL FROM chats WHERE id = '%s'", chat);
+    s_wait_value(released, "t", S_TURN_MS);
+    free(released);
     printf("text turn: create -> waiting in %lld ms\n", (long long)ms);
     json_decref(h);
     free(chat);
