@@ -60,18 +60,6 @@ static char *s_index_path(const char *parent, size_t index) {
     return mem_printf("%s/%zu", parent, index);
 }
 
-static uint64_t s_load64(const char *p) {
-    uint64_t w = 0;
-    memcpy(&w, p, sizeof w);
-    return w;
-}
-
-static uint64_t s_load32(const char *p) {
-    uint32_t w = 0;
-    memcpy(&w, p, sizeof w);
-    return w;
-}
-
 /* A word-at-a-time hash (lookups run once per instance member, so it must be cheap on short
  * keys): 8-byte words, the last one overlapping; keys under 8 bytes are read as two
  * overlapping 4-byte words or, under 4, as three bytes, which with the length determine them. */
@@ -81,12 +69,12 @@ uint32_t js_hash(const char *key, size_t len) {
     if (len >= 8) {
         size_t i = 0;
         for (; i + 8 < len; i += 8) {
-            h = (h ^ s_load64(key + i)) * k;
+            h = (h ^ js_load64(key + i)) * k;
             h ^= h >> 29;
         }
-        h = (h ^ s_load64(key + len - 8)) * k;
+        h = (h ^ js_load64(key + len - 8)) * k;
     } else if (len >= 4) {
-        h = (h ^ (s_load32(key) << 32 | s_load32(key + len - 4))) * k;
+        h = (h ^ (js_load32(key) << 32 | js_load32(key + len - 4))) * k;
     } else if (len > 0) {
         uint64_t w = (uint64_t)(unsigned char)key[0] << 16 |
                      (uint64_t)(unsigned char)key[len / 2] << 8 | (unsigned char)key[len - 1];
@@ -108,7 +96,7 @@ long js_prop_find(const js_node_t *node, const char *key, size_t len) {
             return -1;
         }
         const js_prop_t *p = &node->props[slot - 1];
-        if (p->len == len && memcmp(p->key, key, len) == 0) {
+        if (p->len == len && js_key_eq(p->key, key, len)) {
             return (long)slot - 1;
         }
     }
@@ -156,10 +144,49 @@ static void s_index_slots(js_node_t *node) {
     }
 }
 
+/* The keyword groups node has (JS_G_*). */
+static uint8_t s_groups(const js_node_t *node) {
+    const uint32_t num =
+        JS_HAS_MINIMUM | JS_HAS_MAXIMUM | JS_HAS_EXMIN | JS_HAS_EXMAX | JS_HAS_MULTIPLE;
+    const uint32_t str = JS_HAS_MINLEN | JS_HAS_MAXLEN | JS_HAS_PATTERN | JS_HAS_FORMAT;
+    const uint32_t arr = JS_HAS_MINITEMS | JS_HAS_MAXITEMS | JS_HAS_UNIQUE;
+    const uint32_t obj = JS_HAS_MINPROPS | JS_HAS_MAXPROPS | JS_HAS_REQUIRED;
+    uint8_t g = 0;
+    g |= (node->has & (JS_HAS_CONST | JS_HAS_ENUM)) ? JS_G_GENERIC : 0;
+    g |= (node->has & num) ? JS_G_NUMBER : 0;
+    g |= (node->has & str) ? JS_G_STRING : 0;
+    g |=
+        (node->has & arr) || node->items || node->items_is_array || node->contains ? JS_G_ARRAY : 0;
+    g |= (node->has & obj) || node->nnames || node->npatprops || node->additional_properties ||
+                 node->property_names || node->ndeps
+             ? JS_G_OBJECT
+             : 0;
+    g |= node->all_of.count || node->any_of.count || node->one_of.count || node->not_schema ||
+                 node->if_schema
+             ? JS_G_APPLY
+             : 0;
+    return g;
+}
+
+static void s_prepare_values(js_node_t *node) {
+    if (node->has & JS_HAS_CONST && json_is_string(node->const_value)) {
+        node->const_str = json_string_value(node->const_value);
+        node->const_len = json_string_length(node->const_value);
+    }
+    if (!(node->has & JS_HAS_ENUM)) {
+        return;
+    }
+    size_t n = json_array_size(node->enum_values);
+    node->enum_hashes = mem_calloc(n ? n : 1, sizeof *node->enum_hashes);
+    for (size_t i = 0; i < n; i++) {
+        node->enum_hashes[i] = js_value_hash(json_array_get(node->enum_values, i));
+    }
+}
+
 /* After all keywords: one table of every member name that properties, required and
  * dependencies look up, so that validation visits each instance member once. The names are
  * distinct (properties keys are; s_name merges the rest), so the table is a set. */
-static void s_index_names(jsonschema_t *schema, js_node_t *node) {
+static void s_finish(jsonschema_t *schema, js_node_t *node) {
     size_t cap = node->nprops;
     node->nnames = node->nprops;
     if (node->required) {
@@ -172,12 +199,13 @@ static void s_index_names(jsonschema_t *schema, js_node_t *node) {
             dep->required_idx = s_name_list(node, &cap, dep->required, &dep->nrequired);
         }
     }
-    if (node->nnames == 0) {
-        return;
+    if (node->nnames) {
+        s_index_slots(node);
+        node->scratch = schema->nscratch;
+        schema->nscratch += node->nnames;
     }
-    s_index_slots(node);
-    node->scratch = schema->nscratch;
-    schema->nscratch += node->nnames;
+    s_prepare_values(node);
+    node->groups = s_groups(node);
 }
 
 static js_node_t *s_compile_node(s_compiler_t *c, json_t *json, const char *path, int depth);
@@ -741,7 +769,7 @@ static js_node_t *s_compile_node(s_compiler_t *c, json_t *json, const char *path
     if (s_keywords_of(c, node, json, depth)) {
         return NULL;
     }
-    s_index_names(c->schema, node);
+    s_finish(c->schema, node);
     return node;
 }
 
@@ -791,6 +819,7 @@ static void s_node_free(js_node_t *node) {
     }
     free(node->deps);
     free(node->required_idx);
+    free(node->enum_hashes);
     free(node->items_array.items);
     free(node->all_of.items);
     free(node->any_of.items);

@@ -9,6 +9,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "jsonschema.h"
 
@@ -43,6 +44,16 @@ enum {
     JS_HAS_MINPROPS = 1u << 15,
     JS_HAS_MAXPROPS = 1u << 16,
     JS_HAS_REQUIRED = 1u << 17,
+};
+
+/* Keyword groups a node has, so that the validator skips whole groups in one test. */
+enum {
+    JS_G_GENERIC = 1u << 0, /* const, enum */
+    JS_G_NUMBER = 1u << 1,
+    JS_G_STRING = 1u << 2,
+    JS_G_ARRAY = 1u << 3,
+    JS_G_OBJECT = 1u << 4,
+    JS_G_APPLY = 1u << 5, /* allOf, anyOf, oneOf, not, if */
 };
 
 /* A number exactly as jansson holds it. */
@@ -117,6 +128,7 @@ struct js_node {
     bool bool_value;
     uint32_t has;
     uint8_t types;
+    uint8_t groups; /* JS_G_* */
     js_num_t minimum;
     js_num_t maximum;
     js_num_t exclusive_minimum;
@@ -130,7 +142,10 @@ struct js_node {
     size_t max_properties;
     const json_t *const_value; /* borrowed */
     const json_t *enum_values; /* borrowed array */
-    const json_t *required;    /* borrowed array of strings */
+    uint32_t *enum_hashes;     /* js_value_hash of each enum value */
+    const char *const_str;     /* the const value when it is a string, else NULL */
+    size_t const_len;
+    const json_t *required; /* borrowed array of strings */
     js_regex_t *pattern;
     js_format_t format;
     /* Names: the properties (props[0..nprops)) first, in schema order, then the names only
@@ -174,6 +189,39 @@ struct jsonschema {
     pcre2_match_context *match_ctx; /* limits only; read-only after compile */
 };
 
+static inline uint64_t js_load64(const char *p) {
+    uint64_t w = 0;
+    memcpy(&w, p, sizeof w);
+    return w;
+}
+
+static inline uint64_t js_load32(const char *p) {
+    uint32_t w = 0;
+    memcpy(&w, p, sizeof w);
+    return w;
+}
+
+/* a[0..len) == b[0..len), inline for the short keys schemas name (no call to memcmp). */
+static inline bool js_key_eq(const char *a, const char *b, size_t len) {
+    if (len >= 8) {
+        for (size_t i = 0; i + 8 < len; i += 8) {
+            if (js_load64(a + i) != js_load64(b + i)) {
+                return false;
+            }
+        }
+        return js_load64(a + len - 8) == js_load64(b + len - 8);
+    }
+    if (len >= 4) {
+        return js_load32(a) == js_load32(b) && js_load32(a + len - 4) == js_load32(b + len - 4);
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (a[i] != b[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* The index for key in node's names, or -1. */
 long js_prop_find(const js_node_t *node, const char *key, size_t len);
 uint32_t js_hash(const char *key, size_t len);
@@ -195,5 +243,7 @@ int js_regex_match(const js_regex_t *re, const char *s, size_t len, pcre2_match_
 js_num_t js_num_of(const json_t *v);
 int js_num_cmp(js_num_t a, js_num_t b);
 bool js_equal(const json_t *a, const json_t *b);
+/* A hash consistent with js_equal (1 and 1.0 hash alike). */
+uint32_t js_value_hash(const json_t *v);
 
 #endif

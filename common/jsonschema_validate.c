@@ -72,6 +72,14 @@ int js_num_cmp(js_num_t a, js_num_t b) {
     if (!a.is_int && !b.is_int) {
         return a.d < b.d ? -1 : a.d > b.d;
     }
+    /* An int64 of magnitude up to 2^53 is exactly a double: compare as doubles. */
+    const int64_t exact = (int64_t)1 << 53;
+    if (a.is_int && a.i >= -exact && a.i <= exact) {
+        return a.d < b.d ? -1 : a.d > b.d;
+    }
+    if (b.is_int && b.i >= -exact && b.i <= exact) {
+        return a.d < b.d ? -1 : a.d > b.d;
+    }
     return a.is_int ? s_cmp_int_real(a.i, b.d) : -s_cmp_int_real(b.i, a.d);
 }
 
@@ -116,8 +124,7 @@ bool js_equal(const json_t *a, const json_t *b) {
     }
 }
 
-/* A hash consistent with js_equal (1 and 1.0 hash alike), for uniqueItems. */
-static uint32_t s_value_hash(const json_t *v) {
+uint32_t js_value_hash(const json_t *v) {
     switch (json_typeof(v)) {
         case JSON_INTEGER:
         case JSON_REAL: {
@@ -136,7 +143,7 @@ static uint32_t s_value_hash(const json_t *v) {
         case JSON_ARRAY: {
             uint32_t h = 0x9e3779b9u;
             for (size_t i = 0; i < json_array_size(v); i++) {
-                h = (h ^ s_value_hash(json_array_get(v, i))) * 16777619u;
+                h = (h ^ js_value_hash(json_array_get(v, i))) * 16777619u;
             }
             return h;
         }
@@ -146,7 +153,7 @@ static uint32_t s_value_hash(const json_t *v) {
             size_t len = 0;
             json_t *m = NULL;
             json_object_keylen_foreach((json_t *)v, key, len, m) {
-                h += js_hash(key, len) * 31u + s_value_hash(m);
+                h += js_hash(key, len) * 31u + js_value_hash(m);
             }
             return h;
         }
@@ -224,27 +231,36 @@ static size_t s_codepoints(const char *s, size_t len) {
     return n;
 }
 
-static uint8_t s_type_of(const json_t *v) {
+/* Does v have one of the types? An integral real is an integer. */
+static bool s_type_ok(uint8_t types, const json_t *v) {
     switch (json_typeof(v)) {
         case JSON_OBJECT:
-            return JS_T_OBJECT;
+            return types & JS_T_OBJECT;
         case JSON_ARRAY:
-            return JS_T_ARRAY;
+            return types & JS_T_ARRAY;
         case JSON_STRING:
-            return JS_T_STRING;
+            return types & JS_T_STRING;
         case JSON_INTEGER:
-            return JS_T_NUMBER | JS_T_INTEGER;
+            return types & (JS_T_NUMBER | JS_T_INTEGER);
         case JSON_REAL: {
+            if (types & JS_T_NUMBER) {
+                return true;
+            }
             double d = json_real_value(v);
-            return d == floor(d) ? (JS_T_NUMBER | JS_T_INTEGER) : JS_T_NUMBER;
+            return (types & JS_T_INTEGER) && d == floor(d);
         }
         case JSON_TRUE:
         case JSON_FALSE:
-            return JS_T_BOOLEAN;
+            return types & JS_T_BOOLEAN;
         default:
-            return JS_T_NULL;
+            return types & JS_T_NULL;
     }
 }
+
+/* The keyword group that applies to each json_type (JSON_OBJECT ... JSON_NULL). */
+static const uint8_t s_type_group[8] = {
+    JS_G_OBJECT, JS_G_ARRAY, JS_G_STRING, JS_G_NUMBER, JS_G_NUMBER, 0, 0, 0,
+};
 
 /* --- reporting --- */
 
@@ -316,8 +332,18 @@ static bool s_go_on(const s_ctx_t *ctx) {
 
 static bool s_node(s_ctx_t *ctx, const js_node_t *node, const json_t *v);
 
+/* True when node accepts v by its type alone (a leaf such as {"type": "number"}), so that
+ * callers skip the call; false means "run s_node", which also reports. */
+static inline bool s_leaf_ok(const js_node_t *node, const json_t *v) {
+    return node->groups == 0 && !node->is_bool &&
+           (!(node->has & JS_HAS_TYPE) || s_type_ok(node->types, v));
+}
+
 static bool s_child_key(s_ctx_t *ctx, const js_node_t *node, const json_t *v, const char *key,
                         size_t len) {
+    if (s_leaf_ok(node, v)) {
+        return true;
+    }
     ctx->segs[ctx->nsegs++] = (s_seg_t){.key = key, .len = len};
     bool ok = s_node(ctx, node, v);
     ctx->nsegs--;
@@ -325,6 +351,9 @@ static bool s_child_key(s_ctx_t *ctx, const js_node_t *node, const json_t *v, co
 }
 
 static bool s_child_index(s_ctx_t *ctx, const js_node_t *node, const json_t *v, size_t index) {
+    if (s_leaf_ok(node, v)) {
+        return true;
+    }
     ctx->segs[ctx->nsegs++] = (s_seg_t){.index = index};
     bool ok = s_node(ctx, node, v);
     ctx->nsegs--;
@@ -419,9 +448,7 @@ static bool s_numeric(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     return ok;
 }
 
-static bool s_string(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
-    const char *s = json_string_value(v);
-    size_t len = json_string_length(v);
+static bool s_chars(s_ctx_t *ctx, const js_node_t *node, const char *s, size_t len) {
     bool ok = true;
     /* A code point takes one to four bytes, so counting is needed only in between. */
     if ((node->has & JS_HAS_MINLEN) && len / 4 < node->min_length &&
@@ -456,6 +483,10 @@ static bool s_string(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     return ok;
 }
 
+static bool s_string(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    return s_chars(ctx, node, json_string_value(v), json_string_length(v));
+}
+
 static bool s_unique(const json_t *v) {
     size_t n = json_array_size(v);
     if (n < 2) {
@@ -469,7 +500,7 @@ static bool s_unique(const json_t *v) {
     bool unique = true;
     for (size_t i = 0; i < n && unique; i++) {
         const json_t *item = json_array_get(v, i);
-        size_t h = s_value_hash(item) & (cap - 1);
+        size_t h = js_value_hash(item) & (cap - 1);
         for (; slots[h]; h = (h + 1) & (cap - 1)) {
             if (js_equal(item, json_array_get(v, slots[h] - 1))) {
                 unique = false;
@@ -584,6 +615,27 @@ static bool s_properties(s_ctx_t *ctx, const js_node_t *node, const json_t **fou
     return ok;
 }
 
+/* propertyNames on key. A subschema with string keywords only (the usual case) checks the key
+ * in place; any other builds the string value that it needs. */
+static bool s_name(s_ctx_t *ctx, const js_node_t *node, const char *key, size_t len) {
+    if (node->is_bool || (node->groups & (uint8_t)~JS_G_STRING)) {
+        json_t *name = json_stringn_nocheck(key, len);
+        ASSERT(name != NULL); /* NULL only when malloc fails */
+        bool named = s_child_key(ctx, node, name, key, len);
+        json_decref(name);
+        return named;
+    }
+    ctx->segs[ctx->nsegs++] = (s_seg_t){.key = key, .len = len};
+    bool ok = true;
+    if ((node->has & JS_HAS_TYPE) && !(node->types & JS_T_STRING)) {
+        ok = s_fail(ctx, node, "type", "has the wrong type");
+    } else if (node->groups & JS_G_STRING) {
+        ok = s_chars(ctx, node, key, len);
+    }
+    ctx->nsegs--;
+    return ok;
+}
+
 /* patternProperties, additionalProperties and propertyNames for one member. */
 static bool s_member(s_ctx_t *ctx, const js_node_t *node, const char *key, size_t len,
                      const json_t *m) {
@@ -616,11 +668,7 @@ static bool s_member(s_ctx_t *ctx, const js_node_t *node, const char *key, size_
         }
     }
     if (node->property_names) {
-        json_t *name = json_stringn_nocheck(key, len);
-        ASSERT(name != NULL); /* NULL only when malloc fails */
-        bool named = s_child_key(ctx, node->property_names, name, key, len);
-        json_decref(name);
-        ok = ok && named;
+        ok = s_name(ctx, node->property_names, key, len) && ok;
     }
     return ok;
 }
@@ -731,21 +779,29 @@ static bool s_object(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     return ok;
 }
 
+/* Hashes first: js_equal runs only on the values that can be equal. */
 static bool s_enum(const js_node_t *node, const json_t *v) {
-    for (size_t i = 0; i < json_array_size(node->enum_values); i++) {
-        if (js_equal(v, json_array_get(node->enum_values, i))) {
+    uint32_t h = js_value_hash(v);
+    size_t n = json_array_size(node->enum_values);
+    for (size_t i = 0; i < n; i++) {
+        if (node->enum_hashes[i] == h && js_equal(v, json_array_get(node->enum_values, i))) {
             return true;
         }
     }
     return false;
 }
 
-static bool s_generic(s_ctx_t *ctx, const js_node_t *node, const json_t *v, uint8_t type) {
-    if ((node->has & JS_HAS_TYPE) && !(node->types & type)) {
-        return s_fail(ctx, node, "type", "has the wrong type");
+static bool s_const(const js_node_t *node, const json_t *v) {
+    if (!node->const_str) {
+        return js_equal(v, node->const_value);
     }
+    return json_is_string(v) && json_string_length(v) == node->const_len &&
+           js_key_eq(json_string_value(v), node->const_str, node->const_len);
+}
+
+static bool s_generic(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     bool ok = true;
-    if ((node->has & JS_HAS_CONST) && !js_equal(v, node->const_value)) {
+    if ((node->has & JS_HAS_CONST) && !s_const(node, v)) {
         ok = s_fail(ctx, node, "const", "must equal the constant");
         if (!s_go_on(ctx)) {
             return false;
@@ -817,34 +873,23 @@ static bool s_conditionals(s_ctx_t *ctx, const js_node_t *node, const json_t *v)
     return ok;
 }
 
-static bool s_node(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
-    if (ctx->abort) {
-        return false;
+static bool s_typed(s_ctx_t *ctx, const js_node_t *node, const json_t *v, uint8_t group) {
+    switch (group) {
+        case JS_G_NUMBER:
+            return s_numeric(ctx, node, v);
+        case JS_G_STRING:
+            return s_string(ctx, node, v);
+        case JS_G_ARRAY:
+            return s_array(ctx, node, v);
+        default:
+            return s_object(ctx, node, v);
     }
-    if (node->is_bool) {
-        return node->bool_value || s_fail(ctx, node, NULL, "no value is allowed here");
-    }
-    uint8_t type = s_type_of(v);
-    bool ok = s_generic(ctx, node, v, type);
-    if (!ok && !s_go_on(ctx)) {
-        return false;
-    }
-    bool good = true;
-    if (type & JS_T_NUMBER) {
-        good = s_numeric(ctx, node, v);
-    } else if (type == JS_T_STRING) {
-        good = s_string(ctx, node, v);
-    } else if (type == JS_T_ARRAY) {
-        good = s_array(ctx, node, v);
-    } else if (type == JS_T_OBJECT) {
-        good = s_object(ctx, node, v);
-    }
-    ok = ok && good;
-    if (!ok && !s_go_on(ctx)) {
-        return false;
-    }
+}
+
+static bool s_apply(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    bool ok = true;
     if (node->all_of.count || node->any_of.count || node->one_of.count) {
-        ok = s_combinators(ctx, node, v) && ok;
+        ok = s_combinators(ctx, node, v);
         if (!ok && !s_go_on(ctx)) {
             return false;
         }
@@ -853,6 +898,34 @@ static bool s_node(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
         ok = s_conditionals(ctx, node, v) && ok;
     }
     return ok;
+}
+
+static bool s_node(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+    if (ctx->abort) {
+        return false;
+    }
+    if (node->is_bool) {
+        return node->bool_value || s_fail(ctx, node, NULL, "no value is allowed here");
+    }
+    if ((node->has & JS_HAS_TYPE) && !s_type_ok(node->types, v)) {
+        return s_fail(ctx, node, "type", "has the wrong type");
+    }
+    uint8_t groups = node->groups & (s_type_group[json_typeof(v)] | JS_G_GENERIC | JS_G_APPLY);
+    bool ok = true;
+    if ((groups & JS_G_GENERIC) && !s_generic(ctx, node, v)) {
+        ok = false;
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    uint8_t typed = groups & (uint8_t) ~(JS_G_GENERIC | JS_G_APPLY);
+    if (typed && !s_typed(ctx, node, v, typed)) {
+        ok = false;
+        if (!s_go_on(ctx)) {
+            return false;
+        }
+    }
+    return (groups & JS_G_APPLY) ? s_apply(ctx, node, v) && ok : ok;
 }
 
 jsonschema_result_t jsonschema_validate(const jsonschema_t *self, const json_t *instance,
