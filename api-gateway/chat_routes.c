@@ -251,9 +251,14 @@ static void s_update(void *app, http_req_t *req, http_resp_t *resp) {
     if (!(chat = gateway_chat_json(conn, req->params[0], req->user_id, resp))) {
         goto done;
     }
-    /* No change of archived, no transition (reference: PATCH /chats/{chat}). */
+    /* No change of archived, no transition (reference: PATCH /chats/{chat}); the request is
+     * refused as a whole, title included (api-shapes.md §2.1). */
     if (u.archived && json_equal(u.archived, json_object_get(chat, "archived"))) {
-        u.archived = NULL;
+        http_error(resp, 400,
+                   json_is_true(u.archived) ? "Chat is already archived."
+                                            : "Chat is already not archived.",
+                   NULL);
+        goto done;
     }
     if (u.archived && gateway_bundle(gw, conn, req, s_update_step, &u, NULL, resp) != 0) {
         goto done;
@@ -319,6 +324,10 @@ static void s_clear(void *app, http_req_t *req, http_resp_t *resp) {
 
 static void s_reconcile(void *app, http_req_t *req, http_resp_t *resp) {
     s_simple(app, req, resp, s_reconcile_step, NULL, 200);
+    /* The only conflict reconcile has is a valid state (api-shapes.md §2). */
+    if (resp->status == 409) {
+        http_error(resp, 409, "Chat is not in an invalid state.", NULL);
+    }
 }
 
 typedef struct {
