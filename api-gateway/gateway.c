@@ -35,7 +35,7 @@ void gateway_cs_error(http_resp_t *resp, const cs_error_t *err) {
             break;
         }
         case CS_QUEUE_FULL:
-            http_error(resp, 429, "The queue is full.", err->message);
+            http_error(resp, 429, "Message queue is full.", err->message);
             break;
         case CS_RETRY:
             http_error(resp, 503, "Busy, try again.", err->message);
