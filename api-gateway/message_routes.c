@@ -37,6 +37,18 @@ static int s_id_param(const char *s, int64_t *out) {
     return 0;
 }
 
+/* A message or queued-message id that is not a positive integer: 400 on the caller's chat
+ * (api-shapes.md §2.1), but 404 first when the chat is not theirs, as on every route. */
+static void s_bad_id(gateway_t *gw, const http_req_t *req, http_resp_t *resp, const char *message) {
+    PGconn *conn = pool_get(gw->pool);
+    json_t *chat = gateway_chat_json(conn, req->params[0], req->user_id, resp);
+    pool_put(gw->pool, conn);
+    if (chat) {
+        json_decref(chat);
+        http_error(resp, 400, message, "Message ID must be a positive integer.");
+    }
+}
+
 static void s_list(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     const char *before = http_query(req, "before_id");
@@ -283,7 +295,7 @@ static void s_edit(void *app, http_req_t *req, http_resp_t *resp) {
     json_t *body = NULL;
     send_t s = {.resp = resp};
     if (s_id_param(req->params[1], &s.edit_id) != 0) {
-        http_error(resp, 404, "Resource not found.", "message not found");
+        s_bad_id(gw, req, resp, "Invalid chat message ID.");
         return;
     }
     if (s_parse(req, resp, &body, &s, true) != 0) {
@@ -327,7 +339,7 @@ static int s_queue_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
 static void s_queue_op(gateway_t *gw, http_req_t *req, http_resp_t *resp, bool promote) {
     queue_op_t q = {.promote = promote};
     if (s_id_param(req->params[1], &q.id) != 0) {
-        http_error(resp, 404, "Resource not found.", "queued message not found");
+        s_bad_id(gw, req, resp, "Invalid queued message ID.");
         return;
     }
     PGconn *conn = pool_get(gw->pool);
