@@ -763,6 +763,38 @@ static void test_every_route_is_401_without_a_token_and_404_for_an_unknown_chat(
     printf("auth: %d route checks (401 without or with a bad token, 404 unknown chat)\n", checked);
 }
 
+static void test_ids_that_are_not_positive_integers_are_400_on_an_own_chat(void **u) {
+    (void)u;
+    char *chat = s_create(s_token, SEND("ids"));
+    static const struct {
+        const char *method;
+        const char *fmt; /* %1$s: chat id, %2$s: the bad id */
+        const char *message;
+    } routes[] = {
+        {"PATCH", "/api/v2/chats/%1$s/messages/%2$s", "Invalid chat message ID."},
+        {"DELETE", "/api/v2/chats/%1$s/queue/%2$s", "Invalid queued message ID."},
+        {"POST", "/api/v2/chats/%1$s/queue/%2$s/promote", "Invalid queued message ID."},
+    };
+    static const char *const bad[] = {"abc", "0", "-3", "1x"};
+    char *d0 = s_digest(chat);
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            char *path = mem_printf(routes[i].fmt, chat, bad[k]);
+            json_t *e = s_call(routes[i].method, path, SEND("x"), 400);
+            assert_string_equal(s_str(e, "message"), routes[i].message);
+            json_decref(e);
+            free(path);
+            /* Not the caller's chat: 404 before the id is looked at. */
+            path = mem_printf(routes[i].fmt, "00000000-0000-4000-8000-000000000000", bad[k]);
+            json_decref(s_call(routes[i].method, path, SEND("x"), 404));
+            free(path);
+        }
+    }
+    s_unchanged(chat, d0, "a request with a malformed id");
+    free(d0);
+    free(chat);
+}
+
 static int s_is_text(json_t *e, void *want) {
     json_t *msg = json_object_get(json_object_get(e, "data"), "message");
     const char *t = s_text(msg);
@@ -1046,6 +1078,7 @@ int main(void) {
         cmocka_unit_test(test_models_lists_the_configured_default),
         cmocka_unit_test(test_title_patch_writes_a_user_title),
         cmocka_unit_test(test_every_route_is_401_without_a_token_and_404_for_an_unknown_chat),
+        cmocka_unit_test(test_ids_that_are_not_positive_integers_are_400_on_an_own_chat),
         cmocka_unit_test(test_edit_shows_history_reset_on_the_stream),
         cmocka_unit_test(test_tool_results_need_every_pending_call_and_valid_json),
         cmocka_unit_test(test_bodies_over_one_mib_are_413_on_every_body_route),
