@@ -1,7 +1,7 @@
 /*
  * jsonschema_internal: the compiled form shared by jsonschema.c (compiler),
- * jsonschema_validate.c (validator) and jsonschema_format.c (formats and regexes). Not part
- * of the public interface; include jsonschema.h instead.
+ * jsonschema_validate.c (validator), jsonschema_regex.c (regexes) and jsonschema_format.c
+ * (formats). Not part of the public interface; include jsonschema.h instead.
  */
 #ifndef CHATFLEET_JSONSCHEMA_INTERNAL_H
 #define CHATFLEET_JSONSCHEMA_INTERNAL_H
@@ -235,14 +235,53 @@ bool js_format_check(js_format_t fmt, const char *s, size_t len);
  * err when the source is not a supported ECMA-262 pattern. */
 js_regex_t *js_regex_compile(const char *src, size_t len, char *err, size_t errlen);
 void js_regex_free(js_regex_t **re_p);
+/* Whether src compiles under the same rewrites (the regex format; nothing is kept). */
+bool js_regex_valid(const char *src, size_t len);
 /* 1 match, 0 no match, -1 a PCRE2 limit was hit. md is the caller's per-call match data. */
 int js_regex_match(const js_regex_t *re, const char *s, size_t len, pcre2_match_data *md,
                    pcre2_match_context *mctx);
+/* The same through PCRE2 always, and whether js_regex_match uses the linear automaton instead
+ * (jsonschema_regex.c); for tests that compare the two. */
+int js_regex_match_pcre2(const js_regex_t *re, const char *s, size_t len, pcre2_match_data *md,
+                         pcre2_match_context *mctx);
+bool js_regex_is_linear(const js_regex_t *re);
 
-/* Number helpers shared by compiler and validator. */
-js_num_t js_num_of(const json_t *v);
-int js_num_cmp(js_num_t a, js_num_t b);
+/* Value semantics shared by compiler and validator (jsonschema_format.c). */
+static inline js_num_t js_num_of(const json_t *v) {
+    js_num_t n = {0};
+    if (json_is_integer(v)) {
+        n.is_int = true;
+        n.i = json_integer_value(v);
+        n.d = (double)n.i;
+    } else {
+        n.d = json_real_value(v);
+    }
+    return n;
+}
+
+/* The comparison of an int64 and a double, exact at any magnitude (jsonschema_format.c). */
+int js_cmp_int_real(int64_t i, double d);
+
+/* Exact comparison of two numbers, whatever mix of int64 and double; inline, since bounds are
+ * compared for every number an instance has. */
+static inline int js_num_cmp(js_num_t a, js_num_t b) {
+    if (a.is_int && b.is_int) {
+        return a.i < b.i ? -1 : a.i > b.i;
+    }
+    /* Two doubles, or an int64 of magnitude up to 2^53, which a double holds exactly. */
+    const int64_t exact = (int64_t)1 << 53;
+    if (!a.is_int && !b.is_int) {
+        return a.d < b.d ? -1 : a.d > b.d;
+    }
+    if ((a.is_int && a.i >= -exact && a.i <= exact) ||
+        (b.is_int && b.i >= -exact && b.i <= exact)) {
+        return a.d < b.d ? -1 : a.d > b.d;
+    }
+    return a.is_int ? js_cmp_int_real(a.i, b.d) : -js_cmp_int_real(b.i, a.d);
+}
 bool js_equal(const json_t *a, const json_t *b);
+/* Is x a multiple of dec, exactly in decimal? */
+bool js_multiple(js_num_t x, const js_decimal_t *dec);
 /* A hash consistent with js_equal (1 and 1.0 hash alike). */
 uint32_t js_value_hash(const json_t *v);
 
