@@ -1,0 +1,626 @@
+/* httpstream: see httpstream.h. */
+#include "httpstream.h"
+#include "id.h"
+#include "jsonout.h"
+#include "log.h"
+#include "mem.h"
+
+#include <curl/curl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+_Static_assert(HTTPSTREAM_NET_ERROR_BYTES >= CURL_ERROR_SIZE, "curl error buffer too small");
+
+#define S_EVENT_NAME_BYTES 64 /* an SSE event name longer than this is truncated */
+
+/* --- The splitter. --- */
+
+struct httpstream {
+    httpstream_mode_t mode;
+    size_t line_max;
+    httpstream_event_fn *fn;
+    void *ctx;
+    char *line; /* the line being read, bounded by line_max */
+    size_t line_len;
+    size_t line_cap;
+    bool last_cr; /* the previous byte ended a line with CR: a following LF belongs to it */
+    char *data;   /* SSE: the data lines of the pending event, bounded by line_max */
+    size_t data_len;
+    size_t data_cap;
+    bool has_data;
+    char event[S_EVENT_NAME_BYTES];
+    int state; /* HTTPSTREAM_CONTINUE, a sticky DONE or ABORT, or -1 (oversize) */
+};
+
+httpstream_t *httpstream_new(httpstream_mode_t mode, size_t line_max, httpstream_event_fn *fn,
+                             void *ctx) {
+    httpstream_t *self = mem_calloc(1, sizeof *self);
+    self->mode = mode;
+    self->line_max = line_max;
+    self->fn = fn;
+    self->ctx = ctx;
+    return self;
+}
+
+void httpstream_destroy(httpstream_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    free((*self_p)->line);
+    free((*self_p)->data);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+/* Appends n bytes to a growable buffer bounded by max (a NUL always fits). */
+static int s_append(char **buf, size_t *len, size_t *cap, size_t max, const char *src, size_t n) {
+    if (*len + n > max) {
+        return -1;
+    }
+    if (*len + n + 1 > *cap) {
+        size_t want = *cap ? *cap : 256;
+        while (want < *len + n + 1) {
+            want *= 2;
+        }
+        *buf = mem_realloc(*buf, want);
+        *cap = want;
+    }
+    memcpy(*buf + *len, src, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+    return 0;
+}
+
+static int s_dispatch(httpstream_t *self, const char *event, const char *data, size_t len) {
+    int v = self->fn(self->ctx, event, data, len);
+    if (v != HTTPSTREAM_CONTINUE) {
+        self->state = v;
+    }
+    return self->state;
+}
+
+static int s_sse_field(httpstream_t *self, const char *line, size_t len) {
+    const char *colon = memchr(line, ':', len);
+    size_t flen = colon ? (size_t)(colon - line) : len;
+    const char *value = colon ? colon + 1 : line + len;
+    size_t vlen = len - (size_t)(value - line);
+    if (vlen > 0 && value[0] == ' ') {
+        value++;
+        vlen--;
+    }
+    if (flen == 4 && !memcmp(line, "data", 4)) {
+        if (self->has_data &&
+            s_append(&self->data, &self->data_len, &self->data_cap, self->line_max, "\n", 1)) {
+            return -1;
+        }
+        self->has_data = true;
+        return s_append(&self->data, &self->data_len, &self->data_cap, self->line_max, value, vlen);
+    }
+    if (flen == 5 && !memcmp(line, "event", 5)) {
+        size_t n = vlen < sizeof self->event - 1 ? vlen : sizeof self->event - 1;
+        memcpy(self->event, value, n);
+        self->event[n] = '\0';
+    }
+    return 0; /* id, retry and unknown fields do not matter to a provider client */
+}
+
+static int s_sse_line(httpstream_t *self, const char *line, size_t len) {
+    if (len == 0) {
+        int rc = HTTPSTREAM_CONTINUE;
+        if (self->has_data) {
+            rc = s_dispatch(self, self->event, self->data ? self->data : "", self->data_len);
+        }
+        self->data_len = 0;
+        self->has_data = false;
+        self->event[0] = '\0';
+        return rc;
+    }
+    if (line[0] == ':') {
+        return HTTPSTREAM_CONTINUE;
+    }
+    if (s_sse_field(self, line, len)) {
+        self->state = -1;
+    }
+    return self->state;
+}
+
+static int s_line(httpstream_t *self) {
+    const char *line = self->line ? self->line : "";
+    size_t len = self->line_len;
+    self->line_len = 0;
+    if (self->mode == HTTPSTREAM_SSE) {
+        return s_sse_line(self, line, len);
+    }
+    size_t lead = 0;
+    while (lead < len && (line[lead] == ' ' || line[lead] == '\t')) {
+        lead++;
+    }
+    if (lead == len) {
+        return HTTPSTREAM_CONTINUE;
+    }
+    return s_dispatch(self, "", line, len);
+}
+
+int httpstream_feed(httpstream_t *self, const char *data, size_t len) {
+    size_t i = 0;
+    while (i < len && self->state == HTTPSTREAM_CONTINUE) {
+        if (self->last_cr && data[i] == '\n') {
+            i++;
+        }
+        self->last_cr = false;
+        size_t j = i;
+        while (j < len && data[j] != '\n' && data[j] != '\r') {
+            j++;
+        }
+        if (s_append(&self->line, &self->line_len, &self->line_cap, self->line_max, data + i,
+                     j - i)) {
+            self->state = -1;
+            break;
+        }
+        if (j == len) {
+            break;
+        }
+        self->last_cr = data[j] == '\r';
+        i = j + 1;
+        s_line(self);
+    }
+    return self->state;
+}
+
+int httpstream_finish(httpstream_t *self) {
+    if (self->state != HTTPSTREAM_CONTINUE) {
+        return self->state;
+    }
+    if (self->mode == HTTPSTREAM_NDJSON && self->line_len > 0) {
+        s_line(self);
+    }
+    return self->state;
+}
+
+/* --- The HTTP call. --- */
+
+static pthread_once_t s_curl_once = PTHREAD_ONCE_INIT;
+
+static void s_curl_init(void) {
+    /* curl_global_init is not thread-safe on older libcurl; once per process, here. */
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        log_error("curl_global_init_failed", NULL);
+    }
+}
+
+typedef struct {
+    const httpstream_request_t *req;
+    cancel_t *cancel;
+    httpstream_t *split;
+    httpstream_result_t *out;
+    size_t err_len;
+    int verdict;
+    bool cancelled;
+} s_call_t;
+
+int64_t httpstream_retry_after_ms(const char *value, int64_t now_epoch_s) {
+    while (*value == ' ' || *value == '\t') {
+        value++;
+    }
+    char *end = NULL;
+    double secs = strtod(value, &end);
+    if (end != value) {
+        while (*end == ' ' || *end == '\t') {
+            end++;
+        }
+        if (*end == '\0' && isfinite(secs) && secs >= 0) {
+            double ms = secs * 1000.0;
+            return ms > HTTPSTREAM_RETRY_AFTER_MAX_MS ? HTTPSTREAM_RETRY_AFTER_MAX_MS : (int64_t)ms;
+        }
+        return -1;
+    }
+    time_t t = curl_getdate(value, NULL);
+    if (t == (time_t)-1) {
+        return -1;
+    }
+    int64_t ms = ((int64_t)t - now_epoch_s) * 1000;
+    if (ms < 0) {
+        return 0;
+    }
+    return ms > HTTPSTREAM_RETRY_AFTER_MAX_MS ? HTTPSTREAM_RETRY_AFTER_MAX_MS : ms;
+}
+
+static void s_header_value(s_call_t *c, const char *name, const char *value) {
+    if (!strcasecmp(name, "retry-after-ms")) {
+        char *end = NULL;
+        double ms = strtod(value, &end);
+        if (end != value && isfinite(ms) && ms >= 0) {
+            c->out->retry_after_ms =
+                ms > HTTPSTREAM_RETRY_AFTER_MAX_MS ? HTTPSTREAM_RETRY_AFTER_MAX_MS : (int64_t)ms;
+        }
+    } else if (!strcasecmp(name, "retry-after") && c->out->retry_after_ms < 0) {
+        c->out->retry_after_ms = httpstream_retry_after_ms(value, (int64_t)time(NULL));
+    } else if (!strcasecmp(name, "x-should-retry")) {
+        c->out->should_retry = !strcasecmp(value, "true")    ? 1
+                               : !strcasecmp(value, "false") ? 0
+                                                             : -1;
+    }
+}
+
+static size_t s_on_header(char *data, size_t size, size_t n, void *arg) {
+    s_call_t *c = arg;
+    size_t len = size * n;
+    char line[512]; /* longer header lines are cut; none that matters here is that long */
+    size_t k = len < sizeof line - 1 ? len : sizeof line - 1;
+    memcpy(line, data, k);
+    while (k > 0 && (line[k - 1] == '\r' || line[k - 1] == '\n' || line[k - 1] == ' ')) {
+        k--;
+    }
+    line[k] = '\0';
+    if (!strncmp(line, "HTTP/", 5)) {
+        /* A new response (after 100 Continue or a redirect): forget the previous one's. */
+        const char *sp = strchr(line, ' ');
+        long st = sp ? strtol(sp + 1, NULL, 10) : 0;
+        c->out->status = st >= 100 && st <= 999 ? (int)st : 0;
+        c->out->retry_after_ms = -1;
+        c->out->should_retry = -1;
+        return len;
+    }
+    char *colon = strchr(line, ':');
+    if (colon) {
+        *colon = '\0';
+        const char *value = colon + 1;
+        while (*value == ' ' || *value == '\t') {
+            value++;
+        }
+        s_header_value(c, line, value);
+    }
+    return len;
+}
+
+static size_t s_on_body(char *data, size_t size, size_t n, void *arg) {
+    s_call_t *c = arg;
+    size_t len = size * n;
+    if (cancel_is_set(c->cancel)) {
+        c->cancelled = true;
+        return 0;
+    }
+    if (c->out->status < 200 || c->out->status > 299) {
+        size_t room = sizeof c->out->error_body - 1 - c->err_len;
+        size_t k = len < room ? len : room;
+        memcpy(c->out->error_body + c->err_len, data, k);
+        c->err_len += k;
+        c->out->error_body[c->err_len] = '\0';
+        return len;
+    }
+    int v = httpstream_feed(c->split, data, len);
+    if (v != HTTPSTREAM_CONTINUE) {
+        c->verdict = v;
+        return 0;
+    }
+    return len;
+}
+
+static int s_on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
+    s_call_t *c = arg;
+    if (cancel_is_set(c->cancel)) {
+        c->cancelled = true;
+        return 1;
+    }
+    return 0;
+}
+
+static struct curl_slist *s_headers(const char *const *headers) {
+    struct curl_slist *list = NULL;
+    /* No "Expect: 100-continue" round trip before a large body. */
+    const char *fixed[] = {"Content-Type: application/json", "Expect:"};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        list = curl_slist_append(list, fixed[i]);
+    }
+    for (size_t i = 0; headers && headers[i]; i++) {
+        list = curl_slist_append(list, headers[i]);
+    }
+    ASSERT(list);
+    return list;
+}
+
+static CURL *s_easy(const httpstream_request_t *req, s_call_t *c, struct curl_slist *hdrs) {
+    CURL *h = curl_easy_init();
+    ASSERT(h);
+    curl_easy_setopt(h, CURLOPT_URL, req->url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->out->error);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, s_on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, c);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, s_on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, c);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, s_on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)HTTPSTREAM_CONNECT_TIMEOUT_MS);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)HTTPSTREAM_TOTAL_TIMEOUT_MS);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)HTTPSTREAM_IDLE_TIMEOUT_S);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    return h;
+}
+
+/* Runs the transfer on a private multi handle so that the cancel token is looked at every
+ * HTTPSTREAM_CANCEL_POLL_MS even while no byte arrives (the progress callback alone can be
+ * as slow as once a second). */
+static CURLcode s_perform(CURL *h, s_call_t *c) {
+    CURLM *m = curl_multi_init();
+    ASSERT(m);
+    curl_multi_add_handle(m, h);
+    int running = 1;
+    CURLcode result = CURLE_OK;
+    while (running) {
+        if (curl_multi_perform(m, &running) != CURLM_OK) {
+            result = CURLE_FAILED_INIT;
+            break;
+        }
+        if (!running) {
+            int left = 0;
+            CURLMsg *msg = curl_multi_info_read(m, &left);
+            result = msg && msg->msg == CURLMSG_DONE ? msg->data.result : CURLE_OK;
+            break;
+        }
+        if (cancel_is_set(c->cancel)) {
+            c->cancelled = true;
+            break;
+        }
+        curl_multi_poll(m, NULL, 0, HTTPSTREAM_CANCEL_POLL_MS, NULL);
+    }
+    curl_multi_remove_handle(m, h);
+    curl_multi_cleanup(m);
+    return result;
+}
+
+httpstream_rc_t httpstream_post(const httpstream_request_t *req, cancel_t *cancel,
+                                httpstream_result_t *out) {
+    pthread_once(&s_curl_once, s_curl_init);
+    memset(out, 0, sizeof *out);
+    out->retry_after_ms = -1;
+    out->should_retry = -1;
+    s_call_t c = {.req = req, .cancel = cancel, .out = out};
+    c.split = httpstream_new(req->mode, HTTPSTREAM_LINE_MAX_BYTES, req->on_event, req->ctx);
+    struct curl_slist *hdrs = s_headers(req->headers);
+    CURL *h = s_easy(req, &c, hdrs);
+    CURLcode cc = s_perform(h, &c);
+    long code = 0;
+    if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code > 0) {
+        out->status = (int)code;
+    }
+    curl_easy_cleanup(h);
+    curl_slist_free_all(hdrs);
+    httpstream_rc_t rc;
+    if (c.cancelled || cancel_is_set(cancel)) {
+        rc = HTTPSTREAM_R_CANCELLED;
+    } else if (c.verdict == HTTPSTREAM_DONE) {
+        rc = HTTPSTREAM_R_DONE;
+    } else if (c.verdict == HTTPSTREAM_ABORT) {
+        rc = HTTPSTREAM_R_ABORTED;
+    } else if (c.verdict == -1) {
+        rc = HTTPSTREAM_R_OVERSIZE;
+    } else if (cc != CURLE_OK) {
+        if (!out->error[0]) {
+            snprintf(out->error, sizeof out->error, "%s", curl_easy_strerror(cc));
+        }
+        rc = HTTPSTREAM_R_NET;
+    } else if (out->status < 200 || out->status > 299) {
+        rc = HTTPSTREAM_R_HTTP_ERROR;
+    } else {
+        int v = httpstream_finish(c.split);
+        rc = v == HTTPSTREAM_DONE    ? HTTPSTREAM_R_DONE
+             : v == HTTPSTREAM_ABORT ? HTTPSTREAM_R_ABORTED
+             : v == -1               ? HTTPSTREAM_R_OVERSIZE
+                                     : HTTPSTREAM_R_EOF;
+    }
+    httpstream_destroy(&c.split);
+    return rc;
+}
+
+/* --- Classification and part helpers. --- */
+
+const jsonstrict_limits_t httpstream_event_limits = {
+    .max_bytes = HTTPSTREAM_LINE_MAX_BYTES,
+    .max_depth = 64,
+    .max_values = 65536,
+    .max_keys = 4096,
+    .max_items = 4096,
+    .max_string_bytes = HTTPSTREAM_LINE_MAX_BYTES,
+    .max_number_chars = 128,
+};
+
+json_t *httpstream_parse_event(const char *who, const char *data, size_t len) {
+    json_t *v = NULL;
+    jsonstrict_error_t err;
+    if (jsonstrict_parse(data, len, &httpstream_event_limits, &v, &err) != 0) {
+        log_warn("provider_bad_event", "provider=%s code=%s offset=%zu", who,
+                 jsonstrict_code_name(err.code), err.offset);
+        return NULL;
+    }
+    return v;
+}
+
+/* The human message and the machine code/type of an error body, when it has one. */
+static void s_error_fields(const char *body, char *msg, size_t msg_size, char *kind,
+                           size_t kind_size) {
+    msg[0] = '\0';
+    kind[0] = '\0';
+    json_t *v = NULL;
+    if (jsonstrict_parse(body, strlen(body), &httpstream_event_limits, &v, NULL) != 0) {
+        snprintf(msg, msg_size, "%.200s", body);
+        return;
+    }
+    json_t *e = json_object_get(v, "error");
+    const char *m =
+        json_is_string(e) ? json_string_value(e) : json_string_value(json_object_get(e, "message"));
+    snprintf(msg, msg_size, "%s", m ? m : "");
+    const char *code = json_string_value(json_object_get(e, "code"));
+    const char *type = json_string_value(json_object_get(e, "type"));
+    snprintf(kind, kind_size, "%s", code ? code : type ? type : "");
+    json_decref(v);
+}
+
+provider_rc_t httpstream_fail(const char *who, httpstream_rc_t rc, const httpstream_result_t *res,
+                              provider_result_t *out) {
+    char msg[200];
+    char kind[64];
+    switch (rc) {
+        case HTTPSTREAM_R_CANCELLED:
+            return PROVIDER_CANCELLED;
+        case HTTPSTREAM_R_HTTP_ERROR: {
+            s_error_fields(res->error_body, msg, sizeof msg, kind, sizeof kind);
+            bool retry = provider_status_retryable(res->status);
+            if (res->should_retry >= 0) {
+                retry = res->should_retry == 1;
+            } else if (!strcmp(kind, "insufficient_quota")) {
+                retry = false; /* a 429 that waiting does not cure (provider-wire.md §1.4) */
+            }
+            return provider_fail(out, res->status, retry, res->retry_after_ms, "%s: HTTP %d%s%s",
+                                 who, res->status, msg[0] ? ": " : "", msg);
+        }
+        case HTTPSTREAM_R_NET:
+            return provider_fail(out, 0, true, -1, "%s: network: %s", who, res->error);
+        case HTTPSTREAM_R_EOF:
+            return provider_fail(out, 0, true, -1,
+                                 "%s: the stream ended before its terminal event (truncated)", who);
+        case HTTPSTREAM_R_OVERSIZE:
+            return provider_fail(out, 0, false, -1, "%s: a stream line exceeded %d bytes", who,
+                                 HTTPSTREAM_LINE_MAX_BYTES);
+        case HTTPSTREAM_R_ABORTED:
+            return PROVIDER_ERROR; /* the event handler has filled out already */
+        case HTTPSTREAM_R_DONE:
+            break;
+    }
+    return provider_fail(out, 0, false, -1, "%s: internal: no failure to classify", who);
+}
+
+json_t *httpstream_tool_call(const char *id, const char *name, const char *args, size_t len) {
+    json_t *parsed = NULL;
+    if (len == 0) {
+        parsed = json_object();
+    } else if (jsonstrict_parse(args, len, NULL, &parsed, NULL) != 0 || !json_is_object(parsed)) {
+        json_decref(parsed);
+        parsed = NULL;
+    }
+    /* "o" steals parsed. */
+    json_t *part =
+        json_pack("{s:s, s:s, s:s, s:o}", "type", "tool-call", "tool_call_id", id ? id : "",
+                  "tool_name", name ? name : "", "args", parsed ? parsed : json_object());
+    ASSERT(part);
+    if (!parsed) {
+        json_t *raw = json_stringn(args, len);
+        json_object_set_new(part, "args_text", raw ? raw : json_string("(not UTF-8)"));
+    }
+    return part;
+}
+
+void httpstream_emit(provider_part_fn *on_part, void *ctx, const json_t *part) {
+    if (!on_part) {
+        return;
+    }
+    char *text = jsonout_dumps(part);
+    on_part(ctx, text);
+    free(text);
+}
+
+char *httpstream_url(const char *base_url, const char *dflt, const char *path) {
+    const char *base = base_url && base_url[0] ? base_url : dflt;
+    size_t n = strlen(base);
+    while (n > 0 && base[n - 1] == '/') {
+        n--;
+    }
+    return mem_printf("%.*s%s", (int)n, base, path);
+}
+
+char *httpstream_result_text(const json_t *part) {
+    const json_t *r = json_object_get(part, "result");
+    if (json_is_string(r)) {
+        return mem_strdup(json_string_value(r));
+    }
+    if (!r) {
+        return mem_strdup("null");
+    }
+    return jsonout_dumps(r);
+}
+
+int httpstream_buf_append(httpstream_buf_t *b, const char *s, size_t n, size_t max) {
+    return s_append(&b->data, &b->len, &b->cap, max, s, n);
+}
+
+void httpstream_buf_free(httpstream_buf_t *b) {
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+char *httpstream_text_of(const json_t *msg) {
+    httpstream_buf_t b = {0};
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(msg, "content"), i, p) {
+        const char *type = json_string_value(json_object_get(p, "type"));
+        const char *t = json_string_value(json_object_get(p, "text"));
+        if (t && type && !strcmp(type, "text")) {
+            (void)s_append(&b.data, &b.len, &b.cap, SIZE_MAX / 2, t, strlen(t));
+        }
+    }
+    return b.data ? b.data : mem_strdup("");
+}
+
+char *httpstream_header(const char *name, const char *value) {
+    for (const char *c = value; *c; c++) {
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+            return NULL;
+        }
+    }
+    return mem_printf("%s: %s", name, value);
+}
+
+void httpstream_call_id(char out[HTTPSTREAM_CALL_ID_BYTES]) {
+    char uuid[ID_UUID_LEN + 1];
+    if (id_uuid_new(uuid) != 0) {
+        snprintf(uuid, sizeof uuid, "%lld", (long long)id_now_ms());
+    }
+    size_t n = 0;
+    n += (size_t)snprintf(out, HTTPSTREAM_CALL_ID_BYTES, "call_");
+    for (const char *c = uuid; *c && n + 1 < HTTPSTREAM_CALL_ID_BYTES; c++) {
+        if (*c != '-') {
+            out[n++] = *c;
+        }
+    }
+    out[n] = '\0';
+}
+
+static bool s_kind_fatal(const char *kind) {
+    static const char *const fatal[] = {
+        "invalid_request_error", "authentication_error", "permission_error",
+        "not_found_error",       "billing_error",        "insufficient_quota",
+        "request_too_large",     "invalid_api_key",      "context_length_exceeded",
+    };
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) {
+        if (!strcmp(kind, fatal[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+httpstream_verdict_t httpstream_stream_error(const char *who, const json_t *err,
+                                             provider_result_t *out) {
+    const char *msg = json_is_string(err) ? json_string_value(err)
+                                          : json_string_value(json_object_get(err, "message"));
+    const char *type = json_string_value(json_object_get(err, "type"));
+    const char *code = json_string_value(json_object_get(err, "code"));
+    bool fatal = (type && s_kind_fatal(type)) || (code && s_kind_fatal(code));
+    (void)provider_fail(out, 0, !fatal, -1, "%s: error in the stream: %s%s%s", who,
+                        type   ? type
+                        : code ? code
+                               : "error",
+                        msg ? ": " : "", msg ? msg : "");
+    return HTTPSTREAM_ABORT;
+}

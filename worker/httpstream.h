@@ -1,0 +1,161 @@
+/*
+ * httpstream: what the network providers (openai, anthropic, ollama) share: an incremental
+ * splitter for Server-Sent Events and NDJSON that accepts bytes cut at any boundary, a
+ * cancellable streaming HTTP POST over libcurl that feeds it, and the helpers that turn the
+ * outcome into a classified provider failure (worker/PROVIDERS.md, "Classification").
+ *
+ * The splitter follows the WHATWG event-stream algorithm (provider-wire.md §0.1): lines end
+ * with LF, CRLF or CR; "field: value" with one leading space stripped; several data lines
+ * joined with LF; comments ignored; a blank line dispatches. In NDJSON mode every non-blank
+ * line is one record. Each line is bounded by the line cap given at creation.
+ * Thread-safe in the sense that calls share no state (curl_global_init runs once).
+ */
+#ifndef CHATFLEET_HTTPSTREAM_H
+#define CHATFLEET_HTTPSTREAM_H
+
+#include "cancel.h"
+#include "jsonstrict.h"
+#include "provider.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HTTPSTREAM_LINE_MAX_BYTES     (1024 * 1024) /* one SSE line / data field, one NDJSON line */
+#define HTTPSTREAM_ERROR_BODY_BYTES   8192          /* kept of a non-2xx response body */
+#define HTTPSTREAM_CONNECT_TIMEOUT_MS 10000         /* TCP + TLS connect */
+#define HTTPSTREAM_IDLE_TIMEOUT_S     120           /* no byte at all for this long: give up */
+#define HTTPSTREAM_TOTAL_TIMEOUT_MS   (600 * 1000)  /* a whole call, like the official SDKs */
+#define HTTPSTREAM_CANCEL_POLL_MS     50            /* the cancel token is checked this often */
+#define HTTPSTREAM_RETRY_AFTER_MAX_MS (3600 * 1000) /* a longer retry-after is clamped to this */
+#define HTTPSTREAM_NET_ERROR_BYTES    256           /* libcurl's CURL_ERROR_SIZE */
+#define HTTPSTREAM_CALL_ID_BYTES      48            /* a generated tool-call id, NUL included */
+
+typedef enum { HTTPSTREAM_SSE, HTTPSTREAM_NDJSON } httpstream_mode_t;
+
+/* What an event handler tells the stream. */
+typedef enum {
+    HTTPSTREAM_CONTINUE = 0,
+    HTTPSTREAM_DONE,  /* the provider's terminal event arrived: stop reading, success */
+    HTTPSTREAM_ABORT, /* the handler recorded a failure: stop reading */
+} httpstream_verdict_t;
+
+/* One dispatched event. SSE: event is the event name ("" when the stream named none) and
+ * data the joined data lines. NDJSON: event is "" and data is one line. data is
+ * NUL-terminated at data[len] and only valid during the call. */
+typedef httpstream_verdict_t(httpstream_event_fn)(void *ctx, const char *event, const char *data,
+                                                  size_t len);
+
+typedef struct httpstream httpstream_t;
+
+/* A splitter in mode, dispatching to fn. Lines longer than line_max bytes are an error.
+ * Never NULL (aborts on exhaustion). */
+httpstream_t *httpstream_new(httpstream_mode_t mode, size_t line_max, httpstream_event_fn *fn,
+                             void *ctx);
+void httpstream_destroy(httpstream_t **self_p);
+
+/* Feeds len bytes. Returns HTTPSTREAM_CONTINUE, the handler's DONE or ABORT (later bytes are
+ * then ignored), or -1 when a line exceeded the cap (sticky). */
+int httpstream_feed(httpstream_t *self, const char *data, size_t len);
+
+/* End of input: an NDJSON line without its final newline is dispatched; an SSE event
+ * without its blank line is dropped, as WHATWG says. Returns like httpstream_feed. */
+int httpstream_finish(httpstream_t *self);
+
+/* A call's HTTP request. headers is a NULL-terminated list of "Name: value". */
+typedef struct {
+    const char *url;
+    const char *const *headers;
+    const char *body;
+    httpstream_mode_t mode;
+    httpstream_event_fn *on_event; /* receives the events of a 2xx response */
+    void *ctx;
+} httpstream_request_t;
+
+typedef enum {
+    HTTPSTREAM_R_EOF = 0,    /* a 2xx body ended without the handler saying DONE */
+    HTTPSTREAM_R_DONE,       /* the handler said DONE */
+    HTTPSTREAM_R_ABORTED,    /* the handler said ABORT */
+    HTTPSTREAM_R_HTTP_ERROR, /* a non-2xx status; see status and error_body */
+    HTTPSTREAM_R_NET,        /* connect, read or timeout failure; see error */
+    HTTPSTREAM_R_OVERSIZE,   /* a line over HTTPSTREAM_LINE_MAX_BYTES */
+    HTTPSTREAM_R_CANCELLED,  /* the cancel token was set */
+} httpstream_rc_t;
+
+typedef struct {
+    int status;                                   /* final HTTP status, 0 before any */
+    int64_t retry_after_ms;                       /* retry-after-ms or retry-after, -1 if absent */
+    int should_retry;                             /* x-should-retry: 1 true, 0 false, -1 absent */
+    char error_body[HTTPSTREAM_ERROR_BODY_BYTES]; /* start of a non-2xx body, NUL-terminated */
+    char error[HTTPSTREAM_NET_ERROR_BYTES];       /* libcurl's message for HTTPSTREAM_R_NET */
+} httpstream_result_t;
+
+/* POSTs req and streams a 2xx body through a splitter into req->on_event, checking cancel
+ * at least every HTTPSTREAM_CANCEL_POLL_MS. One curl easy handle per call. out is filled
+ * in every case. */
+httpstream_rc_t httpstream_post(const httpstream_request_t *req, cancel_t *cancel,
+                                httpstream_result_t *out);
+
+/* Parses a retry-after value: seconds (integer or decimal) or an HTTP-date. Returns
+ * milliseconds (0 for a date in the past), or -1 when it is neither. */
+int64_t httpstream_retry_after_ms(const char *value, int64_t now_epoch_s);
+
+/* Turns a call that did not succeed into a classified failure in out (provider.h) and
+ * returns PROVIDER_ERROR, or PROVIDER_CANCELLED for HTTPSTREAM_R_CANCELLED. who names the
+ * provider in the message. HTTPSTREAM_R_EOF is a truncated stream (retryable). */
+provider_rc_t httpstream_fail(const char *who, httpstream_rc_t rc, const httpstream_result_t *res,
+                              provider_result_t *out);
+
+/* Caps for one streamed event's JSON (the provider's envelope, not the model's values). */
+extern const jsonstrict_limits_t httpstream_event_limits;
+
+/* Parses one event's JSON text strictly; NULL (and a logged warning) when it is not JSON. */
+json_t *httpstream_parse_event(const char *who, const char *data, size_t len);
+
+/* A new tool-call part {"type":"tool-call","tool_call_id","tool_name","args"} from the
+ * argument text the model produced (len 0 means {}). Text that is not a JSON object under
+ * jsonstrict's default caps gives "args": {} and the raw text in "args_text". */
+json_t *httpstream_tool_call(const char *id, const char *name, const char *args, size_t len);
+
+/* Sends part to on_part (when set) as compact JSON text. */
+void httpstream_emit(provider_part_fn *on_part, void *ctx, const json_t *part);
+
+/* base_url (or dflt when NULL or empty) without trailing slashes, followed by path. Caller
+ * frees. */
+char *httpstream_url(const char *base_url, const char *dflt, const char *path);
+
+/* The text of a history part's tool result, as the providers want it: a JSON string result
+ * as is, any other value as compact JSON. Caller frees. */
+char *httpstream_result_text(const json_t *part);
+
+/* Records an error event that arrived inside a 2xx stream: err is the provider's error
+ * value ({"type"|"code","message"} or a plain string). Retryable unless its type or code
+ * says the request itself is wrong (invalid_request_error, authentication_error, ...).
+ * Returns HTTPSTREAM_ABORT for the event handler to return. */
+httpstream_verdict_t httpstream_stream_error(const char *who, const json_t *err,
+                                             provider_result_t *out);
+
+/* A growable byte buffer bounded by the max given to each append; data is NUL-terminated
+ * (or NULL while empty). Release with httpstream_buf_free. */
+typedef struct {
+    char *data;
+    size_t len;
+    size_t cap;
+} httpstream_buf_t;
+
+/* Appends n bytes; returns -1 (and appends nothing) when len would exceed max. */
+int httpstream_buf_append(httpstream_buf_t *b, const char *s, size_t n, size_t max);
+void httpstream_buf_free(httpstream_buf_t *b);
+
+/* The concatenated "text" parts of a history message. Caller frees. */
+char *httpstream_text_of(const json_t *msg);
+
+/* A "Name: value" header line, or NULL when value holds a control character (a key with a
+ * newline would inject headers). Caller frees. */
+char *httpstream_header(const char *name, const char *value);
+
+/* A fresh tool-call id "call_<32 hex digits>" for providers that send none. */
+void httpstream_call_id(char out[HTTPSTREAM_CALL_ID_BYTES]);
+
+#endif
