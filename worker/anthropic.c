@@ -1,0 +1,399 @@
+/* anthropic: see anthropic.h; the wire format is provider-wire.md §3. */
+#include "anthropic.h"
+#include "httpstream.h"
+#include "jsonout.h"
+#include "mem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *s_str(const json_t *obj, const char *key) {
+    const char *v = json_string_value(json_object_get(obj, key));
+    return v ? v : "";
+}
+
+/* --- Request. --- */
+
+/* A reasoning part as a thinking block, or NULL when it cannot be replayed: the API refuses
+ * a thinking block whose signature is missing or does not match its text. */
+static json_t *s_thinking_block(const json_t *p) {
+    const char *redacted = json_string_value(json_object_get(p, "redacted_data"));
+    if (redacted) {
+        return json_pack("{s:s, s:s}", "type", "redacted_thinking", "data", redacted);
+    }
+    const char *sig = s_str(p, "signature");
+    if (!sig[0]) {
+        return NULL;
+    }
+    return json_pack("{s:s, s:s, s:s}", "type", "thinking", "thinking", s_str(p, "text"),
+                     "signature", sig);
+}
+
+static json_t *s_tool_use_block(const json_t *p) {
+    const json_t *args = json_object_get(p, "args");
+    return json_pack("{s:s, s:s, s:s, s:O}", "type", "tool_use", "id", s_str(p, "tool_call_id"),
+                     "name", s_str(p, "tool_name"), "input",
+                     json_is_object(args) ? args : json_object());
+}
+
+static json_t *s_tool_result_block(const json_t *p) {
+    char *text = httpstream_result_text(p);
+    json_t *b = json_pack("{s:s, s:s, s:s}", "type", "tool_result", "tool_use_id",
+                          s_str(p, "tool_call_id"), "content", text);
+    free(text);
+    if (json_is_true(json_object_get(p, "is_error"))) {
+        json_object_set_new(b, "is_error", json_true());
+    }
+    return b;
+}
+
+/* The blocks of one history message, in its part order. */
+static json_t *s_blocks(const json_t *msg, bool assistant) {
+    json_t *blocks = json_array();
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(msg, "content"), i, p) {
+        const char *type = s_str(p, "type");
+        json_t *b = NULL;
+        if (!strcmp(type, "text") && s_str(p, "text")[0]) {
+            b = json_pack("{s:s, s:s}", "type", "text", "text", s_str(p, "text"));
+        } else if (assistant && !strcmp(type, "reasoning")) {
+            b = s_thinking_block(p);
+        } else if (assistant && !strcmp(type, "tool-call")) {
+            b = s_tool_use_block(p);
+        } else if (!assistant && !strcmp(type, "tool-result")) {
+            b = s_tool_result_block(p);
+        }
+        if (b) {
+            json_array_append_new(blocks, b);
+        }
+    }
+    return blocks;
+}
+
+/* Messages alternate user/assistant: tool results travel in user messages, and adjacent
+ * messages of one role are merged (tool results first, as the API wants them). */
+static json_t *s_messages(const json_t *history, json_t *system) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(history, i, m) {
+        const char *role = s_str(m, "role");
+        if (!strcmp(role, "system")) {
+            char *text = httpstream_text_of(m);
+            if (text[0]) {
+                json_array_append_new(system,
+                                      json_pack("{s:s, s:s}", "type", "text", "text", text));
+            }
+            free(text);
+            continue;
+        }
+        bool assistant = !strcmp(role, "assistant");
+        if (!assistant && strcmp(role, "user") && strcmp(role, "tool")) {
+            continue;
+        }
+        const char *wire = assistant ? "assistant" : "user";
+        json_t *blocks = s_blocks(m, assistant);
+        json_t *last = json_array_get(out, json_array_size(out) - 1);
+        if (json_array_size(blocks) == 0) {
+            json_decref(blocks);
+        } else if (last && !strcmp(s_str(last, "role"), wire)) {
+            json_array_extend(json_object_get(last, "content"), blocks);
+            json_decref(blocks);
+        } else {
+            json_array_append_new(out, json_pack("{s:s, s:o}", "role", wire, "content", blocks));
+        }
+    }
+    return out;
+}
+
+static json_t *s_tools(const json_t *tools) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *schema = json_object_get(t, "input_schema");
+        json_array_append_new(out, json_pack("{s:s, s:s, s:o}", "name", s_str(t, "name"),
+                                             "description", s_str(t, "description"), "input_schema",
+                                             json_is_object(schema)
+                                                 ? json_incref(schema)
+                                                 : json_pack("{s:s}", "type", "object")));
+    }
+    return out;
+}
+
+static json_t *s_body(const provider_request_t *req) {
+    json_t *system = json_array();
+    json_t *body = json_pack(
+        "{s:s, s:i, s:o, s:b}", "model", req->model->model ? req->model->model : "", "max_tokens",
+        ANTHROPIC_MAX_TOKENS, "messages", s_messages(req->messages, system), "stream", 1);
+    if (json_array_size(system) > 0) {
+        json_object_set_new(body, "system", system);
+    } else {
+        json_decref(system);
+    }
+    if (json_array_size(req->tools) > 0) {
+        json_object_set_new(body, "tools", s_tools(req->tools));
+    }
+    return body;
+}
+
+/* --- Stream. --- */
+
+typedef enum { S_UNUSED = 0, S_TEXT, S_TOOL, S_THINKING, S_REDACTED, S_OTHER } s_kind_t;
+
+typedef struct {
+    s_kind_t kind;
+    char id[128];
+    char name[128];
+    httpstream_buf_t buf; /* text, input JSON, thinking or redacted data */
+    httpstream_buf_t sig; /* thinking: the signature (replaced, not appended) */
+    json_t *part;         /* owned: the finished non-text part, at content_block_stop */
+} s_block_t;
+
+typedef struct {
+    provider_part_fn *on_part;
+    void *ctx;
+    provider_result_t *out;
+    s_block_t blocks[ANTHROPIC_BLOCKS_MAX];
+    bool started; /* message_start seen */
+    json_int_t input_tokens;
+    json_int_t output_tokens;
+} s_state_t;
+
+static httpstream_verdict_t s_fail(s_state_t *st, const char *what) {
+    (void)provider_fail(st->out, 0, true, -1, "anthropic: protocol: %s", what);
+    return HTTPSTREAM_ABORT;
+}
+
+static s_block_t *s_block(s_state_t *st, const json_t *ev) {
+    const json_t *index = json_object_get(ev, "index");
+    json_int_t i = json_integer_value(index);
+    if (!json_is_integer(index) || i < 0 || i >= ANTHROPIC_BLOCKS_MAX) {
+        return NULL;
+    }
+    return &st->blocks[i];
+}
+
+static httpstream_verdict_t s_block_start(s_state_t *st, const json_t *ev) {
+    s_block_t *b = s_block(st, ev);
+    const json_t *cb = json_object_get(ev, "content_block");
+    if (!b || b->kind != S_UNUSED || !json_is_object(cb)) {
+        return s_fail(st, "content_block_start without a fresh index");
+    }
+    const char *type = s_str(cb, "type");
+    b->kind = !strcmp(type, "text")                ? S_TEXT
+              : !strcmp(type, "tool_use")          ? S_TOOL
+              : !strcmp(type, "thinking")          ? S_THINKING
+              : !strcmp(type, "redacted_thinking") ? S_REDACTED
+                                                   : S_OTHER;
+    snprintf(b->id, sizeof b->id, "%s", s_str(cb, "id"));
+    snprintf(b->name, sizeof b->name, "%s", s_str(cb, "name"));
+    const char *initial = b->kind == S_TEXT       ? s_str(cb, "text")
+                          : b->kind == S_REDACTED ? s_str(cb, "data")
+                                                  : "";
+    if (httpstream_buf_append(&b->buf, initial, strlen(initial), ANTHROPIC_BLOCK_MAX_BYTES)) {
+        return s_fail(st, "block over its cap");
+    }
+    return HTTPSTREAM_CONTINUE;
+}
+
+static httpstream_verdict_t s_block_delta(s_state_t *st, const json_t *ev) {
+    s_block_t *b = s_block(st, ev);
+    const json_t *d = json_object_get(ev, "delta");
+    if (!b || b->kind == S_UNUSED || b->part) {
+        return s_fail(st, "content_block_delta for a block that is not open");
+    }
+    const char *type = s_str(d, "type");
+    const char *piece = NULL;
+    if (!strcmp(type, "text_delta") && b->kind == S_TEXT) {
+        piece = s_str(d, "text");
+        json_t *part = json_pack("{s:s, s:s}", "type", "text", "text", piece);
+        if (piece[0]) {
+            httpstream_emit(st->on_part, st->ctx, part);
+        }
+        json_decref(part);
+    } else if (!strcmp(type, "input_json_delta") && b->kind == S_TOOL) {
+        piece = s_str(d, "partial_json");
+    } else if (!strcmp(type, "thinking_delta") && b->kind == S_THINKING) {
+        piece = s_str(d, "thinking");
+    } else if (!strcmp(type, "signature_delta") && b->kind == S_THINKING) {
+        const char *sig = s_str(d, "signature");
+        b->sig.len = 0;
+        if (httpstream_buf_append(&b->sig, sig, strlen(sig), ANTHROPIC_SIGNATURE_BYTES - 1)) {
+            return s_fail(st, "signature over its cap");
+        }
+    }
+    if (piece && httpstream_buf_append(&b->buf, piece, strlen(piece), ANTHROPIC_BLOCK_MAX_BYTES)) {
+        return s_fail(st, "block over its cap");
+    }
+    return HTTPSTREAM_CONTINUE;
+}
+
+/* The finished part of a non-text block (NULL for text and unknown blocks). */
+static json_t *s_block_part(s_block_t *b) {
+    const char *buf = b->buf.data ? b->buf.data : "";
+    switch (b->kind) {
+        case S_TOOL:
+            return httpstream_tool_call(b->id, b->name, buf, b->buf.len);
+        case S_THINKING: {
+            json_t *p = json_pack("{s:s, s:s%}", "type", "reasoning", "text", buf, b->buf.len);
+            if (b->sig.len > 0) {
+                json_object_set_new(p, "signature", json_stringn(b->sig.data, b->sig.len));
+            }
+            return p;
+        }
+        case S_REDACTED:
+            return json_pack("{s:s, s:s, s:s%}", "type", "reasoning", "text", "", "redacted_data",
+                             buf, b->buf.len);
+        default:
+            return NULL;
+    }
+}
+
+static httpstream_verdict_t s_block_stop(s_state_t *st, const json_t *ev) {
+    s_block_t *b = s_block(st, ev);
+    if (!b || b->kind == S_UNUSED || b->part) {
+        return s_fail(st, "content_block_stop for a block that is not open");
+    }
+    b->part = s_block_part(b);
+    if (b->part) {
+        httpstream_emit(st->on_part, st->ctx, b->part);
+    }
+    return HTTPSTREAM_CONTINUE;
+}
+
+static void s_usage(s_state_t *st, const json_t *usage) {
+    const json_t *in = json_object_get(usage, "input_tokens");
+    const json_t *outt = json_object_get(usage, "output_tokens");
+    /* Counts are cumulative: the latest value wins. */
+    if (json_is_integer(in)) {
+        st->input_tokens = json_integer_value(in);
+    }
+    if (json_is_integer(outt)) {
+        st->output_tokens = json_integer_value(outt);
+    }
+}
+
+static httpstream_verdict_t s_dispatch(s_state_t *st, const char *type, const json_t *ev) {
+    if (!strcmp(type, "ping")) {
+        return HTTPSTREAM_CONTINUE;
+    }
+    if (!strcmp(type, "error")) {
+        return httpstream_stream_error("anthropic", json_object_get(ev, "error"), st->out);
+    }
+    if (!strcmp(type, "message_start")) {
+        st->started = true;
+        s_usage(st, json_object_get(json_object_get(ev, "message"), "usage"));
+        return HTTPSTREAM_CONTINUE;
+    }
+    if (!st->started) {
+        return s_fail(st, "an event before message_start");
+    }
+    if (!strcmp(type, "content_block_start")) {
+        return s_block_start(st, ev);
+    }
+    if (!strcmp(type, "content_block_delta")) {
+        return s_block_delta(st, ev);
+    }
+    if (!strcmp(type, "content_block_stop")) {
+        return s_block_stop(st, ev);
+    }
+    if (!strcmp(type, "message_delta")) {
+        s_usage(st, json_object_get(ev, "usage"));
+        return HTTPSTREAM_CONTINUE;
+    }
+    if (!strcmp(type, "message_stop")) {
+        return HTTPSTREAM_DONE;
+    }
+    return HTTPSTREAM_CONTINUE; /* events added later are ignored (provider-wire.md) */
+}
+
+static httpstream_verdict_t s_on_event(void *arg, const char *event, const char *data, size_t len) {
+    s_state_t *st = arg;
+    json_t *ev = httpstream_parse_event("anthropic", data, len);
+    if (!json_is_object(ev)) {
+        json_decref(ev);
+        return s_fail(st, "a data event that is not a JSON object");
+    }
+    /* The data's type names the event; the event: line is only a copy of it. */
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    httpstream_verdict_t v = s_dispatch(st, type ? type : event, ev);
+    json_decref(ev);
+    return v;
+}
+
+/* The reply's parts in block order; a text block becomes one text part. */
+static json_t *s_content(s_state_t *st) {
+    json_t *content = json_array();
+    for (size_t i = 0; i < ANTHROPIC_BLOCKS_MAX; i++) {
+        s_block_t *b = &st->blocks[i];
+        if (b->kind == S_TEXT && b->buf.len > 0) {
+            json_array_append_new(
+                content, json_pack("{s:s, s:s%}", "type", "text", "text", b->buf.data, b->buf.len));
+            continue;
+        }
+        if (!b->part) {
+            b->part = s_block_part(b); /* a block the stream never stopped */
+        }
+        if (b->part) {
+            json_array_append(content, b->part);
+        }
+    }
+    return content;
+}
+
+static void s_state_free(s_state_t *st) {
+    for (size_t i = 0; i < ANTHROPIC_BLOCKS_MAX; i++) {
+        httpstream_buf_free(&st->blocks[i].buf);
+        httpstream_buf_free(&st->blocks[i].sig);
+        json_decref(st->blocks[i].part);
+    }
+}
+
+provider_rc_t anthropic_generate(const provider_request_t *req, cancel_t *cancel,
+                                 provider_part_fn *on_part, void *ctx, provider_result_t *out) {
+    memset(out, 0, sizeof *out);
+    out->retry_after_ms = -1;
+    char *key = NULL;
+    if (req->model->api_key && req->model->api_key[0]) {
+        key = httpstream_header("x-api-key", req->model->api_key);
+        if (!key) {
+            return provider_fail(out, 0, false, -1, "anthropic: the API key holds a control byte");
+        }
+    }
+    json_t *body = s_body(req);
+    char *text = jsonout_dumps(body);
+    json_decref(body);
+    char *url = httpstream_url(req->model->base_url, ANTHROPIC_BASE_URL_DEFAULT, "/v1/messages");
+    const char *headers[] = {"Accept: text/event-stream", "anthropic-version: " ANTHROPIC_VERSION,
+                             key, NULL};
+    s_state_t *st = mem_calloc(1, sizeof *st);
+    st->on_part = on_part;
+    st->ctx = ctx;
+    st->out = out;
+    httpstream_request_t hr = {.url = url,
+                               .headers = headers,
+                               .body = text,
+                               .mode = HTTPSTREAM_SSE,
+                               .on_event = s_on_event,
+                               .ctx = st};
+    httpstream_result_t *res = mem_alloc(sizeof *res);
+    httpstream_rc_t rc = httpstream_post(&hr, cancel, res);
+    provider_rc_t prc;
+    if (rc == HTTPSTREAM_R_DONE) {
+        out->content = s_content(st);
+        out->usage = json_pack("{s:I, s:I}", "input_tokens", st->input_tokens, "output_tokens",
+                               st->output_tokens);
+        prc = PROVIDER_OK;
+    } else {
+        prc = httpstream_fail("anthropic", rc, res, out);
+    }
+    free(res);
+    s_state_free(st);
+    free(st);
+    free(url);
+    free(text);
+    free(key);
+    return prc;
+}

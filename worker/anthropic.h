@@ -1,0 +1,24 @@
+/*
+ * anthropic: the "anthropic" provider, the Messages API with streaming, tools and extended
+ * thinking (provider-wire.md §3). Thinking blocks become reasoning parts that keep their
+ * signature (or, redacted, their opaque data), and are sent back unchanged and in order so
+ * that a later step of the same turn is accepted. What is sent and accepted:
+ * worker/PROVIDERS.md.
+ */
+#ifndef CHATFLEET_ANTHROPIC_H
+#define CHATFLEET_ANTHROPIC_H
+
+#include "provider.h"
+
+#define ANTHROPIC_BASE_URL_DEFAULT "https://api.anthropic.com" /* POST {base}/v1/messages */
+#define ANTHROPIC_VERSION          "2023-06-01"                /* anthropic-version header */
+#define ANTHROPIC_MAX_TOKENS       8192              /* max_tokens (required by the API) */
+#define ANTHROPIC_BLOCKS_MAX       256               /* content blocks in one reply */
+#define ANTHROPIC_BLOCK_MAX_BYTES  (8 * 1024 * 1024) /* text, thinking or input JSON of a block */
+#define ANTHROPIC_SIGNATURE_BYTES  16384 /* a thinking block's signature, NUL included */
+
+/* The provider_generate of provider "anthropic" (provider.h). The key goes in x-api-key. */
+provider_rc_t anthropic_generate(const provider_request_t *req, cancel_t *cancel,
+                                 provider_part_fn *on_part, void *ctx, provider_result_t *out);
+
+#endif

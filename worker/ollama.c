@@ -1,0 +1,278 @@
+/* ollama: see ollama.h; the wire format is provider-wire.md §4.1. */
+#include "ollama.h"
+#include "httpstream.h"
+#include "jsonout.h"
+#include "mem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *s_str(const json_t *obj, const char *key) {
+    const char *v = json_string_value(json_object_get(obj, key));
+    return v ? v : "";
+}
+
+/* --- Request. --- */
+
+static json_t *s_assistant(const json_t *msg) {
+    char *text = httpstream_text_of(msg);
+    json_t *m = json_pack("{s:s, s:s}", "role", "assistant", "content", text);
+    free(text);
+    json_t *calls = json_array();
+    httpstream_buf_t thinking = {0};
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(msg, "content"), i, p) {
+        const char *type = s_str(p, "type");
+        if (!strcmp(type, "reasoning")) {
+            const char *t = s_str(p, "text");
+            (void)httpstream_buf_append(&thinking, t, strlen(t), OLLAMA_TEXT_MAX_BYTES);
+        } else if (!strcmp(type, "tool-call")) {
+            const json_t *args = json_object_get(p, "args");
+            json_array_append_new(calls,
+                                  json_pack("{s:s, s:{s:s, s:O}}", "id", s_str(p, "tool_call_id"),
+                                            "function", "name", s_str(p, "tool_name"), "arguments",
+                                            json_is_object(args) ? args : json_object()));
+        }
+    }
+    if (thinking.len > 0) {
+        json_object_set_new(m, "thinking", json_stringn(thinking.data, thinking.len));
+    }
+    httpstream_buf_free(&thinking);
+    if (json_array_size(calls)) {
+        json_object_set_new(m, "tool_calls", calls);
+    } else {
+        json_decref(calls);
+    }
+    return m;
+}
+
+static void s_tool_results(json_t *out, const json_t *msg) {
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(msg, "content"), i, p) {
+        if (strcmp(s_str(p, "type"), "tool-result")) {
+            continue;
+        }
+        char *text = httpstream_result_text(p);
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s}", "role", "tool", "tool_name",
+                                             s_str(p, "tool_name"), "tool_call_id",
+                                             s_str(p, "tool_call_id"), "content", text));
+        free(text);
+    }
+}
+
+static json_t *s_messages(const json_t *history) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(history, i, m) {
+        const char *role = s_str(m, "role");
+        if (!strcmp(role, "assistant")) {
+            json_array_append_new(out, s_assistant(m));
+        } else if (!strcmp(role, "tool")) {
+            s_tool_results(out, m);
+        } else if (!strcmp(role, "system") || !strcmp(role, "user")) {
+            char *text = httpstream_text_of(m);
+            json_array_append_new(out, json_pack("{s:s, s:s}", "role", role, "content", text));
+            free(text);
+        }
+    }
+    return out;
+}
+
+static json_t *s_tools(const json_t *tools) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *schema = json_object_get(t, "input_schema");
+        json_array_append_new(
+            out, json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function", "function", "name",
+                           s_str(t, "name"), "description", s_str(t, "description"), "parameters",
+                           json_is_object(schema) ? json_incref(schema)
+                                                  : json_pack("{s:s}", "type", "object")));
+    }
+    return out;
+}
+
+static json_t *s_body(const provider_request_t *req) {
+    json_t *body = json_pack("{s:s, s:o, s:b}", "model", req->model->model ? req->model->model : "",
+                             "messages", s_messages(req->messages), "stream", 1);
+    if (json_array_size(req->tools) > 0) {
+        json_object_set_new(body, "tools", s_tools(req->tools));
+    }
+    return body;
+}
+
+/* --- Stream. --- */
+
+typedef struct {
+    provider_part_fn *on_part;
+    void *ctx;
+    provider_result_t *out;
+    httpstream_buf_t text;
+    httpstream_buf_t thinking;
+    json_t *reasoning; /* owned: the reasoning part, once its thinking has ended */
+    json_t *calls;     /* owned: the tool-call parts so far */
+    json_t *usage;     /* owned */
+} s_state_t;
+
+static httpstream_verdict_t s_fail(s_state_t *st, const char *what) {
+    (void)provider_fail(st->out, 0, true, -1, "ollama: protocol: %s", what);
+    return HTTPSTREAM_ABORT;
+}
+
+/* Thinking comes before the answer: the first text or tool call (or the end) closes it. */
+static void s_close_thinking(s_state_t *st) {
+    if (st->reasoning || st->thinking.len == 0) {
+        return;
+    }
+    st->reasoning =
+        json_pack("{s:s, s:s%}", "type", "reasoning", "text", st->thinking.data, st->thinking.len);
+    httpstream_emit(st->on_part, st->ctx, st->reasoning);
+}
+
+static httpstream_verdict_t s_tool_call(s_state_t *st, const json_t *tc) {
+    if (json_array_size(st->calls) >= OLLAMA_TOOL_CALLS_MAX) {
+        return s_fail(st, "too many tool calls");
+    }
+    const json_t *fn = json_object_get(tc, "function");
+    const json_t *args = json_object_get(fn, "arguments");
+    /* The arguments arrive parsed; they are rewritten and read back so that the same
+     * jsonstrict caps apply as for the providers that stream argument text. */
+    char *text = json_is_string(args) ? mem_strdup(json_string_value(args))
+                 : args               ? jsonout_dumps(args)
+                                      : mem_strdup("");
+    char fresh[HTTPSTREAM_CALL_ID_BYTES];
+    const char *id = s_str(tc, "id");
+    if (!id[0]) {
+        httpstream_call_id(fresh);
+        id = fresh;
+    }
+    json_t *part = httpstream_tool_call(id, s_str(fn, "name"), text, strlen(text));
+    free(text);
+    httpstream_emit(st->on_part, st->ctx, part);
+    json_array_append_new(st->calls, part);
+    return HTTPSTREAM_CONTINUE;
+}
+
+static httpstream_verdict_t s_message(s_state_t *st, const json_t *msg) {
+    const char *thinking = s_str(msg, "thinking");
+    const char *content = s_str(msg, "content");
+    if (thinking[0] && !st->reasoning) {
+        if (httpstream_buf_append(&st->thinking, thinking, strlen(thinking),
+                                  OLLAMA_TEXT_MAX_BYTES)) {
+            return s_fail(st, "thinking over its cap");
+        }
+    }
+    const json_t *calls = json_object_get(msg, "tool_calls");
+    if (content[0] || json_array_size(calls) > 0) {
+        s_close_thinking(st);
+    }
+    if (content[0]) {
+        if (httpstream_buf_append(&st->text, content, strlen(content), OLLAMA_TEXT_MAX_BYTES)) {
+            return s_fail(st, "reply text over its cap");
+        }
+        json_t *part = json_pack("{s:s, s:s}", "type", "text", "text", content);
+        httpstream_emit(st->on_part, st->ctx, part);
+        json_decref(part);
+    }
+    httpstream_verdict_t v = HTTPSTREAM_CONTINUE;
+    size_t i;
+    json_t *tc;
+    json_array_foreach(calls, i, tc) {
+        if (v == HTTPSTREAM_CONTINUE) {
+            v = s_tool_call(st, tc);
+        }
+    }
+    return v;
+}
+
+static httpstream_verdict_t s_on_line(void *arg, const char *event, const char *data, size_t len) {
+    s_state_t *st = arg;
+    json_t *line = httpstream_parse_event("ollama", data, len);
+    if (!json_is_object(line)) {
+        json_decref(line);
+        return s_fail(st, "a line that is not a JSON object");
+    }
+    httpstream_verdict_t v = HTTPSTREAM_CONTINUE;
+    const json_t *err = json_object_get(line, "error");
+    if (err && !json_is_null(err)) {
+        v = httpstream_stream_error("ollama", err, st->out);
+    } else {
+        v = s_message(st, json_object_get(line, "message"));
+    }
+    if (v == HTTPSTREAM_CONTINUE && json_is_true(json_object_get(line, "done"))) {
+        s_close_thinking(st);
+        st->usage =
+            json_pack("{s:I, s:I}", "input_tokens",
+                      json_integer_value(json_object_get(line, "prompt_eval_count")),
+                      "output_tokens", json_integer_value(json_object_get(line, "eval_count")));
+        v = HTTPSTREAM_DONE;
+    }
+    json_decref(line);
+    return v;
+}
+
+/* The reply's parts: reasoning, then text, then tool calls (the order Ollama sends). */
+static json_t *s_content(s_state_t *st) {
+    json_t *content = json_array();
+    if (st->reasoning) {
+        json_array_append(content, st->reasoning);
+    }
+    if (st->text.len > 0) {
+        json_array_append_new(
+            content, json_pack("{s:s, s:s%}", "type", "text", "text", st->text.data, st->text.len));
+    }
+    json_array_extend(content, st->calls);
+    return content;
+}
+
+provider_rc_t ollama_generate(const provider_request_t *req, cancel_t *cancel,
+                              provider_part_fn *on_part, void *ctx, provider_result_t *out) {
+    memset(out, 0, sizeof *out);
+    out->retry_after_ms = -1;
+    char *auth = NULL;
+    if (req->model->api_key && req->model->api_key[0]) {
+        char *bearer = mem_printf("Bearer %s", req->model->api_key);
+        auth = httpstream_header("Authorization", bearer);
+        free(bearer);
+        if (!auth) {
+            return provider_fail(out, 0, false, -1, "ollama: the API key holds a control byte");
+        }
+    }
+    json_t *body = s_body(req);
+    char *text = jsonout_dumps(body);
+    json_decref(body);
+    char *url = httpstream_url(req->model->base_url, OLLAMA_BASE_URL_DEFAULT, "/api/chat");
+    const char *headers[] = {"Accept: application/x-ndjson", auth, NULL};
+    s_state_t st = {.on_part = on_part, .ctx = ctx, .out = out, .calls = json_array()};
+    httpstream_request_t hr = {.url = url,
+                               .headers = headers,
+                               .body = text,
+                               .mode = HTTPSTREAM_NDJSON,
+                               .on_event = s_on_line,
+                               .ctx = &st};
+    httpstream_result_t *res = mem_alloc(sizeof *res);
+    httpstream_rc_t rc = httpstream_post(&hr, cancel, res);
+    provider_rc_t prc;
+    if (rc == HTTPSTREAM_R_DONE) {
+        out->content = s_content(&st);
+        out->usage = st.usage;
+        st.usage = NULL;
+        prc = PROVIDER_OK;
+    } else {
+        prc = httpstream_fail("ollama", rc, res, out);
+    }
+    free(res);
+    httpstream_buf_free(&st.text);
+    httpstream_buf_free(&st.thinking);
+    json_decref(st.reasoning);
+    json_decref(st.calls);
+    json_decref(st.usage);
+    free(url);
+    free(text);
+    free(auth);
+    return prc;
+}

@@ -1,0 +1,20 @@
+/*
+ * ollama: the "ollama" provider, Ollama's native /api/chat streamed as NDJSON
+ * (provider-wire.md §4.1). Tool calls arrive whole, thinking in message.thinking fragments.
+ * What is sent and accepted: worker/PROVIDERS.md.
+ */
+#ifndef CHATFLEET_OLLAMA_H
+#define CHATFLEET_OLLAMA_H
+
+#include "provider.h"
+
+#define OLLAMA_BASE_URL_DEFAULT "http://127.0.0.1:11434" /* POST {base}/api/chat */
+#define OLLAMA_TEXT_MAX_BYTES   (8 * 1024 * 1024)        /* text or thinking of one reply */
+#define OLLAMA_TOOL_CALLS_MAX   64                       /* tool calls in one reply */
+
+/* The provider_generate of provider "ollama" (provider.h). A set api_key is sent as
+ * "Authorization: Bearer" (Ollama itself needs none; proxies in front of it may). */
+provider_rc_t ollama_generate(const provider_request_t *req, cancel_t *cancel,
+                              provider_part_fn *on_part, void *ctx, provider_result_t *out);
+
+#endif

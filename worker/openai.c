@@ -1,0 +1,311 @@
+/* openai: see openai.h; the wire format is provider-wire.md §1. */
+#include "openai.h"
+#include "httpstream.h"
+#include "jsonout.h"
+#include "mem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *s_str(const json_t *obj, const char *key) {
+    const char *v = json_string_value(json_object_get(obj, key));
+    return v ? v : "";
+}
+
+/* --- Request. --- */
+
+/* The argument text of a history tool call: what the model wrote when it was not JSON. */
+static char *s_args_text(const json_t *part) {
+    const char *raw = json_string_value(json_object_get(part, "args_text"));
+    if (raw) {
+        return mem_strdup(raw);
+    }
+    const json_t *args = json_object_get(part, "args");
+    return args ? jsonout_dumps(args) : mem_strdup("{}");
+}
+
+static json_t *s_assistant(const json_t *msg) {
+    char *text = httpstream_text_of(msg);
+    json_t *calls = json_array();
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(msg, "content"), i, p) {
+        if (strcmp(s_str(p, "type"), "tool-call")) {
+            continue; /* Chat Completions takes no reasoning back */
+        }
+        char *args = s_args_text(p);
+        json_array_append_new(calls,
+                              json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", s_str(p, "tool_call_id"),
+                                        "type", "function", "function", "name",
+                                        s_str(p, "tool_name"), "arguments", args));
+        free(args);
+    }
+    json_t *m = json_pack("{s:s}", "role", "assistant");
+    json_object_set_new(m, "content",
+                        text[0] || !json_array_size(calls) ? json_string(text) : json_null());
+    if (json_array_size(calls)) {
+        json_object_set_new(m, "tool_calls", calls);
+    } else {
+        json_decref(calls);
+    }
+    free(text);
+    return m;
+}
+
+/* Appends one "tool" message per result of a history tool message. */
+static void s_tool_results(json_t *out, const json_t *msg) {
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(msg, "content"), i, p) {
+        if (strcmp(s_str(p, "type"), "tool-result")) {
+            continue;
+        }
+        char *text = httpstream_result_text(p);
+        json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "role", "tool", "tool_call_id",
+                                             s_str(p, "tool_call_id"), "content", text));
+        free(text);
+    }
+}
+
+static json_t *s_messages(const json_t *history) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(history, i, m) {
+        const char *role = s_str(m, "role");
+        if (!strcmp(role, "assistant")) {
+            json_array_append_new(out, s_assistant(m));
+        } else if (!strcmp(role, "tool")) {
+            s_tool_results(out, m);
+        } else if (!strcmp(role, "system") || !strcmp(role, "user")) {
+            char *text = httpstream_text_of(m);
+            json_array_append_new(out, json_pack("{s:s, s:s}", "role", role, "content", text));
+            free(text);
+        }
+    }
+    return out;
+}
+
+static json_t *s_tools(const json_t *tools) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *fn = json_pack("{s:s, s:s}", "name", s_str(t, "name"), "description",
+                               s_str(t, "description"));
+        json_t *schema = json_object_get(t, "input_schema");
+        json_object_set_new(fn, "parameters",
+                            json_is_object(schema) ? json_incref(schema)
+                                                   : json_pack("{s:s}", "type", "object"));
+        json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn));
+    }
+    return out;
+}
+
+static json_t *s_body(const provider_request_t *req) {
+    json_t *body = json_pack(
+        "{s:s, s:o, s:b, s:{s:b}}", "model", req->model->model ? req->model->model : "", "messages",
+        s_messages(req->messages), "stream", 1, "stream_options", "include_usage", 1);
+    if (json_array_size(req->tools) > 0) {
+        json_object_set_new(body, "tools", s_tools(req->tools));
+    }
+    return body;
+}
+
+/* --- Stream. --- */
+
+typedef struct {
+    char id[128];
+    char name[128];
+    httpstream_buf_t args;
+    bool used;
+} s_call_t;
+
+typedef struct {
+    provider_part_fn *on_part;
+    void *ctx;
+    provider_result_t *out;
+    httpstream_buf_t text;
+    s_call_t calls[OPENAI_TOOL_CALLS_MAX];
+    json_t *usage;
+    bool finished; /* finish_reason seen */
+} s_state_t;
+
+static httpstream_verdict_t s_fail(s_state_t *st, const char *what) {
+    (void)provider_fail(st->out, 0, true, -1, "openai: protocol: %s", what);
+    return HTTPSTREAM_ABORT;
+}
+
+static httpstream_verdict_t s_text(s_state_t *st, const char *delta) {
+    if (!delta[0]) {
+        return HTTPSTREAM_CONTINUE;
+    }
+    if (httpstream_buf_append(&st->text, delta, strlen(delta), OPENAI_TEXT_MAX_BYTES)) {
+        return s_fail(st, "reply text over its cap");
+    }
+    json_t *part = json_pack("{s:s, s:s}", "type", "text", "text", delta);
+    httpstream_emit(st->on_part, st->ctx, part);
+    json_decref(part);
+    return HTTPSTREAM_CONTINUE;
+}
+
+static httpstream_verdict_t s_call_delta(s_state_t *st, const json_t *tc) {
+    json_int_t index = json_integer_value(json_object_get(tc, "index"));
+    if (!json_is_integer(json_object_get(tc, "index")) || index < 0 ||
+        index >= OPENAI_TOOL_CALLS_MAX) {
+        return s_fail(st, "tool call index missing or out of range");
+    }
+    s_call_t *c = &st->calls[index];
+    c->used = true;
+    const char *id = json_string_value(json_object_get(tc, "id"));
+    const json_t *fn = json_object_get(tc, "function");
+    const char *name = json_string_value(json_object_get(fn, "name"));
+    const char *args = json_string_value(json_object_get(fn, "arguments"));
+    if (id && id[0]) {
+        snprintf(c->id, sizeof c->id, "%s", id);
+    }
+    if (name && name[0]) {
+        snprintf(c->name, sizeof c->name, "%s", name);
+    }
+    if (args && httpstream_buf_append(&c->args, args, strlen(args), OPENAI_ARGS_MAX_BYTES)) {
+        return s_fail(st, "tool call arguments over their cap");
+    }
+    return HTTPSTREAM_CONTINUE;
+}
+
+static httpstream_verdict_t s_choice(s_state_t *st, const json_t *choice) {
+    const json_t *delta = json_object_get(choice, "delta");
+    const char *text = json_string_value(json_object_get(delta, "content"));
+    const char *refusal = json_string_value(json_object_get(delta, "refusal"));
+    httpstream_verdict_t v = HTTPSTREAM_CONTINUE;
+    /* A refusal is shown to the user like text (PROVIDERS.md). */
+    if (text) {
+        v = s_text(st, text);
+    }
+    if (v == HTTPSTREAM_CONTINUE && refusal) {
+        v = s_text(st, refusal);
+    }
+    size_t i;
+    json_t *tc;
+    json_array_foreach(json_object_get(delta, "tool_calls"), i, tc) {
+        if (v == HTTPSTREAM_CONTINUE) {
+            v = s_call_delta(st, tc);
+        }
+    }
+    if (json_is_string(json_object_get(choice, "finish_reason"))) {
+        st->finished = true;
+    }
+    return v;
+}
+
+static httpstream_verdict_t s_on_event(void *arg, const char *event, const char *data, size_t len) {
+    s_state_t *st = arg;
+    if (!strncmp(data, "[DONE]", 6)) {
+        return HTTPSTREAM_DONE;
+    }
+    json_t *chunk = httpstream_parse_event("openai", data, len);
+    if (!json_is_object(chunk)) {
+        json_decref(chunk);
+        return s_fail(st, "a data event that is not a JSON object");
+    }
+    httpstream_verdict_t v = HTTPSTREAM_CONTINUE;
+    const json_t *err = json_object_get(chunk, "error");
+    if (err && !json_is_null(err)) {
+        v = httpstream_stream_error("openai", err, st->out);
+    }
+    /* Only the first choice: chatfleet never asks for n > 1. */
+    const json_t *choice = json_array_get(json_object_get(chunk, "choices"), 0);
+    if (v == HTTPSTREAM_CONTINUE && json_is_object(choice)) {
+        v = s_choice(st, choice);
+    }
+    const json_t *usage = json_object_get(chunk, "usage");
+    if (json_is_object(usage)) {
+        json_decref(st->usage);
+        st->usage =
+            json_pack("{s:I, s:I}", "input_tokens",
+                      json_integer_value(json_object_get(usage, "prompt_tokens")), "output_tokens",
+                      json_integer_value(json_object_get(usage, "completion_tokens")));
+    }
+    json_decref(chunk);
+    return v;
+}
+
+/* The reply's parts: its text, then its tool calls in index order, each emitted whole. */
+static json_t *s_content(s_state_t *st) {
+    json_t *content = json_array();
+    if (st->text.len > 0) {
+        json_array_append_new(
+            content, json_pack("{s:s, s:s%}", "type", "text", "text", st->text.data, st->text.len));
+    }
+    for (size_t i = 0; i < OPENAI_TOOL_CALLS_MAX; i++) {
+        s_call_t *c = &st->calls[i];
+        if (!c->used) {
+            continue;
+        }
+        char fresh[HTTPSTREAM_CALL_ID_BYTES];
+        if (!c->id[0]) {
+            httpstream_call_id(fresh);
+        }
+        json_t *part = httpstream_tool_call(c->id[0] ? c->id : fresh, c->name,
+                                            c->args.data ? c->args.data : "", c->args.len);
+        httpstream_emit(st->on_part, st->ctx, part);
+        json_array_append_new(content, part);
+    }
+    return content;
+}
+
+static void s_state_free(s_state_t *st) {
+    httpstream_buf_free(&st->text);
+    for (size_t i = 0; i < OPENAI_TOOL_CALLS_MAX; i++) {
+        httpstream_buf_free(&st->calls[i].args);
+    }
+    json_decref(st->usage);
+}
+
+provider_rc_t openai_generate(const provider_request_t *req, cancel_t *cancel,
+                              provider_part_fn *on_part, void *ctx, provider_result_t *out) {
+    memset(out, 0, sizeof *out);
+    out->retry_after_ms = -1;
+    char *auth = NULL;
+    if (req->model->api_key && req->model->api_key[0]) {
+        char *bearer = mem_printf("Bearer %s", req->model->api_key);
+        auth = httpstream_header("Authorization", bearer);
+        free(bearer);
+        if (!auth) {
+            return provider_fail(out, 0, false, -1, "openai: the API key holds a control byte");
+        }
+    }
+    json_t *body = s_body(req);
+    char *text = jsonout_dumps(body);
+    json_decref(body);
+    char *url = httpstream_url(req->model->base_url, OPENAI_BASE_URL_DEFAULT, "/chat/completions");
+    const char *headers[] = {"Accept: text/event-stream", auth, NULL};
+    s_state_t *st = mem_calloc(1, sizeof *st);
+    st->on_part = on_part;
+    st->ctx = ctx;
+    st->out = out;
+    httpstream_request_t hr = {.url = url,
+                               .headers = headers,
+                               .body = text,
+                               .mode = HTTPSTREAM_SSE,
+                               .on_event = s_on_event,
+                               .ctx = st};
+    httpstream_result_t *res = mem_alloc(sizeof *res);
+    httpstream_rc_t rc = httpstream_post(&hr, cancel, res);
+    provider_rc_t prc;
+    if (rc == HTTPSTREAM_R_DONE) {
+        out->content = s_content(st);
+        out->usage = st->usage;
+        st->usage = NULL;
+        prc = PROVIDER_OK;
+    } else {
+        prc = httpstream_fail("openai", rc, res, out);
+    }
+    free(res);
+    s_state_free(st);
+    free(st);
+    free(url);
+    free(text);
+    free(auth);
+    return prc;
+}
