@@ -1,9 +1,14 @@
 /* generation: see generation.h. */
 #include "generation.h"
+#include "batch.h"
 #include "history.h"
+#include "jsonout.h"
+#include "jsonstrict.h"
 #include "log.h"
 #include "mem.h"
+#include "outformat.h"
 #include "provider.h"
+#include "structured.h"
 #include "tools.h"
 
 #include <stdio.h>
@@ -54,7 +59,27 @@ typedef struct {
     int count;
     const char *error_json;
     int64_t attempt;
+    /* A structured request this bundle closes with its receipt, written right before the
+     * FinishTurn or FinishError (structured-output-plan.md §5.4); NULL: none. */
+    const char *receipt_id;
+    const char *receipt_status;
+    const char *receipt_code;
+    const char *receipt_value;
 } s_args_t;
+
+static int s_receipt(chatstate_t *cs, const s_args_t *a, cs_error_t *err) {
+    if (!a->receipt_id) {
+        return 0;
+    }
+    bool written = false;
+    int rc = chatstate_receipt(cs, a->receipt_id, a->receipt_status, a->receipt_code,
+                               a->receipt_value, &written, err);
+    if (rc == 0) {
+        log_info("structured_receipt", "request_id=%s status=%s code=%s written=%d", a->receipt_id,
+                 a->receipt_status, a->receipt_code ? a->receipt_code : "-", written);
+    }
+    return rc;
+}
 
 static int s_commit_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     s_args_t *a = arg;
@@ -68,11 +93,17 @@ static int s_enter_ra(chatstate_t *cs, void *arg, cs_error_t *err) {
 
 static int s_finish_turn(chatstate_t *cs, void *arg, cs_error_t *err) {
     s_args_t *a = arg;
+    if (s_receipt(cs, a, err) != 0) {
+        return -1;
+    }
     return chatstate_finish_turn(cs, a->fence, NULL, 0, err);
 }
 
 static int s_finish_error(chatstate_t *cs, void *arg, cs_error_t *err) {
     s_args_t *a = arg;
+    if (s_receipt(cs, a, err) != 0) {
+        return -1;
+    }
     return chatstate_finish_error(cs, a->fence, a->error_json, NULL, 0, err);
 }
 
@@ -86,65 +117,112 @@ static int s_record_retry(chatstate_t *cs, void *arg, cs_error_t *err) {
     return chatstate_record_retry_state(cs, a->fence, a->error_json, err);
 }
 
-/* --- Tool results. --- */
+/* --- The structured turn. --- */
 
-/* Appends one tool message per call in calls that is not a dynamic tool: the result of
- * running it locally. Returns the number of messages; their content strings are owned by
- * contents (freed by the caller). */
-static int s_run_local(const json_t *calls, const json_t *dynamic_tools, cs_message_t *msgs,
-                       char **contents, int cap) {
-    int n = 0;
-    size_t i;
-    json_t *c;
-    json_array_foreach(calls, i, c) {
-        if (n >= cap || strcmp(s_str(c, "type"), "tool-call") != 0) {
-            continue;
-        }
-        const char *name = s_str(c, "tool_name");
-        bool dynamic = false;
-        size_t k;
-        json_t *t;
-        json_array_foreach(dynamic_tools, k, t) {
-            dynamic |= !strcmp(s_str(t, "name"), name);
-        }
-        if (dynamic) {
-            continue;
-        }
-        bool is_error = false;
-        json_t *result = tools_run(name, json_object_get(c, "args"), &is_error);
-        /* "o" steals result. */
-        json_t *content = json_pack("[{s:s, s:s, s:s, s:o, s:b}]", "type", "tool-result",
-                                    "tool_call_id", s_str(c, "tool_call_id"), "tool_name", name,
-                                    "result", result, "is_error", is_error);
-        contents[n] = json_dumps(content, JSON_COMPACT);
-        json_decref(content);
-        msgs[n] = (cs_message_t){.role = "tool", .content = contents[n]};
-        n++;
+/* FinishError with a failed receipt (code); the error is for people, the code for clients. */
+static task_rc_t s_fail_request(task_ctx_t *ctx, PGconn *conn, const char *request_id,
+                                const char *code, const char *kind, const char *why) {
+    json_t *e = json_pack("{s:s, s:s}", "kind", kind, "message", why);
+    char *ej = jsonout_dumps(e);
+    json_decref(e);
+    s_args_t a = {.fence = &ctx->fence,
+                  .error_json = ej,
+                  .receipt_id = request_id,
+                  .receipt_status = request_id ? "failed" : NULL,
+                  .receipt_code = code};
+    task_rc_t rc = task_bundle(ctx, conn, s_finish_error, &a, "FinishError");
+    if (rc == TASK_DONE) {
+        atomic_fetch_add(&ctx->env->counters.turns_failed, 1);
     }
-    return n;
+    free(ej);
+    return rc;
 }
 
-#define S_TOOL_CALLS_MAX 128 /* local tool calls answered in one step */
-
-static task_rc_t s_commit_with_tools(task_ctx_t *ctx, PGconn *conn, const char *assistant,
-                                     const char *usage, const char *model_config_id,
-                                     const json_t *calls, const json_t *dynamic_tools) {
-    cs_message_t msgs[S_TOOL_CALLS_MAX + 1];
-    char *contents[S_TOOL_CALLS_MAX] = {0};
-    int n = 0;
-    if (assistant) {
-        msgs[n++] = (cs_message_t){.role = "assistant",
-                                   .content = assistant,
-                                   .usage = usage,
-                                   .model_config_id = model_config_id};
-    }
-    int tools = s_run_local(calls, dynamic_tools, msgs + n, contents, S_TOOL_CALLS_MAX);
-    n += tools;
-    s_args_t a = {.fence = &ctx->fence, .msgs = msgs, .count = n};
+static task_rc_t s_feedback(task_ctx_t *ctx, PGconn *conn, const structured_turn_t *t) {
+    char text[STRUCTURED_ERROR_MAX];
+    snprintf(text, sizeof text,
+             "Your reply ended without calling " OUTFORMAT_FINALIZER ". %s Repairs left: %d.",
+             structured_instruction(), STRUCTURED_REJECTIONS_MAX - t->st.rejections);
+    json_t *c = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
+    json_t *m = json_pack("{s:s, s:s, s:i}", "type", STRUCTURED_TYPE_FEEDBACK, "request_id",
+                          t->request_id, "rejections", t->st.rejections);
+    char *content = jsonout_dumps(c);
+    char *meta = jsonout_dumps(m);
+    json_decref(c);
+    json_decref(m);
+    cs_message_t msg = {.role = "user",
+                        .visibility = "model",
+                        .content = content,
+                        .so_request_id = t->request_id,
+                        .so_meta = meta};
+    s_args_t a = {.fence = &ctx->fence, .msgs = &msg, .count = 1};
     task_rc_t rc = task_bundle(ctx, conn, s_commit_step, &a, "CommitStep");
-    for (int i = 0; i < tools; i++) {
-        free(contents[i]);
+    free(content);
+    free(meta);
+    return rc;
+}
+
+/* Carries out a structured decision other than STRUCTURED_CONTINUE. */
+static task_rc_t s_turn_end(task_ctx_t *ctx, PGconn *conn, const structured_turn_t *t,
+                            structured_decision_t d) {
+    if (d == STRUCTURED_FEEDBACK) {
+        return s_feedback(ctx, conn, t);
     }
+    char *value = d == STRUCTURED_SUCCEED ? structured_candidate_text(t) : NULL;
+    if (d == STRUCTURED_SUCCEED && !value) {
+        log_warn("structured_candidate_invalid", "chat_id=%s request_id=%s", ctx->chat_id,
+                 t->request_id);
+        d = STRUCTURED_NOT_PRODUCED;
+    }
+    s_args_t a = {.fence = &ctx->fence,
+                  .receipt_id = t->request_id,
+                  .receipt_status = value ? "succeeded" : "failed",
+                  .receipt_code = value ? NULL : structured_decision_name(d),
+                  .receipt_value = value};
+    task_rc_t rc = task_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
+    if (rc == TASK_DONE) {
+        atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
+    }
+    free(value);
+    return rc;
+}
+
+/* Commits the batch's rows in one CommitStep and destroys the batch. */
+static task_rc_t s_commit_batch(task_ctx_t *ctx, PGconn *conn, batch_t **b) {
+    s_args_t a = {.fence = &ctx->fence};
+    a.msgs = batch_rows(*b, &a.count);
+    task_rc_t rc = task_bundle(ctx, conn, s_commit_step, &a, "CommitStep");
+    batch_destroy(b);
+    return rc;
+}
+
+/* Pending local calls read back from history (DECIDE_RUN_LOCAL). */
+static task_rc_t s_run_pending(task_ctx_t *ctx, PGconn *conn, const json_t *pending,
+                               const json_t *dynamic_tools, const structured_turn_t *turn) {
+    batch_t *b = batch_new();
+    batch_pending(b, pending, dynamic_tools, turn);
+    return s_commit_batch(ctx, conn, &b);
+}
+
+/* One model reply in one CommitStep (batch.h). */
+static task_rc_t s_commit_reply(task_ctx_t *ctx, PGconn *conn, const history_t *h,
+                                const structured_turn_t *turn, provider_result_t *res,
+                                const char *model_config_id) {
+    char *usage = res->usage ? jsonout_dumps(res->usage) : NULL;
+    batch_t *b = batch_new();
+    const char *rejection = NULL;
+    bool candidate = false;
+    batch_reply(b, res->content, res->finish, usage, model_config_id, h->dynamic_tools, turn,
+                &rejection, &candidate);
+    if (turn) {
+        log_info("structured_step",
+                 "chat_id=%s request_id=%s finish=%s rejection=%s candidate=%d"
+                 " rejections_before=%d",
+                 ctx->chat_id, turn->request_id, res->finish[0] ? res->finish : "stop",
+                 rejection ? rejection : "-", candidate, turn->st.rejections);
+    }
+    task_rc_t rc = s_commit_batch(ctx, conn, &b);
+    free(usage);
     return rc;
 }
 
@@ -163,7 +241,7 @@ static void s_on_part(void *arg, const char *part_json) {
                       s->attempt, "assistant", part_json, strlen(part_json));
 }
 
-static json_t *s_tools_on_offer(const json_t *dynamic_tools) {
+static json_t *s_tools_on_offer(const json_t *dynamic_tools, const structured_turn_t *turn) {
     json_t *tools = tools_local_specs();
     size_t i;
     json_t *t;
@@ -172,7 +250,32 @@ static json_t *s_tools_on_offer(const json_t *dynamic_tools) {
                                                "description", s_str(t, "description"),
                                                "input_schema", json_object_get(t, "input_schema")));
     }
+    if (turn) {
+        json_array_append_new(tools, structured_tool_spec(turn->fmt->schema));
+    }
     return tools;
+}
+
+/* The prompt: the model-visible rows, with the finalizer's instruction first when a request
+ * is open (it is never stored: structured-output-plan.md §5.1 rule 5). New reference. */
+static json_t *s_prompt(const history_t *h, const structured_turn_t *turn) {
+    json_t *prompt = json_array();
+    if (turn) {
+        json_array_append_new(prompt,
+                              json_pack("{s:s, s:[{s:s, s:s}]}", "role", "system", "content",
+                                        "type", "text", "text", structured_instruction()));
+    }
+    size_t i;
+    json_t *m;
+    json_array_foreach(h->messages, i, m) {
+        json_t *row = json_pack("{s:O, s:O}", "role", json_object_get(m, "role"), "content",
+                                json_object_get(m, "content"));
+        if (json_is_true(json_object_get(m, "control"))) {
+            json_object_set_new(row, "control", json_true());
+        }
+        json_array_append_new(prompt, row);
+    }
+    return prompt;
 }
 
 static char *s_error_json(const provider_result_t *r, int64_t attempt, bool retrying,
@@ -189,37 +292,92 @@ static char *s_error_json(const provider_result_t *r, int64_t attempt, bool retr
         json_object_set_new(j, "delay_ms", json_integer(delay_ms));
         json_object_set_new(j, "retrying_at", json_string(at));
     }
-    char *text = json_dumps(j, JSON_COMPACT);
+    char *text = jsonout_dumps(j);
     json_decref(j);
     return text;
 }
 
-static task_rc_t s_call_model(task_ctx_t *ctx, PGconn *conn, const history_t *h) {
-    task_env_t *env = ctx->env;
-    if (!json_is_object(h->model)) {
-        const char *e = "{\"kind\":\"config\",\"message\":\"no model config is available\"}";
-        s_args_t a = {.fence = &ctx->fence, .error_json = e};
-        return task_bundle(ctx, conn, s_finish_error, &a, "FinishError");
-    }
+static void s_model_of(const history_t *h, provider_model_t *model) {
     const char *key_env = json_string_value(json_object_get(h->model, "api_key_env"));
-    provider_model_t model = {
+    *model = (provider_model_t){
         .name = s_str(h->model, "name"),
         .provider = s_str(h->model, "provider"),
         .model = s_str(h->model, "model"),
         .base_url = json_string_value(json_object_get(h->model, "base_url")),
         .api_key = key_env ? getenv(key_env) : NULL,
     };
-    const char *model_config_id = json_string_value(json_object_get(h->model, "id"));
-    json_t *prompt = json_array();
-    size_t i;
-    json_t *m;
-    json_array_foreach(h->messages, i, m) {
-        json_array_append_new(prompt, json_pack("{s:O, s:O}", "role", json_object_get(m, "role"),
-                                                "content", json_object_get(m, "content")));
+}
+
+static int64_t s_backoff(const task_env_t *env, int64_t attempt, const provider_result_t *res) {
+    int64_t delay = env->retry_base_ms;
+    for (int64_t k = 1; k < attempt && delay < env->retry_max_ms; k++) {
+        delay *= 2;
     }
-    json_t *tools = s_tools_on_offer(h->dynamic_tools);
+    delay = delay > env->retry_max_ms ? env->retry_max_ms : delay;
+    return res->retry_after_ms >= 0 ? res->retry_after_ms : delay;
+}
+
+/* A failed model call: FinishError (with a generation_failed receipt when a request is
+ * open) past the retry limit or for a non-retryable failure, else RecordRetryState and a
+ * cancellable backoff. *again is set when another attempt should follow. */
+static task_rc_t s_model_failed(task_ctx_t *ctx, PGconn *conn, const provider_model_t *model,
+                                const structured_turn_t *turn, provider_result_t *res,
+                                int64_t attempt, bool *again) {
+    task_env_t *env = ctx->env;
+    *again = false;
+    atomic_fetch_add(&env->counters.model_errors, 1);
+    bool give_up = !res->retryable || attempt > env->max_retries;
+    int64_t delay = s_backoff(env, attempt, res);
+    char q[300];
+    log_info("model_error",
+             "chat_id=%s provider=%s attempt=%lld status=%d retryable=%d give_up=%d "
+             "delay_ms=%lld reason=%s",
+             ctx->chat_id, model->provider, (long long)attempt, res->status, res->retryable,
+             give_up, (long long)delay, log_quote(res->error, q, sizeof q));
+    char *ej = s_error_json(res, attempt, !give_up, delay);
+    provider_result_clear(res);
+    s_args_t a = {.fence = &ctx->fence, .error_json = ej};
+    task_rc_t rc;
+    if (give_up) {
+        if (turn) {
+            a.receipt_id = turn->request_id;
+            a.receipt_status = "failed";
+            a.receipt_code = "generation_failed";
+        }
+        rc = task_bundle(ctx, conn, s_finish_error, &a, "FinishError");
+        if (rc == TASK_DONE) {
+            atomic_fetch_add(&env->counters.turns_failed, 1);
+        }
+        free(ej);
+        return rc;
+    }
+    rc = task_bundle(ctx, conn, s_record_retry, &a, "RecordRetryState");
+    free(ej);
+    if (rc != TASK_DONE) {
+        return rc;
+    }
+    if (cancel_wait_ms(ctx->cancel, delay)) {
+        return TASK_QUIET;
+    }
+    *again = true;
+    return rc;
+}
+
+static task_rc_t s_call_model(task_ctx_t *ctx, PGconn *conn, const history_t *h,
+                              structured_turn_t *turn) {
+    task_env_t *env = ctx->env;
+    if (!json_is_object(h->model)) {
+        return s_fail_request(ctx, conn, turn ? turn->request_id : NULL, "configuration_error",
+                              "config", "no model config is available");
+    }
+    provider_model_t model;
+    s_model_of(h, &model);
+    const char *model_config_id = json_string_value(json_object_get(h->model, "id"));
+    json_t *prompt = s_prompt(h, turn);
+    json_t *tools = s_tools_on_offer(h->dynamic_tools, turn);
     task_rc_t rc = TASK_QUIET;
-    for (;;) {
+    for (bool again = true; again;) {
+        again = false;
         s_args_t a = {.fence = &ctx->fence};
         rc = task_bundle(ctx, conn, s_record_attempt, &a, "RecordGenerationAttempt");
         if (rc != TASK_DONE) {
@@ -247,58 +405,49 @@ static task_rc_t s_call_model(task_ctx_t *ctx, PGconn *conn, const history_t *h)
             break;
         }
         if (prc == PROVIDER_OK) {
-            log_info("model_reply", "chat_id=%s provider=%s attempt=%lld ms=%lld parts=%zu",
-                     ctx->chat_id, model.provider, (long long)attempt,
-                     (long long)(id_now_ms() - t0), json_array_size(res.content));
-            char *content = json_dumps(res.content, JSON_COMPACT);
-            char *usage = res.usage ? json_dumps(res.usage, JSON_COMPACT) : NULL;
-            rc = s_commit_with_tools(ctx, conn, content, usage, model_config_id, res.content,
-                                     h->dynamic_tools);
-            free(content);
-            free(usage);
+            log_info(
+                "model_reply", "chat_id=%s provider=%s attempt=%lld ms=%lld parts=%zu finish=%s",
+                ctx->chat_id, model.provider, (long long)attempt, (long long)(id_now_ms() - t0),
+                json_array_size(res.content), res.finish[0] ? res.finish : "stop");
+            rc = s_commit_reply(ctx, conn, h, turn, &res, model_config_id);
             provider_result_clear(&res);
             break;
         }
-        atomic_fetch_add(&env->counters.model_errors, 1);
-        bool give_up = !res.retryable || attempt > env->max_retries;
-        int64_t delay = env->retry_base_ms;
-        for (int64_t k = 1; k < attempt && delay < env->retry_max_ms; k++) {
-            delay *= 2;
-        }
-        delay = delay > env->retry_max_ms ? env->retry_max_ms : delay;
-        if (res.retry_after_ms >= 0) {
-            delay = res.retry_after_ms;
-        }
-        char q[300];
-        log_info("model_error",
-                 "chat_id=%s provider=%s attempt=%lld status=%d retryable=%d give_up=%d "
-                 "delay_ms=%lld reason=%s",
-                 ctx->chat_id, model.provider, (long long)attempt, res.status, res.retryable,
-                 give_up, (long long)delay, log_quote(res.error, q, sizeof q));
-        char *ej = s_error_json(&res, attempt, !give_up, delay);
-        provider_result_clear(&res);
-        a = (s_args_t){.fence = &ctx->fence, .error_json = ej};
-        if (give_up) {
-            rc = task_bundle(ctx, conn, s_finish_error, &a, "FinishError");
-            if (rc == TASK_DONE) {
-                atomic_fetch_add(&env->counters.turns_failed, 1);
-            }
-            free(ej);
-            break;
-        }
-        rc = task_bundle(ctx, conn, s_record_retry, &a, "RecordRetryState");
-        free(ej);
-        if (rc != TASK_DONE) {
-            break;
-        }
-        if (cancel_wait_ms(ctx->cancel, delay)) {
-            rc = TASK_QUIET;
-            break;
-        }
+        rc = s_model_failed(ctx, conn, &model, turn, &res, attempt, &again);
     }
     json_decref(prompt);
     json_decref(tools);
     return rc;
+}
+
+/* The structured side of a step: configuration failures, and the decisions that end the
+ * request or commit feedback instead of the ordinary step. Returns true when it handled the
+ * step (*rc set). */
+static bool s_structured_step(task_ctx_t *ctx, PGconn *conn, const history_t *h,
+                              structured_turn_t *turn, bool *open, decide_t d, task_rc_t *rc) {
+    char why[STRUCTURED_ERROR_MAX];
+    if (structured_turn_open(turn, h->request_id, h->response_format, h->evidence, h->dynamic_tools,
+                             why, sizeof why) != 0) {
+        log_warn("structured_config", "chat_id=%s request_id=%s reason=%s", ctx->chat_id,
+                 h->request_id, why);
+        *rc = s_fail_request(ctx, conn, h->request_id, "configuration_error", "config", why);
+        return true;
+    }
+    *open = true;
+    if (d != DECIDE_CALL_MODEL && d != DECIDE_FINISH_TURN) {
+        return false;
+    }
+    structured_decision_t sd =
+        structured_decide(&turn->st, d == DECIDE_FINISH_TURN, (long long)ctx->env->max_steps);
+    log_info("structured_decision",
+             "chat_id=%s request_id=%s steps=%d rejections=%d candidate=%d decision=%s",
+             ctx->chat_id, turn->request_id, turn->st.steps, turn->st.rejections,
+             turn->st.candidate != NULL, structured_decision_name(sd));
+    if (sd == STRUCTURED_CONTINUE) {
+        return false;
+    }
+    *rc = s_turn_end(ctx, conn, turn, sd);
+    return true;
 }
 
 task_rc_t generation_step(task_ctx_t *ctx, PGconn *conn) {
@@ -318,11 +467,15 @@ task_rc_t generation_step(task_ctx_t *ctx, PGconn *conn) {
     log_info("generation_step", "chat_id=%s history_version=%lld attempt=%lld decision=%s",
              ctx->chat_id, (long long)h.history_version, (long long)h.generation_attempt,
              history_decision_name(d));
-    task_rc_t rc;
+    task_rc_t rc = TASK_QUIET;
+    structured_turn_t turn = {0};
+    bool open = false;
+    bool handled = h.request_id[0] && s_structured_step(ctx, conn, &h, &turn, &open, d, &rc);
+    structured_turn_t *t = open ? &turn : NULL;
     s_args_t a = {.fence = &ctx->fence};
-    switch (d) {
+    switch (handled ? -1 : (int)d) {
         case DECIDE_RUN_LOCAL:
-            rc = s_commit_with_tools(ctx, conn, NULL, NULL, NULL, pending, h.dynamic_tools);
+            rc = s_run_pending(ctx, conn, pending, h.dynamic_tools, t);
             break;
         case DECIDE_REQUIRES_ACTION:
             rc = task_bundle(ctx, conn, s_enter_ra, &a, "EnterRequiresAction");
@@ -334,10 +487,12 @@ task_rc_t generation_step(task_ctx_t *ctx, PGconn *conn) {
             }
             break;
         case DECIDE_CALL_MODEL:
+            rc = s_call_model(ctx, conn, &h, t);
+            break;
         default:
-            rc = s_call_model(ctx, conn, &h);
             break;
     }
+    structured_turn_close(&turn);
     json_decref(pending);
     history_clear(&h);
     return rc;

@@ -12,6 +12,12 @@
  * otherwise RecordRetryState, a cancellable backoff (the provider's retry-after when it gave
  * one) and another attempt. Each step ends after one state-changing transition; the runner
  * spawns the next step when it sees the new history version.
+ *
+ * While a structured request governs the turn (history.h, structured.h) the step also offers
+ * the finalizer, screens every tool call's raw arguments before the assistant row is stored,
+ * checks submissions, stamps the step's metadata on its rows, and ends the request with its
+ * receipt in the bundle of the FinishTurn or FinishError that ends the turn
+ * (structured-output-plan.md §5.2–5.4; worker/README.md, "Structured output").
  */
 #ifndef CHATFLEET_GENERATION_H
 #define CHATFLEET_GENERATION_H

@@ -12,6 +12,8 @@ void history_clear(history_t *h) {
     json_decref(h->dynamic_tools);
     json_decref(h->messages);
     json_decref(h->model);
+    json_decref(h->evidence);
+    free(h->response_format);
     memset(h, 0, sizeof *h);
 }
 
@@ -52,6 +54,55 @@ static PGresult *s_query(PGconn *conn, const char *chat_id, const char *sql, int
         s_rollback(conn);
     }
     return res;
+}
+
+/* The governing request and its evidence rows (structured-output-plan.md §5.1), inside the
+ * open transaction. Evidence is read by request UUID over all active rows, not only from the
+ * latest context boundary, so that compaction cannot reset a budget; a receipt anywhere
+ * closes the request for good. Returns 0, or -1 (rolled back) on a database failure. */
+static int s_load_request(PGconn *conn, const char *chat_id, history_t *out) {
+    out->evidence = json_array();
+    const char *p[] = {chat_id};
+    PGresult *res = s_query(
+        conn, chat_id,
+        "SELECT m.structured_output_request_id::text, (m.structured_output -> 'response_format')"
+        "::text FROM chat_messages m WHERE m.id = (SELECT max(id) FROM chat_messages"
+        " WHERE chat_id = $1 AND role = 'user' AND NOT deleted AND visibility <> 'model')"
+        " AND m.structured_output ->> 'type' = 'structured-output-request'"
+        " AND m.structured_output_request_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM"
+        " chat_messages r WHERE r.structured_output_request_id = m.structured_output_request_id"
+        " AND r.structured_output ->> 'type' = 'structured-output-outcome')",
+        1, p);
+    if (!res) {
+        return -1;
+    }
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        return 0;
+    }
+    snprintf(out->request_id, sizeof out->request_id, "%s", PQgetvalue(res, 0, 0));
+    out->response_format = mem_strdup(db_text(res, 0, 1) ? db_text(res, 0, 1) : "null");
+    PQclear(res);
+    const char *ep[] = {chat_id, out->request_id};
+    res = s_query(conn, chat_id,
+                  "SELECT json_build_object('id', id, 'role', role, 'so', structured_output)::text"
+                  " FROM chat_messages WHERE chat_id = $1 AND NOT deleted"
+                  " AND structured_output_request_id = $2::uuid"
+                  " AND structured_output ->> 'type' IN ('structured-output-step',"
+                  " 'structured-output-candidate', 'structured-output-feedback')"
+                  " ORDER BY id LIMIT 100001",
+                  2, ep);
+    if (!res) {
+        return -1;
+    }
+    for (int i = 0; i < PQntuples(res) && i < HISTORY_MAX_MESSAGES; i++) {
+        json_t *m = json_loads(PQgetvalue(res, i, 0), 0, NULL);
+        if (m) {
+            json_array_append_new(out->evidence, m);
+        }
+    }
+    PQclear(res);
+    return 0;
 }
 
 history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
@@ -122,7 +173,8 @@ history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *f
          * always), receipts excluded: the prompt a model call would see. */
         res = s_query(
             conn, chat_id,
-            "SELECT json_build_object('id', id, 'role', role, 'content', content)::text"
+            "SELECT json_build_object('id', id, 'role', role, 'content', content, 'control',"
+            " structured_output ->> 'type' IS NOT DISTINCT FROM 'structured-output-feedback')::text"
             " FROM chat_messages WHERE chat_id = $1 AND NOT deleted AND visibility <> 'user'"
             " AND (role = 'system' OR id >= coalesce((SELECT max(id) FROM chat_messages"
             " WHERE chat_id = $1 AND NOT deleted AND compressed AND role = 'user'"
@@ -152,6 +204,11 @@ history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *f
             }
         }
         PQclear(res);
+        if (s_load_request(conn, chat_id, out) != 0) {
+            free(model_id);
+            history_clear(out);
+            return HISTORY_DB;
+        }
     }
     free(model_id);
     if (db_exec(conn, msg, sizeof msg, "COMMIT", 0, NULL) != DB_OK) {
@@ -188,7 +245,8 @@ decide_t history_decide(const json_t *messages, const json_t *dynamic_tools, int
     }
     size_t start = 0;
     for (size_t i = n; i-- > 0;) {
-        if (!strcmp(s_str(json_array_get(messages, i), "role"), "user")) {
+        const json_t *m = json_array_get(messages, i);
+        if (!strcmp(s_str(m, "role"), "user") && !json_is_true(json_object_get(m, "control"))) {
             start = i + 1;
             break;
         }

@@ -32,11 +32,19 @@ typedef struct {
     json_t *messages;       /* owned: [{"id", "role", "content"}], model-visible, oldest first */
     json_t *model;          /* owned: {"id","name","provider","model","base_url","api_key_env"}
                                or null when no model config resolves */
+    /* The governing structured request (structured-output-plan.md §5.1): the latest real
+     * user row (role user, not deleted, visibility not 'model') when it carries a request
+     * and no receipt closes it yet. request_id is "" when none is open. */
+    char request_id[ID_UUID_LEN + 1];
+    char *response_format; /* owned: its stored response_format (untrusted JSON text) */
+    json_t *evidence;      /* owned: [{"id","role","so"}] of its step, candidate and feedback
+                              rows, oldest first (empty when none is open) */
 } history_t;
 
 /* Reads the chat under a share lock on its row, checks the fence, then (with_messages)
- * the model config and the model-visible history, and commits. On anything but HISTORY_OK
- * *out holds nothing. A fence mismatch is logged as event fence_mismatch. */
+ * the model config, the model-visible history (each message with "control": true when it is
+ * a structured-output feedback row) and the governing structured request, and commits. On anything
+ * but HISTORY_OK *out holds nothing. A fence mismatch is logged as event fence_mismatch. */
 history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
                           bool with_messages, history_t *out);
 
@@ -49,7 +57,8 @@ typedef enum {
     DECIDE_FINISH_TURN,     /* nothing left to do for this history (or the step limit) */
 } decide_t;
 
-/* The next step for messages (as history_load returns them). dynamic_tools is the chat's
+/* The next step for messages (as history_load returns them; control rows do not start a
+ * turn). dynamic_tools is the chat's
  * declared tools (may be NULL). max_steps bounds assistant responses per turn. When the
  * result is DECIDE_RUN_LOCAL, *pending (when non-NULL) receives a new array of the pending
  * local tool-call parts, oldest first; otherwise it is set to NULL. */

@@ -29,7 +29,8 @@ typedef struct {
 
 typedef struct {
     const provider_model_t *model;
-    const json_t *messages; /* [{"role": "...", "content": [parts]}], oldest first */
+    const json_t *messages; /* [{"role": "...", "content": [parts]}], oldest first; a row
+                               the worker wrote as control feedback has "control": true */
     const json_t *tools;    /* [{"name", "description", "input_schema"}] on offer */
     int64_t attempt;        /* generation_attempt of this call: 1, 2, ... */
     int64_t chunk_ms;       /* sim: default pace between text chunks (0: as fast as possible) */
@@ -44,8 +45,13 @@ typedef enum {
     PROVIDER_CANCELLED, /* the cancel token was set; the result holds nothing */
 } provider_rc_t;
 
+/* A tool-call part in content carries either "args" (a JSON value) or "args_text": the
+ * argument bytes exactly as the model produced them. The generation task screens args_text
+ * with the strict JSON boundary before anything is stored (structured-output-plan.md §5.2),
+ * so a provider must never parse and re-encode them itself. */
 typedef struct {
     json_t *content;        /* owned: the assistant message's parts (PROVIDER_OK) */
+    char finish[16];        /* stop, tool_calls, length, content_filter, refusal; "" = stop */
     json_t *usage;          /* owned: {"input_tokens", "output_tokens"} or NULL */
     int status;             /* HTTP status of a failure; 0 when the failure was not HTTP */
     bool retryable;         /* a later attempt may succeed */

@@ -1,7 +1,10 @@
 /* sim: see sim.h. Pure computation plus a cancellable pace; no I/O. */
 #include "sim.h"
 #include "id.h"
+#include "jsonout.h"
 #include "mem.h"
+#include "outformat.h"
+#include "schemagen.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -64,8 +67,35 @@ static int s_times(const char **p, int dflt) {
     return n > SIM_REPEAT_MAX ? SIM_REPEAT_MAX : (int)n;
 }
 
+/* An optional count after a schema directive, or dflt. */
+static int s_count(const char **p, int dflt) {
+    long n = s_number(p);
+    if (n < 0) {
+        return dflt;
+    }
+    return n > SIM_REPEAT_MAX ? SIM_REPEAT_MAX : (int)n;
+}
+
+static void s_schema_directive(const char *what, const char **d, sim_script_t *out) {
+    if (!strcmp(what, "text")) {
+        out->schema_text = s_count(d, SIM_REPEAT_MAX);
+    } else if (!strcmp(what, "wrong")) {
+        out->schema_wrong = s_count(d, 1);
+    } else if (!strcmp(what, "siblings")) {
+        out->schema_siblings = s_count(d, 1);
+    } else if (!strcmp(what, "double")) {
+        out->schema_double = s_count(d, 1);
+    } else if (!strcmp(what, "unsafe")) {
+        out->schema_unsafe = s_count(d, 1);
+    } else if (!strcmp(what, "refuse")) {
+        out->schema_refuse = true;
+    } else if (!strcmp(what, "stall-after-candidate")) {
+        out->schema_stall = true;
+    }
+}
+
 static void s_directive(const char *d, sim_script_t *out) {
-    char verb[16];
+    char verb[40];
     s_word(&d, verb, sizeof verb);
     if (!strcmp(verb, "tool")) {
         s_word(&d, out->tool, sizeof out->tool);
@@ -90,6 +120,8 @@ static void s_directive(const char *d, sim_script_t *out) {
         out->slow_ms = ms >= 0 ? ms : -1;
     } else if (!strcmp(verb, "stall")) {
         out->stall = true;
+    } else if (!strncmp(verb, "schema-", 7)) {
+        s_schema_directive(verb + 7, &d, out);
     } else if (!strcmp(verb, "words")) {
         long n = s_number(&d);
         if (n >= 0) {
@@ -170,7 +202,7 @@ static void s_emit(provider_part_fn *on_part, void *ctx, const json_t *part) {
     if (!on_part) {
         return;
     }
-    char *text = json_dumps(part, JSON_COMPACT);
+    char *text = jsonout_dumps(part);
     on_part(ctx, text);
     free(text);
 }
@@ -214,17 +246,189 @@ static char *s_results_reply(const json_t *msgs, size_t from) {
     return acc;
 }
 
+/* Streams text word by word at pace (an average rate on an absolute schedule, so that a
+ * task that was stopped catches up at once instead of drifting) and appends it to content
+ * as one text part. *chunks counts the words. */
+static provider_rc_t s_stream_text(const char *text, int64_t pace, cancel_t *cancel,
+                                   provider_part_fn *on_part, void *ctx, json_t *content,
+                                   int64_t *chunks) {
+    int64_t start = id_now_ms();
+    int64_t chunk = 0;
+    for (const char *w = text; *w;) {
+        const char *sp = strchr(w + 1, ' ');
+        size_t len = sp ? (size_t)(sp - w) : strlen(w);
+        if ((pace > 0 && cancel_wait_until(cancel, start + chunk * pace)) ||
+            cancel_is_set(cancel)) {
+            return PROVIDER_CANCELLED;
+        }
+        char *piece = mem_strndup(w, len);
+        json_t *part = json_pack("{s:s, s:s}", "type", "text", "text", piece);
+        s_emit(on_part, ctx, part);
+        json_decref(part);
+        free(piece);
+        w += len;
+        chunk++;
+    }
+    json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", text));
+    *chunks += chunk;
+    return PROVIDER_OK;
+}
+
+/* The output schema of the finalizer on offer, or NULL when it is not on offer. */
+static const json_t *s_finalizer_schema(const json_t *tools) {
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        if (!strcmp(s_str(t, "name"), OUTFORMAT_FINALIZER)) {
+            const json_t *props = json_object_get(json_object_get(t, "input_schema"), "properties");
+            return json_object_get(props, "output");
+        }
+    }
+    return NULL;
+}
+
+/* Whether the rows after the last assistant message accept a submission. */
+static bool s_acknowledged(const json_t *msgs, size_t from) {
+    for (size_t i = from; i < json_array_size(msgs); i++) {
+        size_t k;
+        json_t *p;
+        json_array_foreach(json_object_get(json_array_get(msgs, i), "content"), k, p) {
+            if (!strcmp(s_str(p, "type"), "tool-result") &&
+                !strcmp(s_str(p, "tool_name"), OUTFORMAT_FINALIZER) &&
+                !json_is_true(json_object_get(p, "is_error"))) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* A finalizer call whose raw argument bytes are args_text (the sim streams them as a real
+ * provider would). */
+static json_t *s_submit_part(const char *args_text) {
+    json_t *part = s_call_part(OUTFORMAT_FINALIZER, json_null());
+    json_object_del(part, "args");
+    json_object_set_new(part, "args_text", json_string(args_text));
+    return part;
+}
+
+/* {"output": v} as argument text (v stolen); or, when v is NULL, arguments of the wrong
+ * shape. */
+static char *s_args_text(json_t *v) {
+    json_t *args = v ? json_pack("{s:o}", "output", v) : json_pack("{s:s}", "answer", "none");
+    char *text = jsonout_dumps(args);
+    json_decref(args);
+    return text;
+}
+
+typedef enum { S_VALID = 0, S_TEXT, S_WRONG, S_SIBLINGS, S_DOUBLE, S_UNSAFE } s_act_t;
+
+/* What the i-th schema step of the turn does. */
+static s_act_t s_act(const sim_script_t *sc, int i) {
+    int limits[] = {sc->schema_text, sc->schema_wrong, sc->schema_siblings, sc->schema_double,
+                    sc->schema_unsafe};
+    int acc = 0;
+    for (int k = 0; k < 5; k++) {
+        acc += limits[k];
+        if (i < acc) {
+            return (s_act_t)(k + 1);
+        }
+    }
+    return S_VALID;
+}
+
+/* The calls of a structured step (act is not S_TEXT), appended to content. */
+static void s_schema_calls(s_act_t act, const json_t *schema, json_t *content) {
+    jsonschema_t *compiled = NULL;
+    json_t *v = NULL;
+    if (jsonschema_compile(schema, &compiled, NULL) == 0) {
+        v = act == S_WRONG ? schemagen_invalid(schema, compiled)
+                           : schemagen_valid(schema, compiled);
+    }
+    if (!v && act != S_WRONG) {
+        v = schemagen_instance(schema, 0); /* unsupported by the generator: try it anyway */
+    }
+    jsonschema_destroy(&compiled);
+    char *text = act == S_UNSAFE ? mem_strdup("{\"output\":1,\"output\":2}") : s_args_text(v);
+    json_array_append_new(content, s_submit_part(text));
+    if (act == S_DOUBLE) {
+        json_array_append_new(content, s_submit_part(text));
+    }
+    if (act == S_SIBLINGS) {
+        json_array_append_new(content, s_call_part("time", json_object()));
+    }
+    free(text);
+}
+
+typedef struct {
+    const provider_request_t *req;
+    cancel_t *cancel;
+    provider_part_fn *on_part;
+    void *ctx;
+    const sim_script_t *sc;
+    int64_t pace;
+} s_call_t;
+
+/* A step while a structured request is open: after an accepted submission a short text
+ * ends the turn; otherwise the scripted mistake of this step, or a valid submission. */
+static provider_rc_t s_schema_step(const s_call_t *c, const json_t *schema, int index,
+                                   bool acknowledged, const char *clean, json_t *content,
+                                   provider_result_t *out, int64_t *chunks) {
+    const sim_script_t *sc = c->sc;
+    if (acknowledged) {
+        if (sc->schema_stall && c->req->attempt == 1) {
+            while (!cancel_wait_ms(c->cancel, 1000)) {
+            }
+            return PROVIDER_CANCELLED;
+        }
+        return s_stream_text("Submitted the answer.", c->pace, c->cancel, c->on_part, c->ctx,
+                             content, chunks);
+    }
+    if (sc->schema_refuse) {
+        snprintf(out->finish, sizeof out->finish, "refusal");
+        return s_stream_text("I can't help with that.", c->pace, c->cancel, c->on_part, c->ctx,
+                             content, chunks);
+    }
+    s_act_t act = s_act(sc, index);
+    if (act == S_TEXT) {
+        char *text = s_reply(clean, sc->words);
+        provider_rc_t rc =
+            s_stream_text(text, c->pace, c->cancel, c->on_part, c->ctx, content, chunks);
+        free(text);
+        return rc;
+    }
+    /* A call takes the model one chunk's time too, so that slow turns stay slow. */
+    if (c->pace > 0 && cancel_wait_ms(c->cancel, c->pace)) {
+        return PROVIDER_CANCELLED;
+    }
+    s_schema_calls(act, schema, content);
+    size_t i;
+    json_t *p;
+    json_array_foreach(content, i, p) {
+        s_emit(c->on_part, c->ctx, p);
+    }
+    snprintf(out->finish, sizeof out->finish, "tool_calls");
+    *chunks += (int64_t)json_array_size(content);
+    return PROVIDER_OK;
+}
+
+/* The index of the latest real user message (control feedback rows skipped), or n. */
+static size_t s_last_user(const json_t *msgs) {
+    size_t n = json_array_size(msgs);
+    for (size_t i = n; i-- > 0;) {
+        const json_t *m = json_array_get(msgs, i);
+        if (!strcmp(s_role(m), "user") && !json_is_true(json_object_get(m, "control"))) {
+            return i;
+        }
+    }
+    return n;
+}
+
 provider_rc_t sim_generate(const provider_request_t *req, cancel_t *cancel,
                            provider_part_fn *on_part, void *ctx, provider_result_t *out) {
     const json_t *msgs = req->messages;
     size_t n = json_array_size(msgs);
-    size_t last_user = n;
-    for (size_t i = n; i-- > 0;) {
-        if (!strcmp(s_role(json_array_get(msgs, i)), "user")) {
-            last_user = i;
-            break;
-        }
-    }
+    size_t last_user = s_last_user(msgs);
     char *prompt = last_user < n ? s_text_of(json_array_get(msgs, last_user)) : mem_strdup("");
     sim_script_t sc;
     char *clean = mem_alloc(strlen(prompt) + 1);
@@ -253,7 +457,7 @@ provider_rc_t sim_generate(const provider_request_t *req, cancel_t *cancel,
         return PROVIDER_CANCELLED;
     }
     json_t *content = json_array();
-    int64_t pace = sc.slow_ms >= 0 ? sc.slow_ms : req->chunk_ms;
+    s_call_t call = {req, cancel, on_part, ctx, &sc, sc.slow_ms >= 0 ? sc.slow_ms : req->chunk_ms};
     int64_t out_tokens = 0;
     bool tool_step = false;
     if (sc.tool[0] && steps < sc.tool_steps) {
@@ -270,38 +474,21 @@ provider_rc_t sim_generate(const provider_request_t *req, cancel_t *cancel,
         tool_step = true;
         out_tokens++;
     }
-    if (!tool_step) {
-        bool after_tools = last_assistant < n && last_assistant + 1 < n;
+    const json_t *schema = s_finalizer_schema(req->tools);
+    bool after_tools = last_assistant < n && last_assistant + 1 < n;
+    if (!tool_step && schema) {
+        int ordinary = sc.tool[0] ? sc.tool_steps : 0;
+        ordinary = sc.dynamic[0] && sc.dynamic_steps > ordinary ? sc.dynamic_steps : ordinary;
+        int index = steps - (steps < ordinary ? steps : ordinary);
+        bool acked = after_tools && s_acknowledged(msgs, last_assistant + 1);
+        rc = s_schema_step(&call, schema, index, acked, clean, content, out, &out_tokens);
+    } else if (!tool_step) {
         char *text =
             after_tools ? s_results_reply(msgs, last_assistant + 1) : s_reply(clean, sc.words);
-        int64_t start = id_now_ms();
-        int64_t chunk = 0;
-        /* Word by word on an absolute schedule, so the pace is an average rate: a task that
-         * was stopped (SIGSTOP) catches up at once instead of drifting. */
-        for (const char *w = text; *w && rc == PROVIDER_OK;) {
-            const char *sp = strchr(w + 1, ' ');
-            size_t len = sp ? (size_t)(sp - w) : strlen(w);
-            if (pace > 0 && cancel_wait_until(cancel, start + chunk * pace)) {
-                rc = PROVIDER_CANCELLED;
-                break;
-            }
-            if (cancel_is_set(cancel)) {
-                rc = PROVIDER_CANCELLED;
-                break;
-            }
-            char *piece = mem_strndup(w, len);
-            json_t *part = json_pack("{s:s, s:s}", "type", "text", "text", piece);
-            s_emit(on_part, ctx, part);
-            json_decref(part);
-            free(piece);
-            w += len;
-            chunk++;
-        }
-        if (rc == PROVIDER_OK) {
-            json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", text));
-        }
-        out_tokens += chunk;
+        rc = s_stream_text(text, call.pace, cancel, on_part, ctx, content, &out_tokens);
         free(text);
+    } else {
+        snprintf(out->finish, sizeof out->finish, "tool_calls");
     }
     free(clean);
     if (rc != PROVIDER_OK) {

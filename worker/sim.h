@@ -2,7 +2,9 @@
  * sim: the built-in deterministic model provider (DESIGN §8), scripted by directives in the
  * last user message so that tests, benchmarks and chaos runs can choose what the "model"
  * does. The directives are listed in worker/README.md ("The sim provider"); without any, the
- * reply is a text derived only from the prompt, streamed word by word.
+ * reply is a text derived only from the prompt, streamed word by word. When the request
+ * offers submit_structured_output, the sim answers with a valid instance of its schema
+ * (schemagen.h) unless a schema directive scripts a mistake first.
  */
 #ifndef CHATFLEET_SIM_H
 #define CHATFLEET_SIM_H
@@ -25,6 +27,15 @@ typedef struct {
     int64_t slow_ms;     /* [sim:slow MS]: pace between text chunks; -1: the configured one */
     bool stall;          /* [sim:stall]: never answer; wait to be cancelled */
     int words;           /* [sim:words N]: filler words (SIM_WORDS_DEFAULT) */
+    /* Structured requests (only while the finalizer is on offer), in this order: */
+    int schema_text;     /* [sim:schema-text N]: the first N answers are text only (no N: all) */
+    int schema_wrong;    /* [sim:schema-wrong N]: then N submissions of an invalid value */
+    int schema_siblings; /* [sim:schema-siblings N]: then N batches: finalizer plus `time` */
+    int schema_double;   /* [sim:schema-double N]: then N batches of two finalizer calls */
+    int schema_unsafe;   /* [sim:schema-unsafe N]: then N submissions with a duplicate key */
+    bool schema_refuse;  /* [sim:schema-refuse]: refuse (finish "refusal") instead */
+    bool schema_stall;   /* [sim:schema-stall-after-candidate]: attempt 1 of the step after an
+                            accepted submission stalls until cancelled */
 } sim_script_t;
 
 /* Parses the directives in text into *out (defaults for those absent); unknown directives

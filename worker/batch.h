@@ -1,0 +1,46 @@
+/*
+ * batch: the rows of one CommitStep built from a model batch (structured-output-plan.md
+ * §5.2): the assistant row, screened by the strict JSON boundary before it is stored, with its
+ * step metadata while a structured request is open; then one tool row per call the worker
+ * answers: local tools run, refused arguments and refused batches answered with bounded
+ * errors, the finalizer's submission checked (an acknowledgment plus candidate metadata, or
+ * the validator's first issues). Calls of declared dynamic tools are left to the client.
+ *
+ * Pure apart from running local tools; the caller commits the rows. Not thread-safe: one
+ * batch belongs to one task.
+ */
+#ifndef CHATFLEET_BATCH_H
+#define CHATFLEET_BATCH_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "chatstate.h"
+#include "structured.h"
+
+#define BATCH_CALLS_MAX 128 /* tool calls answered in one step; the rest are answered later */
+
+typedef struct batch batch_t;
+
+batch_t *batch_new(void);
+void batch_destroy(batch_t **self_p);
+
+/* The rows built so far (valid until the batch is destroyed). */
+const cs_message_t *batch_rows(const batch_t *self, int *count);
+
+/* Builds the rows of a model reply: content (its parts; every "args_text" is replaced in
+ * place by the screened "args" or the placeholder {}), finish (provider_result_t.finish),
+ * usage (JSON text or NULL), the chat's dynamic tools, and turn (NULL: no request open).
+ * *rejection receives the step's rejection name (NULL: none) and *candidate whether a
+ * submission was accepted. */
+void batch_reply(batch_t *self, json_t *content, const char *finish, const char *usage,
+                 const char *model_config_id, const json_t *dynamic_tools,
+                 const structured_turn_t *turn, const char **rejection, bool *candidate);
+
+/* Builds the answers to pending calls read back from history (DECIDE_RUN_LOCAL). A pending
+ * finalizer is answered with an error: a submission is checked only in the step that made
+ * it, so a stored placeholder can never pass as arguments. */
+void batch_pending(batch_t *self, const json_t *pending, const json_t *dynamic_tools,
+                   const structured_turn_t *turn);
+
+#endif
