@@ -15,6 +15,7 @@
     "jsonb_strip_nulls(jsonb_build_object('id', m.id, 'chat_id', m.chat_id, 'created_by',"         \
     " m.created_by, 'model_config_id', m.model_config_id, 'created_at', m.created_at,"             \
     " 'role', m.role, 'usage', m.usage, 'revision', m.revision,"                                   \
+    " 'queued_message_id', m.queued_message_id,"                                                   \
     " 'structured_output_request_id', CASE WHEN m.structured_output ->> 'type' ="                  \
     " 'structured-output-request' THEN m.structured_output_request_id END))"                       \
     " || jsonb_build_object('content', m.content) || CASE WHEN m.structured_output ->> 'type' ="   \

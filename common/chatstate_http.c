@@ -108,12 +108,16 @@ int chatstate_send_message(chatstate_t *self, const cs_message_t *m, cs_busy_t b
     if (rc != 0 || cs_finish(self, from, mv, err) != 0) {
         return -1;
     }
-    if (busy == CS_BUSY_INTERRUPT && (from == ES_R0 || from == ES_R1)) {
+    /* Landing in I1 with no owner: nothing generates, so FinishInterruption runs here too
+     * (reference, POST /messages: "If no worker owns the chat, the same transaction applies
+     * FinishInterruption instead"). */
+    if (busy == CS_BUSY_INTERRUPT &&
+        (from == ES_R0 || from == ES_R1 || from == ES_I0 || from == ES_I1)) {
         int64_t promoted = 0;
         if (s_finish_unowned(self, &promoted, err) != 0) {
             return -1;
         }
-        if (from == ES_R0 && promoted) {
+        if ((from == ES_R0 || from == ES_I0) && promoted) {
             /* The promoted head was this very message: it was sent, not queued. */
             *message_id = promoted;
             *queued_id = 0;
@@ -438,8 +442,17 @@ int chatstate_clear_context(chatstate_t *self, const char *created_by, cs_error_
          .created_by = created_by,
          .content = "[{\"type\":\"text\",\"text\":\"The conversation context was cleared. "
                     "Earlier messages are not part of this conversation.\"}]"},
-        {.role = "assistant", .visibility = "user", .created_by = created_by, .content = call},
-        {.role = "tool", .visibility = "user", .created_by = created_by, .content = result},
+        /* The visible pair is part of the compressed boundary: no compaction counts it. */
+        {.role = "assistant",
+         .visibility = "user",
+         .compressed = true,
+         .created_by = created_by,
+         .content = call},
+        {.role = "tool",
+         .visibility = "user",
+         .compressed = true,
+         .created_by = created_by,
+         .content = result},
     };
     int rc =
         cs_answer_pending(self, REASON_NEW_MESSAGE, err) || cs_insert_all(self, triplet, 3, err);

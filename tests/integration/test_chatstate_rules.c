@@ -300,7 +300,7 @@ static void test_clear_context_inserts_the_boundary_triplet_once(void **u) {
     s_expect(chat,
              "SELECT string_agg(role || '/' || visibility || '/' || compressed, ',' ORDER BY id)"
              " FROM chat_messages WHERE chat_id = '%s'",
-             "user/both/false,user/model/true,assistant/user/false,tool/user/false");
+             "user/both/false,user/model/true,assistant/user/true,tool/user/true");
     cs = s_begin(chat);
     assert_int_equal(chatstate_clear_context(cs, s_owner, &err), -1);
     assert_int_equal(err.rc, CS_CONFLICT);

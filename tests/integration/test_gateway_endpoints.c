@@ -533,17 +533,9 @@ static void test_clear_shows_the_boundary_pair_and_a_second_clear_is_409(void **
 }
 
 /* Reference "POST /compact": nothing to compact after the latest boundary, the clear
- * boundary included ("clear and compaction never reach across each other's boundary").
- * Fails today: the clear's visible chat_cleared tool-call is stored as an uncompressed
- * assistant row, which the compaction check counts as something to compact. Run it with
- * CHATFLEET_TEST_KNOWN_BUGS=1; see the gateway walk report. */
+ * boundary included ("clear and compaction never reach across each other's boundary"). */
 static void test_compact_right_after_clear_is_409_nothing_to_compact(void **u) {
     (void)u;
-    if (!getenv("CHATFLEET_TEST_KNOWN_BUGS")) {
-        printf("known bug (common/chatstate_http.c, clear boundary): skipped unless "
-               "CHATFLEET_TEST_KNOWN_BUGS=1\n");
-        skip();
-    }
     static const char *const answer[] = {"before the clear", NULL};
     char *chat = s_waiting_chat(answer);
     char *path = mem_printf("/api/v2/chats/%s/clear", chat);
