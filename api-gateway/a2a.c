@@ -1,0 +1,487 @@
+/* a2a: agent card and JSON-RPC dispatch; see a2a.h. */
+#include "a2a.h"
+#include "a2a_stream.h"
+#include "a2a_task.h"
+#include "db.h"
+#include "jsonout.h"
+#include "jsonstrict.h"
+#include "log.h"
+#include "mem.h"
+
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* JSON-RPC and A2A error codes (A2A v1.0 §9.5). */
+enum {
+    RPC_PARSE = -32700,
+    RPC_INVALID_REQUEST = -32600,
+    RPC_NO_METHOD = -32601,
+    RPC_INVALID_PARAMS = -32602,
+    RPC_INTERNAL = -32603,
+    A2A_TASK_NOT_FOUND = -32001,
+    A2A_TASK_NOT_CANCELABLE = -32002,
+    A2A_UNSUPPORTED_OPERATION = -32004,
+};
+
+#define A2A_META_KEY "kediStructuredOutput"
+
+static void s_result(http_resp_t *resp, json_t *id, json_t *result) {
+    http_json(resp, 200, json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", id, "result", result));
+}
+
+static void s_error(http_resp_t *resp, json_t *id, int code, const char *message, json_t *data) {
+    json_t *e = json_pack("{s:i,s:s}", "code", code, "message", message);
+    if (data) {
+        json_object_set_new(e, "data", data);
+    }
+    http_json(
+        resp, 200,
+        json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error", e));
+}
+
+static json_t *s_invalid(const char *field, const char *detail) {
+    return json_pack("{s:s,s:s}", "field", field, "detail", detail);
+}
+
+void a2a_agent_card(void *app, http_req_t *req, http_resp_t *resp) {
+    (void)app;
+    const char *host = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Host");
+    char *url = mem_printf("http://%s%s", host ? host : "127.0.0.1", A2A_RPC_PATH);
+    json_t *params = json_pack(
+        "{s:i,s:s,s:s,s:i,s:s,s:[s,s],s:[s,s]}", "version", 1, "mode", "request-schema",
+        "schemaDialect", "http://json-schema.org/draft-07/schema#", "maxSchemaBytes",
+        JSONSTRICT_SCHEMA_MAX_BYTES, "resultArtifactName", A2A_ARTIFACT_NAME, "schemaEncodings",
+        "json-utf8", "protobuf-value", "resultEncodings", "json-utf8", "protobuf-value");
+    json_t *card =
+        json_pack("{s:s,s:s,s:s,s:[{s:s,s:s,s:s}],s:{s:b,s:b,s:[{s:s,s:s,s:b,s:o}]},"
+                  "s:{s:{s:{s:s}}},s:[{s:{s:{s:[]}}}],s:[s],s:[s,s],s:[{s:s,s:s,s:s,s:[s]}]}",
+                  "name", "chatfleet", "description",
+                  "Durable AI agent chats; a context is a chat, a task is one turn.", "version",
+                  "0.1.0", "supportedInterfaces", "url", url, "protocolBinding", "JSONRPC",
+                  "protocolVersion", "1.0", "capabilities", "streaming", 1, "pushNotifications", 0,
+                  "extensions", "uri", A2A_EXTENSION_URI, "description",
+                  "Per-request JSON Schema (Draft-07) results as one artifact.", "required", 0,
+                  "params", params, "securitySchemes", "bearer", "httpAuthSecurityScheme", "scheme",
+                  "Bearer", "securityRequirements", "schemes", "bearer", "list",
+                  "defaultInputModes", "text/plain", "defaultOutputModes", "text/plain",
+                  "application/json", "skills", "id", "chat", "name", "chat", "description",
+                  "Answers in a durable chat, optionally as a JSON value.", "tags", "chat");
+    free(url);
+    http_json(resp, 200, card);
+}
+
+/* The message's text: its text parts joined (v1 {"text"} or v0.3 {"kind":"text"}). */
+static char *s_text(json_t *message, json_t **data) {
+    json_t *parts = json_object_get(message, "parts");
+    if (!json_is_array(parts) || json_array_size(parts) == 0) {
+        *data = s_invalid("message.parts", "must be a non-empty array of text parts");
+        return NULL;
+    }
+    char *text = mem_strdup("");
+    size_t i;
+    json_t *p;
+    json_array_foreach(parts, i, p) {
+        const char *t = json_string_value(json_object_get(p, "text"));
+        if (!t) {
+            free(text);
+            *data = s_invalid("message.parts", "only text parts are accepted");
+            return NULL;
+        }
+        char *n = mem_printf("%s%s%s", text, i ? "\n" : "", t);
+        free(text);
+        text = n;
+    }
+    return text;
+}
+
+static bool s_lists_extension(json_t *message) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(message, "extensions"), i, e) {
+        if (json_is_string(e) && !strcmp(json_string_value(e), A2A_EXTENSION_URI)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The request's schema per the extension: schemaJson authoritative (never falling back
+ * when invalid), the legacy schema object only when schemaJson is absent. Returns a new
+ * reference, or NULL with *data naming the field. */
+static json_t *s_schema(json_t *meta, bool *raw, json_t **data) {
+    json_t *enc = json_object_get(meta, "resultEncoding");
+    json_t *ver = json_object_get(meta, "version");
+    json_t *sj = json_object_get(meta, "schemaJson");
+    json_t *legacy = json_object_get(meta, "schema");
+    const char *f = "metadata." A2A_META_KEY;
+    if (!json_is_object(meta) || (ver && json_integer_value(ver) != 1)) {
+        *data = s_invalid(f, "must be an object with version 1");
+        return NULL;
+    }
+    if (enc && (!json_is_string(enc) || (strcmp(json_string_value(enc), "json-utf8") &&
+                                         strcmp(json_string_value(enc), "protobuf-value")))) {
+        *data = s_invalid("metadata." A2A_META_KEY ".resultEncoding",
+                          "must be json-utf8 or protobuf-value");
+        return NULL;
+    }
+    *raw = enc && !strcmp(json_string_value(enc), "json-utf8");
+    json_t *schema = NULL;
+    jsonstrict_error_t err;
+    if (sj) {
+        if (!json_is_string(sj) ||
+            jsonstrict_parse(json_string_value(sj), json_string_length(sj),
+                             &jsonstrict_limits_schema, &schema, &err) != 0) {
+            char *d = mem_printf("not a JSON schema document: %s",
+                                 json_is_string(sj) ? err.message : "must be a string");
+            *data = s_invalid("metadata." A2A_META_KEY ".schemaJson", d);
+            free(d);
+            return NULL;
+        }
+        return schema;
+    }
+    char *text = legacy ? jsonout_dumps(legacy) : NULL;
+    if (!text || !json_is_object(legacy) || strlen(text) > JSONSTRICT_SCHEMA_MAX_BYTES) {
+        *data = s_invalid("metadata." A2A_META_KEY ".schema",
+                          text ? "must be a schema object within maxSchemaBytes"
+                               : "schemaJson or schema is required");
+        free(text);
+        return NULL;
+    }
+    free(text);
+    return json_incref(legacy);
+}
+
+/* What one SendMessage asks for, validated before anything is written. */
+typedef struct {
+    char *content; /* JSON array of parts */
+    gateway_format_t format;
+    const char *context_id; /* or NULL for a new chat */
+    bool blocking;
+} s_send_t;
+
+/* An HTTP-style validation failure of a gateway helper, as JSON-RPC error data. */
+static json_t *s_from_http(http_resp_t *h) {
+    json_t *d = h->body ? json_loads(h->body, 0, NULL) : NULL;
+    free(h->body);
+    h->body = NULL;
+    return d ? d : s_invalid("params", "invalid");
+}
+
+static int s_parse_send(json_t *params, bool legacy, s_send_t *s, json_t **data) {
+    json_t *msg = json_object_get(params, "message");
+    json_t *conf = json_object_get(params, "configuration");
+    json_t *meta = json_object_get(json_object_get(params, "metadata"), A2A_META_KEY);
+    if (!json_is_object(msg)) {
+        *data = s_invalid("message", "is required");
+        return -1;
+    }
+    if (json_object_get(msg, "taskId")) {
+        *data = s_invalid("message.taskId", "a finished turn cannot be continued; send a new"
+                                            " message in the context");
+        return -1;
+    }
+    json_t *ctx = json_object_get(msg, "contextId");
+    s->context_id = json_string_value(ctx);
+    if (ctx && (!s->context_id || !id_uuid_valid(s->context_id))) {
+        *data = s_invalid("message.contextId", "must be a context id from this agent");
+        return -1;
+    }
+    s->blocking = legacy ? !json_is_false(json_object_get(conf, "blocking"))
+                         : !json_is_true(json_object_get(conf, "returnImmediately"));
+    char *text = s_text(msg, data);
+    if (!text) {
+        return -1;
+    }
+    json_t *body = json_pack("{s:[{s:s,s:s}]}", "content", "type", "text", "text", text);
+    free(text);
+    int rc = 0;
+    if (meta) {
+        bool raw = false;
+        json_t *schema = NULL;
+        if (!s_lists_extension(msg)) {
+            *data =
+                s_invalid("message.extensions", "a structured request lists " A2A_EXTENSION_URI);
+            rc = -1;
+        } else if (!(schema = s_schema(meta, &raw, data))) {
+            rc = -1;
+        } else {
+            json_object_set_new(body, "response_format",
+                                json_pack("{s:s,s:{s:s,s:o}}", "type", "json_schema", "json_schema",
+                                          "name", raw ? A2A_FORMAT_JSON_UTF8 : A2A_FORMAT_PROTOBUF,
+                                          "schema", schema));
+        }
+    }
+    http_resp_t h = {0};
+    if (rc == 0 &&
+        (!(s->content = gateway_content(json_object_get(body, "content"), "content", false, &h)) ||
+         gateway_format(body, NULL, &s->format, &h) != 0)) {
+        *data = s_from_http(&h);
+        rc = -1;
+    }
+    json_decref(body);
+    return rc;
+}
+
+static int s_default_model(PGconn *conn, char id[ID_UUID_LEN + 1]) {
+    db_err_t e;
+    PGresult *res =
+        db_query(conn, &e, NULL, 0, "SELECT id FROM model_configs WHERE is_default", 0, NULL);
+    int ok = res && PQntuples(res) == 1;
+    if (ok) {
+        snprintf(id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
+    }
+    PQclear(res);
+    return ok ? 0 : -1;
+}
+
+/* A new chat whose first message is the task; its id is that message's. */
+static int s_create(gateway_t *gw, PGconn *conn, const http_req_t *req, s_send_t *s,
+                    char chat_id[ID_UUID_LEN + 1], char task_id[A2A_TASK_ID_MAX]) {
+    char model[ID_UUID_LEN + 1];
+    if (s_default_model(conn, model) != 0) {
+        return -1;
+    }
+    cs_message_t m = {.role = "user",
+                      .content = s->content,
+                      .created_by = req->user_id,
+                      .model_config_id = model,
+                      .response_format = s->format.json,
+                      .so_request_id = s->format.structured ? s->format.request_id : NULL};
+    cs_create_t c = {
+        .owner_id = req->user_id, .model_config_id = model, .messages = &m, .message_count = 1};
+    cs_error_t err;
+    if (chatstate_create(conn, &c, &gw->sink, chat_id, &err) != 0) {
+        log_warn("a2a_create_failed", "message=%s", err.message);
+        return -1;
+    }
+    const char *p[] = {chat_id};
+    db_err_t e;
+    PGresult *res = db_query(conn, &e, NULL, 0,
+                             "SELECT min(id) FROM chat_messages WHERE chat_id = $1 AND"
+                             " role = 'user'",
+                             1, p);
+    int ok = res && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0);
+    if (ok) {
+        snprintf(task_id, A2A_TASK_ID_MAX, "%s", PQgetvalue(res, 0, 0));
+    }
+    PQclear(res);
+    return ok ? 0 : -1;
+}
+
+typedef struct {
+    cs_message_t msg;
+    int max_queue;
+    int64_t message_id;
+    int64_t queued_id;
+} s_turn_t;
+
+static int s_send_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
+    s_turn_t *t = ctx;
+    return chatstate_send_message(cs, &t->msg, CS_BUSY_QUEUE, t->max_queue, &t->message_id,
+                                  &t->queued_id, err);
+}
+
+/* A message in an existing context: the task is the message, or its queued row. */
+static int s_append(gateway_t *gw, PGconn *conn, const http_req_t *req, s_send_t *s,
+                    char task_id[A2A_TASK_ID_MAX], http_resp_t *h) {
+    http_req_t r = *req;
+    r.params[0] = s->context_id;
+    s_turn_t t = {.msg = {.role = "user",
+                          .content = s->content,
+                          .created_by = req->user_id,
+                          .response_format = s->format.json,
+                          .so_request_id = s->format.structured ? s->format.request_id : NULL},
+                  .max_queue = gw->max_queue};
+    if (gateway_bundle(gw, conn, &r, s_send_step, &t, NULL, h) != 0) {
+        return -1;
+    }
+    if (t.message_id) {
+        snprintf(task_id, A2A_TASK_ID_MAX, "%lld", (long long)t.message_id);
+    } else {
+        snprintf(task_id, A2A_TASK_ID_MAX, "q%lld", (long long)t.queued_id);
+    }
+    return 0;
+}
+
+static void s_sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Reads the task, waiting up to wait_ms for it to end; the answer goes to resp. */
+static void s_reply_task(gateway_t *gw, const http_req_t *req, http_resp_t *resp, json_t *id,
+                         const char *task_id, bool legacy, bool wrap, int64_t wait_ms) {
+    int64_t deadline = id_now_ms() + wait_ms;
+    a2a_task_t t;
+    for (;;) {
+        PGconn *conn = pool_get(gw->pool);
+        a2a_lookup_t rc = a2a_task_load(conn, task_id, req->user_id, legacy, &t);
+        pool_put(gw->pool, conn);
+        if (rc != A2A_TASK_FOUND) {
+            s_error(resp, id, rc == A2A_TASK_MISSING ? A2A_TASK_NOT_FOUND : RPC_INTERNAL,
+                    rc == A2A_TASK_MISSING ? "Task not found" : "Internal error", NULL);
+            return;
+        }
+        if (t.terminal || id_now_ms() >= deadline) {
+            break;
+        }
+        json_decref(t.task);
+        s_sleep_ms(A2A_POLL_MS);
+    }
+    s_result(resp, id, wrap && !legacy ? json_pack("{s:o}", "task", t.task) : t.task);
+}
+
+static void s_send(gateway_t *gw, http_req_t *req, http_resp_t *resp, json_t *id, json_t *params,
+                   bool legacy, bool streaming) {
+    s_send_t s = {0};
+    json_t *data = NULL;
+    if (s_parse_send(params, legacy, &s, &data) != 0) {
+        s_error(resp, id, RPC_INVALID_PARAMS, "Invalid params", data);
+        free(s.content);
+        gateway_format_clear(&s.format);
+        return;
+    }
+    PGconn *conn = pool_get(gw->pool);
+    char chat_id[ID_UUID_LEN + 1] = "";
+    char task_id[A2A_TASK_ID_MAX] = "";
+    http_resp_t h = {0};
+    int rc = -1;
+    if (s.context_id) {
+        snprintf(chat_id, sizeof chat_id, "%s", s.context_id);
+        rc = s_append(gw, conn, req, &s, task_id, &h);
+    } else {
+        rc = s_create(gw, conn, req, &s, chat_id, task_id);
+    }
+    pool_put(gw->pool, conn);
+    free(s.content);
+    gateway_format_clear(&s.format);
+    if (rc != 0) {
+        bool missing = h.status == 404;
+        s_error(resp, id, missing ? RPC_INVALID_PARAMS : RPC_INTERNAL,
+                missing ? "Invalid params" : "The message could not be stored",
+                missing ? s_invalid("message.contextId", "no such context") : s_from_http(&h));
+        free(h.body);
+        return;
+    }
+    log_info("a2a_task_started", "chat_id=%s task_id=%s structured=%d", chat_id, task_id,
+             s.format.structured);
+    if (streaming) {
+        a2a_stream_start(gw, req, resp, id, task_id, chat_id, legacy);
+        return;
+    }
+    s_reply_task(gw, req, resp, id, task_id, legacy, true, s.blocking ? A2A_BLOCKING_MAX_MS : 0);
+}
+
+typedef struct {
+    int64_t queued_id;
+} s_cancel_t;
+
+static int s_cancel_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
+    s_cancel_t *c = ctx;
+    return c->queued_id ? chatstate_delete_queued(cs, c->queued_id, err)
+                        : chatstate_interrupt(cs, "user_cancel", err);
+}
+
+/* CancelTask: a queued task is deleted from the queue, a running one interrupted. A text
+ * turn keeps no cancellation record, so the answer says CANCELED once the interrupt is
+ * committed; a structured turn reports its cancellation receipt. */
+static void s_cancel(gateway_t *gw, http_req_t *req, http_resp_t *resp, json_t *id,
+                     const char *task_id, bool legacy) {
+    PGconn *conn = pool_get(gw->pool);
+    a2a_task_t t;
+    a2a_lookup_t rc = a2a_task_load(conn, task_id, req->user_id, legacy, &t);
+    if (rc != A2A_TASK_FOUND || t.terminal) {
+        pool_put(gw->pool, conn);
+        json_decref(t.task);
+        s_error(resp, id, rc == A2A_TASK_FOUND ? A2A_TASK_NOT_CANCELABLE : A2A_TASK_NOT_FOUND,
+                rc == A2A_TASK_FOUND ? "Task cannot be canceled" : "Task not found", NULL);
+        return;
+    }
+    s_cancel_t c = {0};
+    if (!strcmp(t.state, "TASK_STATE_SUBMITTED") && task_id[0] == 'q') {
+        c.queued_id = strtoll(task_id + 1, NULL, 10);
+    }
+    http_req_t r = *req;
+    r.params[0] = t.context_id;
+    http_resp_t h = {0};
+    int brc = gateway_bundle(gw, conn, &r, s_cancel_step, &c, NULL, &h);
+    pool_put(gw->pool, conn);
+    free(h.body);
+    if (brc != 0) {
+        json_decref(t.task);
+        s_error(resp, id, A2A_TASK_NOT_CANCELABLE, "Task cannot be canceled", NULL);
+        return;
+    }
+    json_t *status = json_object_get(t.task, "status");
+    json_object_set_new(status, "state",
+                        json_string(a2a_task_state_name("TASK_STATE_CANCELED", legacy)));
+    json_object_del(status, "message");
+    s_result(resp, id, t.task);
+}
+
+static const char *s_task_id(json_t *params, json_t **data) {
+    const char *tid = json_string_value(json_object_get(params, "id"));
+    if (!tid || strlen(tid) >= A2A_TASK_ID_MAX) {
+        *data = s_invalid("params.id", "must be a task id");
+        return NULL;
+    }
+    return tid;
+}
+
+static void s_dispatch(gateway_t *gw, http_req_t *req, http_resp_t *resp, json_t *rpc) {
+    json_t *id = json_object_get(rpc, "id");
+    const char *method = json_string_value(json_object_get(rpc, "method"));
+    json_t *params = json_object_get(rpc, "params");
+    if (!json_is_string(json_object_get(rpc, "jsonrpc")) ||
+        strcmp(json_string_value(json_object_get(rpc, "jsonrpc")), "2.0") || !method ||
+        (id && !json_is_string(id) && !json_is_integer(id) && !json_is_null(id))) {
+        s_error(resp, json_is_string(id) || json_is_integer(id) ? id : NULL, RPC_INVALID_REQUEST,
+                "Invalid Request", NULL);
+        return;
+    }
+    id = id ? id : json_null();
+    bool v1 = !strchr(method, '/');
+    if (!json_is_object(params)) {
+        s_error(resp, id, RPC_INVALID_PARAMS, "Invalid params", s_invalid("params", "object"));
+        return;
+    }
+    json_t *data = NULL;
+    const char *tid = NULL;
+    if (!strcmp(method, "SendMessage") || !strcmp(method, "message/send")) {
+        s_send(gw, req, resp, id, params, !v1, false);
+    } else if (!strcmp(method, "SendStreamingMessage") || !strcmp(method, "message/stream")) {
+        s_send(gw, req, resp, id, params, !v1, true);
+    } else if (!strcmp(method, "GetTask") || !strcmp(method, "tasks/get")) {
+        if ((tid = s_task_id(params, &data))) {
+            s_reply_task(gw, req, resp, id, tid, !v1, false, 0);
+        }
+    } else if (!strcmp(method, "CancelTask") || !strcmp(method, "tasks/cancel")) {
+        if ((tid = s_task_id(params, &data))) {
+            s_cancel(gw, req, resp, id, tid, !v1);
+        }
+    } else {
+        s_error(resp, id, RPC_NO_METHOD, "Method not found", NULL);
+    }
+    if (data) {
+        s_error(resp, id, RPC_INVALID_PARAMS, "Invalid params", data);
+    }
+}
+
+void a2a_rpc(void *app, http_req_t *req, http_resp_t *resp) {
+    json_t *rpc = NULL;
+    jsonstrict_error_t err;
+    if (jsonstrict_parse(req->body ? req->body : "", req->body_len, NULL, &rpc, &err) != 0) {
+        s_error(resp, NULL, RPC_PARSE, "Parse error",
+                json_pack("{s:s,s:I}", "detail", err.message, "offset", (json_int_t)err.offset));
+        return;
+    }
+    if (!json_is_object(rpc)) {
+        s_error(resp, NULL, RPC_INVALID_REQUEST, "Invalid Request", NULL);
+    } else {
+        s_dispatch(app, req, resp, rpc);
+    }
+    json_decref(rpc);
+}

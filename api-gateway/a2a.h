@@ -1,0 +1,27 @@
+/*
+ * a2a: the gateway's A2A v1.0 JSON-RPC binding (reference a2a-structured-output-extension.md
+ * for the structured-output extension; api-gateway/README.md "A2A" for the mapping).
+ *
+ *   GET  /.well-known/agent-card.json   the agent card (no auth), declaring the extension
+ *   POST /a2a                           JSON-RPC 2.0: SendMessage, SendStreamingMessage (SSE),
+ *                                       GetTask, CancelTask, and the v0.3 names message/send,
+ *                                       message/stream, tasks/get, tasks/cancel (v0.3 shapes)
+ *
+ * A context is a chat (contextId = chat id); a task is one turn, named by its user message
+ * id (or "q<queued id>" while the message waits in the queue). A structured request per the
+ * extension becomes the message's response_format; its receipt becomes the task's one
+ * artifact. Errors are JSON-RPC errors in an HTTP 200 answer.
+ */
+#ifndef CHATFLEET_A2A_H
+#define CHATFLEET_A2A_H
+
+#include "gateway.h"
+
+#define A2A_RPC_PATH        "/a2a"
+#define A2A_BLOCKING_MAX_MS 60000 /* a blocking SendMessage answers by then, working or not */
+#define A2A_POLL_MS         50    /* how often a blocking SendMessage rereads its task */
+
+void a2a_agent_card(void *app, http_req_t *req, http_resp_t *resp);
+void a2a_rpc(void *app, http_req_t *req, http_resp_t *resp);
+
+#endif

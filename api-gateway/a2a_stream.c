@@ -1,0 +1,145 @@
+/* a2a_stream: SendStreamingMessage over a feed; see a2a_stream.h. */
+#include "a2a_stream.h"
+#include "a2a_task.h"
+#include "feed.h"
+#include "log.h"
+#include "mem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    feed_t *feed;
+    gateway_t *gw;
+    json_t *rpc_id;
+    char task_id[A2A_TASK_ID_MAX];
+    char chat_id[ID_UUID_LEN + 1];
+    char user_id[ID_UUID_LEN + 1];
+    bool legacy;
+    bool sent_task;
+    bool closed;
+    char state[32];
+} s_stream_t;
+
+/* Sends one JSON-RPC result (steals result). */
+static void s_send(s_stream_t *s, const char *type, json_t *result) {
+    json_t *env = json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", s->rpc_id, "result", result);
+    feed_emit(s->feed, type, env, 0);
+}
+
+static json_t *s_status_update(s_stream_t *s, json_t *status, bool final) {
+    json_t *u =
+        json_pack("{s:s,s:s,s:O}", "taskId", s->task_id, "contextId", s->chat_id, "status", status);
+    if (!s->legacy) {
+        return json_pack("{s:o}", "statusUpdate", u);
+    }
+    json_object_set_new(u, "kind", json_string("status-update"));
+    json_object_set_new(u, "final", json_boolean(final));
+    return u;
+}
+
+static json_t *s_artifact_update(s_stream_t *s, json_t *artifact) {
+    json_t *u = json_pack("{s:s,s:s,s:O,s:b}", "taskId", s->task_id, "contextId", s->chat_id,
+                          "artifact", artifact, "lastChunk", 1);
+    if (!s->legacy) {
+        return json_pack("{s:o}", "artifactUpdate", u);
+    }
+    json_object_set_new(u, "kind", json_string("artifact-update"));
+    return u;
+}
+
+static void s_finish(s_stream_t *s, json_t *task) {
+    size_t i;
+    json_t *a;
+    json_array_foreach(json_object_get(task, "artifacts"), i, a) {
+        s_send(s, "artifact", s_artifact_update(s, a));
+    }
+    s_send(s, "status", s_status_update(s, json_object_get(task, "status"), true));
+    s->closed = true;
+    feed_close(s->feed);
+}
+
+static void s_on_sync(void *owner) {
+    s_stream_t *s = owner;
+    if (s->closed) {
+        return;
+    }
+    PGconn *conn = pool_get(s->gw->pool);
+    a2a_task_t t;
+    a2a_lookup_t rc = a2a_task_load(conn, s->task_id, s->user_id, s->legacy, &t);
+    pool_put(s->gw->pool, conn);
+    if (rc != A2A_TASK_FOUND) {
+        return; /* a failed read changes nothing; the poller retries */
+    }
+    if (!s->sent_task) {
+        s->sent_task = true;
+        json_t *first = json_deep_copy(t.task);
+        json_object_set_new(first, "artifacts", json_array());
+        if (!t.terminal) {
+            json_object_del(json_object_get(first, "status"), "message");
+        }
+        s_send(s, "task", s->legacy ? first : json_pack("{s:o}", "task", first));
+    } else if (strcmp(t.state, s->state) != 0 && !t.terminal) {
+        s_send(s, "status", s_status_update(s, json_object_get(t.task, "status"), false));
+    }
+    snprintf(s->state, sizeof s->state, "%s", t.state);
+    if (t.terminal) {
+        s_finish(s, t.task);
+    }
+    json_decref(t.task);
+}
+
+/* A live text part of the answer: a working status message carrying the delta. */
+static void s_on_part(void *owner, const wire_part_t *part) {
+    s_stream_t *s = owner;
+    if (s->closed || !s->sent_task || strcmp(part->role, "assistant") != 0) {
+        return;
+    }
+    json_t *p = json_loadb(part->part.text, part->part.len, 0, NULL);
+    const char *text = json_string_value(json_object_get(p, "text"));
+    if (text && *text) {
+        char mid[96];
+        snprintf(mid, sizeof mid, "%s-part-%lld-%lld-%lld", s->task_id,
+                 (long long)part->history_version, (long long)part->generation_attempt,
+                 (long long)part->seq);
+        json_t *msg = json_pack("{s:s,s:s,s:s,s:s,s:[o]}", "messageId", mid, "role",
+                                s->legacy ? "agent" : "ROLE_AGENT", "contextId", s->chat_id,
+                                "taskId", s->task_id, "parts",
+                                s->legacy ? json_pack("{s:s,s:s}", "kind", "text", "text", text)
+                                          : json_pack("{s:s}", "text", text));
+        if (s->legacy) {
+            json_object_set_new(msg, "kind", json_string("message"));
+        }
+        json_t *status =
+            json_pack("{s:s,s:o}", "state", a2a_task_state_name("TASK_STATE_WORKING", s->legacy),
+                      "message", msg);
+        s_send(s, "status", s_status_update(s, status, false));
+        json_decref(status);
+    }
+    json_decref(p);
+}
+
+static void s_on_destroy(void *owner) {
+    s_stream_t *s = owner;
+    log_info("a2a_stream_closed", "chat_id=%s task_id=%s state=%s", s->chat_id, s->task_id,
+             s->state);
+    json_decref(s->rpc_id);
+    free(s);
+}
+
+static const feed_ops_t s_ops = {s_on_sync, s_on_part, s_on_destroy};
+
+void a2a_stream_start(gateway_t *gw, const http_req_t *req, http_resp_t *resp, json_t *rpc_id,
+                      const char *task_id, const char *chat_id, bool legacy) {
+    s_stream_t *s = mem_calloc(1, sizeof *s);
+    s->gw = gw;
+    s->rpc_id = json_incref(rpc_id);
+    s->legacy = legacy;
+    snprintf(s->task_id, sizeof s->task_id, "%s", task_id);
+    snprintf(s->chat_id, sizeof s->chat_id, "%s", chat_id);
+    snprintf(s->user_id, sizeof s->user_id, "%s", req->user_id);
+    log_info("a2a_stream_opened", "chat_id=%s task_id=%s", s->chat_id, s->task_id);
+    resp->status = 200;
+    resp->raw = feed_new(gw->hub, s->chat_id, &s_ops, s, &s->feed);
+}

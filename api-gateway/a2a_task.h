@@ -1,0 +1,41 @@
+/*
+ * a2a_task: an A2A task read back from the chat tables (a2a.h has the mapping). A task is
+ * one user message: its id is the message id in decimal, or "q" and the queued message id
+ * while it waits in the queue (the promoted message records that id). Its state, answer
+ * text and structured artifact are derived on every read from committed rows only, so a
+ * task survives gateway restarts and looks the same from every gateway.
+ */
+#ifndef CHATFLEET_A2A_TASK_H
+#define CHATFLEET_A2A_TASK_H
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+
+#define A2A_EXTENSION_URI    "https://docs.kedi-lang.org/a2a/extensions/structured-output/v1/"
+#define A2A_ARTIFACT_NAME    "kedi-structured-output"
+#define A2A_FORMAT_JSON_UTF8 "a2a_json_utf8"      /* response_format name: raw json-utf8 part */
+#define A2A_FORMAT_PROTOBUF  "a2a_protobuf_value" /* response_format name: legacy data part */
+#define A2A_TASK_ID_MAX      32                   /* bytes of a task id, NUL included */
+
+typedef enum { A2A_TASK_FOUND = 0, A2A_TASK_MISSING, A2A_TASK_DB_ERROR } a2a_lookup_t;
+
+typedef struct {
+    json_t *task;   /* the Task object (owned by the caller) */
+    bool terminal;  /* completed, failed or canceled */
+    char state[32]; /* the v1 state name, "TASK_STATE_WORKING" */
+    char context_id[40];
+} a2a_task_t;
+
+/* Reads task_id of user_id's chats in the v1 JSON shape, or the v0.3 shape when legacy.
+ * Fills out on A2A_TASK_FOUND. */
+a2a_lookup_t a2a_task_load(PGconn *conn, const char *task_id, const char *user_id, bool legacy,
+                           a2a_task_t *out);
+
+/* The v1 or v0.3 name of a state ("TASK_STATE_CANCELED" / "canceled"). */
+const char *a2a_task_state_name(const char *v1_state, bool legacy);
+
+/* True when every number in v survives a protobuf double (integers within +-2^53). */
+bool a2a_task_lossless(const json_t *v);
+
+#endif
