@@ -1,0 +1,145 @@
+/* client: REST calls to the gateway; see client.h. */
+#include "client.h"
+#include "jsonout.h"
+#include "mem.h"
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const jsonstrict_limits_t client_limits = {
+    .max_bytes = CLIENT_RESPONSE_MAX_BYTES,
+    .max_depth = 64,
+    .max_values = 1 << 22,
+    .max_keys = 65536,
+    .max_items = 1 << 20,
+    .max_string_bytes = 8 * 1024 * 1024,
+    .max_number_chars = JSONSTRICT_MAX_NUMBER_CHARS_DEFAULT,
+};
+
+struct client {
+    char *base;
+    char *token;
+    CURL *curl;
+};
+
+typedef struct {
+    char *data;
+    size_t len;
+    bool overflow;
+} s_buf_t;
+
+client_t *client_new(const char *base_url, const char *token) {
+    if (!base_url || !*base_url) {
+        return NULL;
+    }
+    client_t *self = mem_calloc(1, sizeof *self);
+    size_t n = strlen(base_url);
+    while (n > 0 && base_url[n - 1] == '/') {
+        n--;
+    }
+    self->base = mem_strndup(base_url, n);
+    self->token = token && *token ? mem_strdup(token) : NULL;
+    self->curl = curl_easy_init();
+    if (!self->curl) {
+        client_destroy(&self);
+    }
+    return self;
+}
+
+void client_destroy(client_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    client_t *self = *self_p;
+    if (self->curl) {
+        curl_easy_cleanup(self->curl);
+    }
+    free(self->base);
+    free(self->token);
+    free(self);
+    *self_p = NULL;
+}
+
+const char *client_base(const client_t *self) {
+    return self->base;
+}
+
+const char *client_token(const client_t *self) {
+    return self->token;
+}
+
+static size_t s_collect(char *ptr, size_t size, size_t nmemb, void *ud) {
+    s_buf_t *b = ud;
+    size_t n = size * nmemb;
+    if (b->len + n > CLIENT_RESPONSE_MAX_BYTES) {
+        b->overflow = true;
+        return 0; /* aborts the transfer */
+    }
+    b->data = mem_realloc(b->data, b->len + n + 1);
+    memcpy(b->data + b->len, ptr, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return n;
+}
+
+long client_call(client_t *self, const char *method, const char *path, const json_t *body,
+                 json_t **out) {
+    *out = NULL;
+    char *url = mem_printf("%s%s", self->base, path);
+    char *text = body ? jsonout_dumps(body) : NULL;
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    char *auth = self->token ? mem_printf("Authorization: Bearer %s", self->token) : NULL;
+    if (auth) {
+        h = curl_slist_append(h, auth);
+    }
+    s_buf_t b = {0};
+    CURL *c = self->curl;
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)CLIENT_TIMEOUT_MS);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, s_collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    if (text) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
+    }
+    CURLcode rc = curl_easy_perform(c);
+    long status = -1;
+    if (rc != CURLE_OK) {
+        fprintf(stderr, "chatfleet: %s %s: %s\n", method, url,
+                b.overflow ? "answer too large" : curl_easy_strerror(rc));
+    } else {
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        jsonstrict_error_t err;
+        if (b.len > 0 && jsonstrict_parse(b.data, b.len, &client_limits, out, &err) != 0) {
+            fprintf(stderr, "chatfleet: %s %s: HTTP %ld with an unreadable answer: %s at %s\n",
+                    method, url, status, err.message, err.path[0] ? err.path : "/");
+            status = -1;
+        }
+    }
+    curl_slist_free_all(h);
+    free(auth);
+    free(text);
+    free(b.data);
+    free(url);
+    return status;
+}
+
+void client_print_error(const char *what, long status, const json_t *envelope) {
+    const char *msg = json_string_value(json_object_get(envelope, "message"));
+    const char *detail = json_string_value(json_object_get(envelope, "detail"));
+    fprintf(stderr, "chatfleet: %s: HTTP %ld: %s%s%s\n", what, status, msg ? msg : "error",
+            detail ? " " : "", detail ? detail : "");
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(envelope, "validations"), i, v) {
+        const char *f = json_string_value(json_object_get(v, "field"));
+        const char *d = json_string_value(json_object_get(v, "detail"));
+        fprintf(stderr, "  %s: %s\n", f ? f : "?", d ? d : "?");
+    }
+}

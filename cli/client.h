@@ -1,0 +1,40 @@
+/*
+ * client: the chatfleet gateway's REST API over libcurl, for the chatfleet CLI. One client
+ * holds the base URL and bearer token; each call is one request whose JSON answer is parsed
+ * through the strict boundary (the server's text is untrusted like any other input).
+ */
+#ifndef CHATFLEET_CLI_CLIENT_H
+#define CHATFLEET_CLI_CLIENT_H
+
+#include <jansson.h>
+
+#include "jsonstrict.h"
+
+#define CLIENT_RESPONSE_MAX_BYTES (16 * 1024 * 1024) /* one REST answer; more is an error */
+#define CLIENT_TIMEOUT_MS         30000              /* one REST request, connect included */
+
+typedef struct client client_t;
+
+/* The caps for server JSON (REST answers and stream events): larger than the request
+ * defaults because a message list or a long answer is bigger than one request. */
+extern const jsonstrict_limits_t client_limits;
+
+/* A client of base_url ("http://host:port", no trailing slash needed) with token (may be
+ * NULL). NULL when base_url is empty. */
+client_t *client_new(const char *base_url, const char *token);
+void client_destroy(client_t **self_p);
+
+const char *client_base(const client_t *self);
+const char *client_token(const client_t *self);
+
+/* method path (under the base URL) with body (NULL: none). Returns the HTTP status, or -1
+ * when no answer arrived or its text was refused (reason on stderr). *out receives the
+ * parsed answer (NULL for an empty body); the caller json_decref()s it. */
+long client_call(client_t *self, const char *method, const char *path, const json_t *body,
+                 json_t **out);
+
+/* Prints the gateway's error envelope {"message","detail"?,"validations"?} to stderr, after
+ * what (the operation). */
+void client_print_error(const char *what, long status, const json_t *envelope);
+
+#endif

@@ -1,0 +1,207 @@
+/* command: chat subcommands and watch; see command.h. */
+#include "command.h"
+#include "jsonout.h"
+#include "mem.h"
+#include "stream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CMD_OK = 0, CMD_USAGE = 2, CMD_REFUSED = 3 };
+
+static void s_print(const json_t *v) {
+    char *t = jsonout_dumps(v);
+    fprintf(stdout, "%s\n", t);
+    free(t);
+}
+
+/* One call; prints the answer (or the error) and maps it to an exit status. */
+static int s_call(client_t *c, const char *method, const char *path, json_t *body, long want) {
+    json_t *out = NULL;
+    long st = client_call(c, method, path, body, &out);
+    json_decref(body);
+    int rc = CMD_OK;
+    if (st != want) {
+        client_print_error(path, st, out);
+        rc = CMD_REFUSED;
+    } else if (out) {
+        s_print(out);
+    }
+    json_decref(out);
+    return rc;
+}
+
+/* The words from argv[from] on, joined by spaces (caller frees). */
+static char *s_join(int argc, char **argv, int from) {
+    char *t = mem_strdup("");
+    for (int i = from; i < argc; i++) {
+        char *n = mem_printf("%s%s%s", t, i > from ? " " : "", argv[i]);
+        free(t);
+        t = n;
+    }
+    return t;
+}
+
+static json_t *s_content(const char *text) {
+    return json_pack("[{s:s,s:s}]", "type", "text", "text", text);
+}
+
+static int s_create(client_t *c, int argc, char **argv) {
+    json_t *body = json_object();
+    int i = 0;
+    if (argc >= 2 && !strcmp(argv[0], "--title")) {
+        json_object_set_new(body, "title", json_string(argv[1]));
+        i = 2;
+    }
+    if (i < argc) {
+        char *text = s_join(argc, argv, i);
+        json_object_set_new(body, "content", s_content(text));
+        free(text);
+    } else {
+        json_object_set_new(body, "content", json_array()); /* a chat with no turn yet */
+    }
+    return s_call(c, "POST", "/api/v2/chats", body, 201);
+}
+
+static int s_list(client_t *c, int argc, char **argv) {
+    bool archived = argc > 0 && !strcmp(argv[0], "--archived");
+    json_t *out = NULL;
+    const char *path = archived ? "/api/v2/chats?archived=true" : "/api/v2/chats";
+    long st = client_call(c, "GET", path, NULL, &out);
+    if (st != 200) {
+        client_print_error("list", st, out);
+        json_decref(out);
+        return CMD_REFUSED;
+    }
+    size_t i;
+    json_t *chat;
+    json_array_foreach(out, i, chat) {
+        const char *title = json_string_value(json_object_get(chat, "title"));
+        fprintf(stdout, "%s\t%s\t%s\n", json_string_value(json_object_get(chat, "id")),
+                json_string_value(json_object_get(chat, "status")), title ? title : "");
+    }
+    json_decref(out);
+    return CMD_OK;
+}
+
+static int s_show(client_t *c, const char *id) {
+    char *p1 = mem_printf("/api/v2/chats/%s", id);
+    char *p2 = mem_printf("/api/v2/chats/%s/messages?limit=200", id);
+    json_t *chat = NULL;
+    json_t *msgs = NULL;
+    long s1 = client_call(c, "GET", p1, NULL, &chat);
+    long s2 = s1 == 200 ? client_call(c, "GET", p2, NULL, &msgs) : s1;
+    int rc = CMD_OK;
+    if (s1 != 200 || s2 != 200) {
+        client_print_error("show", s1 != 200 ? s1 : s2, s1 != 200 ? chat : msgs);
+        rc = CMD_REFUSED;
+    } else {
+        json_t *out = json_pack("{s:O,s:O}", "chat", chat, "messages", msgs);
+        s_print(out);
+        json_decref(out);
+    }
+    json_decref(chat);
+    json_decref(msgs);
+    free(p1);
+    free(p2);
+    return rc;
+}
+
+static int s_send(client_t *c, const char *id, int argc, char **argv) {
+    bool interrupt = argc > 0 && !strcmp(argv[0], "--interrupt");
+    char *text = s_join(argc, argv, interrupt ? 1 : 0);
+    json_t *body = json_pack("{s:o,s:s}", "content", s_content(text), "busy_behavior",
+                             interrupt ? "interrupt" : "queue");
+    char *path = mem_printf("/api/v2/chats/%s/messages", id);
+    int rc = s_call(c, "POST", path, body, 200);
+    free(path);
+    free(text);
+    return rc;
+}
+
+static int s_queue(client_t *c, const char *id, int argc, char **argv) {
+    if (argc >= 2 && (!strcmp(argv[0], "delete") || !strcmp(argv[0], "promote"))) {
+        bool del = !strcmp(argv[0], "delete");
+        char *path = mem_printf("/api/v2/chats/%s/queue/%s%s", id, argv[1], del ? "" : "/promote");
+        int rc = s_call(c, del ? "DELETE" : "POST", path, NULL, del ? 204 : 202);
+        free(path);
+        return rc;
+    }
+    char *path = mem_printf("/api/v2/chats/%s/messages?limit=1", id);
+    json_t *out = NULL;
+    long st = client_call(c, "GET", path, NULL, &out);
+    free(path);
+    if (st != 200) {
+        client_print_error("queue", st, out);
+        json_decref(out);
+        return CMD_REFUSED;
+    }
+    s_print(json_object_get(out, "queued_messages"));
+    json_decref(out);
+    return CMD_OK;
+}
+
+static int s_chat_op(client_t *c, const char *op, const char *id, int argc, char **argv) {
+    if (!strcmp(op, "show")) {
+        return s_show(c, id);
+    }
+    if (!strcmp(op, "send") && argc > 0) {
+        return s_send(c, id, argc, argv);
+    }
+    if (!strcmp(op, "queue")) {
+        return s_queue(c, id, argc, argv);
+    }
+    char *path = NULL;
+    int rc = CMD_USAGE;
+    if (!strcmp(op, "edit") && argc >= 2) {
+        char *text = s_join(argc, argv, 1);
+        path = mem_printf("/api/v2/chats/%s/messages/%s", id, argv[0]);
+        rc = s_call(c, "PATCH", path, json_pack("{s:o}", "content", s_content(text)), 200);
+        free(text);
+    } else if (!strcmp(op, "interrupt")) {
+        path = mem_printf("/api/v2/chats/%s/interrupt", id);
+        rc = s_call(c, "POST", path, NULL, 200);
+    } else if (!strcmp(op, "archive")) {
+        bool undo = argc > 0 && !strcmp(argv[0], "--undo");
+        path = mem_printf("/api/v2/chats/%s", id);
+        rc = s_call(c, "PATCH", path, json_pack("{s:b}", "archived", !undo), 204);
+    }
+    free(path);
+    return rc;
+}
+
+int command_chat(client_t *client, int argc, char **argv) {
+    if (argc < 1) {
+        return CMD_USAGE;
+    }
+    if (!strcmp(argv[0], "create")) {
+        return s_create(client, argc - 1, argv + 1);
+    }
+    if (!strcmp(argv[0], "list")) {
+        return s_list(client, argc - 1, argv + 1);
+    }
+    if (argc < 2) {
+        return CMD_USAGE;
+    }
+    return s_chat_op(client, argv[0], argv[1], argc - 2, argv + 2);
+}
+
+static bool s_watch_event(void *ctx, const char *type, json_t *data, int64_t id) {
+    (void)ctx;
+    json_t *line = json_pack("{s:s,s:I,s:O}", "event", type, "id", (json_int_t)id, "data", data);
+    s_print(line);
+    fflush(stdout);
+    json_decref(line);
+    return false;
+}
+
+int command_watch(client_t *client, int argc, char **argv, volatile sig_atomic_t *cancel) {
+    char *path = argc > 0 ? mem_printf("/api/v2/chats/%s/stream", argv[0])
+                          : mem_strdup("/api/v2/chats/watch");
+    stream_t *s = stream_new(client, path, 0, cancel);
+    stream_end_t end = stream_run(s, s_watch_event, NULL);
+    stream_destroy(&s);
+    free(path);
+    return end == STREAM_CANCELLED ? CMD_OK : CMD_REFUSED;
+}

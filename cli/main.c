@@ -1,0 +1,134 @@
+/*
+ * chatfleet: the command-line client of a chatfleet gateway (cli/README.md).
+ *
+ *   chatfleet [--url URL] [--token TOKEN] COMMAND ...
+ *
+ * URL and token come from the flags or CHATFLEET_URL and CHATFLEET_TOKEN. This file only
+ * parses the command line; the work is in ask, command, stream and client.
+ */
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ask.h"
+#include "command.h"
+#include "mem.h"
+
+static volatile sig_atomic_t s_cancel;
+
+static void s_on_sigint(int sig) {
+    (void)sig;
+    s_cancel = 1;
+}
+
+static int s_usage(void) {
+    fputs("usage: chatfleet [--url URL] [--token TOKEN] COMMAND\n"
+          "  chat create [--title T] [TEXT]     chat list [--archived]\n"
+          "  chat show ID                       chat send ID [--interrupt] TEXT\n"
+          "  chat edit ID MESSAGE_ID TEXT       chat interrupt ID\n"
+          "  chat archive ID [--undo]           chat queue ID [delete|promote QUEUED_ID]\n"
+          "  watch [ID]\n"
+          "  ask [--schema FILE|JSON] [--chat ID] [--tool NAME=COMMAND]... PROMPT\n"
+          "environment: CHATFLEET_URL, CHATFLEET_TOKEN\n",
+          stderr);
+    return ASK_USAGE;
+}
+
+/* Parses ask's options into o; returns 0, or -1 on a usage error. prompt is argv's tail. */
+static int s_ask_opts(int argc, char **argv, ask_opts_t *o, char **prompt) {
+    int i = 0;
+    for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
+        if (!strcmp(argv[i], "--")) {
+            i++;
+            break;
+        }
+        if (i + 1 >= argc) {
+            return -1;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(argv[i - 1], "--schema")) {
+            o->schema = v;
+        } else if (!strcmp(argv[i - 1], "--chat")) {
+            o->chat_id = v;
+        } else if (!strcmp(argv[i - 1], "--tool") && strchr(v, '=') && o->ntools < ASK_TOOLS_MAX) {
+            char *eq = strchr(v, '=');
+            argv[i][eq - v] = '\0';
+            o->tools[o->ntools++] = (ask_tool_t){argv[i], eq + 1};
+        } else {
+            return -1;
+        }
+    }
+    if (i >= argc) {
+        return -1;
+    }
+    *prompt = mem_strdup("");
+    for (int k = i; k < argc; k++) {
+        char *n = mem_printf("%s%s%s", *prompt, k > i ? " " : "", argv[k]);
+        free(*prompt);
+        *prompt = n;
+    }
+    o->prompt = *prompt;
+    return 0;
+}
+
+static int s_ask(client_t *c, int argc, char **argv) {
+    ask_opts_t o = {.tty = isatty(STDOUT_FILENO) == 1};
+    char *prompt = NULL;
+    if (s_ask_opts(argc, argv, &o, &prompt) != 0) {
+        free(prompt);
+        return s_usage();
+    }
+    int rc = ask_run(c, &o, &s_cancel);
+    free(prompt);
+    return rc;
+}
+
+static int s_dispatch(client_t *c, int argc, char **argv) {
+    if (!strcmp(argv[0], "ask")) {
+        return s_ask(c, argc - 1, argv + 1);
+    }
+    if (!strcmp(argv[0], "watch")) {
+        return command_watch(c, argc - 1, argv + 1, &s_cancel);
+    }
+    if (!strcmp(argv[0], "chat")) {
+        int rc = command_chat(c, argc - 1, argv + 1);
+        return rc == ASK_USAGE ? s_usage() : rc;
+    }
+    return s_usage();
+}
+
+int main(int argc, char **argv) {
+    const char *url = getenv("CHATFLEET_URL");
+    const char *token = getenv("CHATFLEET_TOKEN");
+    int i = 1;
+    for (; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--url")) {
+            url = argv[i + 1];
+        } else if (!strcmp(argv[i], "--token")) {
+            token = argv[i + 1];
+        } else {
+            break;
+        }
+    }
+    if (i >= argc || !strcmp(argv[i], "--help") || !strcmp(argv[i], "help")) {
+        return s_usage();
+    }
+    if (!url || !*url) {
+        fputs("chatfleet: no gateway URL (--url or CHATFLEET_URL)\n", stderr);
+        return ASK_USAGE;
+    }
+    struct sigaction sa = {0};
+    sa.sa_handler = s_on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    client_t *c = client_new(url, token);
+    int rc = c ? s_dispatch(c, argc - i, argv + i) : ASK_TRANSPORT;
+    client_destroy(&c);
+    curl_global_cleanup();
+    return rc;
+}

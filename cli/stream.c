@@ -1,0 +1,332 @@
+/* stream: SSE with redial, resume and dedupe; see stream.h. */
+#include "stream.h"
+#include "id.h"
+#include "jsonout.h"
+#include "mem.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define STREAM_TYPE_MAX   64 /* bytes of an event name, NUL included */
+#define STREAM_SLICE_MS   50 /* how often a backoff sleep looks at the cancel flag */
+#define STREAM_STATUS_MAX 32 /* bytes of a chat status, NUL included */
+
+typedef struct {
+    int64_t id;
+    int64_t revision;
+} s_seen_t;
+
+struct stream {
+    client_t *client;
+    char *path;
+    int64_t after_id;
+    volatile sig_atomic_t *cancel;
+    int dials;
+    /* What the caller has been given, across dials. */
+    s_seen_t *seen;
+    size_t nseen;
+    int64_t part_hv;
+    int64_t part_ga;
+    int64_t part_seq;
+    char status[STREAM_STATUS_MAX];
+    char *last_action;
+    /* The dial in progress. */
+    stream_event_fn fn;
+    void *ctx;
+    bool stop;
+    bool got_event;
+    char *line;
+    size_t line_len;
+    char type[STREAM_TYPE_MAX];
+    int64_t event_id;
+    char *data;
+    size_t data_len;
+    bool too_big;
+};
+
+stream_t *stream_new(client_t *client, const char *path, int64_t after_id,
+                     volatile sig_atomic_t *cancel) {
+    stream_t *self = mem_calloc(1, sizeof *self);
+    self->client = client;
+    self->path = mem_strdup(path);
+    self->after_id = after_id;
+    self->cancel = cancel;
+    self->seen = mem_calloc(STREAM_SEEN_MAX, sizeof *self->seen);
+    return self;
+}
+
+void stream_destroy(stream_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    stream_t *self = *self_p;
+    free(self->path);
+    free(self->seen);
+    free(self->last_action);
+    free(self->line);
+    free(self->data);
+    free(self);
+    *self_p = NULL;
+}
+
+int stream_dials(const stream_t *self) {
+    return self->dials;
+}
+
+int64_t stream_after_id(const stream_t *self) {
+    return self->after_id;
+}
+
+/* True when this message revision is new to the caller (and records it). */
+static bool s_message_is_new(stream_t *self, json_t *data) {
+    json_t *m = json_object_get(data, "message");
+    int64_t id = json_integer_value(json_object_get(m, "id"));
+    int64_t rev = json_integer_value(json_object_get(m, "revision"));
+    for (size_t i = 0; i < self->nseen; i++) {
+        if (self->seen[i].id == id) {
+            if (rev <= self->seen[i].revision) {
+                return false;
+            }
+            self->seen[i].revision = rev;
+            return true;
+        }
+    }
+    if (self->nseen == STREAM_SEEN_MAX) { /* forget the oldest half; after_id covers them */
+        memmove(self->seen, self->seen + STREAM_SEEN_MAX / 2,
+                (STREAM_SEEN_MAX / 2) * sizeof *self->seen);
+        self->nseen = STREAM_SEEN_MAX / 2;
+    }
+    self->seen[self->nseen++] = (s_seen_t){id, rev};
+    return true;
+}
+
+static bool s_part_is_new(stream_t *self, json_t *data) {
+    json_t *p = json_object_get(data, "message_part");
+    int64_t hv = json_integer_value(json_object_get(p, "history_version"));
+    int64_t ga = json_integer_value(json_object_get(p, "generation_attempt"));
+    int64_t seq = json_integer_value(json_object_get(p, "seq"));
+    if (hv == self->part_hv && ga == self->part_ga && seq <= self->part_seq) {
+        return false;
+    }
+    self->part_hv = hv;
+    self->part_ga = ga;
+    self->part_seq = seq;
+    return true;
+}
+
+/* Replays on a redial repeat the status and the pending calls: only changes pass. */
+static bool s_is_new(stream_t *self, const char *type, json_t *data) {
+    if (!strcmp(type, "message")) {
+        return s_message_is_new(self, data);
+    }
+    if (!strcmp(type, "message_part")) {
+        return s_part_is_new(self, data);
+    }
+    if (!strcmp(type, "status")) {
+        const char *st =
+            json_string_value(json_object_get(json_object_get(data, "status"), "status"));
+        if (!st || !strcmp(st, self->status)) {
+            return false;
+        }
+        snprintf(self->status, sizeof self->status, "%s", st);
+        return true;
+    }
+    if (!strcmp(type, "action_required")) {
+        char *text = jsonout_dumps(json_object_get(data, "action_required"));
+        bool same = text && self->last_action && !strcmp(text, self->last_action);
+        free(self->last_action);
+        self->last_action = text;
+        return !same;
+    }
+    if (!strcmp(type, "history_reset")) {
+        self->nseen = 0;
+    }
+    return true;
+}
+
+static void s_dispatch(stream_t *self) {
+    if (self->data_len == 0 || self->stop) {
+        return;
+    }
+    json_t *data = NULL;
+    jsonstrict_error_t err;
+    if (jsonstrict_parse(self->data, self->data_len, &client_limits, &data, &err) != 0) {
+        fprintf(stderr, "chatfleet: stream: an unreadable %s event dropped: %s\n",
+                self->type[0] ? self->type : "message", err.message);
+        return;
+    }
+    const char *type = self->type[0] ? self->type : "message";
+    self->got_event = true;
+    if (s_is_new(self, type, data)) {
+        if (!strcmp(type, "message") && self->event_id > self->after_id) {
+            self->after_id = self->event_id;
+        }
+        self->stop = self->fn(self->ctx, type, data, self->event_id);
+    }
+    json_decref(data);
+}
+
+static void s_line(stream_t *self, char *line) {
+    if (*line == '\0') {
+        s_dispatch(self);
+        self->type[0] = '\0';
+        self->event_id = 0;
+        self->data_len = 0;
+        return;
+    }
+    if (*line == ':') {
+        return; /* a keep-alive comment */
+    }
+    char *colon = strchr(line, ':');
+    char *value = colon ? colon + 1 : line + strlen(line);
+    if (colon) {
+        *colon = '\0';
+    }
+    if (*value == ' ') {
+        value++;
+    }
+    if (!strcmp(line, "event")) {
+        snprintf(self->type, sizeof self->type, "%s", value);
+    } else if (!strcmp(line, "id")) {
+        char *end = NULL;
+        long long v = strtoll(value, &end, 10);
+        self->event_id = end && *end == '\0' && v > 0 ? v : 0;
+    } else if (!strcmp(line, "data")) {
+        size_t n = strlen(value);
+        if (self->data_len + n + 1 > STREAM_EVENT_MAX_BYTES) {
+            self->too_big = true;
+            return;
+        }
+        self->data = mem_realloc(self->data, self->data_len + n + 2);
+        if (self->data_len > 0) {
+            self->data[self->data_len++] = '\n';
+        }
+        memcpy(self->data + self->data_len, value, n + 1);
+        self->data_len += n;
+    }
+}
+
+static size_t s_write(char *ptr, size_t size, size_t nmemb, void *ud) {
+    stream_t *self = ud;
+    size_t n = size * nmemb;
+    for (size_t i = 0; i < n && !self->stop && !self->too_big; i++) {
+        char c = ptr[i];
+        if (c == '\r') {
+            continue;
+        }
+        if (c != '\n') {
+            if (self->line_len + 2 > STREAM_EVENT_MAX_BYTES) {
+                self->too_big = true;
+                break;
+            }
+            self->line = mem_realloc(self->line, self->line_len + 2);
+            self->line[self->line_len++] = c;
+            continue;
+        }
+        if (!self->line) {
+            self->line = mem_alloc(1);
+        }
+        self->line[self->line_len] = '\0';
+        s_line(self, self->line);
+        self->line_len = 0;
+    }
+    return self->stop || self->too_big ? 0 : n;
+}
+
+static int s_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d) {
+    stream_t *self = ud;
+    (void)a, (void)b, (void)c, (void)d;
+    return self->cancel && *self->cancel ? 1 : 0;
+}
+
+/* One dial; returns the HTTP status (0 when no answer arrived). */
+static long s_dial(stream_t *self, CURL *c) {
+    char *url = mem_printf("%s%s%safter_id=%lld", client_base(self->client), self->path,
+                           strchr(self->path, '?') ? "&" : "?", (long long)self->after_id);
+    struct curl_slist *h = curl_slist_append(NULL, "Accept: text/event-stream");
+    char *auth = client_token(self->client)
+                     ? mem_printf("Authorization: Bearer %s", client_token(self->client))
+                     : NULL;
+    if (auth) {
+        h = curl_slist_append(h, auth);
+    }
+    self->line_len = 0;
+    self->data_len = 0;
+    self->type[0] = '\0';
+    self->event_id = 0;
+    self->too_big = false;
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, STREAM_STALL_SECONDS);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, s_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, self);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, s_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, self);
+    self->dials++;
+    curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    free(auth);
+    free(url);
+    return status;
+}
+
+static void s_sleep(stream_t *self, int64_t ms) {
+    int64_t until = id_now_ms() + ms;
+    while (id_now_ms() < until && !(self->cancel && *self->cancel)) {
+        struct timespec ts = {0, STREAM_SLICE_MS * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+stream_end_t stream_run(stream_t *self, stream_event_fn fn, void *ctx) {
+    CURL *c = curl_easy_init();
+    if (!c) {
+        return STREAM_GAVE_UP;
+    }
+    self->fn = fn;
+    self->ctx = ctx;
+    self->stop = false;
+    int failures = 0;
+    stream_end_t end = STREAM_GAVE_UP;
+    for (;;) {
+        self->got_event = false;
+        long status = s_dial(self, c);
+        if (self->stop) {
+            end = STREAM_STOPPED;
+            break;
+        }
+        if (self->cancel && *self->cancel) {
+            end = STREAM_CANCELLED;
+            break;
+        }
+        if (status >= 400 && status < 500 && status != 408 && status != 425 && status != 429) {
+            fprintf(stderr, "chatfleet: stream %s: HTTP %ld\n", self->path, status);
+            end = STREAM_REJECTED;
+            break;
+        }
+        failures = self->got_event ? 1 : failures + 1;
+        if (failures > STREAM_FAILURES_MAX) {
+            fprintf(stderr, "chatfleet: stream %s: %d dials failed in a row\n", self->path,
+                    STREAM_FAILURES_MAX);
+            break;
+        }
+        int64_t delay = STREAM_BACKOFF_MIN_MS;
+        for (int i = 1; i < failures && delay < STREAM_BACKOFF_MAX_MS; i++) {
+            delay *= 2;
+        }
+        s_sleep(self, delay < STREAM_BACKOFF_MAX_MS ? delay : STREAM_BACKOFF_MAX_MS);
+    }
+    curl_easy_cleanup(c);
+    return end;
+}

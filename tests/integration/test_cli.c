@@ -1,0 +1,451 @@
+/*
+ * The chatfleet CLI end to end against a running cluster (the fixture's PostgreSQL,
+ * chatfleet-broker, chatfleet-gateway, two chatfleet-worker with the sim model): ask piped
+ * prints exactly the answer (text, or the structured value), a gateway killed and restarted
+ * mid-turn is redialed and the output is the committed answer exactly once, a dynamic tool
+ * round trip through --tool, exit codes for failed, canceled and Ctrl-C'd requests, and the
+ * chat subcommands.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "id.h"
+#include "mem.h"
+#include "proc.h"
+#include "relay.h"
+#include "testdb.h"
+
+#define S_NWORKERS 2
+#define S_TURN_MS  20000
+
+static testdb_t *s_db;
+static PGconn *s_conn;
+static char s_build[512];
+static char s_base[64];
+static int s_port;
+static char s_pub[64], s_sub[64], s_relay[64];
+static pid_t s_broker;
+static pid_t s_gw;
+static pid_t s_workers[S_NWORKERS];
+static char *s_token;
+
+static void s_nap(int ms) {
+    struct timespec ts = {0, ms * 1000 * 1000}; /* poll interval, not a wait for state */
+    nanosleep(&ts, NULL);
+}
+
+static void s_start_gateway(void) {
+    char gw[600];
+    snprintf(gw, sizeof gw, "%s/api-gateway/chatfleet-gateway", s_build);
+    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
+    char *listen = mem_printf("CHATFLEET_HTTP_LISTEN=127.0.0.1:%d", s_port);
+    char *pub = mem_printf("CHATFLEET_BROKER_PUB=%s", s_pub);
+    char *sub = mem_printf("CHATFLEET_BROKER_SUB=%s", s_sub);
+    char *relay = mem_printf("CHATFLEET_BROKER_RELAY=%s", s_relay);
+    char *env[] = {url, listen, pub, sub, relay, "CHATFLEET_STREAM_POLL_MS=200", NULL};
+    char *argv[] = {gw, "serve", NULL};
+    s_gw = proc_spawn(argv, env, "test_cli.gateway.log");
+    free(listen);
+    free(pub);
+    free(sub);
+    free(relay);
+    free(url);
+    char health[96];
+    snprintf(health, sizeof health, "%s/healthz", s_base);
+    ASSERT(proc_wait_http(health, 10000) == 0);
+}
+
+static void s_start_worker(int i) {
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/worker/chatfleet-worker", s_build);
+    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
+    char *pub = mem_printf("CHATFLEET_BROKER_PUB=%s", s_pub);
+    char *sub = mem_printf("CHATFLEET_BROKER_SUB=%s", s_sub);
+    char *relay = mem_printf("CHATFLEET_BROKER_RELAY=%s", s_relay);
+    char *env[] = {url,
+                   pub,
+                   sub,
+                   relay,
+                   "CHATFLEET_ACQUIRE_POLL_MS=200",
+                   "CHATFLEET_WORKER_SYNC_MS=200",
+                   "CHATFLEET_SIM_CHUNK_MS=0",
+                   "CHATFLEET_MAX_GENERATION_RETRIES=1",
+                   "CHATFLEET_WORKER_RETRY_BASE_MS=20",
+                   "CHATFLEET_LOG=info",
+                   NULL};
+    char *argv[] = {bin, NULL};
+    char log[64];
+    snprintf(log, sizeof log, "test_cli.w%d.log", i);
+    s_workers[i] = proc_spawn(argv, env, log);
+    free(url);
+    free(pub);
+    free(sub);
+    free(relay);
+}
+
+/* --- Running the CLI. --- */
+
+typedef struct {
+    pid_t pid;
+    char out[64];
+    char err[64];
+} s_cli_t;
+
+/* Starts `chatfleet ARGS...` (NULL-terminated) with stdout and stderr in files. */
+static void s_cli_start(s_cli_t *c, const char *name, ...) {
+    snprintf(c->out, sizeof c->out, "test_cli.%s.out", name);
+    snprintf(c->err, sizeof c->err, "test_cli.%s.err", name);
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/cli/chatfleet", s_build);
+    char *argv[32] = {bin};
+    int n = 1;
+    va_list ap;
+    va_start(ap, name);
+    for (char *a; n < 31 && (a = va_arg(ap, char *));) {
+        argv[n++] = a;
+    }
+    va_end(ap);
+    argv[n] = NULL;
+    unlink(c->out); /* a stale file from an earlier run must not look like progress */
+    unlink(c->err);
+    c->pid = fork();
+    ASSERT(c->pid >= 0);
+    if (c->pid == 0) {
+        int o = open(c->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(c->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(o, STDOUT_FILENO);
+        dup2(e, STDERR_FILENO);
+        setenv("CHATFLEET_URL", s_base, 1);
+        setenv("CHATFLEET_TOKEN", s_token, 1);
+        execv(bin, argv);
+        _exit(127);
+    }
+}
+
+/* Waits for the CLI to exit; returns its exit status (fails past the deadline). */
+static int s_cli_wait(s_cli_t *c, int timeout_ms) {
+    int64_t deadline = id_now_ms() + timeout_ms;
+    int status = 0;
+    while (waitpid(c->pid, &status, WNOHANG) == 0) {
+        if (id_now_ms() > deadline) {
+            kill(c->pid, SIGKILL);
+            waitpid(c->pid, &status, 0);
+            fail_msg("chatfleet did not exit within %d ms", timeout_ms);
+        }
+        s_nap(10);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static char *s_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        return mem_strdup("");
+    }
+    char *buf = mem_calloc(1, 1 << 20);
+    size_t n = fread(buf, 1, (1 << 20) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static char *s_sql(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *s_sql(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *q = mem_vprintf(fmt, ap);
+    va_end(ap);
+    char *v = testdb_scalar(s_conn, q);
+    free(q);
+    return v;
+}
+
+/* The committed text of the newest chat's assistant messages (what ask must print). */
+static char *s_last_chat(void) {
+    return s_sql("SELECT id FROM chats ORDER BY created_at DESC, id DESC LIMIT 1");
+}
+
+static char *s_answer(const char *chat) {
+    return s_sql("SELECT coalesce(string_agg(p ->> 'text', '' ORDER BY m.id, o), '') FROM"
+                 " chat_messages m CROSS JOIN LATERAL jsonb_array_elements(m.content)"
+                 " WITH ORDINALITY AS x(p, o) WHERE m.chat_id = '%s' AND m.role = 'assistant'"
+                 " AND m.structured_output IS NULL AND p ->> 'type' = 'text'",
+                 chat);
+}
+
+/* Waits until the newest chat is generating (owned, model call started). */
+static char *s_wait_generating(void) {
+    int64_t deadline = id_now_ms() + S_TURN_MS;
+    for (;;) {
+        char *v = s_sql("SELECT id FROM chats WHERE status = 'running' AND generation_attempt >= 1"
+                        " ORDER BY created_at DESC LIMIT 1");
+        if (v || id_now_ms() > deadline) {
+            assert_non_null(v);
+            return v;
+        }
+        s_nap(10);
+    }
+}
+
+/* --- Tests. --- */
+
+static void test_ask_text_piped_prints_exactly_the_answer(void **u) {
+    (void)u;
+    s_cli_t c;
+    s_cli_start(&c, "text", "ask", "[sim:words 6] hello cli", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    char *out = s_file(c.out);
+    char *chat = s_last_chat();
+    char *answer = s_answer(chat);
+    char *want = mem_printf("%s\n", answer);
+    assert_non_null(strstr(answer, "Echo: hello cli."));
+    assert_string_equal(out, want);
+    free(want);
+    free(answer);
+    free(chat);
+    free(out);
+}
+
+static void test_ask_schema_piped_prints_exactly_the_value(void **u) {
+    (void)u;
+    s_cli_t c;
+    s_cli_start(&c, "schema", "ask", "--schema",
+                "{\"type\":\"object\",\"properties\":{\"id\":{\"const\":9007199254740993},"
+                "\"ratio\":{\"const\":0.1}},\"required\":[\"id\",\"ratio\"]}",
+                "give me the record", NULL);
+    int rc = s_cli_wait(&c, S_TURN_MS);
+    char *out = s_file(c.out);
+    char *err = s_file(c.err);
+    if (rc != 0) {
+        fail_msg("ask --schema exited %d: %s", rc, err);
+    }
+    assert_string_equal(out, "{\"id\":9007199254740993,\"ratio\":0.1}\n");
+    free(err);
+    free(out);
+}
+
+static void test_stream_killed_mid_turn_is_redialed_without_duplicates(void **u) {
+    (void)u;
+    s_cli_t c;
+    s_cli_start(&c, "redial", "ask", "[sim:slow 50] [sim:words 80] redial me", NULL);
+    /* Some text has streamed before the gateway dies. */
+    int64_t deadline = id_now_ms() + S_TURN_MS;
+    struct stat st = {0};
+    while ((stat(c.out, &st) != 0 || st.st_size < 40) && id_now_ms() < deadline) {
+        s_nap(10);
+    }
+    assert_true(st.st_size >= 40);
+    char *chat = s_last_chat();
+    kill(s_gw, SIGKILL);
+    waitpid(s_gw, NULL, 0);
+    s_nap(300); /* the gap the client must survive: a dial or two fails */
+    s_start_gateway();
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    char *out = s_file(c.out);
+    char *answer = s_answer(chat);
+    char *want = mem_printf("%s\n", answer);
+    char *status = s_sql("SELECT status FROM chats WHERE id = '%s'", chat);
+    assert_string_equal(status, "waiting"); /* the run was not interrupted by the drop */
+    assert_string_equal(out, want);         /* complete, and nothing twice */
+    printf("redial: %zu bytes streamed, identical to the committed answer\n", strlen(out));
+    free(status);
+    free(want);
+    free(answer);
+    free(out);
+    free(chat);
+}
+
+static void test_dynamic_tool_round_trip_through_tool(void **u) {
+    (void)u;
+    s_cli_t c;
+    s_cli_start(&c, "tool", "ask", "--tool",
+                "ask=cat > test_cli.tool.args; printf '{\"answer\":42}'",
+                "[sim:dynamic ask] should I ship it", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    char *out = s_file(c.out);
+    char *args = s_file("test_cli.tool.args");
+    assert_non_null(strstr(args, "question")); /* the call's arguments arrived on stdin */
+    assert_non_null(strstr(out, "ask="));
+    assert_non_null(strstr(out, "42"));
+    char *chat = s_last_chat();
+    char *status = s_sql("SELECT status FROM chats WHERE id = '%s'", chat);
+    assert_string_equal(status, "waiting"); /* never stranded in requires_action */
+    free(status);
+    free(chat);
+    free(args);
+    free(out);
+}
+
+static void test_failed_turn_exits_1_with_the_error_on_stderr(void **u) {
+    (void)u;
+    s_cli_t c;
+    s_cli_start(&c, "fail", "ask", "[sim:fail 400] this fails", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 1);
+    char *err = s_file(c.err);
+    assert_non_null(strstr(err, "the turn failed"));
+    free(err);
+}
+
+static void test_failed_structured_request_exits_1_with_the_code(void **u) {
+    (void)u;
+    s_cli_t c;
+    s_cli_start(&c, "sfail", "ask", "--schema", "{\"type\":\"object\"}", "[sim:fail 400] no value",
+                NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 1);
+    char *err = s_file(c.err);
+    char *out = s_file(c.out);
+    assert_non_null(strstr(err, "structured output failed: "));
+    assert_null(strstr(err, "no_receipt")); /* a real receipt's code, not a missing one */
+    assert_string_equal(out, "");
+    free(out);
+    free(err);
+}
+
+static void test_canceled_structured_request_exits_4_with_the_code(void **u) {
+    (void)u;
+    s_cli_t c;
+    s_cli_start(&c, "cancel", "ask", "--schema", "{\"type\":\"object\"}",
+                "[sim:stall] wait forever", NULL);
+    char *chat = s_wait_generating();
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/interrupt", s_base, chat);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, s_token, NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    proc_http_free(&r);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 4);
+    char *err = s_file(c.err);
+    assert_non_null(strstr(err, "structured output canceled: "));
+    free(err);
+    free(chat);
+}
+
+static void test_ctrl_c_interrupts_the_server_side_run(void **u) {
+    (void)u;
+    s_cli_t c;
+    s_cli_start(&c, "sigint", "ask", "[sim:stall] until Ctrl-C", NULL);
+    char *chat = s_wait_generating();
+    kill(c.pid, SIGINT);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 130);
+    char *q = mem_printf("SELECT status FROM chats WHERE id = '%s'", chat);
+    int64_t deadline = id_now_ms() + S_TURN_MS;
+    char *status = NULL;
+    while ((free(status), status = testdb_scalar(s_conn, q)) && strcmp(status, "waiting") &&
+           id_now_ms() < deadline) {
+        s_nap(10);
+    }
+    assert_string_equal(status, "waiting");
+    free(status);
+    free(q);
+    free(chat);
+}
+
+static void test_chat_subcommands(void **u) {
+    (void)u;
+    s_cli_t c;
+    s_cli_start(&c, "create", "chat", "create", "--title", "from the cli", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    char *out = s_file(c.out);
+    json_t *chat = json_loads(out, 0, NULL);
+    const char *id = json_string_value(json_object_get(chat, "id"));
+    assert_non_null(id);
+    s_cli_start(&c, "send", "chat", "send", id, "[sim:words 3] hi", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    s_cli_start(&c, "list", "chat", "list", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    char *list = s_file(c.out);
+    assert_non_null(strstr(list, id));
+    s_cli_start(&c, "show", "chat", "show", id, NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    s_cli_start(&c, "queue", "chat", "queue", id, NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    s_cli_start(&c, "interrupt", "chat", "interrupt", id, NULL);
+    assert_true(s_cli_wait(&c, S_TURN_MS) <= 3);
+    s_cli_start(&c, "missing", "chat", "show", "00000000-0000-0000-0000-000000000000", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 3);
+    free(list);
+    json_decref(chat);
+    free(out);
+}
+
+/* --- Setup. --- */
+
+static int s_setup(void **state) {
+    (void)state;
+    snprintf(s_build, sizeof s_build, "%s", getenv("CHATFLEET_BUILD_DIR"));
+    s_db = testdb_new();
+    s_conn = testdb_connect(s_db);
+    snprintf(s_pub, sizeof s_pub, "tcp://127.0.0.1:%d", proc_free_port());
+    snprintf(s_sub, sizeof s_sub, "tcp://127.0.0.1:%d", proc_free_port());
+    snprintf(s_relay, sizeof s_relay, "tcp://127.0.0.1:%d", proc_free_port());
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/broker/chatfleet-broker", s_build);
+    char *bargv[] = {bin, "--pub", s_pub, "--sub", s_sub, "--relay", s_relay, NULL};
+    s_broker = proc_spawn(bargv, NULL, "test_cli.broker.log");
+    relay_client_t *rc = relay_client_new(s_relay);
+    wire_stats_t st;
+    int64_t deadline = id_now_ms() + 10000;
+    while (relay_client_stats(rc, 100, &st) != 0) {
+        ASSERT(id_now_ms() < deadline);
+    }
+    relay_client_destroy(&rc);
+    char gw[600];
+    snprintf(gw, sizeof gw, "%s/api-gateway/chatfleet-gateway", s_build);
+    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
+    char *uenv[] = {url, NULL};
+    char *uargv[] = {gw, "user-add", "cli", NULL};
+    s_token = proc_output(uargv, uenv);
+    ASSERT(s_token);
+    s_token[strcspn(s_token, "\n")] = '\0';
+    free(url);
+    s_port = proc_free_port();
+    snprintf(s_base, sizeof s_base, "http://127.0.0.1:%d", s_port);
+    s_start_gateway();
+    for (int i = 0; i < S_NWORKERS; i++) {
+        s_start_worker(i);
+    }
+    return 0;
+}
+
+static int s_teardown(void **state) {
+    (void)state;
+    for (int i = 0; i < S_NWORKERS; i++) {
+        proc_stop(s_workers[i], 10000);
+    }
+    proc_stop(s_gw, 5000);
+    proc_stop(s_broker, 5000);
+    free(s_token);
+    PQfinish(s_conn);
+    testdb_destroy(&s_db);
+    return 0;
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ask_text_piped_prints_exactly_the_answer),
+        cmocka_unit_test(test_ask_schema_piped_prints_exactly_the_value),
+        cmocka_unit_test(test_stream_killed_mid_turn_is_redialed_without_duplicates),
+        cmocka_unit_test(test_dynamic_tool_round_trip_through_tool),
+        cmocka_unit_test(test_failed_turn_exits_1_with_the_error_on_stderr),
+        cmocka_unit_test(test_failed_structured_request_exits_1_with_the_code),
+        cmocka_unit_test(test_canceled_structured_request_exits_4_with_the_code),
+        cmocka_unit_test(test_ctrl_c_interrupts_the_server_side_run),
+        cmocka_unit_test(test_chat_subcommands),
+    };
+    return cmocka_run_group_tests(tests, s_setup, s_teardown);
+}
