@@ -20,6 +20,9 @@ typedef struct {
     bool sent_task;
     bool closed;
     char state[32];
+    int64_t part_hv; /* the episode whose parts are being relayed, and its last seq */
+    int64_t part_ga;
+    int64_t part_seq;
 } s_stream_t;
 
 /* Sends one JSON-RPC result (steals result). */
@@ -60,6 +63,17 @@ static void s_finish(s_stream_t *s, json_t *task) {
     feed_close(s->feed);
 }
 
+/* The first event: the task as it is, without what only its end may carry. */
+static void s_send_task(s_stream_t *s, const a2a_task_t *t) {
+    s->sent_task = true;
+    json_t *first = json_deep_copy(t->task);
+    json_object_set_new(first, "artifacts", json_array());
+    if (!t->terminal) {
+        json_object_del(json_object_get(first, "status"), "message");
+    }
+    s_send(s, "task", s->legacy ? first : json_pack("{s:o}", "task", first));
+}
+
 static void s_on_sync(void *owner) {
     s_stream_t *s = owner;
     if (s->closed) {
@@ -73,13 +87,7 @@ static void s_on_sync(void *owner) {
         return; /* a failed read changes nothing; the poller retries */
     }
     if (!s->sent_task) {
-        s->sent_task = true;
-        json_t *first = json_deep_copy(t.task);
-        json_object_set_new(first, "artifacts", json_array());
-        if (!t.terminal) {
-            json_object_del(json_object_get(first, "status"), "message");
-        }
-        s_send(s, "task", s->legacy ? first : json_pack("{s:o}", "task", first));
+        s_send_task(s, &t);
     } else if (strcmp(t.state, s->state) != 0 && !t.terminal) {
         s_send(s, "status", s_status_update(s, json_object_get(t.task, "status"), false));
     }
@@ -93,9 +101,18 @@ static void s_on_sync(void *owner) {
 /* A live text part of the answer: a working status message carrying the delta. */
 static void s_on_part(void *owner, const wire_part_t *part) {
     s_stream_t *s = owner;
-    if (s->closed || !s->sent_task || strcmp(part->role, "assistant") != 0) {
+    if (s->closed || strcmp(part->role, "assistant") != 0) {
         return;
     }
+    /* Contiguous parts of one episode only; a new episode (a retry) starts over at seq 1
+     * and its deltas carry a new episode in their message ids. */
+    bool same = part->history_version == s->part_hv && part->generation_attempt == s->part_ga;
+    if (same ? part->seq != s->part_seq + 1 : part->seq != 1) {
+        return;
+    }
+    s->part_hv = part->history_version;
+    s->part_ga = part->generation_attempt;
+    s->part_seq = part->seq;
     json_t *p = json_loadb(part->part.text, part->part.len, 0, NULL);
     const char *text = json_string_value(json_object_get(p, "text"));
     if (text && *text) {
@@ -142,4 +159,12 @@ void a2a_stream_start(gateway_t *gw, const http_req_t *req, http_resp_t *resp, j
     log_info("a2a_stream_opened", "chat_id=%s task_id=%s", s->chat_id, s->task_id);
     resp->status = 200;
     resp->raw = feed_new(gw->hub, s->chat_id, &s_ops, s, &s->feed);
+    /* The task goes first, before any live part the hub may already be delivering. */
+    PGconn *conn = pool_get(gw->pool);
+    a2a_task_t t;
+    if (a2a_task_load(conn, s->task_id, s->user_id, legacy, &t) == A2A_TASK_FOUND) {
+        s_send_task(s, &t);
+        json_decref(t.task);
+    }
+    pool_put(gw->pool, conn);
 }
