@@ -301,6 +301,10 @@ static httpstream_verdict_t s_dispatch(s_state_t *st, const char *type, const js
     }
     if (!strcmp(type, "message_delta")) {
         s_usage(st, json_object_get(ev, "usage"));
+        json_t *reason = json_object_get(json_object_get(ev, "delta"), "stop_reason");
+        if (json_is_string(reason)) {
+            httpstream_stop_reason(st->out, json_string_value(reason));
+        }
         return HTTPSTREAM_CONTINUE;
     }
     if (!strcmp(type, "message_stop")) {

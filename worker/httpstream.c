@@ -453,7 +453,8 @@ static void s_error_fields(const char *body, char *msg, size_t msg_size, char *k
     kind[0] = '\0';
     json_t *v = NULL;
     if (jsonstrict_parse(body, strlen(body), &httpstream_event_limits, &v, NULL) != 0) {
-        snprintf(msg, msg_size, "%.200s", body);
+        /* Truncated on purpose: a provider's error body is only a hint for people. */
+        snprintf(msg, msg_size, "%.*s", (int)(msg_size - 1), body);
         return;
     }
     json_t *e = json_object_get(v, "error");
@@ -501,23 +502,37 @@ provider_rc_t httpstream_fail(const char *who, httpstream_rc_t rc, const httpstr
 }
 
 json_t *httpstream_tool_call(const char *id, const char *name, const char *args, size_t len) {
-    json_t *parsed = NULL;
-    if (len == 0) {
-        parsed = json_object();
-    } else if (jsonstrict_parse(args, len, NULL, &parsed, NULL) != 0 || !json_is_object(parsed)) {
-        json_decref(parsed);
-        parsed = NULL;
-    }
-    /* "o" steals parsed. */
-    json_t *part =
-        json_pack("{s:s, s:s, s:s, s:o}", "type", "tool-call", "tool_call_id", id ? id : "",
-                  "tool_name", name ? name : "", "args", parsed ? parsed : json_object());
+    /* The argument bytes go on exactly as the model produced them: the generation task
+     * screens them with the strict boundary before anything is stored (provider.h). */
+    json_t *raw = len ? json_stringn(args, len) : json_string("{}");
+    json_t *part = json_pack("{s:s, s:s, s:s, s:o}", "type", "tool-call", "tool_call_id",
+                             id ? id : "", "tool_name", name ? name : "", "args_text",
+                             raw ? raw : json_string("(arguments were not UTF-8)"));
     ASSERT(part);
-    if (!parsed) {
-        json_t *raw = json_stringn(args, len);
-        json_object_set_new(part, "args_text", raw ? raw : json_string("(not UTF-8)"));
-    }
     return part;
+}
+
+void httpstream_stop_reason(provider_result_t *out, const char *reason) {
+    static const char *const map[][2] = {
+        {"stop", "stop"},
+        {"end_turn", "stop"},
+        {"stop_sequence", "stop"},
+        {"tool_calls", "tool_calls"},
+        {"tool_use", "tool_calls"},
+        {"function_call", "tool_calls"},
+        {"length", "length"},
+        {"max_tokens", "length"},
+        {"content_filter", "content_filter"},
+        {"refusal", "refusal"},
+        {"pause_turn", "length"},
+    };
+    const char *ours = "length";
+    for (size_t i = 0; reason && i < sizeof map / sizeof map[0]; i++) {
+        if (!strcmp(reason, map[i][0])) {
+            ours = map[i][1];
+        }
+    }
+    snprintf(out->finish, sizeof out->finish, "%s", ours);
 }
 
 void httpstream_emit(provider_part_fn *on_part, void *ctx, const json_t *part) {

@@ -113,10 +113,16 @@ extern const jsonstrict_limits_t httpstream_event_limits;
 /* Parses one event's JSON text strictly; NULL (and a logged warning) when it is not JSON. */
 json_t *httpstream_parse_event(const char *who, const char *data, size_t len);
 
-/* A new tool-call part {"type":"tool-call","tool_call_id","tool_name","args"} from the
- * argument text the model produced (len 0 means {}). Text that is not a JSON object under
- * jsonstrict's default caps gives "args": {} and the raw text in "args_text". */
+/* A new tool-call part {"type":"tool-call","tool_call_id","tool_name","args_text"} holding
+ * the argument bytes the model produced, unparsed (len 0 means "{}"); the generation task
+ * screens them before anything is stored (provider.h). Bytes that are not UTF-8 become a
+ * placeholder text that the screen refuses. */
 json_t *httpstream_tool_call(const char *id, const char *name, const char *args, size_t len);
+
+/* Records the provider's stop reason in out->finish in chatfleet's words: stop, tool_calls,
+ * length, content_filter or refusal. A reason it does not know counts as length (truncated),
+ * so an attempt that did not end plainly can never yield a structured candidate. */
+void httpstream_stop_reason(provider_result_t *out, const char *reason);
 
 /* Sends part to on_part (when set) as compact JSON text. */
 void httpstream_emit(provider_part_fn *on_part, void *ctx, const json_t *part);

@@ -205,6 +205,9 @@ static httpstream_verdict_t s_on_line(void *arg, const char *event, const char *
     }
     if (v == HTTPSTREAM_CONTINUE && json_is_true(json_object_get(line, "done"))) {
         s_close_thinking(st);
+        json_t *reason = json_object_get(line, "done_reason");
+        httpstream_stop_reason(st->out,
+                               json_is_string(reason) ? json_string_value(reason) : "stop");
         st->usage =
             json_pack("{s:I, s:I}", "input_tokens",
                       json_integer_value(json_object_get(line, "prompt_eval_count")),

@@ -194,6 +194,8 @@ static httpstream_verdict_t s_choice(s_state_t *st, const json_t *choice) {
     }
     if (json_is_string(json_object_get(choice, "finish_reason"))) {
         st->finished = true;
+        httpstream_stop_reason(st->out,
+                               json_string_value(json_object_get(choice, "finish_reason")));
     }
     return v;
 }

@@ -1,5 +1,8 @@
 /* provider: dispatch by model_configs.provider and the shared failure helpers; provider.h. */
 #include "provider.h"
+#include "anthropic.h"
+#include "ollama.h"
+#include "openai.h"
 #include "sim.h"
 
 #include <stdarg.h>
@@ -31,8 +34,16 @@ provider_rc_t provider_generate(const provider_request_t *req, cancel_t *cancel,
     if (strcmp(p, "sim") == 0) {
         return sim_generate(req, cancel, on_part, ctx, out);
     }
-    /* openai, anthropic and ollama arrive with the mock provider server (issue 6, part 4). */
-    return provider_fail(out, 0, false, -1, "provider %s is not implemented in this worker", p);
+    if (strcmp(p, "openai") == 0) {
+        return openai_generate(req, cancel, on_part, ctx, out);
+    }
+    if (strcmp(p, "anthropic") == 0) {
+        return anthropic_generate(req, cancel, on_part, ctx, out);
+    }
+    if (strcmp(p, "ollama") == 0) {
+        return ollama_generate(req, cancel, on_part, ctx, out);
+    }
+    return provider_fail(out, 0, false, -1, "provider %s is not known to this worker", p);
 }
 
 void provider_result_clear(provider_result_t *r) {

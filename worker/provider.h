@@ -5,8 +5,8 @@
  * each output part to a callback as it arrives (text deltas, tool calls), and returns the
  * complete assistant content, the usage, or a classified failure (HTTP status, retryable or
  * not, retry-after). Every provider is cancellable mid-stream through a cancel_t and returns
- * PROVIDER_CANCELLED promptly when it is set. Only `sim` (sim.h) exists so far; the network
- * providers (openai, anthropic, ollama over libcurl) answer a non-retryable error.
+ * PROVIDER_CANCELLED promptly when it is set. Providers: `sim` (sim.h) and, over libcurl,
+ * `openai`, `anthropic` and `ollama` (worker/PROVIDERS.md).
  * Thread-safe: calls share no state.
  */
 #ifndef CHATFLEET_PROVIDER_H
