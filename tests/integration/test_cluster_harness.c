@@ -1,0 +1,91 @@
+/* The cluster harness itself: a cluster answers a turn, a killed worker's chat is taken over
+ * by the other after its lease goes stale, and a restarted broker is used again. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "mem.h"
+#include "proc.h"
+
+static char *s_create(cluster_t *c, const char *text) {
+    char url[160];
+    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(c, 0));
+    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(c), body, &r), 0);
+    assert_int_equal(r.status, 201);
+    json_t *v = json_loads(r.body, 0, NULL);
+    char *id = mem_strdup(json_string_value(json_object_get(v, "id")));
+    json_decref(v);
+    proc_http_free(&r);
+    free(body);
+    return id;
+}
+
+static void test_cluster_runs_turns_across_kills_and_broker_restarts(void **u) {
+    (void)u;
+    cluster_opts_t o = {.name = "test_cluster_harness", .gateways = 1, .workers = 2};
+    cluster_t *c = cluster_new(&o);
+    char *chat = s_create(c, "hello");
+    char *q = mem_printf("SELECT status FROM chats WHERE id = '%s'", chat);
+    assert_true(cluster_wait(c, q, "waiting", 15000) >= 0);
+    free(q);
+    free(chat);
+    /* A stalled turn on whichever worker takes it; kill that worker. */
+    chat = s_create(c, "[sim:stall]");
+    q = mem_printf("SELECT worker_id IS NOT NULL FROM chats WHERE id = '%s'", chat);
+    assert_true(cluster_wait(c, q, "t", 15000) >= 0);
+    free(q);
+    char *owner = cluster_sql(c, "SELECT worker_id FROM chats WHERE id = '%s'", chat);
+    int victim = -1;
+    for (int i = 0; i < 2 && victim < 0; i++) {
+        char *id = NULL;
+        FILE *f = fopen(cluster_log(c, CLUSTER_WORKER, i), "r");
+        char line[4096];
+        while (f && !id && fgets(line, sizeof line, f)) {
+            if (strstr(line, "event=chat_acquired") && strstr(line, owner)) {
+                victim = i;
+                id = owner;
+            }
+        }
+        if (f) {
+            fclose(f);
+        }
+    }
+    assert_true(victim >= 0);
+    cluster_signal(c, CLUSTER_WORKER, victim, SIGKILL);
+    q = mem_printf("SELECT worker_id IS NOT NULL AND worker_id <> '%s' FROM chats WHERE id = '%s'",
+                   owner, chat);
+    int64_t ms = cluster_wait(c, q, "t", 15000);
+    printf("takeover after kill -9: %lld ms\n", (long long)ms);
+    assert_true(ms >= 0);
+    free(q);
+    cluster_start(c, CLUSTER_WORKER, victim);
+    /* The broker restarts; the cluster still answers. */
+    cluster_signal(c, CLUSTER_BROKER, 0, SIGKILL);
+    cluster_start(c, CLUSTER_BROKER, 0);
+    free(chat);
+    chat = s_create(c, "after the broker restart");
+    q = mem_printf("SELECT status FROM chats WHERE id = '%s'", chat);
+    assert_true(cluster_wait(c, q, "waiting", 15000) >= 0);
+    free(q);
+    free(chat);
+    free(owner);
+    assert_int_equal(cluster_destroy(&c), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cluster_runs_turns_across_kills_and_broker_restarts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

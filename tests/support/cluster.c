@@ -1,0 +1,275 @@
+/* cluster: a whole cluster of real processes for tests; see cluster.h. */
+#include "cluster.h"
+#include "id.h"
+#include "mem.h"
+#include "proc.h"
+#include "testdb.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+    pid_t pid;
+    int starts;
+    int port; /* gateways */
+    char log[160];
+} proc_t;
+
+struct cluster {
+    char name[64];
+    char build[512];
+    testdb_t *db;
+    PGconn *conn;
+    char *token;
+    char pub[64];
+    char sub[64];
+    char relay[64];
+    char urls[CLUSTER_GATEWAYS_MAX][64];
+    char **env; /* the full environment list every process gets */
+    proc_t broker;
+    proc_t gateways[CLUSTER_GATEWAYS_MAX];
+    proc_t workers[CLUSTER_WORKERS_MAX];
+    int ngateways;
+    int nworkers;
+};
+
+static proc_t *s_proc(cluster_t *self, cluster_role_t role, int i) {
+    if (role == CLUSTER_BROKER) {
+        return &self->broker;
+    }
+    if (role == CLUSTER_GATEWAY) {
+        ASSERT(i >= 0 && i < self->ngateways);
+        return &self->gateways[i];
+    }
+    ASSERT(i >= 0 && i < self->nworkers);
+    return &self->workers[i];
+}
+
+static const char *s_role_name(cluster_role_t role) {
+    return role == CLUSTER_BROKER ? "broker" : role == CLUSTER_GATEWAY ? "gateway" : "worker";
+}
+
+static void s_env(cluster_t *self, const cluster_opts_t *o) {
+    static const char *const defaults[] = {"CHATFLEET_LEASE_STALE_MS=3000",
+                                           "CHATFLEET_HEARTBEAT_MS=1000",
+                                           "CHATFLEET_ACQUIRE_POLL_MS=500",
+                                           "CHATFLEET_STREAM_POLL_MS=1000",
+                                           "CHATFLEET_SIM_CHUNK_MS=0",
+                                           "CHATFLEET_WORKER_SYNC_MS=200",
+                                           NULL};
+    int n = 0;
+    self->env = mem_calloc(64, sizeof(char *));
+    self->env[n++] = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(self->db));
+    self->env[n++] = mem_printf("CHATFLEET_BROKER_PUB=%s", self->pub);
+    self->env[n++] = mem_printf("CHATFLEET_BROKER_SUB=%s", self->sub);
+    self->env[n++] = mem_printf("CHATFLEET_BROKER_RELAY=%s", self->relay);
+    for (int i = 0; defaults[i]; i++) {
+        self->env[n++] = mem_strdup(defaults[i]);
+    }
+    /* Caller settings come last: setenv in the child makes the last one win. */
+    for (int i = 0; o->env && o->env[i] && n < 62; i++) {
+        self->env[n++] = mem_strdup(o->env[i]);
+    }
+}
+
+void cluster_start(cluster_t *self, cluster_role_t role, int i) {
+    proc_t *p = s_proc(self, role, i);
+    ASSERT(p->pid == 0);
+    p->starts++;
+    char log[sizeof p->log]; /* built aside: gcc cannot tell p->log from self->name */
+    snprintf(log, sizeof log, "%s.%s%d.%d.log", self->name, s_role_name(role), i, p->starts);
+    memcpy(p->log, log, sizeof log);
+    unlink(p->log);
+    char bin[600];
+    const char *sub = role == CLUSTER_BROKER    ? "broker/chatfleet-broker"
+                      : role == CLUSTER_GATEWAY ? "api-gateway/chatfleet-gateway"
+                                                : "worker/chatfleet-worker";
+    snprintf(bin, sizeof bin, "%s/%s", self->build, sub);
+    char listen[64] = "";
+    char *extra[64];
+    int n = 0;
+    for (; self->env[n]; n++) {
+        extra[n] = self->env[n];
+    }
+    if (role == CLUSTER_GATEWAY) {
+        snprintf(listen, sizeof listen, "CHATFLEET_HTTP_LISTEN=127.0.0.1:%d", p->port);
+        extra[n++] = listen;
+    }
+    extra[n] = NULL;
+    char *argv[] = {bin, role == CLUSTER_GATEWAY ? "serve" : NULL, NULL};
+    p->pid = proc_spawn(argv, extra, p->log);
+    if (role == CLUSTER_GATEWAY) {
+        char ready[96];
+        snprintf(ready, sizeof ready, "%s/readyz", self->urls[i]);
+        if (proc_wait_http(ready, 15000) != 0) {
+            fprintf(stderr, "cluster: gateway %d did not become ready (see %s)\n", i, p->log);
+            abort();
+        }
+    }
+}
+
+void cluster_signal(cluster_t *self, cluster_role_t role, int i, int sig) {
+    proc_t *p = s_proc(self, role, i);
+    if (p->pid == 0) {
+        return;
+    }
+    kill(p->pid, sig);
+    if (sig == SIGKILL || sig == SIGTERM) {
+        int status;
+        waitpid(p->pid, &status, 0);
+        p->pid = 0;
+    }
+}
+
+static char *s_user(cluster_t *self) {
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/api-gateway/chatfleet-gateway", self->build);
+    char name[40];
+    snprintf(name, sizeof name, "u%lld", (long long)(id_now_ms() % 1000000000));
+    char *argv[] = {bin, "user-add", name, NULL};
+    char *out = proc_output(argv, self->env);
+    ASSERT(out);
+    out[strcspn(out, "\n")] = '\0';
+    return out;
+}
+
+cluster_t *cluster_new(const cluster_opts_t *o) {
+    ASSERT(o->gateways >= 1 && o->gateways <= CLUSTER_GATEWAYS_MAX);
+    ASSERT(o->workers >= 0 && o->workers <= CLUSTER_WORKERS_MAX);
+    cluster_t *self = mem_calloc(1, sizeof *self);
+    snprintf(self->name, sizeof self->name, "%s", o->name ? o->name : "cluster");
+    const char *build = getenv("CHATFLEET_BUILD_DIR");
+    ASSERT(build);
+    snprintf(self->build, sizeof self->build, "%s", build);
+    self->db = testdb_new();
+    self->conn = testdb_connect(self->db);
+    snprintf(self->pub, sizeof self->pub, "tcp://127.0.0.1:%d", proc_free_port());
+    snprintf(self->sub, sizeof self->sub, "tcp://127.0.0.1:%d", proc_free_port());
+    snprintf(self->relay, sizeof self->relay, "tcp://127.0.0.1:%d", proc_free_port());
+    s_env(self, o);
+    self->ngateways = o->gateways;
+    self->nworkers = o->workers;
+    self->token = s_user(self);
+    cluster_start(self, CLUSTER_BROKER, 0);
+    for (int i = 0; i < o->gateways; i++) {
+        self->gateways[i].port = proc_free_port();
+        snprintf(self->urls[i], sizeof self->urls[i], "http://127.0.0.1:%d",
+                 self->gateways[i].port);
+        cluster_start(self, CLUSTER_GATEWAY, i);
+    }
+    for (int i = 0; i < o->workers; i++) {
+        cluster_start(self, CLUSTER_WORKER, i);
+    }
+    return self;
+}
+
+static int s_stop(proc_t *p) {
+    if (p->pid == 0) {
+        return 0;
+    }
+    kill(p->pid, SIGCONT); /* a stopped process cannot act on SIGTERM */
+    int rc = proc_stop(p->pid, 10000);
+    p->pid = 0;
+    return rc == 0 ? 0 : 1;
+}
+
+int cluster_destroy(cluster_t **self_p) {
+    cluster_t *self = *self_p;
+    if (!self) {
+        return 0;
+    }
+    int unclean = 0;
+    for (int i = 0; i < self->nworkers; i++) {
+        unclean += s_stop(&self->workers[i]);
+    }
+    for (int i = 0; i < self->ngateways; i++) {
+        unclean += s_stop(&self->gateways[i]);
+    }
+    unclean += s_stop(&self->broker);
+    PQfinish(self->conn);
+    testdb_destroy(&self->db);
+    for (int i = 0; self->env[i]; i++) {
+        free(self->env[i]);
+    }
+    free(self->env);
+    free(self->token);
+    free(self);
+    *self_p = NULL;
+    return unclean;
+}
+
+const char *cluster_url(const cluster_t *self, int gateway) {
+    ASSERT(gateway >= 0 && gateway < self->ngateways);
+    return self->urls[gateway];
+}
+
+const char *cluster_token(const cluster_t *self) {
+    return self->token;
+}
+
+const char *cluster_db_url(const cluster_t *self) {
+    return testdb_url(self->db);
+}
+
+PGconn *cluster_db(cluster_t *self) {
+    return self->conn;
+}
+
+pid_t cluster_pid(const cluster_t *self, cluster_role_t role, int i) {
+    return s_proc((cluster_t *)self, role, i)->pid;
+}
+
+const char *cluster_log(const cluster_t *self, cluster_role_t role, int i) {
+    return s_proc((cluster_t *)self, role, i)->log;
+}
+
+/* The first value of sql, or NULL (SQL NULL, no row, or a failed statement: a chaos run
+ * restarts PostgreSQL under the harness, so the connection is reset and NULL returned). */
+static char *s_scalar(cluster_t *self, const char *sql) {
+    PGresult *res = PQexec(self->conn, sql);
+    char *out = NULL;
+    if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+        if (PQntuples(res) > 0 && !PQgetisnull(res, 0, 0)) {
+            out = mem_strdup(PQgetvalue(res, 0, 0));
+        }
+    } else if (PQstatus(self->conn) != CONNECTION_OK) {
+        PQreset(self->conn);
+    } else {
+        fprintf(stderr, "cluster: %s: %s", sql, PQresultErrorMessage(res));
+    }
+    PQclear(res);
+    return out;
+}
+
+char *cluster_sql(cluster_t *self, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *q = mem_vprintf(fmt, ap);
+    va_end(ap);
+    char *v = s_scalar(self, q);
+    free(q);
+    return v;
+}
+
+int64_t cluster_wait(cluster_t *self, const char *sql, const char *want, int64_t timeout_ms) {
+    int64_t t0 = id_now_ms();
+    for (;;) {
+        char *v = s_scalar(self, sql);
+        int ok = v && !strcmp(v, want);
+        free(v);
+        if (ok) {
+            return id_now_ms() - t0;
+        }
+        if (id_now_ms() - t0 > timeout_ms) {
+            return -1;
+        }
+        struct timespec ts = {0, 5 * 1000 * 1000}; /* poll interval, not a wait for state */
+        nanosleep(&ts, NULL);
+    }
+}
