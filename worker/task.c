@@ -187,19 +187,27 @@ static int s_cancel_ra(chatstate_t *cs, void *arg, cs_error_t *err) {
     return chatstate_cancel_requires_action(cs, arg, "timed out", err);
 }
 
-static task_rc_t s_deadline(task_ctx_t *ctx, PGconn *conn) {
+/* Holds no connection while it waits: a worker may own hundreds of chats that wait for
+ * their clients, and each would otherwise pin a PostgreSQL backend for minutes. */
+static task_rc_t s_deadline(task_ctx_t *ctx, PGconn **conn) {
     history_t h;
-    history_rc_t hr = history_load(conn, ctx->chat_id, &ctx->fence, false, &h);
+    history_rc_t hr = history_load(*conn, ctx->chat_id, &ctx->fence, false, &h);
     if (hr != HISTORY_OK) {
         return hr == HISTORY_DB ? TASK_RETRY : TASK_QUIET;
     }
     int64_t wait = h.deadline_in_ms == INT64_MAX ? ctx->env->ra_default_ms : h.deadline_in_ms;
     history_clear(&h);
     log_info("requires_action_wait", "chat_id=%s wait_ms=%lld", ctx->chat_id, (long long)wait);
+    dbpool_put(ctx->env->pool, *conn);
+    *conn = NULL;
     if (wait > 0 && cancel_wait_ms(ctx->cancel, wait)) {
         return TASK_QUIET;
     }
-    return task_bundle(ctx, conn, s_cancel_ra, &ctx->fence, "CancelRequiresAction");
+    *conn = dbpool_get(ctx->env->pool);
+    if (!*conn) {
+        return TASK_RETRY;
+    }
+    return task_bundle(ctx, *conn, s_cancel_ra, &ctx->fence, "CancelRequiresAction");
 }
 
 /* --- Abandon (reference "Abandon chat goroutine"). --- */
@@ -214,14 +222,17 @@ static task_rc_t s_abandon(task_ctx_t *ctx, PGconn *conn) {
 
 /* --- The thread. --- */
 
-static task_rc_t s_body(task_ctx_t *ctx, PGconn *conn) {
+/* Runs the task's body with *conn; a body may give the connection back while it waits and
+ * take another (the caller puts back whatever *conn is at the end, NULL included). */
+static task_rc_t s_body(task_ctx_t *ctx, PGconn **connp) {
+    PGconn *conn = *connp;
     switch (ctx->kind) {
         case TASK_GENERATION:
             return generation_step(ctx, conn);
         case TASK_INTERRUPT:
             return s_interrupt(ctx, conn);
         case TASK_DEADLINE:
-            return s_deadline(ctx, conn);
+            return s_deadline(ctx, connp);
         case TASK_ABANDON:
             return s_abandon(ctx, conn);
     }
@@ -260,7 +271,7 @@ static void *s_thread(void *arg) {
                 break;
             }
             PGconn *conn = dbpool_get(env->pool);
-            task_rc_t rc = conn ? s_body(ctx, conn) : TASK_RETRY;
+            task_rc_t rc = conn ? s_body(ctx, &conn) : TASK_RETRY;
             dbpool_put(env->pool, conn);
             if (rc != TASK_RETRY) {
                 break;
