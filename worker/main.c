@@ -8,10 +8,13 @@
  */
 #include "config.h"
 #include "log.h"
+#include "status.h"
 #include "worker.h"
 
 #include <czmq.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <sys/time.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,7 +24,7 @@ static volatile sig_atomic_t s_usr1;
 static void s_on_signal(int sig) {
     if (sig == SIGUSR1) {
         s_usr1 = 1;
-    } else {
+    } else if (sig != SIGALRM) { /* SIGALRM only wakes the loop to refresh /metrics */
         s_stop = sig;
     }
 }
@@ -50,6 +53,7 @@ int main(void) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGALRM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     /* Blocked here and in every thread started below (they inherit the mask), so the
      * signals reach only sigsuspend in the loop, without a lost wake-up. */
@@ -59,11 +63,21 @@ int main(void) {
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGUSR1);
+    sigaddset(&block, SIGALRM);
     sigprocmask(SIG_BLOCK, &block, &old);
     worker_t *w = worker_new(cfg, &opts);
     if (!w) {
         config_destroy(&cfg);
         return 1;
+    }
+    /* /healthz and /metrics when CHATFLEET_WORKER_HTTP_LISTEN is set; the metrics text is
+     * refreshed here, once a second, from this thread. */
+    const char *listen = getenv("CHATFLEET_WORKER_HTTP_LISTEN");
+    status_t *status = listen && *listen ? status_new(listen, worker_id(w)) : NULL;
+    if (status) {
+        struct itimerval tick = {{1, 0}, {1, 0}};
+        setitimer(ITIMER_REAL, &tick, NULL);
+        status_set(status, worker_metrics(w));
     }
     while (!s_stop) {
         sigsuspend(&old);
@@ -71,9 +85,15 @@ int main(void) {
             s_usr1 = 0;
             worker_log_counters(w);
         }
+        if (status && !s_stop) {
+            status_set(status, worker_metrics(w));
+        }
     }
     log_info("worker_stopping", "worker_id=%s signal=%d", worker_id(w), (int)s_stop);
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
     int rc = worker_shutdown(w);
+    status_destroy(&status);
     worker_log_counters(w);
     worker_destroy(&w);
     config_destroy(&cfg);

@@ -176,24 +176,77 @@ const char *worker_id(const worker_t *self) {
     return self->id;
 }
 
-void worker_log_counters(worker_t *self) {
+/* One reading of every counter, from the owner thread (the actors' pipes are its own). */
+typedef struct {
+    acquirer_status_t as;
+    heartbeater_status_t hs;
+    manager_status_t ms;
+    size_t leases;
+    size_t episodes;
+    long long commits, fence_rejects, retries, model_calls, model_errors, turns_finished,
+        turns_failed;
+} s_reading_t;
+
+static void s_read(worker_t *self, s_reading_t *r) {
     task_counters_t *c = &self->env.counters;
-    acquirer_status_t as = {0};
-    heartbeater_status_t hs = {0};
-    manager_status_t ms = {0};
-    (void)acquirer_status(self->acquirer, &as);
-    (void)heartbeater_status(self->heartbeater, &hs);
-    (void)manager_status(self->manager, &ms);
+    memset(r, 0, sizeof *r);
+    (void)acquirer_status(self->acquirer, &r->as);
+    (void)heartbeater_status(self->heartbeater, &r->hs);
+    (void)manager_status(self->manager, &r->ms);
+    r->leases = leaseset_size(self->leases);
+    r->episodes = partbuf_size(self->partbuf);
+    r->commits = atomic_load(&c->commits);
+    r->fence_rejects = atomic_load(&c->fence_rejects);
+    r->retries = atomic_load(&c->retries);
+    r->model_calls = atomic_load(&c->model_calls);
+    r->model_errors = atomic_load(&c->model_errors);
+    r->turns_finished = atomic_load(&c->turns_finished);
+    r->turns_failed = atomic_load(&c->turns_failed);
+}
+
+void worker_log_counters(worker_t *self) {
+    s_reading_t r;
+    s_read(self, &r);
     log_info("worker_counters",
              "worker_id=%s acquired=%lld takeovers=%lld runners=%lld tasks=%lld "
              "leases=%zu heartbeat_ticks=%lld heartbeat_failed=%lld leases_lost=%lld "
              "commits=%lld fence_rejects=%lld task_retries=%lld model_calls=%lld "
              "model_errors=%lld turns_finished=%lld turns_failed=%lld episodes=%zu",
-             self->id, (long long)as.acquired, (long long)as.takeovers, (long long)ms.runners,
-             (long long)ms.tasks, leaseset_size(self->leases), (long long)hs.ticks,
-             (long long)hs.failed, (long long)hs.lost, (long long)atomic_load(&c->commits),
-             (long long)atomic_load(&c->fence_rejects), (long long)atomic_load(&c->retries),
-             (long long)atomic_load(&c->model_calls), (long long)atomic_load(&c->model_errors),
-             (long long)atomic_load(&c->turns_finished), (long long)atomic_load(&c->turns_failed),
-             partbuf_size(self->partbuf));
+             self->id, (long long)r.as.acquired, (long long)r.as.takeovers, (long long)r.ms.runners,
+             (long long)r.ms.tasks, r.leases, (long long)r.hs.ticks, (long long)r.hs.failed,
+             (long long)r.hs.lost, r.commits, r.fence_rejects, r.retries, r.model_calls,
+             r.model_errors, r.turns_finished, r.turns_failed, r.episodes);
+}
+
+char *worker_metrics(worker_t *self) {
+    s_reading_t r;
+    s_read(self, &r);
+    /* Prometheus text exposition: one family per line pair, labelled by worker. */
+    return mem_printf(
+        "# TYPE chatfleet_worker_leases gauge\nchatfleet_worker_leases{worker=\"%1$s\"} %2$zu\n"
+        "# TYPE chatfleet_worker_runners gauge\nchatfleet_worker_runners{worker=\"%1$s\"} %3$lld\n"
+        "# TYPE chatfleet_worker_acquisitions_total counter\n"
+        "chatfleet_worker_acquisitions_total{worker=\"%1$s\"} %4$lld\n"
+        "# TYPE chatfleet_worker_takeovers_total counter\n"
+        "chatfleet_worker_takeovers_total{worker=\"%1$s\"} %5$lld\n"
+        "# TYPE chatfleet_worker_leases_lost_total counter\n"
+        "chatfleet_worker_leases_lost_total{worker=\"%1$s\"} %6$lld\n"
+        "# TYPE chatfleet_worker_fence_rejections_total counter\n"
+        "chatfleet_worker_fence_rejections_total{worker=\"%1$s\"} %7$lld\n"
+        "# TYPE chatfleet_worker_commits_total counter\n"
+        "chatfleet_worker_commits_total{worker=\"%1$s\"} %8$lld\n"
+        "# TYPE chatfleet_worker_task_retries_total counter\n"
+        "chatfleet_worker_task_retries_total{worker=\"%1$s\"} %9$lld\n"
+        "# TYPE chatfleet_worker_model_calls_total counter\n"
+        "chatfleet_worker_model_calls_total{worker=\"%1$s\"} %10$lld\n"
+        "# TYPE chatfleet_worker_model_errors_total counter\n"
+        "chatfleet_worker_model_errors_total{worker=\"%1$s\"} %11$lld\n"
+        "# TYPE chatfleet_worker_turns_total counter\n"
+        "chatfleet_worker_turns_total{worker=\"%1$s\",outcome=\"finished\"} %12$lld\n"
+        "chatfleet_worker_turns_total{worker=\"%1$s\",outcome=\"failed\"} %13$lld\n"
+        "# TYPE chatfleet_worker_episodes gauge\nchatfleet_worker_episodes{worker=\"%1$s\"} "
+        "%14$zu\n",
+        self->id, r.leases, (long long)r.ms.runners, (long long)r.as.acquired,
+        (long long)r.as.takeovers, (long long)r.hs.lost, r.fence_rejects, r.commits, r.retries,
+        r.model_calls, r.model_errors, r.turns_finished, r.turns_failed, r.episodes);
 }

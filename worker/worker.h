@@ -48,7 +48,10 @@ void worker_destroy(worker_t **self_p);
 
 const char *worker_id(const worker_t *self);
 
-/* Logs one line of counters (event worker_counters). */
+/* Logs one line of counters (event worker_counters). Call from the owner thread. */
 void worker_log_counters(worker_t *self);
+
+/* The same counters as Prometheus text (caller frees). Call from the owner thread. */
+char *worker_metrics(worker_t *self);
 
 #endif
