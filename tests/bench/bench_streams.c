@@ -28,7 +28,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_streams BASE_URL TOKEN N CHAT_ID...\n");
         return 2;
     }
-    int n = atoi(argv[3]) > 0 ? (int)strtol(argv[3], NULL, 10) : 0;
+    long nl = strtol(argv[3], NULL, 10);
+    int n = nl > 0 && nl <= 100000 ? (int)nl : 0;
     int nchats = argc - 4;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     CURLM *multi = curl_multi_init();
