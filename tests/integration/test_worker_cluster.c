@@ -14,7 +14,6 @@
 
 #include <jansson.h>
 #include <signal.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,66 +21,32 @@
 #include <unistd.h>
 
 #include "bus.h"
+#include "cluster.h"
+#include "clusterlog.h"
 #include "id.h"
 #include "mem.h"
 #include "proc.h"
-#include "relay.h"
-#include "testdb.h"
 
 #define S_LEASE_STALE_MS 3000
 #define S_POLL_MS        500
 #define S_TURN_MS        15000 /* deadline of one turn */
 #define S_NWORKERS       2
 
-typedef struct {
-    pid_t pid;
-    char log[128];
-    char id[ID_UUID_LEN + 1];
-    int starts;
-} s_worker_t;
-
-static testdb_t *s_db;
-static PGconn *s_conn;
-static char s_build[512];
-static char s_base[64];
-static char s_pub[64], s_sub[64], s_relay[64];
-static pid_t s_broker;
-static pid_t s_gw;
-static char *s_token;
-static s_worker_t s_workers[S_NWORKERS];
+static cluster_t *s_cluster;
+static char s_sub[64]; /* the broker's subscriber endpoint, for watching live parts */
+static char s_ids[S_NWORKERS][ID_UUID_LEN + 1];
 
 /* --- Harness. --- */
 
-static char *s_sql(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *s_sql(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *q = mem_vprintf(fmt, ap);
-    va_end(ap);
-    char *v = testdb_scalar(s_conn, q);
-    free(q);
-    return v;
-}
-
-/* Polls until the query's value equals want; returns the ms it took, fails past the
- * deadline. */
+/* cluster_wait that fails the test past the deadline; returns the ms it took. */
 static int64_t s_wait_value(const char *sql, const char *want, int64_t timeout_ms) {
-    int64_t t0 = id_now_ms();
-    for (;;) {
-        char *v = testdb_scalar(s_conn, sql);
-        bool ok = v && !strcmp(v, want);
-        if (ok || id_now_ms() - t0 > timeout_ms) {
-            if (!ok) {
-                fail_msg("waited %lld ms for [%s] = %s, last %s", (long long)timeout_ms, sql, want,
-                         v ? v : "NULL");
-            }
-            free(v);
-            return id_now_ms() - t0;
-        }
-        free(v);
-        struct timespec ts = {0, 5 * 1000 * 1000}; /* poll interval, not a wait for state */
-        nanosleep(&ts, NULL);
+    int64_t ms = cluster_wait(s_cluster, sql, want, timeout_ms);
+    if (ms < 0) {
+        char *v = cluster_sql(s_cluster, "%s", sql);
+        fail_msg("waited %lld ms for [%s] = %s, last %s", (long long)timeout_ms, sql, want,
+                 v ? v : "NULL");
     }
+    return ms;
 }
 
 static int64_t s_wait_status(const char *chat, const char *status, int64_t timeout_ms) {
@@ -91,92 +56,23 @@ static int64_t s_wait_status(const char *chat, const char *status, int64_t timeo
     return ms;
 }
 
-static char *s_log_value(const char *path, const char *event, const char *key) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        return NULL;
-    }
-    char line[4096];
-    char *out = NULL;
-    char ev[128];
-    snprintf(ev, sizeof ev, "event=%s ", event);
-    char k[64];
-    snprintf(k, sizeof k, " %s=", key);
-    while (!out && fgets(line, sizeof line, f)) {
-        char *p = strstr(line, ev);
-        char *v = p ? strstr(p, k) : NULL;
-        if (v) {
-            v += strlen(k);
-            out = mem_strndup(v, strcspn(v, " \n"));
-        }
-    }
-    fclose(f);
-    return out;
-}
-
-/* Lines of path containing every one of the (up to two) needles. */
-static int s_log_count(const char *path, const char *a, const char *b) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        return 0;
-    }
-    char line[8192];
-    int n = 0;
-    while (fgets(line, sizeof line, f)) {
-        n += strstr(line, a) && (!b || strstr(line, b));
-    }
-    fclose(f);
-    return n;
+/* Reads worker i's id from its log once it has started. */
+static void s_worker_id(int i) {
+    char *id = clusterlog_wait_value(cluster_log(s_cluster, CLUSTER_WORKER, i), "worker_started",
+                                     "worker_id", cluster_pid(s_cluster, CLUSTER_WORKER, i), 10000);
+    assert_non_null(id);
+    snprintf(s_ids[i], sizeof s_ids[i], "%s", id);
+    free(id);
 }
 
 static void s_worker_start(int i) {
-    s_worker_t *w = &s_workers[i];
-    w->starts++;
-    snprintf(w->log, sizeof w->log, "test_worker_cluster.w%d.%d.log", i, w->starts);
-    unlink(w->log);
-    char bin[600];
-    snprintf(bin, sizeof bin, "%s/worker/chatfleet-worker", s_build);
-    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
-    char *pub = mem_printf("CHATFLEET_BROKER_PUB=%s", s_pub);
-    char *sub = mem_printf("CHATFLEET_BROKER_SUB=%s", s_sub);
-    char *relay = mem_printf("CHATFLEET_BROKER_RELAY=%s", s_relay);
-    char *env[] = {url,
-                   pub,
-                   sub,
-                   relay,
-                   "CHATFLEET_LEASE_STALE_MS=3000",
-                   "CHATFLEET_HEARTBEAT_MS=1000",
-                   "CHATFLEET_ACQUIRE_POLL_MS=500",
-                   "CHATFLEET_WORKER_SYNC_MS=200",
-                   "CHATFLEET_SIM_CHUNK_MS=0",
-                   "CHATFLEET_WORKER_RETRY_BASE_MS=20",
-                   "CHATFLEET_WORKER_RETRY_MAX_MS=100",
-                   "CHATFLEET_MAX_GENERATION_RETRIES=3",
-                   "CHATFLEET_REQUIRES_ACTION_DEADLINE_MS=2000",
-                   "CHATFLEET_LOG=info",
-                   NULL};
-    char *argv[] = {bin, NULL};
-    w->pid = proc_spawn(argv, env, w->log);
-    free(url);
-    free(pub);
-    free(sub);
-    free(relay);
-    int64_t deadline = id_now_ms() + 10000;
-    char *id = NULL;
-    while (!(id = s_log_value(w->log, "worker_started", "worker_id"))) {
-        int status;
-        assert_int_equal(waitpid(w->pid, &status, WNOHANG), 0);
-        assert_true(id_now_ms() < deadline);
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    snprintf(w->id, sizeof w->id, "%s", id);
-    free(id);
+    cluster_start(s_cluster, CLUSTER_WORKER, i);
+    s_worker_id(i);
 }
 
 static int s_worker_of(const char *worker_id) {
     for (int i = 0; i < S_NWORKERS; i++) {
-        if (!strcmp(s_workers[i].id, worker_id)) {
+        if (!strcmp(s_ids[i], worker_id)) {
             return i;
         }
     }
@@ -191,9 +87,9 @@ static char *s_create(const char *text, const char *dynamic_tools) {
     char *b = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     char url[128];
-    snprintf(url, sizeof url, "%s/api/v2/chats", s_base);
+    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
     proc_http_t r;
-    assert_int_equal(proc_http("POST", url, s_token, b, &r), 0);
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), b, &r), 0);
     free(b);
     if (r.status != 201) {
         fail_msg("create: %ld %s", r.status, r.body);
@@ -207,9 +103,9 @@ static char *s_create(const char *text, const char *dynamic_tools) {
 
 static json_t *s_post(const char *chat, const char *what, const char *body, long want) {
     char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats/%s/%s", s_base, chat, what);
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/%s", cluster_url(s_cluster, 0), chat, what);
     proc_http_t r;
-    assert_int_equal(proc_http("POST", url, s_token, body, &r), 0);
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
     if (r.status != want) {
         fail_msg("POST %s: want %ld, got %ld: %s", what, want, r.status, r.body);
     }
@@ -220,7 +116,9 @@ static json_t *s_post(const char *chat, const char *what, const char *body, long
 
 /* The chat's active messages as [{"role", "content"}], oldest first. */
 static json_t *s_history(const char *chat) {
-    char *v = s_sql("SELECT coalesce(json_agg(json_build_object('role', role, 'content', content,"
+    char *v =
+        cluster_sql(s_cluster,
+                    "SELECT coalesce(json_agg(json_build_object('role', role, 'content', content,"
                     " 'usage', usage) ORDER BY id), '[]')::text FROM chat_messages"
                     " WHERE chat_id = '%s' AND NOT deleted",
                     chat);
@@ -257,7 +155,7 @@ static int s_wait_generating(const char *chat) {
                          chat);
     s_wait_value(q, "true", 10000);
     free(q);
-    char *owner = s_sql("SELECT worker_id FROM chats WHERE id = '%s'", chat);
+    char *owner = cluster_sql(s_cluster, "SELECT worker_id FROM chats WHERE id = '%s'", chat);
     int i = s_worker_of(owner);
     assert_true(i >= 0);
     free(owner);
@@ -323,9 +221,11 @@ static void test_dynamic_tool_round_trip_through_tool_results(void **u) {
                           "[{\"name\":\"ask\",\"description\":\"Ask the user\","
                           "\"input_schema\":{\"type\":\"object\"}}]");
     s_wait_status(chat, "requires_action", S_TURN_MS);
-    char *call = s_sql("SELECT content -> 0 ->> 'tool_call_id' FROM chat_messages"
-                       " WHERE chat_id = '%s' AND role = 'assistant' ORDER BY id DESC LIMIT 1",
-                       chat);
+    char *call =
+        cluster_sql(s_cluster,
+                    "SELECT content -> 0 ->> 'tool_call_id' FROM chat_messages"
+                    " WHERE chat_id = '%s' AND role = 'assistant' ORDER BY id DESC LIMIT 1",
+                    chat);
     assert_non_null(call);
     char *body =
         mem_printf("{\"results\":[{\"tool_call_id\":\"%s\",\"output\":{\"answer\":42}}]}", call);
@@ -437,13 +337,13 @@ static void test_retryable_failures_retry_and_the_limit_fails_the_turn(void **u)
     assert_non_null(strstr(s_last_text(h), "Echo: flaky."));
     json_decref(h);
     s_wait_status(bad, "error", S_TURN_MS);
-    char *e = s_sql("SELECT last_error::text FROM chats WHERE id = '%s'", bad);
+    char *e = cluster_sql(s_cluster, "SELECT last_error::text FROM chats WHERE id = '%s'", bad);
     assert_non_null(strstr(e, "400"));
     assert_non_null(strstr(e, "\"retryable\": false"));
     free(e);
     /* CHATFLEET_MAX_GENERATION_RETRIES=3: attempt 4 is the last. */
     s_wait_status(dead, "error", S_TURN_MS);
-    e = s_sql("SELECT last_error::text FROM chats WHERE id = '%s'", dead);
+    e = cluster_sql(s_cluster, "SELECT last_error::text FROM chats WHERE id = '%s'", dead);
     assert_non_null(strstr(e, "\"attempt\": 4"));
     free(e);
     free(ok);
@@ -465,11 +365,10 @@ static void test_kill_9_owner_mid_generation_another_worker_completes(void **u) 
     char *chat = s_create("[sim:slow 50] [sim:words 40] survive", NULL);
     int owner = s_wait_generating(chat);
     char dead_id[ID_UUID_LEN + 1];
-    snprintf(dead_id, sizeof dead_id, "%s", s_workers[owner].id);
+    snprintf(dead_id, sizeof dead_id, "%s", s_ids[owner]);
     int64_t t0 = id_now_ms();
-    assert_int_equal(kill(s_workers[owner].pid, SIGKILL), 0);
-    int status;
-    waitpid(s_workers[owner].pid, &status, 0);
+    assert_true(cluster_pid(s_cluster, CLUSTER_WORKER, owner) > 0);
+    cluster_signal(s_cluster, CLUSTER_WORKER, owner, SIGKILL);
     int64_t delay = s_wait_new_owner(chat, dead_id, S_LEASE_STALE_MS + S_POLL_MS + 3000);
     s_wait_status(chat, "waiting", S_TURN_MS);
     int64_t done = id_now_ms() - t0;
@@ -487,14 +386,18 @@ static void test_sigterm_hands_off_within_a_second(void **u) {
     char *chat = s_create("[sim:slow 50] [sim:words 40] hand me off", NULL);
     int owner = s_wait_generating(chat);
     char old_id[ID_UUID_LEN + 1];
-    snprintf(old_id, sizeof old_id, "%s", s_workers[owner].id);
+    snprintf(old_id, sizeof old_id, "%s", s_ids[owner]);
+    pid_t pid = cluster_pid(s_cluster, CLUSTER_WORKER, owner);
     int64_t t0 = id_now_ms();
-    assert_int_equal(kill(s_workers[owner].pid, SIGTERM), 0);
+    assert_int_equal(kill(pid, SIGTERM), 0);
     int64_t delay = s_wait_new_owner(chat, old_id, 5000);
-    int status = 0;
-    assert_int_equal(waitpid(s_workers[owner].pid, &status, 0), s_workers[owner].pid);
+    /* WNOWAIT: the exit status is read here and the harness reaps the worker below. */
+    siginfo_t exit_info;
+    memset(&exit_info, 0, sizeof exit_info);
+    assert_int_equal(waitid(P_PID, (id_t)pid, &exit_info, WEXITED | WNOWAIT), 0);
     int64_t exited = id_now_ms() - t0;
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_true(exit_info.si_code == CLD_EXITED && exit_info.si_status == 0);
+    cluster_signal(s_cluster, CLUSTER_WORKER, owner, SIGTERM);
     s_wait_status(chat, "waiting", S_TURN_MS);
     s_assert_one_answer(chat);
     printf("SIGTERM handoff: the other worker owned the chat %lld ms after SIGTERM; old"
@@ -511,30 +414,31 @@ static void test_stopped_owner_is_fenced_after_takeover(void **u) {
      * SIGCONT it finishes at once and tries to commit as a stale owner. */
     char *chat = s_create("[sim:slow 40] [sim:words 38] fence me", NULL);
     int owner = s_wait_generating(chat);
-    s_worker_t *w = &s_workers[owner];
+    const char *log = cluster_log(s_cluster, CLUSTER_WORKER, owner);
     char old_id[ID_UUID_LEN + 1];
-    snprintf(old_id, sizeof old_id, "%s", w->id);
-    int commits_before = s_log_count(w->log, "event=task_commit", chat);
-    int fences_before = s_log_count(w->log, "event=fence_mismatch", chat);
-    assert_int_equal(kill(w->pid, SIGSTOP), 0);
+    snprintf(old_id, sizeof old_id, "%s", s_ids[owner]);
+    int commits_before = clusterlog_count(log, "event=task_commit", chat);
+    int fences_before = clusterlog_count(log, "event=fence_mismatch", chat);
+    assert_true(cluster_pid(s_cluster, CLUSTER_WORKER, owner) > 0);
+    cluster_signal(s_cluster, CLUSTER_WORKER, owner, SIGSTOP);
     int64_t t0 = id_now_ms();
     int64_t delay = s_wait_new_owner(chat, old_id, S_LEASE_STALE_MS + S_POLL_MS + 3000);
     /* Let the new owner record its own attempt before the old one wakes. */
     char *q = mem_printf("SELECT (generation_attempt >= 2)::text FROM chats WHERE id = '%s'", chat);
     s_wait_value(q, "true", 5000);
     free(q);
-    assert_int_equal(kill(w->pid, SIGCONT), 0);
+    cluster_signal(s_cluster, CLUSTER_WORKER, owner, SIGCONT);
     int64_t stopped = id_now_ms() - t0;
     s_wait_status(chat, "waiting", S_TURN_MS);
     /* The old owner notices too: its lease was not renewed or its runner saw the new owner. */
     int64_t deadline = id_now_ms() + 5000;
-    while (s_log_count(w->log, "event=runner_cleanup", chat) == 0 && id_now_ms() < deadline) {
+    while (clusterlog_count(log, "event=runner_cleanup", chat) == 0 && id_now_ms() < deadline) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    assert_true(s_log_count(w->log, "event=runner_cleanup", chat) > 0);
-    int commits_after = s_log_count(w->log, "event=task_commit", chat);
-    int rejected = s_log_count(w->log, "event=fence_mismatch", chat) - fences_before;
+    assert_true(clusterlog_count(log, "event=runner_cleanup", chat) > 0);
+    int commits_after = clusterlog_count(log, "event=task_commit", chat);
+    int rejected = clusterlog_count(log, "event=fence_mismatch", chat) - fences_before;
     s_assert_one_answer(chat);
     printf("fencing: owner stopped %lld ms, taken over after %lld ms; after SIGCONT it attempted"
            " %d fenced access(es), all rejected; writes accepted: %d\n",
@@ -547,62 +451,32 @@ static void test_stopped_owner_is_fenced_after_takeover(void **u) {
 
 static int s_setup(void **state) {
     (void)state;
-    snprintf(s_build, sizeof s_build, "%s", getenv("CHATFLEET_BUILD_DIR"));
-    s_db = testdb_new();
-    s_conn = testdb_connect(s_db);
-    snprintf(s_pub, sizeof s_pub, "tcp://127.0.0.1:%d", proc_free_port());
+    /* The harness's defaults are this test's leases (stale 3 s, heartbeat 1 s, acquire poll
+     * 500 ms); the rest is what these turns need. The gateway keeps its default stream poll. */
     snprintf(s_sub, sizeof s_sub, "tcp://127.0.0.1:%d", proc_free_port());
-    snprintf(s_relay, sizeof s_relay, "tcp://127.0.0.1:%d", proc_free_port());
-    char bin[600];
-    snprintf(bin, sizeof bin, "%s/broker/chatfleet-broker", s_build);
-    char *bargv[] = {bin, "--pub", s_pub, "--sub", s_sub, "--relay", s_relay, NULL};
-    s_broker = proc_spawn(bargv, NULL, "test_worker_cluster.broker.log");
-    relay_client_t *rc = relay_client_new(s_relay);
-    wire_stats_t st;
-    int64_t deadline = id_now_ms() + 10000;
-    while (relay_client_stats(rc, 100, &st) != 0) {
-        ASSERT(id_now_ms() < deadline);
-    }
-    relay_client_destroy(&rc);
-    char gw[600];
-    snprintf(gw, sizeof gw, "%s/api-gateway/chatfleet-gateway", s_build);
-    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
-    char *uenv[] = {url, NULL};
-    char *uargv[] = {gw, "user-add", "tester", NULL};
-    s_token = proc_output(uargv, uenv);
-    ASSERT(s_token);
-    s_token[strcspn(s_token, "\n")] = '\0';
-    int port = proc_free_port();
-    snprintf(s_base, sizeof s_base, "http://127.0.0.1:%d", port);
-    char *listen = mem_printf("CHATFLEET_HTTP_LISTEN=127.0.0.1:%d", port);
-    char *pub = mem_printf("CHATFLEET_BROKER_PUB=%s", s_pub);
-    char *env[] = {url, listen, pub, NULL};
-    char *argv[] = {gw, "serve", NULL};
-    s_gw = proc_spawn(argv, env, "test_worker_cluster.gateway.log");
-    free(listen);
-    free(pub);
-    free(url);
-    char health[96];
-    snprintf(health, sizeof health, "%s/healthz", s_base);
-    ASSERT(proc_wait_http(health, 10000) == 0);
+    char *sub = mem_printf("CHATFLEET_BROKER_SUB=%s", s_sub);
+    const char *env[] = {sub,
+                         "CHATFLEET_STREAM_POLL_MS=10000",
+                         "CHATFLEET_WORKER_RETRY_BASE_MS=20",
+                         "CHATFLEET_WORKER_RETRY_MAX_MS=100",
+                         "CHATFLEET_MAX_GENERATION_RETRIES=3",
+                         "CHATFLEET_REQUIRES_ACTION_DEADLINE_MS=2000",
+                         "CHATFLEET_LOG=info",
+                         NULL};
+    cluster_opts_t o = {
+        .name = "test_worker_cluster", .gateways = 1, .workers = S_NWORKERS, .env = env};
+    s_cluster = cluster_new(&o);
+    free(sub);
     for (int i = 0; i < S_NWORKERS; i++) {
-        s_worker_start(i);
+        s_worker_id(i);
     }
     return 0;
 }
 
 static int s_teardown(void **state) {
     (void)state;
-    int bad = 0;
-    for (int i = 0; i < S_NWORKERS; i++) {
-        bad |= proc_stop(s_workers[i].pid, 10000) != 0;
-    }
-    proc_stop(s_gw, 5000);
-    proc_stop(s_broker, 5000);
-    free(s_token);
-    PQfinish(s_conn);
-    testdb_destroy(&s_db);
-    return bad ? -1 : 0; /* a clean SIGTERM shutdown is part of the contract */
+    /* A clean SIGTERM shutdown is part of the contract. */
+    return cluster_destroy(&s_cluster) == 0 ? 0 : -1;
 }
 
 int main(void) {

@@ -1,0 +1,67 @@
+/* clusterlog: what the processes of a test cluster wrote in their logs; see clusterlog.h. */
+#include "clusterlog.h"
+#include "id.h"
+#include "mem.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+int clusterlog_count(const char *path, const char *a, const char *b) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return 0;
+    }
+    char line[8192]; /* bounds one log line; a longer one is read in pieces */
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        n += strstr(line, a) && (!b || strstr(line, b));
+    }
+    fclose(f);
+    return n;
+}
+
+char *clusterlog_value(const char *path, const char *event, const char *key) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return NULL;
+    }
+    char line[4096]; /* bounds one log line; the events read here are short */
+    char *out = NULL;
+    char ev[128];
+    snprintf(ev, sizeof ev, "event=%s ", event);
+    char k[64];
+    snprintf(k, sizeof k, " %s=", key);
+    while (!out && fgets(line, sizeof line, f)) {
+        char *p = strstr(line, ev);
+        char *v = p ? strstr(p, k) : NULL;
+        if (v) {
+            v += strlen(k);
+            out = mem_strndup(v, strcspn(v, " \n"));
+        }
+    }
+    fclose(f);
+    return out;
+}
+
+/* Nonzero once pid has exited; WNOWAIT leaves it a zombie for its owner to reap. */
+static int s_exited(pid_t pid) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    return waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid != 0;
+}
+
+char *clusterlog_wait_value(const char *path, const char *event, const char *key, pid_t pid,
+                            int64_t timeout_ms) {
+    int64_t deadline = id_now_ms() + timeout_ms;
+    char *v;
+    while (!(v = clusterlog_value(path, event, key))) {
+        if (s_exited(pid) || id_now_ms() >= deadline) {
+            return NULL;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000}; /* poll interval, not a wait for state */
+        nanosleep(&ts, NULL);
+    }
+    return v;
+}
