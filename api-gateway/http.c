@@ -225,8 +225,8 @@ static void s_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     }
 }
 
-http_t *http_new(const char *listen, int threads, const http_route_t *routes, int nroutes,
-                 http_auth_fn auth, void *app, metrics_t *metrics) {
+http_t *http_new(const char *listen, const http_route_t *routes, int nroutes, http_auth_fn auth,
+                 void *app, metrics_t *metrics) {
     char host[64];
     int port = 0;
     const char *colon = strrchr(listen, ':');
@@ -251,7 +251,6 @@ http_t *http_new(const char *listen, int threads, const http_route_t *routes, in
     /* A thread per connection: a stream blocks in its content reader until it has something
      * to send, and ordinary requests block on PostgreSQL; poll(), not select(), so more than
      * FD_SETSIZE connections can be open. */
-    (void)threads;
     self->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL,
         NULL, s_access, self, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
@@ -265,7 +264,7 @@ http_t *http_new(const char *listen, int threads, const http_route_t *routes, in
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(self->daemon, MHD_DAEMON_INFO_BIND_PORT);
     self->port = info ? info->port : port;
-    log_info("http_listening", "listen=%s:%d threads=%d", host, self->port, threads);
+    log_info("http_listening", "listen=%s:%d mode=thread-per-connection", host, self->port);
     return self;
 }
 

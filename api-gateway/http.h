@@ -57,9 +57,9 @@ typedef struct http_route {
 typedef struct http http_t;
 
 /* Starts serving on host:port; every request is counted in metrics (may be NULL). NULL
- * (logged) when it cannot bind. threads is unused (kept for a pooled mode). */
-http_t *http_new(const char *listen, int threads, const http_route_t *routes, int nroutes,
-                 http_auth_fn auth, void *app, metrics_t *metrics);
+ * (logged) when it cannot bind. */
+http_t *http_new(const char *listen, const http_route_t *routes, int nroutes, http_auth_fn auth,
+                 void *app, metrics_t *metrics);
 void http_destroy(http_t **self_p);
 
 /* The port actually bound (useful with port 0). */

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define GATEWAY_THREADS_DEFAULT 16 /* database connections shared by the HTTP threads */
+#define GATEWAY_POOL_SIZE 16 /* database connections shared by the HTTP threads */
 
 static volatile sig_atomic_t s_stop = 0;
 
@@ -125,7 +125,7 @@ static int s_serve(const config_t *cfg) {
     metrics_gauge(gw.metrics, "chatfleet_open_streams", "Open stream and watch connections.",
                   s_open_streams, hub);
     chatstate_configure(cfg->lease_stale_ms, 5 * 60 * 1000);
-    gw.pool = pool_new(cfg->database_url, GATEWAY_THREADS_DEFAULT, "chatfleet-gateway");
+    gw.pool = pool_new(cfg->database_url, GATEWAY_POOL_SIZE, "chatfleet-gateway");
     if (!pub || !hub || !gw.pool) {
         fprintf(stderr, "chatfleet-gateway: cannot start (%s)\n",
                 !pub   ? "bad CHATFLEET_BROKER_PUB"
@@ -139,8 +139,7 @@ static int s_serve(const config_t *cfg) {
     }
     int nroutes = 0;
     http_route_t *routes = routes_all(&nroutes);
-    http_t *http = http_new(cfg->http_listen, GATEWAY_THREADS_DEFAULT, routes, nroutes, s_auth, &gw,
-                            gw.metrics);
+    http_t *http = http_new(cfg->http_listen, routes, nroutes, s_auth, &gw, gw.metrics);
     if (!http) {
         free(routes);
         pool_destroy(&gw.pool);
