@@ -1,7 +1,9 @@
 /* cluster: a whole cluster of real processes for tests; see cluster.h. */
 #include "cluster.h"
+#include "db.h"
 #include "id.h"
 #include "mem.h"
+#include "migration.h"
 #include "proc.h"
 #include "testdb.h"
 
@@ -24,7 +26,10 @@ typedef struct {
 struct cluster {
     char name[64];
     char build[512];
-    testdb_t *db;
+    testdb_t *db;   /* the fixture's database, or NULL with a private PostgreSQL */
+    char *pg_dir;   /* the private PostgreSQL's directory, or NULL */
+    char *pg_url;   /* its chatfleet database */
+    char *pg_admin; /* its postgres database */
     PGconn *conn;
     char *token;
     char pub[64];
@@ -65,7 +70,7 @@ static void s_env(cluster_t *self, const cluster_opts_t *o) {
                                            NULL};
     int n = 0;
     self->env = mem_calloc(64, sizeof(char *));
-    self->env[n++] = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(self->db));
+    self->env[n++] = mem_printf("CHATFLEET_DATABASE_URL=%s", cluster_db_url(self));
     self->env[n++] = mem_printf("CHATFLEET_BROKER_PUB=%s", self->pub);
     self->env[n++] = mem_printf("CHATFLEET_BROKER_SUB=%s", self->sub);
     self->env[n++] = mem_printf("CHATFLEET_BROKER_RELAY=%s", self->relay);
@@ -139,6 +144,75 @@ static char *s_user(cluster_t *self) {
     return out;
 }
 
+/* Runs deploy/pgcluster CMD DIR [ARG]; its stdout (caller frees) or NULL when it failed. */
+static char *s_pgcluster(const char *cmd, const char *dir, const char *arg) {
+    const char *src = getenv("CHATFLEET_SOURCE_DIR");
+    ASSERT(src); /* ctest sets it; a manual run must too */
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/deploy/pgcluster", src);
+    char *argv[] = {bin, (char *)cmd, (char *)dir, (char *)arg, NULL};
+    return proc_output(argv, NULL);
+}
+
+/* A PostgreSQL of the cluster's own in a temporary directory, with a migrated database. */
+static void s_private_pg(cluster_t *self) {
+    char tmpl[] = "/tmp/cfchaos.XXXXXX";
+    ASSERT(mkdtemp(tmpl));
+    self->pg_dir = mem_strdup(tmpl);
+    char *out = s_pgcluster("init", self->pg_dir, "--fast");
+    if (!out) {
+        fprintf(stderr, "cluster: pgcluster init %s failed\n", self->pg_dir);
+        abort();
+    }
+    free(out);
+    out = s_pgcluster("start", self->pg_dir, NULL);
+    if (!out) {
+        fprintf(stderr, "cluster: pgcluster start %s failed\n", self->pg_dir);
+        abort();
+    }
+    out[strcspn(out, "\r\n")] = '\0';
+    self->pg_admin = out;
+    char *slash = strrchr(self->pg_admin, '/');
+    ASSERT(slash);
+    self->pg_url = mem_printf("%.*s/chatfleet", (int)(slash - self->pg_admin), self->pg_admin);
+    PGconn *admin = db_connect(self->pg_admin, "cluster");
+    ASSERT(admin);
+    char err[256];
+    if (testdb_try(admin, "CREATE DATABASE chatfleet", err, sizeof err) != 0) {
+        fprintf(stderr, "cluster: %s\n", err);
+        abort();
+    }
+    PQfinish(admin);
+    PGconn *conn = db_connect(self->pg_url, "cluster");
+    ASSERT(conn);
+    if (migration_apply(conn) < 0) {
+        fprintf(stderr, "cluster: migrations failed on %s\n", self->pg_url);
+        abort();
+    }
+    PQfinish(conn);
+}
+
+static void s_private_pg_destroy(cluster_t *self) {
+    free(s_pgcluster("stop", self->pg_dir, NULL));
+    char *argv[] = {"/bin/rm", "-rf", self->pg_dir, NULL};
+    free(proc_output(argv, NULL)); /* best effort: a temporary directory */
+    free(self->pg_dir);
+    free(self->pg_url);
+    free(self->pg_admin);
+}
+
+int64_t cluster_pg_restart(cluster_t *self) {
+    ASSERT(self->pg_dir); /* only a private PostgreSQL may be restarted */
+    int64_t t0 = id_now_ms();
+    char *out = s_pgcluster("restart", self->pg_dir, NULL);
+    if (!out) {
+        return -1;
+    }
+    free(out);
+    PQreset(self->conn);
+    return id_now_ms() - t0;
+}
+
 cluster_t *cluster_new(const cluster_opts_t *o) {
     ASSERT(o->gateways >= 1 && o->gateways <= CLUSTER_GATEWAYS_MAX);
     ASSERT(o->workers >= 0 && o->workers <= CLUSTER_WORKERS_MAX);
@@ -147,8 +221,15 @@ cluster_t *cluster_new(const cluster_opts_t *o) {
     const char *build = getenv("CHATFLEET_BUILD_DIR");
     ASSERT(build);
     snprintf(self->build, sizeof self->build, "%s", build);
-    self->db = testdb_new();
-    self->conn = testdb_connect(self->db);
+    if (o->private_pg) {
+        s_private_pg(self);
+        self->conn = db_connect(self->pg_url, "cluster");
+        ASSERT(self->conn);
+        PQclear(PQexec(self->conn, "SET client_min_messages = warning"));
+    } else {
+        self->db = testdb_new();
+        self->conn = testdb_connect(self->db);
+    }
     snprintf(self->pub, sizeof self->pub, "tcp://127.0.0.1:%d", proc_free_port());
     snprintf(self->sub, sizeof self->sub, "tcp://127.0.0.1:%d", proc_free_port());
     snprintf(self->relay, sizeof self->relay, "tcp://127.0.0.1:%d", proc_free_port());
@@ -193,7 +274,11 @@ int cluster_destroy(cluster_t **self_p) {
     }
     unclean += s_stop(&self->broker);
     PQfinish(self->conn);
-    testdb_destroy(&self->db);
+    if (self->pg_dir) {
+        s_private_pg_destroy(self);
+    } else {
+        testdb_destroy(&self->db);
+    }
     for (int i = 0; self->env[i]; i++) {
         free(self->env[i]);
     }
@@ -214,7 +299,7 @@ const char *cluster_token(const cluster_t *self) {
 }
 
 const char *cluster_db_url(const cluster_t *self) {
-    return testdb_url(self->db);
+    return self->pg_url ? self->pg_url : testdb_url(self->db);
 }
 
 PGconn *cluster_db(cluster_t *self) {

@@ -1,8 +1,9 @@
 /*
  * cluster: a whole chatfleet cluster for end-to-end tests and chaos runs, as real processes:
- * a fresh database in the fixture's private PostgreSQL, one broker, G gateways and W workers
- * (sim model), and a user with a token. Every process can be killed, stopped, continued and
- * restarted on the same endpoints; logs go to files named after the cluster and process.
+ * a fresh database in the fixture's private PostgreSQL (or, with private_pg, in a PostgreSQL of
+ * its own that the cluster may restart), one broker, G gateways and W workers (sim model), and
+ * a user with a token. Every process can be killed, stopped, continued and restarted on the
+ * same endpoints; logs go to files named after the cluster and process.
  */
 #ifndef CHATFLEET_CLUSTER_H
 #define CHATFLEET_CLUSTER_H
@@ -19,6 +20,10 @@ typedef struct {
     int gateways;           /* 1..CLUSTER_GATEWAYS_MAX */
     int workers;            /* 0..CLUSTER_WORKERS_MAX */
     const char *const *env; /* extra "K=V" for every process (NULL-terminated), or NULL */
+    /* Nonzero: run on a PostgreSQL of its own (deploy/pgcluster init --fast and start in a
+     * temporary directory, found through CHATFLEET_SOURCE_DIR) instead of a database in the
+     * shared fixture, so that cluster_pg_restart() disturbs no other test. */
+    int private_pg;
 } cluster_opts_t;
 
 typedef enum { CLUSTER_BROKER = 0, CLUSTER_GATEWAY, CLUSTER_WORKER } cluster_role_t;
@@ -49,6 +54,11 @@ void cluster_signal(cluster_t *self, cluster_role_t role, int index, int sig);
 
 /* (Re)starts the process on its original endpoints; waits for a gateway to be ready. */
 void cluster_start(cluster_t *self, cluster_role_t role, int index);
+
+/* Fast restart of the cluster's own PostgreSQL on the same port (private_pg only): every
+ * connection is dropped, and the harness's own connection is reset. Returns the milliseconds
+ * the restart took, or -1 when pgcluster failed. */
+int64_t cluster_pg_restart(cluster_t *self);
 
 /* The first column of the first row of sql (printf-style), newly allocated, or NULL (also on
  * a failed statement; a lost connection is reset for the next call). */
