@@ -497,10 +497,6 @@ void cs_deleted_push(chatstate_t *self, int64_t id) {
     s_ids_push(&self->deleted, id);
 }
 
-exec_state_t chatstate_state(const chatstate_t *self) {
-    return self->state;
-}
-
 int chatstate_create(PGconn *conn, const cs_create_t *c, const hint_sink_t *sink,
                      char chat_id_out[ID_UUID_LEN + 1], cs_error_t *err) {
     memset(err, 0, sizeof *err);

@@ -120,9 +120,6 @@ void chatstate_destroy(chatstate_t **self_p);
 const int64_t *chatstate_inserted(const chatstate_t *self, int *count);
 const int64_t *chatstate_deleted(const chatstate_t *self, int *count);
 
-/* The execution state as of the last transition's load (ES_N before any). */
-exec_state_t chatstate_state(const chatstate_t *self);
-
 /* A read-only query: call_id, tool_name and args (JSON) of every outstanding tool call of
  * chat $1 in active history, oldest first (what requires_action is waiting for). */
 extern const char *const chatstate_pending_calls_sql;
