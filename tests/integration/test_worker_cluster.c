@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bus.h"
@@ -34,7 +35,6 @@
 
 static cluster_t *s_cluster;
 static char s_sub[64]; /* the broker's subscriber endpoint, for watching live parts */
-static char s_ids[S_NWORKERS][ID_UUID_LEN + 1];
 
 /* --- Harness. --- */
 
@@ -56,27 +56,16 @@ static int64_t s_wait_status(const char *chat, const char *status, int64_t timeo
     return ms;
 }
 
-/* Reads worker i's id from its log once it has started. */
-static void s_worker_id(int i) {
-    char *id = clusterlog_wait_value(cluster_log(s_cluster, CLUSTER_WORKER, i), "worker_started",
-                                     "worker_id", cluster_pid(s_cluster, CLUSTER_WORKER, i), 10000);
+/* Waits until worker i has started and written its id. */
+static void s_worker_ready(int i) {
+    char *id = clusterlog_worker_id(s_cluster, i, 10000);
     assert_non_null(id);
-    snprintf(s_ids[i], sizeof s_ids[i], "%s", id);
     free(id);
 }
 
 static void s_worker_start(int i) {
     cluster_start(s_cluster, CLUSTER_WORKER, i);
-    s_worker_id(i);
-}
-
-static int s_worker_of(const char *worker_id) {
-    for (int i = 0; i < S_NWORKERS; i++) {
-        if (!strcmp(s_ids[i], worker_id)) {
-            return i;
-        }
-    }
-    return -1;
+    s_worker_ready(i);
 }
 
 static char *s_create(const char *text, const char *dynamic_tools) {
@@ -156,7 +145,7 @@ static int s_wait_generating(const char *chat) {
     s_wait_value(q, "true", 10000);
     free(q);
     char *owner = cluster_sql(s_cluster, "SELECT worker_id FROM chats WHERE id = '%s'", chat);
-    int i = s_worker_of(owner);
+    int i = clusterlog_worker_of(s_cluster, S_NWORKERS, owner);
     assert_true(i >= 0);
     free(owner);
     return i;
@@ -364,8 +353,8 @@ static void test_kill_9_owner_mid_generation_another_worker_completes(void **u) 
     (void)u;
     char *chat = s_create("[sim:slow 50] [sim:words 40] survive", NULL);
     int owner = s_wait_generating(chat);
-    char dead_id[ID_UUID_LEN + 1];
-    snprintf(dead_id, sizeof dead_id, "%s", s_ids[owner]);
+    char *dead_id = clusterlog_worker_id(s_cluster, owner, 0);
+    assert_non_null(dead_id);
     int64_t t0 = id_now_ms();
     assert_true(cluster_pid(s_cluster, CLUSTER_WORKER, owner) > 0);
     cluster_signal(s_cluster, CLUSTER_WORKER, owner, SIGKILL);
@@ -378,6 +367,7 @@ static void test_kill_9_owner_mid_generation_another_worker_completes(void **u) 
            (long long)delay, S_LEASE_STALE_MS, S_POLL_MS, (long long)done);
     assert_true(delay <= S_LEASE_STALE_MS + S_POLL_MS + 500);
     s_worker_start(owner);
+    free(dead_id);
     free(chat);
 }
 
@@ -385,8 +375,8 @@ static void test_sigterm_hands_off_within_a_second(void **u) {
     (void)u;
     char *chat = s_create("[sim:slow 50] [sim:words 40] hand me off", NULL);
     int owner = s_wait_generating(chat);
-    char old_id[ID_UUID_LEN + 1];
-    snprintf(old_id, sizeof old_id, "%s", s_ids[owner]);
+    char *old_id = clusterlog_worker_id(s_cluster, owner, 0);
+    assert_non_null(old_id);
     pid_t pid = cluster_pid(s_cluster, CLUSTER_WORKER, owner);
     int64_t t0 = id_now_ms();
     assert_int_equal(kill(pid, SIGTERM), 0);
@@ -405,6 +395,7 @@ static void test_sigterm_hands_off_within_a_second(void **u) {
            (long long)delay, (long long)exited);
     assert_true(delay < 1000);
     s_worker_start(owner);
+    free(old_id);
     free(chat);
 }
 
@@ -415,8 +406,8 @@ static void test_stopped_owner_is_fenced_after_takeover(void **u) {
     char *chat = s_create("[sim:slow 40] [sim:words 38] fence me", NULL);
     int owner = s_wait_generating(chat);
     const char *log = cluster_log(s_cluster, CLUSTER_WORKER, owner);
-    char old_id[ID_UUID_LEN + 1];
-    snprintf(old_id, sizeof old_id, "%s", s_ids[owner]);
+    char *old_id = clusterlog_worker_id(s_cluster, owner, 0);
+    assert_non_null(old_id);
     int commits_before = clusterlog_count(log, "event=task_commit", chat);
     int fences_before = clusterlog_count(log, "event=fence_mismatch", chat);
     assert_true(cluster_pid(s_cluster, CLUSTER_WORKER, owner) > 0);
@@ -444,6 +435,7 @@ static void test_stopped_owner_is_fenced_after_takeover(void **u) {
            " %d fenced access(es), all rejected; writes accepted: %d\n",
            (long long)stopped, (long long)delay, rejected, commits_after - commits_before);
     assert_int_equal(commits_after, commits_before);
+    free(old_id);
     free(chat);
 }
 
@@ -468,7 +460,7 @@ static int s_setup(void **state) {
     s_cluster = cluster_new(&o);
     free(sub);
     for (int i = 0; i < S_NWORKERS; i++) {
-        s_worker_id(i);
+        s_worker_ready(i);
     }
     return 0;
 }

@@ -4,6 +4,7 @@
 #include "mem.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -64,4 +65,22 @@ char *clusterlog_wait_value(const char *path, const char *event, const char *key
         nanosleep(&ts, NULL);
     }
     return v;
+}
+
+char *clusterlog_worker_id(const cluster_t *c, int worker, int64_t timeout_ms) {
+    return clusterlog_wait_value(cluster_log(c, CLUSTER_WORKER, worker), "worker_started",
+                                 "worker_id", cluster_pid(c, CLUSTER_WORKER, worker), timeout_ms);
+}
+
+int clusterlog_worker_of(const cluster_t *c, int workers, const char *worker_id) {
+    for (int i = 0; i < workers; i++) {
+        char *id =
+            clusterlog_value(cluster_log(c, CLUSTER_WORKER, i), "worker_started", "worker_id");
+        int mine = id && !strcmp(id, worker_id);
+        free(id);
+        if (mine) {
+            return i;
+        }
+    }
+    return -1;
 }

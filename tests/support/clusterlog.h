@@ -8,6 +8,8 @@
 #ifndef CHATFLEET_CLUSTERLOG_H
 #define CHATFLEET_CLUSTERLOG_H
 
+#include "cluster.h"
+
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -25,5 +27,14 @@ char *clusterlog_value(const char *path, const char *event, const char *key);
  * can. */
 char *clusterlog_wait_value(const char *path, const char *event, const char *key, pid_t pid,
                             int64_t timeout_ms);
+
+/* The id worker (an index of c) gave itself in its current log (event=worker_started), newly
+ * allocated (caller frees); waits up to timeout_ms for the line, and returns NULL when it did
+ * not appear or the worker exited first. */
+char *clusterlog_worker_id(const cluster_t *c, int worker, int64_t timeout_ms);
+
+/* The index among the first workers of c whose current log names worker_id as its own, or
+ * -1: which process owns a chat that the database says worker_id owns. */
+int clusterlog_worker_of(const cluster_t *c, int workers, const char *worker_id);
 
 #endif
