@@ -21,14 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "cluster.h"
+#include "clusterlog.h"
 #include "id.h"
 #include "jsonschema.h"
 #include "jsonstrict.h"
 #include "mem.h"
 #include "proc.h"
-#include "relay.h"
 #include "sse.h"
 #include "testdb.h"
 
@@ -37,55 +39,19 @@
 #define S_TURN_MS        15000 /* deadline of one turn */
 #define S_NWORKERS       2
 
-typedef struct {
-    pid_t pid;
-    char log[128];
-    char id[ID_UUID_LEN + 1];
-    int starts;
-} s_worker_t;
-
-static testdb_t *s_db;
-static PGconn *s_conn;
-static char s_build[512];
-static char s_base[64];
-static char s_pub[64], s_sub[64], s_relay[64];
-static pid_t s_broker;
-static pid_t s_gw;
-static char *s_token;
-static s_worker_t s_workers[S_NWORKERS];
+static cluster_t *s_cluster;
 
 /* --- Harness. --- */
 
-static char *s_sql(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *s_sql(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *q = mem_vprintf(fmt, ap);
-    va_end(ap);
-    char *v = testdb_scalar(s_conn, q);
-    free(q);
-    return v;
-}
-
-/* Polls until the query's value equals want; returns the ms it took, fails past the
- * deadline. */
+/* cluster_wait that fails the test past the deadline; returns the ms it took. */
 static int64_t s_wait_value(const char *sql, const char *want, int64_t timeout_ms) {
-    int64_t t0 = id_now_ms();
-    for (;;) {
-        char *v = testdb_scalar(s_conn, sql);
-        bool ok = v && !strcmp(v, want);
-        if (ok || id_now_ms() - t0 > timeout_ms) {
-            if (!ok) {
-                fail_msg("waited %lld ms for [%s] = %s, last %s", (long long)timeout_ms, sql, want,
-                         v ? v : "NULL");
-            }
-            free(v);
-            return id_now_ms() - t0;
-        }
-        free(v);
-        struct timespec ts = {0, 5 * 1000 * 1000}; /* poll interval, not a wait for state */
-        nanosleep(&ts, NULL);
+    int64_t ms = cluster_wait(s_cluster, sql, want, timeout_ms);
+    if (ms < 0) {
+        char *v = cluster_sql(s_cluster, "%s", sql);
+        fail_msg("waited %lld ms for [%s] = %s, last %s", (long long)timeout_ms, sql, want,
+                 v ? v : "NULL");
     }
+    return ms;
 }
 
 static int64_t s_wait_status(const char *chat, const char *status, int64_t timeout_ms) {
@@ -95,89 +61,23 @@ static int64_t s_wait_status(const char *chat, const char *status, int64_t timeo
     return ms;
 }
 
-static char *s_log_value(const char *path, const char *event, const char *key) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        return NULL;
-    }
-    char line[4096];
-    char *out = NULL;
-    char ev[128];
-    snprintf(ev, sizeof ev, "event=%s ", event);
-    char k[64];
-    snprintf(k, sizeof k, " %s=", key);
-    while (!out && fgets(line, sizeof line, f)) {
-        char *p = strstr(line, ev);
-        char *v = p ? strstr(p, k) : NULL;
-        if (v) {
-            v += strlen(k);
-            out = mem_strndup(v, strcspn(v, " \n"));
-        }
-    }
-    fclose(f);
-    return out;
-}
-
-static void s_worker_start(int i) {
-    s_worker_t *w = &s_workers[i];
-    w->starts++;
-    snprintf(w->log, sizeof w->log, "test_worker_structured.w%d.%d.log", i, w->starts);
-    unlink(w->log);
-    char bin[600];
-    snprintf(bin, sizeof bin, "%s/worker/chatfleet-worker", s_build);
-    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
-    char *pub = mem_printf("CHATFLEET_BROKER_PUB=%s", s_pub);
-    char *sub = mem_printf("CHATFLEET_BROKER_SUB=%s", s_sub);
-    char *relay = mem_printf("CHATFLEET_BROKER_RELAY=%s", s_relay);
-    char *env[] = {url,
-                   pub,
-                   sub,
-                   relay,
-                   "CHATFLEET_LEASE_STALE_MS=3000",
-                   "CHATFLEET_HEARTBEAT_MS=1000",
-                   "CHATFLEET_ACQUIRE_POLL_MS=500",
-                   "CHATFLEET_WORKER_SYNC_MS=200",
-                   "CHATFLEET_SIM_CHUNK_MS=0",
-                   "CHATFLEET_WORKER_RETRY_BASE_MS=20",
-                   "CHATFLEET_WORKER_RETRY_MAX_MS=100",
-                   "CHATFLEET_MAX_GENERATION_RETRIES=3",
-                   "CHATFLEET_REQUIRES_ACTION_DEADLINE_MS=60000",
-                   "CHATFLEET_MAX_STEPS_PER_TURN=8",
-                   "CHATFLEET_LOG=info",
-                   NULL};
-    char *argv[] = {bin, NULL};
-    w->pid = proc_spawn(argv, env, w->log);
-    free(url);
-    free(pub);
-    free(sub);
-    free(relay);
-    int64_t deadline = id_now_ms() + 10000;
-    char *id = NULL;
-    while (!(id = s_log_value(w->log, "worker_started", "worker_id"))) {
-        int status;
-        assert_int_equal(waitpid(w->pid, &status, WNOHANG), 0);
-        assert_true(id_now_ms() < deadline);
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    snprintf(w->id, sizeof w->id, "%s", id);
+/* Waits until worker i has started and written its id. */
+static void s_worker_ready(int i) {
+    char *id = clusterlog_worker_id(s_cluster, i, 10000);
+    assert_non_null(id);
     free(id);
 }
 
-static int s_worker_of(const char *worker_id) {
-    for (int i = 0; i < S_NWORKERS; i++) {
-        if (!strcmp(s_workers[i].id, worker_id)) {
-            return i;
-        }
-    }
-    return -1;
+static void s_worker_start(int i) {
+    cluster_start(s_cluster, CLUSTER_WORKER, i);
+    s_worker_ready(i);
 }
 
 static json_t *s_post(const char *chat, const char *what, const char *body, long want) {
     char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats/%s/%s", s_base, chat, what);
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/%s", cluster_url(s_cluster, 0), chat, what);
     proc_http_t r;
-    assert_int_equal(proc_http("POST", url, s_token, body, &r), 0);
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
     if (r.status != want) {
         fail_msg("POST %s: want %ld, got %ld: %s", what, want, r.status, r.body);
     }
@@ -219,9 +119,9 @@ static char *s_create_structured(const char *text, const char *schema, const cha
                    text, schema, dynamic_tools ? ",\"dynamic_tools\":" : "",
                    dynamic_tools ? dynamic_tools : "");
     char url[128];
-    snprintf(url, sizeof url, "%s/api/v2/chats", s_base);
+    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
     proc_http_t r;
-    assert_int_equal(proc_http("POST", url, s_token, body, &r), 0);
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
     free(body);
     if (r.status != 201) {
         fail_msg("create: %ld %s", r.status, r.body);
@@ -230,7 +130,9 @@ static char *s_create_structured(const char *text, const char *schema, const cha
     char *id = mem_strdup(json_string_value(json_object_get(c, "id")));
     json_decref(c);
     proc_http_free(&r);
-    char *v = s_sql("SELECT structured_output_request_id FROM chat_messages WHERE chat_id = '%s'"
+    char *v =
+        cluster_sql(s_cluster,
+                    "SELECT structured_output_request_id FROM chat_messages WHERE chat_id = '%s'"
                     " AND role = 'user' ORDER BY id DESC LIMIT 1",
                     id);
     assert_non_null(v);
@@ -246,10 +148,11 @@ static json_t *s_receipt(const char *rid, int64_t timeout_ms) {
                          rid);
     s_wait_value(q, "1", timeout_ms);
     free(q);
-    char *v = s_sql("SELECT structured_output::text FROM chat_messages WHERE"
-                    " structured_output_request_id = '%s' AND structured_output ->> 'type' ="
-                    " 'structured-output-outcome'",
-                    rid);
+    char *v = cluster_sql(s_cluster,
+                          "SELECT structured_output::text FROM chat_messages WHERE"
+                          " structured_output_request_id = '%s' AND structured_output ->> 'type' ="
+                          " 'structured-output-outcome'",
+                          rid);
     json_t *so = json_loads(v, 0, NULL);
     free(v);
     assert_non_null(so);
@@ -257,7 +160,7 @@ static json_t *s_receipt(const char *rid, int64_t timeout_ms) {
 }
 
 static int s_count(const char *fmt, const char *a) {
-    char *v = s_sql(fmt, a);
+    char *v = cluster_sql(s_cluster, fmt, a);
     int n = v ? (int)strtol(v, NULL, 10) : -1;
     free(v);
     return n;
@@ -334,11 +237,12 @@ static void test_invalid_values_are_repaired_within_the_budget(void **u) {
     assert_true(s_validates(S_OBJECT_SCHEMA, json_object_get(so, "value")));
     assert_int_equal(s_rejections(rid), 2);
     /* The model was told what was wrong: the validator's issue, bounded. */
-    char *err = s_sql("SELECT content -> 0 -> 'result' ->> 'error' FROM chat_messages m WHERE"
-                      " m.chat_id = (SELECT chat_id FROM chat_messages WHERE"
-                      " structured_output_request_id = '%s' LIMIT 1) AND role = 'tool'"
-                      " ORDER BY id LIMIT 1",
-                      rid);
+    char *err = cluster_sql(s_cluster,
+                            "SELECT content -> 0 -> 'result' ->> 'error' FROM chat_messages m WHERE"
+                            " m.chat_id = (SELECT chat_id FROM chat_messages WHERE"
+                            " structured_output_request_id = '%s' LIMIT 1) AND role = 'tool'"
+                            " ORDER BY id LIMIT 1",
+                            rid);
     assert_non_null(err);
     assert_non_null(strstr(err, "output does not match the schema"));
     printf("invalid twice then valid: rejections 2, first feedback: %s\n", err);
@@ -387,7 +291,9 @@ static void test_finalizer_with_siblings_is_refused_and_nothing_runs(void **u) {
     s_assert_outcome(so, "succeeded", NULL);
     assert_int_equal(s_rejections(rid), 1);
     /* The sibling `time` call was answered with an error, not run. */
-    char *r = s_sql("SELECT content -> 0 ->> 'is_error' FROM chat_messages WHERE chat_id ="
+    char *r =
+        cluster_sql(s_cluster,
+                    "SELECT content -> 0 ->> 'is_error' FROM chat_messages WHERE chat_id ="
                     " (SELECT chat_id FROM chat_messages WHERE structured_output_request_id ="
                     " '%s' LIMIT 1) AND role = 'tool' AND content -> 0 ->> 'tool_name' = 'time'",
                     rid);
@@ -413,17 +319,19 @@ static void test_unsafe_arguments_are_never_stored(void **u) {
     json_t *so = s_turn("[sim:schema-unsafe] answer", S_NULL_SCHEMA, "waiting", rid);
     s_assert_outcome(so, "succeeded", NULL);
     assert_int_equal(s_rejections(rid), 1);
-    char *meta = s_sql("SELECT structured_output -> 'rejected_calls' -> 0 ->> 'reason' FROM"
-                       " chat_messages WHERE structured_output_request_id = '%s' AND"
-                       " structured_output ? 'rejected_calls'",
-                       rid);
+    char *meta = cluster_sql(s_cluster,
+                             "SELECT structured_output -> 'rejected_calls' -> 0 ->> 'reason' FROM"
+                             " chat_messages WHERE structured_output_request_id = '%s' AND"
+                             " structured_output ? 'rejected_calls'",
+                             rid);
     assert_non_null(meta);
     assert_non_null(strstr(meta, "duplicate_key"));
     /* The stored call holds the placeholder, never the raw bytes. */
-    char *args = s_sql("SELECT content -> 0 -> 'args' ::text FROM chat_messages WHERE"
-                       " structured_output_request_id = '%s' AND structured_output ?"
-                       " 'rejected_calls'",
-                       rid);
+    char *args = cluster_sql(s_cluster,
+                             "SELECT content -> 0 -> 'args' ::text FROM chat_messages WHERE"
+                             " structured_output_request_id = '%s' AND structured_output ?"
+                             " 'rejected_calls'",
+                             rid);
     assert_string_equal(args, "{}");
     printf("unsafe arguments: placeholder %s stored, reason: %s\n", args, meta);
     free(args);
@@ -471,11 +379,13 @@ static void test_broken_stored_format_fails_configuration_error(void **u) {
                          " WHERE structured_output_request_id = '%s' AND role = 'user'",
                          rid);
     char e[200];
-    assert_int_equal(testdb_try(s_conn, q, e, sizeof e), 0);
+    assert_int_equal(testdb_try(cluster_db(s_cluster), q, e, sizeof e), 0);
     free(q);
-    char *call = s_sql("SELECT content -> 0 ->> 'tool_call_id' FROM chat_messages"
-                       " WHERE chat_id = '%s' AND role = 'assistant' ORDER BY id DESC LIMIT 1",
-                       chat);
+    char *call =
+        cluster_sql(s_cluster,
+                    "SELECT content -> 0 ->> 'tool_call_id' FROM chat_messages"
+                    " WHERE chat_id = '%s' AND role = 'assistant' ORDER BY id DESC LIMIT 1",
+                    chat);
     char *body = mem_printf("{\"results\":[{\"tool_call_id\":\"%s\",\"output\":1}]}", call);
     json_decref(s_post(chat, "tool-results", body, 204));
     json_t *so = s_receipt(rid, S_TURN_MS);
@@ -502,8 +412,8 @@ static void test_kill_9_after_the_candidate_gives_one_receipt(void **u) {
                          rid, chat);
     s_wait_value(q, "true", S_TURN_MS);
     free(q);
-    char *owner = s_sql("SELECT worker_id FROM chats WHERE id = '%s'", chat);
-    int i = s_worker_of(owner);
+    char *owner = cluster_sql(s_cluster, "SELECT worker_id FROM chats WHERE id = '%s'", chat);
+    int i = clusterlog_worker_of(s_cluster, S_NWORKERS, owner);
     assert_true(i >= 0);
     assert_int_equal(s_count("SELECT count(*) FROM chat_messages WHERE"
                              " structured_output_request_id = '%s' AND structured_output ->>"
@@ -511,9 +421,8 @@ static void test_kill_9_after_the_candidate_gives_one_receipt(void **u) {
                              rid),
                      0);
     int64_t t0 = id_now_ms();
-    assert_int_equal(kill(s_workers[i].pid, SIGKILL), 0);
-    int status;
-    waitpid(s_workers[i].pid, &status, 0);
+    assert_true(cluster_pid(s_cluster, CLUSTER_WORKER, i) > 0);
+    cluster_signal(s_cluster, CLUSTER_WORKER, i, SIGKILL);
     s_wait_new_owner(chat, owner, S_LEASE_STALE_MS + S_POLL_MS + 3000);
     json_t *so = s_receipt(rid, S_TURN_MS);
     s_wait_status(chat, "waiting", S_TURN_MS);
@@ -554,8 +463,8 @@ static void test_rest_and_stream_show_the_same_receipt(void **u) {
     json_decref(so);
     s_wait_status(chat, "waiting", S_TURN_MS);
     char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats/%s/stream", s_base, chat);
-    sse_t *sse = sse_open(url, s_token, 0);
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/stream", cluster_url(s_cluster, 0), chat);
+    sse_t *sse = sse_open(url, cluster_token(s_cluster), 0);
     assert_non_null(sse);
     /* A second structured request, sent while the stream is open. */
     json_t *sent = s_post(chat, "messages",
@@ -564,17 +473,19 @@ static void test_rest_and_stream_show_the_same_receipt(void **u) {
                           "{\"name\":\"n\",\"schema\":" S_ARRAY_SCHEMA "}}}",
                           200);
     json_decref(sent);
-    char *rid2 = s_sql("SELECT structured_output_request_id FROM chat_messages WHERE chat_id ="
-                       " '%s' AND role = 'user' ORDER BY id DESC LIMIT 1",
-                       chat);
+    char *rid2 =
+        cluster_sql(s_cluster,
+                    "SELECT structured_output_request_id FROM chat_messages WHERE chat_id ="
+                    " '%s' AND role = 'user' ORDER BY id DESC LIMIT 1",
+                    chat);
     s_match_t m = {rid2};
     int at = sse_wait(sse, 0, "message", s_is_receipt, &m, S_TURN_MS);
     assert_true(at >= 0);
     json_t *live = json_object_get(json_object_get(sse_get(sse, at), "data"), "message");
     char path[256];
-    snprintf(path, sizeof path, "%s/api/v2/chats/%s/messages", s_base, chat);
+    snprintf(path, sizeof path, "%s/api/v2/chats/%s/messages", cluster_url(s_cluster, 0), chat);
     proc_http_t r;
-    assert_int_equal(proc_http("GET", path, s_token, NULL, &r), 0);
+    assert_int_equal(proc_http("GET", path, cluster_token(s_cluster), NULL, &r), 0);
     assert_int_equal(r.status, 200);
     json_t *listing = json_loads(r.body, 0, NULL);
     proc_http_free(&r);
@@ -671,9 +582,7 @@ static void test_random_turns_with_worker_kills_one_receipt_each(void **u) {
         struct timespec ts = {0, (long)(200 + rand() % 600) * 1000 * 1000}; /* kill pacing */
         nanosleep(&ts, NULL);
         int w = rand() % S_NWORKERS;
-        kill(s_workers[w].pid, SIGKILL);
-        int status;
-        waitpid(s_workers[w].pid, &status, 0);
+        cluster_signal(s_cluster, CLUSTER_WORKER, w, SIGKILL);
         s_worker_start(w);
         kills++;
     }
@@ -694,7 +603,7 @@ static void test_random_turns_with_worker_kills_one_receipt_each(void **u) {
         char *sql = mem_printf("SELECT structured_output_request_id FROM chat_messages WHERE"
                                " role = 'user' AND content::text LIKE '%%%s%%'",
                                like);
-        char *rid = testdb_scalar(s_conn, sql);
+        char *rid = cluster_sql(s_cluster, "%s", sql);
         free(sql);
         assert_non_null(rid);
         json_t *so = s_receipt(rid, 1000);
@@ -720,62 +629,29 @@ static void test_random_turns_with_worker_kills_one_receipt_each(void **u) {
 
 static int s_setup(void **state) {
     (void)state;
-    snprintf(s_build, sizeof s_build, "%s", getenv("CHATFLEET_BUILD_DIR"));
-    s_db = testdb_new();
-    s_conn = testdb_connect(s_db);
-    snprintf(s_pub, sizeof s_pub, "tcp://127.0.0.1:%d", proc_free_port());
-    snprintf(s_sub, sizeof s_sub, "tcp://127.0.0.1:%d", proc_free_port());
-    snprintf(s_relay, sizeof s_relay, "tcp://127.0.0.1:%d", proc_free_port());
-    char bin[600];
-    snprintf(bin, sizeof bin, "%s/broker/chatfleet-broker", s_build);
-    char *bargv[] = {bin, "--pub", s_pub, "--sub", s_sub, "--relay", s_relay, NULL};
-    s_broker = proc_spawn(bargv, NULL, "test_worker_structured.broker.log");
-    relay_client_t *rc = relay_client_new(s_relay);
-    wire_stats_t st;
-    int64_t deadline = id_now_ms() + 10000;
-    while (relay_client_stats(rc, 100, &st) != 0) {
-        ASSERT(id_now_ms() < deadline);
-    }
-    relay_client_destroy(&rc);
-    char gw[600];
-    snprintf(gw, sizeof gw, "%s/api-gateway/chatfleet-gateway", s_build);
-    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
-    char *uenv[] = {url, NULL};
-    char *uargv[] = {gw, "user-add", "tester", NULL};
-    s_token = proc_output(uargv, uenv);
-    ASSERT(s_token);
-    s_token[strcspn(s_token, "\n")] = '\0';
-    int port = proc_free_port();
-    snprintf(s_base, sizeof s_base, "http://127.0.0.1:%d", port);
-    char *listen = mem_printf("CHATFLEET_HTTP_LISTEN=127.0.0.1:%d", port);
-    char *pub = mem_printf("CHATFLEET_BROKER_PUB=%s", s_pub);
-    char *env[] = {url, listen, pub, NULL};
-    char *argv[] = {gw, "serve", NULL};
-    s_gw = proc_spawn(argv, env, "test_worker_structured.gateway.log");
-    free(listen);
-    free(pub);
-    free(url);
-    char health[96];
-    snprintf(health, sizeof health, "%s/healthz", s_base);
-    ASSERT(proc_wait_http(health, 10000) == 0);
+    /* The harness's defaults are this test's leases (stale 3 s, heartbeat 1 s, acquire poll
+     * 500 ms); the rest is what these turns need. The gateway keeps its default stream poll. */
+    const char *env[] = {"CHATFLEET_STREAM_POLL_MS=10000",
+                         "CHATFLEET_WORKER_RETRY_BASE_MS=20",
+                         "CHATFLEET_WORKER_RETRY_MAX_MS=100",
+                         "CHATFLEET_MAX_GENERATION_RETRIES=3",
+                         "CHATFLEET_REQUIRES_ACTION_DEADLINE_MS=60000",
+                         "CHATFLEET_MAX_STEPS_PER_TURN=8",
+                         "CHATFLEET_LOG=info",
+                         NULL};
+    cluster_opts_t o = {
+        .name = "test_worker_structured", .gateways = 1, .workers = S_NWORKERS, .env = env};
+    s_cluster = cluster_new(&o);
     for (int i = 0; i < S_NWORKERS; i++) {
-        s_worker_start(i);
+        s_worker_ready(i);
     }
     return 0;
 }
 
 static int s_teardown(void **state) {
     (void)state;
-    int bad = 0;
-    for (int i = 0; i < S_NWORKERS; i++) {
-        bad |= proc_stop(s_workers[i].pid, 10000) != 0;
-    }
-    proc_stop(s_gw, 5000);
-    proc_stop(s_broker, 5000);
-    free(s_token);
-    PQfinish(s_conn);
-    testdb_destroy(&s_db);
-    return bad ? -1 : 0; /* a clean SIGTERM shutdown is part of the contract */
+    /* A clean SIGTERM shutdown is part of the contract. */
+    return cluster_destroy(&s_cluster) == 0 ? 0 : -1;
 }
 
 int main(void) {
