@@ -23,78 +23,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "id.h"
 #include "mem.h"
 #include "proc.h"
-#include "relay.h"
-#include "testdb.h"
 
 #define S_NWORKERS 2
 #define S_TURN_MS  20000
 
-static testdb_t *s_db;
-static PGconn *s_conn;
-static char s_build[512];
-static char s_base[64];
-static int s_port;
-static char s_pub[64], s_sub[64], s_relay[64];
-static pid_t s_broker;
-static pid_t s_gw;
-static pid_t s_workers[S_NWORKERS];
-static char *s_token;
+static cluster_t *s_cluster;
 
 static void s_nap(int ms) {
     struct timespec ts = {0, ms * 1000 * 1000}; /* poll interval, not a wait for state */
     nanosleep(&ts, NULL);
-}
-
-static void s_start_gateway(void) {
-    char gw[600];
-    snprintf(gw, sizeof gw, "%s/api-gateway/chatfleet-gateway", s_build);
-    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
-    char *listen = mem_printf("CHATFLEET_HTTP_LISTEN=127.0.0.1:%d", s_port);
-    char *pub = mem_printf("CHATFLEET_BROKER_PUB=%s", s_pub);
-    char *sub = mem_printf("CHATFLEET_BROKER_SUB=%s", s_sub);
-    char *relay = mem_printf("CHATFLEET_BROKER_RELAY=%s", s_relay);
-    char *env[] = {url, listen, pub, sub, relay, "CHATFLEET_STREAM_POLL_MS=200", NULL};
-    char *argv[] = {gw, "serve", NULL};
-    s_gw = proc_spawn(argv, env, "test_cli.gateway.log");
-    free(listen);
-    free(pub);
-    free(sub);
-    free(relay);
-    free(url);
-    char health[96];
-    snprintf(health, sizeof health, "%s/healthz", s_base);
-    ASSERT(proc_wait_http(health, 10000) == 0);
-}
-
-static void s_start_worker(int i) {
-    char bin[600];
-    snprintf(bin, sizeof bin, "%s/worker/chatfleet-worker", s_build);
-    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
-    char *pub = mem_printf("CHATFLEET_BROKER_PUB=%s", s_pub);
-    char *sub = mem_printf("CHATFLEET_BROKER_SUB=%s", s_sub);
-    char *relay = mem_printf("CHATFLEET_BROKER_RELAY=%s", s_relay);
-    char *env[] = {url,
-                   pub,
-                   sub,
-                   relay,
-                   "CHATFLEET_ACQUIRE_POLL_MS=200",
-                   "CHATFLEET_WORKER_SYNC_MS=200",
-                   "CHATFLEET_SIM_CHUNK_MS=0",
-                   "CHATFLEET_MAX_GENERATION_RETRIES=1",
-                   "CHATFLEET_WORKER_RETRY_BASE_MS=20",
-                   "CHATFLEET_LOG=info",
-                   NULL};
-    char *argv[] = {bin, NULL};
-    char log[64];
-    snprintf(log, sizeof log, "test_cli.w%d.log", i);
-    s_workers[i] = proc_spawn(argv, env, log);
-    free(url);
-    free(pub);
-    free(sub);
-    free(relay);
 }
 
 /* --- Running the CLI. --- */
@@ -110,7 +51,7 @@ static void s_cli_start(s_cli_t *c, const char *name, ...) {
     snprintf(c->out, sizeof c->out, "test_cli.%s.out", name);
     snprintf(c->err, sizeof c->err, "test_cli.%s.err", name);
     char bin[600];
-    snprintf(bin, sizeof bin, "%s/cli/chatfleet", s_build);
+    snprintf(bin, sizeof bin, "%s/cli/chatfleet", getenv("CHATFLEET_BUILD_DIR"));
     char *argv[32] = {bin};
     int n = 1;
     va_list ap;
@@ -129,8 +70,8 @@ static void s_cli_start(s_cli_t *c, const char *name, ...) {
         int e = open(c->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(o, STDOUT_FILENO);
         dup2(e, STDERR_FILENO);
-        setenv("CHATFLEET_URL", s_base, 1);
-        setenv("CHATFLEET_TOKEN", s_token, 1);
+        setenv("CHATFLEET_URL", cluster_url(s_cluster, 0), 1);
+        setenv("CHATFLEET_TOKEN", cluster_token(s_cluster), 1);
         execv(bin, argv);
         _exit(127);
     }
@@ -163,36 +104,27 @@ static char *s_file(const char *path) {
     return buf;
 }
 
-static char *s_sql(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *s_sql(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *q = mem_vprintf(fmt, ap);
-    va_end(ap);
-    char *v = testdb_scalar(s_conn, q);
-    free(q);
-    return v;
-}
-
 /* The committed text of the newest chat's assistant messages (what ask must print). */
 static char *s_last_chat(void) {
-    return s_sql("SELECT id FROM chats ORDER BY created_at DESC, id DESC LIMIT 1");
+    return cluster_sql(s_cluster, "SELECT id FROM chats ORDER BY created_at DESC, id DESC LIMIT 1");
 }
 
 static char *s_answer(const char *chat) {
-    return s_sql("SELECT coalesce(string_agg(p ->> 'text', '' ORDER BY m.id, o), '') FROM"
-                 " chat_messages m CROSS JOIN LATERAL jsonb_array_elements(m.content)"
-                 " WITH ORDINALITY AS x(p, o) WHERE m.chat_id = '%s' AND m.role = 'assistant'"
-                 " AND m.structured_output IS NULL AND p ->> 'type' = 'text'",
-                 chat);
+    return cluster_sql(s_cluster,
+                       "SELECT coalesce(string_agg(p ->> 'text', '' ORDER BY m.id, o), '') FROM"
+                       " chat_messages m CROSS JOIN LATERAL jsonb_array_elements(m.content)"
+                       " WITH ORDINALITY AS x(p, o) WHERE m.chat_id = '%s' AND m.role = 'assistant'"
+                       " AND m.structured_output IS NULL AND p ->> 'type' = 'text'",
+                       chat);
 }
 
 /* Waits until the newest chat is generating (owned, model call started). */
 static char *s_wait_generating(void) {
     int64_t deadline = id_now_ms() + S_TURN_MS;
     for (;;) {
-        char *v = s_sql("SELECT id FROM chats WHERE status = 'running' AND generation_attempt >= 1"
-                        " ORDER BY created_at DESC LIMIT 1");
+        char *v = cluster_sql(
+            s_cluster, "SELECT id FROM chats WHERE status = 'running' AND generation_attempt >= 1"
+                       " ORDER BY created_at DESC LIMIT 1");
         if (v || id_now_ms() > deadline) {
             assert_non_null(v);
             return v;
@@ -250,15 +182,14 @@ static void test_stream_killed_mid_turn_is_redialed_without_duplicates(void **u)
     }
     assert_true(st.st_size >= 40);
     char *chat = s_last_chat();
-    kill(s_gw, SIGKILL);
-    waitpid(s_gw, NULL, 0);
+    cluster_signal(s_cluster, CLUSTER_GATEWAY, 0, SIGKILL);
     s_nap(300); /* the gap the client must survive: a dial or two fails */
-    s_start_gateway();
+    cluster_start(s_cluster, CLUSTER_GATEWAY, 0); /* on the same port */
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
     char *out = s_file(c.out);
     char *answer = s_answer(chat);
     char *want = mem_printf("%s\n", answer);
-    char *status = s_sql("SELECT status FROM chats WHERE id = '%s'", chat);
+    char *status = cluster_sql(s_cluster, "SELECT status FROM chats WHERE id = '%s'", chat);
     assert_string_equal(status, "waiting"); /* the run was not interrupted by the drop */
     assert_string_equal(out, want);         /* complete, and nothing twice */
     printf("redial: %zu bytes streamed, identical to the committed answer\n", strlen(out));
@@ -282,7 +213,7 @@ static void test_dynamic_tool_round_trip_through_tool(void **u) {
     assert_non_null(strstr(out, "ask="));
     assert_non_null(strstr(out, "42"));
     char *chat = s_last_chat();
-    char *status = s_sql("SELECT status FROM chats WHERE id = '%s'", chat);
+    char *status = cluster_sql(s_cluster, "SELECT status FROM chats WHERE id = '%s'", chat);
     assert_string_equal(status, "waiting"); /* never stranded in requires_action */
     free(status);
     free(chat);
@@ -322,9 +253,9 @@ static void test_canceled_structured_request_exits_4_with_the_code(void **u) {
                 "[sim:stall] wait forever", NULL);
     char *chat = s_wait_generating();
     char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats/%s/interrupt", s_base, chat);
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/interrupt", cluster_url(s_cluster, 0), chat);
     proc_http_t r;
-    assert_int_equal(proc_http("POST", url, s_token, NULL, &r), 0);
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), NULL, &r), 0);
     assert_int_equal(r.status, 200);
     proc_http_free(&r);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 4);
@@ -342,12 +273,8 @@ static void test_ctrl_c_interrupts_the_server_side_run(void **u) {
     kill(c.pid, SIGINT);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 130);
     char *q = mem_printf("SELECT status FROM chats WHERE id = '%s'", chat);
-    int64_t deadline = id_now_ms() + S_TURN_MS;
-    char *status = NULL;
-    while ((free(status), status = testdb_scalar(s_conn, q)) && strcmp(status, "waiting") &&
-           id_now_ms() < deadline) {
-        s_nap(10);
-    }
+    (void)cluster_wait(s_cluster, q, "waiting", S_TURN_MS); /* the assertion below judges it */
+    char *status = cluster_sql(s_cluster, "%s", q);
     assert_string_equal(status, "waiting");
     free(status);
     free(q);
@@ -386,51 +313,25 @@ static void test_chat_subcommands(void **u) {
 
 static int s_setup(void **state) {
     (void)state;
-    snprintf(s_build, sizeof s_build, "%s", getenv("CHATFLEET_BUILD_DIR"));
-    s_db = testdb_new();
-    s_conn = testdb_connect(s_db);
-    snprintf(s_pub, sizeof s_pub, "tcp://127.0.0.1:%d", proc_free_port());
-    snprintf(s_sub, sizeof s_sub, "tcp://127.0.0.1:%d", proc_free_port());
-    snprintf(s_relay, sizeof s_relay, "tcp://127.0.0.1:%d", proc_free_port());
-    char bin[600];
-    snprintf(bin, sizeof bin, "%s/broker/chatfleet-broker", s_build);
-    char *bargv[] = {bin, "--pub", s_pub, "--sub", s_sub, "--relay", s_relay, NULL};
-    s_broker = proc_spawn(bargv, NULL, "test_cli.broker.log");
-    relay_client_t *rc = relay_client_new(s_relay);
-    wire_stats_t st;
-    int64_t deadline = id_now_ms() + 10000;
-    while (relay_client_stats(rc, 100, &st) != 0) {
-        ASSERT(id_now_ms() < deadline);
-    }
-    relay_client_destroy(&rc);
-    char gw[600];
-    snprintf(gw, sizeof gw, "%s/api-gateway/chatfleet-gateway", s_build);
-    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
-    char *uenv[] = {url, NULL};
-    char *uargv[] = {gw, "user-add", "cli", NULL};
-    s_token = proc_output(uargv, uenv);
-    ASSERT(s_token);
-    s_token[strcspn(s_token, "\n")] = '\0';
-    free(url);
-    s_port = proc_free_port();
-    snprintf(s_base, sizeof s_base, "http://127.0.0.1:%d", s_port);
-    s_start_gateway();
-    for (int i = 0; i < S_NWORKERS; i++) {
-        s_start_worker(i);
-    }
+    /* The processes' default lease and heartbeat (30 s, 9 s), not the harness's short ones:
+     * no worker dies here. A quick acquire and stream poll, and one retry. */
+    const char *env[] = {"CHATFLEET_LEASE_STALE_MS=30000",
+                         "CHATFLEET_HEARTBEAT_MS=9000",
+                         "CHATFLEET_ACQUIRE_POLL_MS=200",
+                         "CHATFLEET_STREAM_POLL_MS=200",
+                         "CHATFLEET_MAX_GENERATION_RETRIES=1",
+                         "CHATFLEET_WORKER_RETRY_BASE_MS=20",
+                         "CHATFLEET_LOG=info",
+                         NULL};
+    cluster_opts_t o = {.name = "test_cli", .gateways = 1, .workers = S_NWORKERS, .env = env};
+    s_cluster = cluster_new(&o);
     return 0;
 }
 
 static int s_teardown(void **state) {
     (void)state;
-    for (int i = 0; i < S_NWORKERS; i++) {
-        proc_stop(s_workers[i], 10000);
-    }
-    proc_stop(s_gw, 5000);
-    proc_stop(s_broker, 5000);
-    free(s_token);
-    PQfinish(s_conn);
-    testdb_destroy(&s_db);
+    /* Judges the CLI, not how the cluster's processes stop. */
+    (void)cluster_destroy(&s_cluster);
     return 0;
 }
 
