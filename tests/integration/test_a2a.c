@@ -13,101 +13,22 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "id.h"
+#include "cluster.h"
 #include "mem.h"
-#include "proc.h"
-#include "relay.h"
-#include "testdb.h"
 
 #define S_NWORKERS 2
 
-static testdb_t *s_db;
+static cluster_t *s_cluster;
 static char s_build[512];
 static char s_source[512];
-static char s_base[64];
-static char s_pub[64], s_sub[64], s_relay[64];
-static pid_t s_broker;
-static pid_t s_gw;
-static pid_t s_workers[S_NWORKERS];
-static char *s_token;
 static char s_js[600]; /* the npm prefix holding @a2a-js/sdk and the script */
-
-static void s_start_worker(int i) {
-    char bin[600];
-    snprintf(bin, sizeof bin, "%s/worker/chatfleet-worker", s_build);
-    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
-    char *pub = mem_printf("CHATFLEET_BROKER_PUB=%s", s_pub);
-    char *sub = mem_printf("CHATFLEET_BROKER_SUB=%s", s_sub);
-    char *relay = mem_printf("CHATFLEET_BROKER_RELAY=%s", s_relay);
-    char *env[] = {url,
-                   pub,
-                   sub,
-                   relay,
-                   "CHATFLEET_ACQUIRE_POLL_MS=200",
-                   "CHATFLEET_WORKER_SYNC_MS=200",
-                   "CHATFLEET_SIM_CHUNK_MS=0",
-                   "CHATFLEET_LOG=info",
-                   NULL};
-    char *argv[] = {bin, NULL};
-    char log[64];
-    snprintf(log, sizeof log, "test_a2a.w%d.log", i);
-    s_workers[i] = proc_spawn(argv, env, log);
-    free(url);
-    free(pub);
-    free(sub);
-    free(relay);
-}
-
-static void s_start_cluster(void) {
-    snprintf(s_pub, sizeof s_pub, "tcp://127.0.0.1:%d", proc_free_port());
-    snprintf(s_sub, sizeof s_sub, "tcp://127.0.0.1:%d", proc_free_port());
-    snprintf(s_relay, sizeof s_relay, "tcp://127.0.0.1:%d", proc_free_port());
-    char bin[600];
-    snprintf(bin, sizeof bin, "%s/broker/chatfleet-broker", s_build);
-    char *bargv[] = {bin, "--pub", s_pub, "--sub", s_sub, "--relay", s_relay, NULL};
-    s_broker = proc_spawn(bargv, NULL, "test_a2a.broker.log");
-    relay_client_t *rc = relay_client_new(s_relay);
-    wire_stats_t st;
-    int64_t deadline = id_now_ms() + 10000;
-    while (relay_client_stats(rc, 100, &st) != 0) {
-        ASSERT(id_now_ms() < deadline);
-    }
-    relay_client_destroy(&rc);
-    char gw[600];
-    snprintf(gw, sizeof gw, "%s/api-gateway/chatfleet-gateway", s_build);
-    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
-    char *uenv[] = {url, NULL};
-    char *uargv[] = {gw, "user-add", "a2a", NULL};
-    s_token = proc_output(uargv, uenv);
-    ASSERT(s_token);
-    s_token[strcspn(s_token, "\n")] = '\0';
-    int port = proc_free_port();
-    snprintf(s_base, sizeof s_base, "http://127.0.0.1:%d", port);
-    char *listen = mem_printf("CHATFLEET_HTTP_LISTEN=127.0.0.1:%d", port);
-    char *pub = mem_printf("CHATFLEET_BROKER_PUB=%s", s_pub);
-    char *sub = mem_printf("CHATFLEET_BROKER_SUB=%s", s_sub);
-    char *relay = mem_printf("CHATFLEET_BROKER_RELAY=%s", s_relay);
-    char *env[] = {url, listen, pub, sub, relay, "CHATFLEET_STREAM_POLL_MS=200", NULL};
-    char *argv[] = {gw, "serve", NULL};
-    s_gw = proc_spawn(argv, env, "test_a2a.gateway.log");
-    free(listen);
-    free(pub);
-    free(sub);
-    free(relay);
-    free(url);
-    char health[96];
-    snprintf(health, sizeof health, "%s/healthz", s_base);
-    ASSERT(proc_wait_http(health, 10000) == 0);
-    for (int i = 0; i < S_NWORKERS; i++) {
-        s_start_worker(i);
-    }
-}
 
 /* npm install into the build directory; the script is copied beside node_modules so that
  * its bare import resolves there. Any failure fails the whole group. */
@@ -132,7 +53,7 @@ static int s_install_client(void) {
 /* Runs one case of the script; fails unless it printed "ok CASE". */
 static void s_case(const char *name) {
     char *cmd = mem_printf("cd '%s' && timeout 80 node a2a_client.mjs '%s' '%s' %s 2>&1", s_js,
-                           s_base, s_token, name);
+                           cluster_url(s_cluster, 0), cluster_token(s_cluster), name);
     FILE *p = popen(cmd, "r");
     free(cmd);
     assert_non_null(p);
@@ -192,20 +113,23 @@ static int s_setup(void **state) {
     if (s_install_client() != 0) {
         return -1;
     }
-    s_db = testdb_new();
-    s_start_cluster();
+    /* The processes' default lease and heartbeat (30 s, 9 s), not the harness's short ones;
+     * a quick acquire and stream poll. */
+    const char *env[] = {"CHATFLEET_LEASE_STALE_MS=30000",
+                         "CHATFLEET_HEARTBEAT_MS=9000",
+                         "CHATFLEET_ACQUIRE_POLL_MS=200",
+                         "CHATFLEET_STREAM_POLL_MS=200",
+                         "CHATFLEET_LOG=info",
+                         NULL};
+    cluster_opts_t o = {.name = "test_a2a", .gateways = 1, .workers = S_NWORKERS, .env = env};
+    s_cluster = cluster_new(&o);
     return 0;
 }
 
 static int s_teardown(void **state) {
     (void)state;
-    for (int i = 0; i < S_NWORKERS; i++) {
-        proc_stop(s_workers[i], 10000);
-    }
-    proc_stop(s_gw, 5000);
-    proc_stop(s_broker, 5000);
-    free(s_token);
-    testdb_destroy(&s_db);
+    /* Judges the client's cases, not how the cluster's processes stop. */
+    (void)cluster_destroy(&s_cluster);
     return 0;
 }
 
