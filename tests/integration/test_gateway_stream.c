@@ -18,31 +18,26 @@
 
 #include "bus.h"
 #include "chatstate.h"
+#include "cluster.h"
 #include "id.h"
 #include "mem.h"
 #include "proc.h"
 #include "sse.h"
-#include "testdb.h"
 
 #define WORKER  "11111111-1111-4111-8111-111111111111"
 #define RUNNER  "22222222-2222-4222-8222-222222222222"
 #define WAIT_MS 8000
 
-static testdb_t *s_db;
-static PGconn *s_conn;
-static pid_t s_broker;
-static pid_t s_gw[2];
-static char s_base[2][64];
-static char *s_token;
-static char s_pub[64];
+static cluster_t *s_cluster;
+static char s_pub[64]; /* the broker's publisher endpoint: the test publishes as the worker */
 static bus_publisher_t *s_bus;
 static hint_sink_t s_sink;
 
 static json_t *s_post(int gw, const char *path, const char *body, long want) {
     char url[256];
-    snprintf(url, sizeof url, "%s%s", s_base[gw], path);
+    snprintf(url, sizeof url, "%s%s", cluster_url(s_cluster, gw), path);
     proc_http_t r;
-    if (proc_http("POST", url, s_token, body, &r) != 0 || r.status != want) {
+    if (proc_http("POST", url, cluster_token(s_cluster), body, &r) != 0 || r.status != want) {
         fail_msg("POST %s: want %ld got %ld %s", path, want, r.status, r.body);
     }
     json_t *v = json_loads(r.body, 0, NULL);
@@ -52,8 +47,8 @@ static json_t *s_post(int gw, const char *path, const char *body, long want) {
 
 static sse_t *s_stream(int gw, const char *chat, int64_t last_id) {
     char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats/%s/stream", s_base[gw], chat);
-    return sse_open(url, s_token, last_id);
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/stream", cluster_url(s_cluster, gw), chat);
+    return sse_open(url, cluster_token(s_cluster), last_id);
 }
 
 static int s_want(sse_t *s, int from, const char *name) {
@@ -76,10 +71,11 @@ static int s_is_text(json_t *e, void *want) {
 }
 
 static void s_fence(const char *chat, cs_fence_t *f) {
-    char *sql = mem_printf("SELECT status || ' ' || history_version || ' ' || generation_attempt"
-                           " FROM chats WHERE id = '%s'",
-                           chat);
-    char *row = testdb_scalar(s_conn, sql);
+    char *row = cluster_sql(s_cluster,
+                            "SELECT status || ' ' || history_version || ' ' || generation_attempt"
+                            " FROM chats WHERE id = '%s'",
+                            chat);
+    ASSERT(row);
     static char status[32];
     long long hv;
     long long ga;
@@ -90,14 +86,13 @@ static void s_fence(const char *chat, cs_fence_t *f) {
                       .history_version = hv,
                       .generation_attempt = ga};
     free(row);
-    free(sql);
 }
 
 typedef int (*step_fn)(chatstate_t *cs, const char *chat, cs_error_t *err);
 
 static void s_worker(const char *chat, step_fn fn) {
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(cluster_db(s_cluster), chat, &err);
     assert_non_null(cs);
     if (fn(cs, chat, &err) != 0) {
         fail_msg("worker step: %s", err.message);
@@ -188,9 +183,9 @@ static void test_stream_follows_a_scripted_turn(void **u) {
     /* An edit of the first message: history_reset, then the new history. */
     char *epath = mem_printf("/api/v2/chats/%s/messages/%lld", chat, (long long)first_id);
     char url[256];
-    snprintf(url, sizeof url, "%s%s", s_base[0], epath);
+    snprintf(url, sizeof url, "%s%s", cluster_url(s_cluster, 0), epath);
     proc_http_t r;
-    assert_int_equal(proc_http("PATCH", url, s_token,
+    assert_int_equal(proc_http("PATCH", url, cluster_token(s_cluster),
                                "{\"content\":[{\"type\":\"text\",\"text\":\"edited\"}]}", &r),
                      0);
     assert_int_equal(r.status, 200);
@@ -252,12 +247,12 @@ static int s_kind_of(json_t *e, void *chat_id) {
 static void test_watch_reports_lifecycle_of_all_chats(void **u) {
     (void)u;
     char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats/watch", s_base[1]);
-    sse_t *w = sse_open(url, s_token, 0);
+    snprintf(url, sizeof url, "%s/api/v2/chats/watch", cluster_url(s_cluster, 1));
+    sse_t *w = sse_open(url, cluster_token(s_cluster), 0);
     /* Let the watch take its first snapshot, so the new chat is news to it. */
     json_t *before = s_post(0, "/api/v2/chats", "{\"content\":[]}", 201);
     const char *b = json_string_value(json_object_get(before, "id"));
-    char *bpath = mem_printf("%s/api/v2/chats/%s", s_base[0], b);
+    char *bpath = mem_printf("%s/api/v2/chats/%s", cluster_url(s_cluster, 0), b);
     proc_http_t r;
     int64_t deadline = id_now_ms() + WAIT_MS;
     /* Titles change without a hint: the poller finds them. Retitle until the watch, whose
@@ -265,7 +260,7 @@ static void test_watch_reports_lifecycle_of_all_chats(void **u) {
     for (int n = 0; sse_wait(w, 0, "title_change", s_kind_of, (void *)b, 300) < 0; n++) {
         assert_true(id_now_ms() < deadline);
         char *body = mem_printf("{\"title\":\"t%d\"}", n);
-        assert_int_equal(proc_http("PATCH", bpath, s_token, body, &r), 0);
+        assert_int_equal(proc_http("PATCH", bpath, cluster_token(s_cluster), body, &r), 0);
         assert_int_equal(r.status, 204);
         proc_http_free(&r);
         free(body);
@@ -283,7 +278,8 @@ static void test_watch_reports_lifecycle_of_all_chats(void **u) {
     assert_string_equal(
         json_string_value(json_object_get(json_array_get(calls, 0), "tool_call_id")), "w1");
     assert_true(sse_wait(w, 0, "status_change", s_kind_of, (void *)chat, WAIT_MS) >= 0);
-    assert_int_equal(proc_http("PATCH", bpath, s_token, "{\"archived\":true}", &r), 0);
+    assert_int_equal(proc_http("PATCH", bpath, cluster_token(s_cluster), "{\"archived\":true}", &r),
+                     0);
     assert_int_equal(r.status, 204);
     proc_http_free(&r);
     assert_true(sse_wait(w, 0, "archived", s_kind_of, (void *)b, WAIT_MS) >= 0);
@@ -297,68 +293,31 @@ static void test_stream_rejects_bad_cursor_and_foreign_chat(void **u) {
     (void)u;
     char url[256];
     snprintf(url, sizeof url, "%s/api/v2/chats/00000000-0000-4000-8000-000000000000/stream",
-             s_base[0]);
+             cluster_url(s_cluster, 0));
     proc_http_t r;
-    assert_int_equal(proc_http("GET", url, s_token, NULL, &r), 0);
+    assert_int_equal(proc_http("GET", url, cluster_token(s_cluster), NULL, &r), 0);
     assert_int_equal(r.status, 404);
     proc_http_free(&r);
     json_t *c = s_post(0, "/api/v2/chats", "{\"content\":[]}", 201);
-    snprintf(url, sizeof url, "%s/api/v2/chats/%s/stream?after_id=x", s_base[0],
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/stream?after_id=x", cluster_url(s_cluster, 0),
              json_string_value(json_object_get(c, "id")));
-    assert_int_equal(proc_http("GET", url, s_token, NULL, &r), 0);
+    assert_int_equal(proc_http("GET", url, cluster_token(s_cluster), NULL, &r), 0);
     assert_int_equal(r.status, 400);
     proc_http_free(&r);
     json_decref(c);
 }
 
-static pid_t s_spawn_gateway(int i, const char *sub, const char *relay) {
-    int port = proc_free_port();
-    snprintf(s_base[i], sizeof s_base[i], "http://127.0.0.1:%d", port);
-    char bin[512];
-    snprintf(bin, sizeof bin, "%s/api-gateway/chatfleet-gateway", getenv("CHATFLEET_BUILD_DIR"));
-    char *env[] = {mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db)),
-                   mem_printf("CHATFLEET_HTTP_LISTEN=127.0.0.1:%d", port),
-                   mem_printf("CHATFLEET_BROKER_PUB=%s", s_pub),
-                   mem_printf("CHATFLEET_BROKER_SUB=%s", sub),
-                   mem_printf("CHATFLEET_BROKER_RELAY=%s", relay),
-                   mem_strdup("CHATFLEET_STREAM_POLL_MS=2000"),
-                   NULL};
-    char *argv[] = {bin, "serve", NULL};
-    pid_t pid = proc_spawn(argv, env, "test_gateway_stream.log");
-    for (int k = 0; env[k]; k++) {
-        free(env[k]);
-    }
-    char health[96];
-    snprintf(health, sizeof health, "%s/healthz", s_base[i]);
-    ASSERT(proc_wait_http(health, 10000) == 0);
-    return pid;
-}
-
 static int s_setup(void **state) {
     (void)state;
-    s_db = testdb_new();
-    s_conn = testdb_connect(s_db);
-    char sub[64];
-    char relay[64];
+    /* No workers: the test is the worker, publishing on the broker at s_pub. The gateways
+     * keep the settings they had before the harness: the default lease (30 s), a 2 s poll. */
     snprintf(s_pub, sizeof s_pub, "tcp://127.0.0.1:%d", proc_free_port());
-    snprintf(sub, sizeof sub, "tcp://127.0.0.1:%d", proc_free_port());
-    snprintf(relay, sizeof relay, "tcp://127.0.0.1:%d", proc_free_port());
-    char bin[512];
-    snprintf(bin, sizeof bin, "%s/broker/chatfleet-broker", getenv("CHATFLEET_BUILD_DIR"));
-    char *bargv[] = {bin, "--pub", s_pub, "--sub", sub, "--relay", relay, NULL};
-    s_broker = proc_spawn(bargv, NULL, "test_gateway_stream.log");
-    char gwbin[512];
-    snprintf(gwbin, sizeof gwbin, "%s/api-gateway/chatfleet-gateway",
-             getenv("CHATFLEET_BUILD_DIR"));
-    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
-    char *env[] = {url, NULL};
-    char *argv[] = {gwbin, "user-add", "streamer", NULL};
-    s_token = proc_output(argv, env);
-    free(url);
-    ASSERT(s_token);
-    s_token[strcspn(s_token, "\n")] = '\0';
-    s_gw[0] = s_spawn_gateway(0, sub, relay);
-    s_gw[1] = s_spawn_gateway(1, sub, relay);
+    char *pub = mem_printf("CHATFLEET_BROKER_PUB=%s", s_pub);
+    const char *env[] = {pub, "CHATFLEET_LEASE_STALE_MS=30000", "CHATFLEET_STREAM_POLL_MS=2000",
+                         NULL};
+    cluster_opts_t o = {.name = "test_gateway_stream", .gateways = 2, .workers = 0, .env = env};
+    s_cluster = cluster_new(&o);
+    free(pub);
     s_bus = bus_publisher_new(s_pub);
     ASSERT(s_bus);
     s_sink = bus_publisher_sink(s_bus);
@@ -367,13 +326,8 @@ static int s_setup(void **state) {
 
 static int s_teardown(void **state) {
     (void)state;
-    int rc = proc_stop(s_gw[0], 5000) | proc_stop(s_gw[1], 5000);
-    proc_stop(s_broker, 5000);
     bus_publisher_destroy(&s_bus);
-    free(s_token);
-    PQfinish(s_conn);
-    testdb_destroy(&s_db);
-    return rc == 0 ? 0 : -1;
+    return cluster_destroy(&s_cluster) == 0 ? 0 : -1;
 }
 
 int main(void) {
