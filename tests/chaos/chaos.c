@@ -1,0 +1,656 @@
+/* chaos: the seeded workload, the fault schedule and the run; see chaos.h and README.md. */
+#include "chaos.h"
+#include "cluster.h"
+#include "id.h"
+#include "ledger.h"
+#include "mem.h"
+#include "proc.h"
+#include "sse.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CHAOS_GATEWAYS       2
+#define CHAOS_WORKERS        3
+#define CHAOS_FAULTS_MAX     256
+#define CHAOS_FAULT_GAP_MS   3000 /* mean time between faults */
+#define CHAOS_QUIESCE_MS     90000
+#define CHAOS_STREAM_WAIT_MS 20000
+#define CHAOS_PROGRESS_MS    5000
+#define CHAOS_RECENT_MAX     16 /* user messages and queued ids a client remembers */
+
+/* The response formats structured sends use (ledger_call_t.schema indexes them). */
+static const char *const s_formats[] = {
+    "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"city\",\"schema\":{\"type\":\"object\","
+    "\"properties\":{\"city\":{\"type\":\"string\",\"minLength\":3},\"population\":{\"type\":"
+    "\"integer\",\"minimum\":1}},\"required\":[\"city\",\"population\"],"
+    "\"additionalProperties\":false}}}",
+    "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"nums\",\"schema\":{\"type\":\"array\","
+    "\"items\":{\"type\":\"number\",\"maximum\":10},\"minItems\":2,\"uniqueItems\":true}}}",
+    "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"day\",\"schema\":{\"type\":\"string\","
+    "\"format\":\"date\"}}}",
+};
+#define CHAOS_NFORMATS ((int)(sizeof s_formats / sizeof s_formats[0]))
+
+/* Scripted model behaviour of structured turns (worker/README.md, "The sim provider"). */
+static const char *const s_scripts[] = {
+    "",
+    "[sim:schema-wrong 1]",
+    "[sim:schema-wrong 3]",
+    "[sim:schema-text 1]",
+    "[sim:schema-siblings]",
+    "[sim:schema-double]",
+    "[sim:schema-refuse]",
+    "[sim:tool time]",
+};
+#define CHAOS_NSCRIPTS ((int)(sizeof s_scripts / sizeof s_scripts[0]))
+
+typedef enum {
+    FAULT_WORKER_KILL = 0,
+    FAULT_WORKER_STOP,
+    FAULT_BROKER_KILL,
+    FAULT_PG_RESTART,
+    FAULT_GATEWAY_KILL,
+    FAULT_KINDS
+} fault_kind_t;
+
+static const char *const s_fault_names[FAULT_KINDS] = {"worker kill -9", "worker SIGSTOP",
+                                                       "broker kill -9", "postgres fast restart",
+                                                       "gateway kill -9"};
+
+typedef struct {
+    int64_t at_ms; /* from the start of the workload */
+    fault_kind_t kind;
+    int target;
+    int hold_ms; /* how long the process stays down or stopped */
+} fault_t;
+
+typedef struct {
+    chaos_config_t cfg;
+    cluster_t *cluster;
+    ledger_t *ledger;
+    fault_t faults[CHAOS_FAULTS_MAX];
+    int nfaults;
+    atomic_int faults_done;
+    atomic_int gw_up[CHAOS_GATEWAYS];
+    atomic_int tags;
+    atomic_bool drain; /* no new actions: only answer the model's questions */
+    atomic_bool stop;
+    int64_t t0;
+    int worker_starts[CHAOS_WORKERS];
+    pthread_mutex_t stream_lock; /* stream reconnects: the fault thread and the clients */
+} run_t;
+
+typedef struct {
+    run_t *run;
+    int chat;
+    unsigned rng;
+    int gw;
+    bool wrote;
+    int64_t mids[CHAOS_RECENT_MAX]; /* accepted user message ids, for edits */
+    int mid_schema[CHAOS_RECENT_MAX];
+    int nmids;
+    int64_t qids[CHAOS_RECENT_MAX]; /* queued ids, for queue deletions */
+    int nqids;
+} client_t;
+
+static unsigned s_rand(unsigned *state) {
+    *state = *state * 1103515245u + 12345u;
+    return (*state >> 16) & 0x7fff;
+}
+
+static void s_sleep_ms(int64_t ms) {
+    if (ms <= 0) {
+        return;
+    }
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL); /* pacing of the workload and the schedule, not a condition wait */
+}
+
+chaos_config_t chaos_config_from_env(int seconds, int chats, const char *name) {
+    chaos_config_t c = {.seed = (unsigned)(id_now_ms() % 1000000),
+                        .seconds = seconds,
+                        .chats = chats,
+                        .name = name};
+    const char *v = getenv("CHATFLEET_CHAOS_SEED");
+    if (v && *v) {
+        c.seed = (unsigned)strtoul(v, NULL, 10);
+    }
+    v = getenv("CHATFLEET_CHAOS_SECONDS");
+    if (v && *v) {
+        long s = strtol(v, NULL, 10);
+        c.seconds = s > 0 && s < 86400 ? (int)s : seconds;
+    }
+    v = getenv("CHATFLEET_CHAOS_CHATS");
+    if (v && *v) {
+        long n = strtol(v, NULL, 10);
+        c.chats = n > 0 && n <= LEDGER_CHATS_MAX ? (int)n : chats;
+    }
+    return c;
+}
+
+/* --- The fault schedule. --- */
+
+static void s_schedule(run_t *r) {
+    unsigned rng = r->cfg.seed ^ 0x5eedu;
+    int64_t span = (int64_t)r->cfg.seconds * 1000 - 4000; /* the last faults heal in time */
+    int n = (int)(span / CHAOS_FAULT_GAP_MS);
+    n = n < FAULT_KINDS ? FAULT_KINDS : n > CHAOS_FAULTS_MAX ? CHAOS_FAULTS_MAX : n;
+    /* Every kind at least once, the rest at random, in a seeded order. */
+    for (int i = 0; i < n; i++) {
+        fault_t *f = &r->faults[i];
+        f->kind = i < FAULT_KINDS ? (fault_kind_t)i : (fault_kind_t)(s_rand(&rng) % FAULT_KINDS);
+    }
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(s_rand(&rng) % (unsigned)(i + 1));
+        fault_kind_t k = r->faults[i].kind;
+        r->faults[i].kind = r->faults[j].kind;
+        r->faults[j].kind = k;
+    }
+    for (int i = 0; i < n; i++) {
+        fault_t *f = &r->faults[i];
+        f->at_ms = 1500 + (span - 1500) * i / n + (int64_t)(s_rand(&rng) % 1000);
+        switch (f->kind) {
+            case FAULT_WORKER_KILL:
+                f->target = (int)(s_rand(&rng) % CHAOS_WORKERS);
+                f->hold_ms = 200 + (int)(s_rand(&rng) % 1500);
+                break;
+            case FAULT_WORKER_STOP: /* sometimes past the 2000 ms lease: the fence must reject */
+                f->target = (int)(s_rand(&rng) % CHAOS_WORKERS);
+                f->hold_ms = 500 + (int)(s_rand(&rng) % 3500);
+                break;
+            case FAULT_BROKER_KILL:
+                f->hold_ms = 200 + (int)(s_rand(&rng) % 1500);
+                break;
+            case FAULT_PG_RESTART:
+                break;
+            case FAULT_GATEWAY_KILL:
+                f->target = (int)(s_rand(&rng) % CHAOS_GATEWAYS);
+                f->hold_ms = 300 + (int)(s_rand(&rng) % 1500);
+                break;
+            default:
+                ASSERT(0);
+        }
+    }
+    r->nfaults = n;
+    printf("chaos: seed %u, %d s, %d chats, %d faults (CHATFLEET_CHAOS_SEED=%u reproduces this"
+           " schedule):\n",
+           r->cfg.seed, r->cfg.seconds, r->cfg.chats, n, r->cfg.seed);
+    for (int i = 0; i < n; i++) {
+        const fault_t *f = &r->faults[i];
+        printf("chaos:   t=%6.1fs %-22s target %d hold %d ms\n", (double)f->at_ms / 1000.0,
+               s_fault_names[f->kind], f->target, f->hold_ms);
+    }
+}
+
+/* --- Streams. --- */
+
+static void s_stream_open(run_t *r, int chat, int gw, int64_t after) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/stream", cluster_url(r->cluster, gw),
+             ledger_chat_id(r->ledger, chat));
+    sse_t *sse = sse_open(url, cluster_token(r->cluster), after);
+    ASSERT(sse);
+    ledger_stream_add(r->ledger, chat, gw, after, &sse);
+}
+
+/* Every stream on the dead gateway resumes on the other with its Last-Event-ID. */
+static void s_streams_failover(run_t *r, int dead) {
+    pthread_mutex_lock(&r->stream_lock);
+    int moved = 0;
+    for (int c = 0; c < r->cfg.chats; c++) {
+        if (ledger_stream_gateway(r->ledger, c) == dead) {
+            s_stream_open(r, c, 1 - dead, ledger_stream_last_id(r->ledger, c));
+            moved++;
+        }
+    }
+    pthread_mutex_unlock(&r->stream_lock);
+    printf("chaos: t=%5.1fs %d streams resumed on gateway %d\n",
+           (double)(id_now_ms() - r->t0) / 1000.0, moved, 1 - dead);
+}
+
+/* --- Faults. --- */
+
+static void s_apply(run_t *r, const fault_t *f) {
+    cluster_t *c = r->cluster;
+    double t = (double)(id_now_ms() - r->t0) / 1000.0;
+    printf("chaos: t=%5.1fs fault: %s target %d hold %d ms\n", t, s_fault_names[f->kind], f->target,
+           f->hold_ms);
+    switch (f->kind) {
+        case FAULT_WORKER_KILL:
+            cluster_signal(c, CLUSTER_WORKER, f->target, SIGKILL);
+            s_sleep_ms(f->hold_ms);
+            cluster_start(c, CLUSTER_WORKER, f->target);
+            r->worker_starts[f->target]++;
+            break;
+        case FAULT_WORKER_STOP:
+            cluster_signal(c, CLUSTER_WORKER, f->target, SIGSTOP);
+            s_sleep_ms(f->hold_ms);
+            cluster_signal(c, CLUSTER_WORKER, f->target, SIGCONT);
+            break;
+        case FAULT_BROKER_KILL:
+            cluster_signal(c, CLUSTER_BROKER, 0, SIGKILL);
+            s_sleep_ms(f->hold_ms);
+            cluster_start(c, CLUSTER_BROKER, 0);
+            break;
+        case FAULT_PG_RESTART: {
+            int64_t ms = cluster_pg_restart(c);
+            printf("chaos: t=%5.1fs postgres restarted in %lld ms\n",
+                   (double)(id_now_ms() - r->t0) / 1000.0, (long long)ms);
+            ASSERT(ms >= 0);
+            break;
+        }
+        case FAULT_GATEWAY_KILL:
+            atomic_store(&r->gw_up[f->target], 0);
+            cluster_signal(c, CLUSTER_GATEWAY, f->target, SIGKILL);
+            s_streams_failover(r, f->target);
+            s_sleep_ms(f->hold_ms);
+            cluster_start(c, CLUSTER_GATEWAY, f->target);
+            atomic_store(&r->gw_up[f->target], 1);
+            break;
+        default:
+            ASSERT(0);
+    }
+    atomic_fetch_add(&r->faults_done, 1);
+}
+
+static void *s_fault_thread(void *arg) {
+    run_t *r = arg;
+    for (int i = 0; i < r->nfaults; i++) {
+        s_sleep_ms(r->t0 + r->faults[i].at_ms - id_now_ms());
+        s_apply(r, &r->faults[i]);
+    }
+    return NULL;
+}
+
+/* --- Clients. --- */
+
+static int s_pick_gateway(client_t *cl) {
+    run_t *r = cl->run;
+    if (!atomic_load(&r->gw_up[cl->gw])) {
+        cl->gw = 1 - cl->gw;
+    }
+    return cl->gw;
+}
+
+/* One HTTP call on the client's gateway; the parsed body (a new reference, or NULL) and the
+ * status (-1 when no response arrived, which also moves the client to the other gateway). */
+static json_t *s_call(client_t *cl, const char *method, const char *path, const char *body,
+                      long *status) {
+    char url[512];
+    snprintf(url, sizeof url, "%s%s", cluster_url(cl->run->cluster, s_pick_gateway(cl)), path);
+    proc_http_t h = {0};
+    json_t *out = NULL;
+    if (proc_http(method, url, cluster_token(cl->run->cluster), body, &h) != 0) {
+        *status = -1;
+        cl->gw = 1 - cl->gw;
+    } else {
+        *status = h.status;
+        out = h.body && h.body[0] ? json_loads(h.body, 0, NULL) : NULL;
+    }
+    proc_http_free(&h);
+    return out;
+}
+
+static bool s_ok(long status) {
+    return status >= 200 && status < 300;
+}
+
+static void s_remember(client_t *cl, int64_t mid, int schema) {
+    if (cl->nmids == CHAOS_RECENT_MAX) {
+        memmove(cl->mids, cl->mids + 1, (CHAOS_RECENT_MAX - 1) * sizeof *cl->mids);
+        memmove(cl->mid_schema, cl->mid_schema + 1, (CHAOS_RECENT_MAX - 1) * sizeof(int));
+        cl->nmids--;
+    }
+    cl->mids[cl->nmids] = mid;
+    cl->mid_schema[cl->nmids] = schema;
+    cl->nmids++;
+}
+
+/* Fills call from a send or edit response: the inserted message, the queued one, the request
+ * UUID. */
+static void s_read_send(client_t *cl, json_t *resp, ledger_call_t *call) {
+    json_t *m = json_object_get(resp, "message");
+    json_t *q = json_object_get(resp, "queued_message");
+    if (m) {
+        call->message_id = json_integer_value(json_object_get(m, "id"));
+        const char *rid = json_string_value(json_object_get(m, "structured_output_request_id"));
+        snprintf(call->rid, sizeof call->rid, "%s", rid ? rid : "");
+        s_remember(cl, call->message_id, call->schema);
+    }
+    if (q) {
+        call->queued_id = json_integer_value(json_object_get(q, "id"));
+        const char *rid = json_string_value(json_object_get(q, "structured_output_request_id"));
+        if (rid) {
+            snprintf(call->rid, sizeof call->rid, "%s", rid);
+        }
+        if (cl->nqids < CHAOS_RECENT_MAX) {
+            cl->qids[cl->nqids++] = call->queued_id;
+        }
+    }
+    if (!call->rid[0]) {
+        call->schema = -1;
+    }
+}
+
+static void s_send(client_t *cl, ledger_op_t op, const char *directive, int schema) {
+    run_t *r = cl->run;
+    int tag = atomic_fetch_add(&r->tags, 1);
+    char text[256];
+    snprintf(text, sizeof text, "%s [sim:slow 10] " LEDGER_TAG_PREFIX "%06d from chat %d",
+             directive, tag, cl->chat);
+    json_t *body = json_pack("{s:[{s:s,s:s}]}", "content", "type", "text", "text", text);
+    if (op == LEDGER_SEND_INTERRUPT) {
+        json_object_set_new(body, "busy_behavior", json_string("interrupt"));
+    }
+    if (schema >= 0) {
+        json_object_set_new(body, "response_format", json_loads(s_formats[schema], 0, NULL));
+    }
+    char *b = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    char path[160];
+    snprintf(path, sizeof path, "/api/v2/chats/%s/messages", ledger_chat_id(r->ledger, cl->chat));
+    ledger_call_t call = {.op = op, .chat = cl->chat, .tag = tag, .schema = schema};
+    json_t *resp = s_call(cl, "POST", path, b, &call.status);
+    free(b);
+    if (s_ok(call.status)) {
+        s_read_send(cl, resp, &call);
+        cl->wrote = true;
+    }
+    json_decref(resp);
+    ledger_add(r->ledger, &call);
+}
+
+static void s_edit(client_t *cl) {
+    if (cl->nmids == 0) {
+        return;
+    }
+    run_t *r = cl->run;
+    int k = cl->nmids - 1 - (int)(s_rand(&cl->rng) % (unsigned)(cl->nmids < 3 ? cl->nmids : 3));
+    int64_t target = cl->mids[k];
+    int schema = cl->mid_schema[k];
+    int tag = atomic_fetch_add(&r->tags, 1);
+    char text[160];
+    snprintf(text, sizeof text, "[sim:slow 10] " LEDGER_TAG_PREFIX "%06d edit of %lld", tag,
+             (long long)target);
+    json_t *body = json_pack("{s:[{s:s,s:s}]}", "content", "type", "text", "text", text);
+    char *b = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    char path[200];
+    snprintf(path, sizeof path, "/api/v2/chats/%s/messages/%lld",
+             ledger_chat_id(r->ledger, cl->chat), (long long)target);
+    ledger_call_t call = {
+        .op = LEDGER_EDIT, .chat = cl->chat, .tag = tag, .target = target, .schema = schema};
+    json_t *resp = s_call(cl, "PATCH", path, b, &call.status);
+    free(b);
+    if (s_ok(call.status)) {
+        s_read_send(cl, resp, &call);
+        call.deleted = json_incref(json_object_get(resp, "deleted_message_ids"));
+        cl->wrote = true;
+        /* The edited message and everything after it are gone. */
+        int keep = 0;
+        for (int i = 0; i < cl->nmids; i++) {
+            if (cl->mids[i] < target || cl->mids[i] == call.message_id) {
+                cl->mids[keep] = cl->mids[i];
+                cl->mid_schema[keep++] = cl->mid_schema[i];
+            }
+        }
+        cl->nmids = keep;
+    }
+    json_decref(resp);
+    ledger_add(r->ledger, &call);
+}
+
+static void s_queue_delete(client_t *cl) {
+    if (cl->nqids == 0) {
+        return;
+    }
+    run_t *r = cl->run;
+    int64_t qid = cl->qids[--cl->nqids];
+    char path[200];
+    snprintf(path, sizeof path, "/api/v2/chats/%s/queue/%lld", ledger_chat_id(r->ledger, cl->chat),
+             (long long)qid);
+    ledger_call_t call = {.op = LEDGER_QUEUE_DELETE, .chat = cl->chat, .tag = -1, .target = qid};
+    json_decref(s_call(cl, "DELETE", path, NULL, &call.status));
+    cl->wrote |= s_ok(call.status);
+    ledger_add(r->ledger, &call);
+}
+
+static void s_interrupt(client_t *cl) {
+    char path[160];
+    snprintf(path, sizeof path, "/api/v2/chats/%s/interrupt",
+             ledger_chat_id(cl->run->ledger, cl->chat));
+    ledger_call_t call = {.op = LEDGER_INTERRUPT, .chat = cl->chat, .tag = -1};
+    json_decref(s_call(cl, "POST", path, "{}", &call.status));
+    ledger_add(cl->run->ledger, &call);
+}
+
+/* Answers the latest action_required the stream showed. */
+static void s_answer(client_t *cl) {
+    json_t *calls = ledger_stream_action(cl->run->ledger, cl->chat);
+    if (!calls || json_array_size(calls) == 0) {
+        json_decref(calls);
+        return;
+    }
+    json_t *results = json_array();
+    size_t i;
+    json_t *c;
+    json_array_foreach(calls, i, c) {
+        json_array_append_new(results,
+                              json_pack("{s:O,s:s}", "tool_call_id",
+                                        json_object_get(c, "tool_call_id"), "output", "42"));
+    }
+    json_decref(calls);
+    json_t *body = json_pack("{s:o}", "results", results); /* steals results */
+    char *b = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    char path[160];
+    snprintf(path, sizeof path, "/api/v2/chats/%s/tool-results",
+             ledger_chat_id(cl->run->ledger, cl->chat));
+    ledger_call_t call = {.op = LEDGER_TOOL_RESULTS, .chat = cl->chat, .tag = -1};
+    json_decref(s_call(cl, "POST", path, b, &call.status));
+    free(b);
+    ledger_add(cl->run->ledger, &call);
+}
+
+/* GET /chats/{id}: records the snapshot_version; returns the status ("" when unknown). */
+static void s_observe(client_t *cl, char *status, size_t cap) {
+    char path[160];
+    snprintf(path, sizeof path, "/api/v2/chats/%s", ledger_chat_id(cl->run->ledger, cl->chat));
+    ledger_call_t call = {.op = LEDGER_GET, .chat = cl->chat, .tag = -1};
+    json_t *chat = s_call(cl, "GET", path, NULL, &call.status);
+    status[0] = '\0';
+    if (call.status == 200 && chat) {
+        ledger_snapshot(cl->run->ledger, cl->chat,
+                        json_integer_value(json_object_get(chat, "snapshot_version")), cl->wrote);
+        cl->wrote = false;
+        const char *s = json_string_value(json_object_get(chat, "status"));
+        snprintf(status, cap, "%s", s ? s : "");
+    }
+    json_decref(chat);
+    ledger_add(cl->run->ledger, &call);
+}
+
+static void s_act(client_t *cl) {
+    unsigned roll = s_rand(&cl->rng) % 100;
+    if (roll < 28) {
+        s_send(cl, LEDGER_SEND, "", -1);
+    } else if (roll < 38) {
+        s_send(cl, LEDGER_SEND, "[sim:tool time]", -1);
+    } else if (roll < 46) {
+        s_send(cl, LEDGER_SEND, "[sim:dynamic ask]", -1);
+    } else if (roll < 62) {
+        s_send(cl, LEDGER_SEND, s_scripts[s_rand(&cl->rng) % CHAOS_NSCRIPTS],
+               (int)(s_rand(&cl->rng) % CHAOS_NFORMATS));
+    } else if (roll < 70) {
+        s_send(cl, LEDGER_SEND_INTERRUPT, "", -1);
+    } else if (roll < 78) {
+        s_interrupt(cl);
+    } else if (roll < 88) {
+        s_edit(cl);
+    } else {
+        s_queue_delete(cl);
+    }
+}
+
+static void *s_client_thread(void *arg) {
+    client_t *cl = arg;
+    run_t *r = cl->run;
+    while (!atomic_load(&r->stop)) {
+        char status[32];
+        s_observe(cl, status, sizeof status);
+        if (!strcmp(status, "requires_action")) {
+            s_answer(cl);
+        } else if (!atomic_load(&r->drain)) {
+            s_act(cl);
+        }
+        s_sleep_ms(100 + (int64_t)(s_rand(&cl->rng) % 300));
+    }
+    return NULL;
+}
+
+static void s_create(run_t *r, int chat) {
+    int tag = atomic_fetch_add(&r->tags, 1);
+    char text[128];
+    snprintf(text, sizeof text, "[sim:slow 10] " LEDGER_TAG_PREFIX "%06d hello from chat %d", tag,
+             chat);
+    json_t *body = json_pack("{s:[{s:s,s:s}],s:[{s:s,s:s,s:{s:s}}]}", "content", "type", "text",
+                             "text", text, "dynamic_tools", "name", "ask", "description",
+                             "Ask the client", "input_schema", "type", "object");
+    char *b = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    char url[160];
+    int gw = chat % CHAOS_GATEWAYS;
+    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(r->cluster, gw));
+    proc_http_t h = {0};
+    ASSERT(proc_http("POST", url, cluster_token(r->cluster), b, &h) == 0);
+    free(b);
+    if (h.status != 201) {
+        fprintf(stderr, "chaos: create: %ld %s\n", h.status, h.body);
+        abort();
+    }
+    json_t *c = json_loads(h.body, 0, NULL);
+    ledger_set_chat(r->ledger, chat, json_string_value(json_object_get(c, "id")));
+    json_decref(c);
+    ledger_call_t call = {
+        .op = LEDGER_CREATE, .chat = chat, .status = h.status, .tag = tag, .schema = -1};
+    ledger_add(r->ledger, &call);
+    proc_http_free(&h);
+    s_stream_open(r, chat, gw, 0);
+}
+
+static void s_progress(run_t *r, const char *phase) {
+    int total = 0;
+    int sends = ledger_count(r->ledger, LEDGER_SEND, &total);
+    int sends_i = ledger_count(r->ledger, LEDGER_SEND_INTERRUPT, NULL);
+    int edits = ledger_count(r->ledger, LEDGER_EDIT, NULL);
+    int dels = ledger_count(r->ledger, LEDGER_QUEUE_DELETE, NULL);
+    int ints = ledger_count(r->ledger, LEDGER_INTERRUPT, NULL);
+    int tools = ledger_count(r->ledger, LEDGER_TOOL_RESULTS, NULL);
+    printf("chaos: t=%5.1fs %s: sends %d/%d accepted, interrupt-sends %d, edits %d, queue deletes"
+           " %d, interrupts %d, tool results %d, faults %d/%d\n",
+           (double)(id_now_ms() - r->t0) / 1000.0, phase, sends, total, sends_i, edits, dels, ints,
+           tools, atomic_load(&r->faults_done), r->nfaults);
+}
+
+int chaos_run(const chaos_config_t *cfg) {
+    run_t *r = mem_calloc(1, sizeof *r);
+    r->cfg = *cfg;
+    ASSERT(cfg->chats >= 1 && cfg->chats <= LEDGER_CHATS_MAX);
+    pthread_mutex_init(&r->stream_lock, NULL);
+    s_schedule(r);
+    static const char *const env[] = {"CHATFLEET_LEASE_STALE_MS=2000",
+                                      "CHATFLEET_HEARTBEAT_MS=600",
+                                      "CHATFLEET_ACQUIRE_POLL_MS=300",
+                                      "CHATFLEET_STREAM_POLL_MS=1000",
+                                      "CHATFLEET_WORKER_RETRY_BASE_MS=50",
+                                      "CHATFLEET_WORKER_RETRY_MAX_MS=500",
+                                      "CHATFLEET_MAX_STEPS_PER_TURN=8",
+                                      "CHATFLEET_REQUIRES_ACTION_DEADLINE_MS=120000",
+                                      "CHATFLEET_LOG=info",
+                                      NULL};
+    cluster_opts_t o = {.name = cfg->name,
+                        .gateways = CHAOS_GATEWAYS,
+                        .workers = CHAOS_WORKERS,
+                        .env = env,
+                        .private_pg = 1};
+    int64_t boot = id_now_ms();
+    r->cluster = cluster_new(&o);
+    for (int i = 0; i < CHAOS_WORKERS; i++) {
+        r->worker_starts[i] = 1;
+    }
+    for (int g = 0; g < CHAOS_GATEWAYS; g++) {
+        atomic_store(&r->gw_up[g], 1);
+    }
+    printf("chaos: cluster up in %lld ms (private PostgreSQL %s)\n",
+           (long long)(id_now_ms() - boot), cluster_db_url(r->cluster));
+    char calls_log[128];
+    snprintf(calls_log, sizeof calls_log, "%s.calls.log", cfg->name);
+    r->ledger = ledger_new(cfg->chats, calls_log);
+    ledger_set_schemas(r->ledger, s_formats, CHAOS_NFORMATS);
+    for (int c = 0; c < cfg->chats; c++) {
+        s_create(r, c);
+    }
+    client_t *clients = mem_calloc((size_t)cfg->chats, sizeof *clients);
+    pthread_t *threads = mem_calloc((size_t)cfg->chats, sizeof *threads);
+    r->t0 = id_now_ms();
+    for (int c = 0; c < cfg->chats; c++) {
+        clients[c] = (client_t){
+            .run = r, .chat = c, .rng = cfg->seed * 7919u + (unsigned)c, .gw = c % CHAOS_GATEWAYS};
+        ASSERT(pthread_create(&threads[c], NULL, s_client_thread, &clients[c]) == 0);
+    }
+    pthread_t faults;
+    ASSERT(pthread_create(&faults, NULL, s_fault_thread, r) == 0);
+    int64_t end = r->t0 + (int64_t)cfg->seconds * 1000;
+    while (id_now_ms() < end) {
+        s_sleep_ms(end - id_now_ms() < CHAOS_PROGRESS_MS ? end - id_now_ms() : CHAOS_PROGRESS_MS);
+        s_progress(r, "workload");
+    }
+    atomic_store(&r->drain, true);
+    pthread_join(faults, NULL);
+    s_progress(r, "faults healed, draining");
+    int64_t q = cluster_wait(r->cluster,
+                             "SELECT ((SELECT count(*) FROM chats WHERE status IN ('running',"
+                             " 'interrupting', 'requires_action')) + (SELECT count(*) FROM"
+                             " chat_queued_messages))::text",
+                             "0", CHAOS_QUIESCE_MS);
+    printf("chaos: t=%5.1fs quiescence %s after %lld ms\n", (double)(id_now_ms() - r->t0) / 1000.0,
+           q >= 0 ? "reached" : "NOT reached", (long long)q);
+    atomic_store(&r->stop, true);
+    for (int c = 0; c < cfg->chats; c++) {
+        pthread_join(threads[c], NULL);
+    }
+    char *logs[CHAOS_WORKERS * (CHAOS_FAULTS_MAX + 1) + 1];
+    int nlogs = 0;
+    for (int w = 0; w < CHAOS_WORKERS; w++) {
+        for (int s = 1; s <= r->worker_starts[w]; s++) {
+            logs[nlogs++] = mem_printf("%s.worker%d.%d.log", cfg->name, w, s);
+        }
+    }
+    logs[nlogs] = NULL;
+    int failed = ledger_check(r->ledger, cluster_db(r->cluster), (const char *const *)logs,
+                              CHAOS_STREAM_WAIT_MS);
+    failed += q < 0;
+    printf("chaos: seed %u: %s in %.1f s (%d faults)\n", cfg->seed, failed ? "FAILED" : "passed",
+           (double)(id_now_ms() - r->t0) / 1000.0, r->nfaults);
+    for (int i = 0; i < nlogs; i++) {
+        free(logs[i]);
+    }
+    ledger_destroy(&r->ledger);
+    int unclean = cluster_destroy(&r->cluster);
+    if (unclean) {
+        printf("chaos: %d processes did not exit cleanly on SIGTERM\n", unclean);
+    }
+    free(clients);
+    free(threads);
+    pthread_mutex_destroy(&r->stream_lock);
+    free(r);
+    return failed;
+}

@@ -1,0 +1,24 @@
+/*
+ * chaos: one seeded chaos run against a whole cluster (private PostgreSQL, broker, two
+ * gateways, three workers): a mixed workload from one client thread per chat, faults on a
+ * schedule printed at start, quiescence, then the ledger's invariants. See README.md.
+ */
+#ifndef CHATFLEET_CHAOS_H
+#define CHATFLEET_CHAOS_H
+
+typedef struct {
+    unsigned seed;    /* the fault schedule and every client's choices derive from it */
+    int seconds;      /* how long the workload and the faults run */
+    int chats;        /* concurrent clients, one chat each (1..LEDGER_CHATS_MAX) */
+    const char *name; /* log file prefix */
+} chaos_config_t;
+
+/* The configuration from CHATFLEET_CHAOS_SEED (default: the clock), CHATFLEET_CHAOS_SECONDS
+ * (default seconds) and CHATFLEET_CHAOS_CHATS (default chats). */
+chaos_config_t chaos_config_from_env(int seconds, int chats, const char *name);
+
+/* Runs it and prints progress, the schedule and each invariant with its counts. Returns the
+ * number of failed invariants (0: the run passed). Aborts when the cluster cannot start. */
+int chaos_run(const chaos_config_t *cfg);
+
+#endif
