@@ -24,7 +24,8 @@
 #define CHAOS_QUIESCE_MS     90000
 #define CHAOS_STREAM_WAIT_MS 20000
 #define CHAOS_PROGRESS_MS    5000
-#define CHAOS_RECENT_MAX     16 /* user messages and queued ids a client remembers */
+#define CHAOS_STREAM_DEAD_MS 3000 /* no event at all this long after opening: reconnect */
+#define CHAOS_RECENT_MAX     16   /* user messages and queued ids a client remembers */
 
 /* The response formats structured sends use (ledger_call_t.schema indexes them). */
 static const char *const s_formats[] = {
@@ -99,6 +100,7 @@ typedef struct {
     int nmids;
     int64_t qids[CHAOS_RECENT_MAX]; /* queued ids, for queue deletions */
     int nqids;
+    bool answer_failed; /* the last answer was rejected: ask REST for the pending calls */
 } client_t;
 
 static unsigned s_rand(unsigned *state) {
@@ -432,11 +434,67 @@ static void s_interrupt(client_t *cl) {
     ledger_add(cl->run->ledger, &call);
 }
 
-/* Answers the latest action_required the stream showed. */
+/* The calls pending after the latest user row, from GET /messages (a new reference): the
+ * fallback when the stream's latest action_required is stale or was never seen. */
+static json_t *s_pending_rest(client_t *cl) {
+    char path[200];
+    snprintf(path, sizeof path, "/api/v2/chats/%s/messages?limit=200",
+             ledger_chat_id(cl->run->ledger, cl->chat));
+    long status;
+    json_t *list = s_call(cl, "GET", path, NULL, &status);
+    json_t *rows = json_object_get(list, "messages");
+    int64_t last_user = 0;
+    size_t i;
+    json_t *m;
+    json_array_foreach(rows, i, m) {
+        int64_t id = json_integer_value(json_object_get(m, "id"));
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (role && !strcmp(role, "user") && id > last_user) {
+            last_user = id;
+        }
+    }
+    json_t *calls = json_array();
+    json_t *answered = json_object();
+    json_array_foreach(rows, i, m) {
+        size_t k;
+        json_t *part;
+        json_array_foreach(json_object_get(m, "content"), k, part) {
+            const char *type = json_string_value(json_object_get(part, "type"));
+            const char *call = json_string_value(json_object_get(part, "tool_call_id"));
+            if (type && call && !strcmp(type, "tool-result")) {
+                json_object_set_new(answered, call, json_true());
+            }
+        }
+    }
+    json_array_foreach(rows, i, m) {
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (!role || strcmp(role, "assistant") != 0 ||
+            json_integer_value(json_object_get(m, "id")) < last_user) {
+            continue;
+        }
+        size_t k;
+        json_t *part;
+        json_array_foreach(json_object_get(m, "content"), k, part) {
+            const char *type = json_string_value(json_object_get(part, "type"));
+            const char *call = json_string_value(json_object_get(part, "tool_call_id"));
+            if (type && call && !strcmp(type, "tool-call") && !json_object_get(answered, call)) {
+                json_array_append_new(calls, json_pack("{s:s}", "tool_call_id", call));
+            }
+        }
+    }
+    json_decref(answered);
+    json_decref(list);
+    return calls;
+}
+
+/* Answers the latest action_required the stream showed; after a rejected answer, the calls
+ * that GET /messages shows pending. */
 static void s_answer(client_t *cl) {
-    json_t *calls = ledger_stream_action(cl->run->ledger, cl->chat);
+    json_t *calls =
+        cl->answer_failed ? s_pending_rest(cl) : ledger_stream_action(cl->run->ledger, cl->chat);
     if (!calls || json_array_size(calls) == 0) {
         json_decref(calls);
+        cl->answer_failed = !cl->answer_failed;
         return;
     }
     json_t *results = json_array();
@@ -457,6 +515,7 @@ static void s_answer(client_t *cl) {
     ledger_call_t call = {.op = LEDGER_TOOL_RESULTS, .chat = cl->chat, .tag = -1};
     json_decref(s_call(cl, "POST", path, b, &call.status));
     free(b);
+    cl->answer_failed = !s_ok(call.status);
     ledger_add(cl->run->ledger, &call);
 }
 
@@ -504,6 +563,15 @@ static void *s_client_thread(void *arg) {
     client_t *cl = arg;
     run_t *r = cl->run;
     while (!atomic_load(&r->stop)) {
+        /* Like EventSource, a stream that never connected is opened again. */
+        pthread_mutex_lock(&r->stream_lock);
+        if (ledger_stream_dead(r->ledger, cl->chat, CHAOS_STREAM_DEAD_MS)) {
+            int gw = s_pick_gateway(cl);
+            printf("chaos: t=%5.1fs stream of chat %d never connected; reopened on gateway %d\n",
+                   (double)(id_now_ms() - r->t0) / 1000.0, cl->chat, gw);
+            s_stream_open(r, cl->chat, gw, ledger_stream_last_id(r->ledger, cl->chat));
+        }
+        pthread_mutex_unlock(&r->stream_lock);
         char status[32];
         s_observe(cl, status, sizeof status);
         if (!strcmp(status, "requires_action")) {

@@ -25,6 +25,7 @@ typedef struct {
     sse_t *sse;
     int gateway;
     int64_t after_id;
+    int64_t opened_ms;
 } segment_t;
 
 struct ledger {
@@ -136,8 +137,18 @@ void ledger_stream_add(ledger_t *self, int chat, int gateway, int64_t after_id, 
     s->sse = *sse;
     s->gateway = gateway;
     s->after_id = after_id;
+    s->opened_ms = id_now_ms();
     *sse = NULL;
     pthread_mutex_unlock(&self->lock);
+}
+
+bool ledger_stream_dead(ledger_t *self, int chat, int64_t stale_ms) {
+    pthread_mutex_lock(&self->lock);
+    int n = self->nsegs[chat];
+    bool dead = n > 0 && n < LEDGER_SEGMENTS_MAX && sse_count(self->segs[chat][n - 1].sse) == 0 &&
+                id_now_ms() - self->segs[chat][n - 1].opened_ms > stale_ms;
+    pthread_mutex_unlock(&self->lock);
+    return dead;
 }
 
 int ledger_stream_gateway(ledger_t *self, int chat) {

@@ -69,6 +69,9 @@ void ledger_snapshot(ledger_t *self, int chat, int64_t version, bool after_write
 
 /* A new stream connection of chat's client (takes over sse), resumed after after_id. */
 void ledger_stream_add(ledger_t *self, int chat, int gateway, int64_t after_id, sse_t **sse);
+/* Whether chat's current connection has shown no event at all stale_ms after it was opened
+ * (it never connected: every stream starts with the chat's rows and status). */
+bool ledger_stream_dead(ledger_t *self, int chat, int64_t stale_ms);
 /* The gateway of chat's current connection, or -1. */
 int ledger_stream_gateway(ledger_t *self, int chat);
 /* The id of the last event with an id the chat's client received (its Last-Event-ID). */
