@@ -434,9 +434,11 @@ static void s_metrics(void *app, http_req_t *req, http_resp_t *resp) {
 static void s_readyz(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     (void)req;
-    PGconn *conn = pool_get(gw->pool);
-    bool ok = db_exec(conn, NULL, 0, "SELECT 1", 0, NULL) == DB_OK;
-    pool_put(gw->pool, conn);
+    PGconn *conn = pool_get_within(gw->pool, 2000);
+    bool ok = conn && db_exec(conn, NULL, 0, "SELECT 1", 0, NULL) == DB_OK;
+    if (conn) {
+        pool_put(gw->pool, conn);
+    }
     if (ok) {
         http_json(resp, 200, json_pack("{s:s}", "status", "ready"));
     } else {

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 struct pool {
     pthread_mutex_t lock;
@@ -54,6 +55,26 @@ PGconn *pool_get(pool_t *self) {
         pthread_cond_wait(&self->freed, &self->lock);
     }
     PGconn *c = self->free_list[--self->nfree];
+    pthread_mutex_unlock(&self->lock);
+    return c;
+}
+
+PGconn *pool_get_within(pool_t *self, int64_t timeout_ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (timeout_ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&self->lock);
+    while (self->nfree == 0) {
+        if (pthread_cond_timedwait(&self->freed, &self->lock, &until) != 0) {
+            break;
+        }
+    }
+    PGconn *c = self->nfree > 0 ? self->free_list[--self->nfree] : NULL;
     pthread_mutex_unlock(&self->lock);
     return c;
 }

@@ -7,6 +7,7 @@
 #define CHATFLEET_POOL_H
 
 #include <libpq-fe.h>
+#include <stdint.h>
 
 typedef struct pool pool_t;
 
@@ -16,6 +17,10 @@ void pool_destroy(pool_t **self_p);
 
 /* Borrows a connection; never NULL. Give it back with pool_put(). */
 PGconn *pool_get(pool_t *self);
+
+/* The same, waiting at most timeout_ms; NULL when every connection stayed busy (a health
+ * probe must answer, not hang). */
+PGconn *pool_get_within(pool_t *self, int64_t timeout_ms);
 void pool_put(pool_t *self, PGconn *conn);
 
 #endif

@@ -80,8 +80,21 @@ static PGresult *s_exec(PGconn *conn, const char *sql, int n, const char *const 
 }
 
 PGconn *db_connect(const char *url, const char *application_name) {
-    const char *keys[] = {"dbname", "application_name", "connect_timeout", "options", NULL};
-    const char *vals[] = {url, application_name, "10", "-c client_min_messages=warning", NULL};
+    /* Keepalives and a TCP user timeout come first, so the URL may override them: without
+     * them a host cut off mid-transaction holds its row locks until TCP gives up. */
+    const char *keys[] = {"keepalives",
+                          "keepalives_idle",
+                          "keepalives_interval",
+                          "keepalives_count",
+                          "tcp_user_timeout",
+                          "dbname",
+                          "application_name",
+                          "connect_timeout",
+                          "options",
+                          NULL};
+    const char *vals[] = {
+        "1", "10", "5", "3", "30000", url, application_name, "10", "-c client_min_messages=warning",
+        NULL};
     PGconn *conn = PQconnectdbParams(keys, vals, 1);
     if (!conn) {
         log_error("db_connect_failed", "reason=\"out of memory\"");

@@ -154,7 +154,8 @@ static void s_pass(self_t *self) {
             return;
         }
     }
-    for (int i = 0; i < ACQUIRER_BATCH_MAX; i++) {
+    int i = 0;
+    for (; i < ACQUIRER_BATCH_MAX; i++) {
         int rc = s_acquire_one(self);
         if (rc < 0) {
             dbpool_put(self->pool, self->conn); /* closes a broken connection */
@@ -169,6 +170,11 @@ static void s_pass(self_t *self) {
             self->wake = true;
             break;
         }
+    }
+    /* A full batch means more may be waiting, and queued chats send no more hints: pass
+     * again at once (after a look at the pipe) instead of waiting for the poll. */
+    if (i == ACQUIRER_BATCH_MAX) {
+        self->wake = true;
     }
 }
 
