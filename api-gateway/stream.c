@@ -59,6 +59,35 @@ static json_t *s_rows(PGconn *conn, const char *sql, int n, const char *const *p
     return rows;
 }
 
+/* Sends the whole visible history again after a history_reset: the client's copy, from the
+ * resume point or not, is no longer the chat's. */
+static void s_reset(stream_t *s, PGconn *conn, const char *all) {
+    s_emit(s, "history_reset", json_object(), 0);
+    s->after_id = 0;
+    const char *p[] = {s->chat_id, "0"};
+    json_t *rows = s_rows(conn, all, 2, p);
+    s_emit_rows(s, rows);
+    json_decref(rows);
+}
+
+/* True when the resume point (the last message the client had) is gone: an edit truncates a
+ * suffix, so the client's copy is stale exactly when its last message was deleted. */
+static bool s_resume_point_gone(stream_t *s, PGconn *conn) {
+    if (s->after_id <= 0) {
+        return false;
+    }
+    char after[24];
+    snprintf(after, sizeof after, "%lld", (long long)s->after_id);
+    const char *p[] = {s->chat_id, after};
+    json_t *rows = s_rows(conn,
+                          "SELECT to_jsonb(deleted) FROM chat_messages WHERE chat_id = $1"
+                          " AND id = $2::bigint",
+                          2, p);
+    bool gone = rows && (json_array_size(rows) == 0 || json_is_true(json_array_get(rows, 0)));
+    json_decref(rows);
+    return gone;
+}
+
 static void s_sync_messages(stream_t *s, PGconn *conn) {
     char after[24];
     char since[24];
@@ -69,18 +98,23 @@ static void s_sync_messages(stream_t *s, PGconn *conn) {
                       " AND m.visibility <> 'model' AND NOT m.deleted AND m.id > $2::bigint"
                       " ORDER BY m.id";
     if (!s->initialized) {
+        if (s_resume_point_gone(s, conn)) {
+            s_reset(s, conn, all);
+            return;
+        }
         json_t *rows = s_rows(conn, all, 2, p);
         s_emit_rows(s, rows);
         json_decref(rows);
         return;
     }
     /* Rows changed since the last applied snapshot: the revision watermark, so a receipt
-     * that leaves history_version alone is still delivered. */
+     * that leaves history_version alone is still delivered. A deletion counts wherever it
+     * falls, at or before the resume point too. */
     json_t *rows = s_rows(conn,
                           "SELECT " GATEWAY_MESSAGE_JSON " || jsonb_build_object('deleted',"
                           " m.deleted) FROM chat_messages m WHERE m.chat_id = $1"
                           " AND m.visibility <> 'model' AND m.revision > $3::bigint"
-                          " AND m.id > $2::bigint ORDER BY m.id",
+                          " AND (m.id > $2::bigint OR m.deleted) ORDER BY m.id",
                           3, p);
     bool reset = false;
     size_t i;
@@ -90,8 +124,8 @@ static void s_sync_messages(stream_t *s, PGconn *conn) {
     }
     if (reset) {
         json_decref(rows);
-        s_emit(s, "history_reset", json_object(), 0);
-        rows = s_rows(conn, all, 2, p);
+        s_reset(s, conn, all);
+        return;
     }
     s_emit_rows(s, rows);
     json_decref(rows);
