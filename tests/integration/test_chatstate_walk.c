@@ -17,6 +17,7 @@
 
 #include "chatstate.h"
 #include "mem.h"
+#include "chatsetup.h"
 #include "testdb.h"
 
 static const char *s_diagram[] = {
@@ -97,219 +98,9 @@ static const char *s_diagram[] = {
     "Invalid --> E1: ReconcileInvalidState / queued messages",
 };
 
-#define WORKER   "11111111-1111-4111-8111-111111111111"
-#define RUNNER   "22222222-2222-4222-8222-222222222222"
-#define USER_MSG "[{\"type\":\"text\",\"text\":\"hello\"}]"
-
 static testdb_t *s_db;
 static PGconn *s_conn;
 static char s_owner[ID_UUID_LEN + 1];
-
-/* The setups: how to reach each state, and with how many queued messages. */
-typedef struct {
-    const char *name; /* state name as in the diagram */
-    int queued;       /* queue length to set up */
-    int invalid_kind; /* 0: a valid state; 1..3: a kind of invalid state */
-} setup_t;
-
-static const setup_t s_setups[] = {
-    {"N", 0, 0},       {"W", 0, 0},       {"E0", 0, 0},  {"E1", 1, 0},      {"E1", 2, 0},
-    {"R0", 0, 0},      {"R1", 1, 0},      {"R1", 2, 0},  {"I0", 0, 0},      {"I1", 1, 0},
-    {"I1", 2, 0},      {"A0", 0, 0},      {"A1", 1, 0},  {"A1", 2, 0},      {"XW", 0, 0},
-    {"XE0", 0, 0},     {"XE1", 1, 0},     {"XE1", 2, 0}, {"Invalid", 1, 1}, {"Invalid", 2, 1},
-    {"Invalid", 0, 2}, {"Invalid", 1, 3},
-};
-
-static void s_ok(int rc, const cs_error_t *err, const char *what) {
-    if (rc != 0) {
-        fail_msg("setup %s failed: %s", what, err->message);
-    }
-}
-
-static void s_fence(PGconn *conn, const char *chat, cs_fence_t *f) {
-    char *sql = mem_printf("SELECT status || ' ' || history_version || ' ' || generation_attempt"
-                           " FROM chats WHERE id = '%s'",
-                           chat);
-    char *row = testdb_scalar(conn, sql);
-    static char status[32];
-    long long hv = 0;
-    long long ga = 0;
-    ASSERT(sscanf(row, "%31s %lld %lld", status, &hv, &ga) == 3);
-    snprintf(f->worker_id, sizeof f->worker_id, "%s", WORKER);
-    snprintf(f->runner_id, sizeof f->runner_id, "%s", RUNNER);
-    f->status = status;
-    f->history_version = hv;
-    f->generation_attempt = ga;
-    free(row);
-    free(sql);
-}
-
-/* Applies one worker-side or HTTP-side bundle used by the setup; asserts success. */
-typedef int (*step_fn)(chatstate_t *cs, const char *chat, cs_error_t *err);
-
-static void s_bundle(const char *chat, step_fn fn, const char *what) {
-    cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
-    s_ok(cs ? 0 : -1, &err, what);
-    s_ok(fn(cs, chat, &err), &err, what);
-    s_ok(chatstate_commit(&cs, NULL, NULL, &err), &err, what);
-}
-
-static int s_do_acquire(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    (void)chat;
-    return chatstate_acquire(cs, WORKER, RUNNER, err);
-}
-
-static int s_do_step(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    cs_fence_t f;
-    s_fence(s_conn, chat, &f);
-    cs_message_t m = {.role = "assistant", .content = "[{\"type\":\"text\",\"text\":\"hi\"}]"};
-    return chatstate_commit_step(cs, &f, &m, 1, err);
-}
-
-static int s_do_tool_step(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    cs_fence_t f;
-    s_fence(s_conn, chat, &f);
-    cs_message_t m = {.role = "assistant",
-                      .content = "[{\"type\":\"tool-call\",\"tool_call_id\":\"dyn_1\","
-                                 "\"tool_name\":\"ask_user\",\"args\":{}}]"};
-    if (chatstate_commit_step(cs, &f, &m, 1, err) != 0) {
-        return -1;
-    }
-    f.history_version = -1;
-    return chatstate_enter_requires_action(cs, &f, err);
-}
-
-static int s_do_queue(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    (void)chat;
-    int64_t mid;
-    int64_t qid;
-    cs_message_t m = {.role = "user", .content = USER_MSG};
-    return chatstate_send_message(cs, &m, CS_BUSY_QUEUE, 0, &mid, &qid, err);
-}
-
-static int s_do_send_interrupt(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    (void)chat;
-    int64_t mid;
-    int64_t qid;
-    cs_message_t m = {.role = "user", .content = USER_MSG};
-    return chatstate_send_message(cs, &m, CS_BUSY_INTERRUPT, 0, &mid, &qid, err);
-}
-
-static int s_do_interrupt(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    (void)chat;
-    return chatstate_interrupt(cs, "user", err);
-}
-
-static int s_do_finish_turn(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    cs_fence_t f;
-    s_fence(s_conn, chat, &f);
-    return chatstate_finish_turn(cs, &f, NULL, 0, err);
-}
-
-static int s_do_finish_error(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    cs_fence_t f;
-    s_fence(s_conn, chat, &f);
-    return chatstate_finish_error(cs, &f, "{\"message\":\"boom\"}", NULL, 0, err);
-}
-
-static int s_do_archive(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    (void)chat;
-    return chatstate_set_archived(cs, true, err);
-}
-
-static int s_do_abandon(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    cs_fence_t f;
-    s_fence(s_conn, chat, &f);
-    return chatstate_abandon(cs, &f, err);
-}
-
-static void s_sql(const char *fmt, const char *chat) {
-    char *sql = mem_printf(fmt, chat);
-    char err[256];
-    if (testdb_try(s_conn, sql, err, sizeof err) != 0) {
-        fail_msg("%s: %s", sql, err);
-    }
-    free(sql);
-}
-
-/* Builds a chat in the given state, owned by (WORKER, RUNNER) with a fresh lease unless
- * unowned. Writes its id to chat (or a random unused id for N). */
-static void s_setup(const setup_t *s, bool unowned, char chat[ID_UUID_LEN + 1]) {
-    if (!strcmp(s->name, "N")) {
-        ASSERT(id_uuid_new(chat) == 0);
-        return;
-    }
-    cs_message_t first = {.role = "user", .content = USER_MSG};
-    cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
-    cs_error_t err;
-    s_ok(chatstate_create(s_conn, &c, NULL, chat, &err), &err, "create");
-    s_bundle(chat, s_do_acquire, "acquire");
-    s_bundle(chat, s_do_step, "step");
-    const char *n = s->name;
-    bool archived = n[0] == 'X';
-    if (archived) {
-        n++;
-    }
-    if (s->invalid_kind == 1) { /* waiting with a queue */
-        for (int i = 0; i < s->queued; i++) {
-            s_bundle(chat, s_do_queue, "queue");
-        }
-        s_sql("UPDATE chats SET status = 'waiting' WHERE id = '%s'", chat);
-    } else if (s->invalid_kind == 2) { /* archived while running */
-        s_sql("UPDATE chats SET archived = true WHERE id = '%s'", chat);
-    } else if (s->invalid_kind == 3) { /* archived while requiring action, with a queue */
-        s_bundle(chat, s_do_tool_step, "tool step");
-        s_bundle(chat, s_do_queue, "queue");
-        s_sql("UPDATE chats SET archived = true WHERE id = '%s'", chat);
-    } else if (n[0] == 'R') {
-        for (int i = 0; i < s->queued; i++) {
-            s_bundle(chat, s_do_queue, "queue");
-        }
-    } else if (n[0] == 'I') {
-        if (s->queued > 0) {
-            s_bundle(chat, s_do_send_interrupt, "send interrupt");
-        } else {
-            s_bundle(chat, s_do_interrupt, "interrupt");
-        }
-        for (int i = 1; i < s->queued; i++) {
-            s_bundle(chat, s_do_queue, "queue");
-        }
-    } else if (n[0] == 'A') {
-        s_bundle(chat, s_do_tool_step, "tool step");
-        for (int i = 0; i < s->queued; i++) {
-            s_bundle(chat, s_do_queue, "queue");
-        }
-    } else if (n[0] == 'W') {
-        s_bundle(chat, s_do_finish_turn, "finish turn");
-    } else if (n[0] == 'E') {
-        for (int i = 0; i < s->queued; i++) {
-            s_bundle(chat, s_do_queue, "queue");
-        }
-        s_bundle(chat, s_do_finish_error, "finish error");
-    }
-    if (archived) {
-        s_bundle(chat, s_do_archive, "archive");
-    }
-    if (unowned) {
-        s_bundle(chat, s_do_abandon, "abandon");
-    }
-}
-
-static char *s_digest(const char *chat) {
-    char *sql = mem_printf(
-        "SELECT md5(coalesce((SELECT row_to_json(c)::text FROM chats c WHERE id = '%1$s'), '')"
-        " || coalesce((SELECT string_agg(row_to_json(m)::text, ',' ORDER BY id)"
-        " FROM chat_messages m WHERE chat_id = '%1$s'), '')"
-        " || coalesce((SELECT string_agg(row_to_json(q)::text, ',' ORDER BY id)"
-        " FROM chat_queued_messages q WHERE chat_id = '%1$s'), '')"
-        " || coalesce((SELECT string_agg(row_to_json(h)::text, ',' ORDER BY runner_id)"
-        " FROM chat_heartbeats h WHERE chat_id = '%1$s'), ''))",
-        chat);
-    char *d = testdb_scalar(s_conn, sql);
-    free(sql);
-    return d;
-}
 
 static exec_state_t s_classify(const char *chat) {
     char *sql = mem_printf("SELECT status || ' ' || archived || ' ' || (SELECT count(*) FROM"
@@ -343,7 +134,7 @@ static cs_rc_t s_apply(chatmove_t m, const char *chat) {
     cs_error_t err;
     memset(&err, 0, sizeof err);
     if (m == MV_CREATE) {
-        cs_message_t first = {.role = "user", .content = USER_MSG};
+        cs_message_t first = {.role = "user", .content = CHATSETUP_USER_MSG};
         cs_create_t c = {
             .chat_id = chat, .owner_id = s_owner, .messages = &first, .message_count = 1};
         char out[ID_UUID_LEN + 1];
@@ -354,8 +145,8 @@ static cs_rc_t s_apply(chatmove_t m, const char *chat) {
         return err.rc;
     }
     cs_fence_t f;
-    s_fence(s_conn, chat, &f);
-    cs_message_t um = {.role = "user", .content = USER_MSG};
+    chatsetup_fence(s_conn, chat, &f);
+    cs_message_t um = {.role = "user", .content = CHATSETUP_USER_MSG};
     cs_message_t am = {.role = "assistant", .content = "[{\"type\":\"text\",\"text\":\"x\"}]"};
     cs_tool_result_t tr = {.tool_call_id = "dyn_1", .output = "{\"ok\":true}"};
     int64_t mid;
@@ -408,7 +199,7 @@ static cs_rc_t s_apply(chatmove_t m, const char *chat) {
             rc = chatstate_reconcile_invalid(cs, &err);
             break;
         case MV_ACQUIRE:
-            rc = chatstate_acquire(cs, WORKER, RUNNER, &err);
+            rc = chatstate_acquire(cs, CHATSETUP_WORKER, CHATSETUP_RUNNER, &err);
             break;
         case MV_ABANDON:
             rc = chatstate_abandon(cs, &f, &err);
@@ -518,19 +309,19 @@ static void test_every_state_against_every_transition(void **unused) {
     int pairs = 0;
     int accepted = 0;
     int rejected = 0;
-    for (size_t si = 0; si < sizeof s_setups / sizeof s_setups[0]; si++) {
-        const setup_t *s = &s_setups[si];
+    for (int si = 0; si < chatsetup_count; si++) {
+        const chatsetup_t *s = &chatsetup_all[si];
         for (int m = 0; m < MV_COUNT; m++) {
             bool ownership = m == MV_ACQUIRE || m == MV_ABANDON;
             const char *want = ownership ? s_expect_ownership(s->name, m)
                                          : s_expect(s->name, s->queued, (chatmove_t)m);
             char chat[ID_UUID_LEN + 1];
-            s_setup(s, m == MV_ACQUIRE, chat);
+            chatsetup_build(s_conn, s_owner, s, m == MV_ACQUIRE, chat);
             exec_state_t before = s_classify(chat);
             if (strcmp(chatmove_state_name(before), s->name) != 0) {
                 fail_msg("setup for %s produced %s", s->name, chatmove_state_name(before));
             }
-            char *d0 = strcmp(s->name, "N") ? s_digest(chat) : NULL;
+            char *d0 = strcmp(s->name, "N") ? chatsetup_digest(s_conn, chat) : NULL;
             cs_rc_t rc = s_apply((chatmove_t)m, chat);
             exec_state_t after = s_classify(chat);
             pairs++;
@@ -552,7 +343,7 @@ static void test_every_state_against_every_transition(void **unused) {
                              chatmove_name(m), expect_rc, rc);
                 }
                 if (d0) {
-                    char *d1 = s_digest(chat);
+                    char *d1 = chatsetup_digest(s_conn, chat);
                     if (strcmp(d0, d1) != 0) {
                         fail_msg("%s + %s was rejected but changed the chat", s->name,
                                  chatmove_name(m));
@@ -564,10 +355,10 @@ static void test_every_state_against_every_transition(void **unused) {
             free(d0);
         }
     }
-    printf("walk: checked %d (state, transition) pairs over %zu setups x %d transitions: "
+    printf("walk: checked %d (state, transition) pairs over %d setups x %d transitions: "
            "%d accepted, %d rejected\n",
-           pairs, sizeof s_setups / sizeof s_setups[0], (int)MV_COUNT, accepted, rejected);
-    assert_int_equal(pairs, (int)(sizeof s_setups / sizeof s_setups[0]) * MV_COUNT);
+           pairs, chatsetup_count, (int)MV_COUNT, accepted, rejected);
+    assert_int_equal(pairs, chatsetup_count * MV_COUNT);
 }
 
 static int s_group_setup(void **state) {

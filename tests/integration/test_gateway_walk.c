@@ -25,6 +25,7 @@
 #include "chatstate.h"
 #include "mem.h"
 #include "proc.h"
+#include "chatsetup.h"
 #include "testdb.h"
 
 /* The reference's tables, one line per supported (input state, result). The queue note in
@@ -181,10 +182,7 @@ static const struct {
                       false},
 };
 
-#define WORKER   "11111111-1111-4111-8111-111111111111"
-#define RUNNER   "22222222-2222-4222-8222-222222222222"
-#define USER_MSG "[{\"type\":\"text\",\"text\":\"hello\"}]"
-#define NO_ID    999999999LL
+#define NO_ID 999999999LL
 
 static testdb_t *s_db;
 static PGconn *s_conn;
@@ -192,210 +190,6 @@ static pid_t s_gw;
 static char s_base[64];
 static char *s_token;
 static char s_owner[ID_UUID_LEN + 1];
-
-typedef struct {
-    const char *name; /* state name as in the reference */
-    int queued;       /* queue length to set up */
-    int invalid_kind; /* 0: a valid state; 1..3: a kind of invalid state */
-} setup_t;
-
-static const setup_t s_setups[] = {
-    {"N", 0, 0},       {"W", 0, 0},       {"E0", 0, 0},  {"E1", 1, 0},      {"E1", 2, 0},
-    {"R0", 0, 0},      {"R1", 1, 0},      {"R1", 2, 0},  {"I0", 0, 0},      {"I1", 1, 0},
-    {"I1", 2, 0},      {"A0", 0, 0},      {"A1", 1, 0},  {"A1", 2, 0},      {"XW", 0, 0},
-    {"XE0", 0, 0},     {"XE1", 1, 0},     {"XE1", 2, 0}, {"Invalid", 1, 1}, {"Invalid", 2, 1},
-    {"Invalid", 0, 2}, {"Invalid", 1, 3},
-};
-
-/* ---- Acting as the worker (and the HTTP side) through chatstate to reach a state. ---- */
-
-static void s_fence(const char *chat, cs_fence_t *f) {
-    char *sql = mem_printf("SELECT status || ' ' || history_version || ' ' || generation_attempt"
-                           " FROM chats WHERE id = '%s'",
-                           chat);
-    char *row = testdb_scalar(s_conn, sql);
-    static char status[32];
-    long long hv = 0;
-    long long ga = 0;
-    ASSERT(row && sscanf(row, "%31s %lld %lld", status, &hv, &ga) == 3);
-    snprintf(f->worker_id, sizeof f->worker_id, "%s", WORKER);
-    snprintf(f->runner_id, sizeof f->runner_id, "%s", RUNNER);
-    f->status = status;
-    f->history_version = hv;
-    f->generation_attempt = ga;
-    free(row);
-    free(sql);
-}
-
-typedef int (*step_fn)(chatstate_t *cs, const char *chat, cs_error_t *err);
-
-static void s_bundle(const char *chat, step_fn fn, const char *what) {
-    cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
-    if (!cs || fn(cs, chat, &err) != 0 || chatstate_commit(&cs, NULL, NULL, &err) != 0) {
-        fail_msg("setup %s failed: %s", what, err.message);
-    }
-}
-
-static int s_do_acquire(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    (void)chat;
-    return chatstate_acquire(cs, WORKER, RUNNER, err);
-}
-
-static int s_do_step(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    cs_fence_t f;
-    s_fence(chat, &f);
-    cs_message_t m = {.role = "assistant", .content = "[{\"type\":\"text\",\"text\":\"hi\"}]"};
-    return chatstate_commit_step(cs, &f, &m, 1, err);
-}
-
-static int s_do_tool_step(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    cs_fence_t f;
-    s_fence(chat, &f);
-    cs_message_t m = {.role = "assistant",
-                      .content = "[{\"type\":\"tool-call\",\"tool_call_id\":\"dyn_1\","
-                                 "\"tool_name\":\"ask_user\",\"args\":{}}]"};
-    if (chatstate_commit_step(cs, &f, &m, 1, err) != 0) {
-        return -1;
-    }
-    f.history_version = -1; /* the step itself advanced it */
-    return chatstate_enter_requires_action(cs, &f, err);
-}
-
-static int s_do_queue(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    (void)chat;
-    int64_t mid;
-    int64_t qid;
-    cs_message_t m = {.role = "user", .content = USER_MSG};
-    return chatstate_send_message(cs, &m, CS_BUSY_QUEUE, 0, &mid, &qid, err);
-}
-
-static int s_do_send_interrupt(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    (void)chat;
-    int64_t mid;
-    int64_t qid;
-    cs_message_t m = {.role = "user", .content = USER_MSG};
-    return chatstate_send_message(cs, &m, CS_BUSY_INTERRUPT, 0, &mid, &qid, err);
-}
-
-static int s_do_interrupt(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    (void)chat;
-    return chatstate_interrupt(cs, "user", err);
-}
-
-static int s_do_finish_turn(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    cs_fence_t f;
-    s_fence(chat, &f);
-    return chatstate_finish_turn(cs, &f, NULL, 0, err);
-}
-
-static int s_do_finish_error(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    cs_fence_t f;
-    s_fence(chat, &f);
-    return chatstate_finish_error(cs, &f, "{\"message\":\"boom\"}", NULL, 0, err);
-}
-
-static int s_do_archive(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    (void)chat;
-    return chatstate_set_archived(cs, true, err);
-}
-
-static int s_do_abandon(chatstate_t *cs, const char *chat, cs_error_t *err) {
-    cs_fence_t f;
-    s_fence(chat, &f);
-    f.status = NULL;
-    return chatstate_abandon(cs, &f, err);
-}
-
-static void s_sql(const char *fmt, const char *chat) {
-    char *sql = mem_printf(fmt, chat);
-    char err[256];
-    if (testdb_try(s_conn, sql, err, sizeof err) != 0) {
-        fail_msg("%s: %s", sql, err);
-    }
-    free(sql);
-}
-
-/* Builds a chat of the gateway's user in the given state, owned by (WORKER, RUNNER) unless
- * unowned. Writes its id to chat (a random unused id for N). */
-static void s_setup(const setup_t *s, bool unowned, char chat[ID_UUID_LEN + 1]) {
-    if (!strcmp(s->name, "N")) {
-        ASSERT(id_uuid_new(chat) == 0);
-        return;
-    }
-    cs_message_t first = {.role = "user", .content = USER_MSG};
-    cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
-    cs_error_t err;
-    if (chatstate_create(s_conn, &c, NULL, chat, &err) != 0) {
-        fail_msg("create: %s", err.message);
-    }
-    s_bundle(chat, s_do_acquire, "acquire");
-    s_bundle(chat, s_do_step, "step");
-    const char *n = s->name;
-    bool archived = n[0] == 'X';
-    if (archived) {
-        n++;
-    }
-    if (s->invalid_kind == 1) { /* waiting with a queue */
-        for (int i = 0; i < s->queued; i++) {
-            s_bundle(chat, s_do_queue, "queue");
-        }
-        s_sql("UPDATE chats SET status = 'waiting' WHERE id = '%s'", chat);
-    } else if (s->invalid_kind == 2) { /* archived while running */
-        s_sql("UPDATE chats SET archived = true WHERE id = '%s'", chat);
-    } else if (s->invalid_kind == 3) { /* archived while requiring action, with a queue */
-        s_bundle(chat, s_do_tool_step, "tool step");
-        s_bundle(chat, s_do_queue, "queue");
-        s_sql("UPDATE chats SET archived = true WHERE id = '%s'", chat);
-    } else if (n[0] == 'R') {
-        for (int i = 0; i < s->queued; i++) {
-            s_bundle(chat, s_do_queue, "queue");
-        }
-    } else if (n[0] == 'I') {
-        if (s->queued > 0) {
-            s_bundle(chat, s_do_send_interrupt, "send interrupt");
-        } else {
-            s_bundle(chat, s_do_interrupt, "interrupt");
-        }
-        for (int i = 1; i < s->queued; i++) {
-            s_bundle(chat, s_do_queue, "queue");
-        }
-    } else if (n[0] == 'A') {
-        s_bundle(chat, s_do_tool_step, "tool step");
-        for (int i = 0; i < s->queued; i++) {
-            s_bundle(chat, s_do_queue, "queue");
-        }
-    } else if (n[0] == 'W') {
-        s_bundle(chat, s_do_finish_turn, "finish turn");
-    } else if (n[0] == 'E') {
-        for (int i = 0; i < s->queued; i++) {
-            s_bundle(chat, s_do_queue, "queue");
-        }
-        s_bundle(chat, s_do_finish_error, "finish error");
-    }
-    if (archived) {
-        s_bundle(chat, s_do_archive, "archive");
-    }
-    if (unowned) {
-        s_bundle(chat, s_do_abandon, "abandon");
-    }
-}
-
-/* Every row of the chat (chat, messages, queue, heartbeats), as one md5. */
-static char *s_digest(const char *chat) {
-    char *sql = mem_printf(
-        "SELECT md5(coalesce((SELECT row_to_json(c)::text FROM chats c WHERE id = '%1$s'), '')"
-        " || coalesce((SELECT string_agg(row_to_json(m)::text, ',' ORDER BY id)"
-        " FROM chat_messages m WHERE chat_id = '%1$s'), '')"
-        " || coalesce((SELECT string_agg(row_to_json(q)::text, ',' ORDER BY id)"
-        " FROM chat_queued_messages q WHERE chat_id = '%1$s'), '')"
-        " || coalesce((SELECT string_agg(row_to_json(h)::text, ',' ORDER BY runner_id)"
-        " FROM chat_heartbeats h WHERE chat_id = '%1$s'), ''))",
-        chat);
-    char *d = testdb_scalar(s_conn, sql);
-    free(sql);
-    return d;
-}
 
 static int64_t s_id(const char *sql_fmt, const char *chat) {
     char *sql = mem_printf(sql_fmt, chat);
@@ -527,7 +321,7 @@ static const char *s_expect(endpoint_t ep, const char *state, int queued, int *d
 }
 
 /* The status and envelope a rejected request must carry. */
-static void s_check_rejection(endpoint_t ep, const setup_t *s, bool archived, long status,
+static void s_check_rejection(endpoint_t ep, const chatsetup_t *s, bool archived, long status,
                               json_t *body, const char *what) {
     s_check_envelope(body, what);
     const char *message = json_string_value(json_object_get(body, "message"));
@@ -572,13 +366,13 @@ static void test_every_endpoint_in_every_state_answers_per_the_reference(void **
     int per_ep[EP_COUNT] = {0};
     for (int ep = 0; ep < EP_COUNT; ep++) {
         bool create = ep == EP_CREATE || ep == EP_CREATE_EMPTY;
-        for (size_t si = 0; si < sizeof s_setups / sizeof s_setups[0]; si++) {
-            const setup_t *s = &s_setups[si];
+        for (int si = 0; si < chatsetup_count; si++) {
+            const chatsetup_t *s = &chatsetup_all[si];
             if (create && strcmp(s->name, "N") != 0) {
                 continue; /* POST /chats names no chat: only N is an input state */
             }
             char chat[ID_UUID_LEN + 1];
-            s_setup(s, s_endpoints[ep].unowned, chat);
+            chatsetup_build(s_conn, s_owner, s, s_endpoints[ep].unowned, chat);
             int q0 = 0;
             const char *st0 = s_api_state(chat, &q0);
             if (strcmp(st0, s->name) != 0 || q0 != s->queued) {
@@ -600,7 +394,7 @@ static void test_every_endpoint_in_every_state_answers_per_the_reference(void **
                               " ORDER BY position DESC, id DESC LIMIT 1",
                               chat);
             }
-            char *d0 = strcmp(s->name, "N") ? s_digest(chat) : NULL;
+            char *d0 = strcmp(s->name, "N") ? chatsetup_digest(s_conn, chat) : NULL;
             char *path = mem_printf(s_endpoints[ep].path, chat, (long long)target);
             long status = 0;
             json_t *body = s_http(s_endpoints[ep].method, path, s_endpoints[ep].body, &status);
@@ -634,7 +428,7 @@ static void test_every_endpoint_in_every_state_answers_per_the_reference(void **
             } else {
                 s_check_rejection((endpoint_t)ep, s, archived, status, body, what);
                 if (d0) {
-                    char *d1 = s_digest(chat);
+                    char *d1 = chatsetup_digest(s_conn, chat);
                     if (strcmp(d0, d1) != 0) {
                         fail_msg("%s was rejected but changed the chat", what);
                     }
@@ -650,9 +444,9 @@ static void test_every_endpoint_in_every_state_answers_per_the_reference(void **
     for (int ep = 0; ep < EP_COUNT; ep++) {
         printf("walk: %-22s %2d states\n", s_endpoints[ep].name, per_ep[ep]);
     }
-    printf("walk: checked %d (endpoint, state) pairs over %d endpoints and %zu state setups: "
+    printf("walk: checked %d (endpoint, state) pairs over %d endpoints and %d state setups: "
            "%d accepted, %d rejected\n",
-           pairs, (int)EP_COUNT, sizeof s_setups / sizeof s_setups[0], accepted, rejected);
+           pairs, (int)EP_COUNT, chatsetup_count, accepted, rejected);
     /* Every line of the table was the expectation of at least one pair. */
     for (size_t i = 0; i < sizeof s_table / sizeof s_table[0]; i++) {
         if (!s_hit[i]) {
@@ -660,7 +454,7 @@ static void test_every_endpoint_in_every_state_answers_per_the_reference(void **
         }
     }
     assert_int_equal(accepted + rejected, pairs);
-    assert_int_equal(pairs, (EP_COUNT - 2) * (int)(sizeof s_setups / sizeof s_setups[0]) + 2);
+    assert_int_equal(pairs, (EP_COUNT - 2) * chatsetup_count + 2);
 }
 
 static int s_group_setup(void **state) {
