@@ -87,6 +87,8 @@ static void s_schema_directive(const char *what, const char **d, sim_script_t *o
         out->schema_double = s_count(d, 1);
     } else if (!strcmp(what, "unsafe")) {
         out->schema_unsafe = s_count(d, 1);
+    } else if (!strcmp(what, "truncate")) {
+        out->schema_truncate = s_count(d, 1);
     } else if (!strcmp(what, "refuse")) {
         out->schema_refuse = true;
     } else if (!strcmp(what, "stall-after-candidate")) {
@@ -321,14 +323,14 @@ static char *s_args_text(json_t *v) {
     return text;
 }
 
-typedef enum { S_VALID = 0, S_TEXT, S_WRONG, S_SIBLINGS, S_DOUBLE, S_UNSAFE } s_act_t;
+typedef enum { S_VALID = 0, S_TEXT, S_WRONG, S_SIBLINGS, S_DOUBLE, S_UNSAFE, S_TRUNCATED } s_act_t;
 
 /* What the i-th schema step of the turn does. */
 static s_act_t s_act(const sim_script_t *sc, int i) {
-    int limits[] = {sc->schema_text, sc->schema_wrong, sc->schema_siblings, sc->schema_double,
-                    sc->schema_unsafe};
+    int limits[] = {sc->schema_text,   sc->schema_wrong,  sc->schema_siblings,
+                    sc->schema_double, sc->schema_unsafe, sc->schema_truncate};
     int acc = 0;
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < 6; k++) {
         acc += limits[k];
         if (i < acc) {
             return (s_act_t)(k + 1);
@@ -407,7 +409,9 @@ static provider_rc_t s_schema_step(const s_call_t *c, const json_t *schema, int 
     json_array_foreach(content, i, p) {
         s_emit(c->on_part, c->ctx, p);
     }
-    snprintf(out->finish, sizeof out->finish, "tool_calls");
+    /* A truncated attempt carries a complete-looking, valid submission: the worker must still
+     * refuse it as a candidate (structured-output-plan §5.2, rule 6). */
+    snprintf(out->finish, sizeof out->finish, "%s", act == S_TRUNCATED ? "length" : "tool_calls");
     *chunks += (int64_t)json_array_size(content);
     return PROVIDER_OK;
 }

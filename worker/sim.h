@@ -33,6 +33,8 @@ typedef struct {
     int schema_siblings; /* [sim:schema-siblings N]: then N batches: finalizer plus `time` */
     int schema_double;   /* [sim:schema-double N]: then N batches of two finalizer calls */
     int schema_unsafe;   /* [sim:schema-unsafe N]: then N submissions with a duplicate key */
+    int schema_truncate; /* [sim:schema-truncate N]: then N valid submissions cut short
+                            (finish "length"), which can never become a candidate */
     bool schema_refuse;  /* [sim:schema-refuse]: refuse (finish "refusal") instead */
     bool schema_stall;   /* [sim:schema-stall-after-candidate]: attempt 1 of the step after an
                             accepted submission stalls until cancelled */

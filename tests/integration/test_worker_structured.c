@@ -347,6 +347,26 @@ static void test_refusal_fails_not_produced(void **u) {
     json_decref(so);
 }
 
+static void test_truncated_submission_is_never_a_candidate(void **u) {
+    (void)u;
+    /* The first attempt ends with a complete, valid submission but finish "length": it is
+     * rejected as ineligible; the next, untruncated one succeeds. */
+    char rid[ID_UUID_LEN + 1];
+    json_t *so = s_turn("[sim:schema-truncate 1] answer", S_OBJECT_SCHEMA, "waiting", rid);
+    s_assert_outcome(so, "succeeded", NULL);
+    assert_int_equal(s_rejections(rid), 1);
+    char *why = cluster_sql(s_cluster,
+                            "SELECT structured_output ->> 'rejection' || '/' ||"
+                            " (structured_output ->> 'finish') FROM chat_messages WHERE"
+                            " structured_output_request_id = '%s' AND structured_output ->>"
+                            " 'type' = 'structured-output-step' ORDER BY id LIMIT 1",
+                            rid);
+    assert_non_null(why);
+    assert_string_equal(why, "ineligible/length");
+    free(why);
+    json_decref(so);
+}
+
 static void test_step_limit_without_candidate_fails_not_produced(void **u) {
     (void)u;
     /* CHATFLEET_MAX_STEPS_PER_TURN=8 on the workers. */
@@ -665,6 +685,7 @@ int main(void) {
         cmocka_unit_test(test_two_finalizer_calls_are_refused),
         cmocka_unit_test(test_unsafe_arguments_are_never_stored),
         cmocka_unit_test(test_refusal_fails_not_produced),
+        cmocka_unit_test(test_truncated_submission_is_never_a_candidate),
         cmocka_unit_test(test_step_limit_without_candidate_fails_not_produced),
         cmocka_unit_test(test_provider_failure_fails_generation_failed),
         cmocka_unit_test(test_broken_stored_format_fails_configuration_error),
