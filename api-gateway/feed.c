@@ -25,6 +25,7 @@ struct feed {
     size_t npending;
     size_t pending_cap;
     int64_t last_write_ms;
+    int64_t settle_at_ms; /* one more sync then (0: done), see FEED_SETTLE_MS */
     hub_t *hub;
     feed_ops_t ops;
     void *owner;
@@ -85,8 +86,19 @@ static void s_work(feed_t *self) {
 }
 
 static void s_wait(feed_t *self) {
-    int64_t wait_ms = self->last_write_ms + FEED_KEEPALIVE_MS - id_now_ms();
-    if (wait_ms <= 0) {
+    int64_t now = id_now_ms();
+    if (self->settle_at_ms && now >= self->settle_at_ms) {
+        /* The subscription may not have reached the broker when the first sync ran: a
+         * commit in between sent its hint to nobody. One more sync closes that window. */
+        self->settle_at_ms = 0;
+        self->dirty = true;
+        return;
+    }
+    int64_t wait_ms = self->last_write_ms + FEED_KEEPALIVE_MS - now;
+    if (self->settle_at_ms && self->settle_at_ms - now < wait_ms) {
+        wait_ms = self->settle_at_ms - now;
+    }
+    if (wait_ms <= 0 && !self->settle_at_ms) {
         static const char keepalive[] = ": keepalive\n\n";
         s_append(self, keepalive, sizeof keepalive - 1);
         return;
@@ -186,6 +198,7 @@ struct MHD_Response *feed_new(hub_t *hub, const char *key, const feed_ops_t *ops
     self->owner = owner;
     self->dirty = true; /* the first read sends the snapshot */
     self->last_write_ms = id_now_ms();
+    self->settle_at_ms = self->last_write_ms + FEED_SETTLE_MS;
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, s_read, self, s_free);
     MHD_add_response_header(r, "Content-Type", "text/event-stream");

@@ -16,6 +16,9 @@
 
 #define FEED_KEEPALIVE_MS 15000 /* an SSE comment line when nothing else was sent */
 #define FEED_PENDING_MAX  4096  /* live parts queued before falling back to a sync */
+#define FEED_SETTLE_MS                                                                             \
+    300 /* a second sync this long after opening: the hub's new                                    \
+          subscription needs a moment to reach the broker */
 
 struct MHD_Response;
 
