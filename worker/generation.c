@@ -326,6 +326,7 @@ static task_rc_t s_model_failed(task_ctx_t *ctx, PGconn *conn, const provider_mo
     task_env_t *env = ctx->env;
     *again = false;
     atomic_fetch_add(&env->counters.model_errors, 1);
+    atomic_fetch_add(&env->counters.model_errors_by_class[task_error_class(res->status)], 1);
     bool give_up = !res->retryable || attempt > env->max_retries;
     int64_t delay = s_backoff(env, attempt, res);
     char q[300];
@@ -399,6 +400,7 @@ static task_rc_t s_call_model(task_ctx_t *ctx, PGconn *conn, const history_t *h,
         atomic_fetch_add(&env->counters.model_calls, 1);
         int64_t t0 = id_now_ms();
         provider_rc_t prc = provider_generate(&req, ctx->cancel, s_on_part, &stream, &res);
+        task_count_model_call(&env->counters, id_now_ms() - t0);
         partbuf_close(pb, ctx->chat_id, hv, attempt);
         if (prc == PROVIDER_CANCELLED) {
             rc = TASK_QUIET;

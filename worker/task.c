@@ -181,6 +181,22 @@ static task_rc_t s_interrupt(task_ctx_t *ctx, PGconn *conn) {
     return rc;
 }
 
+const int64_t task_model_bucket_ms[TASK_MODEL_BUCKETS - 1] = {50, 100, 250, 500, 1000, 2500, 10000};
+const char *const task_error_class_names[TASK_ERROR_CLASSES] = {"429", "4xx", "5xx", "none"};
+
+int task_error_class(int status) {
+    return status == 429 ? 0 : status >= 400 && status < 500 ? 1 : status >= 500 ? 2 : 3;
+}
+
+void task_count_model_call(task_counters_t *c, int64_t ms) {
+    int b = 0;
+    while (b < TASK_MODEL_BUCKETS - 1 && ms > task_model_bucket_ms[b]) {
+        b++;
+    }
+    atomic_fetch_add(&c->model_ms_buckets[b], 1);
+    atomic_fetch_add(&c->model_ms_sum, ms);
+}
+
 /* --- Requires-action deadline (reference "Dynamic tools timeout goroutine"). --- */
 
 static int s_cancel_ra(chatstate_t *cs, void *arg, cs_error_t *err) {

@@ -46,6 +46,11 @@ typedef enum {
     TASK_RETRY,    /* database or other unexpected failure: back off and try again */
 } task_rc_t;
 
+#define TASK_MODEL_BUCKETS 8 /* model call latency histogram: the bounds below, then +Inf */
+#define TASK_ERROR_CLASSES 4
+extern const int64_t task_model_bucket_ms[TASK_MODEL_BUCKETS - 1];
+extern const char *const task_error_class_names[TASK_ERROR_CLASSES];
+
 /* Counters every task updates (read by the worker's status and logs). */
 typedef struct {
     atomic_llong commits;       /* bundles committed by this worker's tasks */
@@ -55,7 +60,16 @@ typedef struct {
     atomic_llong model_errors;  /* provider calls that failed */
     atomic_llong turns_finished;
     atomic_llong turns_failed;
+    atomic_llong model_ms_buckets[TASK_MODEL_BUCKETS]; /* per TASK_MODEL_BUCKET_MS bound */
+    atomic_llong model_ms_sum;
+    atomic_llong model_errors_by_class[TASK_ERROR_CLASSES]; /* see task_error_class */
 } task_counters_t;
+
+/* The classes a failed model call is counted under: 429, other 4xx, 5xx, not HTTP. */
+int task_error_class(int status);
+
+/* Counts one model call's duration (any outcome). */
+void task_count_model_call(task_counters_t *c, int64_t ms);
 
 /* Shared by every task of a worker; owned by the worker, outlives every task. */
 typedef struct {

@@ -187,6 +187,8 @@ typedef struct {
         turns_failed;
 } s_reading_t;
 
+static char *s_counter_metrics(worker_t *self, const s_reading_t *rp);
+
 static void s_read(worker_t *self, s_reading_t *r) {
     task_counters_t *c = &self->env.counters;
     memset(r, 0, sizeof *r);
@@ -218,9 +220,52 @@ void worker_log_counters(worker_t *self) {
              r.model_errors, r.turns_finished, r.turns_failed, r.episodes);
 }
 
+/* The model call latency histogram and errors by status, appended to text (consumed). */
+static char *s_model_metrics(worker_t *self, char *text) {
+    task_counters_t *c = &self->env.counters;
+    char *out = mem_printf("%s# TYPE chatfleet_worker_model_call_seconds histogram\n", text);
+    free(text);
+    long long cum = 0;
+    for (int b = 0; b < TASK_MODEL_BUCKETS; b++) {
+        cum += atomic_load(&c->model_ms_buckets[b]);
+        char le[24];
+        if (b < TASK_MODEL_BUCKETS - 1) {
+            snprintf(le, sizeof le, "%g", (double)task_model_bucket_ms[b] / 1000.0);
+        } else {
+            snprintf(le, sizeof le, "+Inf");
+        }
+        char *next = mem_printf(
+            "%schatfleet_worker_model_call_seconds_bucket{worker=\"%s\",le=\"%s\"} %lld\n", out,
+            self->id, le, cum);
+        free(out);
+        out = next;
+    }
+    char *next =
+        mem_printf("%schatfleet_worker_model_call_seconds_sum{worker=\"%s\"} %.3f\n"
+                   "chatfleet_worker_model_call_seconds_count{worker=\"%s\"} %lld\n"
+                   "# TYPE chatfleet_worker_model_errors_by_status_total counter\n",
+                   out, self->id, (double)atomic_load(&c->model_ms_sum) / 1000.0, self->id, cum);
+    free(out);
+    out = next;
+    for (int k = 0; k < TASK_ERROR_CLASSES; k++) {
+        next = mem_printf(
+            "%schatfleet_worker_model_errors_by_status_total{worker=\"%s\",status=\"%s\"} %lld\n",
+            out, self->id, task_error_class_names[k],
+            (long long)atomic_load(&c->model_errors_by_class[k]));
+        free(out);
+        out = next;
+    }
+    return out;
+}
+
 char *worker_metrics(worker_t *self) {
     s_reading_t r;
     s_read(self, &r);
+    return s_model_metrics(self, s_counter_metrics(self, &r));
+}
+
+static char *s_counter_metrics(worker_t *self, const s_reading_t *rp) {
+    s_reading_t r = *rp;
     /* Prometheus text exposition: one family per line pair, labelled by worker. */
     return mem_printf(
         "# TYPE chatfleet_worker_leases gauge\nchatfleet_worker_leases{worker=\"%1$s\"} %2$zu\n"
