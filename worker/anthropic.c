@@ -135,6 +135,12 @@ static json_t *s_body(const provider_request_t *req) {
     if (json_array_size(req->tools) > 0) {
         json_object_set_new(body, "tools", s_tools(req->tools));
     }
+    if (req->native_schema) {
+        /* "O" takes a new reference to the borrowed schema. */
+        json_object_set_new(body, "output_config",
+                            json_pack("{s:{s:s, s:O}}", "format", "type", "json_schema", "schema",
+                                      req->native_schema));
+    }
     return body;
 }
 

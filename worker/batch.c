@@ -191,7 +191,7 @@ static void s_screen(json_t *content, json_t *rejected) {
 
 /* The structured_output of a step row. New reference. */
 static json_t *s_step_meta(const structured_turn_t *t, const char *finish, const char *rejection,
-                           json_t *rejected) {
+                           json_t *rejected, const char *reason, json_t *value) {
     json_t *m = json_pack("{s:s, s:s, s:s}", "type", STRUCTURED_TYPE_STEP, "request_id",
                           t->request_id, "finish", finish[0] ? finish : "stop");
     if (rejection) {
@@ -200,18 +200,54 @@ static json_t *s_step_meta(const structured_turn_t *t, const char *finish, const
     if (json_array_size(rejected) > 0) {
         json_object_set(m, "rejected_calls", rejected);
     }
+    if (reason) {
+        json_object_set_new(m, "reason", json_string(reason));
+    }
+    if (value) {
+        json_object_set(m, "value", value);
+    }
     return m;
 }
 
-static const char *s_batch_error(const char *rejection) {
+static const char *s_batch_error(const char *rejection, bool native) {
     if (!rejection) {
         return NULL;
+    }
+    if (native) {
+        return "not executed: no tools are on offer in this turn; reply with only the JSON value";
     }
     if (!strcmp(rejection, "ineligible")) {
         return "not executed: the reply was cut short, refused or filtered; submit again";
     }
     return "not executed: " OUTFORMAT_FINALIZER " must be the only tool call of its step, and"
            " called once";
+}
+
+static bool s_refused(const char *finish) {
+    return finish && (!strcmp(finish, "refusal") || !strcmp(finish, "content_filter"));
+}
+
+/* The rejection of a native-mode reply (NULL: none). No tool is on offer, so any call refuses
+ * the batch; a refused or filtered ending is no rejection (the request is not produced); any
+ * other text-only ending is the submission: *value on success, else "invalid_output" with the
+ * reason. */
+static const char *s_native(const structured_turn_t *t, const json_t *content, const char *finish,
+                            json_t **value, char *reason, size_t size) {
+    *value = NULL;
+    size_t i;
+    json_t *p;
+    json_array_foreach(content, i, p) {
+        if (!strcmp(s_str(p, "type"), "tool-call") &&
+            !json_is_true(json_object_get(p, "provider_executed"))) {
+            return "invalid_batch";
+        }
+    }
+    if (s_refused(finish)) {
+        return NULL;
+    }
+    return structured_check_text(t->fmt, content, finish, value, reason, size) == 0
+               ? NULL
+               : "invalid_output";
 }
 
 void batch_pending(batch_t *self, const json_t *pending, const json_t *dynamic_tools,
@@ -227,29 +263,40 @@ void batch_reply(batch_t *self, json_t *content, const char *finish, const char 
     s_screen(content, rejected);
     const char *rej = NULL;
     int finalizers = 0;
+    char reason[STRUCTURED_REASON_MAX];
+    bool have_reason = false;
+    json_t *value = NULL;
     if (turn) {
         rej = structured_classify(content, finish, turn->st.candidate != NULL, &finalizers);
+    }
+    if (turn && turn->native) {
+        rej = s_native(turn, content, finish, &value, reason, sizeof reason);
+        have_reason = rej && !strcmp(rej, "invalid_output");
     }
     self->n = 1;
     s_answer_t an = {.dynamic_tools = dynamic_tools,
                      .rejected = rejected,
                      .turn = turn,
-                     .batch_error = s_batch_error(rej)};
+                     .batch_error = s_batch_error(rej, turn && turn->native)};
     s_answer(self, content, &an);
-    if (turn && !rej && finalizers == 1 && !an.candidate) {
+    if (turn && !turn->native && !rej && finalizers == 1 && !an.candidate) {
         rej = "invalid_arguments";
+    }
+    if (value) {
+        an.candidate = true;
     }
     self->msgs[0] = (cs_message_t){.role = "assistant",
                                    .content = s_keep(self, jsonout_dumps(content)),
                                    .usage = usage,
                                    .model_config_id = model_config_id};
     if (turn) {
-        json_t *meta = s_step_meta(turn, finish, rej, rejected);
+        json_t *meta = s_step_meta(turn, finish, rej, rejected, have_reason ? reason : NULL, value);
         self->msgs[0].so_request_id = turn->request_id;
         self->msgs[0].so_meta = s_keep(self, jsonout_dumps(meta));
         json_decref(meta);
     }
     json_decref(rejected);
+    json_decref(value);
     *rejection = rej;
     *candidate = an.candidate;
 }

@@ -4,7 +4,10 @@
  * step metadata while a structured request is open; then one tool row per call the worker
  * answers: local tools run, refused arguments and refused batches answered with bounded
  * errors, the finalizer's submission checked (an acknowledgment plus candidate metadata, or
- * the validator's first issues). Calls of declared dynamic tools are left to the client.
+ * the validator's first issues). Calls of declared dynamic tools are left to the client. In
+ * native mode (structured.h) the reply's text is the submission: the step row carries the
+ * checked value as the candidate, or the invalid_output rejection and its reason; any tool
+ * call refuses the batch.
  *
  * Pure apart from running local tools; the caller commits the rows. Not thread-safe: one
  * batch belongs to one task.

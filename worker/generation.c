@@ -139,10 +139,17 @@ static task_rc_t s_fail_request(task_ctx_t *ctx, PGconn *conn, const char *reque
 }
 
 static task_rc_t s_feedback(task_ctx_t *ctx, PGconn *conn, const structured_turn_t *t) {
+    /* Bounded: the reason is at most STRUCTURED_REASON_MAX bytes and the rest is static. */
     char text[STRUCTURED_ERROR_MAX];
-    snprintf(text, sizeof text,
-             "Your reply ended without calling " OUTFORMAT_FINALIZER ". %s Repairs left: %d.",
-             structured_instruction(), STRUCTURED_REJECTIONS_MAX - t->st.rejections);
+    if (t->native && !strcmp(t->st.last_reject, "invalid_output")) {
+        snprintf(text, sizeof text, "Your reply was not accepted: %s. %s Repairs left: %d.",
+                 t->st.last_reason, structured_native_instruction(),
+                 STRUCTURED_REJECTIONS_MAX - t->st.rejections);
+    } else {
+        snprintf(text, sizeof text,
+                 "Your reply ended without calling " OUTFORMAT_FINALIZER ". %s Repairs left: %d.",
+                 structured_instruction(), STRUCTURED_REJECTIONS_MAX - t->st.rejections);
+    }
     json_t *c = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
     json_t *m = json_pack("{s:s, s:s, s:i}", "type", STRUCTURED_TYPE_FEEDBACK, "request_id",
                           t->request_id, "rejections", t->st.rejections);
@@ -216,10 +223,11 @@ static task_rc_t s_commit_reply(task_ctx_t *ctx, PGconn *conn, const history_t *
                 &rejection, &candidate);
     if (turn) {
         log_info("structured_step",
-                 "chat_id=%s request_id=%s finish=%s rejection=%s candidate=%d"
+                 "chat_id=%s request_id=%s native=%d finish=%s rejection=%s candidate=%d"
                  " rejections_before=%d",
-                 ctx->chat_id, turn->request_id, res->finish[0] ? res->finish : "stop",
-                 rejection ? rejection : "-", candidate, turn->st.rejections);
+                 ctx->chat_id, turn->request_id, turn->native,
+                 res->finish[0] ? res->finish : "stop", rejection ? rejection : "-", candidate,
+                 turn->st.rejections);
     }
     task_rc_t rc = s_commit_batch(ctx, conn, &b);
     free(usage);
@@ -242,6 +250,9 @@ static void s_on_part(void *arg, const char *part_json) {
 }
 
 static json_t *s_tools_on_offer(const json_t *dynamic_tools, const structured_turn_t *turn) {
+    if (turn && turn->native) {
+        return json_array(); /* native mode: the schema constrains the text; no tools at all */
+    }
     json_t *tools = tools_local_specs();
     size_t i;
     json_t *t;
@@ -261,9 +272,10 @@ static json_t *s_tools_on_offer(const json_t *dynamic_tools, const structured_tu
 static json_t *s_prompt(const history_t *h, const structured_turn_t *turn) {
     json_t *prompt = json_array();
     if (turn) {
-        json_array_append_new(prompt,
-                              json_pack("{s:s, s:[{s:s, s:s}]}", "role", "system", "content",
-                                        "type", "text", "text", structured_instruction()));
+        json_array_append_new(
+            prompt,
+            json_pack("{s:s, s:[{s:s, s:s}]}", "role", "system", "content", "type", "text", "text",
+                      turn->native ? structured_native_instruction() : structured_instruction()));
     }
     size_t i;
     json_t *m;
@@ -394,7 +406,9 @@ static task_rc_t s_call_model(task_ctx_t *ctx, PGconn *conn, const history_t *h,
                                   .messages = prompt,
                                   .tools = tools,
                                   .attempt = attempt,
-                                  .chunk_ms = env->sim_chunk_ms};
+                                  .chunk_ms = env->sim_chunk_ms,
+                                  .native_schema = turn && turn->native ? turn->fmt->schema : NULL,
+                                  .native_name = turn && turn->native ? turn->fmt->name : NULL};
         s_stream_t stream = {ctx, attempt};
         provider_result_t res;
         atomic_fetch_add(&env->counters.model_calls, 1);
@@ -436,14 +450,17 @@ static bool s_structured_step(task_ctx_t *ctx, PGconn *conn, const history_t *h,
         return true;
     }
     *open = true;
+    /* Derived each step from the model config and the chat's tools, like the rest. */
+    turn->native = structured_native(h->model, h->dynamic_tools);
     if (d != DECIDE_CALL_MODEL && d != DECIDE_FINISH_TURN) {
         return false;
     }
     structured_decision_t sd =
         structured_decide(&turn->st, d == DECIDE_FINISH_TURN, (long long)ctx->env->max_steps);
     log_info("structured_decision",
-             "chat_id=%s request_id=%s steps=%d rejections=%d candidate=%d decision=%s",
-             ctx->chat_id, turn->request_id, turn->st.steps, turn->st.rejections,
+             "chat_id=%s request_id=%s native=%d steps=%d rejections=%d candidate=%d"
+             " decision=%s",
+             ctx->chat_id, turn->request_id, turn->native, turn->st.steps, turn->st.rejections,
              turn->st.candidate != NULL, structured_decision_name(sd));
     if (sd == STRUCTURED_CONTINUE) {
         return false;

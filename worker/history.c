@@ -155,7 +155,8 @@ history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *f
         const char *mp[] = {model_id};
         res = s_query(conn, chat_id,
                       "SELECT json_build_object('id', id, 'name', name, 'provider', provider,"
-                      " 'model', model, 'base_url', base_url, 'api_key_env', api_key_env)::text"
+                      " 'model', model, 'base_url', base_url, 'api_key_env', api_key_env,"
+                      " 'native_structured_output', native_structured_output)::text"
                       " FROM model_configs WHERE id = $1::uuid OR is_default"
                       " ORDER BY (id = $1::uuid) IS TRUE DESC LIMIT 1",
                       1, mp);

@@ -30,8 +30,8 @@ typedef struct {
     int64_t deadline_in_ms; /* requires_action_deadline_at - now(), or INT64_MAX if unset */
     json_t *dynamic_tools;  /* owned: the chat's declared tools, an array (maybe empty) */
     json_t *messages;       /* owned: [{"id", "role", "content"}], model-visible, oldest first */
-    json_t *model;          /* owned: {"id","name","provider","model","base_url","api_key_env"}
-                               or null when no model config resolves */
+    json_t *model;          /* owned: {"id","name","provider","model","base_url","api_key_env",
+                               "native_structured_output"} or null when none resolves */
     /* The governing structured request (structured-output-plan.md §5.1): the latest real
      * user row (role user, not deleted, visibility not 'model') when it carries a request
      * and no receipt closes it yet. request_id is "" when none is open. */

@@ -102,6 +102,10 @@ static json_t *s_body(const provider_request_t *req) {
     if (json_array_size(req->tools) > 0) {
         json_object_set_new(body, "tools", s_tools(req->tools));
     }
+    if (req->native_schema) {
+        /* Ollama takes the schema itself as "format" (a copy: the request borrows it). */
+        json_object_set_new(body, "format", json_deep_copy(req->native_schema));
+    }
     return body;
 }
 

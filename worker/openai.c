@@ -109,6 +109,15 @@ static json_t *s_body(const provider_request_t *req) {
     if (json_array_size(req->tools) > 0) {
         json_object_set_new(body, "tools", s_tools(req->tools));
     }
+    if (req->native_schema) {
+        /* Not strict: strict mode accepts only a subset of JSON Schema (every property
+         * required, additionalProperties false), and the worker validates the value itself.
+         * "O" takes a new reference to the borrowed schema. */
+        const char *name = req->native_name && req->native_name[0] ? req->native_name : "output";
+        json_object_set_new(body, "response_format",
+                            json_pack("{s:s, s:{s:s, s:O}}", "type", "json_schema", "json_schema",
+                                      "name", name, "schema", req->native_schema));
+    }
     return body;
 }
 

@@ -34,6 +34,11 @@ typedef struct {
     const json_t *tools;    /* [{"name", "description", "input_schema"}] on offer */
     int64_t attempt;        /* generation_attempt of this call: 1, 2, ... */
     int64_t chunk_ms;       /* sim: default pace between text chunks (0: as fast as possible) */
+    /* Native constrained decoding (issue 7 item 4): when set, the provider puts this JSON
+     * Schema in its own schema field (OpenAI response_format, Anthropic output_config.format,
+     * Ollama format) and the reply's text is the JSON value; NULL: not requested. */
+    const json_t *native_schema;
+    const char *native_name; /* the schema's name, ^[A-Za-z0-9_-]{1,64}$ (OpenAI needs one) */
 } provider_request_t;
 
 /* Receives one streamed part: a JSON object text such as {"type":"text","text":"Hel"}. */

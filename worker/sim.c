@@ -416,6 +416,46 @@ static provider_rc_t s_schema_step(const s_call_t *c, const json_t *schema, int 
     return PROVIDER_OK;
 }
 
+/* A step in native mode (req->native_schema set): the reply is the JSON text of an instance
+ * of the schema, or the scripted mistake of this step as text: prose (schema-text), an
+ * invalid instance (schema-wrong), a duplicate key (schema-unsafe), a valid instance cut short
+ * (schema-truncate), or a refusal; sibling and double batches have no meaning without tools
+ * and answer validly. */
+static provider_rc_t s_native_step(const s_call_t *c, int index, const char *clean, json_t *content,
+                                   provider_result_t *out, int64_t *chunks) {
+    const sim_script_t *sc = c->sc;
+    const json_t *schema = c->req->native_schema;
+    if (sc->schema_refuse) {
+        snprintf(out->finish, sizeof out->finish, "refusal");
+        return s_stream_text("I can't help with that.", c->pace, c->cancel, c->on_part, c->ctx,
+                             content, chunks);
+    }
+    s_act_t act = s_act(sc, index);
+    char *text = NULL;
+    if (act == S_TEXT) {
+        text = s_reply(clean, sc->words);
+    } else if (act == S_UNSAFE) {
+        text = mem_strdup("{\"output\":1,\"output\":2}");
+    } else {
+        jsonschema_t *compiled = NULL;
+        json_t *v = NULL;
+        if (jsonschema_compile(schema, &compiled, NULL) == 0) {
+            v = act == S_WRONG ? schemagen_invalid(schema, compiled)
+                               : schemagen_valid(schema, compiled);
+        }
+        if (!v && act != S_WRONG) {
+            v = schemagen_instance(schema, 0); /* unsupported by the generator: try it anyway */
+        }
+        jsonschema_destroy(&compiled);
+        text = v ? jsonout_dumps(v) : mem_strdup("\"no instance\"");
+        json_decref(v);
+    }
+    snprintf(out->finish, sizeof out->finish, "%s", act == S_TRUNCATED ? "length" : "stop");
+    provider_rc_t rc = s_stream_text(text, c->pace, c->cancel, c->on_part, c->ctx, content, chunks);
+    free(text);
+    return rc;
+}
+
 /* The index of the latest real user message (control feedback rows skipped), or n. */
 static size_t s_last_user(const json_t *msgs) {
     size_t n = json_array_size(msgs);
@@ -480,7 +520,19 @@ provider_rc_t sim_generate(const provider_request_t *req, cancel_t *cancel,
     }
     const json_t *schema = s_finalizer_schema(req->tools);
     bool after_tools = last_assistant < n && last_assistant + 1 < n;
-    if (!tool_step && schema) {
+    if (req->native_schema && json_array_size(req->tools) > 0) {
+        /* As llama.cpp refuses a grammar together with tools: a worker that offered both
+         * would be wrong, and a test sees it as a failed request. */
+        json_decref(content);
+        free(clean);
+        return provider_fail(out, 400, false, -1, "sim: a native schema cannot come with tools");
+    }
+    if (!tool_step && req->native_schema) {
+        int ordinary = sc.tool[0] ? sc.tool_steps : 0;
+        ordinary = sc.dynamic[0] && sc.dynamic_steps > ordinary ? sc.dynamic_steps : ordinary;
+        int index = steps - (steps < ordinary ? steps : ordinary);
+        rc = s_native_step(&call, index, clean, content, out, &out_tokens);
+    } else if (!tool_step && schema) {
         int ordinary = sc.tool[0] ? sc.tool_steps : 0;
         ordinary = sc.dynamic[0] && sc.dynamic_steps > ordinary ? sc.dynamic_steps : ordinary;
         int index = steps - (steps < ordinary ? steps : ordinary);

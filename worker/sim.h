@@ -4,7 +4,10 @@
  * does. The directives are listed in worker/README.md ("The sim provider"); without any, the
  * reply is a text derived only from the prompt, streamed word by word. When the request
  * offers submit_structured_output, the sim answers with a valid instance of its schema
- * (schemagen.h) unless a schema directive scripts a mistake first.
+ * (schemagen.h) unless a schema directive scripts a mistake first. When the request carries
+ * a native schema (provider.h), the reply is the JSON text of such an instance instead, the
+ * schema directives scripting the same mistakes as text; a native schema together with tools
+ * fails the call with 400, as a grammar-constrained server would.
  */
 #ifndef CHATFLEET_SIM_H
 #define CHATFLEET_SIM_H
@@ -27,7 +30,7 @@ typedef struct {
     int64_t slow_ms;     /* [sim:slow MS]: pace between text chunks; -1: the configured one */
     bool stall;          /* [sim:stall]: never answer; wait to be cancelled */
     int words;           /* [sim:words N]: filler words (SIM_WORDS_DEFAULT) */
-    /* Structured requests (only while the finalizer is on offer), in this order: */
+    /* Structured requests (while the finalizer is on offer, or in native mode), in order: */
     int schema_text;     /* [sim:schema-text N]: the first N answers are text only (no N: all) */
     int schema_wrong;    /* [sim:schema-wrong N]: then N submissions of an invalid value */
     int schema_siblings; /* [sim:schema-siblings N]: then N batches: finalizer plus `time` */

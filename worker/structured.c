@@ -17,9 +17,11 @@ void structured_state_clear(structured_state_t *st) {
     memset(st, 0, sizeof *st);
 }
 
+static void s_issues(const jsonschema_report_t *rep, char *reason, size_t size);
+
 static bool s_known_rejection(const char *r) {
     return !strcmp(r, "text_only") || !strcmp(r, "invalid_arguments") ||
-           !strcmp(r, "invalid_batch") || !strcmp(r, "ineligible");
+           !strcmp(r, "invalid_batch") || !strcmp(r, "ineligible") || !strcmp(r, "invalid_output");
 }
 
 /* One assistant step row: counts the step and its rejection; a rejected finalizer batch
@@ -29,6 +31,18 @@ static void s_step(structured_state_t *st, const json_t *so) {
     st->steps++;
     snprintf(st->last_finish, sizeof st->last_finish, "%s", s_str(so, "finish"));
     st->last_reject[0] = '\0';
+    snprintf(st->last_reason, sizeof st->last_reason, "%s", s_str(so, "reason"));
+    const json_t *value = json_object_get(so, "value");
+    if (value && rej) {
+        st->malformed = true;
+        return;
+    }
+    if (value) {
+        /* A native-mode reply accepted as the candidate. */
+        json_decref(st->candidate);
+        st->candidate = json_deep_copy(value);
+        return;
+    }
     if (!rej) {
         return;
     }
@@ -87,6 +101,61 @@ const char *structured_instruction(void) {
     return "This turn must end with a structured answer: call " OUTFORMAT_FINALIZER
            " exactly once, with no other tool in the same step, passing {\"output\": <value>}"
            " that matches its schema; then end your turn without further tool calls.";
+}
+
+bool structured_native(const json_t *model, const json_t *dynamic_tools) {
+    return json_is_true(json_object_get(model, "native_structured_output")) &&
+           json_array_size(dynamic_tools) == 0;
+}
+
+const char *structured_native_instruction(void) {
+    return "This turn must end with a structured answer: reply with only a JSON value that"
+           " matches the response schema, with no other text.";
+}
+
+int structured_check_text(const outformat_t *fmt, const json_t *content, const char *finish,
+                          json_t **value, char *reason, size_t size) {
+    *value = NULL;
+    if (!structured_eligible(finish)) {
+        snprintf(reason, size, "the reply was cut short, refused or filtered (finish %s)", finish);
+        return -1;
+    }
+    size_t len = 0;
+    size_t i;
+    json_t *p;
+    json_array_foreach(content, i, p) {
+        if (!strcmp(s_str(p, "type"), "text")) {
+            len += strlen(s_str(p, "text"));
+        }
+    }
+    char *text = mem_alloc(len + 1);
+    size_t n = 0;
+    json_array_foreach(content, i, p) {
+        if (!strcmp(s_str(p, "type"), "text")) {
+            const char *t = s_str(p, "text");
+            size_t k = strlen(t);
+            memcpy(text + n, t, k);
+            n += k;
+        }
+    }
+    text[n] = '\0';
+    json_t *v = NULL;
+    jsonstrict_error_t e;
+    int rc = jsonstrict_parse(text, n, NULL, &v, &e);
+    free(text);
+    if (rc != 0) {
+        snprintf(reason, size, "the reply is not one strict JSON value: %s at \"%s\": %s",
+                 jsonstrict_code_name(e.code), e.path, e.message);
+        return -1;
+    }
+    jsonschema_report_t rep;
+    if (jsonschema_validate(fmt->compiled, v, JSONSCHEMA_ALL_ERRORS, &rep) != JSONSCHEMA_VALID) {
+        s_issues(&rep, reason, size);
+        json_decref(v);
+        return -1;
+    }
+    *value = v;
+    return 0;
 }
 
 bool structured_eligible(const char *finish) {
@@ -167,7 +236,7 @@ structured_decision_t structured_decide(const structured_state_t *st, bool finis
     if (steps_max > 0 && st->steps >= steps_max) {
         return STRUCTURED_NOT_PRODUCED;
     }
-    if (!strcmp(st->last_reject, "text_only")) {
+    if (!strcmp(st->last_reject, "text_only") || !strcmp(st->last_reject, "invalid_output")) {
         return STRUCTURED_FEEDBACK;
     }
     return STRUCTURED_NOT_PRODUCED;

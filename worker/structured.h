@@ -8,14 +8,22 @@
  * structured_output_request_id = the request UUID; never shown to clients or models):
  *   assistant row of every model step while the request is open:
  *     {"type":"structured-output-step","request_id":R,"finish":F,
- *      "rejection":"text_only"|"invalid_arguments"|"invalid_batch"|"ineligible" (absent: none),
- *      "rejected_calls":[{"tool_call_id","reason"}] (absent: none)}
+ *      "rejection":"text_only"|"invalid_arguments"|"invalid_batch"|"ineligible"|
+ *                  "invalid_output" (absent: none),
+ *      "rejected_calls":[{"tool_call_id","reason"}] (absent: none),
+ *      "reason":"..." (native mode, invalid_output: why the text was refused),
+ *      "value":V (native mode: the reply's text, accepted as the candidate)}
  *     F is the provider's finish: stop, tool_calls, length, content_filter, refusal.
  *   tool row that acknowledges a valid submission:
  *     {"type":"structured-output-candidate","request_id":R,"tool_call_id":ID,"value":V}
  *   model-only user row of feedback after a text-only ending:
  *     {"type":"structured-output-feedback","request_id":R,"rejections":N}
  * A receipt ({"type":"structured-output-outcome"}) closes the request (chatstate_receipt).
+ *
+ * Native mode (issue 7 item 4): when the model config declares native_structured_output and
+ * the chat has no dynamic tools, no tool is offered; the provider constrains decoding with the
+ * schema and the reply's text is the submission, screened and checked like the finalizer's
+ * arguments. Its step row carries the candidate ("value") or the refusal ("invalid_output").
  */
 #ifndef CHATFLEET_STRUCTURED_H
 #define CHATFLEET_STRUCTURED_H
@@ -45,7 +53,8 @@ typedef struct {
                              NULL when there is none */
     char last_finish[16]; /* the latest step's finish, "" before any */
     char last_reject[24]; /* the latest step's rejection, "" when it had none */
-    bool malformed;       /* an evidence row of an unknown or broken shape: fail closed */
+    char last_reason[STRUCTURED_REASON_MAX]; /* the latest step's "reason", "" when none */
+    bool malformed; /* an evidence row of an unknown or broken shape: fail closed */
 } structured_state_t;
 
 /* Rebuilds the state of request_id from evidence, [{"id","role","so"}] oldest first (every
@@ -61,6 +70,20 @@ json_t *structured_tool_spec(const json_t *schema);
 
 /* The concise system instruction that accompanies the finalizer (static text). */
 const char *structured_instruction(void);
+
+/* Whether a request is served in native mode: model (history_t.model) declares
+ * native_structured_output true and the chat declares no dynamic tools. */
+bool structured_native(const json_t *model, const json_t *dynamic_tools);
+
+/* The system instruction of native mode (static text). */
+const char *structured_native_instruction(void);
+
+/* Checks a native-mode reply (its content parts and finish): with no tool call and an
+ * eligible finish, the concatenated text must pass the strict JSON boundary and the schema.
+ * Returns 0 with *value (new reference), or -1 with the reason in reason (bounded by size).
+ * A truncated, refused or filtered reply is never accepted. */
+int structured_check_text(const outformat_t *fmt, const json_t *content, const char *finish,
+                          json_t **value, char *reason, size_t size);
 
 /* Classifies a model batch (its content parts) for the open request. Returns NULL when the
  * batch is not a rejection (ordinary tool calls only, a text-only ending after a candidate,
@@ -84,7 +107,8 @@ typedef enum {
     STRUCTURED_SUCCEED,      /* receipt succeeded with the candidate, FinishTurn */
     STRUCTURED_EXHAUSTED,    /* receipt failed validation_exhausted, FinishTurn */
     STRUCTURED_NOT_PRODUCED, /* receipt failed not_produced, FinishTurn */
-    STRUCTURED_FEEDBACK,     /* commit the feedback row; the model is called next */
+    STRUCTURED_FEEDBACK,     /* commit the feedback row; the model is called next (after a
+                                text_only or invalid_output rejection) */
 } structured_decision_t;
 
 /* The decision of a step whose ordinary decision is to call the model (finishing false) or
@@ -99,6 +123,7 @@ typedef struct {
     const char *request_id; /* borrowed */
     outformat_t *fmt;       /* owned */
     structured_state_t st;
+    bool native; /* native mode (structured_native); the caller sets it after opening */
 } structured_turn_t;
 
 /* Parses the stored format_text (untrusted: the strict boundary, then outformat_parse) and

@@ -706,6 +706,80 @@ static void test_httpstream_retry_after_in_seconds_or_as_an_http_date(void **sta
     assert_int_equal(httpstream_retry_after_ms("3s", now), -1);
 }
 
+/* Native constrained decoding: with native_schema set and no tools, each provider puts the
+ * schema in its own field (provider-wire.md) and offers no tools. */
+static void s_native_schema_in_the_provider_field(const s_prov_t *p, mockprov_t *mp,
+                                                  const char *field, const char *want) {
+    s_push(mp, 200, p->type, p->text, 0, 0);
+    char *base = mem_printf("%s%s", mockprov_url(mp), p->base_path);
+    provider_model_t model = {.name = "m",
+                              .provider = p->name,
+                              .model = "test-model",
+                              .base_url = base,
+                              .api_key = "sk-test"};
+    json_t *schema =
+        json_loads("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}}}", 0, NULL);
+    json_t *msgs = s_user("n?");
+    json_t *tools = json_array();
+    provider_request_t req = {.model = &model,
+                              .messages = msgs,
+                              .tools = tools,
+                              .attempt = 1,
+                              .native_schema = schema,
+                              .native_name = "answer"};
+    s_sink_t sink = {.parts = json_array()};
+    cancel_t *cancel = cancel_new();
+    provider_result_t out;
+    assert_int_equal(p->gen(&req, cancel, s_on_part, &sink, &out), PROVIDER_OK);
+    provider_result_clear(&out);
+    cancel_destroy(&cancel);
+    json_t *sent = mockprov_request(mp, 0);
+    const json_t *body = json_object_get(sent, "body");
+    s_assert_json(json_object_get(body, field), want);
+    assert_null(json_object_get(body, "tools"));
+    json_decref(sent);
+    json_decref(sink.parts);
+    json_decref(tools);
+    json_decref(msgs);
+    json_decref(schema);
+    free(base);
+}
+
+static void test_openai_native_schema_is_response_format_json_schema(void **state) {
+    s_native_schema_in_the_provider_field(
+        &s_openai, *state, "response_format",
+        "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"answer\",\"schema\":{\"type\":"
+        "\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}}}}}");
+}
+
+static void test_anthropic_native_schema_is_output_config_format(void **state) {
+    s_native_schema_in_the_provider_field(
+        &s_anthropic, *state, "output_config",
+        "{\"format\":{\"type\":\"json_schema\",\"schema\":{\"type\":\"object\",\"properties\":"
+        "{\"n\":{\"type\":\"integer\"}}}}}");
+}
+
+static void test_ollama_native_schema_is_format(void **state) {
+    s_native_schema_in_the_provider_field(
+        &s_ollama, *state, "format",
+        "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}}}");
+}
+
+static void test_no_native_schema_adds_no_native_field(void **state) {
+    mockprov_t *mp = *state;
+    s_push(mp, 200, s_openai.type, s_openai.text, 0, 0);
+    s_sink_t sink = {.parts = json_array()};
+    provider_result_t out;
+    json_t *msgs = s_user("hi");
+    assert_int_equal(s_call(&s_openai, mp, msgs, &sink, &out), PROVIDER_OK);
+    provider_result_clear(&out);
+    json_t *sent = mockprov_request(mp, 0);
+    assert_null(json_object_get(json_object_get(sent, "body"), "response_format"));
+    json_decref(sent);
+    json_decref(msgs);
+    json_decref(sink.parts);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, s_setup, s_teardown)
 
 int main(void) {
@@ -737,6 +811,10 @@ int main(void) {
         T(test_ollama_cancel_mid_stream_returns_promptly),
         T(test_anthropic_thinking_keeps_its_signature_and_is_replayed),
         T(test_openai_invalid_tool_arguments_keep_the_raw_text),
+        T(test_openai_native_schema_is_response_format_json_schema),
+        T(test_anthropic_native_schema_is_output_config_format),
+        T(test_ollama_native_schema_is_format),
+        T(test_no_native_schema_adds_no_native_field),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
