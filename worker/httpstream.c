@@ -535,6 +535,47 @@ void httpstream_stop_reason(provider_result_t *out, const char *reason) {
     snprintf(out->finish, sizeof out->finish, "%s", ours);
 }
 
+static const char *s_field(const json_t *o, const char *key) {
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : "";
+}
+
+json_t *httpstream_chat_messages(const json_t *history, json_t *(*assistant)(const json_t *m),
+                                 void (*tool_results)(json_t *out, const json_t *m)) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(history, i, m) {
+        const char *role = s_field(m, "role");
+        if (!strcmp(role, "assistant")) {
+            json_array_append_new(out, assistant(m));
+        } else if (!strcmp(role, "tool")) {
+            tool_results(out, m);
+        } else if (!strcmp(role, "system") || !strcmp(role, "user")) {
+            char *text = httpstream_text_of(m);
+            json_array_append_new(out, json_pack("{s:s, s:s}", "role", role, "content", text));
+            free(text);
+        }
+    }
+    return out;
+}
+
+json_t *httpstream_function_tools(const json_t *tools) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *schema = json_object_get(t, "input_schema");
+        json_array_append_new(out, json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function",
+                                             "function", "name", s_field(t, "name"), "description",
+                                             s_field(t, "description"), "parameters",
+                                             json_is_object(schema)
+                                                 ? json_incref(schema)
+                                                 : json_pack("{s:s}", "type", "object")));
+    }
+    return out;
+}
+
 void httpstream_emit(provider_part_fn *on_part, void *ctx, const json_t *part) {
     if (!on_part) {
         return;

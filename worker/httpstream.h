@@ -124,6 +124,16 @@ json_t *httpstream_tool_call(const char *id, const char *name, const char *args,
  * so an attempt that did not end plainly can never yield a structured candidate. */
 void httpstream_stop_reason(provider_result_t *out, const char *reason);
 
+/* The messages array of the OpenAI-style chat wire (OpenAI, Ollama): system and user rows as
+ * text, assistant rows through assistant(m), tool rows through tool_results(out, m) (which
+ * appends one message per result). New reference. */
+json_t *httpstream_chat_messages(const json_t *history, json_t *(*assistant)(const json_t *m),
+                                 void (*tool_results)(json_t *out, const json_t *m));
+
+/* [{"type":"function","function":{"name","description","parameters"}}] for tools (an absent
+ * input schema becomes {"type":"object"}). New reference. */
+json_t *httpstream_function_tools(const json_t *tools);
+
 /* Sends part to on_part (when set) as compact JSON text. */
 void httpstream_emit(provider_part_fn *on_part, void *ctx, const json_t *part);
 

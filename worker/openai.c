@@ -67,47 +67,13 @@ static void s_tool_results(json_t *out, const json_t *msg) {
     }
 }
 
-static json_t *s_messages(const json_t *history) {
-    json_t *out = json_array();
-    size_t i;
-    json_t *m;
-    json_array_foreach(history, i, m) {
-        const char *role = s_str(m, "role");
-        if (!strcmp(role, "assistant")) {
-            json_array_append_new(out, s_assistant(m));
-        } else if (!strcmp(role, "tool")) {
-            s_tool_results(out, m);
-        } else if (!strcmp(role, "system") || !strcmp(role, "user")) {
-            char *text = httpstream_text_of(m);
-            json_array_append_new(out, json_pack("{s:s, s:s}", "role", role, "content", text));
-            free(text);
-        }
-    }
-    return out;
-}
-
-static json_t *s_tools(const json_t *tools) {
-    json_t *out = json_array();
-    size_t i;
-    json_t *t;
-    json_array_foreach(tools, i, t) {
-        json_t *fn = json_pack("{s:s, s:s}", "name", s_str(t, "name"), "description",
-                               s_str(t, "description"));
-        json_t *schema = json_object_get(t, "input_schema");
-        json_object_set_new(fn, "parameters",
-                            json_is_object(schema) ? json_incref(schema)
-                                                   : json_pack("{s:s}", "type", "object"));
-        json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn));
-    }
-    return out;
-}
-
 static json_t *s_body(const provider_request_t *req) {
-    json_t *body = json_pack(
-        "{s:s, s:o, s:b, s:{s:b}}", "model", req->model->model ? req->model->model : "", "messages",
-        s_messages(req->messages), "stream", 1, "stream_options", "include_usage", 1);
+    json_t *body =
+        json_pack("{s:s, s:o, s:b, s:{s:b}}", "model", req->model->model ? req->model->model : "",
+                  "messages", httpstream_chat_messages(req->messages, s_assistant, s_tool_results),
+                  "stream", 1, "stream_options", "include_usage", 1);
     if (json_array_size(req->tools) > 0) {
-        json_object_set_new(body, "tools", s_tools(req->tools));
+        json_object_set_new(body, "tools", httpstream_function_tools(req->tools));
     }
     if (req->native_schema) {
         /* Not strict: strict mode accepts only a subset of JSON Schema (every property
