@@ -38,34 +38,12 @@ static char s_sub[64]; /* the broker's subscriber endpoint, for watching live pa
 
 /* --- Harness. --- */
 
-/* cluster_wait that fails the test past the deadline; returns the ms it took. */
 static int64_t s_wait_value(const char *sql, const char *want, int64_t timeout_ms) {
-    int64_t ms = cluster_wait(s_cluster, sql, want, timeout_ms);
-    if (ms < 0) {
-        char *v = cluster_sql(s_cluster, "%s", sql);
-        fail_msg("waited %lld ms for [%s] = %s, last %s", (long long)timeout_ms, sql, want,
-                 v ? v : "NULL");
-    }
-    return ms;
+    return clusterlog_expect(s_cluster, sql, want, timeout_ms);
 }
 
 static int64_t s_wait_status(const char *chat, const char *status, int64_t timeout_ms) {
-    char *q = mem_printf("SELECT status FROM chats WHERE id = '%s'", chat);
-    int64_t ms = s_wait_value(q, status, timeout_ms);
-    free(q);
-    return ms;
-}
-
-/* Waits until worker i has started and written its id. */
-static void s_worker_ready(int i) {
-    char *id = clusterlog_worker_id(s_cluster, i, 10000);
-    assert_non_null(id);
-    free(id);
-}
-
-static void s_worker_start(int i) {
-    cluster_start(s_cluster, CLUSTER_WORKER, i);
-    s_worker_ready(i);
+    return clusterlog_expect_status(s_cluster, chat, status, timeout_ms);
 }
 
 static char *s_create(const char *text, const char *dynamic_tools) {
@@ -366,7 +344,7 @@ static void test_kill_9_owner_mid_generation_another_worker_completes(void **u) 
            " (bound: stale %d + poll %d ms); turn complete after %lld ms\n",
            (long long)delay, S_LEASE_STALE_MS, S_POLL_MS, (long long)done);
     assert_true(delay <= S_LEASE_STALE_MS + S_POLL_MS + 500);
-    s_worker_start(owner);
+    clusterlog_worker_start(s_cluster, owner);
     free(dead_id);
     free(chat);
 }
@@ -394,7 +372,7 @@ static void test_sigterm_hands_off_within_a_second(void **u) {
            " worker exited cleanly after %lld ms\n",
            (long long)delay, (long long)exited);
     assert_true(delay < 1000);
-    s_worker_start(owner);
+    clusterlog_worker_start(s_cluster, owner);
     free(old_id);
     free(chat);
 }
@@ -460,7 +438,7 @@ static int s_setup(void **state) {
     s_cluster = cluster_new(&o);
     free(sub);
     for (int i = 0; i < S_NWORKERS; i++) {
-        s_worker_ready(i);
+        clusterlog_worker_ready(s_cluster, i);
     }
     return 0;
 }

@@ -43,34 +43,12 @@ static cluster_t *s_cluster;
 
 /* --- Harness. --- */
 
-/* cluster_wait that fails the test past the deadline; returns the ms it took. */
 static int64_t s_wait_value(const char *sql, const char *want, int64_t timeout_ms) {
-    int64_t ms = cluster_wait(s_cluster, sql, want, timeout_ms);
-    if (ms < 0) {
-        char *v = cluster_sql(s_cluster, "%s", sql);
-        fail_msg("waited %lld ms for [%s] = %s, last %s", (long long)timeout_ms, sql, want,
-                 v ? v : "NULL");
-    }
-    return ms;
+    return clusterlog_expect(s_cluster, sql, want, timeout_ms);
 }
 
 static int64_t s_wait_status(const char *chat, const char *status, int64_t timeout_ms) {
-    char *q = mem_printf("SELECT status FROM chats WHERE id = '%s'", chat);
-    int64_t ms = s_wait_value(q, status, timeout_ms);
-    free(q);
-    return ms;
-}
-
-/* Waits until worker i has started and written its id. */
-static void s_worker_ready(int i) {
-    char *id = clusterlog_worker_id(s_cluster, i, 10000);
-    assert_non_null(id);
-    free(id);
-}
-
-static void s_worker_start(int i) {
-    cluster_start(s_cluster, CLUSTER_WORKER, i);
-    s_worker_ready(i);
+    return clusterlog_expect_status(s_cluster, chat, status, timeout_ms);
 }
 
 static json_t *s_post(const char *chat, const char *what, const char *body, long want) {
@@ -456,7 +434,7 @@ static void test_kill_9_after_the_candidate_gives_one_receipt(void **u) {
                      1);
     printf("kill -9 after the candidate: one receipt %lld ms after the kill\n",
            (long long)(id_now_ms() - t0));
-    s_worker_start(i);
+    clusterlog_worker_start(s_cluster, i);
     json_decref(so);
     free(owner);
     free(chat);
@@ -603,7 +581,7 @@ static void test_random_turns_with_worker_kills_one_receipt_each(void **u) {
         nanosleep(&ts, NULL);
         int w = rand() % S_NWORKERS;
         cluster_signal(s_cluster, CLUSTER_WORKER, w, SIGKILL);
-        s_worker_start(w);
+        clusterlog_worker_start(s_cluster, w);
         kills++;
     }
     char *q = mem_printf("SELECT count(*) FROM chat_messages WHERE structured_output ->> 'type' ="
@@ -663,7 +641,7 @@ static int s_setup(void **state) {
         .name = "test_worker_structured", .gateways = 1, .workers = S_NWORKERS, .env = env};
     s_cluster = cluster_new(&o);
     for (int i = 0; i < S_NWORKERS; i++) {
-        s_worker_ready(i);
+        clusterlog_worker_ready(s_cluster, i);
     }
     return 0;
 }

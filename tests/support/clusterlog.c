@@ -1,4 +1,10 @@
 /* clusterlog: what the processes of a test cluster wrote in their logs; see clusterlog.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
 #include "clusterlog.h"
 #include "id.h"
 #include "mem.h"
@@ -83,4 +89,36 @@ int clusterlog_worker_of(const cluster_t *c, int workers, const char *worker_id)
         }
     }
     return -1;
+}
+
+int64_t clusterlog_expect(cluster_t *c, const char *sql, const char *want, int64_t timeout_ms) {
+    int64_t ms = cluster_wait(c, sql, want, timeout_ms);
+    if (ms < 0) {
+        char *v = cluster_sql(c, "%s", sql);
+        fail_msg("waited %lld ms for [%s] = %s, last %s", (long long)timeout_ms, sql, want,
+                 v ? v : "NULL");
+    }
+    return ms;
+}
+
+int64_t clusterlog_expect_status(cluster_t *c, const char *chat, const char *status,
+                                 int64_t timeout_ms) {
+    char *q = mem_printf("SELECT status FROM chats WHERE id = '%s'", chat);
+    int64_t ms = clusterlog_expect(c, q, status, timeout_ms);
+    free(q);
+    return ms;
+}
+
+void clusterlog_worker_start(cluster_t *c, int worker) {
+    cluster_start(c, CLUSTER_WORKER, worker);
+    clusterlog_worker_ready(c, worker);
+}
+
+void clusterlog_worker_ready(cluster_t *c, int worker) {
+    char *id = clusterlog_worker_id(c, worker, 10000);
+    if (!id) {
+        fail_msg("worker %d did not start (see %s)", worker,
+                 cluster_log(c, CLUSTER_WORKER, worker));
+    }
+    free(id);
 }

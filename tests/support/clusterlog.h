@@ -37,4 +37,18 @@ char *clusterlog_worker_id(const cluster_t *c, int worker, int64_t timeout_ms);
  * -1: which process owns a chat that the database says worker_id owns. */
 int clusterlog_worker_of(const cluster_t *c, int workers, const char *worker_id);
 
+/* cluster_wait that fails the test past the deadline (naming the last value seen); the
+ * milliseconds it took. */
+int64_t clusterlog_expect(cluster_t *c, const char *sql, const char *want, int64_t timeout_ms);
+
+/* The same for a chat's status. */
+int64_t clusterlog_expect_status(cluster_t *c, const char *chat, const char *status,
+                                 int64_t timeout_ms);
+
+/* Waits until worker i has written its id (fails the test otherwise). */
+void clusterlog_worker_ready(cluster_t *c, int worker);
+
+/* (Re)starts worker i and waits until it is ready. */
+void clusterlog_worker_start(cluster_t *c, int worker);
+
 #endif
