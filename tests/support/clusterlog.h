@@ -3,7 +3,8 @@
  * files (cluster_log), for end-to-end tests that assert on what a process did: how many lines
  * name an event for a chat, and the value of a key on an event's line (a worker's id from
  * event=worker_started). A missing file reads as an empty log: a process may not have
- * written yet.
+ * written yet. Also the cmocka-failing waits the worker tests share (a value in the
+ * database, a chat's status, a worker ready).
  */
 #ifndef CHATFLEET_CLUSTERLOG_H
 #define CHATFLEET_CLUSTERLOG_H
