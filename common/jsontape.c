@@ -1,0 +1,354 @@
+/* jsontape: a JSON document as one flat array of entries; see jsontape.h. */
+#include "jsontape.h"
+
+#include "mem.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+jsontape_t *jsontape_new(void) {
+    return mem_calloc(1, sizeof(jsontape_t));
+}
+
+void jsontape_destroy(jsontape_t **self_p) {
+    if (!self_p || !*self_p) {
+        return;
+    }
+    jsontape_t *self = *self_p;
+    free(self->entries);
+    free(self->bytes);
+    free(self);
+    *self_p = NULL;
+}
+
+void jsontape_clear(jsontape_t *self) {
+    self->count = 0;
+    self->bytes_len = 0;
+}
+
+/* --- building --- */
+
+static jsontape_entry_t *s_add(jsontape_t *self, jsontape_type_t type) {
+    ASSERT(self->count < JSONTAPE_MAX_ENTRIES); /* callers bound their input */
+    if (self->count == self->cap) {
+        self->cap = self->cap ? 2 * self->cap : 64;
+        self->entries = mem_realloc(self->entries, self->cap * sizeof *self->entries);
+    }
+    jsontape_entry_t *e = &self->entries[self->count++];
+    memset(e, 0, sizeof *e);
+    e->type = (uint8_t)type;
+    e->next = (uint32_t)self->count;
+    return e;
+}
+
+uint32_t jsontape_add_literal(jsontape_t *self, jsontape_type_t type) {
+    ASSERT(type == JSONTAPE_NULL || type == JSONTAPE_TRUE || type == JSONTAPE_FALSE);
+    s_add(self, type);
+    return (uint32_t)self->count - 1;
+}
+
+uint32_t jsontape_add_integer(jsontape_t *self, int64_t i) {
+    s_add(self, JSONTAPE_INTEGER)->u.i = i;
+    return (uint32_t)self->count - 1;
+}
+
+uint32_t jsontape_add_real(jsontape_t *self, double d) {
+    s_add(self, JSONTAPE_REAL)->u.d = d;
+    return (uint32_t)self->count - 1;
+}
+
+static uint32_t s_chars(const char *s, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        n += ((unsigned char)s[i] & 0xC0) != 0x80;
+    }
+    return (uint32_t)n;
+}
+
+uint32_t jsontape_add_string(jsontape_t *self, const char *s, size_t len) {
+    ASSERT(len <= JSONTAPE_MAX_STRING_BYTES - self->bytes_len - 1);
+    if (self->bytes_len + len + 1 > self->bytes_cap) {
+        size_t want = self->bytes_len + len + 1;
+        self->bytes_cap = want > 2 * self->bytes_cap ? want : 2 * self->bytes_cap;
+        self->bytes = mem_realloc(self->bytes, self->bytes_cap);
+    }
+    jsontape_entry_t *e = s_add(self, JSONTAPE_STRING);
+    e->size = (uint32_t)len;
+    e->hash = jsontape_hash(s, len);
+    e->u.s.off = (uint32_t)self->bytes_len;
+    e->u.s.chars = s_chars(s, len);
+    memcpy(self->bytes + self->bytes_len, s, len);
+    self->bytes[self->bytes_len + len] = '\0';
+    self->bytes_len += len + 1;
+    return (uint32_t)self->count - 1;
+}
+
+uint32_t jsontape_open(jsontape_t *self, jsontape_type_t type) {
+    ASSERT(type == JSONTAPE_ARRAY || type == JSONTAPE_OBJECT);
+    s_add(self, type);
+    return (uint32_t)self->count - 1;
+}
+
+void jsontape_close(jsontape_t *self, uint32_t index, uint32_t size) {
+    ASSERT(index < self->count);
+    self->entries[index].size = size;
+    self->entries[index].next = (uint32_t)self->count;
+}
+
+/* --- jansson --- */
+
+/* Whether v fits in what is left of the tape: entries and string bytes. */
+static bool s_fits(const jsontape_t *self, size_t entries, size_t bytes) {
+    return entries < JSONTAPE_MAX_ENTRIES - self->count &&
+           bytes < JSONTAPE_MAX_STRING_BYTES - self->bytes_len;
+}
+
+static bool s_from_json(jsontape_t *self, const json_t *v) {
+    switch (json_typeof(v)) {
+        case JSON_OBJECT: {
+            if (!s_fits(self, 1 + 2 * json_object_size(v), 0)) {
+                return false;
+            }
+            uint32_t at = jsontape_open(self, JSONTAPE_OBJECT);
+            const char *key = NULL;
+            size_t len = 0;
+            json_t *m = NULL;
+            json_object_keylen_foreach((json_t *)v, key, len, m) {
+                if (!s_fits(self, 1, len + 1)) {
+                    return false;
+                }
+                jsontape_add_string(self, key, len);
+                if (!s_from_json(self, m)) {
+                    return false;
+                }
+            }
+            jsontape_close(self, at, (uint32_t)json_object_size(v));
+            return true;
+        }
+        case JSON_ARRAY: {
+            if (!s_fits(self, 1 + json_array_size(v), 0)) {
+                return false;
+            }
+            uint32_t at = jsontape_open(self, JSONTAPE_ARRAY);
+            for (size_t i = 0; i < json_array_size(v); i++) {
+                if (!s_from_json(self, json_array_get(v, i))) {
+                    return false;
+                }
+            }
+            jsontape_close(self, at, (uint32_t)json_array_size(v));
+            return true;
+        }
+        case JSON_STRING:
+            if (!s_fits(self, 1, json_string_length(v) + 1)) {
+                return false;
+            }
+            jsontape_add_string(self, json_string_value(v), json_string_length(v));
+            return true;
+        default:
+            if (!s_fits(self, 1, 0)) {
+                return false;
+            }
+            if (json_is_integer(v)) {
+                jsontape_add_integer(self, json_integer_value(v));
+            } else if (json_is_real(v)) {
+                jsontape_add_real(self, json_real_value(v));
+            } else {
+                jsontape_add_literal(self, json_is_null(v)   ? JSONTAPE_NULL
+                                           : json_is_true(v) ? JSONTAPE_TRUE
+                                                             : JSONTAPE_FALSE);
+            }
+            return true;
+    }
+}
+
+long jsontape_from_json(jsontape_t *self, const json_t *v) {
+    size_t start = self->count;
+    size_t start_bytes = self->bytes_len;
+    if (!s_from_json(self, v)) {
+        self->count = start;
+        self->bytes_len = start_bytes;
+        return -1;
+    }
+    return (long)start;
+}
+
+json_t *jsontape_to_json(const jsontape_t *self, uint32_t index) {
+    const jsontape_entry_t *e = jsontape_at(self, index);
+    switch ((jsontape_type_t)e->type) {
+        case JSONTAPE_NULL:
+            return json_null();
+        case JSONTAPE_FALSE:
+            return json_false();
+        case JSONTAPE_TRUE:
+            return json_true();
+        case JSONTAPE_INTEGER:
+            return json_integer(e->u.i);
+        case JSONTAPE_REAL:
+            return json_real(e->u.d);
+        case JSONTAPE_STRING: /* the builder's callers guarantee UTF-8 without NUL */
+            return json_stringn_nocheck(jsontape_str(self, e), e->size);
+        case JSONTAPE_ARRAY: {
+            json_t *arr = json_array();
+            for (uint32_t i = index + 1; arr && i < e->next; i = self->entries[i].next) {
+                if (json_array_append_new(arr, jsontape_to_json(self, i)) != 0) {
+                    json_decref(arr);
+                    arr = NULL;
+                }
+            }
+            return arr;
+        }
+        case JSONTAPE_OBJECT: {
+            json_t *obj = json_object();
+            for (uint32_t k = index + 1; obj && k < e->next; k = self->entries[k + 1].next) {
+                const jsontape_entry_t *key = &self->entries[k];
+                if (json_object_setn_new_nocheck(obj, jsontape_str(self, key), key->size,
+                                                 jsontape_to_json(self, k + 1)) != 0) {
+                    json_decref(obj);
+                    obj = NULL;
+                }
+            }
+            return obj;
+        }
+    }
+    return NULL;
+}
+
+/* --- semantics --- */
+
+int jsontape_cmp_int_real(int64_t i, double d) {
+    if (d >= 9223372036854775808.0) {
+        return -1;
+    }
+    if (d < -9223372036854775808.0) {
+        return 1;
+    }
+    double t = trunc(d);
+    int64_t ti = (int64_t)t;
+    if (i != ti) {
+        return i < ti ? -1 : 1;
+    }
+    return d > t ? -1 : d < t ? 1 : 0;
+}
+
+static bool s_same_string(const jsontape_t *a, const jsontape_entry_t *ea, const jsontape_t *b,
+                          const jsontape_entry_t *eb) {
+    return ea->size == eb->size && ea->hash == eb->hash &&
+           memcmp(jsontape_str(a, ea), jsontape_str(b, eb), ea->size) == 0;
+}
+
+/* The index of the value whose key equals the key entry at a[ka] in the object b[ib], or 0. */
+static uint32_t s_member(const jsontape_t *a, uint32_t ka, const jsontape_t *b, uint32_t ib) {
+    const jsontape_entry_t *key = &a->entries[ka];
+    for (uint32_t k = ib + 1; k < b->entries[ib].next; k = b->entries[k + 1].next) {
+        if (s_same_string(a, key, b, &b->entries[k])) {
+            return k + 1;
+        }
+    }
+    return 0;
+}
+
+bool jsontape_equal(const jsontape_t *a, uint32_t ia, const jsontape_t *b, uint32_t ib) {
+    const jsontape_entry_t *ea = &a->entries[ia];
+    const jsontape_entry_t *eb = &b->entries[ib];
+    if (jsontape_is_number(ea) && jsontape_is_number(eb)) {
+        return jsontape_num_cmp(jsontape_num(ea), jsontape_num(eb)) == 0;
+    }
+    if (ea->type != eb->type) {
+        return false;
+    }
+    switch ((jsontape_type_t)ea->type) {
+        case JSONTAPE_STRING:
+            return s_same_string(a, ea, b, eb);
+        case JSONTAPE_ARRAY:
+            if (ea->size != eb->size) {
+                return false;
+            }
+            for (uint32_t i = ia + 1, j = ib + 1; i < ea->next;
+                 i = a->entries[i].next, j = b->entries[j].next) {
+                if (!jsontape_equal(a, i, b, j)) {
+                    return false;
+                }
+            }
+            return true;
+        case JSONTAPE_OBJECT:
+            if (ea->size != eb->size) {
+                return false;
+            }
+            for (uint32_t k = ia + 1; k < ea->next; k = a->entries[k + 1].next) {
+                uint32_t vb = s_member(a, k, b, ib);
+                if (!vb || !jsontape_equal(a, k + 1, b, vb)) {
+                    return false;
+                }
+            }
+            return true;
+        default:
+            return true; /* null, true, false: same type is same value */
+    }
+}
+
+uint32_t jsontape_hash(const char *key, size_t len) {
+    const uint64_t k = 0x9E3779B97F4A7C15ull;
+    uint64_t h = (uint64_t)len * k;
+    uint64_t w = 0;
+    uint32_t w4 = 0;
+    if (len >= 8) {
+        size_t i = 0;
+        for (; i + 8 < len; i += 8) {
+            memcpy(&w, key + i, sizeof w);
+            h = (h ^ w) * k;
+            h ^= h >> 29;
+        }
+        memcpy(&w, key + len - 8, sizeof w);
+        h = (h ^ w) * k;
+    } else if (len >= 4) {
+        memcpy(&w4, key, sizeof w4);
+        w = (uint64_t)w4 << 32;
+        memcpy(&w4, key + len - 4, sizeof w4);
+        h = (h ^ (w | w4)) * k;
+    } else if (len > 0) {
+        w = (uint64_t)(unsigned char)key[0] << 16 | (uint64_t)(unsigned char)key[len / 2] << 8 |
+            (unsigned char)key[len - 1];
+        h = (h ^ w) * k;
+    }
+    h ^= h >> 32;
+    h *= k;
+    return (uint32_t)(h >> 32);
+}
+
+static uint32_t s_number_hash(jsontape_num_t n) {
+    if (!n.is_int && (n.d != trunc(n.d) || fabs(n.d) >= 9.2e18)) {
+        uint64_t bits = 0;
+        double d = n.d == 0 ? 0.0 : n.d;
+        memcpy(&bits, &d, sizeof bits);
+        return (uint32_t)(bits ^ (bits >> 32)) * 2654435761u;
+    }
+    int64_t i = n.is_int ? n.i : (int64_t)n.d;
+    return (uint32_t)((uint64_t)i ^ ((uint64_t)i >> 32)) * 2654435761u;
+}
+
+uint32_t jsontape_value_hash(const jsontape_t *self, uint32_t index) {
+    const jsontape_entry_t *e = &self->entries[index];
+    switch ((jsontape_type_t)e->type) {
+        case JSONTAPE_INTEGER:
+        case JSONTAPE_REAL:
+            return s_number_hash(jsontape_num(e));
+        case JSONTAPE_STRING:
+            return e->hash;
+        case JSONTAPE_ARRAY: {
+            uint32_t h = 0x9e3779b9u;
+            for (uint32_t i = index + 1; i < e->next; i = self->entries[i].next) {
+                h = (h ^ jsontape_value_hash(self, i)) * 16777619u;
+            }
+            return h;
+        }
+        case JSONTAPE_OBJECT: {
+            uint32_t h = 0x85ebca6bu; /* order-independent: members are summed */
+            for (uint32_t k = index + 1; k < e->next; k = self->entries[k + 1].next) {
+                h += self->entries[k].hash * 31u + jsontape_value_hash(self, k + 1);
+            }
+            return h;
+        }
+        default:
+            return (uint32_t)(e->type + 1) * 0x27d4eb2du;
+    }
+}

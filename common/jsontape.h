@@ -1,0 +1,152 @@
+/*
+ * jsontape: a JSON document as one flat array of entries, in document order, plus one arena of
+ * string bytes. It is what the strict parser produces (jsonstrict_parse_tape) and what the
+ * schema validator reads: walking it needs no calls, no hashing and no pointer chasing, so
+ * validation and parsing cost a fraction of what jansson values cost. jansson values convert
+ * both ways (jsontape_from_json, jsontape_to_json) for the code that holds json_t.
+ *
+ * Layout. Every value is one entry; a container's children follow it. An object of n members
+ * is its entry, then n pairs (key entry, value entries); an array of n items is its entry, then
+ * the n items. Each entry's next is the index just past the value and all of its children, so
+ * any value is skipped in one step. A string entry (value or key) carries its byte length, its
+ * code point count and jsontape_hash of its bytes; its bytes are NUL-terminated in the arena.
+ *
+ * Numbers are as the boundary reads them: an integer literal is an int64 (JSONTAPE_INTEGER),
+ * any other literal a double (JSONTAPE_REAL). Equality and hashes treat 1 and 1.0 alike.
+ */
+#ifndef CHATFLEET_JSONTAPE_H
+#define CHATFLEET_JSONTAPE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef enum {
+    JSONTAPE_NULL = 0,
+    JSONTAPE_FALSE,
+    JSONTAPE_TRUE,
+    JSONTAPE_INTEGER,
+    JSONTAPE_REAL,
+    JSONTAPE_STRING,
+    JSONTAPE_ARRAY,
+    JSONTAPE_OBJECT,
+} jsontape_type_t;
+
+/* The most entries and string bytes one tape holds (indexes are 32-bit). */
+#define JSONTAPE_MAX_ENTRIES      ((size_t)UINT32_MAX - 1)
+#define JSONTAPE_MAX_STRING_BYTES ((size_t)UINT32_MAX - 1)
+
+typedef struct {
+    uint8_t type; /* jsontape_type_t */
+    uint8_t pad[3];
+    uint32_t size; /* string: bytes; array: items; object: members; else 0 */
+    uint32_t next; /* index just past this value and its children */
+    uint32_t hash; /* string: jsontape_hash of its bytes; else 0 */
+    union {
+        int64_t i; /* JSONTAPE_INTEGER */
+        double d;  /* JSONTAPE_REAL */
+        struct {
+            uint32_t off;   /* offset of the bytes in the arena */
+            uint32_t chars; /* code points */
+        } s;                /* JSONTAPE_STRING */
+    } u;
+} jsontape_entry_t;
+
+typedef struct {
+    jsontape_entry_t *entries;
+    size_t count;
+    size_t cap;
+    char *bytes; /* string arena */
+    size_t bytes_len;
+    size_t bytes_cap;
+} jsontape_t;
+
+/* A number exactly as the tape holds it. */
+typedef struct {
+    bool is_int;
+    int64_t i;
+    double d;
+} jsontape_num_t;
+
+jsontape_t *jsontape_new(void);
+/* Frees the tape; safe on NULL and sets *self_p to NULL. */
+void jsontape_destroy(jsontape_t **self_p);
+/* Empties the tape, keeping its memory for the next document. */
+void jsontape_clear(jsontape_t *self);
+
+/* --- building, in document order (the parser and jsontape_from_json) --- */
+
+/* Each returns the new entry's index. A string's bytes must be valid UTF-8. */
+uint32_t jsontape_add_literal(jsontape_t *self, jsontape_type_t type); /* null/true/false */
+uint32_t jsontape_add_integer(jsontape_t *self, int64_t i);
+uint32_t jsontape_add_real(jsontape_t *self, double d);
+uint32_t jsontape_add_string(jsontape_t *self, const char *s, size_t len);
+/* Opens an array or object; its children are added next; jsontape_close records their count
+ * (items, or members for an object, whose keys are added with jsontape_add_string). */
+uint32_t jsontape_open(jsontape_t *self, jsontape_type_t type);
+void jsontape_close(jsontape_t *self, uint32_t index, uint32_t size);
+
+/* Appends v (whose strings jansson guarantees to be UTF-8) and returns its index, or -1 when
+ * it would not fit the tape's 32-bit indexes. Object members keep jansson's order. */
+long jsontape_from_json(jsontape_t *self, const json_t *v);
+/* A new jansson value equal to the value at index (NULL only when malloc fails). */
+json_t *jsontape_to_json(const jsontape_t *self, uint32_t index);
+
+/* --- reading --- */
+
+static inline const jsontape_entry_t *jsontape_at(const jsontape_t *self, uint32_t index) {
+    return &self->entries[index];
+}
+
+/* The bytes of a string entry, NUL-terminated. */
+static inline const char *jsontape_str(const jsontape_t *self, const jsontape_entry_t *e) {
+    return self->bytes + e->u.s.off;
+}
+
+static inline bool jsontape_is_number(const jsontape_entry_t *e) {
+    return e->type == JSONTAPE_INTEGER || e->type == JSONTAPE_REAL;
+}
+
+static inline jsontape_num_t jsontape_num(const jsontape_entry_t *e) {
+    jsontape_num_t n = {0};
+    if (e->type == JSONTAPE_INTEGER) {
+        n.is_int = true;
+        n.i = e->u.i;
+        n.d = (double)n.i;
+    } else {
+        n.d = e->u.d;
+    }
+    return n;
+}
+
+/* The comparison of an int64 and a double, exact at any magnitude. */
+int jsontape_cmp_int_real(int64_t i, double d);
+
+/* Exact comparison of two numbers (-1, 0, 1), whatever mix of int64 and double. */
+static inline int jsontape_num_cmp(jsontape_num_t a, jsontape_num_t b) {
+    if (a.is_int && b.is_int) {
+        return a.i < b.i ? -1 : a.i > b.i;
+    }
+    /* Two doubles, or an int64 of magnitude up to 2^53, which a double holds exactly. */
+    const int64_t exact = (int64_t)1 << 53;
+    if (!a.is_int && !b.is_int) {
+        return a.d < b.d ? -1 : a.d > b.d;
+    }
+    if ((a.is_int && a.i >= -exact && a.i <= exact) ||
+        (b.is_int && b.i >= -exact && b.i <= exact)) {
+        return a.d < b.d ? -1 : a.d > b.d;
+    }
+    return a.is_int ? jsontape_cmp_int_real(a.i, b.d) : -jsontape_cmp_int_real(b.i, a.d);
+}
+
+/* JSON equality of two values (possibly of two tapes): numbers by value (1 == 1.0), strings
+ * by bytes, arrays in order, objects as sets of members. */
+bool jsontape_equal(const jsontape_t *a, uint32_t ia, const jsontape_t *b, uint32_t ib);
+/* A hash consistent with jsontape_equal. */
+uint32_t jsontape_value_hash(const jsontape_t *self, uint32_t index);
+/* The hash of a byte string that string entries carry (and schema name tables use). */
+uint32_t jsontape_hash(const char *s, size_t len);
+
+#endif
