@@ -63,45 +63,6 @@ static char *s_index_path(const char *parent, size_t index) {
 /* A word-at-a-time hash (lookups run once per instance member, so it must be cheap on short
  * keys): 8-byte words, the last one overlapping; keys under 8 bytes are read as two
  * overlapping 4-byte words or, under 4, as three bytes, which with the length determine them. */
-uint32_t js_hash(const char *key, size_t len) {
-    const uint64_t k = 0x9E3779B97F4A7C15ull;
-    uint64_t h = (uint64_t)len * k;
-    if (len >= 8) {
-        size_t i = 0;
-        for (; i + 8 < len; i += 8) {
-            h = (h ^ js_load64(key + i)) * k;
-            h ^= h >> 29;
-        }
-        h = (h ^ js_load64(key + len - 8)) * k;
-    } else if (len >= 4) {
-        h = (h ^ (js_load32(key) << 32 | js_load32(key + len - 4))) * k;
-    } else if (len > 0) {
-        uint64_t w = (uint64_t)(unsigned char)key[0] << 16 |
-                     (uint64_t)(unsigned char)key[len / 2] << 8 | (unsigned char)key[len - 1];
-        h = (h ^ w) * k;
-    }
-    h ^= h >> 32;
-    h *= k;
-    return (uint32_t)(h >> 32);
-}
-
-long js_prop_find(const js_node_t *node, const char *key, size_t len) {
-    if (node->nslots == 0) {
-        return -1;
-    }
-    size_t mask = node->nslots - 1;
-    for (size_t i = js_hash(key, len) & mask;; i = (i + 1) & mask) {
-        uint32_t slot = node->prop_slots[i];
-        if (slot == 0) {
-            return -1;
-        }
-        const js_prop_t *p = &node->props[slot - 1];
-        if (p->len == len && js_key_eq(p->key, key, len)) {
-            return (long)slot - 1;
-        }
-    }
-}
-
 /* The index of key among node's names, appending it when it is new. */
 static uint32_t s_name(js_node_t *node, size_t *cap, const char *key, size_t len) {
     for (size_t i = 0; i < node->nnames; i++) {
@@ -136,7 +97,7 @@ static void s_index_slots(js_node_t *node) {
     node->nslots = n;
     node->prop_slots = mem_calloc(n, sizeof *node->prop_slots);
     for (size_t k = 0; k < node->nnames; k++) {
-        size_t i = js_hash(node->props[k].key, node->props[k].len) & (n - 1);
+        size_t i = jsontape_hash(node->props[k].key, node->props[k].len) & (n - 1);
         while (node->prop_slots[i]) {
             i = (i + 1) & (n - 1);
         }
@@ -168,18 +129,28 @@ static uint8_t s_groups(const js_node_t *node) {
     return g;
 }
 
-static void s_prepare_values(js_node_t *node) {
-    if (node->has & JS_HAS_CONST && json_is_string(node->const_value)) {
-        node->const_str = json_string_value(node->const_value);
-        node->const_len = json_string_length(node->const_value);
+/* Copies const and enum values onto the schema's tape, where instances are compared. */
+static void s_prepare_values(jsonschema_t *schema, js_node_t *node) {
+    if (node->has & JS_HAS_CONST) {
+        long at = jsontape_from_json(schema->values, node->const_value);
+        ASSERT(at >= 0); /* schema text is capped far below the tape's indexes */
+        node->const_at = (uint32_t)at;
+        if (json_is_string(node->const_value)) {
+            node->const_str = json_string_value(node->const_value);
+            node->const_len = json_string_length(node->const_value);
+        }
     }
     if (!(node->has & JS_HAS_ENUM)) {
         return;
     }
-    size_t n = json_array_size(node->enum_values);
-    node->enum_hashes = mem_calloc(n ? n : 1, sizeof *node->enum_hashes);
-    for (size_t i = 0; i < n; i++) {
-        node->enum_hashes[i] = js_value_hash(json_array_get(node->enum_values, i));
+    node->nenum = json_array_size(node->enum_values);
+    node->enum_at = mem_calloc(node->nenum ? node->nenum : 1, sizeof *node->enum_at);
+    node->enum_hashes = mem_calloc(node->nenum ? node->nenum : 1, sizeof *node->enum_hashes);
+    for (size_t i = 0; i < node->nenum; i++) {
+        long at = jsontape_from_json(schema->values, json_array_get(node->enum_values, i));
+        ASSERT(at >= 0);
+        node->enum_at[i] = (uint32_t)at;
+        node->enum_hashes[i] = jsontape_value_hash(schema->values, (uint32_t)at);
     }
 }
 
@@ -204,7 +175,7 @@ static void s_finish(jsonschema_t *schema, js_node_t *node) {
         node->scratch = schema->nscratch;
         schema->nscratch += node->nnames;
     }
-    s_prepare_values(node);
+    s_prepare_values(schema, node);
     node->groups = s_groups(node);
 }
 
@@ -784,6 +755,7 @@ static pcre2_match_context *s_match_context(void) {
 
 int jsonschema_compile(const json_t *schema, jsonschema_t **out, jsonschema_error_t *err) {
     jsonschema_t *self = mem_calloc(1, sizeof *self);
+    self->values = jsontape_new();
     s_compiler_t c = {.schema = self, .err = err};
     *out = NULL;
     if (err) {
@@ -820,6 +792,7 @@ static void s_node_free(js_node_t *node) {
     free(node->deps);
     free(node->required_idx);
     free(node->enum_hashes);
+    free(node->enum_at);
     free(node->items_array.items);
     free(node->all_of.items);
     free(node->any_of.items);
@@ -841,6 +814,7 @@ void jsonschema_destroy(jsonschema_t **self_p) {
         pcre2_match_context_free(self->match_ctx);
     }
     json_decref(self->doc);
+    jsontape_destroy(&self->values);
     free(self);
     *self_p = NULL;
 }

@@ -9,15 +9,19 @@
  * unknown format names are rejected at compile time. A compiled schema is immutable: any
  * number of threads may validate against it at once (PCRE2 match data is per call).
  *
- * Parse schema and instance text with jsonstrict_parse() first; instances built by other
- * means must hold valid UTF-8 strings (as jansson's checked constructors guarantee).
+ * Parse schema and instance text with jsonstrict_parse() (or jsonstrict_parse_tape()) first;
+ * instances built by other means must hold valid UTF-8 strings (as jansson's checked
+ * constructors guarantee).
  */
 #ifndef CHATFLEET_JSONSCHEMA_H
 #define CHATFLEET_JSONSCHEMA_H
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "jsontape.h"
 
 #define JSONSCHEMA_DRAFT7_URI "http://json-schema.org/draft-07/schema#"
 
@@ -79,6 +83,13 @@ int jsonschema_compile(const json_t *schema, jsonschema_t **out, jsonschema_erro
  * its limits, or more than JSONSCHEMA_MAX_MATCHES matches, makes the instance invalid. */
 jsonschema_result_t jsonschema_validate(const jsonschema_t *self, const json_t *instance,
                                         jsonschema_mode_t mode, jsonschema_report_t *report);
+
+/* The same on the value at index of a tape (jsontape.h), which is how the validator reads
+ * every instance: jsonschema_validate copies its json_t onto a tape first, so a caller that
+ * parses text itself saves that copy with jsonstrict_parse_tape. */
+jsonschema_result_t jsonschema_validate_tape(const jsonschema_t *self, const jsontape_t *doc,
+                                             uint32_t index, jsonschema_mode_t mode,
+                                             jsonschema_report_t *report);
 
 /* Frees the schema; safe on NULL and sets *self_p to NULL. */
 void jsonschema_destroy(jsonschema_t **self_p);

@@ -1,5 +1,5 @@
-/* jsonschema_format: the supported formats and the value semantics they share with the
- * validator (exact numbers, equality, value hashes, decimal multipleOf); see JSONSCHEMA.md. */
+/* jsonschema_format: the supported formats and the decimal multipleOf (equality, hashes and
+ * exact number comparison are jsontape's); see JSONSCHEMA.md. */
 #include "jsonschema_internal.h"
 #include "jsonstrict.h"
 
@@ -8,101 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* --- numbers and equality --- */
-
-int js_cmp_int_real(int64_t i, double d) {
-    if (d >= 9223372036854775808.0) {
-        return -1;
-    }
-    if (d < -9223372036854775808.0) {
-        return 1;
-    }
-    double t = trunc(d);
-    int64_t ti = (int64_t)t;
-    if (i != ti) {
-        return i < ti ? -1 : 1;
-    }
-    return d > t ? -1 : d < t ? 1 : 0;
-}
-
-bool js_equal(const json_t *a, const json_t *b) {
-    if (json_is_number(a) && json_is_number(b)) {
-        return js_num_cmp(js_num_of(a), js_num_of(b)) == 0;
-    }
-    if (json_typeof(a) != json_typeof(b)) {
-        return false;
-    }
-    switch (json_typeof(a)) {
-        case JSON_STRING:
-            return json_string_length(a) == json_string_length(b) &&
-                   memcmp(json_string_value(a), json_string_value(b), json_string_length(a)) == 0;
-        case JSON_ARRAY:
-            if (json_array_size(a) != json_array_size(b)) {
-                return false;
-            }
-            for (size_t i = 0; i < json_array_size(a); i++) {
-                if (!js_equal(json_array_get(a, i), json_array_get(b, i))) {
-                    return false;
-                }
-            }
-            return true;
-        case JSON_OBJECT: {
-            if (json_object_size(a) != json_object_size(b)) {
-                return false;
-            }
-            const char *key = NULL;
-            size_t len = 0;
-            json_t *va = NULL;
-            json_object_keylen_foreach((json_t *)a, key, len, va) {
-                json_t *vb = json_object_getn(b, key, len);
-                if (!vb || !js_equal(va, vb)) {
-                    return false;
-                }
-            }
-            return true;
-        }
-        default:
-            return true; /* true, false, null: same type is same value */
-    }
-}
-
-uint32_t js_value_hash(const json_t *v) {
-    switch (json_typeof(v)) {
-        case JSON_INTEGER:
-        case JSON_REAL: {
-            js_num_t n = js_num_of(v);
-            if (!n.is_int && (n.d != trunc(n.d) || fabs(n.d) >= 9.2e18)) {
-                uint64_t bits = 0;
-                double d = n.d == 0 ? 0.0 : n.d;
-                memcpy(&bits, &d, sizeof bits);
-                return (uint32_t)(bits ^ (bits >> 32)) * 2654435761u;
-            }
-            int64_t i = n.is_int ? n.i : (int64_t)n.d;
-            return (uint32_t)((uint64_t)i ^ ((uint64_t)i >> 32)) * 2654435761u;
-        }
-        case JSON_STRING:
-            return js_hash(json_string_value(v), json_string_length(v));
-        case JSON_ARRAY: {
-            uint32_t h = 0x9e3779b9u;
-            for (size_t i = 0; i < json_array_size(v); i++) {
-                h = (h ^ js_value_hash(json_array_get(v, i))) * 16777619u;
-            }
-            return h;
-        }
-        case JSON_OBJECT: {
-            uint32_t h = 0x85ebca6bu; /* order-independent: members are summed */
-            const char *key = NULL;
-            size_t len = 0;
-            json_t *m = NULL;
-            json_object_keylen_foreach((json_t *)v, key, len, m) {
-                h += js_hash(key, len) * 31u + js_value_hash(m);
-            }
-            return h;
-        }
-        default:
-            return (uint32_t)json_typeof(v) * 0x27d4eb2du;
-    }
-}
+/* --- numbers --- */
 
 static const double s_pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                  1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "jsonschema.h"
+#include "jsontape.h"
 
 /* Type bits; JS_T_INTEGER is set for integers and for reals with an integral value. */
 enum {
@@ -56,12 +57,7 @@ enum {
     JS_G_APPLY = 1u << 5, /* allOf, anyOf, oneOf, not, if */
 };
 
-/* A number exactly as jansson holds it. */
-typedef struct {
-    bool is_int;
-    int64_t i;
-    double d;
-} js_num_t;
+typedef jsontape_num_t js_num_t;
 
 /* A positive decimal m * 10^e with m free of trailing zeros (multipleOf). */
 typedef struct {
@@ -140,10 +136,13 @@ struct js_node {
     size_t max_items;
     size_t min_properties;
     size_t max_properties;
-    const json_t *const_value; /* borrowed */
-    const json_t *enum_values; /* borrowed array */
-    uint32_t *enum_hashes;     /* js_value_hash of each enum value */
-    const char *const_str;     /* the const value when it is a string, else NULL */
+    const json_t *const_value; /* borrowed; as a tape: values[const_at] */
+    const json_t *enum_values; /* borrowed array; as a tape: values[enum_at[i]] */
+    uint32_t const_at;
+    uint32_t *enum_at;
+    uint32_t *enum_hashes; /* jsontape_value_hash of each enum value */
+    size_t nenum;
+    const char *const_str; /* the const value when it is a string, else NULL */
     size_t const_len;
     const json_t *required; /* borrowed array of strings */
     js_regex_t *pattern;
@@ -185,7 +184,8 @@ struct jsonschema {
     js_node_t **nodes; /* every node, for destroy */
     size_t nnodes;
     size_t npatterns;
-    size_t nscratch; /* sum of the nodes' nnames: the validator's per-call scratch slots */
+    size_t nscratch;    /* sum of the nodes' nnames: the validator's per-call scratch slots */
+    jsontape_t *values; /* every const and enum value, for comparisons with instances */
     pcre2_match_context *match_ctx; /* limits only; read-only after compile */
 };
 
@@ -222,9 +222,23 @@ static inline bool js_key_eq(const char *a, const char *b, size_t len) {
     return true;
 }
 
-/* The index for key in node's names, or -1. */
-long js_prop_find(const js_node_t *node, const char *key, size_t len);
-uint32_t js_hash(const char *key, size_t len);
+/* The index for key (whose jsontape_hash is hash) in node's names, or -1. */
+static inline long js_prop_find(const js_node_t *node, const char *key, size_t len, uint32_t hash) {
+    if (node->nslots == 0) {
+        return -1;
+    }
+    size_t mask = node->nslots - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        uint32_t slot = node->prop_slots[i];
+        if (slot == 0) {
+            return -1;
+        }
+        const js_prop_t *p = &node->props[slot - 1];
+        if (p->len == len && js_key_eq(p->key, key, len)) {
+            return (long)slot - 1;
+        }
+    }
+}
 
 /* Formats: the id for a name (JS_FMT_NONE when unknown), the name, and the check. */
 js_format_t js_format_lookup(const char *name);
@@ -246,7 +260,7 @@ int js_regex_match_pcre2(const js_regex_t *re, const char *s, size_t len, pcre2_
                          pcre2_match_context *mctx);
 bool js_regex_is_linear(const js_regex_t *re);
 
-/* Value semantics shared by compiler and validator (jsonschema_format.c). */
+/* A schema number (compiler). */
 static inline js_num_t js_num_of(const json_t *v) {
     js_num_t n = {0};
     if (json_is_integer(v)) {
@@ -259,30 +273,7 @@ static inline js_num_t js_num_of(const json_t *v) {
     return n;
 }
 
-/* The comparison of an int64 and a double, exact at any magnitude (jsonschema_format.c). */
-int js_cmp_int_real(int64_t i, double d);
-
-/* Exact comparison of two numbers, whatever mix of int64 and double; inline, since bounds are
- * compared for every number an instance has. */
-static inline int js_num_cmp(js_num_t a, js_num_t b) {
-    if (a.is_int && b.is_int) {
-        return a.i < b.i ? -1 : a.i > b.i;
-    }
-    /* Two doubles, or an int64 of magnitude up to 2^53, which a double holds exactly. */
-    const int64_t exact = (int64_t)1 << 53;
-    if (!a.is_int && !b.is_int) {
-        return a.d < b.d ? -1 : a.d > b.d;
-    }
-    if ((a.is_int && a.i >= -exact && a.i <= exact) ||
-        (b.is_int && b.i >= -exact && b.i <= exact)) {
-        return a.d < b.d ? -1 : a.d > b.d;
-    }
-    return a.is_int ? js_cmp_int_real(a.i, b.d) : -js_cmp_int_real(b.i, a.d);
-}
-bool js_equal(const json_t *a, const json_t *b);
 /* Is x a multiple of dec, exactly in decimal? */
 bool js_multiple(js_num_t x, const js_decimal_t *dec);
-/* A hash consistent with js_equal (1 and 1.0 hash alike). */
-uint32_t js_value_hash(const json_t *v);
 
 #endif

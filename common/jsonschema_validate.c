@@ -28,49 +28,31 @@ typedef struct {
     s_seg_t segs[S_SEGS_MAX];
     int nsegs;
     size_t matches;
-    const json_t **scratch; /* schema->nscratch slots; each node owns its own range */
+    const jsontape_t *t;       /* the instance */
+    const jsontape_entry_t *e; /* its entries */
+    uint32_t *scratch;         /* schema->nscratch slots; each node owns its own range */
 } s_ctx_t;
 
 /* Scratch slots kept on the stack; a schema that names more members uses the heap. */
 #define S_SCRATCH_STACK 256
 
-static size_t s_codepoints(const char *s, size_t len) {
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        n += ((unsigned char)s[i] & 0xC0) != 0x80;
+/* The type bits of each jsontape_type_t; a real is also an integer when integral. */
+static const uint8_t s_type_bits[8] = {
+    JS_T_NULL,   JS_T_BOOLEAN, JS_T_BOOLEAN, JS_T_NUMBER | JS_T_INTEGER,
+    JS_T_NUMBER, JS_T_STRING,  JS_T_ARRAY,   JS_T_OBJECT,
+};
+
+/* Does e have one of the types? An integral real is an integer. */
+static inline bool s_type_ok(uint8_t types, const jsontape_entry_t *e) {
+    if (types & s_type_bits[e->type]) {
+        return true;
     }
-    return n;
+    return e->type == JSONTAPE_REAL && (types & JS_T_INTEGER) && e->u.d == floor(e->u.d);
 }
 
-/* Does v have one of the types? An integral real is an integer. */
-static bool s_type_ok(uint8_t types, const json_t *v) {
-    switch (json_typeof(v)) {
-        case JSON_OBJECT:
-            return types & JS_T_OBJECT;
-        case JSON_ARRAY:
-            return types & JS_T_ARRAY;
-        case JSON_STRING:
-            return types & JS_T_STRING;
-        case JSON_INTEGER:
-            return types & (JS_T_NUMBER | JS_T_INTEGER);
-        case JSON_REAL: {
-            if (types & JS_T_NUMBER) {
-                return true;
-            }
-            double d = json_real_value(v);
-            return (types & JS_T_INTEGER) && d == floor(d);
-        }
-        case JSON_TRUE:
-        case JSON_FALSE:
-            return types & JS_T_BOOLEAN;
-        default:
-            return types & JS_T_NULL;
-    }
-}
-
-/* The keyword group that applies to each json_type (JSON_OBJECT ... JSON_NULL). */
+/* The keyword group that applies to each jsontape_type_t. */
 static const uint8_t s_type_group[8] = {
-    JS_G_OBJECT, JS_G_ARRAY, JS_G_STRING, JS_G_NUMBER, JS_G_NUMBER, 0, 0, 0,
+    0, 0, 0, JS_G_NUMBER, JS_G_NUMBER, JS_G_STRING, JS_G_ARRAY, JS_G_OBJECT,
 };
 
 /* --- reporting --- */
@@ -141,18 +123,18 @@ static bool s_go_on(const s_ctx_t *ctx) {
     return ctx->all_errors && ctx->quiet == 0 && !ctx->abort;
 }
 
-static bool s_node(s_ctx_t *ctx, const js_node_t *node, const json_t *v);
+static bool s_node(s_ctx_t *ctx, const js_node_t *node, uint32_t v);
 
 /* True when node accepts v by its type alone (a leaf such as {"type": "number"}), so that
  * callers skip the call; false means "run s_node", which also reports. */
-static inline bool s_leaf_ok(const js_node_t *node, const json_t *v) {
+static inline bool s_leaf_ok(const s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     return node->groups == 0 && !node->is_bool &&
-           (!(node->has & JS_HAS_TYPE) || s_type_ok(node->types, v));
+           (!(node->has & JS_HAS_TYPE) || s_type_ok(node->types, &ctx->e[v]));
 }
 
-static bool s_child_key(s_ctx_t *ctx, const js_node_t *node, const json_t *v, const char *key,
+static bool s_child_key(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *key,
                         size_t len) {
-    if (s_leaf_ok(node, v)) {
+    if (s_leaf_ok(ctx, node, v)) {
         return true;
     }
     ctx->segs[ctx->nsegs++] = (s_seg_t){.key = key, .len = len};
@@ -161,8 +143,8 @@ static bool s_child_key(s_ctx_t *ctx, const js_node_t *node, const json_t *v, co
     return ok;
 }
 
-static bool s_child_index(s_ctx_t *ctx, const js_node_t *node, const json_t *v, size_t index) {
-    if (s_leaf_ok(node, v)) {
+static bool s_child_index(s_ctx_t *ctx, const js_node_t *node, uint32_t v, size_t index) {
+    if (s_leaf_ok(ctx, node, v)) {
         return true;
     }
     ctx->segs[ctx->nsegs++] = (s_seg_t){.index = index};
@@ -172,7 +154,7 @@ static bool s_child_index(s_ctx_t *ctx, const js_node_t *node, const json_t *v, 
 }
 
 /* Runs node on v without reporting: for anyOf, oneOf, not, if and contains. */
-static bool s_quiet(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+static bool s_quiet(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool all = ctx->all_errors;
     ctx->quiet++;
     ctx->all_errors = false;
@@ -226,28 +208,28 @@ static int s_match(s_ctx_t *ctx, const js_node_t *node, const char *kw, const js
 
 /* --- keyword groups --- */
 
-static bool s_numeric(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
-    js_num_t x = js_num_of(v);
+static bool s_numeric(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+    js_num_t x = jsontape_num(&ctx->e[v]);
     bool ok = true;
-    if ((node->has & JS_HAS_MINIMUM) && js_num_cmp(x, node->minimum) < 0) {
+    if ((node->has & JS_HAS_MINIMUM) && jsontape_num_cmp(x, node->minimum) < 0) {
         ok = s_fail(ctx, node, "minimum", "must be >= %.17g", node->minimum.d);
         if (!s_go_on(ctx)) {
             return false;
         }
     }
-    if ((node->has & JS_HAS_MAXIMUM) && js_num_cmp(x, node->maximum) > 0) {
+    if ((node->has & JS_HAS_MAXIMUM) && jsontape_num_cmp(x, node->maximum) > 0) {
         ok = s_fail(ctx, node, "maximum", "must be <= %.17g", node->maximum.d);
         if (!s_go_on(ctx)) {
             return false;
         }
     }
-    if ((node->has & JS_HAS_EXMIN) && js_num_cmp(x, node->exclusive_minimum) <= 0) {
+    if ((node->has & JS_HAS_EXMIN) && jsontape_num_cmp(x, node->exclusive_minimum) <= 0) {
         ok = s_fail(ctx, node, "exclusiveMinimum", "must be > %.17g", node->exclusive_minimum.d);
         if (!s_go_on(ctx)) {
             return false;
         }
     }
-    if ((node->has & JS_HAS_EXMAX) && js_num_cmp(x, node->exclusive_maximum) >= 0) {
+    if ((node->has & JS_HAS_EXMAX) && jsontape_num_cmp(x, node->exclusive_maximum) >= 0) {
         ok = s_fail(ctx, node, "exclusiveMaximum", "must be < %.17g", node->exclusive_maximum.d);
         if (!s_go_on(ctx)) {
             return false;
@@ -259,18 +241,18 @@ static bool s_numeric(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     return ok;
 }
 
-static bool s_chars(s_ctx_t *ctx, const js_node_t *node, const char *s, size_t len) {
+/* The string keywords on the string entry e (a value or a member name). */
+static bool s_chars(s_ctx_t *ctx, const js_node_t *node, const jsontape_entry_t *e) {
     bool ok = true;
-    /* A code point takes one to four bytes, so counting is needed only in between. */
-    if ((node->has & JS_HAS_MINLEN) && len / 4 < node->min_length &&
-        s_codepoints(s, len) < node->min_length) {
+    const char *s = jsontape_str(ctx->t, e);
+    size_t len = e->size;
+    if ((node->has & JS_HAS_MINLEN) && e->u.s.chars < node->min_length) {
         ok = s_fail(ctx, node, "minLength", "must have at least %zu characters", node->min_length);
         if (!s_go_on(ctx)) {
             return false;
         }
     }
-    if ((node->has & JS_HAS_MAXLEN) && len > node->max_length &&
-        s_codepoints(s, len) > node->max_length) {
+    if ((node->has & JS_HAS_MAXLEN) && e->u.s.chars > node->max_length) {
         ok = s_fail(ctx, node, "maxLength", "must have at most %zu characters", node->max_length);
         if (!s_go_on(ctx)) {
             return false;
@@ -294,12 +276,8 @@ static bool s_chars(s_ctx_t *ctx, const js_node_t *node, const char *s, size_t l
     return ok;
 }
 
-static bool s_string(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
-    return s_chars(ctx, node, json_string_value(v), json_string_length(v));
-}
-
-static bool s_unique(const json_t *v) {
-    size_t n = json_array_size(v);
+static bool s_unique(const s_ctx_t *ctx, uint32_t v) {
+    size_t n = ctx->e[v].size;
     if (n < 2) {
         return true;
     }
@@ -307,29 +285,29 @@ static bool s_unique(const json_t *v) {
     while (cap < 2 * n) {
         cap *= 2;
     }
-    size_t *slots = mem_calloc(cap, sizeof *slots); /* item index + 1 */
+    uint32_t *slots = mem_calloc(cap, sizeof *slots); /* an item's entry index (never 0) */
     bool unique = true;
-    for (size_t i = 0; i < n && unique; i++) {
-        const json_t *item = json_array_get(v, i);
-        size_t h = js_value_hash(item) & (cap - 1);
+    for (uint32_t it = v + 1; it < ctx->e[v].next && unique; it = ctx->e[it].next) {
+        size_t h = jsontape_value_hash(ctx->t, it) & (cap - 1);
         for (; slots[h]; h = (h + 1) & (cap - 1)) {
-            if (js_equal(item, json_array_get(v, slots[h] - 1))) {
+            if (jsontape_equal(ctx->t, it, ctx->t, slots[h])) {
                 unique = false;
                 break;
             }
         }
-        slots[h] = i + 1;
+        slots[h] = it;
     }
     free(slots);
     return unique;
 }
 
-static bool s_items(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
-    size_t n = json_array_size(v);
+static bool s_items(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
+    const uint32_t end = ctx->e[v].next;
+    size_t i = 0;
     if (!node->items_is_array) {
-        for (size_t i = 0; node->items && i < n; i++) {
-            if (!s_child_index(ctx, node->items, json_array_get(v, i), i)) {
+        for (uint32_t it = v + 1; it < end; it = ctx->e[it].next, i++) {
+            if (!s_child_index(ctx, node->items, it, i)) {
                 ok = false;
                 if (!s_go_on(ctx)) {
                     return false;
@@ -338,10 +316,10 @@ static bool s_items(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
         }
         return ok;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (uint32_t it = v + 1; it < end; it = ctx->e[it].next, i++) {
         const js_node_t *sub =
             i < node->items_array.count ? node->items_array.items[i] : node->additional_items;
-        if (sub && !s_child_index(ctx, sub, json_array_get(v, i), i)) {
+        if (sub && !s_child_index(ctx, sub, it, i)) {
             ok = false;
             if (!s_go_on(ctx)) {
                 return false;
@@ -351,9 +329,9 @@ static bool s_items(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     return ok;
 }
 
-static bool s_contains(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
-    for (size_t i = 0; i < json_array_size(v); i++) {
-        if (s_quiet(ctx, node->contains, json_array_get(v, i))) {
+static bool s_contains(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+    for (uint32_t it = v + 1; it < ctx->e[v].next; it = ctx->e[it].next) {
+        if (s_quiet(ctx, node->contains, it)) {
             return true;
         }
         if (ctx->abort) {
@@ -363,8 +341,8 @@ static bool s_contains(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     return s_fail(ctx, node, "contains", "must contain an item that matches the schema");
 }
 
-static bool s_array(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
-    size_t n = json_array_size(v);
+static bool s_array(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+    size_t n = ctx->e[v].size;
     bool ok = true;
     if ((node->has & JS_HAS_MINITEMS) && n < node->min_items) {
         ok = s_fail(ctx, node, "minItems", "must have at least %zu items", node->min_items);
@@ -378,7 +356,7 @@ static bool s_array(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
             return false;
         }
     }
-    if ((node->has & JS_HAS_UNIQUE) && !s_unique(v)) {
+    if ((node->has & JS_HAS_UNIQUE) && !s_unique(ctx, v)) {
         ok = s_fail(ctx, node, "uniqueItems", "must not contain equal items");
         if (!s_go_on(ctx)) {
             return false;
@@ -398,7 +376,7 @@ static bool s_array(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
 
 /* Fails for each name in idx (indexes into node's names) that v lacks. */
 static bool s_required(s_ctx_t *ctx, const js_node_t *node, const char *kw, const uint32_t *idx,
-                       size_t count, const json_t **found) {
+                       size_t count, const uint32_t *found) {
     bool ok = true;
     for (size_t i = 0; i < count; i++) {
         if (!found[idx[i]]) {
@@ -412,7 +390,7 @@ static bool s_required(s_ctx_t *ctx, const js_node_t *node, const char *kw, cons
     return ok;
 }
 
-static bool s_properties(s_ctx_t *ctx, const js_node_t *node, const json_t **found) {
+static bool s_properties(s_ctx_t *ctx, const js_node_t *node, const uint32_t *found) {
     bool ok = true;
     for (size_t i = 0; i < node->nprops; i++) {
         const js_prop_t *p = &node->props[i];
@@ -426,34 +404,17 @@ static bool s_properties(s_ctx_t *ctx, const js_node_t *node, const json_t **fou
     return ok;
 }
 
-/* propertyNames on key. A subschema with string keywords only (the usual case) checks the key
- * in place; any other builds the string value that it needs. */
-static bool s_name(s_ctx_t *ctx, const js_node_t *node, const char *key, size_t len) {
-    if (node->is_bool || (node->groups & (uint8_t)~JS_G_STRING)) {
-        json_t *name = json_stringn_nocheck(key, len);
-        ASSERT(name != NULL); /* NULL only when malloc fails */
-        bool named = s_child_key(ctx, node, name, key, len);
-        json_decref(name);
-        return named;
-    }
-    ctx->segs[ctx->nsegs++] = (s_seg_t){.key = key, .len = len};
-    bool ok = true;
-    if ((node->has & JS_HAS_TYPE) && !(node->types & JS_T_STRING)) {
-        ok = s_fail(ctx, node, "type", "has the wrong type");
-    } else if (node->groups & JS_G_STRING) {
-        ok = s_chars(ctx, node, key, len);
-    }
-    ctx->nsegs--;
-    return ok;
-}
-
-/* patternProperties, additionalProperties and propertyNames for one member. */
-static bool s_member(s_ctx_t *ctx, const js_node_t *node, const char *key, size_t len,
-                     const json_t *m) {
+/* patternProperties, additionalProperties and propertyNames for the member whose key entry
+ * is k (its value follows it). propertyNames validates the key entry itself: a string. */
+static bool s_member(s_ctx_t *ctx, const js_node_t *node, uint32_t k) {
+    const jsontape_entry_t *ke = &ctx->e[k];
+    const char *key = jsontape_str(ctx->t, ke);
+    size_t len = ke->size;
+    uint32_t m = k + 1;
     bool ok = true;
     bool matched = false;
     if (node->additional_properties) {
-        long idx = js_prop_find(node, key, len);
+        long idx = js_prop_find(node, key, len, ke->hash);
         matched = idx >= 0 && (size_t)idx < node->nprops;
     }
     for (size_t i = 0; i < node->npatprops; i++) {
@@ -479,17 +440,15 @@ static bool s_member(s_ctx_t *ctx, const js_node_t *node, const char *key, size_
         }
     }
     if (node->property_names) {
-        ok = s_name(ctx, node->property_names, key, len) && ok;
+        ok = s_child_key(ctx, node->property_names, k, key, len) && ok;
     }
     return ok;
 }
 
-static bool s_members(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+static bool s_members(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
-    for (void *it = json_object_iter((json_t *)v); it;
-         it = json_object_iter_next((json_t *)v, it)) {
-        if (!s_member(ctx, node, json_object_iter_key(it), json_object_iter_key_len(it),
-                      json_object_iter_value(it))) {
+    for (uint32_t k = v + 1; k < ctx->e[v].next; k = ctx->e[k + 1].next) {
+        if (!s_member(ctx, node, k)) {
             ok = false;
             if (!s_go_on(ctx)) {
                 return false;
@@ -499,8 +458,7 @@ static bool s_members(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     return ok;
 }
 
-static bool s_dependencies(s_ctx_t *ctx, const js_node_t *node, const json_t *v,
-                           const json_t **found) {
+static bool s_dependencies(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const uint32_t *found) {
     bool ok = true;
     for (size_t i = 0; i < node->ndeps; i++) {
         const js_dep_t *dep = &node->deps[i];
@@ -523,14 +481,14 @@ static bool s_dependencies(s_ctx_t *ctx, const js_node_t *node, const json_t *v,
 /* One pass over v's members: notes in found which of node's names v has, and returns how many
  * members are not properties (those additionalProperties applies to, unless a pattern
  * matches). */
-static size_t s_collect(const js_node_t *node, const json_t *v, const json_t **found) {
+static size_t s_collect(const s_ctx_t *ctx, const js_node_t *node, uint32_t v, uint32_t *found) {
     memset(found, 0, node->nnames * sizeof *found);
     size_t others = 0;
-    for (void *it = json_object_iter((json_t *)v); it;
-         it = json_object_iter_next((json_t *)v, it)) {
-        long idx = js_prop_find(node, json_object_iter_key(it), json_object_iter_key_len(it));
+    const jsontape_entry_t *e = ctx->e;
+    for (uint32_t k = v + 1; k < e[v].next; k = e[k + 1].next) {
+        long idx = js_prop_find(node, jsontape_str(ctx->t, &e[k]), e[k].size, e[k].hash);
         if (idx >= 0) {
-            found[idx] = json_object_iter_value(it);
+            found[idx] = k + 1; /* the value's entry: never 0 */
         }
         others += idx < 0 || (size_t)idx >= node->nprops;
     }
@@ -553,17 +511,17 @@ static bool s_object_size(s_ctx_t *ctx, const js_node_t *node, size_t n) {
     return ok;
 }
 
-static bool s_object(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+static bool s_object(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     if ((node->has & (JS_HAS_MINPROPS | JS_HAS_MAXPROPS)) &&
-        !s_object_size(ctx, node, json_object_size(v))) {
+        !s_object_size(ctx, node, ctx->e[v].size)) {
         ok = false;
         if (!s_go_on(ctx)) {
             return false;
         }
     }
-    const json_t **found = ctx->scratch + node->scratch;
-    size_t others = node->nnames ? s_collect(node, v, found) : json_object_size(v);
+    uint32_t *found = ctx->scratch + node->scratch;
+    size_t others = node->nnames ? s_collect(ctx, node, v, found) : ctx->e[v].size;
     if (node->nrequired &&
         !s_required(ctx, node, "required", node->required_idx, node->nrequired, found)) {
         ok = false;
@@ -590,41 +548,42 @@ static bool s_object(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     return ok;
 }
 
-/* Hashes first: js_equal runs only on the values that can be equal. */
-static bool s_enum(const js_node_t *node, const json_t *v) {
-    uint32_t h = js_value_hash(v);
-    size_t n = json_array_size(node->enum_values);
-    for (size_t i = 0; i < n; i++) {
-        if (node->enum_hashes[i] == h && js_equal(v, json_array_get(node->enum_values, i))) {
+/* Hashes first: jsontape_equal runs only on the values that can be equal. */
+static bool s_enum(const s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+    uint32_t h = jsontape_value_hash(ctx->t, v);
+    const jsontape_t *values = ctx->schema->values;
+    for (size_t i = 0; i < node->nenum; i++) {
+        if (node->enum_hashes[i] == h && jsontape_equal(ctx->t, v, values, node->enum_at[i])) {
             return true;
         }
     }
     return false;
 }
 
-static bool s_const(const js_node_t *node, const json_t *v) {
+static bool s_const(const s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     if (!node->const_str) {
-        return js_equal(v, node->const_value);
+        return jsontape_equal(ctx->t, v, ctx->schema->values, node->const_at);
     }
-    return json_is_string(v) && json_string_length(v) == node->const_len &&
-           js_key_eq(json_string_value(v), node->const_str, node->const_len);
+    const jsontape_entry_t *e = &ctx->e[v];
+    return e->type == JSONTAPE_STRING && e->size == node->const_len &&
+           js_key_eq(jsontape_str(ctx->t, e), node->const_str, node->const_len);
 }
 
-static bool s_generic(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+static bool s_generic(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
-    if ((node->has & JS_HAS_CONST) && !s_const(node, v)) {
+    if ((node->has & JS_HAS_CONST) && !s_const(ctx, node, v)) {
         ok = s_fail(ctx, node, "const", "must equal the constant");
         if (!s_go_on(ctx)) {
             return false;
         }
     }
-    if ((node->has & JS_HAS_ENUM) && !s_enum(node, v)) {
+    if ((node->has & JS_HAS_ENUM) && !s_enum(ctx, node, v)) {
         ok = s_fail(ctx, node, "enum", "must be one of the enumerated values");
     }
     return ok;
 }
 
-static bool s_combinators(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+static bool s_combinators(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     for (size_t i = 0; i < node->all_of.count; i++) {
         if (!s_node(ctx, node->all_of.items[i], v)) {
@@ -659,7 +618,7 @@ static bool s_combinators(s_ctx_t *ctx, const js_node_t *node, const json_t *v) 
     return ok;
 }
 
-static bool s_conditionals(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+static bool s_conditionals(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     if (node->not_schema) {
         bool inner = s_quiet(ctx, node->not_schema, v);
@@ -684,12 +643,12 @@ static bool s_conditionals(s_ctx_t *ctx, const js_node_t *node, const json_t *v)
     return ok;
 }
 
-static bool s_typed(s_ctx_t *ctx, const js_node_t *node, const json_t *v, uint8_t group) {
+static bool s_typed(s_ctx_t *ctx, const js_node_t *node, uint32_t v, uint8_t group) {
     switch (group) {
         case JS_G_NUMBER:
             return s_numeric(ctx, node, v);
         case JS_G_STRING:
-            return s_string(ctx, node, v);
+            return s_chars(ctx, node, &ctx->e[v]);
         case JS_G_ARRAY:
             return s_array(ctx, node, v);
         default:
@@ -697,7 +656,7 @@ static bool s_typed(s_ctx_t *ctx, const js_node_t *node, const json_t *v, uint8_
     }
 }
 
-static bool s_apply(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+static bool s_apply(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     if (node->all_of.count || node->any_of.count || node->one_of.count) {
         ok = s_combinators(ctx, node, v);
@@ -711,17 +670,18 @@ static bool s_apply(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     return ok;
 }
 
-static bool s_node(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
+static bool s_node(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     if (ctx->abort) {
         return false;
     }
     if (node->is_bool) {
         return node->bool_value || s_fail(ctx, node, NULL, "no value is allowed here");
     }
-    if ((node->has & JS_HAS_TYPE) && !s_type_ok(node->types, v)) {
+    const jsontape_entry_t *e = &ctx->e[v];
+    if ((node->has & JS_HAS_TYPE) && !s_type_ok(node->types, e)) {
         return s_fail(ctx, node, "type", "has the wrong type");
     }
-    uint8_t groups = node->groups & (s_type_group[json_typeof(v)] | JS_G_GENERIC | JS_G_APPLY);
+    uint8_t groups = node->groups & (s_type_group[e->type] | JS_G_GENERIC | JS_G_APPLY);
     bool ok = true;
     if ((groups & JS_G_GENERIC) && !s_generic(ctx, node, v)) {
         ok = false;
@@ -739,8 +699,9 @@ static bool s_node(s_ctx_t *ctx, const js_node_t *node, const json_t *v) {
     return (groups & JS_G_APPLY) ? s_apply(ctx, node, v) && ok : ok;
 }
 
-jsonschema_result_t jsonschema_validate(const jsonschema_t *self, const json_t *instance,
-                                        jsonschema_mode_t mode, jsonschema_report_t *report) {
+jsonschema_result_t jsonschema_validate_tape(const jsonschema_t *self, const jsontape_t *doc,
+                                             uint32_t index, jsonschema_mode_t mode,
+                                             jsonschema_report_t *report) {
     /* Field by field: the path segments need no zeroing (a segment is written before use). */
     s_ctx_t ctx;
     ctx.schema = self;
@@ -750,19 +711,37 @@ jsonschema_result_t jsonschema_validate(const jsonschema_t *self, const json_t *
     ctx.abort = false;
     ctx.nsegs = 0;
     ctx.matches = 0;
+    ctx.t = doc;
+    ctx.e = doc->entries;
     if (report) {
         report->count = 0;
         report->truncated = false;
     }
     /* Without references a node is never applied inside itself, so one slot range per node
      * is enough however the validation recurses. The slots need no initialisation. */
-    const json_t *stack_scratch[S_SCRATCH_STACK];
+    uint32_t stack_scratch[S_SCRATCH_STACK];
     ctx.scratch = self->nscratch <= S_SCRATCH_STACK
                       ? stack_scratch
                       : mem_calloc(self->nscratch, sizeof *ctx.scratch);
-    bool ok = s_node(&ctx, self->root, instance);
+    bool ok = s_node(&ctx, self->root, index);
     if (ctx.scratch != stack_scratch) {
         free(ctx.scratch);
     }
     return ok && !ctx.abort ? JSONSCHEMA_VALID : JSONSCHEMA_INVALID;
+}
+
+jsonschema_result_t jsonschema_validate(const jsonschema_t *self, const json_t *instance,
+                                        jsonschema_mode_t mode, jsonschema_report_t *report) {
+    jsontape_t *doc = jsontape_new();
+    long at = jsontape_from_json(doc, instance);
+    jsonschema_result_t r = JSONSCHEMA_INVALID;
+    if (at >= 0) {
+        r = jsonschema_validate_tape(self, doc, (uint32_t)at, mode, report);
+    } else if (report) {
+        *report = (jsonschema_report_t){.count = 1};
+        snprintf(report->items[0].message, sizeof report->items[0].message,
+                 "instance exceeds the tape's 32-bit indexes");
+    }
+    jsontape_destroy(&doc);
+    return r;
 }
