@@ -130,6 +130,29 @@ static uint8_t s_groups(const js_node_t *node) {
 }
 
 /* Copies const and enum values onto the schema's tape, where instances are compared. */
+/* Which quick test covers every assertion node has (JS_QUICK_NONE when none does). */
+static uint8_t s_quick(const js_node_t *node) {
+    const uint32_t range =
+        JS_HAS_TYPE | JS_HAS_MINIMUM | JS_HAS_MAXIMUM | JS_HAS_EXMIN | JS_HAS_EXMAX;
+    const uint32_t length = JS_HAS_TYPE | JS_HAS_MINLEN | JS_HAS_MAXLEN;
+    if (node->is_bool) {
+        return node->bool_value ? JS_QUICK_TYPE : JS_QUICK_NONE;
+    }
+    switch (node->groups) {
+        case 0:
+            return JS_QUICK_TYPE;
+        case JS_G_GENERIC:
+            return node->const_str && !(node->has & ~(JS_HAS_TYPE | JS_HAS_CONST)) ? JS_QUICK_CONST
+                                                                                   : JS_QUICK_NONE;
+        case JS_G_NUMBER:
+            return !(node->has & ~range) ? JS_QUICK_RANGE : JS_QUICK_NONE;
+        case JS_G_STRING:
+            return !(node->has & ~length) ? JS_QUICK_LENGTH : JS_QUICK_NONE;
+        default:
+            return JS_QUICK_NONE;
+    }
+}
+
 static void s_prepare_values(jsonschema_t *schema, js_node_t *node) {
     if (node->has & JS_HAS_CONST) {
         long at = jsontape_from_json(schema->values, node->const_value);
@@ -177,6 +200,7 @@ static void s_finish(jsonschema_t *schema, js_node_t *node) {
     }
     s_prepare_values(schema, node);
     node->groups = s_groups(node);
+    node->quick = s_quick(node);
 }
 
 static js_node_t *s_compile_node(s_compiler_t *c, json_t *json, const char *path, int depth);

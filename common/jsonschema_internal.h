@@ -59,6 +59,16 @@ enum {
 
 typedef jsontape_num_t js_num_t;
 
+/* Nodes simple enough for their parent to accept a value in place (the common leaves); a
+ * value the quick test does not accept is validated (and reported) by visiting the node. */
+enum {
+    JS_QUICK_NONE = 0, /* always visit */
+    JS_QUICK_TYPE,     /* type at most */
+    JS_QUICK_CONST,    /* a string const, and type at most */
+    JS_QUICK_RANGE,    /* type and numeric bounds (minimum, maximum, exclusive ones) */
+    JS_QUICK_LENGTH,   /* type and minLength/maxLength */
+};
+
 /* A positive decimal m * 10^e with m free of trailing zeros (multipleOf). */
 typedef struct {
     uint64_t m;
@@ -125,6 +135,7 @@ struct js_node {
     uint32_t has;
     uint8_t types;
     uint8_t groups; /* JS_G_* */
+    uint8_t quick;  /* JS_QUICK_*: a test that proves acceptance without visiting the node */
     js_num_t minimum;
     js_num_t maximum;
     js_num_t exclusive_minimum;

@@ -85,12 +85,9 @@ static void s_instance_path(const s_ctx_t *ctx, char *out, size_t cap) {
     }
 }
 
-/* Records a failure of keyword kw of node; returns false (the validity) for tail calls. */
-__attribute__((format(printf, 4, 5))) static bool s_fail(s_ctx_t *ctx, const js_node_t *node,
-                                                         const char *kw, const char *fmt, ...) {
-    if (ctx->quiet > 0 || !ctx->report) {
-        return false;
-    }
+/* Records a failure of keyword kw of node (out of the hot path: failing is the rare case). */
+__attribute__((format(printf, 4, 5), cold, noinline)) static bool
+s_record(s_ctx_t *ctx, const js_node_t *node, const char *kw, const char *fmt, ...) {
     jsonschema_report_t *r = ctx->report;
     if (r->count == JSONSCHEMA_ERRORS_MAX) {
         r->truncated = true;
@@ -108,8 +105,14 @@ __attribute__((format(printf, 4, 5))) static bool s_fail(s_ctx_t *ctx, const js_
     return false;
 }
 
+/* A failure: recorded unless quiet or without a report. Evaluates to false (the validity), so
+ * that callers can return it. The message arguments are evaluated only when recorded. */
+#define s_fail(ctx, node, kw, ...)                                                                 \
+    (((ctx)->quiet > 0 || !(ctx)->report) ? false : s_record(ctx, node, kw, __VA_ARGS__))
+
 /* A cap was hit: the instance is invalid and validation stops, even in quiet mode. */
-static bool s_abort(s_ctx_t *ctx, const js_node_t *node, const char *kw, const char *why) {
+__attribute__((cold, noinline)) static bool s_abort(s_ctx_t *ctx, const js_node_t *node,
+                                                    const char *kw, const char *why) {
     int quiet = ctx->quiet;
     ctx->quiet = 0;
     s_fail(ctx, node, kw, "%s", why);
@@ -125,16 +128,41 @@ static bool s_go_on(const s_ctx_t *ctx) {
 
 static bool s_node(s_ctx_t *ctx, const js_node_t *node, uint32_t v);
 
-/* True when node accepts v by its type alone (a leaf such as {"type": "number"}), so that
- * callers skip the call; false means "run s_node", which also reports. */
-static inline bool s_leaf_ok(const s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
-    return node->groups == 0 && !node->is_bool &&
-           (!(node->has & JS_HAS_TYPE) || s_type_ok(node->types, &ctx->e[v]));
+/* The numeric bounds of a JS_QUICK_RANGE node on the number e. */
+static inline bool s_in_range(const js_node_t *node, const jsontape_entry_t *e) {
+    js_num_t x = jsontape_num(e);
+    uint32_t has = node->has;
+    return (!(has & JS_HAS_MINIMUM) || jsontape_num_cmp(x, node->minimum) >= 0) &&
+           (!(has & JS_HAS_MAXIMUM) || jsontape_num_cmp(x, node->maximum) <= 0) &&
+           (!(has & JS_HAS_EXMIN) || jsontape_num_cmp(x, node->exclusive_minimum) > 0) &&
+           (!(has & JS_HAS_EXMAX) || jsontape_num_cmp(x, node->exclusive_maximum) < 0);
+}
+
+/* True when node's quick test accepts v (a leaf such as {"type": "number", "maximum": 90}),
+ * so that callers skip the visit; false means "run s_node", which also reports. */
+static inline bool s_quick_ok(const s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+    const jsontape_entry_t *e = &ctx->e[v];
+    if (node->quick == JS_QUICK_NONE || ((node->has & JS_HAS_TYPE) && !s_type_ok(node->types, e))) {
+        return false;
+    }
+    switch (node->quick) {
+        case JS_QUICK_CONST:
+            return e->type == JSONTAPE_STRING && e->size == node->const_len &&
+                   js_key_eq(jsontape_str(ctx->t, e), node->const_str, node->const_len);
+        case JS_QUICK_RANGE:
+            return !jsontape_is_number(e) || s_in_range(node, e);
+        case JS_QUICK_LENGTH:
+            return e->type != JSONTAPE_STRING ||
+                   ((!(node->has & JS_HAS_MINLEN) || e->u.s.chars >= node->min_length) &&
+                    (!(node->has & JS_HAS_MAXLEN) || e->u.s.chars <= node->max_length));
+        default:
+            return true;
+    }
 }
 
 static bool s_child_key(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *key,
                         size_t len) {
-    if (s_leaf_ok(ctx, node, v)) {
+    if (s_quick_ok(ctx, node, v)) {
         return true;
     }
     ctx->segs[ctx->nsegs++] = (s_seg_t){.key = key, .len = len};
@@ -144,7 +172,7 @@ static bool s_child_key(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const c
 }
 
 static bool s_child_index(s_ctx_t *ctx, const js_node_t *node, uint32_t v, size_t index) {
-    if (s_leaf_ok(ctx, node, v)) {
+    if (s_quick_ok(ctx, node, v)) {
         return true;
     }
     ctx->segs[ctx->nsegs++] = (s_seg_t){.index = index};
