@@ -197,6 +197,13 @@ static void s_finish(jsonschema_t *schema, js_node_t *node) {
         s_index_slots(node);
         node->scratch = schema->nscratch;
         schema->nscratch += node->nnames;
+        node->nwords = (node->nnames + 63) / 64;
+        node->bits = schema->nbitwords;
+        schema->nbitwords += node->nwords;
+        node->required_mask = mem_calloc(node->nwords, sizeof *node->required_mask);
+        for (size_t i = 0; i < node->nrequired; i++) {
+            node->required_mask[node->required_idx[i] / 64] |= 1ull << (node->required_idx[i] % 64);
+        }
     }
     s_prepare_values(schema, node);
     node->groups = s_groups(node);
@@ -817,6 +824,7 @@ static void s_node_free(js_node_t *node) {
     free(node->required_idx);
     free(node->enum_hashes);
     free(node->enum_at);
+    free(node->required_mask);
     free(node->items_array.items);
     free(node->all_of.items);
     free(node->any_of.items);

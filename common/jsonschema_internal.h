@@ -169,6 +169,12 @@ struct js_node {
     uint32_t *required_idx; /* required, as indexes into props, in schema order */
     size_t nrequired;
     size_t scratch;
+    /* Which names an object has, as a bitset of nwords words at ctx bits [bits, bits + nwords)
+     * (the value slots are meaningful only where the bit is set, so they are never cleared);
+     * required_mask has the bits of required. */
+    size_t bits;
+    size_t nwords;
+    uint64_t *required_mask;
     js_patprop_t *patprops;
     size_t npatprops;
     js_node_t *additional_properties;
@@ -196,6 +202,7 @@ struct jsonschema {
     size_t nnodes;
     size_t npatterns;
     size_t nscratch;    /* sum of the nodes' nnames: the validator's per-call scratch slots */
+    size_t nbitwords;   /* sum of the nodes' nwords: the validator's per-call bitset words */
     jsontape_t *values; /* every const and enum value, for comparisons with instances */
     pcre2_match_context *match_ctx; /* limits only; read-only after compile */
 };

@@ -31,6 +31,7 @@ typedef struct {
     const jsontape_t *t;       /* the instance */
     const jsontape_entry_t *e; /* its entries */
     uint32_t *scratch;         /* schema->nscratch slots; each node owns its own range */
+    uint64_t *bits;            /* schema->nbitwords words; each node owns its own range */
 } s_ctx_t;
 
 /* Scratch slots kept on the stack; a schema that names more members uses the heap. */
@@ -402,12 +403,26 @@ static bool s_array(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     return ok;
 }
 
+static inline bool s_bit(const uint64_t *bits, size_t i) {
+    return (bits[i / 64] >> (i % 64)) & 1;
+}
+
+/* Whether bits has every bit of mask (nwords words). */
+static inline bool s_all_bits(const uint64_t *bits, const uint64_t *mask, size_t nwords) {
+    for (size_t w = 0; w < nwords; w++) {
+        if ((bits[w] & mask[w]) != mask[w]) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Fails for each name in idx (indexes into node's names) that v lacks. */
 static bool s_required(s_ctx_t *ctx, const js_node_t *node, const char *kw, const uint32_t *idx,
-                       size_t count, const uint32_t *found) {
+                       size_t count, const uint64_t *has) {
     bool ok = true;
     for (size_t i = 0; i < count; i++) {
-        if (!found[idx[i]]) {
+        if (!s_bit(has, idx[i])) {
             ok =
                 s_fail(ctx, node, kw, "lacks required property \"%.64s\"", node->props[idx[i]].key);
             if (!s_go_on(ctx)) {
@@ -418,14 +433,23 @@ static bool s_required(s_ctx_t *ctx, const js_node_t *node, const char *kw, cons
     return ok;
 }
 
-static bool s_properties(s_ctx_t *ctx, const js_node_t *node, const uint32_t *found) {
+/* properties, in schema order, on the members that has says v has. */
+static bool s_properties(s_ctx_t *ctx, const js_node_t *node, const uint64_t *has,
+                         const uint32_t *found) {
     bool ok = true;
-    for (size_t i = 0; i < node->nprops; i++) {
-        const js_prop_t *p = &node->props[i];
-        if (found[i] && !s_child_key(ctx, p->node, found[i], p->key, p->len)) {
-            ok = false;
-            if (!s_go_on(ctx)) {
-                return false;
+    for (size_t w = 0; w * 64 < node->nprops; w++) {
+        uint64_t word = has[w];
+        if (node->nprops - w * 64 < 64) {
+            word &= (1ull << (node->nprops - w * 64)) - 1; /* names past the properties */
+        }
+        for (; word; word &= word - 1) {
+            size_t i = w * 64 + (size_t)__builtin_ctzll(word);
+            const js_prop_t *p = &node->props[i];
+            if (!s_child_key(ctx, p->node, found[i], p->key, p->len)) {
+                ok = false;
+                if (!s_go_on(ctx)) {
+                    return false;
+                }
             }
         }
     }
@@ -486,15 +510,15 @@ static bool s_members(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     return ok;
 }
 
-static bool s_dependencies(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const uint32_t *found) {
+static bool s_dependencies(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const uint64_t *has) {
     bool ok = true;
     for (size_t i = 0; i < node->ndeps; i++) {
         const js_dep_t *dep = &node->deps[i];
-        if (!found[dep->name]) {
+        if (!s_bit(has, dep->name)) {
             continue;
         }
         bool good = dep->required ? s_required(ctx, node, "dependencies", dep->required_idx,
-                                               dep->nrequired, found)
+                                               dep->nrequired, has)
                                   : s_node(ctx, dep->node, v);
         if (!good) {
             ok = false;
@@ -506,17 +530,21 @@ static bool s_dependencies(s_ctx_t *ctx, const js_node_t *node, uint32_t v, cons
     return ok;
 }
 
-/* One pass over v's members: notes in found which of node's names v has, and returns how many
- * members are not properties (those additionalProperties applies to, unless a pattern
- * matches). */
-static size_t s_collect(const s_ctx_t *ctx, const js_node_t *node, uint32_t v, uint32_t *found) {
-    memset(found, 0, node->nnames * sizeof *found);
+/* One pass over v's members: sets in has the bits of node's names that v has, with the value
+ * of each in found, and returns how many members are not properties (those
+ * additionalProperties applies to, unless a pattern matches). */
+static size_t s_collect(const s_ctx_t *ctx, const js_node_t *node, uint32_t v, uint64_t *has,
+                        uint32_t *found) {
+    for (size_t w = 0; w < node->nwords; w++) {
+        has[w] = 0;
+    }
     size_t others = 0;
     const jsontape_entry_t *e = ctx->e;
     for (uint32_t k = v + 1; k < e[v].next; k = e[k + 1].next) {
         long idx = js_prop_find(node, jsontape_str(ctx->t, &e[k]), e[k].size, e[k].hash);
         if (idx >= 0) {
-            found[idx] = k + 1; /* the value's entry: never 0 */
+            has[idx / 64] |= 1ull << (idx % 64);
+            found[idx] = k + 1;
         }
         others += idx < 0 || (size_t)idx >= node->nprops;
     }
@@ -549,15 +577,16 @@ static bool s_object(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
         }
     }
     uint32_t *found = ctx->scratch + node->scratch;
-    size_t others = node->nnames ? s_collect(ctx, node, v, found) : ctx->e[v].size;
-    if (node->nrequired &&
-        !s_required(ctx, node, "required", node->required_idx, node->nrequired, found)) {
+    uint64_t *has = ctx->bits + node->bits;
+    size_t others = node->nnames ? s_collect(ctx, node, v, has, found) : ctx->e[v].size;
+    if (node->nrequired && !s_all_bits(has, node->required_mask, node->nwords) &&
+        !s_required(ctx, node, "required", node->required_idx, node->nrequired, has)) {
         ok = false;
         if (!s_go_on(ctx)) {
             return false;
         }
     }
-    if (node->nprops && !s_properties(ctx, node, found)) {
+    if (node->nprops && !s_properties(ctx, node, has, found)) {
         ok = false;
         if (!s_go_on(ctx)) {
             return false;
@@ -570,7 +599,7 @@ static bool s_object(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
             return false;
         }
     }
-    if (node->ndeps && !s_dependencies(ctx, node, v, found)) {
+    if (node->ndeps && !s_dependencies(ctx, node, v, has)) {
         ok = false;
     }
     return ok;
@@ -748,12 +777,19 @@ jsonschema_result_t jsonschema_validate_tape(const jsonschema_t *self, const jso
     /* Without references a node is never applied inside itself, so one slot range per node
      * is enough however the validation recurses. The slots need no initialisation. */
     uint32_t stack_scratch[S_SCRATCH_STACK];
+    uint64_t stack_bits[S_SCRATCH_STACK / 16];
     ctx.scratch = self->nscratch <= S_SCRATCH_STACK
                       ? stack_scratch
                       : mem_calloc(self->nscratch, sizeof *ctx.scratch);
+    ctx.bits = self->nbitwords <= S_SCRATCH_STACK / 16
+                   ? stack_bits
+                   : mem_calloc(self->nbitwords, sizeof *ctx.bits);
     bool ok = s_node(&ctx, self->root, index);
     if (ctx.scratch != stack_scratch) {
         free(ctx.scratch);
+    }
+    if (ctx.bits != stack_bits) {
+        free(ctx.bits);
     }
     return ok && !ctx.abort ? JSONSCHEMA_VALID : JSONSCHEMA_INVALID;
 }
