@@ -130,6 +130,56 @@ static uint8_t s_groups(const js_node_t *node) {
 }
 
 /* Copies const and enum values onto the schema's tape, where instances are compared. */
+/* Whether node is {"type": "object", ...} requiring key (hash h) with a string const on it;
+ * returns that const's node or NULL. */
+static const js_node_t *s_disc_const(const js_node_t *node, const char *key, size_t len,
+                                     uint32_t h) {
+    if (node->is_bool || !(node->has & JS_HAS_TYPE) || node->types != JS_T_OBJECT) {
+        return NULL;
+    }
+    long i = js_prop_find(node, key, len, h);
+    if (i < 0 || (size_t)i >= node->nprops || !((node->required_mask[i / 64] >> (i % 64)) & 1)) {
+        return NULL;
+    }
+    const js_node_t *sub = node->props[i].node;
+    return sub->quick == JS_QUICK_CONST ? sub : NULL;
+}
+
+/* A discriminator for list (see js_disc_t), taken from the first branch's required names, or
+ * NULL when no name tells every branch apart. */
+static js_disc_t *s_discriminator(const js_list_t *list) {
+    if (list->count < 2 || list->items[0]->is_bool) {
+        return NULL;
+    }
+    const js_node_t *first = list->items[0];
+    for (size_t r = 0; r < first->nrequired; r++) {
+        const js_prop_t *p = &first->props[first->required_idx[r]];
+        uint32_t h = jsontape_hash(p->key, p->len);
+        size_t i = 0;
+        while (i < list->count && s_disc_const(list->items[i], p->key, p->len, h)) {
+            i++;
+        }
+        if (i < list->count) {
+            continue;
+        }
+        js_disc_t *d = mem_calloc(1, sizeof *d);
+        *d = (js_disc_t){.key = p->key, .len = p->len, .hash = h};
+        d->consts = mem_calloc(list->count, sizeof *d->consts);
+        for (i = 0; i < list->count; i++) {
+            d->consts[i] = s_disc_const(list->items[i], p->key, p->len, h);
+        }
+        return d;
+    }
+    return NULL;
+}
+
+static void s_disc_free(js_disc_t *d) {
+    if (d) {
+        free(d->consts);
+        free(d);
+    }
+}
+
 /* Which quick test covers every assertion node has (JS_QUICK_NONE when none does). */
 static uint8_t s_quick(const js_node_t *node) {
     const uint32_t range =
@@ -208,6 +258,8 @@ static void s_finish(jsonschema_t *schema, js_node_t *node) {
     s_prepare_values(schema, node);
     node->groups = s_groups(node);
     node->quick = s_quick(node);
+    node->any_of.disc = s_discriminator(&node->any_of);
+    node->one_of.disc = s_discriminator(&node->one_of);
 }
 
 static js_node_t *s_compile_node(s_compiler_t *c, json_t *json, const char *path, int depth);
@@ -829,6 +881,8 @@ static void s_node_free(js_node_t *node) {
     free(node->all_of.items);
     free(node->any_of.items);
     free(node->one_of.items);
+    s_disc_free(node->any_of.disc);
+    s_disc_free(node->one_of.disc);
     free(node->path);
     free(node);
 }

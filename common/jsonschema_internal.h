@@ -123,9 +123,20 @@ typedef struct {
     size_t nrequired;
 } js_dep_t;
 
+/* A member that tells anyOf/oneOf branches apart: every branch is {"type": "object"} that
+ * requires key and gives it a string const (consts[i], a JS_QUICK_CONST node), so a branch
+ * whose const the instance's member does not meet cannot match and is not visited. */
+typedef struct {
+    const char *key;
+    size_t len;
+    uint32_t hash;
+    const js_node_t **consts;
+} js_disc_t;
+
 typedef struct {
     js_node_t **items;
     size_t count;
+    js_disc_t *disc; /* anyOf/oneOf only, or NULL */
 } js_list_t;
 
 struct js_node {

@@ -9,24 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One step from the instance root, for the instance path of an issue. */
-typedef struct {
-    const char *key; /* NULL for an array index */
-    size_t len;
-    size_t index;
-} s_seg_t;
-
-/* The instance descends one level per schema level at most, so this bounds the path. */
-#define S_SEGS_MAX (JSONSCHEMA_MAX_DEPTH + 2)
-
 typedef struct {
     const jsonschema_t *schema;
     jsonschema_report_t *report;
     bool all_errors;
-    int quiet;  /* > 0 inside anyOf/oneOf/not/if/contains: failures are not reported */
-    bool abort; /* a cap was hit or the report is full: stop everything */
-    s_seg_t segs[S_SEGS_MAX];
-    int nsegs;
+    int quiet;     /* > 0 inside anyOf/oneOf/not/if/contains: failures are not reported */
+    bool abort;    /* a cap was hit or the report is full: stop everything */
+    uint32_t root; /* the instance's index in t */
     size_t matches;
     const jsontape_t *t;       /* the instance */
     const jsontape_entry_t *e; /* its entries */
@@ -70,25 +59,39 @@ static void s_append(char *out, size_t cap, size_t *n, const char *src, size_t l
     out[*n] = '\0';
 }
 
-static void s_instance_path(const s_ctx_t *ctx, char *out, size_t cap) {
+/* Writes the JSON pointer of the value (or member name) at index v, found by descending from
+ * the root through the one child whose entries contain v: only failures pay for paths. */
+static void s_instance_path(const s_ctx_t *ctx, uint32_t v, char *out, size_t cap) {
+    const jsontape_entry_t *e = ctx->e;
     size_t n = 0;
     out[0] = '\0';
-    for (int i = 0; i < ctx->nsegs && n + 2 < cap; i++) {
+    for (uint32_t at = ctx->root; at != v && n + 2 < cap;) {
         out[n++] = '/';
         out[n] = '\0';
-        if (ctx->segs[i].key) {
-            s_append(out, cap, &n, ctx->segs[i].key, ctx->segs[i].len);
+        if (e[at].type == JSONTAPE_OBJECT) {
+            uint32_t k = at + 1;
+            while (e[k + 1].next <= v) {
+                k = e[k + 1].next;
+            }
+            s_append(out, cap, &n, jsontape_str(ctx->t, &e[k]), e[k].size);
+            at = k == v ? v : k + 1; /* v is the member's name (propertyNames) or inside it */
         } else {
+            uint32_t it = at + 1;
+            size_t index = 0;
+            for (; e[it].next <= v; it = e[it].next) {
+                index++;
+            }
             char num[24];
-            int len = snprintf(num, sizeof num, "%zu", ctx->segs[i].index);
+            int len = snprintf(num, sizeof num, "%zu", index);
             s_append(out, cap, &n, num, (size_t)len);
+            at = it;
         }
     }
 }
 
 /* Records a failure of keyword kw of node (out of the hot path: failing is the rare case). */
-__attribute__((format(printf, 4, 5), cold, noinline)) static bool
-s_record(s_ctx_t *ctx, const js_node_t *node, const char *kw, const char *fmt, ...) {
+__attribute__((format(printf, 5, 6), cold, noinline)) static bool
+s_record(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *kw, const char *fmt, ...) {
     jsonschema_report_t *r = ctx->report;
     if (r->count == JSONSCHEMA_ERRORS_MAX) {
         r->truncated = true;
@@ -96,7 +99,7 @@ s_record(s_ctx_t *ctx, const js_node_t *node, const char *kw, const char *fmt, .
         return false;
     }
     jsonschema_issue_t *issue = &r->items[r->count++];
-    s_instance_path(ctx, issue->instance_path, sizeof issue->instance_path);
+    s_instance_path(ctx, v, issue->instance_path, sizeof issue->instance_path);
     snprintf(issue->schema_path, sizeof issue->schema_path, "%s%s%s", node->path, kw ? "/" : "",
              kw ? kw : "");
     va_list ap;
@@ -108,15 +111,15 @@ s_record(s_ctx_t *ctx, const js_node_t *node, const char *kw, const char *fmt, .
 
 /* A failure: recorded unless quiet or without a report. Evaluates to false (the validity), so
  * that callers can return it. The message arguments are evaluated only when recorded. */
-#define s_fail(ctx, node, kw, ...)                                                                 \
-    (((ctx)->quiet > 0 || !(ctx)->report) ? false : s_record(ctx, node, kw, __VA_ARGS__))
+#define s_fail(ctx, node, v, kw, ...)                                                              \
+    (((ctx)->quiet > 0 || !(ctx)->report) ? false : s_record(ctx, node, v, kw, __VA_ARGS__))
 
 /* A cap was hit: the instance is invalid and validation stops, even in quiet mode. */
-__attribute__((cold, noinline)) static bool s_abort(s_ctx_t *ctx, const js_node_t *node,
+__attribute__((cold, noinline)) static bool s_abort(s_ctx_t *ctx, const js_node_t *node, uint32_t v,
                                                     const char *kw, const char *why) {
     int quiet = ctx->quiet;
     ctx->quiet = 0;
-    s_fail(ctx, node, kw, "%s", why);
+    s_fail(ctx, node, v, kw, "%s", why);
     ctx->quiet = quiet;
     ctx->abort = true;
     return false;
@@ -161,25 +164,9 @@ static inline bool s_quick_ok(const s_ctx_t *ctx, const js_node_t *node, uint32_
     }
 }
 
-static bool s_child_key(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *key,
-                        size_t len) {
-    if (s_quick_ok(ctx, node, v)) {
-        return true;
-    }
-    ctx->segs[ctx->nsegs++] = (s_seg_t){.key = key, .len = len};
-    bool ok = s_node(ctx, node, v);
-    ctx->nsegs--;
-    return ok;
-}
-
-static bool s_child_index(s_ctx_t *ctx, const js_node_t *node, uint32_t v, size_t index) {
-    if (s_quick_ok(ctx, node, v)) {
-        return true;
-    }
-    ctx->segs[ctx->nsegs++] = (s_seg_t){.index = index};
-    bool ok = s_node(ctx, node, v);
-    ctx->nsegs--;
-    return ok;
+/* node on the child value v: its quick test, or a visit. */
+static inline bool s_child(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+    return s_quick_ok(ctx, node, v) || s_node(ctx, node, v);
 }
 
 /* Runs node on v without reporting: for anyOf, oneOf, not, if and contains. */
@@ -222,15 +209,15 @@ static pcre2_match_data *s_match_data(void) {
 }
 
 /* 1 match, 0 no match, -1 aborted (a limit was hit; already reported). */
-static int s_match(s_ctx_t *ctx, const js_node_t *node, const char *kw, const js_regex_t *re,
-                   const char *s, size_t len) {
+static int s_match(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *kw,
+                   const js_regex_t *re, const char *s, size_t len) {
     if (++ctx->matches > JSONSCHEMA_MAX_MATCHES) {
-        s_abort(ctx, node, kw, "validation exceeds the cap of regex matches per validation");
+        s_abort(ctx, node, v, kw, "validation exceeds the cap of regex matches per validation");
         return -1;
     }
     int rc = js_regex_match(re, s, len, s_match_data(), ctx->schema->match_ctx);
     if (rc < 0) {
-        s_abort(ctx, node, kw, "regex match exceeds its backtracking limit");
+        s_abort(ctx, node, v, kw, "regex match exceeds its backtracking limit");
     }
     return rc;
 }
@@ -241,31 +228,31 @@ static bool s_numeric(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     js_num_t x = jsontape_num(&ctx->e[v]);
     bool ok = true;
     if ((node->has & JS_HAS_MINIMUM) && jsontape_num_cmp(x, node->minimum) < 0) {
-        ok = s_fail(ctx, node, "minimum", "must be >= %.17g", node->minimum.d);
+        ok = s_fail(ctx, node, v, "minimum", "must be >= %.17g", node->minimum.d);
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_MAXIMUM) && jsontape_num_cmp(x, node->maximum) > 0) {
-        ok = s_fail(ctx, node, "maximum", "must be <= %.17g", node->maximum.d);
+        ok = s_fail(ctx, node, v, "maximum", "must be <= %.17g", node->maximum.d);
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_EXMIN) && jsontape_num_cmp(x, node->exclusive_minimum) <= 0) {
-        ok = s_fail(ctx, node, "exclusiveMinimum", "must be > %.17g", node->exclusive_minimum.d);
+        ok = s_fail(ctx, node, v, "exclusiveMinimum", "must be > %.17g", node->exclusive_minimum.d);
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_EXMAX) && jsontape_num_cmp(x, node->exclusive_maximum) >= 0) {
-        ok = s_fail(ctx, node, "exclusiveMaximum", "must be < %.17g", node->exclusive_maximum.d);
+        ok = s_fail(ctx, node, v, "exclusiveMaximum", "must be < %.17g", node->exclusive_maximum.d);
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_MULTIPLE) && !js_multiple(x, &node->multiple_of)) {
-        ok = s_fail(ctx, node, "multipleOf", "must be a multiple of %.17g", node->multiple_of.d);
+        ok = s_fail(ctx, node, v, "multipleOf", "must be a multiple of %.17g", node->multiple_of.d);
     }
     return ok;
 }
@@ -273,34 +260,37 @@ static bool s_numeric(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
 /* The string keywords on the string entry e (a value or a member name). */
 static bool s_chars(s_ctx_t *ctx, const js_node_t *node, const jsontape_entry_t *e) {
     bool ok = true;
+    uint32_t v = (uint32_t)(e - ctx->e);
     const char *s = jsontape_str(ctx->t, e);
     size_t len = e->size;
     if ((node->has & JS_HAS_MINLEN) && e->u.s.chars < node->min_length) {
-        ok = s_fail(ctx, node, "minLength", "must have at least %zu characters", node->min_length);
+        ok = s_fail(ctx, node, v, "minLength", "must have at least %zu characters",
+                    node->min_length);
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_MAXLEN) && e->u.s.chars > node->max_length) {
-        ok = s_fail(ctx, node, "maxLength", "must have at most %zu characters", node->max_length);
+        ok =
+            s_fail(ctx, node, v, "maxLength", "must have at most %zu characters", node->max_length);
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if (node->has & JS_HAS_PATTERN) {
-        int rc = s_match(ctx, node, "pattern", node->pattern, s, len);
+        int rc = s_match(ctx, node, v, "pattern", node->pattern, s, len);
         if (rc < 0) {
             return false;
         }
         if (rc == 0) {
-            ok = s_fail(ctx, node, "pattern", "does not match the pattern");
+            ok = s_fail(ctx, node, v, "pattern", "does not match the pattern");
             if (!s_go_on(ctx)) {
                 return false;
             }
         }
     }
     if ((node->has & JS_HAS_FORMAT) && !js_format_check(node->format, s, len)) {
-        ok = s_fail(ctx, node, "format", "is not a valid %s", js_format_name(node->format));
+        ok = s_fail(ctx, node, v, "format", "is not a valid %s", js_format_name(node->format));
     }
     return ok;
 }
@@ -336,7 +326,7 @@ static bool s_items(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     size_t i = 0;
     if (!node->items_is_array) {
         for (uint32_t it = v + 1; it < end; it = ctx->e[it].next, i++) {
-            if (!s_child_index(ctx, node->items, it, i)) {
+            if (!s_child(ctx, node->items, it)) {
                 ok = false;
                 if (!s_go_on(ctx)) {
                     return false;
@@ -348,7 +338,7 @@ static bool s_items(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     for (uint32_t it = v + 1; it < end; it = ctx->e[it].next, i++) {
         const js_node_t *sub =
             i < node->items_array.count ? node->items_array.items[i] : node->additional_items;
-        if (sub && !s_child_index(ctx, sub, it, i)) {
+        if (sub && !s_child(ctx, sub, it)) {
             ok = false;
             if (!s_go_on(ctx)) {
                 return false;
@@ -367,26 +357,26 @@ static bool s_contains(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
             return false;
         }
     }
-    return s_fail(ctx, node, "contains", "must contain an item that matches the schema");
+    return s_fail(ctx, node, v, "contains", "must contain an item that matches the schema");
 }
 
 static bool s_array(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     size_t n = ctx->e[v].size;
     bool ok = true;
     if ((node->has & JS_HAS_MINITEMS) && n < node->min_items) {
-        ok = s_fail(ctx, node, "minItems", "must have at least %zu items", node->min_items);
+        ok = s_fail(ctx, node, v, "minItems", "must have at least %zu items", node->min_items);
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_MAXITEMS) && n > node->max_items) {
-        ok = s_fail(ctx, node, "maxItems", "must have at most %zu items", node->max_items);
+        ok = s_fail(ctx, node, v, "maxItems", "must have at most %zu items", node->max_items);
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_UNIQUE) && !s_unique(ctx, v)) {
-        ok = s_fail(ctx, node, "uniqueItems", "must not contain equal items");
+        ok = s_fail(ctx, node, v, "uniqueItems", "must not contain equal items");
         if (!s_go_on(ctx)) {
             return false;
         }
@@ -418,13 +408,13 @@ static inline bool s_all_bits(const uint64_t *bits, const uint64_t *mask, size_t
 }
 
 /* Fails for each name in idx (indexes into node's names) that v lacks. */
-static bool s_required(s_ctx_t *ctx, const js_node_t *node, const char *kw, const uint32_t *idx,
-                       size_t count, const uint64_t *has) {
+static bool s_required(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *kw,
+                       const uint32_t *idx, size_t count, const uint64_t *has) {
     bool ok = true;
     for (size_t i = 0; i < count; i++) {
         if (!s_bit(has, idx[i])) {
-            ok =
-                s_fail(ctx, node, kw, "lacks required property \"%.64s\"", node->props[idx[i]].key);
+            ok = s_fail(ctx, node, v, kw, "lacks required property \"%.64s\"",
+                        node->props[idx[i]].key);
             if (!s_go_on(ctx)) {
                 return false;
             }
@@ -445,7 +435,7 @@ static bool s_properties(s_ctx_t *ctx, const js_node_t *node, const uint64_t *ha
         for (; word; word &= word - 1) {
             size_t i = w * 64 + (size_t)__builtin_ctzll(word);
             const js_prop_t *p = &node->props[i];
-            if (!s_child_key(ctx, p->node, found[i], p->key, p->len)) {
+            if (!s_child(ctx, p->node, found[i])) {
                 ok = false;
                 if (!s_go_on(ctx)) {
                     return false;
@@ -458,7 +448,7 @@ static bool s_properties(s_ctx_t *ctx, const js_node_t *node, const uint64_t *ha
 
 /* patternProperties, additionalProperties and propertyNames for the member whose key entry
  * is k (its value follows it). propertyNames validates the key entry itself: a string. */
-static bool s_member(s_ctx_t *ctx, const js_node_t *node, uint32_t k) {
+static bool s_member(s_ctx_t *ctx, const js_node_t *node, uint32_t v, uint32_t k) {
     const jsontape_entry_t *ke = &ctx->e[k];
     const char *key = jsontape_str(ctx->t, ke);
     size_t len = ke->size;
@@ -470,13 +460,13 @@ static bool s_member(s_ctx_t *ctx, const js_node_t *node, uint32_t k) {
         matched = idx >= 0 && (size_t)idx < node->nprops;
     }
     for (size_t i = 0; i < node->npatprops; i++) {
-        int rc = s_match(ctx, node, "patternProperties", node->patprops[i].re, key, len);
+        int rc = s_match(ctx, node, v, "patternProperties", node->patprops[i].re, key, len);
         if (rc < 0) {
             return false;
         }
         if (rc == 1) {
             matched = true;
-            if (!s_child_key(ctx, node->patprops[i].node, m, key, len)) {
+            if (!s_child(ctx, node->patprops[i].node, m)) {
                 ok = false;
                 if (!s_go_on(ctx)) {
                     return false;
@@ -484,15 +474,14 @@ static bool s_member(s_ctx_t *ctx, const js_node_t *node, uint32_t k) {
             }
         }
     }
-    if (node->additional_properties && !matched &&
-        !s_child_key(ctx, node->additional_properties, m, key, len)) {
+    if (node->additional_properties && !matched && !s_child(ctx, node->additional_properties, m)) {
         ok = false;
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if (node->property_names) {
-        ok = s_child_key(ctx, node->property_names, k, key, len) && ok;
+        ok = s_child(ctx, node->property_names, k) && ok;
     }
     return ok;
 }
@@ -500,7 +489,7 @@ static bool s_member(s_ctx_t *ctx, const js_node_t *node, uint32_t k) {
 static bool s_members(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     for (uint32_t k = v + 1; k < ctx->e[v].next; k = ctx->e[k + 1].next) {
-        if (!s_member(ctx, node, k)) {
+        if (!s_member(ctx, node, v, k)) {
             ok = false;
             if (!s_go_on(ctx)) {
                 return false;
@@ -517,7 +506,7 @@ static bool s_dependencies(s_ctx_t *ctx, const js_node_t *node, uint32_t v, cons
         if (!s_bit(has, dep->name)) {
             continue;
         }
-        bool good = dep->required ? s_required(ctx, node, "dependencies", dep->required_idx,
+        bool good = dep->required ? s_required(ctx, node, v, "dependencies", dep->required_idx,
                                                dep->nrequired, has)
                                   : s_node(ctx, dep->node, v);
         if (!good) {
@@ -551,17 +540,17 @@ static size_t s_collect(const s_ctx_t *ctx, const js_node_t *node, uint32_t v, u
     return others;
 }
 
-static bool s_object_size(s_ctx_t *ctx, const js_node_t *node, size_t n) {
+static bool s_object_size(s_ctx_t *ctx, const js_node_t *node, uint32_t v, size_t n) {
     bool ok = true;
     if ((node->has & JS_HAS_MINPROPS) && n < node->min_properties) {
-        ok = s_fail(ctx, node, "minProperties", "must have at least %zu properties",
+        ok = s_fail(ctx, node, v, "minProperties", "must have at least %zu properties",
                     node->min_properties);
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_MAXPROPS) && n > node->max_properties) {
-        ok = s_fail(ctx, node, "maxProperties", "must have at most %zu properties",
+        ok = s_fail(ctx, node, v, "maxProperties", "must have at most %zu properties",
                     node->max_properties);
     }
     return ok;
@@ -570,7 +559,7 @@ static bool s_object_size(s_ctx_t *ctx, const js_node_t *node, size_t n) {
 static bool s_object(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     if ((node->has & (JS_HAS_MINPROPS | JS_HAS_MAXPROPS)) &&
-        !s_object_size(ctx, node, ctx->e[v].size)) {
+        !s_object_size(ctx, node, v, ctx->e[v].size)) {
         ok = false;
         if (!s_go_on(ctx)) {
             return false;
@@ -580,7 +569,7 @@ static bool s_object(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     uint64_t *has = ctx->bits + node->bits;
     size_t others = node->nnames ? s_collect(ctx, node, v, has, found) : ctx->e[v].size;
     if (node->nrequired && !s_all_bits(has, node->required_mask, node->nwords) &&
-        !s_required(ctx, node, "required", node->required_idx, node->nrequired, has)) {
+        !s_required(ctx, node, v, "required", node->required_idx, node->nrequired, has)) {
         ok = false;
         if (!s_go_on(ctx)) {
             return false;
@@ -629,15 +618,40 @@ static bool s_const(const s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
 static bool s_generic(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     if ((node->has & JS_HAS_CONST) && !s_const(ctx, node, v)) {
-        ok = s_fail(ctx, node, "const", "must equal the constant");
+        ok = s_fail(ctx, node, v, "const", "must equal the constant");
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_ENUM) && !s_enum(ctx, node, v)) {
-        ok = s_fail(ctx, node, "enum", "must be one of the enumerated values");
+        ok = s_fail(ctx, node, v, "enum", "must be one of the enumerated values");
     }
     return ok;
+}
+
+/* The value of list's discriminating member in v, or 0 when v is not an object that has it
+ * (then no branch can match). Without a discriminator, 1: every branch is a candidate. */
+static uint32_t s_disc_value(const s_ctx_t *ctx, const js_list_t *list, uint32_t v) {
+    const js_disc_t *d = list->disc;
+    if (!d) {
+        return 1;
+    }
+    const jsontape_entry_t *e = ctx->e;
+    if (e[v].type != JSONTAPE_OBJECT) {
+        return 0;
+    }
+    for (uint32_t k = v + 1; k < e[v].next; k = e[k + 1].next) {
+        if (e[k].hash == d->hash && e[k].size == d->len &&
+            js_key_eq(jsontape_str(ctx->t, &e[k]), d->key, d->len)) {
+            return k + 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether branch i of list can match, given s_disc_value's dv. */
+static bool s_candidate(const s_ctx_t *ctx, const js_list_t *list, size_t i, uint32_t dv) {
+    return dv && (!list->disc || s_quick_ok(ctx, list->disc->consts[i], dv));
 }
 
 static bool s_combinators(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
@@ -652,20 +666,24 @@ static bool s_combinators(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     }
     if (node->any_of.count) {
         bool any = false;
+        uint32_t dv = s_disc_value(ctx, &node->any_of, v);
         for (size_t i = 0; i < node->any_of.count && !any && !ctx->abort; i++) {
-            any = s_quiet(ctx, node->any_of.items[i], v);
+            any = s_candidate(ctx, &node->any_of, i, dv) && s_quiet(ctx, node->any_of.items[i], v);
         }
-        if (!any && !(s_fail(ctx, node, "anyOf", "matches none of the schemas") || s_go_on(ctx))) {
+        if (!any &&
+            !(s_fail(ctx, node, v, "anyOf", "matches none of the schemas") || s_go_on(ctx))) {
             return false;
         }
         ok = ok && any;
     }
     if (node->one_of.count) {
         size_t hits = 0;
+        uint32_t dv = s_disc_value(ctx, &node->one_of, v);
         for (size_t i = 0; i < node->one_of.count && hits < 2 && !ctx->abort; i++) {
-            hits += s_quiet(ctx, node->one_of.items[i], v);
+            hits +=
+                s_candidate(ctx, &node->one_of, i, dv) && s_quiet(ctx, node->one_of.items[i], v);
         }
-        if (hits != 1 && !(s_fail(ctx, node, "oneOf", "matches %s of the schemas",
+        if (hits != 1 && !(s_fail(ctx, node, v, "oneOf", "matches %s of the schemas",
                                   hits ? "more than one" : "none") ||
                            s_go_on(ctx))) {
             return false;
@@ -682,7 +700,7 @@ static bool s_conditionals(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
         if (ctx->abort) {
             return false;
         }
-        if (inner && !(s_fail(ctx, node, "not", "must not match the schema") || s_go_on(ctx))) {
+        if (inner && !(s_fail(ctx, node, v, "not", "must not match the schema") || s_go_on(ctx))) {
             return false;
         }
         ok = !inner;
@@ -732,11 +750,11 @@ static bool s_node(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
         return false;
     }
     if (node->is_bool) {
-        return node->bool_value || s_fail(ctx, node, NULL, "no value is allowed here");
+        return node->bool_value || s_fail(ctx, node, v, NULL, "no value is allowed here");
     }
     const jsontape_entry_t *e = &ctx->e[v];
     if ((node->has & JS_HAS_TYPE) && !s_type_ok(node->types, e)) {
-        return s_fail(ctx, node, "type", "has the wrong type");
+        return s_fail(ctx, node, v, "type", "has the wrong type");
     }
     uint8_t groups = node->groups & (s_type_group[e->type] | JS_G_GENERIC | JS_G_APPLY);
     bool ok = true;
@@ -766,7 +784,7 @@ jsonschema_result_t jsonschema_validate_tape(const jsonschema_t *self, const jso
     ctx.all_errors = mode == JSONSCHEMA_ALL_ERRORS && report;
     ctx.quiet = 0;
     ctx.abort = false;
-    ctx.nsegs = 0;
+    ctx.root = index;
     ctx.matches = 0;
     ctx.t = doc;
     ctx.e = doc->entries;
