@@ -97,7 +97,8 @@ static void s_index_slots(js_node_t *node) {
     node->nslots = n;
     node->prop_slots = mem_calloc(n, sizeof *node->prop_slots);
     for (size_t k = 0; k < node->nnames; k++) {
-        size_t i = jsontape_hash(node->props[k].key, node->props[k].len) & (n - 1);
+        node->props[k].hash = jsontape_hash(node->props[k].key, node->props[k].len);
+        size_t i = node->props[k].hash & (n - 1);
         while (node->prop_slots[i]) {
             i = (i + 1) & (n - 1);
         }
@@ -180,6 +181,29 @@ static void s_disc_free(js_disc_t *d) {
     }
 }
 
+/* Whether items under node (or an additionalItems) can be accepted by a scalar quick test;
+ * false, the schema that forbids any item, is fine too: its test is the count. */
+static bool s_quick_item(const js_node_t *node) {
+    return !node || (node->is_bool && !node->bool_value) ||
+           (node->quick != JS_QUICK_NONE && node->quick != JS_QUICK_ARRAY);
+}
+
+static bool s_quick_array(const js_node_t *node) {
+    if (node->has & ~(uint32_t)(JS_HAS_TYPE | JS_HAS_MINITEMS | JS_HAS_MAXITEMS) ||
+        node->contains) {
+        return false;
+    }
+    if (!node->items_is_array) {
+        return s_quick_item(node->items);
+    }
+    for (size_t i = 0; i < node->items_array.count; i++) {
+        if (!s_quick_item(node->items_array.items[i])) {
+            return false;
+        }
+    }
+    return s_quick_item(node->additional_items);
+}
+
 /* Which quick test covers every assertion node has (JS_QUICK_NONE when none does). */
 static uint8_t s_quick(const js_node_t *node) {
     const uint32_t range =
@@ -198,6 +222,8 @@ static uint8_t s_quick(const js_node_t *node) {
             return !(node->has & ~range) ? JS_QUICK_RANGE : JS_QUICK_NONE;
         case JS_G_STRING:
             return !(node->has & ~length) ? JS_QUICK_LENGTH : JS_QUICK_NONE;
+        case JS_G_ARRAY:
+            return s_quick_array(node) ? JS_QUICK_ARRAY : JS_QUICK_NONE;
         default:
             return JS_QUICK_NONE;
     }
@@ -258,6 +284,10 @@ static void s_finish(jsonschema_t *schema, js_node_t *node) {
     s_prepare_values(schema, node);
     node->groups = s_groups(node);
     node->quick = s_quick(node);
+    /* Validity alone (no report) needs one pass over the members when each member's checks
+     * depend on that member only, and the names fit one bitset word. */
+    node->one_pass =
+        node->nnames <= 64 && !node->npatprops && !node->property_names && !node->ndeps;
     node->any_of.disc = s_discriminator(&node->any_of);
     node->one_of.disc = s_discriminator(&node->one_of);
 }

@@ -67,6 +67,7 @@ enum {
     JS_QUICK_CONST,    /* a string const, and type at most */
     JS_QUICK_RANGE,    /* type and numeric bounds (minimum, maximum, exclusive ones) */
     JS_QUICK_LENGTH,   /* type and minLength/maxLength */
+    JS_QUICK_ARRAY,    /* type, minItems/maxItems and items whose nodes have the tests above */
 };
 
 /* A positive decimal m * 10^e with m free of trailing zeros (multipleOf). */
@@ -105,6 +106,7 @@ typedef struct js_node js_node_t;
 typedef struct {
     const char *key; /* borrowed from the schema's copy of the document */
     size_t len;
+    uint32_t hash; /* jsontape_hash of key */
     js_node_t *node;
 } js_prop_t;
 
@@ -147,6 +149,7 @@ struct js_node {
     uint8_t types;
     uint8_t groups; /* JS_G_* */
     uint8_t quick;  /* JS_QUICK_*: a test that proves acceptance without visiting the node */
+    bool one_pass;  /* object keywords that one pass over the members can check (see s_finish) */
     js_num_t minimum;
     js_num_t maximum;
     js_num_t exclusive_minimum;
@@ -263,7 +266,7 @@ static inline long js_prop_find(const js_node_t *node, const char *key, size_t l
             return -1;
         }
         const js_prop_t *p = &node->props[slot - 1];
-        if (p->len == len && js_key_eq(p->key, key, len)) {
+        if (p->hash == hash && p->len == len && js_key_eq(p->key, key, len)) {
             return (long)slot - 1;
         }
     }

@@ -142,6 +142,27 @@ static inline bool s_in_range(const js_node_t *node, const jsontape_entry_t *e) 
            (!(has & JS_HAS_EXMAX) || jsontape_num_cmp(x, node->exclusive_maximum) < 0);
 }
 
+static inline bool s_quick_ok(const s_ctx_t *ctx, const js_node_t *node, uint32_t v);
+
+/* The JS_QUICK_ARRAY test on the array at v: the counts, then each item's quick test. */
+static bool s_quick_items(const s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+    const jsontape_entry_t *e = &ctx->e[v];
+    if (((node->has & JS_HAS_MINITEMS) && e->size < node->min_items) ||
+        ((node->has & JS_HAS_MAXITEMS) && e->size > node->max_items)) {
+        return false;
+    }
+    size_t i = 0;
+    for (uint32_t it = v + 1; it < e->next; it = ctx->e[it].next, i++) {
+        const js_node_t *sub = !node->items_is_array         ? node->items
+                               : i < node->items_array.count ? node->items_array.items[i]
+                                                             : node->additional_items;
+        if (sub && !s_quick_ok(ctx, sub, it)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* True when node's quick test accepts v (a leaf such as {"type": "number", "maximum": 90}),
  * so that callers skip the visit; false means "run s_node", which also reports. */
 static inline bool s_quick_ok(const s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
@@ -155,6 +176,8 @@ static inline bool s_quick_ok(const s_ctx_t *ctx, const js_node_t *node, uint32_
                    js_key_eq(jsontape_str(ctx->t, e), node->const_str, node->const_len);
         case JS_QUICK_RANGE:
             return !jsontape_is_number(e) || s_in_range(node, e);
+        case JS_QUICK_ARRAY:
+            return e->type != JSONTAPE_ARRAY || s_quick_items(ctx, node, v);
         case JS_QUICK_LENGTH:
             return e->type != JSONTAPE_STRING ||
                    ((!(node->has & JS_HAS_MINLEN) || e->u.s.chars >= node->min_length) &&
@@ -519,6 +542,20 @@ static bool s_dependencies(s_ctx_t *ctx, const js_node_t *node, uint32_t v, cons
     return ok;
 }
 
+/* The index among node's names of the member name at k, or -1. Members usually come in the
+ * schema's order, so the name after the last one found (guess) is tried first. */
+static inline long s_name_of(const s_ctx_t *ctx, const js_node_t *node, uint32_t k, size_t guess) {
+    const jsontape_entry_t *ke = &ctx->e[k];
+    const char *key = jsontape_str(ctx->t, ke);
+    if (guess < node->nnames) {
+        const js_prop_t *p = &node->props[guess];
+        if (p->hash == ke->hash && p->len == ke->size && js_key_eq(p->key, key, p->len)) {
+            return (long)guess;
+        }
+    }
+    return js_prop_find(node, key, ke->size, ke->hash);
+}
+
 /* One pass over v's members: sets in has the bits of node's names that v has, with the value
  * of each in found, and returns how many members are not properties (those
  * additionalProperties applies to, unless a pattern matches). */
@@ -529,11 +566,14 @@ static size_t s_collect(const s_ctx_t *ctx, const js_node_t *node, uint32_t v, u
     }
     size_t others = 0;
     const jsontape_entry_t *e = ctx->e;
+    size_t guess = 0;
     for (uint32_t k = v + 1; k < e[v].next; k = e[k + 1].next) {
-        long idx = js_prop_find(node, jsontape_str(ctx->t, &e[k]), e[k].size, e[k].hash);
+        long idx = s_name_of(ctx, node, k, guess);
         if (idx >= 0) {
-            has[idx / 64] |= 1ull << (idx % 64);
-            found[idx] = k + 1;
+            size_t i = (size_t)idx;
+            has[i / 64] |= 1ull << (i % 64);
+            found[i] = k + 1;
+            guess = i + 1;
         }
         others += idx < 0 || (size_t)idx >= node->nprops;
     }
@@ -556,7 +596,36 @@ static bool s_object_size(s_ctx_t *ctx, const js_node_t *node, uint32_t v, size_
     return ok;
 }
 
+/* The object keywords of a one_pass node on v, for validity only: each member is looked up
+ * and checked as it comes, stopping at the first failure. */
+static bool s_object_one_pass(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+    const jsontape_entry_t *e = ctx->e;
+    if (((node->has & JS_HAS_MINPROPS) && e[v].size < node->min_properties) ||
+        ((node->has & JS_HAS_MAXPROPS) && e[v].size > node->max_properties)) {
+        return false;
+    }
+    uint64_t seen = 0;
+    size_t guess = 0;
+    for (uint32_t k = v + 1; k < e[v].next; k = e[k + 1].next) {
+        long idx = s_name_of(ctx, node, k, guess);
+        const js_node_t *sub = node->additional_properties;
+        if (idx >= 0) {
+            size_t i = (size_t)idx;
+            seen |= 1ull << i;
+            guess = i + 1;
+            sub = i < node->nprops ? node->props[i].node : sub;
+        }
+        if (sub && !s_child(ctx, sub, k + 1)) {
+            return false;
+        }
+    }
+    return !node->nrequired || (seen & node->required_mask[0]) == node->required_mask[0];
+}
+
 static bool s_object(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+    if (node->one_pass && (ctx->quiet > 0 || !ctx->report)) {
+        return s_object_one_pass(ctx, node, v);
+    }
     bool ok = true;
     if ((node->has & (JS_HAS_MINPROPS | JS_HAS_MAXPROPS)) &&
         !s_object_size(ctx, node, v, ctx->e[v].size)) {
