@@ -147,9 +147,11 @@ struct js_node {
     bool bool_value;
     uint32_t has;
     uint8_t types;
-    uint8_t groups; /* JS_G_* */
-    uint8_t quick;  /* JS_QUICK_*: a test that proves acceptance without visiting the node */
-    bool one_pass;  /* object keywords that one pass over the members can check (see s_finish) */
+    uint8_t groups;     /* JS_G_* */
+    uint8_t quick;      /* JS_QUICK_*: a test that proves acceptance without visiting the node */
+    uint8_t quick_pass; /* bit 1 << jsontape_type_t: values of that type the quick test passes
+                           on their type alone */
+    bool one_pass; /* object keywords that one pass over the members can check (see s_finish) */
     js_num_t minimum;
     js_num_t maximum;
     js_num_t exclusive_minimum;

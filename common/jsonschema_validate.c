@@ -167,6 +167,9 @@ static bool s_quick_items(const s_ctx_t *ctx, const js_node_t *node, uint32_t v)
  * so that callers skip the visit; false means "run s_node", which also reports. */
 static inline bool s_quick_ok(const s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     const jsontape_entry_t *e = &ctx->e[v];
+    if (node->quick_pass & (1u << e->type)) {
+        return true;
+    }
     if (node->quick == JS_QUICK_NONE || ((node->has & JS_HAS_TYPE) && !s_type_ok(node->types, e))) {
         return false;
     }
