@@ -159,6 +159,83 @@ static void test_report_lists_instance_and_schema_paths(void **state) {
     jsonschema_destroy(&s);
 }
 
+/* The path of each failure, wherever it is: deep in arrays and objects, a member name that
+ * propertyNames refuses, keys that need RFC 6901 escapes. Paths come from the tape. */
+static void test_instance_paths_at_every_depth(void **state) {
+    jsonschema_t *s =
+        s_compile("{\"properties\": {\"a\": {\"items\": {\"items\": {\"properties\": "
+                  "{\"x/y~z\": {\"type\": \"string\"}}}}}, \"m\": {\"propertyNames\": "
+                  "{\"maxLength\": 3}}, \"e\": {\"items\": [{}, {\"const\": 1}]}}}");
+    json_t *v = s_json("{\"a\": [[], [{}, {\"x/y~z\": 5}]], \"m\": {\"ok\": 1, \"long\": 2}, "
+                       "\"e\": [0, 2]}");
+    jsonschema_report_t r;
+    assert_int_equal(jsonschema_validate(s, v, JSONSCHEMA_ALL_ERRORS, &r), JSONSCHEMA_INVALID);
+    assert_int_equal(r.count, 3);
+    assert_string_equal(r.items[0].instance_path, "/a/1/1/x~1y~0z");
+    assert_string_equal(r.items[0].schema_path,
+                        "/properties/a/items/items/properties/x~1y~0z/type");
+    assert_string_equal(r.items[1].instance_path, "/m/long");
+    assert_string_equal(r.items[1].schema_path, "/properties/m/propertyNames/maxLength");
+    assert_string_equal(r.items[2].instance_path, "/e/1");
+    assert_string_equal(r.items[2].schema_path, "/properties/e/items/1/const");
+    json_decref(v);
+    jsonschema_destroy(&s);
+}
+
+/* A tape holding other values first validates the one at its index, with paths from it. */
+static void test_validate_tape_at_an_index(void **state) {
+    jsonschema_t *s = s_compile("{\"items\": {\"type\": \"integer\"}}");
+    jsontape_t *t = jsontape_new();
+    json_t *first = s_json("{\"unrelated\": [true]}");
+    json_t *second = s_json("[1, 2.5]");
+    assert_int_equal(jsontape_from_json(t, first), 0);
+    long at = jsontape_from_json(t, second);
+    assert_true(at > 0);
+    jsonschema_report_t r;
+    assert_int_equal(jsonschema_validate_tape(s, t, (uint32_t)at, JSONSCHEMA_ALL_ERRORS, &r),
+                     JSONSCHEMA_INVALID);
+    assert_int_equal(r.count, 1);
+    assert_string_equal(r.items[0].instance_path, "/1");
+    /* The object at 0 is valid: items applies to arrays only; its array is never reached. */
+    assert_int_equal(jsonschema_validate_tape(s, t, 0, JSONSCHEMA_FAIL_FAST, NULL),
+                     JSONSCHEMA_VALID);
+    json_decref(first);
+    json_decref(second);
+    jsontape_destroy(&t);
+    jsonschema_destroy(&s);
+}
+
+/* Branches told apart by a required string const: the outcome is the same as trying each
+ * branch, including duplicates (oneOf then fails), a missing or non-string member, and a
+ * non-object. */
+static void test_discriminated_branches_keep_their_meaning(void **state) {
+    const char *branches =
+        "[{\"type\": \"object\", \"required\": [\"kind\"], \"properties\": {\"kind\": "
+        "{\"const\": \"a\"}, \"n\": {\"type\": \"integer\"}}}, {\"type\": \"object\", "
+        "\"required\": [\"kind\"], \"properties\": {\"kind\": {\"const\": \"b\"}, \"n\": "
+        "{\"type\": \"string\"}}}, {\"type\": \"object\", \"required\": [\"kind\"], "
+        "\"properties\": {\"kind\": {\"const\": \"b\"}}}]";
+    char any[1024];
+    char one[1024];
+    snprintf(any, sizeof any, "{\"anyOf\": %s}", branches);
+    snprintf(one, sizeof one, "{\"oneOf\": %s}", branches);
+    jsonschema_t *a = s_compile(any);
+    jsonschema_t *o = s_compile(one);
+    assert_true(s_valid(a, "{\"kind\": \"a\", \"n\": 1}"));
+    assert_true(s_valid(o, "{\"kind\": \"a\", \"n\": 1}"));
+    assert_false(s_valid(a, "{\"kind\": \"a\", \"n\": \"x\"}"));
+    assert_true(s_valid(a, "{\"kind\": \"b\", \"n\": 1}")); /* the third branch */
+    assert_true(s_valid(o, "{\"kind\": \"b\", \"n\": 1}"));
+    assert_false(s_valid(o, "{\"kind\": \"b\", \"n\": \"x\"}")); /* second and third */
+    assert_true(s_valid(a, "{\"kind\": \"b\", \"n\": \"x\"}"));
+    assert_false(s_valid(a, "{\"kind\": \"c\"}"));
+    assert_false(s_valid(a, "{\"kind\": 1}"));
+    assert_false(s_valid(a, "{\"n\": 1}"));
+    assert_false(s_valid(a, "[\"kind\"]"));
+    jsonschema_destroy(&a);
+    jsonschema_destroy(&o);
+}
+
 static void test_report_is_bounded_and_marked_truncated(void **state) {
     jsonschema_t *s = s_compile("{\"additionalProperties\": {\"type\": \"string\"}}");
     char buf[4096];
@@ -319,6 +396,9 @@ int main(void) {
         cmocka_unit_test(test_dialect_unknown_keywords_and_formats_rejected),
         cmocka_unit_test(test_annotations_are_never_applied),
         cmocka_unit_test(test_report_lists_instance_and_schema_paths),
+        cmocka_unit_test(test_instance_paths_at_every_depth),
+        cmocka_unit_test(test_validate_tape_at_an_index),
+        cmocka_unit_test(test_discriminated_branches_keep_their_meaning),
         cmocka_unit_test(test_report_is_bounded_and_marked_truncated),
         cmocka_unit_test(test_numbers_equal_exact_and_decimal_multiples),
         cmocka_unit_test(test_lengths_count_code_points),
