@@ -1,11 +1,13 @@
 /* jsonstrict: the strict JSON boundary; see jsonstrict.h. */
 #include "jsonstrict.h"
+#include "id.h"
 #include "mem.h"
 
 #include <errno.h>
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,11 +38,39 @@ const jsonstrict_limits_t jsonstrict_limits_schema = {
 /* One open container on the way down, kept so that an error can name its JSON pointer. */
 typedef struct {
     bool is_object;
-    size_t index;   /* array: index of the element being parsed */
-    size_t key_off; /* object: the current key, in the parser's key stack */
-    size_t key_len;
-    bool has_key; /* object: a key has been decoded (and names the member in paths) */
+    bool has_key;    /* object: a key has been decoded (and names the member in paths) */
+    uint32_t at;     /* the container's tape entry */
+    uint32_t key;    /* object: the tape entry of the current key */
+    uint32_t serial; /* object: its serial in the key table once it is big (s_duplicate), or 0 */
+    size_t index;    /* array: index of the element being parsed; object: members so far */
 } s_frame_t;
+
+/* Frames kept on the stack when the depth cap allows (the default and schema caps do). */
+#define S_FRAMES_ON_STACK 65
+
+/* Up to this many members an object finds a duplicate key by comparing the new key with each
+ * earlier one (hash first); past it, its keys go to the key table. */
+#define S_SCAN_KEYS 16
+
+/* The keys of the open big objects: open addressing, keyed by (object serial, key hash), each
+ * slot naming the key's tape entry. A slot whose serial is below base is empty: when the last
+ * open big object closes, base moves past every serial handed out, which empties the table
+ * at no cost: it holds only the keys of the outermost open big object and of those in it. */
+typedef struct {
+    uint32_t serial;
+    uint32_t hash;
+    uint32_t key;
+} s_slot_t;
+
+typedef struct {
+    s_slot_t *slots;
+    size_t cap;  /* slots: a power of two, or 0 */
+    size_t used; /* live slots (at most half of cap) */
+    uint32_t base;
+    uint32_t next_serial;
+    size_t open;   /* big objects open */
+    uint32_t seed; /* s_seed, read when the table is first made */
+} s_keytab_t;
 
 typedef struct {
     const unsigned char *start;
@@ -50,10 +80,10 @@ typedef struct {
     size_t values;
     int depth;
     s_frame_t *frames; /* lim.max_depth entries */
-    char *keys;        /* decoded keys of the open objects, back to back */
-    size_t keys_len;
-    size_t keys_cap;
-    char *scratch; /* decoded string value with escapes */
+    jsontape_t *tape;  /* the document so far; the keys that frames name live in it */
+    s_keytab_t keys;
+    char scratch_small[256]; /* decoded string values with escapes, when short */
+    char *scratch;           /* longer ones (scratch_cap bytes) */
     size_t scratch_cap;
     jsonstrict_error_t *err;
 } s_parser_t;
@@ -112,7 +142,8 @@ static void s_build_path(const s_parser_t *ps, char *out, size_t cap) {
         out[len++] = '/';
         out[len] = '\0';
         if (f->is_object) {
-            s_path_append(out, cap, &len, ps->keys + f->key_off, f->key_len);
+            const jsontape_entry_t *key = jsontape_at(ps->tape, f->key);
+            s_path_append(out, cap, &len, jsontape_str(ps->tape, key), key->size);
         } else {
             char num[24];
             int n = snprintf(num, sizeof num, "%zu", f->index);
@@ -141,10 +172,13 @@ s_fail(s_parser_t *ps, jsonstrict_code_t code, const unsigned char *at, const ch
 }
 
 static void s_skip_ws(s_parser_t *ps) {
-    while (ps->p < ps->end &&
-           (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r')) {
-        ps->p++;
+    /* Locals, since a store through a char pointer could otherwise alias ps->p. */
+    const uint64_t ws = 1ull << ' ' | 1ull << '\t' | 1ull << '\n' | 1ull << '\r';
+    const unsigned char *p = ps->p;
+    while (p < ps->end && *p <= ' ' && (ws >> *p & 1)) {
+        p++;
     }
+    ps->p = p;
 }
 
 static int s_hex4(const unsigned char *p, const unsigned char *end, uint32_t *out) {
@@ -223,16 +257,34 @@ static size_t s_utf8_put(char *out, uint32_t cp) {
     return 4;
 }
 
+/* The bytes that stand for themselves in a string body: printable ASCII other than '"' and
+ * '\\'. A table, since this is the test of the parser's innermost loop. */
+#define S_PLAIN(c)   ((c) >= 0x20 && (c) < 0x80 && (c) != '"' && (c) != '\\')
+#define S_PLAIN4(c)  S_PLAIN(c), S_PLAIN((c) + 1), S_PLAIN((c) + 2), S_PLAIN((c) + 3)
+#define S_PLAIN16(c) S_PLAIN4(c), S_PLAIN4((c) + 4), S_PLAIN4((c) + 8), S_PLAIN4((c) + 12)
+static const bool s_plain_byte[256] = {
+    S_PLAIN16(0x00), S_PLAIN16(0x10), S_PLAIN16(0x20), S_PLAIN16(0x30),
+    S_PLAIN16(0x40), S_PLAIN16(0x50), S_PLAIN16(0x60), S_PLAIN16(0x70),
+    /* 0x80 to 0xFF: zero, the bytes of multibyte sequences */
+};
+
 /* Scans the string whose opening quote is at ps->p: validates it, and sets *raw_len to its
  * byte length without quotes, *decoded_len to its decoded length and *escaped when it has
  * escapes. Leaves ps->p after the closing quote. */
 static int s_scan_string(s_parser_t *ps, size_t *raw_len, size_t *decoded_len, bool *escaped) {
     const unsigned char *open = ps->p++;
     const unsigned char *p = ps->p;
+    const unsigned char *end = ps->end;
     size_t decoded = 0;
     *escaped = false;
     for (;;) {
-        if (p >= ps->end) {
+        /* Runs of plain ASCII, the bulk of most strings, decode to themselves. */
+        const unsigned char *run = p;
+        while (p < end && s_plain_byte[*p]) {
+            p++;
+        }
+        decoded += (size_t)(p - run);
+        if (p >= end) {
             return s_fail(ps, JSONSTRICT_E_SYNTAX, open, "unterminated string");
         }
         unsigned c = *p;
@@ -244,7 +296,7 @@ static int s_scan_string(s_parser_t *ps, size_t *raw_len, size_t *decoded_len, b
         }
         if (c == '\\') {
             *escaped = true;
-            if (p + 1 >= ps->end) {
+            if (p + 1 >= end) {
                 return s_fail(ps, JSONSTRICT_E_SYNTAX, p, "unterminated escape");
             }
             unsigned e = p[1];
@@ -258,7 +310,7 @@ static int s_scan_string(s_parser_t *ps, size_t *raw_len, size_t *decoded_len, b
                 continue;
             }
             uint32_t cp = 0;
-            if (s_hex4(p + 2, ps->end, &cp)) {
+            if (s_hex4(p + 2, end, &cp)) {
                 return s_fail(ps, JSONSTRICT_E_SYNTAX, p, "\\u needs four hex digits");
             }
             if (cp == 0) {
@@ -272,7 +324,7 @@ static int s_scan_string(s_parser_t *ps, size_t *raw_len, size_t *decoded_len, b
             }
             if (cp >= 0xD800 && cp <= 0xDBFF) {
                 uint32_t lo = 0;
-                if (p + 8 > ps->end || p[6] != '\\' || p[7] != 'u' || s_hex4(p + 8, ps->end, &lo) ||
+                if (p + 8 > end || p[6] != '\\' || p[7] != 'u' || s_hex4(p + 8, end, &lo) ||
                     lo < 0xDC00 || lo > 0xDFFF) {
                     return s_fail(ps, JSONSTRICT_E_SURROGATE, p, "unpaired high surrogate \\u%04X",
                                   (unsigned)cp);
@@ -285,7 +337,7 @@ static int s_scan_string(s_parser_t *ps, size_t *raw_len, size_t *decoded_len, b
             decoded += cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
             continue;
         }
-        size_t n = s_utf8_len(p, ps->end);
+        size_t n = s_utf8_len(p, end);
         if (n == 0) {
             return s_fail(ps, JSONSTRICT_E_UTF8, p, "invalid UTF-8 byte 0x%02X in string", c);
         }
@@ -334,6 +386,9 @@ static void s_decode(const unsigned char *src, size_t raw_len, char *out) {
 }
 
 static char *s_scratch(s_parser_t *ps, size_t n) {
+    if (n < sizeof ps->scratch_small) {
+        return ps->scratch_small;
+    }
     if (n + 1 > ps->scratch_cap) {
         ps->scratch_cap = n + 1 > 2 * ps->scratch_cap ? n + 1 : 2 * ps->scratch_cap;
         ps->scratch = mem_realloc(ps->scratch, ps->scratch_cap);
@@ -341,9 +396,23 @@ static char *s_scratch(s_parser_t *ps, size_t n) {
     return ps->scratch;
 }
 
-static int s_parse_value(s_parser_t *ps, json_t **out);
+/* Appends the string scanned at body (a value or a key) to the tape: its bytes are copied into
+ * the arena once, straight from the input, or decoded first when it has escapes. */
+static uint32_t s_add_string(s_parser_t *ps, const unsigned char *body, size_t raw_len,
+                             size_t dec_len, bool escaped) {
+    const char *text = (const char *)body;
+    if (escaped) {
+        char *buf = s_scratch(ps, dec_len);
+        s_decode(body, raw_len, buf);
+        text = buf;
+    }
+    /* The scan proved the text valid UTF-8 without NUL, as the tape requires. */
+    return jsontape_add_string(ps->tape, text, dec_len);
+}
 
-static int s_parse_string(s_parser_t *ps, json_t **out) {
+static int s_parse_value(s_parser_t *ps);
+
+static int s_parse_string(s_parser_t *ps) {
     const unsigned char *body = ps->p + 1;
     size_t raw_len = 0;
     size_t dec_len = 0;
@@ -351,15 +420,7 @@ static int s_parse_string(s_parser_t *ps, json_t **out) {
     if (s_scan_string(ps, &raw_len, &dec_len, &escaped)) {
         return -1;
     }
-    const char *text = (const char *)body;
-    if (escaped) {
-        char *buf = s_scratch(ps, dec_len);
-        s_decode(body, raw_len, buf);
-        text = buf;
-    }
-    /* The text is valid UTF-8 without NUL: the scan proved it, so skip jansson's recheck. */
-    *out = json_stringn_nocheck(text, dec_len);
-    ASSERT(*out != NULL); /* jansson returns NULL only when malloc fails */
+    s_add_string(ps, body, raw_len, dec_len, escaped);
     return 0;
 }
 
@@ -447,14 +508,17 @@ int jsonstrict_shortest(double d, char digits[JSONSTRICT_DIGITS_MAX + 1], int *e
     return n;
 }
 
-static int s_real(s_parser_t *ps, const unsigned char *at, const char *lit, size_t len,
-                  json_t **out) {
+/* A real literal that needs strtod, and perhaps the round-trip check: kept out of line so
+ * that its buffers are not on the stack of every nesting level. */
+__attribute__((noinline)) static int s_real(s_parser_t *ps, const unsigned char *at, size_t len) {
+    char lit[JSONSTRICT_NUMBER_CHARS_CEILING + 1];
+    memcpy(lit, at, len);
+    lit[len] = '\0';
     s_decimal_t dec;
     s_literal_decimal(lit, len, &dec);
     double d = strtod(lit, NULL);
     if (dec.ndigits == 0) {
-        *out = json_real(lit[0] == '-' ? -0.0 : 0.0);
-        ASSERT(*out != NULL);
+        jsontape_add_real(ps->tape, lit[0] == '-' ? -0.0 : 0.0);
         return 0;
     }
     long magnitude = (long)dec.ndigits + dec.exp10; /* decimal exponent of the leading digit */
@@ -480,13 +544,86 @@ static int s_real(s_parser_t *ps, const unsigned char *at, const char *lit, size
                           (int)(len > 40 ? 40 : len), lit, d);
         }
     }
-    *out = json_real(d);
-    ASSERT(*out != NULL);
+    jsontape_add_real(ps->tape, d);
     return 0;
 }
 
-static int s_integer(s_parser_t *ps, const unsigned char *at, const char *lit, size_t len,
-                     json_t **out) {
+/* The powers of ten that a double holds exactly. */
+static const double s_pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* Clinger's fast path for the real literal [p, end) (its syntax already checked): at most 15
+ * significant digits times 10^e with |e| <= 22 is one correctly rounded product or quotient of
+ * two exact doubles, so it is the double strtod returns; and such a literal is one that s_real
+ * accepts without the round-trip check (at most 15 digits, magnitude well inside the range).
+ * Returns false, leaving the literal to s_real, for anything else, zero included. */
+static bool s_real_fast(const unsigned char *p, const unsigned char *end, double *out) {
+#if FLT_EVAL_METHOD == 0
+    bool neg = *p == '-';
+    p += neg;
+    uint64_t m = 0;
+    int ndigits = 0;
+    int zeros = 0; /* zeros after the last nonzero digit, not yet in m */
+    long frac = 0;
+    bool in_frac = false;
+    for (; p < end && *p != 'e' && *p != 'E'; p++) {
+        if (*p == '.') {
+            in_frac = true;
+            continue;
+        }
+        frac += in_frac;
+        unsigned digit = (unsigned)(*p - '0');
+        if (digit == 0) {
+            zeros += ndigits > 0; /* leading zeros are not significant */
+            continue;
+        }
+        ndigits += zeros + 1;
+        if (ndigits > 15) {
+            return false;
+        }
+        for (; zeros > 0; zeros--) {
+            m *= 10;
+        }
+        m = m * 10 + digit;
+    }
+    if (ndigits == 0) {
+        return false;
+    }
+    long exp = 0;
+    if (p < end) {
+        bool exp_neg = *++p == '-';
+        p += *p == '-' || *p == '+';
+        for (; p < end; p++) {
+            if (exp > 1000) {
+                return false;
+            }
+            exp = exp * 10 + (*p - '0');
+        }
+        exp = exp_neg ? -exp : exp;
+    }
+    long e10 = exp - frac + zeros;
+    if (e10 < -22 || e10 > 22) {
+        return false;
+    }
+    double d = (double)m;
+    d = e10 >= 0 ? d * s_pow10[e10] : d / s_pow10[-e10];
+    *out = neg ? -d : d;
+    return true;
+#else
+    (void)p;
+    (void)end;
+    (void)out;
+    return false;
+#endif
+}
+
+/* An integer literal of 19 digits or more, which may be outside int64. */
+__attribute__((noinline)) static int s_integer(s_parser_t *ps, const unsigned char *at,
+                                               size_t len) {
+    char lit[JSONSTRICT_NUMBER_CHARS_CEILING + 1];
+    memcpy(lit, at, len);
+    lit[len] = '\0';
     errno = 0;
     long long v = strtoll(lit, NULL, 10);
     if (errno == ERANGE) {
@@ -494,8 +631,7 @@ static int s_integer(s_parser_t *ps, const unsigned char *at, const char *lit, s
                       "integer %.*s is outside int64 (beyond exact representation)",
                       (int)(len > 40 ? 40 : len), lit);
     }
-    *out = json_integer((json_int_t)v);
-    ASSERT(*out != NULL);
+    jsontape_add_integer(ps->tape, (int64_t)v);
     return 0;
 }
 
@@ -503,7 +639,7 @@ static bool s_digit(const unsigned char *p, const unsigned char *end) {
     return p < end && *p >= '0' && *p <= '9';
 }
 
-static int s_parse_number(s_parser_t *ps, json_t **out) {
+static int s_parse_number(s_parser_t *ps) {
     const unsigned char *at = ps->p;
     const unsigned char *p = ps->p;
     bool is_int = true;
@@ -513,6 +649,7 @@ static int s_parse_number(s_parser_t *ps, json_t **out) {
     if (!s_digit(p, ps->end)) {
         return s_fail(ps, JSONSTRICT_E_SYNTAX, at, "invalid number");
     }
+    const unsigned char *digits = p;
     if (*p == '0') {
         p++;
     } else {
@@ -520,6 +657,7 @@ static int s_parse_number(s_parser_t *ps, json_t **out) {
             p++;
         }
     }
+    size_t int_digits = (size_t)(p - digits);
     if (p < ps->end && *p == '.') {
         is_int = false;
         if (!s_digit(++p, ps->end)) {
@@ -548,20 +686,33 @@ static int s_parse_number(s_parser_t *ps, json_t **out) {
                       "number literal of %zu characters exceeds the cap of %zu", len,
                       ps->lim.max_number_chars);
     }
-    char lit[JSONSTRICT_NUMBER_CHARS_CEILING + 1];
-    memcpy(lit, at, len);
-    lit[len] = '\0';
     ps->p = p;
-    return is_int ? s_integer(ps, at, lit, len, out) : s_real(ps, at, lit, len, out);
+    if (is_int) {
+        if (int_digits > 18) {
+            return s_integer(ps, at, len);
+        }
+        int64_t v = 0; /* at most 18 digits: no overflow */
+        for (size_t i = 0; i < int_digits; i++) {
+            v = v * 10 + (digits[i] - '0');
+        }
+        bool negative = digits > at; /* a '-' precedes the digits */
+        jsontape_add_integer(ps->tape, negative ? -v : v);
+        return 0;
+    }
+    double d = 0;
+    if (s_real_fast(at, p, &d)) {
+        jsontape_add_real(ps->tape, d);
+        return 0;
+    }
+    return s_real(ps, at, len);
 }
 
-static int s_literal(s_parser_t *ps, const char *word, json_t *value, json_t **out) {
-    size_t n = strlen(word);
+static int s_literal(s_parser_t *ps, const char *word, size_t n, jsontape_type_t type) {
     if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, word, n) != 0) {
         return s_fail(ps, JSONSTRICT_E_SYNTAX, ps->p, "invalid literal");
     }
     ps->p += n;
-    *out = value;
+    jsontape_add_literal(ps->tape, type);
     return 0;
 }
 
@@ -572,42 +723,12 @@ static int s_push(s_parser_t *ps, bool is_object) {
     }
     s_frame_t *f = &ps->frames[ps->depth++];
     f->is_object = is_object;
+    f->has_key = false;
+    f->at = jsontape_open(ps->tape, is_object ? JSONTAPE_OBJECT : JSONTAPE_ARRAY);
+    f->key = 0;
+    f->serial = 0;
     f->index = 0;
-    f->key_off = ps->keys_len;
-    f->key_len = 0;
-    f->has_key = false;
     ps->p++;
-    return 0;
-}
-
-/* Decodes the key at ps->p onto the key stack (as the current frame's key). */
-static int s_parse_key(s_parser_t *ps) {
-    s_frame_t *f = &ps->frames[ps->depth - 1];
-    const unsigned char *body = ps->p + 1;
-    size_t raw_len = 0;
-    size_t dec_len = 0;
-    bool escaped = false;
-    ps->keys_len = f->key_off;
-    f->key_len = 0;
-    f->has_key = false;
-    if (s_scan_string(ps, &raw_len, &dec_len, &escaped)) {
-        return -1;
-    }
-    if (f->key_off + dec_len + 1 > ps->keys_cap) {
-        size_t want = f->key_off + dec_len + 1;
-        ps->keys_cap = want > 2 * ps->keys_cap ? want : 2 * ps->keys_cap;
-        ps->keys = mem_realloc(ps->keys, ps->keys_cap);
-    }
-    char *dst = ps->keys + f->key_off;
-    if (escaped) {
-        s_decode(body, raw_len, dst);
-    } else {
-        memcpy(dst, body, raw_len);
-    }
-    dst[dec_len] = '\0';
-    f->key_len = dec_len;
-    f->has_key = true;
-    ps->keys_len = f->key_off + dec_len + 1;
     return 0;
 }
 
@@ -620,46 +741,163 @@ static int s_expect(s_parser_t *ps, char c, const char *what) {
     return 0;
 }
 
-static int s_parse_member(s_parser_t *ps, json_t *obj, size_t count) {
+/* --- duplicate keys --- */
+
+static bool s_same_key(const jsontape_t *tape, uint32_t a, uint32_t b) {
+    const jsontape_entry_t *ea = jsontape_at(tape, a);
+    const jsontape_entry_t *eb = jsontape_at(tape, b);
+    return ea->hash == eb->hash && ea->size == eb->size &&
+           memcmp(jsontape_str(tape, ea), jsontape_str(tape, eb), ea->size) == 0;
+}
+
+/* The process's secret for placing keys in the table, drawn once. The tape's key hashes are
+ * unseeded, so without it an attacker could pick keys whose hashes share their low bits and
+ * pile every key of a big object into one probe run (quadratic time); with it, only keys whose
+ * 32-bit hashes are wholly equal collide, and those cost about 2^32 tries each to find. */
+static uint32_t s_seed;
+static pthread_once_t s_seed_once = PTHREAD_ONCE_INIT;
+
+static void s_seed_init(void) {
+    if (id_random(&s_seed, sizeof s_seed) != 0) {
+        s_seed = 0x2545F491u; /* no kernel randomness: still correct, just not flood-proof */
+    }
+}
+
+static size_t s_slot_home(uint32_t seed, uint32_t serial, uint32_t hash, size_t mask) {
+    uint32_t h = hash ^ seed ^ (serial * 0x9E3779B9u);
+    h ^= h >> 16; /* murmur3's finaliser: every bit of h reaches the low bits */
+    h *= 0x85EBCA6Bu;
+    h ^= h >> 13;
+    h *= 0xC2B2AE35u;
+    h ^= h >> 16;
+    return (size_t)h & mask;
+}
+
+/* Makes room for one more live slot: the table stays at most half full, so probes are short
+ * and always end at an empty slot. */
+static void s_keytab_reserve(s_keytab_t *tab) {
+    if (2 * (tab->used + 1) <= tab->cap) {
+        return;
+    }
+    if (tab->cap == 0) {
+        int rc = pthread_once(&s_seed_once, s_seed_init);
+        ASSERT(rc == 0);
+        tab->seed = s_seed;
+    }
+    size_t cap = tab->cap ? 2 * tab->cap : 64;
+    s_slot_t *slots = mem_calloc(cap, sizeof *slots);
+    for (size_t i = 0; i < tab->cap; i++) {
+        const s_slot_t *s = &tab->slots[i];
+        if (s->serial >= tab->base) {
+            size_t j = s_slot_home(tab->seed, s->serial, s->hash, cap - 1);
+            while (slots[j].serial != 0) {
+                j = (j + 1) & (cap - 1);
+            }
+            slots[j] = *s;
+        }
+    }
+    free(tab->slots);
+    tab->slots = slots;
+    tab->cap = cap;
+}
+
+/* Whether the key at tape entry key is already in the table for serial; if not, adds it. */
+static bool s_keytab_seen(s_keytab_t *tab, const jsontape_t *tape, uint32_t serial, uint32_t key) {
+    s_keytab_reserve(tab);
+    uint32_t hash = jsontape_at(tape, key)->hash;
+    size_t mask = tab->cap - 1;
+    for (size_t i = s_slot_home(tab->seed, serial, hash, mask);; i = (i + 1) & mask) {
+        s_slot_t *s = &tab->slots[i];
+        if (s->serial < tab->base) {
+            *s = (s_slot_t){.serial = serial, .hash = hash, .key = key};
+            tab->used++;
+            return false;
+        }
+        if (s->serial == serial && s->hash == hash && s_same_key(tape, s->key, key)) {
+            return true;
+        }
+    }
+}
+
+/* Whether the key just added at tape entry key repeats an earlier key of the object f. A small
+ * object is scanned; one that reaches S_SCAN_KEYS members moves its keys into the table, so a
+ * big object costs one probe per key instead of a scan that would grow quadratically. */
+static bool s_duplicate(s_parser_t *ps, s_frame_t *f, uint32_t key) {
+    const jsontape_t *tape = ps->tape;
+    if (f->index < S_SCAN_KEYS) {
+        for (uint32_t k = f->at + 1; k < key; k = jsontape_at(tape, k + 1)->next) {
+            if (s_same_key(tape, k, key)) {
+                return true;
+            }
+        }
+        return false;
+    }
+    if (f->index == S_SCAN_KEYS) {
+        ASSERT(ps->keys.next_serial < UINT32_MAX);
+        f->serial = ps->keys.next_serial++;
+        ps->keys.open++;
+        for (uint32_t k = f->at + 1; k < key; k = jsontape_at(tape, k + 1)->next) {
+            bool seen = s_keytab_seen(&ps->keys, tape, f->serial, k);
+            ASSERT(!seen); /* the scan has already told these keys apart */
+        }
+    }
+    return s_keytab_seen(&ps->keys, tape, f->serial, key);
+}
+
+/* The big object f closes: when it was the last one open, the table empties. */
+static void s_keytab_close(s_keytab_t *tab, const s_frame_t *f) {
+    if (f->serial == 0) {
+        return;
+    }
+    ASSERT(tab->open > 0);
+    if (--tab->open == 0) {
+        tab->base = tab->next_serial;
+        tab->used = 0;
+    }
+}
+
+/* --- containers --- */
+
+static int s_parse_member(s_parser_t *ps, s_frame_t *f) {
     s_skip_ws(ps);
     const unsigned char *at = ps->p;
     if (at >= ps->end || *at != '"') {
         return s_fail(ps, JSONSTRICT_E_SYNTAX, at, "object key expected");
     }
-    if (count >= ps->lim.max_keys) {
+    if (f->index >= ps->lim.max_keys) {
         return s_fail(ps, JSONSTRICT_E_KEYS, at, "object exceeds the cap of %zu keys",
                       ps->lim.max_keys);
     }
-    if (s_parse_key(ps)) {
+    size_t raw_len = 0;
+    size_t dec_len = 0;
+    bool escaped = false;
+    f->has_key = false;
+    if (s_scan_string(ps, &raw_len, &dec_len, &escaped)) {
         return -1;
     }
-    const s_frame_t *f = &ps->frames[ps->depth - 1];
-    if (json_object_getn(obj, ps->keys + f->key_off, f->key_len)) {
+    f->key = s_add_string(ps, at + 1, raw_len, dec_len, escaped);
+    f->has_key = true;
+    if (s_duplicate(ps, f, f->key)) {
         return s_fail(ps, JSONSTRICT_E_DUPLICATE_KEY, at, "duplicate object key");
     }
-    json_t *value = NULL;
-    if (s_expect(ps, ':', "':'") || s_parse_value(ps, &value)) {
+    if (s_expect(ps, ':', "':'") || s_parse_value(ps)) {
         return -1;
     }
-    /* Steals the reference to value; the key is copied. */
-    int rc = json_object_setn_new_nocheck(obj, ps->keys + f->key_off, f->key_len, value);
-    ASSERT(rc == 0);
+    f->index++;
     return 0;
 }
 
-static int s_parse_object(s_parser_t *ps, json_t **out) {
+static int s_parse_object(s_parser_t *ps) {
     if (s_push(ps, true)) {
         return -1;
     }
-    json_t *obj = json_object();
-    ASSERT(obj != NULL);
+    s_frame_t *f = &ps->frames[ps->depth - 1];
     s_skip_ws(ps);
     if (ps->p < ps->end && *ps->p == '}') {
         ps->p++;
     } else {
-        for (size_t count = 0;; count++) {
-            if (s_parse_member(ps, obj, count)) {
-                json_decref(obj);
+        for (;;) {
+            if (s_parse_member(ps, f)) {
                 return -1;
             }
             s_skip_ws(ps);
@@ -668,59 +906,53 @@ static int s_parse_object(s_parser_t *ps, json_t **out) {
                 continue;
             }
             if (s_expect(ps, '}', "',' or '}'")) {
-                json_decref(obj);
                 return -1;
             }
             break;
         }
     }
-    ps->keys_len = ps->frames[--ps->depth].key_off;
-    *out = obj;
+    s_keytab_close(&ps->keys, f);
+    jsontape_close(ps->tape, f->at, (uint32_t)f->index);
+    ps->depth--;
     return 0;
 }
 
-static int s_parse_array(s_parser_t *ps, json_t **out) {
+static int s_parse_array(s_parser_t *ps) {
     if (s_push(ps, false)) {
         return -1;
     }
-    json_t *arr = json_array();
-    ASSERT(arr != NULL);
     s_frame_t *f = &ps->frames[ps->depth - 1];
+    size_t items = 0;
     s_skip_ws(ps);
     if (ps->p < ps->end && *ps->p == ']') {
         ps->p++;
     } else {
         for (;; f->index++) {
-            json_t *item = NULL;
             if (f->index >= ps->lim.max_items) {
-                json_decref(arr);
                 return s_fail(ps, JSONSTRICT_E_ITEMS, ps->p, "array exceeds the cap of %zu items",
                               ps->lim.max_items);
             }
-            if (s_parse_value(ps, &item)) {
-                json_decref(arr);
+            if (s_parse_value(ps)) {
                 return -1;
             }
-            int rc = json_array_append_new(arr, item); /* steals item */
-            ASSERT(rc == 0);
             s_skip_ws(ps);
             if (ps->p < ps->end && *ps->p == ',') {
                 ps->p++;
                 continue;
             }
             if (s_expect(ps, ']', "',' or ']'")) {
-                json_decref(arr);
                 return -1;
             }
+            items = f->index + 1;
             break;
         }
     }
+    jsontape_close(ps->tape, f->at, (uint32_t)items);
     ps->depth--;
-    *out = arr;
     return 0;
 }
 
-static int s_parse_value(s_parser_t *ps, json_t **out) {
+static int s_parse_value(s_parser_t *ps) {
     s_skip_ws(ps);
     if (ps->p >= ps->end) {
         return s_fail(ps, JSONSTRICT_E_SYNTAX, ps->p, "value expected");
@@ -731,17 +963,17 @@ static int s_parse_value(s_parser_t *ps, json_t **out) {
     }
     switch (*ps->p) {
         case '{':
-            return s_parse_object(ps, out);
+            return s_parse_object(ps);
         case '[':
-            return s_parse_array(ps, out);
+            return s_parse_array(ps);
         case '"':
-            return s_parse_string(ps, out);
+            return s_parse_string(ps);
         case 't':
-            return s_literal(ps, "true", json_true(), out);
+            return s_literal(ps, "true", 4, JSONTAPE_TRUE);
         case 'f':
-            return s_literal(ps, "false", json_false(), out);
+            return s_literal(ps, "false", 5, JSONTAPE_FALSE);
         case 'n':
-            return s_literal(ps, "null", json_null(), out);
+            return s_literal(ps, "null", 4, JSONTAPE_NULL);
         case 'N':
         case 'I':
             return s_fail(ps, JSONSTRICT_E_SYNTAX, ps->p, "non-finite numbers are not JSON");
@@ -749,11 +981,14 @@ static int s_parse_value(s_parser_t *ps, json_t **out) {
             if (*ps->p == '-' && ps->p + 1 < ps->end && ps->p[1] == 'I') {
                 return s_fail(ps, JSONSTRICT_E_SYNTAX, ps->p, "non-finite numbers are not JSON");
             }
-            return s_parse_number(ps, out);
+            return s_parse_number(ps);
     }
 }
 
 static void s_clamp(jsonstrict_limits_t *lim) {
+    if (lim->max_bytes > JSONSTRICT_BYTES_CEILING) {
+        lim->max_bytes = JSONSTRICT_BYTES_CEILING;
+    }
     if (lim->max_depth > JSONSTRICT_DEPTH_CEILING || lim->max_depth < 0) {
         lim->max_depth = JSONSTRICT_DEPTH_CEILING;
     }
@@ -762,35 +997,59 @@ static void s_clamp(jsonstrict_limits_t *lim) {
     }
 }
 
-int jsonstrict_parse(const char *buf, size_t len, const jsonstrict_limits_t *limits, json_t **out,
-                     jsonstrict_error_t *err) {
-    s_parser_t ps = {.start = (const unsigned char *)buf, .err = err};
+int jsonstrict_parse_tape(const char *buf, size_t len, const jsonstrict_limits_t *limits,
+                          jsontape_t *out, jsonstrict_error_t *err) {
+    s_parser_t ps = {.start = (const unsigned char *)buf, .err = err, .tape = out};
     ps.p = ps.start;
-    ps.end = ps.start + len;
     ps.lim = limits ? *limits : jsonstrict_limits_default;
     s_clamp(&ps.lim);
-    *out = NULL;
+    ps.keys.base = 1;
+    ps.keys.next_serial = 1;
+    jsontape_clear(out);
     if (err) {
         memset(err, 0, sizeof *err);
     }
+    /* The byte ceiling also keeps the tape inside its 32-bit indexes: every entry and every
+     * arena byte (a string's decoded bytes and its NUL) stands for at least one input byte. */
     if (len > ps.lim.max_bytes) {
         return s_fail(&ps, JSONSTRICT_E_TOO_LARGE, ps.start,
                       "input of %zu bytes exceeds the cap of %zu bytes", len, ps.lim.max_bytes);
     }
-    ps.frames = mem_calloc((size_t)ps.lim.max_depth + 1, sizeof *ps.frames);
-    json_t *value = NULL;
-    int rc = s_parse_value(&ps, &value);
+    ps.end = ps.start + len;
+    s_frame_t frames[S_FRAMES_ON_STACK];
+    ps.frames = ps.lim.max_depth <= S_FRAMES_ON_STACK
+                    ? frames
+                    : mem_calloc((size_t)ps.lim.max_depth, sizeof *ps.frames);
+    int rc = s_parse_value(&ps);
     if (rc == 0) {
         s_skip_ws(&ps);
         if (ps.p != ps.end) {
             rc = s_fail(&ps, JSONSTRICT_E_TRAILING, ps.p, "trailing data after the JSON value");
-            json_decref(value);
-            value = NULL;
         }
     }
-    free(ps.frames);
-    free(ps.keys);
+    if (ps.frames != frames) {
+        free(ps.frames);
+    }
     free(ps.scratch);
-    *out = value;
+    free(ps.keys.slots);
+    if (rc != 0) {
+        jsontape_clear(out);
+    }
+    return rc;
+}
+
+int jsonstrict_parse(const char *buf, size_t len, const jsonstrict_limits_t *limits, json_t **out,
+                     jsonstrict_error_t *err) {
+    /* A tape of this call's own: its two buffers are the only memory the parse itself takes,
+     * and they are freed here (jsontape_t is a plain struct; a zeroed one is empty). */
+    jsontape_t tape = {0};
+    *out = NULL;
+    int rc = jsonstrict_parse_tape(buf, len, limits, &tape, err);
+    if (rc == 0) {
+        *out = jsontape_to_json(&tape, 0);
+        ASSERT(*out != NULL); /* jansson returns NULL only when malloc fails */
+    }
+    free(tape.entries);
+    free(tape.bytes);
     return rc;
 }

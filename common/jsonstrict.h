@@ -3,10 +3,11 @@
  * bodies, schemas, model-produced values, tool arguments, recovered metadata) is parsed here
  * and nowhere else (DESIGN §9; structured-output-plan.md §4 rule 6).
  *
- * The parser is a single pass over the raw bytes that builds jansson values directly. It is
- * hand-written because json_loadb() cannot report a JSON-pointer path, cannot say why a number
- * was refused, and has no caps on values, keys, items or string length; it also accepts
- * integers and reals that lose precision silently.
+ * The parser is a single pass over the raw bytes that appends the document to a jsontape (one
+ * flat array of entries and one string arena, so no allocation per value); jsonstrict_parse
+ * converts that tape to jansson values. It is hand-written because json_loadb() cannot report
+ * a JSON-pointer path, cannot say why a number was refused, and has no caps on values, keys,
+ * items or string length; it also accepts integers and reals that lose precision silently.
  *
  * Rejected: input over the byte cap (checked before any parsing), syntax errors, trailing data,
  * invalid UTF-8 (overlong forms, encoded surrogates, code points above U+10FFFF), unpaired
@@ -15,16 +16,19 @@
  * reals whose decimal value is not exactly the shortest round-trip form of the nearest double
  * (digits would be lost), and values over the depth, value, key, item and string caps.
  *
- * Numbers: an integer literal (no fraction, no exponent) becomes a json_integer (int64); any
- * other literal becomes a json_real. So 1.0 and 1e2 are reals with integral values; the schema
- * validator treats them as integers. Exact integers beyond int64 cannot be represented by
- * jansson and are refused rather than rounded.
+ * Numbers: an integer literal (no fraction, no exponent) becomes a json_integer (int64) or
+ * JSONTAPE_INTEGER; any other literal becomes a json_real or JSONTAPE_REAL. So 1.0 and 1e2 are
+ * reals with integral values; the schema validator treats them as integers. Exact integers beyond
+ * int64 cannot be represented by jansson and are refused rather than rounded.
  */
 #ifndef CHATFLEET_JSONSTRICT_H
 #define CHATFLEET_JSONSTRICT_H
 
+#include "jsontape.h"
+
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Default caps for model-produced values and request data (reference api-shapes.md §6). */
 #define JSONSTRICT_MAX_BYTES_DEFAULT        65536 /* bytes of input */
@@ -40,9 +44,11 @@
 #define JSONSTRICT_SCHEMA_MAX_DEPTH 64    /* JSON nesting levels (two per schema level) */
 
 /* Hard ceilings whatever the caller asks: the parser recurses once per level, and jansson's
- * own destructor and comparisons recurse too. */
+ * own destructor and comparisons recurse too; and a tape's indexes are 32-bit (every entry and
+ * every arena byte stands for at least one input byte, so this many bytes always fit). */
 #define JSONSTRICT_DEPTH_CEILING        1000 /* nesting levels */
 #define JSONSTRICT_NUMBER_CHARS_CEILING 1024 /* characters of one number literal */
+#define JSONSTRICT_BYTES_CEILING        ((size_t)UINT32_MAX - 2) /* bytes of input */
 
 #define JSONSTRICT_PATH_MAX    256 /* bytes of the error path, NUL included (truncated "...") */
 #define JSONSTRICT_MESSAGE_MAX 192 /* bytes of the error message, NUL included */
@@ -88,7 +94,15 @@ typedef struct {
     char message[JSONSTRICT_MESSAGE_MAX]; /* one sentence, no trailing newline */
 } jsonstrict_error_t;
 
-/* Parses exactly one JSON value from buf[0..len) under limits (NULL = the defaults). On
+/* Parses exactly one JSON value from buf[0..len) under limits (NULL = the defaults; max_bytes
+ * is clamped to JSONSTRICT_BYTES_CEILING). Clears *out (jsontape_clear, keeping its memory)
+ * and appends the document, whose root is entry 0; keys are string entries. On success
+ * returns 0. On failure returns -1, leaves *out empty and fills *err when err is not NULL.
+ * The caller owns *out throughout; the parse itself allocates nothing per value. */
+int jsonstrict_parse_tape(const char *buf, size_t len, const jsonstrict_limits_t *limits,
+                          jsontape_t *out, jsonstrict_error_t *err);
+
+/* The same parse (same rules, codes, offsets, paths and messages) as jansson values: on
  * success returns 0 and stores a new reference in *out (the caller json_decref()s it). On
  * failure returns -1, leaves *out NULL and fills *err when err is not NULL. */
 int jsonstrict_parse(const char *buf, size_t len, const jsonstrict_limits_t *limits, json_t **out,

@@ -6,7 +6,9 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "jsonstrict.h"
 
@@ -197,6 +199,29 @@ static void test_path_escapes_pointer_characters(void **state) {
     assert_string_equal(err.path, "/a~1b/c~0d/1");
 }
 
+static void test_rejects_input_beyond_the_tape_ceiling_whatever_max_bytes(void **state) {
+    /* The tape's indexes are 32-bit: input longer than the ceiling is refused before a byte of
+     * it is read, even when the caller lifts max_bytes. The mapping is never touched. */
+    size_t len = JSONSTRICT_BYTES_CEILING + 1;
+    void *big = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (big == MAP_FAILED) {
+        skip();
+    }
+    jsonstrict_limits_t lim = jsonstrict_limits_default;
+    lim.max_bytes = SIZE_MAX;
+    jsonstrict_error_t err = s_bad_n(big, len, &lim, JSONSTRICT_E_TOO_LARGE);
+    assert_int_equal(err.offset, 0);
+    char want[JSONSTRICT_MESSAGE_MAX];
+    snprintf(want, sizeof want, "input of %zu bytes exceeds the cap of %zu bytes", len,
+             JSONSTRICT_BYTES_CEILING);
+    assert_string_equal(err.message, want);
+    jsontape_t tape = {0};
+    assert_int_equal(jsonstrict_parse_tape(big, len, &lim, &tape, &err), -1);
+    assert_int_equal(err.code, JSONSTRICT_E_TOO_LARGE);
+    assert_int_equal(tape.count, 0);
+    munmap(big, len);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accepts_plain_values_and_keeps_types),
@@ -209,6 +234,7 @@ int main(void) {
         cmocka_unit_test(test_shortest_gives_round_trip_digits),
         cmocka_unit_test(test_caps_at_and_above_bound),
         cmocka_unit_test(test_path_escapes_pointer_characters),
+        cmocka_unit_test(test_rejects_input_beyond_the_tape_ceiling_whatever_max_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
