@@ -316,7 +316,10 @@ uint32_t jsontape_hash(const char *key, size_t len) {
 }
 
 static uint32_t s_number_hash(jsontape_num_t n) {
-    if (!n.is_int && (n.d != trunc(n.d) || fabs(n.d) >= 9.2e18)) {
+    /* An integral double inside int64 hashes as that int64, as jsontape_num_cmp finds them
+     * equal: the whole range [-2^63, 2^63), since 9.2e18 equals the int64 9200000000000000000. */
+    if (!n.is_int &&
+        (n.d != trunc(n.d) || n.d < -9223372036854775808.0 || n.d >= 9223372036854775808.0)) {
         uint64_t bits = 0;
         double d = n.d == 0 ? 0.0 : n.d;
         memcpy(&bits, &d, sizeof bits);
