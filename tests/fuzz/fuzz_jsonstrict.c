@@ -2,7 +2,9 @@
  * libFuzzer target for the strict JSON boundary. Besides "no crash, leak or sanitizer report"
  * it checks properties: an error names a code, an offset inside the input and a message; an
  * accepted value is also accepted by jansson's own parser and is equal to what jansson builds;
- * and an accepted value survives a jansson dump and reload unchanged.
+ * an accepted value survives a jansson dump and reload unchanged; and jsonstrict_parse_tape
+ * agrees with jsonstrict_parse on every input (the same outcome, error code, offset, path and
+ * message, and a tape equal to the jansson value) and produces a well-formed tape.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -11,12 +13,72 @@
 #include <string.h>
 
 #include "jsonstrict.h"
+#include "jsontape.h"
 
 static void s_check(int cond, const char *what) {
     if (!cond) {
         fprintf(stderr, "fuzz_jsonstrict: property violated: %s\n", what);
         abort();
     }
+}
+
+/* A disagreement between the two ways of parsing stops the fuzzer where it happened. */
+static void s_agree(int cond, const char *what) {
+    if (!cond) {
+        fprintf(stderr, "fuzz_jsonstrict: parse and parse_tape disagree: %s\n", what);
+        __builtin_trap();
+    }
+}
+
+/* Every entry's next is past it and inside the tape; a container's children end exactly at
+ * its next and number its size (an object's are key strings and values). */
+static void s_well_formed(const jsontape_t *t) {
+    s_agree(t->count > 0, "an accepted document with an empty tape");
+    s_agree(jsontape_at(t, 0)->next == t->count, "the root does not span the tape");
+    for (uint32_t i = 0; i < t->count; i++) {
+        const jsontape_entry_t *e = jsontape_at(t, i);
+        s_agree(e->next > i && e->next <= t->count, "an entry's next is out of bounds");
+        if (e->type != JSONTAPE_ARRAY && e->type != JSONTAPE_OBJECT) {
+            s_agree(e->next == i + 1, "a scalar with children");
+            continue;
+        }
+        uint32_t n = 0;
+        uint32_t k = i + 1;
+        while (k < e->next) {
+            if (e->type == JSONTAPE_OBJECT) {
+                s_agree(jsontape_at(t, k)->type == JSONTAPE_STRING, "an object key is no string");
+                k++;
+                s_agree(k < e->next, "an object key without a value");
+            }
+            k = jsontape_at(t, k)->next;
+            n++;
+        }
+        s_agree(k == e->next && n == e->size, "a container's size or span is wrong");
+    }
+}
+
+/* Parses buf the tape way and compares with the jansson result (rc, err, value). */
+static void s_compare_tape(const char *buf, size_t len, const jsonstrict_limits_t *lim, int rc,
+                           const jsonstrict_error_t *err, const json_t *value) {
+    static jsontape_t tape; /* reused across inputs, as a caller would (jsontape_clear) */
+    static jsontape_t from;
+    jsonstrict_error_t terr;
+    int trc = jsonstrict_parse_tape(buf, len, lim, &tape, &terr);
+    s_agree(trc == rc, "return code");
+    if (rc != 0) {
+        s_agree(terr.code == err->code, "error code");
+        s_agree(terr.offset == err->offset, "error offset");
+        s_agree(strcmp(terr.path, err->path) == 0, "error path");
+        s_agree(strcmp(terr.message, err->message) == 0, "error message");
+        s_agree(tape.count == 0 && tape.bytes_len == 0, "a failed parse left a tape");
+        return;
+    }
+    s_well_formed(&tape);
+    jsontape_clear(&from);
+    s_agree(jsontape_from_json(&from, value) == 0, "the value does not fit a tape");
+    s_agree(from.count == tape.count, "entry count");
+    s_agree(jsontape_equal(&tape, 0, &from, 0), "value");
+    s_agree(jsontape_value_hash(&tape, 0) == jsontape_value_hash(&from, 0), "value hash");
 }
 
 static void s_accepted(const char *buf, size_t len, json_t *value) {
@@ -55,7 +117,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         json_t *value = NULL;
         jsonstrict_error_t err;
         const jsonstrict_limits_t *lim = pass ? &small : NULL;
-        if (jsonstrict_parse(buf, size, lim, &value, &err) == 0) {
+        int rc = jsonstrict_parse(buf, size, lim, &value, &err);
+        s_compare_tape(buf, size, lim, rc, &err, value);
+        if (rc == 0) {
             s_check(value != NULL, "success without a value");
             s_accepted(buf, size, value);
             json_decref(value);
