@@ -313,6 +313,7 @@ static void s_finish(jsonschema_t *schema, js_node_t *node) {
      * depend on that member only, and the names fit one bitset word. */
     node->one_pass =
         node->nnames <= 64 && !node->npatprops && !node->property_names && !node->ndeps;
+    node->only_object = node->one_pass && !node->is_bool && node->groups == JS_G_OBJECT;
     node->any_of.disc = s_discriminator(&node->any_of);
     node->one_of.disc = s_discriminator(&node->one_of);
 }

@@ -151,7 +151,8 @@ struct js_node {
     uint8_t quick;      /* JS_QUICK_*: a test that proves acceptance without visiting the node */
     uint8_t quick_pass; /* bit 1 << jsontape_type_t: values of that type the quick test passes
                            on their type alone */
-    bool one_pass; /* object keywords that one pass over the members can check (see s_finish) */
+    bool one_pass;    /* object keywords that one pass over the members can check (see s_finish) */
+    bool only_object; /* one_pass, and nothing but type and object keywords */
     js_num_t minimum;
     js_num_t maximum;
     js_num_t exclusive_minimum;

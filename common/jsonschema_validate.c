@@ -818,6 +818,14 @@ static bool s_apply(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
 }
 
 static bool s_node(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+    if (node->only_object && (ctx->quiet > 0 || !ctx->report)) {
+        /* The commonest node, for validity only: straight to its one pass. */
+        const jsontape_entry_t *e = &ctx->e[v];
+        if ((node->has & JS_HAS_TYPE) && !s_type_ok(node->types, e)) {
+            return false;
+        }
+        return e->type != JSONTAPE_OBJECT || (!ctx->abort && s_object_one_pass(ctx, node, v));
+    }
     if (ctx->abort) {
         return false;
     }
