@@ -310,9 +310,8 @@ static void s_finish(jsonschema_t *schema, js_node_t *node) {
     node->quick = s_quick(node);
     node->quick_pass = s_quick_pass(node);
     /* Validity alone (no report) needs one pass over the members when each member's checks
-     * depend on that member only, and the names fit one bitset word. */
-    node->one_pass =
-        node->nnames <= 64 && !node->npatprops && !node->property_names && !node->ndeps;
+     * depend on that member only (not so for dependencies), and the names fit one word. */
+    node->one_pass = node->nnames <= 64 && !node->ndeps;
     node->only_object = node->one_pass && !node->is_bool && node->groups == JS_G_OBJECT;
     node->any_of.disc = s_discriminator(&node->any_of);
     node->one_of.disc = s_discriminator(&node->one_of);

@@ -294,6 +294,8 @@ int js_regex_match(const js_regex_t *re, const char *s, size_t len, pcre2_match_
 int js_regex_match_pcre2(const js_regex_t *re, const char *s, size_t len, pcre2_match_data *md,
                          pcre2_match_context *mctx);
 bool js_regex_is_linear(const js_regex_t *re);
+/* Whether that automaton runs from its table of numbered states (few enough of them). */
+bool js_regex_is_table(const js_regex_t *re);
 
 /* A schema number (compiler). */
 static inline js_num_t js_num_of(const json_t *v) {

@@ -457,11 +457,20 @@ static pcre2_code *s_pcre2(const char *src, size_t len, char *err, size_t errlen
 
 #define S_LINEAR_POSITIONS 62 /* atom copies; bit 62 at most is acceptance */
 
+#define S_DFA_STATES 64 /* cap on the automaton's reachable states, the dead one included */
+
 struct s_linear {
     uint64_t on[256]; /* positions whose atom holds the byte */
     uint64_t star;    /* positions that repeat (x* and the tail of x+, x{n,}) */
     uint64_t skip;    /* positions that may be skipped (x?, x*) */
     uint64_t accept;  /* the bit after the last position */
+    /* The same automaton with its reachable states numbered (0 is the dead state), when they
+     * are few: one table load per byte instead of the bit operations. next is NULL else. */
+    uint8_t cls[256]; /* byte -> class: bytes with the same on[] column */
+    size_t ncls;
+    uint8_t *next; /* [state * ncls + class] -> state */
+    uint8_t start;
+    uint64_t accepting; /* bit per state */
 };
 
 typedef struct {
@@ -688,7 +697,72 @@ static uint64_t s_lin_close(const s_linear_t *lin, uint64_t t) {
     return t | ((lin->skip + x) ^ lin->skip ^ x);
 }
 
+/* The state after byte class column col from state t. */
+static uint64_t s_lin_step(const s_linear_t *lin, uint64_t t, uint64_t col) {
+    uint64_t m = t & col;
+    return s_lin_close(lin, (m << 1) | (m & lin->star));
+}
+
+/* The index of state t among states[0..*n), added when new; -1 past the cap. */
+static int s_dfa_state(uint64_t *states, size_t *n, uint64_t t) {
+    for (size_t i = 0; i < *n; i++) {
+        if (states[i] == t) {
+            return (int)i;
+        }
+    }
+    if (*n == S_DFA_STATES) {
+        return -1;
+    }
+    states[*n] = t;
+    return (int)(*n)++;
+}
+
+/* Numbers the reachable states of lin's automaton (subset construction over its bit sets),
+ * leaving lin->next NULL when there are more than S_DFA_STATES. */
+static void s_lin_dfa(s_linear_t *lin) {
+    uint64_t cols[S_DFA_STATES];
+    lin->ncls = 0;
+    for (unsigned b = 0; b < 256; b++) {
+        size_t c = 0;
+        while (c < lin->ncls && cols[c] != lin->on[b]) {
+            c++;
+        }
+        if (c == lin->ncls) {
+            if (lin->ncls == S_DFA_STATES) {
+                return;
+            }
+            cols[lin->ncls++] = lin->on[b];
+        }
+        lin->cls[b] = (uint8_t)c;
+    }
+    uint64_t states[S_DFA_STATES] = {0}; /* states[0] = 0: dead */
+    size_t n = 1;
+    uint8_t *next = mem_calloc(S_DFA_STATES * lin->ncls, 1);
+    lin->start = (uint8_t)s_dfa_state(states, &n, s_lin_close(lin, 1));
+    for (size_t i = 1; i < n; i++) {
+        for (size_t c = 0; c < lin->ncls; c++) {
+            int to = s_dfa_state(states, &n, s_lin_step(lin, states[i], cols[c]));
+            if (to < 0) {
+                free(next);
+                return;
+            }
+            next[i * lin->ncls + c] = (uint8_t)to;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        lin->accepting |= (uint64_t)((states[i] & lin->accept) != 0) << i;
+    }
+    lin->next = next;
+}
+
 static bool s_linear_match(const s_linear_t *lin, const char *s, size_t len) {
+    if (lin->next) {
+        unsigned st = lin->start;
+        for (size_t i = 0; i < len && st; i++) {
+            st = lin->next[st * lin->ncls + lin->cls[(unsigned char)s[i]]];
+        }
+        return (lin->accepting >> st) & 1;
+    }
     uint64_t t = s_lin_close(lin, 1);
     for (size_t i = 0; i < len && t; i++) {
         uint64_t m = t & lin->on[(unsigned char)s[i]];
@@ -707,6 +781,9 @@ js_regex_t *js_regex_compile(const char *src, size_t len, char *err, size_t errl
     re->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
     re->code = code;
     re->linear = s_linear_new(src, len);
+    if (re->linear) {
+        s_lin_dfa(re->linear);
+    }
     return re;
 }
 
@@ -715,6 +792,9 @@ void js_regex_free(js_regex_t **re_p) {
         return;
     }
     pcre2_code_free((*re_p)->code);
+    if ((*re_p)->linear) {
+        free((*re_p)->linear->next);
+    }
     free((*re_p)->linear);
     free(*re_p);
     *re_p = NULL;
@@ -729,6 +809,10 @@ bool js_regex_valid(const char *src, size_t len) {
 
 bool js_regex_is_linear(const js_regex_t *re) {
     return re->linear != NULL;
+}
+
+bool js_regex_is_table(const js_regex_t *re) {
+    return re->linear && re->linear->next;
 }
 
 int js_regex_match_pcre2(const js_regex_t *re, const char *s, size_t len, pcre2_match_data *md,

@@ -609,16 +609,17 @@ static bool s_object_one_pass(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     }
     uint64_t seen = 0;
     size_t guess = 0;
+    const bool per_member = node->npatprops || node->property_names;
     for (uint32_t k = v + 1; k < e[v].next; k = e[k + 1].next) {
         long idx = s_name_of(ctx, node, k, guess);
-        const js_node_t *sub = node->additional_properties;
+        const js_node_t *sub = per_member ? NULL : node->additional_properties;
         if (idx >= 0) {
             size_t i = (size_t)idx;
             seen |= 1ull << i;
             guess = i + 1;
             sub = i < node->nprops ? node->props[i].node : sub;
         }
-        if (sub && !s_child(ctx, sub, k + 1)) {
+        if ((sub && !s_child(ctx, sub, k + 1)) || (per_member && !s_member(ctx, node, v, k))) {
             return false;
         }
     }

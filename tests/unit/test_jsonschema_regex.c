@@ -104,6 +104,31 @@ static void test_linear_patterns_agree_with_pcre2(void **state) {
     }
 }
 
+/* A linear pattern runs from a table of numbered states; one whose states are too many (the
+ * 7th symbol from the end must be a: 128 states) keeps the bit-parallel loop. Both agree with
+ * PCRE2, on short strings and on long ones either side of the answer. */
+static void test_state_table_and_its_fallback_agree_with_pcre2(void **state) {
+    (void)state;
+    js_regex_t *small = s_compile("^ORD-[0-9]{8}$");
+    assert_true(js_regex_is_table(small));
+    js_regex_free(&small);
+    const char *big = "^[ab]*a[ab]{6}$";
+    js_regex_t *re = s_compile(big);
+    assert_true(js_regex_is_linear(re));
+    assert_false(js_regex_is_table(re));
+    const char *cases[] = {"abababbbbbbb", "bbbbbabbbbbb", "aaaaaaaaaaaa", "bbbbbbbbbbbb",
+                           "abbbbbbb",     "babbbbbb",     "bbbbbbbbab"};
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len = strlen(cases[i]);
+        assert_int_equal(js_regex_match(re, cases[i], len, md, NULL),
+                         js_regex_match_pcre2(re, cases[i], len, md, NULL));
+    }
+    pcre2_match_data_free(md);
+    js_regex_free(&re);
+    s_agree(big);
+}
+
 static void test_other_patterns_stay_with_pcre2(void **state) {
     (void)state;
     for (size_t i = 0; i < sizeof s_pcre2_only / sizeof s_pcre2_only[0]; i++) {
@@ -140,6 +165,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_patterns_agree_with_pcre2),
         cmocka_unit_test(test_other_patterns_stay_with_pcre2),
+        cmocka_unit_test(test_state_table_and_its_fallback_agree_with_pcre2),
         cmocka_unit_test(test_linear_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
