@@ -1,7 +1,8 @@
 /*
- * jsonschema_internal: the compiled form shared by jsonschema.c (compiler),
- * jsonschema_validate.c (validator), jsonschema_regex.c (regexes) and jsonschema_format.c
- * (formats). Not part of the public interface; include jsonschema.h instead.
+ * jsonschema_internal: the compiled form shared by jsonschema.c (compiler), jsonschema_plan.c
+ * (what the compiler derives for the validator), jsonschema_validate.c (validator),
+ * jsonschema_regex.c and jsonschema_linear.c (regexes) and jsonschema_format.c (formats). Not
+ * part of the public interface; include jsonschema.h instead.
  */
 #ifndef CHATFLEET_JSONSCHEMA_INTERNAL_H
 #define CHATFLEET_JSONSCHEMA_INTERNAL_H
@@ -297,6 +298,17 @@ bool js_regex_is_linear(const js_regex_t *re);
 /* Whether that automaton runs from its table of numbered states (few enough of them). */
 bool js_regex_is_table(const js_regex_t *re);
 
+/* Linear patterns (jsonschema_linear.c): a bit-parallel automaton that js_regex_match runs
+ * instead of PCRE2. New returns NULL when src is outside the subset, and builds the table of
+ * numbered states when they are few enough; free is safe on NULL and sets *lin_p to NULL. */
+typedef struct js_linear js_linear_t;
+js_linear_t *js_linear_new(const char *src, size_t len);
+void js_linear_free(js_linear_t **lin_p);
+/* Whether s matches, with the answer PCRE2 gives for the same pattern. */
+bool js_linear_match(const js_linear_t *lin, const char *s, size_t len);
+/* Whether lin runs from its table of numbered states. */
+bool js_linear_is_table(const js_linear_t *lin);
+
 /* A schema number (compiler). */
 static inline js_num_t js_num_of(const json_t *v) {
     js_num_t n = {0};
@@ -312,5 +324,10 @@ static inline js_num_t js_num_of(const json_t *v) {
 
 /* Is x a multiple of dec, exactly in decimal? */
 bool js_multiple(js_num_t x, const js_decimal_t *dec);
+
+/* The derived fields of node, all of whose keywords and subschemas are compiled
+ * (jsonschema_plan.c); and the release of a discriminator. */
+void js_plan_node(jsonschema_t *schema, js_node_t *node);
+void js_disc_free(js_disc_t *d);
 
 #endif

@@ -47,48 +47,6 @@ static const uint8_t s_type_group[8] = {
 
 /* --- reporting --- */
 
-static void s_append(char *out, size_t cap, size_t *n, const char *src, size_t len) {
-    for (size_t i = 0; i < len && *n + 3 < cap; i++) {
-        if (src[i] == '~' || src[i] == '/') {
-            out[(*n)++] = '~';
-            out[(*n)++] = src[i] == '~' ? '0' : '1';
-        } else {
-            out[(*n)++] = src[i];
-        }
-    }
-    out[*n] = '\0';
-}
-
-/* Writes the JSON pointer of the value (or member name) at index v, found by descending from
- * the root through the one child whose entries contain v: only failures pay for paths. */
-static void s_instance_path(const s_ctx_t *ctx, uint32_t v, char *out, size_t cap) {
-    const jsontape_entry_t *e = ctx->e;
-    size_t n = 0;
-    out[0] = '\0';
-    for (uint32_t at = ctx->root; at != v && n + 2 < cap;) {
-        out[n++] = '/';
-        out[n] = '\0';
-        if (e[at].type == JSONTAPE_OBJECT) {
-            uint32_t k = at + 1;
-            while (e[k + 1].next <= v) {
-                k = e[k + 1].next;
-            }
-            s_append(out, cap, &n, jsontape_str(ctx->t, &e[k]), e[k].size);
-            at = k == v ? v : k + 1; /* v is the member's name (propertyNames) or inside it */
-        } else {
-            uint32_t it = at + 1;
-            size_t index = 0;
-            for (; e[it].next <= v; it = e[it].next) {
-                index++;
-            }
-            char num[24];
-            int len = snprintf(num, sizeof num, "%zu", index);
-            s_append(out, cap, &n, num, (size_t)len);
-            at = it;
-        }
-    }
-}
-
 /* Records a failure of keyword kw of node (out of the hot path: failing is the rare case). */
 __attribute__((format(printf, 5, 6), cold, noinline)) static bool
 s_record(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *kw, const char *fmt, ...) {
@@ -99,7 +57,7 @@ s_record(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *kw, const 
         return false;
     }
     jsonschema_issue_t *issue = &r->items[r->count++];
-    s_instance_path(ctx, v, issue->instance_path, sizeof issue->instance_path);
+    jsontape_pointer(ctx->t, ctx->root, v, issue->instance_path, sizeof issue->instance_path);
     snprintf(issue->schema_path, sizeof issue->schema_path, "%s%s%s", node->path, kw ? "/" : "",
              kw ? kw : "");
     va_list ap;
@@ -321,31 +279,6 @@ static bool s_chars(s_ctx_t *ctx, const js_node_t *node, const jsontape_entry_t 
     return ok;
 }
 
-static bool s_unique(const s_ctx_t *ctx, uint32_t v) {
-    size_t n = ctx->e[v].size;
-    if (n < 2) {
-        return true;
-    }
-    size_t cap = 16;
-    while (cap < 2 * n) {
-        cap *= 2;
-    }
-    uint32_t *slots = mem_calloc(cap, sizeof *slots); /* an item's entry index (never 0) */
-    bool unique = true;
-    for (uint32_t it = v + 1; it < ctx->e[v].next && unique; it = ctx->e[it].next) {
-        size_t h = jsontape_value_hash(ctx->t, it) & (cap - 1);
-        for (; slots[h]; h = (h + 1) & (cap - 1)) {
-            if (jsontape_equal(ctx->t, it, ctx->t, slots[h])) {
-                unique = false;
-                break;
-            }
-        }
-        slots[h] = it;
-    }
-    free(slots);
-    return unique;
-}
-
 static bool s_items(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     const uint32_t end = ctx->e[v].next;
@@ -401,7 +334,7 @@ static bool s_array(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
             return false;
         }
     }
-    if ((node->has & JS_HAS_UNIQUE) && !s_unique(ctx, v)) {
+    if ((node->has & JS_HAS_UNIQUE) && !jsontape_unique(ctx->t, v)) {
         ok = s_fail(ctx, node, v, "uniqueItems", "must not contain equal items");
         if (!s_go_on(ctx)) {
             return false;

@@ -4,6 +4,7 @@
 #include "mem.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 jsontape_t *jsontape_new(void) {
@@ -286,6 +287,9 @@ bool jsontape_equal(const jsontape_t *a, uint32_t ia, const jsontape_t *b, uint3
     }
 }
 
+/* A word-at-a-time hash (lookups run once per instance member, so it must be cheap on short
+ * keys): 8-byte words, the last one overlapping; keys under 8 bytes are read as two
+ * overlapping 4-byte words or, under 4, as three bytes, which with the length determine them. */
 uint32_t jsontape_hash(const char *key, size_t len) {
     const uint64_t k = 0x9E3779B97F4A7C15ull;
     uint64_t h = (uint64_t)len * k;
@@ -353,5 +357,90 @@ uint32_t jsontape_value_hash(const jsontape_t *self, uint32_t index) {
         }
         default:
             return (uint32_t)(e->type + 1) * 0x27d4eb2du;
+    }
+}
+
+bool jsontape_unique(const jsontape_t *self, uint32_t v) {
+    size_t n = self->entries[v].size;
+    if (n < 2) {
+        return true;
+    }
+    size_t cap = 16;
+    while (cap < 2 * n) {
+        cap *= 2;
+    }
+    uint32_t *slots = mem_calloc(cap, sizeof *slots); /* an item's entry index (never 0) */
+    bool unique = true;
+    for (uint32_t it = v + 1; it < self->entries[v].next && unique; it = self->entries[it].next) {
+        size_t h = jsontape_value_hash(self, it) & (cap - 1);
+        for (; slots[h]; h = (h + 1) & (cap - 1)) {
+            if (jsontape_equal(self, it, self, slots[h])) {
+                unique = false;
+                break;
+            }
+        }
+        slots[h] = it;
+    }
+    free(slots);
+    return unique;
+}
+
+/* Appends "/" and src[0..len) escaped per RFC 6901 to out (used *n of cap, NUL kept after);
+ * false, appending nothing, when the whole segment does not fit. */
+static bool s_segment(char *out, size_t cap, size_t *n, const char *src, size_t len) {
+    size_t need = 1;
+    for (size_t i = 0; i < len; i++) {
+        need += src[i] == '~' || src[i] == '/' ? 2 : 1;
+    }
+    if (*n + need + 1 > cap) {
+        return false;
+    }
+    out[(*n)++] = '/';
+    for (size_t i = 0; i < len; i++) {
+        if (src[i] == '~' || src[i] == '/') {
+            out[(*n)++] = '~';
+            out[(*n)++] = src[i] == '~' ? '0' : '1';
+        } else {
+            out[(*n)++] = src[i];
+        }
+    }
+    out[*n] = '\0';
+    return true;
+}
+
+/* Descends from root through the one child whose entries contain v. A pointer that does not
+ * fit keeps the segments that fit before "/...". */
+void jsontape_pointer(const jsontape_t *self, uint32_t root, uint32_t v, char *out, size_t cap) {
+    const jsontape_entry_t *e = self->entries;
+    size_t n = 0;
+    out[0] = '\0';
+    bool fits = true;
+    for (uint32_t at = root; at != v && fits;) {
+        if (e[at].type == JSONTAPE_OBJECT) {
+            uint32_t k = at + 1;
+            while (e[k + 1].next <= v) {
+                k = e[k + 1].next;
+            }
+            fits = s_segment(out, cap, &n, jsontape_str(self, &e[k]), e[k].size);
+            at = k == v ? v : k + 1; /* v is the member's name (propertyNames) or inside it */
+        } else {
+            uint32_t it = at + 1;
+            size_t index = 0;
+            for (; e[it].next <= v; it = e[it].next) {
+                index++;
+            }
+            char num[24];
+            int len = snprintf(num, sizeof num, "%zu", index);
+            fits = s_segment(out, cap, &n, num, (size_t)len);
+            at = it;
+        }
+    }
+    while (!fits && n > 0 && n + 5 > cap) { /* room for "/..." and the NUL */
+        while (out[--n] != '/') {
+        }
+        out[n] = '\0';
+    }
+    if (!fits) {
+        (void)s_segment(out, cap, &n, "...", 3);
     }
 }

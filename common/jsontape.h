@@ -146,6 +146,12 @@ static inline int jsontape_num_cmp(jsontape_num_t a, jsontape_num_t b) {
 bool jsontape_equal(const jsontape_t *a, uint32_t ia, const jsontape_t *b, uint32_t ib);
 /* A hash consistent with jsontape_equal. */
 uint32_t jsontape_value_hash(const jsontape_t *self, uint32_t index);
+/* Whether the items of the array at index are pairwise unequal (jsontape_equal). */
+bool jsontape_unique(const jsontape_t *self, uint32_t index);
+/* Writes to out (cap bytes) the JSON pointer (RFC 6901) of entry v within the value at root:
+ * of a value, or of a member name, whose pointer is its member's. A pointer that does not fit
+ * is cut at a segment boundary and ends with "/..." (empty when cap is under 5 bytes). */
+void jsontape_pointer(const jsontape_t *self, uint32_t root, uint32_t v, char *out, size_t cap);
 /* The hash of a byte string that string entries carry (and schema name tables use). */
 uint32_t jsontape_hash(const char *s, size_t len);
 

@@ -1,4 +1,4 @@
-/* Tests for the linear-pattern matcher of jsonschema_regex.c: which patterns take it, and that
+/* Tests for the linear-pattern matcher (jsonschema_linear.c): which patterns take it, and that
  * it answers exactly as PCRE2 does (the other path) on every string over a small alphabet. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -629,6 +629,61 @@ static void test_big_objects_nested_and_side_by_side_keep_their_keys_apart(void 
     free(tape.bytes);
 }
 
+/* The pointer of every entry, values and member names, escaped per RFC 6901, from the root
+ * and from an inner value, and truncated (NUL-terminated) when the buffer is short. */
+static void test_pointer_names_every_entry(void **state) {
+    (void)state;
+    jsontape_t *t = jsontape_new();
+    s_parse_tape(t, "{\"a\": [1, {\"b/c\": true, \"~\": [null, \"x\"]}], \"d\": {}}");
+    static const char *want[] = {"",          "/a",        "/a",      "/a/0",    "/a/1",
+                                 "/a/1/b~1c", "/a/1/b~1c", "/a/1/~0", "/a/1/~0", "/a/1/~0/0",
+                                 "/a/1/~0/1", "/d",        "/d"};
+    assert_int_equal(t->count, sizeof want / sizeof want[0]);
+    char out[64];
+    for (uint32_t i = 0; i < t->count; i++) {
+        jsontape_pointer(t, 0, i, out, sizeof out);
+        assert_string_equal(out, want[i]);
+    }
+    jsontape_pointer(t, 4, 10, out, sizeof out); /* from the inner object {"b/c": ...} */
+    assert_string_equal(out, "/~0/1");
+    jsontape_pointer(t, 0, 10, out, 10); /* "/a/1/~0/1" and its NUL fit exactly */
+    assert_string_equal(out, "/a/1/~0/1");
+    jsontape_pointer(t, 0, 10, out, 9);
+    assert_string_equal(out, "/a/1/...");
+    jsontape_pointer(t, 0, 10, out, 5);
+    assert_string_equal(out, "/...");
+    jsontape_pointer(t, 0, 10, out, 3);
+    assert_string_equal(out, ""); /* no room for the marker: nothing that could mislead */
+    jsontape_destroy(&t);
+}
+
+/* Items are unique unless two are JSON-equal: 1 and 1.0, objects in another order. */
+static void test_unique_uses_json_equality(void **state) {
+    (void)state;
+    static const struct {
+        const char *text;
+        bool unique;
+    } cases[] = {
+        {"[]", true},
+        {"[1]", true},
+        {"[1, 2, \"1\", true, null, [1], {\"a\": 1}]", true},
+        {"[1, 1.0]", false},
+        {"[{\"a\": 1, \"b\": 2}, {\"b\": 2, \"a\": 1}]", false},
+        {"[[1, 2], [2, 1]]", true},
+        {"[0, -0.0]", false},
+        {"[9007199254740993, 9007199254740992.0]", true},
+    };
+    jsontape_t *t = jsontape_new();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        s_parse_tape(t, cases[i].text);
+        if (jsontape_unique(t, 0) != cases[i].unique) {
+            print_error("%s\n", cases[i].text);
+        }
+        assert_int_equal(jsontape_unique(t, 0), cases[i].unique);
+    }
+    jsontape_destroy(&t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_next_skips_children_and_strings_carry_hash_and_chars),
@@ -641,6 +696,8 @@ int main(void) {
         cmocka_unit_test(test_duplicate_key_found_in_an_object_of_5000_members),
         cmocka_unit_test(test_keys_with_equal_hashes_are_told_apart),
         cmocka_unit_test(test_big_objects_nested_and_side_by_side_keep_their_keys_apart),
+        cmocka_unit_test(test_pointer_names_every_entry),
+        cmocka_unit_test(test_unique_uses_json_equality),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
