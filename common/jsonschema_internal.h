@@ -287,6 +287,9 @@ js_regex_t *js_regex_compile(const char *src, size_t len, char *err, size_t errl
 void js_regex_free(js_regex_t **re_p);
 /* Whether src compiles under the same rewrites (the regex format; nothing is kept). */
 bool js_regex_valid(const char *src, size_t len);
+/* The calling thread's PCRE2 match data (created on first use, freed when the thread exits):
+ * schemas are shared between threads, and match data is scratch for one match at a time. */
+pcre2_match_data *js_regex_thread_data(void);
 /* 1 match, 0 no match, -1 a PCRE2 limit was hit. md is the caller's per-call match data. */
 int js_regex_match(const js_regex_t *re, const char *s, size_t len, pcre2_match_data *md,
                    pcre2_match_context *mctx);

@@ -2,6 +2,8 @@
 #include "jsonschema_internal.h"
 #include "mem.h"
 
+#include <pthread.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -477,6 +479,34 @@ bool js_regex_is_linear(const js_regex_t *re) {
 
 bool js_regex_is_table(const js_regex_t *re) {
     return re->linear && js_linear_is_table(re->linear);
+}
+
+/* PCRE2 match data, one per thread: a compiled schema is shared between threads, and match
+ * data is only scratch between a match's start and end, so a thread reuses its own instead of
+ * allocating one per validation. The key's destructor frees it when the thread exits. */
+static pthread_key_t s_md_key;
+static pthread_once_t s_md_once = PTHREAD_ONCE_INIT;
+static _Thread_local pcre2_match_data *s_md;
+
+static void s_md_free(void *md) {
+    pcre2_match_data_free(md);
+}
+
+static void s_md_init(void) {
+    int rc = pthread_key_create(&s_md_key, s_md_free);
+    ASSERT(rc == 0);
+}
+
+pcre2_match_data *js_regex_thread_data(void) {
+    if (!s_md) {
+        int rc = pthread_once(&s_md_once, s_md_init);
+        ASSERT(rc == 0);
+        s_md = pcre2_match_data_create(1, NULL);
+        ASSERT(s_md != NULL); /* NULL only when malloc fails */
+        rc = pthread_setspecific(s_md_key, s_md);
+        ASSERT(rc == 0);
+    }
+    return s_md;
 }
 
 int js_regex_match_pcre2(const js_regex_t *re, const char *s, size_t len, pcre2_match_data *md,

@@ -3,7 +3,6 @@
 #include "mem.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,34 +163,6 @@ static bool s_quiet(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     return ok;
 }
 
-/* PCRE2 match data, one per thread: a compiled schema is shared between threads, and match
- * data is only scratch between a match's start and end, so a thread reuses its own instead of
- * allocating one per validation. The key's destructor frees it when the thread exits. */
-static pthread_key_t s_md_key;
-static pthread_once_t s_md_once = PTHREAD_ONCE_INIT;
-static _Thread_local pcre2_match_data *s_md;
-
-static void s_md_free(void *md) {
-    pcre2_match_data_free(md);
-}
-
-static void s_md_init(void) {
-    int rc = pthread_key_create(&s_md_key, s_md_free);
-    ASSERT(rc == 0);
-}
-
-static pcre2_match_data *s_match_data(void) {
-    if (!s_md) {
-        int rc = pthread_once(&s_md_once, s_md_init);
-        ASSERT(rc == 0);
-        s_md = pcre2_match_data_create(1, NULL);
-        ASSERT(s_md != NULL); /* NULL only when malloc fails */
-        rc = pthread_setspecific(s_md_key, s_md);
-        ASSERT(rc == 0);
-    }
-    return s_md;
-}
-
 /* 1 match, 0 no match, -1 aborted (a limit was hit; already reported). */
 static int s_match(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *kw,
                    const js_regex_t *re, const char *s, size_t len) {
@@ -199,7 +170,7 @@ static int s_match(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *
         s_abort(ctx, node, v, kw, "validation exceeds the cap of regex matches per validation");
         return -1;
     }
-    int rc = js_regex_match(re, s, len, s_match_data(), ctx->schema->match_ctx);
+    int rc = js_regex_match(re, s, len, js_regex_thread_data(), ctx->schema->match_ctx);
     if (rc < 0) {
         s_abort(ctx, node, v, kw, "regex match exceeds its backtracking limit");
     }
