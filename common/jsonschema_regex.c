@@ -3,7 +3,6 @@
 #include "mem.h"
 
 #include <pthread.h>
-
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
