@@ -2,7 +2,9 @@
  * libFuzzer target for the schema compiler and validator. The input is a schema text, a NUL
  * byte and an instance text (without a NUL the text is both). Both go through the strict
  * boundary first, as in the servers. Properties checked: a rejected schema names a reason;
- * fail-fast and all-errors agree; a valid result has no issues and an invalid one has some.
+ * fail-fast (with and without a report) and all-errors agree, and so does validating the tape
+ * that jsonstrict_parse_tape gives for the same text; a valid result has no issues and an
+ * invalid one has some.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +32,22 @@ static void s_validate(const jsonschema_t *schema, const json_t *instance) {
     }
     jsonschema_result_t fast = jsonschema_validate(schema, instance, JSONSCHEMA_FAIL_FAST, NULL);
     s_check(fast == all, "fail-fast and all-errors disagree");
+    jsonschema_result_t first =
+        jsonschema_validate(schema, instance, JSONSCHEMA_FAIL_FAST, &report);
+    s_check(first == all && report.count == (first == JSONSCHEMA_VALID ? 0u : 1u),
+            "fail-fast with a report disagrees");
+}
+
+/* The text of an instance parsed straight onto a tape validates as its jansson value did. */
+static void s_validate_text(const jsonschema_t *schema, const char *text, size_t len,
+                            const jsonstrict_limits_t *limits, jsonschema_result_t want) {
+    static jsontape_t *tape;
+    if (!tape) {
+        tape = jsontape_new(); /* reused across runs; reachable, so not a leak */
+    }
+    s_check(jsonstrict_parse_tape(text, len, limits, tape, NULL) == 0, "tape parse disagrees");
+    s_check(jsonschema_validate_tape(schema, tape, 0, JSONSCHEMA_FAIL_FAST, NULL) == want,
+            "tape validation disagrees");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -52,10 +70,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (nul) {
         if (jsonstrict_parse(nul + 1, size - schema_len - 1, NULL, &instance, &perr) == 0) {
             s_validate(schema, instance);
+            s_validate_text(schema, nul + 1, size - schema_len - 1, NULL,
+                            jsonschema_validate(schema, instance, JSONSCHEMA_FAIL_FAST, NULL));
             json_decref(instance);
         }
     }
     s_validate(schema, doc); /* the schema as its own instance: always available */
+    s_validate_text(schema, buf, schema_len, &jsonstrict_limits_schema,
+                    jsonschema_validate(schema, doc, JSONSCHEMA_FAIL_FAST, NULL));
     json_decref(doc);
     jsonschema_destroy(&schema);
     s_check(schema == NULL, "destroy does not null the pointer");
