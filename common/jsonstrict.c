@@ -1,11 +1,9 @@
 /* jsonstrict: the strict JSON boundary; see jsonstrict.h. */
 #include "jsonstrict.h"
-#include "id.h"
 #include "jsonstrict_internal.h"
 #include "mem.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,39 +34,15 @@ const jsonstrict_limits_t jsonstrict_limits_schema = {
 /* One open container on the way down, kept so that an error can name its JSON pointer. */
 typedef struct {
     bool is_object;
-    bool has_key;    /* object: a key has been decoded (and names the member in paths) */
-    uint32_t at;     /* the container's tape entry */
-    uint32_t key;    /* object: the tape entry of the current key */
-    uint32_t serial; /* object: its serial in the key table once it is big (s_duplicate), or 0 */
-    size_t index;    /* array: index of the element being parsed; object: members so far */
+    bool has_key; /* object: a key has been decoded (and names the member in paths) */
+    uint32_t at;  /* the container's tape entry */
+    uint32_t key; /* object: the tape entry of the current key */
+    size_t index; /* array: index of the element being parsed; object: members so far */
+    jsonstrict_keys_object_t keys; /* object: its keys so far, for duplicates */
 } s_frame_t;
 
 /* Frames kept on the stack when the depth cap allows (the default and schema caps do). */
 #define S_FRAMES_ON_STACK 65
-
-/* Up to this many members an object finds a duplicate key by comparing the new key with each
- * earlier one (hash first); past it, its keys go to the key table. */
-#define S_SCAN_KEYS 16
-
-/* The keys of the open big objects: open addressing, keyed by (object serial, key hash), each
- * slot naming the key's tape entry. A slot whose serial is below base is empty: when the last
- * open big object closes, base moves past every serial handed out, which empties the table
- * at no cost: it holds only the keys of the outermost open big object and of those in it. */
-typedef struct {
-    uint32_t serial;
-    uint32_t hash;
-    uint32_t key;
-} s_slot_t;
-
-typedef struct {
-    s_slot_t *slots;
-    size_t cap;  /* slots: a power of two, or 0 */
-    size_t used; /* live slots (at most half of cap) */
-    uint32_t base;
-    uint32_t next_serial;
-    size_t open;   /* big objects open */
-    uint32_t seed; /* s_seed, read when the table is first made */
-} s_keytab_t;
 
 typedef struct {
     const unsigned char *start;
@@ -77,9 +51,9 @@ typedef struct {
     jsonstrict_limits_t lim;
     size_t values;
     int depth;
-    s_frame_t *frames; /* lim.max_depth entries */
-    jsontape_t *tape;  /* the document so far; the keys that frames name live in it */
-    s_keytab_t keys;
+    s_frame_t *frames;       /* lim.max_depth entries */
+    jsontape_t *tape;        /* the document so far; the keys that frames name live in it */
+    jsonstrict_keys_t keys;  /* the open big objects' keys (zeroed: empty) */
     char scratch_small[256]; /* decoded string values with escapes, when short */
     char *scratch;           /* longer ones (scratch_cap bytes) */
     size_t scratch_cap;
@@ -545,8 +519,10 @@ static int s_push(s_parser_t *ps, bool is_object) {
     f->has_key = false;
     f->at = jsontape_open(ps->tape, is_object ? JSONTAPE_OBJECT : JSONTAPE_ARRAY);
     f->key = 0;
-    f->serial = 0;
     f->index = 0;
+    if (is_object) {
+        jsonstrict_keys_open(&f->keys, f->at);
+    }
     ps->p++;
     return 0;
 }
@@ -558,121 +534,6 @@ static int s_expect(s_parser_t *ps, char c, const char *what) {
     }
     ps->p++;
     return 0;
-}
-
-/* --- duplicate keys --- */
-
-static bool s_same_key(const jsontape_t *tape, uint32_t a, uint32_t b) {
-    const jsontape_entry_t *ea = jsontape_at(tape, a);
-    const jsontape_entry_t *eb = jsontape_at(tape, b);
-    return ea->hash == eb->hash && ea->size == eb->size &&
-           memcmp(jsontape_str(tape, ea), jsontape_str(tape, eb), ea->size) == 0;
-}
-
-/* The process's secret for placing keys in the table, drawn once. The tape's key hashes are
- * unseeded, so without it an attacker could pick keys whose hashes share their low bits and
- * pile every key of a big object into one probe run (quadratic time); with it, only keys whose
- * 32-bit hashes are wholly equal collide, and those cost about 2^32 tries each to find. */
-static uint32_t s_seed;
-static pthread_once_t s_seed_once = PTHREAD_ONCE_INIT;
-
-static void s_seed_init(void) {
-    if (id_random(&s_seed, sizeof s_seed) != 0) {
-        s_seed = 0x2545F491u; /* no kernel randomness: still correct, just not flood-proof */
-    }
-}
-
-static size_t s_slot_home(uint32_t seed, uint32_t serial, uint32_t hash, size_t mask) {
-    uint32_t h = hash ^ seed ^ (serial * 0x9E3779B9u);
-    h ^= h >> 16; /* murmur3's finaliser: every bit of h reaches the low bits */
-    h *= 0x85EBCA6Bu;
-    h ^= h >> 13;
-    h *= 0xC2B2AE35u;
-    h ^= h >> 16;
-    return (size_t)h & mask;
-}
-
-/* Makes room for one more live slot: the table stays at most half full, so probes are short
- * and always end at an empty slot. */
-static void s_keytab_reserve(s_keytab_t *tab) {
-    if (2 * (tab->used + 1) <= tab->cap) {
-        return;
-    }
-    if (tab->cap == 0) {
-        int rc = pthread_once(&s_seed_once, s_seed_init);
-        ASSERT(rc == 0);
-        tab->seed = s_seed;
-    }
-    size_t cap = tab->cap ? 2 * tab->cap : 64;
-    s_slot_t *slots = mem_calloc(cap, sizeof *slots);
-    for (size_t i = 0; i < tab->cap; i++) {
-        const s_slot_t *s = &tab->slots[i];
-        if (s->serial >= tab->base) {
-            size_t j = s_slot_home(tab->seed, s->serial, s->hash, cap - 1);
-            while (slots[j].serial != 0) {
-                j = (j + 1) & (cap - 1);
-            }
-            slots[j] = *s;
-        }
-    }
-    free(tab->slots);
-    tab->slots = slots;
-    tab->cap = cap;
-}
-
-/* Whether the key at tape entry key is already in the table for serial; if not, adds it. */
-static bool s_keytab_seen(s_keytab_t *tab, const jsontape_t *tape, uint32_t serial, uint32_t key) {
-    s_keytab_reserve(tab);
-    uint32_t hash = jsontape_at(tape, key)->hash;
-    size_t mask = tab->cap - 1;
-    for (size_t i = s_slot_home(tab->seed, serial, hash, mask);; i = (i + 1) & mask) {
-        s_slot_t *s = &tab->slots[i];
-        if (s->serial < tab->base) {
-            *s = (s_slot_t){.serial = serial, .hash = hash, .key = key};
-            tab->used++;
-            return false;
-        }
-        if (s->serial == serial && s->hash == hash && s_same_key(tape, s->key, key)) {
-            return true;
-        }
-    }
-}
-
-/* Whether the key just added at tape entry key repeats an earlier key of the object f. A small
- * object is scanned; one that reaches S_SCAN_KEYS members moves its keys into the table, so a
- * big object costs one probe per key instead of a scan that would grow quadratically. */
-static bool s_duplicate(s_parser_t *ps, s_frame_t *f, uint32_t key) {
-    const jsontape_t *tape = ps->tape;
-    if (f->index < S_SCAN_KEYS) {
-        for (uint32_t k = f->at + 1; k < key; k = jsontape_at(tape, k + 1)->next) {
-            if (s_same_key(tape, k, key)) {
-                return true;
-            }
-        }
-        return false;
-    }
-    if (f->index == S_SCAN_KEYS) {
-        ASSERT(ps->keys.next_serial < UINT32_MAX);
-        f->serial = ps->keys.next_serial++;
-        ps->keys.open++;
-        for (uint32_t k = f->at + 1; k < key; k = jsontape_at(tape, k + 1)->next) {
-            bool seen = s_keytab_seen(&ps->keys, tape, f->serial, k);
-            ASSERT(!seen); /* the scan has already told these keys apart */
-        }
-    }
-    return s_keytab_seen(&ps->keys, tape, f->serial, key);
-}
-
-/* The big object f closes: when it was the last one open, the table empties. */
-static void s_keytab_close(s_keytab_t *tab, const s_frame_t *f) {
-    if (f->serial == 0) {
-        return;
-    }
-    ASSERT(tab->open > 0);
-    if (--tab->open == 0) {
-        tab->base = tab->next_serial;
-        tab->used = 0;
-    }
 }
 
 /* --- containers --- */
@@ -696,7 +557,7 @@ static int s_parse_member(s_parser_t *ps, s_frame_t *f) {
     }
     f->key = s_add_string(ps, at + 1, raw_len, dec_len, escaped);
     f->has_key = true;
-    if (s_duplicate(ps, f, f->key)) {
+    if (jsonstrict_keys_seen(&ps->keys, &f->keys, ps->tape, f->key)) {
         return s_fail(ps, JSONSTRICT_E_DUPLICATE_KEY, at, "duplicate object key");
     }
     if (s_expect(ps, ':', "':'") || s_parse_value(ps)) {
@@ -730,7 +591,7 @@ static int s_parse_object(s_parser_t *ps) {
             break;
         }
     }
-    s_keytab_close(&ps->keys, f);
+    jsonstrict_keys_close(&ps->keys, &f->keys);
     jsontape_close(ps->tape, f->at, (uint32_t)f->index);
     ps->depth--;
     return 0;
@@ -822,8 +683,6 @@ int jsonstrict_parse_tape(const char *buf, size_t len, const jsonstrict_limits_t
     ps.p = ps.start;
     ps.lim = limits ? *limits : jsonstrict_limits_default;
     s_clamp(&ps.lim);
-    ps.keys.base = 1;
-    ps.keys.next_serial = 1;
     jsontape_clear(out);
     if (err) {
         memset(err, 0, sizeof *err);
@@ -850,7 +709,7 @@ int jsonstrict_parse_tape(const char *buf, size_t len, const jsonstrict_limits_t
         free(ps.frames);
     }
     free(ps.scratch);
-    free(ps.keys.slots);
+    jsonstrict_keys_free(&ps.keys);
     if (rc != 0) {
         jsontape_clear(out);
     }

@@ -1,14 +1,16 @@
 /*
  * jsonstrict_internal: what the parser (jsonstrict.c) takes from the number conversions
- * (jsonstrict_number.c), split for size. Not part of the public interface; include
- * jsonstrict.h instead. The conversions neither touch the parser nor format messages: they
- * return a code, and jsonstrict.c reports it at the literal's offset.
+ * (jsonstrict_number.c) and from duplicate-key detection (jsonstrict_keys.c), split for size.
+ * Not part of the public interface; include jsonstrict.h instead. Neither touches the parser
+ * nor formats messages: the conversions return a code and the key check a yes or no, and
+ * jsonstrict.c reports the error at the literal's or the key's offset.
  */
 #ifndef CHATFLEET_JSONSTRICT_INTERNAL_H
 #define CHATFLEET_JSONSTRICT_INTERNAL_H
 
 #include "jsonstrict.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,5 +26,50 @@ jsonstrict_code_t jsonstrict_number_integer(const unsigned char *at, size_t len,
  * zero); JSONSTRICT_E_NUMBER_RANGE when it overflows (*out infinite) or underflows to zero (*out
  * zero); JSONSTRICT_E_NUMBER_PRECISION when it has digits the double does not keep. */
 jsonstrict_code_t jsonstrict_number_real(const unsigned char *at, size_t len, double *out);
+
+/* --- duplicate keys (jsonstrict_keys.c) --- */
+
+/* One open object as duplicate detection sees it. A small object is checked by scanning its
+ * earlier keys on the tape; once it reaches a fixed number of members (jsonstrict_keys.c) its
+ * keys move into the table under a serial of its own. */
+typedef struct {
+    uint32_t at;      /* the object's tape entry */
+    uint32_t members; /* keys recorded while the object is small */
+    uint32_t serial;  /* its serial in the table once it is big, or 0 */
+} jsonstrict_keys_object_t;
+
+/* The keys of the open big objects, owned by one parse: open addressing on (object serial, key
+ * hash), at most half full, placed with a per-process random seed so that crafted keys cannot
+ * pile into one probe run. A slot whose serial is at most retired is empty: when the last open
+ * big object closes, retired moves up to every serial handed out, which empties the table at
+ * no cost, so it holds only the keys of the outermost open big object and of those in it.
+ * A zeroed jsonstrict_keys_t is an empty table. */
+typedef struct {
+    struct jsonstrict_keys_slot *slots;
+    size_t cap;           /* slots: a power of two, or 0 */
+    size_t used;          /* live slots (at most half of cap) */
+    uint32_t retired;     /* serials up to this one are dead */
+    uint32_t last_serial; /* the last serial handed out, or 0 */
+    size_t open;          /* big objects open */
+    uint32_t seed;        /* the process's seed, read when the table is first made */
+} jsonstrict_keys_t;
+
+/* Notes that the object at tape entry at opens, with no keys yet. */
+void jsonstrict_keys_open(jsonstrict_keys_object_t *obj, uint32_t at);
+
+/* Whether the key at tape entry key (a string entry: its hash, size and bytes are compared)
+ * repeats an earlier key of obj; when it does not, records it. The caller asks once for each
+ * member's key, in order, of the innermost open object, after adding the key to the tape and
+ * before its value; a yes ends the parse. Costs a scan of the few earlier keys while obj is
+ * small, then one probe of the table per key, plus one per earlier key when obj turns big (the
+ * table may grow: mem_calloc aborts when memory runs out). */
+bool jsonstrict_keys_seen(jsonstrict_keys_t *keys, jsonstrict_keys_object_t *obj,
+                          const jsontape_t *tape, uint32_t key);
+
+/* Notes that obj closes: when it was the last big object open, the table empties. */
+void jsonstrict_keys_close(jsonstrict_keys_t *keys, const jsonstrict_keys_object_t *obj);
+
+/* Frees the table's memory and leaves *keys zeroed (empty). */
+void jsonstrict_keys_free(jsonstrict_keys_t *keys);
 
 #endif
