@@ -386,6 +386,15 @@ static void test_stopped_owner_is_fenced_after_takeover(void **u) {
     const char *log = cluster_log(s_cluster, CLUSTER_WORKER, owner);
     char *old_id = clusterlog_worker_id(s_cluster, owner, 0);
     assert_non_null(old_id);
+    /* The attempt is in the database before its task_commit line is in the log: wait for the
+     * line, or a stop in between would count it as a write made after the wake-up. */
+    int64_t logged = id_now_ms() + 5000;
+    while (clusterlog_count(log, "move=RecordGenerationAttempt", chat) == 0 &&
+           id_now_ms() < logged) {
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(clusterlog_count(log, "move=RecordGenerationAttempt", chat), 1);
     int commits_before = clusterlog_count(log, "event=task_commit", chat);
     int fences_before = clusterlog_count(log, "event=fence_mismatch", chat);
     assert_true(cluster_pid(s_cluster, CLUSTER_WORKER, owner) > 0);
