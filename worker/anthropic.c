@@ -366,15 +366,10 @@ provider_rc_t anthropic_generate(const provider_request_t *req, cancel_t *cancel
     memset(out, 0, sizeof *out);
     out->retry_after_ms = -1;
     char *key = NULL;
-    if (req->model->api_key && req->model->api_key[0]) {
-        key = httpstream_header("x-api-key", req->model->api_key);
-        if (!key) {
-            return provider_fail(out, 0, false, -1, "anthropic: the API key holds a control byte");
-        }
+    if (httpstream_key_header("anthropic", "x-api-key", "", req->model->api_key, &key, out) != 0) {
+        return PROVIDER_ERROR;
     }
     json_t *body = s_body(req);
-    char *text = jsonout_dumps(body);
-    json_decref(body);
     char *url = httpstream_url(req->model->base_url, ANTHROPIC_BASE_URL_DEFAULT, "/v1/messages");
     const char *headers[] = {"Accept: text/event-stream", "anthropic-version: " ANTHROPIC_VERSION,
                              key, NULL};
@@ -382,28 +377,18 @@ provider_rc_t anthropic_generate(const provider_request_t *req, cancel_t *cancel
     st->on_part = on_part;
     st->ctx = ctx;
     st->out = out;
-    httpstream_request_t hr = {.url = url,
-                               .headers = headers,
-                               .body = text,
-                               .mode = HTTPSTREAM_SSE,
-                               .on_event = s_on_event,
-                               .ctx = st};
-    httpstream_result_t *res = mem_alloc(sizeof *res);
-    httpstream_rc_t rc = httpstream_post(&hr, cancel, res);
-    provider_rc_t prc;
-    if (rc == HTTPSTREAM_R_DONE) {
+    httpstream_request_t hr = {
+        .url = url, .headers = headers, .mode = HTTPSTREAM_SSE, .on_event = s_on_event, .ctx = st};
+    provider_rc_t prc = httpstream_exchange("anthropic", hr, body, cancel, out);
+    if (prc == PROVIDER_OK) {
         out->content = s_content(st);
         out->usage = json_pack("{s:I, s:I}", "input_tokens", st->input_tokens, "output_tokens",
                                st->output_tokens);
-        prc = PROVIDER_OK;
-    } else {
-        prc = httpstream_fail("anthropic", rc, res, out);
     }
-    free(res);
+    json_decref(body);
     s_state_free(st);
     free(st);
     free(url);
-    free(text);
     free(key);
     return prc;
 }

@@ -628,13 +628,32 @@ char *httpstream_text_of(const json_t *msg) {
     return b.data ? b.data : mem_strdup("");
 }
 
-char *httpstream_header(const char *name, const char *value) {
-    for (const char *c = value; *c; c++) {
+int httpstream_key_header(const char *who, const char *name, const char *prefix, const char *key,
+                          char **header, provider_result_t *out) {
+    *header = NULL;
+    if (!key || !key[0]) {
+        return 0;
+    }
+    for (const char *c = key; *c; c++) {
         if ((unsigned char)*c < 0x20 || *c == 0x7f) {
-            return NULL;
+            provider_fail(out, 0, false, -1, "%s: the API key holds a control byte", who);
+            return -1;
         }
     }
-    return mem_printf("%s: %s", name, value);
+    *header = mem_printf("%s: %s%s", name, prefix, key);
+    return 0;
+}
+
+provider_rc_t httpstream_exchange(const char *who, httpstream_request_t req, const json_t *body,
+                                  cancel_t *cancel, provider_result_t *out) {
+    char *text = jsonout_dumps(body);
+    req.body = text;
+    httpstream_result_t *res = mem_alloc(sizeof *res); /* 8 KiB of error text: not on stack */
+    httpstream_rc_t rc = httpstream_post(&req, cancel, res);
+    provider_rc_t prc = rc == HTTPSTREAM_R_DONE ? PROVIDER_OK : httpstream_fail(who, rc, res, out);
+    free(res);
+    free(text);
+    return prc;
 }
 
 void httpstream_call_id(char out[HTTPSTREAM_CALL_ID_BYTES]) {

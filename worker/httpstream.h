@@ -167,9 +167,17 @@ void httpstream_buf_free(httpstream_buf_t *b);
 /* The concatenated "text" parts of a history message. Caller frees. */
 char *httpstream_text_of(const json_t *msg);
 
-/* A "Name: value" header line, or NULL when value holds a control character (a key with a
- * newline would inject headers). Caller frees. */
-char *httpstream_header(const char *name, const char *value);
+/* The credential header "name: prefix key" in *header for a non-empty key (NULL for none).
+ * Returns 0, or -1 with the failure in out when the key holds a control character (a key
+ * with a newline would inject headers). Caller frees *header. */
+int httpstream_key_header(const char *who, const char *name, const char *prefix, const char *key,
+                          char **header, provider_result_t *out);
+
+/* One provider call: writes body (jsonout) into req's body, POSTs it and streams the 2xx
+ * response into req.on_event. PROVIDER_OK when the handler said DONE (the caller then fills
+ * out->content and usage); else the classified failure in out (httpstream_fail). */
+provider_rc_t httpstream_exchange(const char *who, httpstream_request_t req, const json_t *body,
+                                  cancel_t *cancel, provider_result_t *out);
 
 /* A fresh tool-call id "call_<32 hex digits>" for providers that send none. */
 void httpstream_call_id(char out[HTTPSTREAM_CALL_ID_BYTES]);

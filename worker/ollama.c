@@ -208,45 +208,32 @@ provider_rc_t ollama_generate(const provider_request_t *req, cancel_t *cancel,
     memset(out, 0, sizeof *out);
     out->retry_after_ms = -1;
     char *auth = NULL;
-    if (req->model->api_key && req->model->api_key[0]) {
-        char *bearer = mem_printf("Bearer %s", req->model->api_key);
-        auth = httpstream_header("Authorization", bearer);
-        free(bearer);
-        if (!auth) {
-            return provider_fail(out, 0, false, -1, "ollama: the API key holds a control byte");
-        }
+    if (httpstream_key_header("ollama", "Authorization", "Bearer ", req->model->api_key, &auth,
+                              out) != 0) {
+        return PROVIDER_ERROR;
     }
     json_t *body = s_body(req);
-    char *text = jsonout_dumps(body);
-    json_decref(body);
     char *url = httpstream_url(req->model->base_url, OLLAMA_BASE_URL_DEFAULT, "/api/chat");
     const char *headers[] = {"Accept: application/x-ndjson", auth, NULL};
     s_state_t st = {.on_part = on_part, .ctx = ctx, .out = out, .calls = json_array()};
     httpstream_request_t hr = {.url = url,
                                .headers = headers,
-                               .body = text,
                                .mode = HTTPSTREAM_NDJSON,
                                .on_event = s_on_line,
                                .ctx = &st};
-    httpstream_result_t *res = mem_alloc(sizeof *res);
-    httpstream_rc_t rc = httpstream_post(&hr, cancel, res);
-    provider_rc_t prc;
-    if (rc == HTTPSTREAM_R_DONE) {
+    provider_rc_t prc = httpstream_exchange("ollama", hr, body, cancel, out);
+    if (prc == PROVIDER_OK) {
         out->content = s_content(&st);
         out->usage = st.usage;
         st.usage = NULL;
-        prc = PROVIDER_OK;
-    } else {
-        prc = httpstream_fail("ollama", rc, res, out);
     }
-    free(res);
+    json_decref(body);
     httpstream_buf_free(&st.text);
     httpstream_buf_free(&st.thinking);
     json_decref(st.reasoning);
     json_decref(st.calls);
     json_decref(st.usage);
     free(url);
-    free(text);
     free(auth);
     return prc;
 }

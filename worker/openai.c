@@ -244,45 +244,29 @@ provider_rc_t openai_generate(const provider_request_t *req, cancel_t *cancel,
     memset(out, 0, sizeof *out);
     out->retry_after_ms = -1;
     char *auth = NULL;
-    if (req->model->api_key && req->model->api_key[0]) {
-        char *bearer = mem_printf("Bearer %s", req->model->api_key);
-        auth = httpstream_header("Authorization", bearer);
-        free(bearer);
-        if (!auth) {
-            return provider_fail(out, 0, false, -1, "openai: the API key holds a control byte");
-        }
+    if (httpstream_key_header("openai", "Authorization", "Bearer ", req->model->api_key, &auth,
+                              out) != 0) {
+        return PROVIDER_ERROR;
     }
     json_t *body = s_body(req);
-    char *text = jsonout_dumps(body);
-    json_decref(body);
     char *url = httpstream_url(req->model->base_url, OPENAI_BASE_URL_DEFAULT, "/chat/completions");
     const char *headers[] = {"Accept: text/event-stream", auth, NULL};
     s_state_t *st = mem_calloc(1, sizeof *st);
     st->on_part = on_part;
     st->ctx = ctx;
     st->out = out;
-    httpstream_request_t hr = {.url = url,
-                               .headers = headers,
-                               .body = text,
-                               .mode = HTTPSTREAM_SSE,
-                               .on_event = s_on_event,
-                               .ctx = st};
-    httpstream_result_t *res = mem_alloc(sizeof *res);
-    httpstream_rc_t rc = httpstream_post(&hr, cancel, res);
-    provider_rc_t prc;
-    if (rc == HTTPSTREAM_R_DONE) {
+    httpstream_request_t hr = {
+        .url = url, .headers = headers, .mode = HTTPSTREAM_SSE, .on_event = s_on_event, .ctx = st};
+    provider_rc_t prc = httpstream_exchange("openai", hr, body, cancel, out);
+    if (prc == PROVIDER_OK) {
         out->content = s_content(st);
         out->usage = st->usage;
         st->usage = NULL;
-        prc = PROVIDER_OK;
-    } else {
-        prc = httpstream_fail("openai", rc, res, out);
     }
-    free(res);
+    json_decref(body);
     s_state_free(st);
     free(st);
     free(url);
-    free(text);
     free(auth);
     return prc;
 }

@@ -745,6 +745,34 @@ static void s_native_schema_in_the_provider_field(const s_prov_t *p, mockprov_t 
     free(base);
 }
 
+/* A key with a control character would inject headers: every provider refuses it before
+ * sending anything, with a non-retryable error that says why. */
+static void test_a_key_with_a_control_byte_is_refused_before_any_request(void **state) {
+    mockprov_t *mp = *state;
+    const s_prov_t *provs[] = {&s_openai, &s_anthropic, &s_ollama};
+    for (size_t i = 0; i < sizeof provs / sizeof provs[0]; i++) {
+        char *base = mem_printf("%s%s", mockprov_url(mp), provs[i]->base_path);
+        provider_model_t model = {.name = "m",
+                                  .provider = provs[i]->name,
+                                  .model = "test-model",
+                                  .base_url = base,
+                                  .api_key = "sk-test\r\nX-Injected: 1"};
+        json_t *messages = s_user("hi");
+        provider_request_t req = {.model = &model, .messages = messages, .attempt = 1};
+        cancel_t *cancel = cancel_new();
+        s_sink_t sink = {0};
+        provider_result_t out;
+        assert_int_equal(provs[i]->gen(&req, cancel, s_on_part, &sink, &out), PROVIDER_ERROR);
+        assert_false(out.retryable);
+        assert_non_null(strstr(out.error, "control byte"));
+        assert_non_null(strstr(out.error, provs[i]->name));
+        cancel_destroy(&cancel);
+        json_decref(messages);
+        free(base);
+    }
+    assert_int_equal(mockprov_request_count(mp), 0);
+}
+
 static void test_openai_native_schema_is_response_format_json_schema(void **state) {
     s_native_schema_in_the_provider_field(
         &s_openai, *state, "response_format",
@@ -815,6 +843,7 @@ int main(void) {
         T(test_anthropic_native_schema_is_output_config_format),
         T(test_ollama_native_schema_is_format),
         T(test_no_native_schema_adds_no_native_field),
+        T(test_a_key_with_a_control_byte_is_refused_before_any_request),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
