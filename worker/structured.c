@@ -139,23 +139,23 @@ int structured_check_text(const outformat_t *fmt, const json_t *content, const c
         }
     }
     text[n] = '\0';
-    json_t *v = NULL;
+    jsontape_t *doc = jsontape_new(); /* what the validator reads, parsed once */
     jsonstrict_error_t e;
-    int rc = jsonstrict_parse(text, n, NULL, &v, &e);
+    int rc = jsonstrict_parse_tape(text, n, NULL, doc, &e);
     free(text);
+    jsonschema_report_t rep;
     if (rc != 0) {
         snprintf(reason, size, "the reply is not one strict JSON value: %s at \"%s\": %s",
                  jsonstrict_code_name(e.code), e.path, e.message);
-        return -1;
-    }
-    jsonschema_report_t rep;
-    if (jsonschema_validate(fmt->compiled, v, JSONSCHEMA_ALL_ERRORS, &rep) != JSONSCHEMA_VALID) {
+    } else if (jsonschema_validate_tape(fmt->compiled, doc, 0, JSONSCHEMA_ALL_ERRORS, &rep) !=
+               JSONSCHEMA_VALID) {
         s_issues(&rep, reason, size);
-        json_decref(v);
-        return -1;
+        rc = -1;
+    } else {
+        *value = jsontape_to_json(doc, 0);
     }
-    *value = v;
-    return 0;
+    jsontape_destroy(&doc);
+    return rc;
 }
 
 bool structured_eligible(const char *finish) {
@@ -285,11 +285,11 @@ void structured_turn_close(structured_turn_t *t) {
 
 char *structured_candidate_text(const structured_turn_t *t) {
     char *text = jsonout_dumps(t->st.candidate);
-    json_t *v = NULL;
-    bool ok =
-        jsonstrict_parse(text, strlen(text), NULL, &v, NULL) == 0 &&
-        jsonschema_validate(t->fmt->compiled, v, JSONSCHEMA_FAIL_FAST, NULL) == JSONSCHEMA_VALID;
-    json_decref(v);
+    jsontape_t *doc = jsontape_new();
+    bool ok = jsonstrict_parse_tape(text, strlen(text), NULL, doc, NULL) == 0 &&
+              jsonschema_validate_tape(t->fmt->compiled, doc, 0, JSONSCHEMA_FAIL_FAST, NULL) ==
+                  JSONSCHEMA_VALID;
+    jsontape_destroy(&doc);
     if (!ok) {
         free(text);
         return NULL;
