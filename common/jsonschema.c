@@ -44,14 +44,7 @@ static char *s_child_path(const char *parent, const char *key, size_t len) {
     memcpy(out, parent, plen);
     size_t n = plen;
     out[n++] = '/';
-    for (size_t i = 0; i < len; i++) {
-        if (key[i] == '~' || key[i] == '/') {
-            out[n++] = '~';
-            out[n++] = key[i] == '~' ? '0' : '1';
-        } else {
-            out[n++] = key[i];
-        }
-    }
+    n += jsontape_escape(out + n, key, len);
     out[n] = '\0';
     return out;
 }

@@ -385,6 +385,19 @@ bool jsontape_unique(const jsontape_t *self, uint32_t v) {
     return unique;
 }
 
+size_t jsontape_escape(char *out, const char *src, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (src[i] == '~' || src[i] == '/') {
+            out[n++] = '~';
+            out[n++] = src[i] == '~' ? '0' : '1';
+        } else {
+            out[n++] = src[i];
+        }
+    }
+    return n;
+}
+
 /* Appends "/" and src[0..len) escaped per RFC 6901 to out (used *n of cap, NUL kept after);
  * false, appending nothing, when the whole segment does not fit. */
 static bool s_segment(char *out, size_t cap, size_t *n, const char *src, size_t len) {
@@ -396,14 +409,7 @@ static bool s_segment(char *out, size_t cap, size_t *n, const char *src, size_t 
         return false;
     }
     out[(*n)++] = '/';
-    for (size_t i = 0; i < len; i++) {
-        if (src[i] == '~' || src[i] == '/') {
-            out[(*n)++] = '~';
-            out[(*n)++] = src[i] == '~' ? '0' : '1';
-        } else {
-            out[(*n)++] = src[i];
-        }
-    }
+    *n += jsontape_escape(out + *n, src, len);
     out[*n] = '\0';
     return true;
 }

@@ -146,6 +146,9 @@ static inline int jsontape_num_cmp(jsontape_num_t a, jsontape_num_t b) {
 bool jsontape_equal(const jsontape_t *a, uint32_t ia, const jsontape_t *b, uint32_t ib);
 /* A hash consistent with jsontape_equal. */
 uint32_t jsontape_value_hash(const jsontape_t *self, uint32_t index);
+/* Writes src[0..len) escaped for a JSON pointer (RFC 6901: "~" as "~0", "/" as "~1") to out,
+ * which has room for 2 * len bytes; returns the bytes written (no NUL is added). */
+size_t jsontape_escape(char *out, const char *src, size_t len);
 /* Whether the items of the array at index are pairwise unequal (jsontape_equal). */
 bool jsontape_unique(const jsontape_t *self, uint32_t index);
 /* Writes to out (cap bytes) the JSON pointer (RFC 6901) of entry v within the value at root:
