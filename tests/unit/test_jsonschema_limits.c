@@ -19,49 +19,22 @@
 
 #include "jsonschema.h"
 #include "jsonstrict.h"
+#include "textbuf.h"
 
 /* Bounds asserted for every hostile input (generous: sanitizer builds run them too). */
 #define HOSTILE_MAX_MS      3000
 #define HOSTILE_MAX_RSS_KIB (256 * 1024)
 
-typedef struct {
-    char *p;
-    size_t len;
-    size_t cap;
-} s_text_t;
-
-__attribute__((format(printf, 2, 3))) static void s_add(s_text_t *t, const char *fmt, ...) {
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
-        va_end(ap);
-        if (t->p && (size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        }
-        t->cap = (t->cap + (size_t)n + 1) * 2;
-        t->p = realloc(t->p, t->cap);
-        assert_non_null(t->p);
-    }
-}
-
-static void s_repeat(s_text_t *t, const char *s, size_t times) {
-    for (size_t i = 0; i < times; i++) {
-        s_add(t, "%s", s);
-    }
-}
-
 /* --- boundary caps at and above the default bounds --- */
 
-static int s_parse(const s_text_t *t, const jsonstrict_limits_t *lim, jsonstrict_error_t *err) {
+static int s_parse(const textbuf_t *t, const jsonstrict_limits_t *lim, jsonstrict_error_t *err) {
     json_t *v = NULL;
     int rc = jsonstrict_parse(t->p, t->len, lim, &v, err);
     json_decref(v);
     return rc;
 }
 
-static void s_expect_cap(s_text_t *at, s_text_t *over, const jsonstrict_limits_t *lim,
+static void s_expect_cap(textbuf_t *at, textbuf_t *over, const jsonstrict_limits_t *lim,
                          jsonstrict_code_t code) {
     jsonstrict_error_t err;
     if (s_parse(at, lim, &err) != 0) {
@@ -75,61 +48,61 @@ static void s_expect_cap(s_text_t *at, s_text_t *over, const jsonstrict_limits_t
 }
 
 /* Nesting depth n: [[[...0...]]]. */
-static s_text_t s_nested(size_t n) {
-    s_text_t t = {0};
-    s_repeat(&t, "[", n);
-    s_add(&t, "0");
-    s_repeat(&t, "]", n);
+static textbuf_t s_nested(size_t n) {
+    textbuf_t t = {0};
+    textbuf_repeat(&t, "[", n);
+    textbuf_add(&t, "0");
+    textbuf_repeat(&t, "]", n);
     return t;
 }
 
 /* An array of n zeros, or an object of n keys. */
-static s_text_t s_array(size_t n) {
-    s_text_t t = {0};
-    s_add(&t, "[");
+static textbuf_t s_array(size_t n) {
+    textbuf_t t = {0};
+    textbuf_add(&t, "[");
     for (size_t i = 0; i < n; i++) {
-        s_add(&t, "%s0", i ? "," : "");
+        textbuf_add(&t, "%s0", i ? "," : "");
     }
-    s_add(&t, "]");
+    textbuf_add(&t, "]");
     return t;
 }
 
-static s_text_t s_object(size_t n) {
-    s_text_t t = {0};
-    s_add(&t, "{");
+static textbuf_t s_object(size_t n) {
+    textbuf_t t = {0};
+    textbuf_add(&t, "{");
     for (size_t i = 0; i < n; i++) {
-        s_add(&t, "%s\"%zu\":0", i ? "," : "", i);
+        textbuf_add(&t, "%s\"%zu\":0", i ? "," : "", i);
     }
-    s_add(&t, "}");
+    textbuf_add(&t, "}");
     return t;
 }
 
-static s_text_t s_string(size_t n) {
-    s_text_t t = {0};
-    s_add(&t, "\"");
-    s_repeat(&t, "a", n);
-    s_add(&t, "\"");
+static textbuf_t s_string(size_t n) {
+    textbuf_t t = {0};
+    textbuf_add(&t, "\"");
+    textbuf_repeat(&t, "a", n);
+    textbuf_add(&t, "\"");
     return t;
 }
 
-static s_text_t s_padded(size_t n) {
-    s_text_t t = {0};
-    s_add(&t, "0");
-    s_repeat(&t, " ", n - 1);
+static textbuf_t s_padded(size_t n) {
+    textbuf_t t = {0};
+    textbuf_add(&t, "0");
+    textbuf_repeat(&t, " ", n - 1);
     return t;
 }
 
-static s_text_t s_number(size_t n) {
-    s_text_t t = {0};
-    s_add(&t, "1.");
-    s_repeat(&t, "0", n - 2);
+static textbuf_t s_number(size_t n) {
+    textbuf_t t = {0};
+    textbuf_add(&t, "1.");
+    textbuf_repeat(&t, "0", n - 2);
     return t;
 }
 
 static void test_boundary_caps_at_and_above_default_bounds(void **state) {
     jsonstrict_limits_t lim = jsonstrict_limits_default;
-    s_text_t at = s_padded(JSONSTRICT_MAX_BYTES_DEFAULT);
-    s_text_t over = s_padded(JSONSTRICT_MAX_BYTES_DEFAULT + 1);
+    textbuf_t at = s_padded(JSONSTRICT_MAX_BYTES_DEFAULT);
+    textbuf_t over = s_padded(JSONSTRICT_MAX_BYTES_DEFAULT + 1);
     s_expect_cap(&at, &over, &lim, JSONSTRICT_E_TOO_LARGE);
 
     at = s_nested(JSONSTRICT_MAX_DEPTH_DEFAULT);
@@ -166,7 +139,7 @@ static void test_boundary_caps_at_and_above_default_bounds(void **state) {
 
 /* --- compiler caps --- */
 
-static int s_compile_text(const s_text_t *t, jsonschema_error_t *err) {
+static int s_compile_text(const textbuf_t *t, jsonschema_error_t *err) {
     static const jsonstrict_limits_t big = {1 << 24, 200, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 128};
     json_t *v = NULL;
     jsonstrict_error_t perr;
@@ -178,7 +151,7 @@ static int s_compile_text(const s_text_t *t, jsonschema_error_t *err) {
     return rc;
 }
 
-static void s_expect_schema_cap(s_text_t *at, s_text_t *over, const char *word) {
+static void s_expect_schema_cap(textbuf_t *at, textbuf_t *over, const char *word) {
     jsonschema_error_t err;
     int rc = s_compile_text(at, &err);
     if (rc) {
@@ -194,56 +167,56 @@ static void s_expect_schema_cap(s_text_t *at, s_text_t *over, const char *word) 
     free(over->p);
 }
 
-static s_text_t s_schema_depth(size_t levels) {
-    s_text_t t = {0};
-    s_repeat(&t, "{\"not\":", levels - 1);
-    s_add(&t, "{}");
-    s_repeat(&t, "}", levels - 1);
+static textbuf_t s_schema_depth(size_t levels) {
+    textbuf_t t = {0};
+    textbuf_repeat(&t, "{\"not\":", levels - 1);
+    textbuf_add(&t, "{}");
+    textbuf_repeat(&t, "}", levels - 1);
     return t;
 }
 
 /* A root with n - 1 subschemas under properties. */
-static s_text_t s_schema_nodes(size_t nodes) {
-    s_text_t t = {0};
-    s_add(&t, "{\"properties\":{");
+static textbuf_t s_schema_nodes(size_t nodes) {
+    textbuf_t t = {0};
+    textbuf_add(&t, "{\"properties\":{");
     for (size_t i = 0; i + 1 < nodes; i++) {
-        s_add(&t, "%s\"p%zu\":true", i ? "," : "", i);
+        textbuf_add(&t, "%s\"p%zu\":true", i ? "," : "", i);
     }
-    s_add(&t, "}}");
+    textbuf_add(&t, "}}");
     return t;
 }
 
-static s_text_t s_schema_patterns(size_t n) {
-    s_text_t t = {0};
-    s_add(&t, "{\"patternProperties\":{");
+static textbuf_t s_schema_patterns(size_t n) {
+    textbuf_t t = {0};
+    textbuf_add(&t, "{\"patternProperties\":{");
     for (size_t i = 0; i < n; i++) {
-        s_add(&t, "%s\"^p%zu$\":true", i ? "," : "", i);
+        textbuf_add(&t, "%s\"^p%zu$\":true", i ? "," : "", i);
     }
-    s_add(&t, "}}");
+    textbuf_add(&t, "}}");
     return t;
 }
 
-static s_text_t s_schema_pattern_bytes(size_t n) {
-    s_text_t t = {0};
-    s_add(&t, "{\"pattern\":\"");
-    s_repeat(&t, "a", n);
-    s_add(&t, "\"}");
+static textbuf_t s_schema_pattern_bytes(size_t n) {
+    textbuf_t t = {0};
+    textbuf_add(&t, "{\"pattern\":\"");
+    textbuf_repeat(&t, "a", n);
+    textbuf_add(&t, "\"}");
     return t;
 }
 
-static s_text_t s_schema_branches(size_t n) {
-    s_text_t t = {0};
-    s_add(&t, "{\"anyOf\":[");
+static textbuf_t s_schema_branches(size_t n) {
+    textbuf_t t = {0};
+    textbuf_add(&t, "{\"anyOf\":[");
     for (size_t i = 0; i < n; i++) {
-        s_add(&t, "%s{\"const\":%zu}", i ? "," : "", i);
+        textbuf_add(&t, "%s{\"const\":%zu}", i ? "," : "", i);
     }
-    s_add(&t, "]}");
+    textbuf_add(&t, "]}");
     return t;
 }
 
 static void test_compiler_caps_at_and_above_bounds(void **state) {
-    s_text_t at = s_schema_depth(JSONSCHEMA_MAX_DEPTH);
-    s_text_t over = s_schema_depth(JSONSCHEMA_MAX_DEPTH + 1);
+    textbuf_t at = s_schema_depth(JSONSCHEMA_MAX_DEPTH);
+    textbuf_t over = s_schema_depth(JSONSCHEMA_MAX_DEPTH + 1);
     s_expect_schema_cap(&at, &over, "levels");
 
     at = s_schema_nodes(JSONSCHEMA_MAX_NODES);
@@ -332,7 +305,7 @@ static double s_now_ms(void) {
 }
 
 /* Parses text under the default caps (or lim); records the outcome and the reason. */
-static void s_boundary(const s_text_t *t, const jsonstrict_limits_t *lim, s_hostile_result_t *r) {
+static void s_boundary(const textbuf_t *t, const jsonstrict_limits_t *lim, s_hostile_result_t *r) {
     jsonstrict_error_t err;
     double t0 = s_now_ms();
     json_t *v = NULL;
@@ -357,7 +330,7 @@ static void s_validate(const char *schema, json_t *instance, s_hostile_result_t 
 }
 
 static void s_deep(s_hostile_result_t *r) {
-    s_text_t t = s_nested(100000);
+    textbuf_t t = s_nested(100000);
     jsonstrict_limits_t lim = jsonstrict_limits_default;
     lim.max_bytes = t.len; /* so that the depth cap, not the byte cap, is what stops it */
     s_boundary(&t, &lim, r);
@@ -365,7 +338,7 @@ static void s_deep(s_hostile_result_t *r) {
 }
 
 static void s_million_keys(s_hostile_result_t *r) {
-    s_text_t t = s_object(1000000);
+    textbuf_t t = s_object(1000000);
     jsonstrict_limits_t lim = jsonstrict_limits_default;
     lim.max_bytes = t.len;
     lim.max_values = SIZE_MAX;
@@ -374,28 +347,28 @@ static void s_million_keys(s_hostile_result_t *r) {
 }
 
 static void s_million_keys_default(s_hostile_result_t *r) {
-    s_text_t t = s_object(1000000);
+    textbuf_t t = s_object(1000000);
     s_boundary(&t, NULL, r);
     free(t.p);
 }
 
 static void s_big_number(s_hostile_result_t *r) {
-    s_text_t t = {0};
-    s_add(&t, "1e400");
+    textbuf_t t = {0};
+    textbuf_add(&t, "1e400");
     s_boundary(&t, NULL, r);
     free(t.p);
 }
 
 static void s_lone_surrogate(s_hostile_result_t *r) {
-    s_text_t t = {0};
-    s_add(&t, "\"\\ud800\"");
+    textbuf_t t = {0};
+    textbuf_add(&t, "\"\\ud800\"");
     s_boundary(&t, NULL, r);
     free(t.p);
 }
 
 static void s_duplicates(s_hostile_result_t *r) {
-    s_text_t t = {0};
-    s_add(&t, "{\"a\":{\"b\":1,\"b\":2}}");
+    textbuf_t t = {0};
+    textbuf_add(&t, "{\"a\":{\"b\":1,\"b\":2}}");
     s_boundary(&t, NULL, r);
     free(t.p);
 }
@@ -412,12 +385,12 @@ static void s_redos(s_hostile_result_t *r) {
 
 /* 64 patterns (the cap) that backtrack on every key, over 4096 keys (the default key cap). */
 static void s_pattern_properties(s_hostile_result_t *r) {
-    s_text_t schema = {0};
-    s_add(&schema, "{\"patternProperties\":{");
+    textbuf_t schema = {0};
+    textbuf_add(&schema, "{\"patternProperties\":{");
     for (int i = 0; i < JSONSCHEMA_MAX_PATTERNS; i++) {
-        s_add(&schema, "%s\"^(k+)+%d$\":{\"type\":\"string\"}", i ? "," : "", i);
+        textbuf_add(&schema, "%s\"^(k+)+%d$\":{\"type\":\"string\"}", i ? "," : "", i);
     }
-    s_add(&schema, "}}");
+    textbuf_add(&schema, "}}");
     json_t *v = s_keys_instance(JSONSTRICT_MAX_KEYS_DEFAULT);
     s_validate(schema.p, v, r);
     json_decref(v);
@@ -427,12 +400,12 @@ static void s_pattern_properties(s_hostile_result_t *r) {
 /* 64 patterns (the cap) that each backtrack about 2^13 steps, under the per-match step limit,
  * over the 256 keys that the match cap allows: the costliest accepted regex workload. */
 static void s_pattern_backtracking(s_hostile_result_t *r) {
-    s_text_t schema = {0};
-    s_add(&schema, "{\"patternProperties\":{");
+    textbuf_t schema = {0};
+    textbuf_add(&schema, "{\"patternProperties\":{");
     for (int i = 0; i < JSONSCHEMA_MAX_PATTERNS; i++) {
-        s_add(&schema, "%s\"^(k+)+%d$\":true", i ? "," : "", i);
+        textbuf_add(&schema, "%s\"^(k+)+%d$\":true", i ? "," : "", i);
     }
-    s_add(&schema, "}}");
+    textbuf_add(&schema, "}}");
     json_t *v = json_object();
     for (int i = 0; i < JSONSCHEMA_MAX_MATCHES / JSONSCHEMA_MAX_PATTERNS; i++) {
         char key[64];
@@ -448,12 +421,12 @@ static void s_pattern_backtracking(s_hostile_result_t *r) {
  * anyOf (quiet, nothing reported early), and passing ones, which evaluate everything. */
 static void s_branches(s_hostile_result_t *r, const char *outer, const char *branch,
                        const char *last) {
-    s_text_t schema = {0};
-    s_add(&schema, "{\"additionalProperties\":{\"%s\":[", outer);
+    textbuf_t schema = {0};
+    textbuf_add(&schema, "{\"additionalProperties\":{\"%s\":[", outer);
     for (int i = 0; i < JSONSCHEMA_MAX_BRANCHES; i++) {
-        s_add(&schema, "%s%s", i ? "," : "", i + 1 < JSONSCHEMA_MAX_BRANCHES ? branch : last);
+        textbuf_add(&schema, "%s%s", i ? "," : "", i + 1 < JSONSCHEMA_MAX_BRANCHES ? branch : last);
     }
-    s_add(&schema, "]}}");
+    textbuf_add(&schema, "]}}");
     json_t *v = s_keys_instance(JSONSTRICT_MAX_KEYS_DEFAULT);
     s_validate(schema.p, v, r);
     json_decref(v);

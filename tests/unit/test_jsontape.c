@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "jsonstrict.h"
+#include "textbuf.h"
 #include "jsontape.h"
 
 /* Limits wide enough for every document here (the caps have their own tests). */
@@ -500,36 +501,14 @@ static void test_parse_tape_errors_match_parse_errors(void **state) {
 
 /* --- duplicate keys in big objects --- */
 
-typedef struct {
-    char *p;
-    size_t len;
-    size_t cap;
-} s_text_t;
-
-__attribute__((format(printf, 2, 3))) static void s_add(s_text_t *t, const char *fmt, ...) {
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
-        va_end(ap);
-        if (t->p && (size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        }
-        t->cap = (t->cap + (size_t)n + 1) * 2;
-        t->p = realloc(t->p, t->cap);
-        assert_non_null(t->p);
-    }
-}
-
 static void test_duplicate_key_found_in_an_object_of_5000_members(void **state) {
-    s_text_t t = {0};
-    s_add(&t, "{\"outer\": {");
+    textbuf_t t = {0};
+    textbuf_add(&t, "{\"outer\": {");
     for (int i = 0; i < 5000; i++) {
-        s_add(&t, "%s\"k%d\": %d", i ? ", " : "", i, i);
+        textbuf_add(&t, "%s\"k%d\": %d", i ? ", " : "", i, i);
     }
     size_t at = t.len + 2; /* the opening quote of the second "k1234" */
-    s_add(&t, ", \"k1234\": 0}}");
+    textbuf_add(&t, ", \"k1234\": 0}}");
     jsonstrict_limits_t lim = jsonstrict_limits_default;
     lim.max_bytes = t.len;
     lim.max_keys = 10000;
@@ -545,7 +524,7 @@ static void test_duplicate_key_found_in_an_object_of_5000_members(void **state) 
 
     /* Without the repeated key the same object is accepted whole. */
     t.len = at - 2;
-    s_add(&t, "}}");
+    textbuf_add(&t, "}}");
     lim.max_bytes = t.len;
     assert_int_equal(jsonstrict_parse_tape(t.p, t.len, &lim, &tape, &err), 0);
     assert_int_equal(tape.count, 3 + 2 * 5000); /* root, "outer", its object, members */
@@ -565,17 +544,17 @@ static void test_keys_with_equal_hashes_are_told_apart(void **state) {
     assert_int_equal(jsontape_hash("key-0229846", 11), jsontape_hash("key-0273787", 11));
     jsontape_t tape = {0};
     s_parse_tape(&tape, "{\"c039716\": 1, \"c178428\": 2}");
-    s_text_t t = {0};
-    s_add(&t, "{");
+    textbuf_t t = {0};
+    textbuf_add(&t, "{");
     for (int i = 0; i < 40; i++) {
-        s_add(&t, "\"f%d\": 0, ", i);
+        textbuf_add(&t, "\"f%d\": 0, ", i);
     }
-    s_add(&t, "\"key-0229846\": 1, \"c039716\": 1, \"key-0273787\": 2, \"c178428\": 2}");
+    textbuf_add(&t, "\"key-0229846\": 1, \"c039716\": 1, \"key-0273787\": 2, \"c178428\": 2}");
     s_parse_tape(&tape, t.p);
     s_agree(t.p, t.len, &s_wide);
     t.p[t.len - 1] = ',';
     size_t at = t.len + 1;
-    s_add(&t, " \"key-0273787\": 3}");
+    textbuf_add(&t, " \"key-0273787\": 3}");
     jsonstrict_error_t err;
     assert_int_equal(jsonstrict_parse_tape(t.p, t.len, &s_wide, &tape, &err), -1);
     assert_int_equal(err.code, JSONSTRICT_E_DUPLICATE_KEY);
@@ -592,31 +571,31 @@ static void test_keys_with_equal_hashes_are_told_apart(void **state) {
  * objects is no duplicate, and a duplicate in the outer object after a big inner one has closed
  * (the table emptied of the inner keys, not of the outer) is still found. */
 static void test_big_objects_nested_and_side_by_side_keep_their_keys_apart(void **state) {
-    s_text_t t = {0};
-    s_add(&t, "[");
+    textbuf_t t = {0};
+    textbuf_add(&t, "[");
     for (int o = 0; o < 3; o++) {
-        s_add(&t, "%s{", o ? ", " : "");
+        textbuf_add(&t, "%s{", o ? ", " : "");
         for (int i = 0; i < 30; i++) {
-            s_add(&t, "%s\"k%d\": ", i ? ", " : "", i);
+            textbuf_add(&t, "%s\"k%d\": ", i ? ", " : "", i);
             if (i == 20) {
-                s_add(&t, "{");
+                textbuf_add(&t, "{");
                 for (int j = 0; j < 25; j++) {
-                    s_add(&t, "%s\"k%d\": %d", j ? ", " : "", j, j);
+                    textbuf_add(&t, "%s\"k%d\": %d", j ? ", " : "", j, j);
                 }
-                s_add(&t, "}");
+                textbuf_add(&t, "}");
             } else {
-                s_add(&t, "%d", i);
+                textbuf_add(&t, "%d", i);
             }
         }
-        s_add(&t, "}");
+        textbuf_add(&t, "}");
     }
-    s_add(&t, "]");
+    textbuf_add(&t, "]");
     s_agree(t.p, t.len, &s_wide);
 
     /* Repeat an early key of the last outer object, after its inner object has closed. */
     t.len -= 2;
     size_t at = t.len + 2;
-    s_add(&t, ", \"k3\": 0}]");
+    textbuf_add(&t, ", \"k3\": 0}]");
     jsontape_t tape = {0};
     jsonstrict_error_t err;
     assert_int_equal(jsonstrict_parse_tape(t.p, t.len, &s_wide, &tape, &err), -1);
