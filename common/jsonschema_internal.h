@@ -26,6 +26,13 @@ enum {
     JS_T_INTEGER = 1 << 6,
 };
 
+/* The type bits of each jsontape_type_t (a real is also an integer when integral, which the
+ * bits cannot say). */
+static const uint8_t js_type_bits[8] = {
+    JS_T_NULL,   JS_T_BOOLEAN, JS_T_BOOLEAN, JS_T_NUMBER | JS_T_INTEGER,
+    JS_T_NUMBER, JS_T_STRING,  JS_T_ARRAY,   JS_T_OBJECT,
+};
+
 /* Which assertions a node carries. */
 enum {
     JS_HAS_TYPE = 1u << 0,

@@ -176,10 +176,6 @@ static uint8_t s_quick(const js_node_t *node) {
 /* The tape types whose values node's quick test accepts on the type alone: those its type
  * admits (a real only where any number is) that its other assertions do not look at. */
 static uint8_t s_quick_pass(const js_node_t *node) {
-    static const uint8_t bits[8] = {
-        JS_T_NULL,   JS_T_BOOLEAN, JS_T_BOOLEAN, JS_T_NUMBER | JS_T_INTEGER,
-        JS_T_NUMBER, JS_T_STRING,  JS_T_ARRAY,   JS_T_OBJECT,
-    };
     uint8_t looked_at = node->quick == JS_QUICK_RANGE ? 1u << JSONTAPE_INTEGER | 1u << JSONTAPE_REAL
                         : node->quick == JS_QUICK_LENGTH ? 1u << JSONTAPE_STRING
                         : node->quick == JS_QUICK_ARRAY  ? 1u << JSONTAPE_ARRAY
@@ -189,9 +185,9 @@ static uint8_t s_quick_pass(const js_node_t *node) {
     }
     uint8_t pass = 0;
     for (int t = 0; t < 8; t++) {
-        bool admitted =
-            node->is_bool || !(node->has & JS_HAS_TYPE) ||
-            (t == JSONTAPE_REAL ? (node->types & JS_T_NUMBER) != 0 : (node->types & bits[t]) != 0);
+        bool admitted = node->is_bool || !(node->has & JS_HAS_TYPE) ||
+                        (t == JSONTAPE_REAL ? (node->types & JS_T_NUMBER) != 0
+                                            : (node->types & js_type_bits[t]) != 0);
         pass |= admitted && !(looked_at & (1u << t)) ? (uint8_t)(1u << t) : 0;
     }
     return pass;

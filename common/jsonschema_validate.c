@@ -25,15 +25,9 @@ typedef struct {
 /* Scratch slots kept on the stack; a schema that names more members uses the heap. */
 #define S_SCRATCH_STACK 256
 
-/* The type bits of each jsontape_type_t; a real is also an integer when integral. */
-static const uint8_t s_type_bits[8] = {
-    JS_T_NULL,   JS_T_BOOLEAN, JS_T_BOOLEAN, JS_T_NUMBER | JS_T_INTEGER,
-    JS_T_NUMBER, JS_T_STRING,  JS_T_ARRAY,   JS_T_OBJECT,
-};
-
 /* Does e have one of the types? An integral real is an integer. */
 static inline bool s_type_ok(uint8_t types, const jsontape_entry_t *e) {
-    if (types & s_type_bits[e->type]) {
+    if (types & js_type_bits[e->type]) {
         return true;
     }
     return e->type == JSONTAPE_REAL && (types & JS_T_INTEGER) && e->u.d == floor(e->u.d);
