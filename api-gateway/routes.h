@@ -1,7 +1,7 @@
 /*
- * routes: the gateway's route tables. chat_routes.c holds the chat-level routes (create,
+ * routes: the gateway's route tables. routes_chat.c holds the chat-level routes (create,
  * list, get, update, interrupt, tool-results, compact, clear, reconcile-invalid, models,
- * health); message_routes.c the message and queue routes. routes_all() joins them.
+ * health); routes_message.c the message and queue routes; routes.c joins them.
  */
 #ifndef CHATFLEET_ROUTES_H
 #define CHATFLEET_ROUTES_H

@@ -1,4 +1,4 @@
-/* chat_routes: chats (create, list, get, update) and the chat-level transitions (interrupt,
+/* routes_chat: chats (create, list, get, update) and the chat-level transitions (interrupt,
  * tool-results, compact, clear, reconcile-invalid), plus health and models. */
 #include "routes.h"
 #include "a2a.h"

@@ -153,7 +153,7 @@ static httpstream_verdict_t s_choice(s_state_t *st, const json_t *choice) {
     const char *text = json_string_value(json_object_get(delta, "content"));
     const char *refusal = json_string_value(json_object_get(delta, "refusal"));
     httpstream_verdict_t v = HTTPSTREAM_CONTINUE;
-    /* A refusal is shown to the user like text (PROVIDERS.md). */
+    /* A refusal is shown to the user like text (worker/providers/README.md). */
     if (text) {
         v = s_text(st, text);
     }

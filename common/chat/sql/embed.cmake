@@ -1,7 +1,7 @@
-# Turns common/sql/NNNN_name.sql into a C array of {name, sql} in file-name order.
+# Turns common/chat/sql/NNNN_name.sql into a C array of {name, sql} in file-name order.
 file(GLOB files ${SQL_DIR}/*.sql)
 list(SORT files)
-set(body "/* Generated from common/sql by embed.cmake; do not edit. */\n#include \"migration.h\"\n")
+set(body "/* Generated from common/chat/sql by embed.cmake; do not edit. */\n#include \"migration.h\"\n")
 set(table "")
 set(i 0)
 foreach(f ${files})

@@ -1,7 +1,7 @@
 /*
  * openai: the "openai" provider, OpenAI Chat Completions with streaming and tools
  * (provider-wire.md §1). Also speaks to the OpenAI-compatible servers (llama.cpp, Ollama's
- * /v1, vLLM) whose base_url ends in /v1. What is sent and accepted: worker/PROVIDERS.md.
+ * /v1, vLLM) whose base_url ends in /v1. What is sent and accepted: worker/providers/README.md.
  */
 #ifndef CHATFLEET_OPENAI_H
 #define CHATFLEET_OPENAI_H

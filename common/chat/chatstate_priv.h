@@ -1,6 +1,7 @@
 /*
- * chatstate_priv: what the three chatstate source files share (chatstate.c: bundles and
- * helpers; chatstate_http.c and chatstate_worker.c: the transitions). Not for other modules.
+ * chatstate_priv: what the chatstate source files share (chatstate.c: bundles and helpers;
+ * chatstate_user.c and chatstate_worker.c: the transitions a user and a worker make;
+ * chatstate_receipt.c: structured-output receipts). Not for other modules.
  */
 #ifndef CHATFLEET_CHATSTATE_PRIV_H
 #define CHATFLEET_CHATSTATE_PRIV_H

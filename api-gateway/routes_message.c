@@ -1,4 +1,4 @@
-/* message_routes: messages (list, send, edit) and the queue (delete, promote). */
+/* routes_message: messages (list, send, edit) and the queue (delete, promote). */
 #include "db.h"
 #include "jsonout.h"
 #include "mem.h"
@@ -365,11 +365,3 @@ const http_route_t message_route_table[] = {
     {"POST", "/api/v2/chats/{}/queue/{}/promote", s_queue_promote, false},
 };
 const int message_route_count = sizeof message_route_table / sizeof message_route_table[0];
-
-http_route_t *routes_all(int *count) {
-    *count = chat_route_count + message_route_count;
-    http_route_t *all = mem_calloc((size_t)*count, sizeof *all);
-    memcpy(all, chat_route_table, (size_t)chat_route_count * sizeof *all);
-    memcpy(all + chat_route_count, message_route_table, (size_t)message_route_count * sizeof *all);
-    return all;
-}

@@ -6,7 +6,7 @@
  * complete assistant content, the usage, or a classified failure (HTTP status, retryable or
  * not, retry-after). Every provider is cancellable mid-stream through a cancel_t and returns
  * PROVIDER_CANCELLED promptly when it is set. Providers: `sim` (sim.h) and, over libcurl,
- * `openai`, `anthropic` and `ollama` (worker/PROVIDERS.md).
+ * `openai`, `anthropic` and `ollama` (worker/providers/README.md).
  * Thread-safe: calls share no state.
  */
 #ifndef CHATFLEET_PROVIDER_H

@@ -2,7 +2,7 @@
  * httpstream: what the network providers (openai, anthropic, ollama) share: an incremental
  * splitter for Server-Sent Events and NDJSON that accepts bytes cut at any boundary, a
  * cancellable streaming HTTP POST over libcurl that feeds it, and the helpers that turn the
- * outcome into a classified provider failure (worker/PROVIDERS.md, "Classification").
+ * outcome into a classified provider failure (worker/providers/README.md, "Classification").
  *
  * The splitter follows the WHATWG event-stream algorithm (provider-wire.md §0.1): lines end
  * with LF, CRLF or CR; "field: value" with one leading space stripped; several data lines

@@ -1,5 +1,5 @@
 /*
- * migration: applies the numbered SQL files of common/sql (compiled into the binary) to a
+ * migration: applies the numbered SQL files of common/chat/sql (compiled into the binary) to a
  * database, each in its own transaction, recorded in schema_migrations.
  *
  * Runs under a session advisory lock so that any number of processes may start at once:

@@ -3,7 +3,7 @@
  * thinking (provider-wire.md §3). Thinking blocks become reasoning parts that keep their
  * signature (or, redacted, their opaque data), and are sent back unchanged and in order so
  * that a later step of the same turn is accepted. What is sent and accepted:
- * worker/PROVIDERS.md.
+ * worker/providers/README.md.
  */
 #ifndef CHATFLEET_ANTHROPIC_H
 #define CHATFLEET_ANTHROPIC_H
