@@ -8,7 +8,6 @@
 #include "log.h"
 #include "mem.h"
 
-#include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +47,7 @@ static json_t *s_invalid(const char *field, const char *detail) {
 
 void a2a_agent_card(void *app, http_req_t *req, http_resp_t *resp) {
     (void)app;
-    const char *host = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Host");
+    const char *host = http_header(req, "Host");
     char *url = mem_printf("http://%s%s", host ? host : "127.0.0.1", A2A_RPC_PATH);
     json_t *params = json_pack(
         "{s:i,s:s,s:s,s:i,s:s,s:[s,s],s:[s,s]}", "version", 1, "mode", "request-schema",

@@ -12,10 +12,7 @@
 
 struct http {
     struct MHD_Daemon *daemon;
-    const http_route_t *routes;
-    int nroutes;
-    http_auth_fn auth;
-    void *app;
+    http_router_t router;
     int port;
     metrics_t *metrics;
 };
@@ -28,7 +25,17 @@ typedef struct {
 } upload_t;
 
 const char *http_query(const http_req_t *req, const char *name) {
-    return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+    return req->lookup ? req->lookup(req->lookup_ctx, HTTP_QUERY, name) : NULL;
+}
+
+const char *http_header(const http_req_t *req, const char *name) {
+    return req->lookup ? req->lookup(req->lookup_ctx, HTTP_HEADER, name) : NULL;
+}
+
+/* The server's lookup: the connection's arguments and headers, as MHD decoded them. */
+static const char *s_lookup(void *ctx, http_kind_t kind, const char *name) {
+    return MHD_lookup_connection_value(
+        ctx, kind == HTTP_QUERY ? MHD_GET_ARGUMENT_KIND : MHD_HEADER_KIND, name);
 }
 
 void http_json(http_resp_t *resp, int status, json_t *body) {
@@ -122,11 +129,11 @@ static enum MHD_Result s_send(struct MHD_Connection *conn, http_resp_t *resp) {
     return ok;
 }
 
-static void s_dispatch(http_t *self, http_req_t *req, http_resp_t *resp) {
-    char scratch[1024];
+static void s_dispatch(const http_router_t *router, http_req_t *req, http_resp_t *resp) {
+    char scratch[HTTP_PATH_MAX_BYTES];
     bool path_matched = false;
-    for (int i = 0; i < self->nroutes; i++) {
-        const http_route_t *rt = &self->routes[i];
+    for (int i = 0; i < router->nroutes; i++) {
+        const http_route_t *rt = &router->routes[i];
         if (!s_match(rt->pattern, req->path, req->params, scratch, sizeof scratch)) {
             continue;
         }
@@ -136,21 +143,36 @@ static void s_dispatch(http_t *self, http_req_t *req, http_resp_t *resp) {
         }
         req->route = rt;
         if (!rt->open) {
-            const char *h = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND,
-                                                        MHD_HTTP_HEADER_AUTHORIZATION);
+            const char *h = http_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
             if (!h || strncmp(h, "Bearer ", 7) != 0 ||
-                self->auth(self->app, h + 7, req->user_id) != 0) {
+                router->auth(router->app, h + 7, req->user_id) != 0) {
                 http_error(resp, 401, "Unauthorized.", "a valid Bearer token is required");
                 return;
             }
         }
-        rt->fn(self->app, req, resp);
+        rt->fn(router->app, req, resp);
         return;
     }
     if (path_matched) {
         http_error(resp, 405, "Method not allowed.", NULL);
     } else {
         http_error(resp, 404, "Not found.", NULL);
+    }
+}
+
+void http_handle(const http_router_t *router, http_req_t *req, http_resp_t *resp) {
+    req->route = NULL;
+    if (req->body_too_large) {
+        char d[64];
+        snprintf(d, sizeof d, "the body exceeds %d bytes", HTTP_BODY_MAX_BYTES);
+        http_error(resp, 413, "Request body too large.", d);
+    } else {
+        s_dispatch(router, req, resp);
+    }
+    /* The parameters pointed into s_dispatch's copy of the path. */
+    memset(req->params, 0, sizeof req->params);
+    if (resp->status == 0) {
+        http_error(resp, 500, "Internal error.", "the handler produced no response");
     }
 }
 
@@ -183,21 +205,14 @@ static enum MHD_Result s_access(void *cls, struct MHD_Connection *conn, const ch
         return MHD_YES;
     }
     http_resp_t resp = {0};
-    http_req_t req = {.conn = conn,
+    http_req_t req = {.lookup = s_lookup,
+                      .lookup_ctx = conn,
                       .method = method,
                       .path = url,
                       .body = up->body ? up->body : "",
-                      .body_len = up->len};
-    if (up->too_large) {
-        char d[64];
-        snprintf(d, sizeof d, "the body exceeds %d bytes", HTTP_BODY_MAX_BYTES);
-        http_error(&resp, 413, "Request body too large.", d);
-    } else {
-        s_dispatch(self, &req, &resp);
-    }
-    if (resp.status == 0) {
-        http_error(&resp, 500, "Internal error.", "the handler produced no response");
-    }
+                      .body_len = up->len,
+                      .body_too_large = up->too_large};
+    http_handle(&self->router, &req, &resp);
     enum MHD_Result ok = s_send(conn, &resp);
     int64_t ms = id_now_ms() - up->started_ms;
     if (self->metrics) {
@@ -243,10 +258,7 @@ http_t *http_new(const char *listen, const http_route_t *routes, int nroutes, ht
         return NULL;
     }
     http_t *self = mem_calloc(1, sizeof *self);
-    self->routes = routes;
-    self->nroutes = nroutes;
-    self->auth = auth;
-    self->app = app;
+    self->router = (http_router_t){routes, nroutes, auth, app};
     self->metrics = metrics;
     /* A thread per connection: a stream blocks in its content reader until it has something
      * to send, and ordinary requests block on PostgreSQL; poll(), not select(), so more than

@@ -1,8 +1,10 @@
 /*
- * http: the gateway's HTTP server on libmicrohttpd (a thread per connection).
- * Routes are a table of method + path pattern ("{}" matches one segment); the body is
- * collected up to a byte cap (413 beyond it), the bearer token resolved to a user before
- * an authenticated route runs (401 without one), and handlers fill an http_resp_t.
+ * http: the gateway's HTTP server on libmicrohttpd (a thread per connection) and its request
+ * handling. Routes are a table of method + path pattern ("{}" matches one segment); the body is
+ * collected up to a byte cap (413 beyond it), the bearer token resolved to a user before an
+ * authenticated route runs (401 without one), and handlers fill an http_resp_t.
+ * http_handle() is that handling without a connection: the server calls it for each request
+ * with a lookup that reads the connection, unit tests and the fuzz target with a table.
  */
 #ifndef CHATFLEET_HTTP_H
 #define CHATFLEET_HTTP_H
@@ -15,21 +17,29 @@
 #include "metrics.h"
 
 #define HTTP_MAX_PARAMS      4
+#define HTTP_PATH_MAX_BYTES  1024          /* paths this long or longer match no route (404) */
 #define HTTP_BODY_MAX_BYTES  (1024 * 1024) /* request bodies above this get 413 */
 #define HTTP_CONNECTIONS_MAX 8192          /* open connections, streams included */
 #define HTTP_THREAD_STACK_BYTES                                                                    \
     (1024 * 1024) /* per connection thread (virtual; touched                                       \
                      pages only are resident) */
 
-struct MHD_Connection;
+/* What a request lookup reads: a query-string argument or a header. */
+typedef enum { HTTP_QUERY, HTTP_HEADER } http_kind_t;
+
+/* The value of the query argument or header (header names case-insensitive) called name, or
+ * NULL when absent; the value lives as long as the request. */
+typedef const char *(*http_lookup_fn)(void *ctx, http_kind_t kind, const char *name);
 
 typedef struct {
-    struct MHD_Connection *conn;
+    http_lookup_fn lookup; /* query arguments and headers; NULL: the request has none */
+    void *lookup_ctx;
     const char *method;
     const char *path;
     const char *body; /* NUL-terminated; body_len bytes */
     size_t body_len;
-    const char *params[HTTP_MAX_PARAMS]; /* the "{}" segments of the route, in order */
+    bool body_too_large;                 /* the server stopped collecting it: 413 */
+    const char *params[HTTP_MAX_PARAMS]; /* the "{}" segments, in order (during the handler) */
     char user_id[ID_UUID_LEN + 1];       /* the authenticated caller ("" on open routes) */
     const struct http_route *route;      /* the matched route, or NULL */
 } http_req_t;
@@ -54,6 +64,24 @@ typedef struct http_route {
     bool open; /* no authentication */
 } http_route_t;
 
+/* What request handling needs: the routes (the first match wins), the bearer check and the
+ * state every handler is given. */
+typedef struct {
+    const http_route_t *routes;
+    int nroutes;
+    http_auth_fn auth;
+    void *app;
+} http_router_t;
+
+/* Handles one request into resp (zeroed by the caller): 413 when req->body_too_large; else
+ * the first route whose pattern matches the path and whose method is req->method, 405 when
+ * only routes of other methods match the path, 404 when none does; on a route that is not
+ * open, 401 unless the Authorization header is "Bearer <token>" and auth accepts the token
+ * (filling req->user_id); then the handler, and 500 when it left no status. req->route is
+ * the matched route, a refused one included (NULL on 404, 405 and 413). The caller frees
+ * resp->body and sends or destroys resp->raw. */
+void http_handle(const http_router_t *router, http_req_t *req, http_resp_t *resp);
+
 typedef struct http http_t;
 
 /* Starts serving on host:port; every request is counted in metrics (may be NULL). NULL
@@ -67,6 +95,9 @@ int http_port(const http_t *self);
 
 /* A query-string argument, or NULL. */
 const char *http_query(const http_req_t *req, const char *name);
+
+/* A request header (the name is case-insensitive), or NULL. */
+const char *http_header(const http_req_t *req, const char *name);
 
 /* Sets a JSON response; steals the reference to body (may be NULL for an empty 204). */
 void http_json(http_resp_t *resp, int status, json_t *body);

@@ -7,7 +7,6 @@
 #include "relay.h"
 
 #include <errno.h>
-#include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,7 +316,7 @@ void stream_handle(void *app, http_req_t *req, http_resp_t *resp) {
     int64_t after = 0;
     int64_t last_event = 0;
     const char *a = http_query(req, "after_id");
-    const char *lei = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Last-Event-ID");
+    const char *lei = http_header(req, "Last-Event-ID");
     if ((a && s_after_id(a, &after) != 0) || (lei && s_after_id(lei, &last_event) != 0)) {
         http_invalid(resp, a && s_after_id(a, &after) != 0 ? "after_id" : "Last-Event-ID",
                      "Invalid after_id parameter.");
