@@ -13,6 +13,12 @@ typedef struct pool pool_t;
 
 /* Opens size connections to url. NULL (logged) when the first cannot be opened. */
 pool_t *pool_new(const char *url, int size, const char *application_name);
+
+/* Opens size connections to conninfo and keeps each, whether or not it connected: one that
+ * did not fails every query like a connection whose server went away, and pool_put() tries
+ * to reset it. Never NULL. For tests of what the gateway answers without a database (with
+ * "host=/nonexistent" every attempt fails at once, with no network involved). */
+pool_t *pool_new_unverified(const char *conninfo, int size);
 void pool_destroy(pool_t **self_p);
 
 /* Borrows a connection; never NULL. Give it back with pool_put(). */
