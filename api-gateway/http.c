@@ -45,15 +45,61 @@ void http_json(http_resp_t *resp, int status, json_t *body) {
     json_decref(body);
 }
 
+/* The length of the UTF-8 character (RFC 3629) at s, or 0 when none starts there. */
+static size_t s_utf8_char(const unsigned char *s) {
+    unsigned char c = s[0];
+    if (c < 0x80) {
+        return 1;
+    }
+    size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
+    /* The second byte's range excludes overlong forms, surrogates and code points over
+     * U+10FFFF. */
+    unsigned char lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+    unsigned char hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+    if (n == 0 || s[1] < lo || s[1] > hi) {
+        return 0;
+    }
+    for (size_t i = 2; i < n; i++) {
+        if (s[i] < 0x80 || s[i] > 0xbf) {
+            return 0;
+        }
+    }
+    return n;
+}
+
+/* A JSON string of s without its bytes that are not UTF-8: a field or detail cut to a
+ * fixed-size buffer can end inside a character, and jansson refuses such a string whole. */
+static json_t *s_string(const char *s) {
+    size_t len = strlen(s);
+    char *clean = mem_alloc(len + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t n = s_utf8_char((const unsigned char *)s + i);
+        memcpy(clean + o, s + i, n);
+        o += n;
+        i += n ? n : 1;
+    }
+    clean[o] = '\0';
+    json_t *v = json_string(clean);
+    free(clean);
+    return v;
+}
+
 static void s_envelope(http_resp_t *resp, int status, const char *message, const char *detail,
                        const char *field) {
-    json_t *e = json_pack("{s:s}", "message", message);
+    json_t *e = json_object();
+    json_object_set_new(e, "message", s_string(message));
     if (detail) {
-        json_object_set_new(e, "detail", json_string(detail));
+        json_object_set_new(e, "detail", s_string(detail));
     }
     if (field) {
-        json_object_set_new(e, "validations",
-                            json_pack("[{s:s,s:s}]", "field", field, "detail", detail));
+        json_t *v = json_object();
+        json_object_set_new(v, "field", s_string(field));
+        json_object_set_new(v, "detail", s_string(detail ? detail : ""));
+        json_object_set_new(e, "validations", json_pack("[o]", v)); /* steals v */
     }
     http_json(resp, status, e);
 }
