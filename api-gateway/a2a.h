@@ -1,6 +1,6 @@
 /*
- * a2a: the gateway's A2A v1.0 JSON-RPC binding (reference a2a-structured-output-extension.md
- * for the structured-output extension; api-gateway/README.md "A2A" for the mapping).
+ * a2a: the gateway's A2A v1.0 JSON-RPC binding (ARCHITECTURE.md §8, "A2A", for the
+ * structured-output extension; api-gateway/README.md "A2A" for the mapping).
  *
  *   GET  /.well-known/agent-card.json   the agent card (no auth), declaring the extension
  *   POST /a2a                           JSON-RPC 2.0: SendMessage, SendStreamingMessage (SSE),

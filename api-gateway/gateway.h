@@ -60,7 +60,7 @@ int gateway_only_fields(json_t *obj, const char *const *allowed, const char *pre
  * naming content[i] on failure; empty arrays only when empty_ok. */
 char *gateway_content(json_t *content, const char *field, bool empty_ok, http_resp_t *resp);
 
-/* A request's response_format, validated and compiled (structured-output-plan.md §3.1). */
+/* A request's response_format, validated and compiled (ARCHITECTURE.md §8). */
 typedef struct {
     bool given; /* present and not null */
     bool structured;

@@ -3,7 +3,7 @@
  * update and part topics of the chats that have streams, and wakes those streams: an update
  * hint (or the poller, every CHATFLEET_STREAM_POLL_MS) marks them for a sync, a live part is
  * queued on them. Hints are only hints: a stream that misses one still catches up on the
- * next poll (reference chatd-architecture.md, "How pubsub notifications trigger sync").
+ * next poll (ARCHITECTURE.md §9).
  *
  * One thread owns the subscriber; streams register and unregister from any thread.
  */

@@ -1,5 +1,5 @@
 /*
- * chatfleet-gateway: the API gateway process (DESIGN §7, §12).
+ * chatfleet-gateway: the API gateway process (ARCHITECTURE.md §1.1, §11).
  *
  *   chatfleet-gateway [serve]       serve HTTP on CHATFLEET_HTTP_LISTEN
  *   chatfleet-gateway migrate       apply migrations and exit (safe to run concurrently)

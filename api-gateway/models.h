@@ -1,6 +1,6 @@
 /*
- * models: the model configs the deployment offers, from the config file (DESIGN §12) or the
- * built-in `sim` model, written into model_configs at start so chats can reference them.
+ * models: the model configs the deployment offers, from the config file (ARCHITECTURE.md §10) or
+ * the built-in `sim` model, written into model_configs at start so chats can reference them.
  */
 #ifndef CHATFLEET_MODELS_H
 #define CHATFLEET_MODELS_H

@@ -252,8 +252,8 @@ static void s_update(void *app, http_req_t *req, http_resp_t *resp) {
     if (!(chat = gateway_chat_json(conn, req->params[0], req->user_id, resp))) {
         goto done;
     }
-    /* No change of archived, no transition (reference: PATCH /chats/{chat}); the request is
-     * refused as a whole, title included (api-shapes.md §2.1). */
+    /* No change of archived, no transition: the request is refused as a whole, title
+     * included (ARCHITECTURE.md §11). */
     if (u.archived && json_equal(u.archived, json_object_get(chat, "archived"))) {
         http_error(resp, 400,
                    json_is_true(u.archived) ? "Chat is already archived."
@@ -325,7 +325,7 @@ static void s_clear(void *app, http_req_t *req, http_resp_t *resp) {
 
 static void s_reconcile(void *app, http_req_t *req, http_resp_t *resp) {
     s_simple(app, req, resp, s_reconcile_step, NULL, 200);
-    /* The only conflict reconcile has is a valid state (api-shapes.md §2). */
+    /* The only conflict reconcile has is a valid state (ARCHITECTURE.md §4.3). */
     if (resp->status == 409) {
         http_error(resp, 409, "Chat is not in an invalid state.", NULL);
     }

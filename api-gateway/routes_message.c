@@ -38,7 +38,7 @@ static int s_id_param(const char *s, int64_t *out) {
 }
 
 /* A message or queued-message id that is not a positive integer: 400 on the caller's chat
- * (api-shapes.md §2.1), but 404 first when the chat is not theirs, as on every route. */
+ * (ARCHITECTURE.md §11), but 404 first when the chat is not theirs, as on every route. */
 static void s_bad_id(gateway_t *gw, const http_req_t *req, http_resp_t *resp, const char *message) {
     PGconn *conn = pool_get(gw->pool);
     json_t *chat = gateway_chat_json(conn, req->params[0], req->user_id, resp);

@@ -184,7 +184,7 @@ static void s_catch_up(stream_t *s) {
     }
 }
 
-/* One sync: one read transaction, then the events in the reference's order. */
+/* One sync: one read transaction, then the events in the order of ARCHITECTURE.md §7.3. */
 static void s_sync(stream_t *s) {
     PGconn *conn = pool_get(s->gw->pool);
     const char *p[] = {s->chat_id, s->user_id};

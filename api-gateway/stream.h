@@ -1,6 +1,6 @@
 /*
- * stream: GET /api/v2/chats/{id}/stream, Server-Sent Events implementing the stream loop
- * of reference/chatd-architecture.md ("Stream loop") and api-shapes.md §4.
+ * stream: GET /api/v2/chats/{id}/stream, Server-Sent Events implementing the stream of
+ * ARCHITECTURE.md §7.3.
  *
  * Each open stream is a feed (feed.h) on its own MHD connection thread, woken when the hub
  * marks a sync due (an update hint or the poller) or a live part arrives. A sync is one REPEATABLE

@@ -1,5 +1,5 @@
 /*
- * broker: the chatfleet broker as one CZMQ actor (DESIGN §6, proto/README.md).
+ * broker: the chatfleet broker as one CZMQ actor (ARCHITECTURE.md §9, proto/README.md).
  *
  * It binds three sockets and serves them from one loop: an XSUB that publishers connect to,
  * proxied to an XPUB that subscribers connect to (hints and live parts), and a ROUTER for

@@ -136,7 +136,7 @@ static void s_on_assistant(s_ask_t *a, json_t *m) {
         if (s_text_visible(a)) {
             s_out(a, text + strlen(before));
         }
-    } /* else a rewrite that deltas cannot express: suppressed, as the reference does */
+    } /* else a rewrite that deltas cannot express: suppressed (cli/README.md) */
     free(p->text);
     p->text = text;
     free(a->shown);

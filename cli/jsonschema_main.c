@@ -1,6 +1,6 @@
 /*
  * chatfleet-jsonschema: checks JSON instances against a Draft-07 schema with the same strict
- * boundary and validator the servers use (DESIGN §12).
+ * boundary and validator the servers use (ARCHITECTURE.md §11).
  *
  *   chatfleet-jsonschema check SCHEMA_FILE [INSTANCE_FILE...]     ("-" reads stdin)
  *

@@ -5,8 +5,7 @@
  * resuming after the newest message id seen (after_id). The server replays the current
  * episode's parts and changed messages on every dial; this module drops what the caller has
  * already been given, so each message revision and each part (history_version,
- * generation_attempt, seq) reaches the callback once (reference ai-sdk-agent-client.md,
- * "Handling errors").
+ * generation_attempt, seq) reaches the callback once (ARCHITECTURE.md §7.3, "Resume").
  */
 #ifndef CHATFLEET_CLI_STREAM_H
 #define CHATFLEET_CLI_STREAM_H

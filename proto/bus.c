@@ -218,8 +218,8 @@ void bus_subscriber_counters(bus_subscriber_t *self, bus_sub_counters_t *out) {
     *out = self->counters;
 }
 
-/* Applies the watermark (reference "Notification emission rules": a hint at or below the
- * highest snapshot_version processed for the chat is discarded). True when msg is fresh. */
+/* Applies the watermark (ARCHITECTURE.md §9: a hint at or below the highest
+ * snapshot_version processed for the chat is discarded). True when msg is fresh. */
 static bool s_fresh(bus_subscriber_t *self, const wire_msg_t *msg) {
     const char *chat_id = NULL;
     int64_t version = 0;

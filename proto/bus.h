@@ -1,5 +1,5 @@
 /*
- * bus: the pub/sub side of the broker, for processes (DESIGN §6, proto/README.md "Bus").
+ * bus: the pub/sub side of the broker, for processes (ARCHITECTURE.md §9, proto/README.md "Bus").
  *
  * A publisher sends hints (after COMMIT, through the hint_sink_t of bus_publisher_sink) and
  * live parts; it never blocks: when the pipe to the broker is full the message is dropped

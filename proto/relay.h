@@ -1,6 +1,6 @@
 /*
  * relay: catch-up requests for the buffered parts of an episode, through the broker's
- * ROUTER, addressed by worker id (DESIGN §6; reference "Relay mechanism", "Parts endpoint").
+ * ROUTER, addressed by worker id (ARCHITECTURE.md §9).
  *
  * A relay client (a gateway stream) asks one worker for the parts of (chat_id,
  * history_version, generation_attempt) after a seq and gets a relay_reply: the parts, or

@@ -277,7 +277,7 @@ static int s_check_reply_items(const wire_reply_t *r, char *errbuf, size_t errle
         if (s_check_fields(s_item, S_N(s_item), &r->parts[i], errbuf, errlen) != 0) {
             return -1;
         }
-        /* Relay delivery is contiguous (reference "Parts endpoint"); a gap is malformed. */
+        /* Relay delivery is contiguous (ARCHITECTURE.md §9); a gap is malformed. */
         if (r->episode.after_seq > INT64_MAX - (int64_t)PROTO_REPLY_MAX_PARTS - 1 ||
             r->parts[i].seq != r->episode.after_seq + 1 + (int64_t)i) {
             s_err(errbuf, errlen, "parts[%zu].seq: not contiguous after after_seq", i);

@@ -58,7 +58,7 @@ static int s_acquire_one(self_t *self) {
     const char *sp[] = {stale};
     if (self->args.max_chats > 0) {
         /* A chat holds a slot while a worker owns it with a fresh heartbeat, whatever its
-         * state (reference "Concurrent agent limiter"). */
+         * state (ARCHITECTURE.md §6.2). */
         PGresult *res = db_query(conn, &e, err, sizeof err,
                                  "SELECT count(*) FROM chat_heartbeats h JOIN chats c"
                                  " ON c.id = h.chat_id AND c.runner_id = h.runner_id"

@@ -1,6 +1,5 @@
 /*
- * acquirer: the acquisition loop actor (reference chatd-architecture.md, "Acquisition
- * loop" and "Concurrent agent limiter"; DESIGN §8).
+ * acquirer: the acquisition loop actor (ARCHITECTURE.md §6.2).
  *
  * Wakes on chat:ownership hints and on a poll timer. Each pass takes chats one transaction
  * at a time: under the deployment-wide limiter (a transaction-scoped advisory lock, waited

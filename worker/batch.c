@@ -164,8 +164,8 @@ static void s_answer(batch_t *r, const json_t *calls, s_answer_t *an) {
 }
 
 /* Replaces each tool call's args_text by the value the strict boundary parsed from it, or by
- * the placeholder {} when it refused (structured-output-plan.md §5.2, pre-persistence
- * screening): the raw bytes are never stored. Refusals go to rejected. */
+ * the placeholder {} when it refused (ARCHITECTURE.md §8, the finalizer loop: screening
+ * before persistence): the raw bytes are never stored. Refusals go to rejected. */
 static void s_screen(json_t *content, json_t *rejected) {
     size_t i;
     json_t *p;

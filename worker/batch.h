@@ -1,6 +1,6 @@
 /*
- * batch: the rows of one CommitStep built from a model batch (structured-output-plan.md
- * §5.2): the assistant row, screened by the strict JSON boundary before it is stored, with its
+ * batch: the rows of one CommitStep built from a model batch (ARCHITECTURE.md §8): the
+ * assistant row, screened by the strict JSON boundary before it is stored, with its
  * step metadata while a structured request is open; then one tool row per call the worker
  * answers: local tools run, refused arguments and refused batches answered with bounded
  * errors, the finalizer's submission checked (an acknowledgment plus candidate metadata, or

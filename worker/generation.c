@@ -60,7 +60,7 @@ typedef struct {
     const char *error_json;
     int64_t attempt;
     /* A structured request this bundle closes with its receipt, written right before the
-     * FinishTurn or FinishError (structured-output-plan.md §5.4); NULL: none. */
+     * FinishTurn or FinishError (ARCHITECTURE.md §8, "Receipts"); NULL: none. */
     const char *receipt_id;
     const char *receipt_status;
     const char *receipt_code;
@@ -243,8 +243,7 @@ typedef struct {
 
 static void s_on_part(void *arg, const char *part_json) {
     s_stream_t *s = arg;
-    /* Best-effort: a full or closed episode drops the part (reference "Generation
-     * goroutine"). */
+    /* Best-effort: a full or closed episode drops the part (ARCHITECTURE.md §7.3). */
     (void)partbuf_add(s->ctx->env->partbuf, s->ctx->chat_id, s->ctx->fence.history_version,
                       s->attempt, "assistant", part_json, strlen(part_json));
 }
@@ -268,7 +267,7 @@ static json_t *s_tools_on_offer(const json_t *dynamic_tools, const structured_tu
 }
 
 /* The prompt: the model-visible rows, with the finalizer's instruction first when a request
- * is open (it is never stored: structured-output-plan.md §5.1 rule 5). New reference. */
+ * is open (it is never stored: ARCHITECTURE.md §8). New reference. */
 static json_t *s_prompt(const history_t *h, const structured_turn_t *turn) {
     json_t *prompt = json_array();
     if (turn) {

@@ -1,6 +1,5 @@
 /*
- * generation: one step of the generation task (reference chatd-architecture.md,
- * "Generation goroutine"; DESIGN §8).
+ * generation: one step of the generation task (ARCHITECTURE.md §7.3).
  *
  * Loads the model-visible history under the fence and decides: run pending local tools
  * (CommitStep with their results), enter requires_action for pending dynamic tools, finish
@@ -17,7 +16,7 @@
  * the finalizer, screens every tool call's raw arguments before the assistant row is stored,
  * checks submissions, stamps the step's metadata on its rows, and ends the request with its
  * receipt in the bundle of the FinishTurn or FinishError that ends the turn
- * (structured-output-plan.md §5.2–5.4; worker/README.md, "Structured output").
+ * (ARCHITECTURE.md §8; worker/README.md, "Structured output").
  */
 #ifndef CHATFLEET_GENERATION_H
 #define CHATFLEET_GENERATION_H

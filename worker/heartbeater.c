@@ -65,7 +65,7 @@ static PGresult *s_renew(self_t *self, const lease_t *leases, size_t n) {
     const char *p[] = {chats, runners, stale, self->args.worker_id};
     db_err_t e;
     /* statement_timestamp() is read after the lock was granted, so a lease an admission
-     * counted as stale cannot be renewed afterwards (reference "Heartbeat loop"). */
+     * counted as stale cannot be renewed afterwards (ARCHITECTURE.md §6.1). */
     PGresult *res = db_query(
         conn, &e, err, sizeof err,
         "UPDATE chat_heartbeats hb SET heartbeat_at = statement_timestamp()"

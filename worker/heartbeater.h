@@ -1,6 +1,5 @@
 /*
- * heartbeater: the heartbeat loop actor (reference chatd-architecture.md, "Heartbeat
- * loop" and "Heartbeat cleanup loop"; DESIGN §8).
+ * heartbeater: the heartbeat loop actor (ARCHITECTURE.md §6.1).
  *
  * Every heartbeat_ms it renews, in one statement and under the limiter's advisory lock,
  * the leases in the lease set whose heartbeat is still fresh and whose chat this worker's

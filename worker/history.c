@@ -56,7 +56,7 @@ static PGresult *s_query(PGconn *conn, const char *chat_id, const char *sql, int
     return res;
 }
 
-/* The governing request and its evidence rows (structured-output-plan.md §5.1), inside the
+/* The governing request and its evidence rows (ARCHITECTURE.md §8), inside the
  * open transaction. Evidence is read by request UUID over all active rows, not only from the
  * latest context boundary, so that compaction cannot reset a budget; a receipt anywhere
  * closes the request for good. Returns 0, or -1 (rolled back) on a database failure. */

@@ -1,8 +1,8 @@
 /*
  * history: what a worker task reads from the database, always under the chat row lock and
- * a fence (reference chatd-architecture.md, "Runner goroutines": a task never mixes reads
- * from states with differing history versions, statuses or runners), and the generation
- * step's decision over the model-visible history ("Generation goroutine").
+ * a fence (ARCHITECTURE.md §5.2: a task never mixes reads from states with differing
+ * history versions, statuses or runners), and the generation step's decision over the
+ * model-visible history (ARCHITECTURE.md §7.3).
  *
  * history_load is the only read a generation task makes; chatstate is the only writer.
  */
@@ -32,7 +32,7 @@ typedef struct {
     json_t *messages;       /* owned: [{"id", "role", "content"}], model-visible, oldest first */
     json_t *model;          /* owned: {"id","name","provider","model","base_url","api_key_env",
                                "native_structured_output"} or null when none resolves */
-    /* The governing structured request (structured-output-plan.md §5.1): the latest real
+    /* The governing structured request (ARCHITECTURE.md §8): the latest real
      * user row (role user, not deleted, visibility not 'model') when it carries a request
      * and no receipt closes it yet. request_id is "" when none is open. */
     char request_id[ID_UUID_LEN + 1];

@@ -1,6 +1,6 @@
 /*
  * chatfleet-worker: acquires runnable chats, drives the model and tool loop, and commits
- * every outcome through the fenced state machine (DESIGN §8; worker/README.md).
+ * every outcome through the fenced state machine (ARCHITECTURE.md §1.2; worker/README.md).
  *
  * Prints its effective settings, runs until SIGTERM or SIGINT, then shuts down gracefully:
  * stop acquiring, cancel tasks, Abandon every owned chat so another worker takes over at

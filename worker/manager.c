@@ -215,7 +215,7 @@ static void s_free_entry_if_done(self_t *self, s_entry_t *e) {
 }
 
 /* Cancels every task of the runner, stops its lease and hints; frees it once its tasks
- * have all ended (reference "Runner cleanup"). */
+ * have all ended (ARCHITECTURE.md §1.2). */
 static void s_cleanup(self_t *self, s_entry_t *e, const char *why) {
     if (e->dying) {
         return;
@@ -297,7 +297,7 @@ static void s_on_spawn(self_t *self, const hint_update_t *row) {
     zlistx_add_end(self->entries, e);
     self->spawned++;
     leaseset_add(self->args.leases, row->chat_id, row->runner_id);
-    /* Subscribe before the first read (reference "Chat runner"): the Acquire row is the
+    /* Subscribe before the first read (ARCHITECTURE.md §7.2): the Acquire row is the
      * first state, and the sync asked for below covers anything published in between. */
     char topic[PROTO_TOPIC_MAX_BYTES];
     snprintf(topic, sizeof topic, "%s%s", PROTO_TOPIC_UPDATE, row->chat_id);

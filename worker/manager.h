@@ -1,10 +1,9 @@
 /*
- * manager: the runner manager actor (reference chatd-architecture.md, "Runner manager";
- * DESIGN §8). It hosts every runner of this worker, carries out their actions (spawning
- * and cancelling tasks, cleanups), keeps the lease set the heartbeater renews, subscribes
- * to each owned chat's update hints, and runs the database sync loop (one query for every
- * owned chat, on its own thread so that the main loop never blocks) whose rows it forwards
- * to the runners.
+ * manager: the runner manager actor (ARCHITECTURE.md §1.2). It hosts every runner of this worker,
+ * carries out their actions (spawning and cancelling tasks, cleanups), keeps the lease set the
+ * heartbeater renews, subscribes to each owned chat's update hints, and runs the database sync loop
+ * (one query for every owned chat, on its own thread so that the main loop never blocks) whose rows
+ * it forwards to the runners.
  *
  * Inbox (a PULL socket bound at args->env->inbox; anyone in the process may PUSH):
  *   ["SPAWN"][hint_update_t]        the acquirer took a chat: its committed Acquire row

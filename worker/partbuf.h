@@ -1,6 +1,6 @@
 /*
- * partbuf: the worker's in-memory buffer of live message parts, per episode (reference
- * chatd-architecture.md, "Message part buffer"; DESIGN §8).
+ * partbuf: the worker's in-memory buffer of live message parts, per episode
+ * (ARCHITECTURE.md §7.3, §9).
  *
  * An episode is (chat_id, history_version, generation_attempt): one model call. The
  * generation task creates it, adds every streamed part (each is also published live on the

@@ -1,6 +1,6 @@
 /*
- * runner: the event processing of one chat runner (reference chatd-architecture.md,
- * "Chat runner" through "Event processing"), as a pure state machine.
+ * runner: the event processing of one chat runner (ARCHITECTURE.md §1.3), as a pure state
+ * machine.
  *
  * A runner is scoped to one (chat, runner_id). It is fed events (update hints, rows of the
  * manager's sync loop, the rows its own tasks committed) and answers, for each, what must
@@ -8,8 +8,7 @@
  * spawn a task of a kind with a fence (status, history version). It performs no I/O and
  * owns no threads: the manager hosts every runner in its loop and carries out the actions.
  * That keeps the rules unit-testable, and costs an idle chat a few hundred bytes instead of
- * a thread (DESIGN §8 draws the runner as an actor; see worker/README.md, "Why runners are
- * not threads").
+ * a thread (ARCHITECTURE.md §1.2; worker/README.md, "Why runners are not threads").
  */
 #ifndef CHATFLEET_RUNNER_H
 #define CHATFLEET_RUNNER_H
@@ -39,7 +38,7 @@ void runner_destroy(runner_t **self_p);
 const char *runner_chat_id(const runner_t *self);
 const char *runner_runner_id(const runner_t *self);
 
-/* Processes one event, the ten steps of "Event processing" in order, and fills *act. When
+/* Processes one event, the ten steps of ARCHITECTURE.md §1.3 in order, and fills *act. When
  * act->spawn is set the caller spawns the task and reports its id with runner_set_active. */
 void runner_on_event(runner_t *self, const hint_update_t *ev, runner_action_t *act);
 

@@ -1,6 +1,6 @@
 /*
- * structured: the worker's pure structured-output logic (issue 7 item 2; structured-output-
- * plan.md §5.1–5.3): the state of the governing request rebuilt from durable evidence rows,
+ * structured: the worker's pure structured-output logic (issue 7 item 2; ARCHITECTURE.md
+ * §8): the state of the governing request rebuilt from durable evidence rows,
  * the finalizer tool, the classification of a model batch, the check of a submission, and the
  * step decision. No I/O; generation.c reads the rows and commits what this module decides.
  *

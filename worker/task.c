@@ -125,7 +125,7 @@ task_rc_t task_bundle(task_ctx_t *ctx, PGconn *conn, task_bundle_fn *fn, void *a
     }
 }
 
-/* --- Interrupt (reference "Interrupt goroutine"). --- */
+/* --- Interrupt (ARCHITECTURE.md §1.2). --- */
 
 typedef struct {
     const cs_fence_t *fence;
@@ -197,7 +197,7 @@ void task_count_model_call(task_counters_t *c, int64_t ms) {
     atomic_fetch_add(&c->model_ms_sum, ms);
 }
 
-/* --- Requires-action deadline (reference "Dynamic tools timeout goroutine"). --- */
+/* --- Requires-action deadline (ARCHITECTURE.md §1.2). --- */
 
 static int s_cancel_ra(chatstate_t *cs, void *arg, cs_error_t *err) {
     return chatstate_cancel_requires_action(cs, arg, "timed out", err);
@@ -226,7 +226,7 @@ static task_rc_t s_deadline(task_ctx_t *ctx, PGconn **conn) {
     return task_bundle(ctx, *conn, s_cancel_ra, &ctx->fence, "CancelRequiresAction");
 }
 
-/* --- Abandon (reference "Abandon chat goroutine"). --- */
+/* --- Abandon (ARCHITECTURE.md §1.2). --- */
 
 static int s_abandon_fn(chatstate_t *cs, void *arg, cs_error_t *err) {
     return chatstate_abandon(cs, arg, err);

@@ -1,6 +1,6 @@
 /*
  * task: the side effects a runner spawns, each on its own thread with a pooled connection
- * (reference chatd-architecture.md, "Runner goroutines"): generation, interrupt,
+ * (ARCHITECTURE.md §1.2): generation, interrupt,
  * requires-action deadline and abandon.
  *
  * A task carries the fence it was spawned with (worker, runner, status, history version)

@@ -1,5 +1,5 @@
 /*
- * tools: the worker's local tools, which run inside the generation task (DESIGN §8).
+ * tools: the worker's local tools, which run inside the generation task (ARCHITECTURE.md §7.3).
  *
  * A small, safe set: nothing here touches the file system, the network or the process.
  * Dynamic tools are not here: they are declared by the client on the chat and executed by

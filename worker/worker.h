@@ -1,8 +1,8 @@
 /*
- * worker: one chatfleet-worker, assembled (DESIGN §8): its id, the bus publisher, the part
- * buffer and its relay, the lease set, the task environment and the three actors
- * (acquirer, heartbeater, manager). main.c parses config and calls worker_new; tests can
- * run a worker in-process the same way.
+ * worker: one chatfleet-worker, assembled (ARCHITECTURE.md §1.2): its id, the bus publisher, the
+ * part buffer and its relay, the lease set, the task environment and the three actors (acquirer,
+ * heartbeater, manager). main.c parses config and calls worker_new; tests can run a worker
+ * in-process the same way.
  *
  * Shutdown (worker_shutdown) is the graceful path of SIGTERM: stop acquiring, cancel every
  * task, Abandon every owned chat (publishing ownership hints, so another worker takes each

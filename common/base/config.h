@@ -1,6 +1,7 @@
 /*
- * config: the effective settings of a process, from the environment (CHATFLEET_*, DESIGN
- * §12) over built-in defaults (DESIGN §10). Every process prints them once at start.
+ * config: the effective settings of a process, from the environment (CHATFLEET_*,
+ * ARCHITECTURE.md §11) over built-in defaults (ARCHITECTURE.md §10). Every process prints them once
+ * at start.
  */
 #ifndef CHATFLEET_CONFIG_H
 #define CHATFLEET_CONFIG_H

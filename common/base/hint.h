@@ -1,6 +1,6 @@
 /*
- * hint: the notifications a committed transition bundle emits (DESIGN §6; reference
- * chatd-architecture.md, "Notification emission rules"), and the sink they are handed to.
+ * hint: the notifications a committed transition bundle emits (ARCHITECTURE.md §9), and the
+ * sink they are handed to.
  *
  * Hints are best-effort and post-commit: receivers must tolerate drops, duplicates and
  * reordering, and keep a per-chat snapshot_version watermark. The state machine fills

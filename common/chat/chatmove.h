@@ -1,8 +1,8 @@
 /*
  * chatmove: the execution states of a chat, the transitions, and the table of allowed moves
- * between them (reference chatd-architecture.md, "Execution states" and "Execution state
- * transition diagram"). Pure data and classification: no I/O. common/chatstate consults it
- * for every transition; the table is the single place that says what may happen.
+ * between them (ARCHITECTURE.md §4: a legend of every state name, and the move table). Pure data
+ * and classification: no I/O. common/chatstate consults it for every transition; the table is the
+ * single place that says what may happen.
  */
 #ifndef CHATFLEET_CHATMOVE_H
 #define CHATFLEET_CHATMOVE_H

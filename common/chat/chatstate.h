@@ -1,6 +1,5 @@
 /*
- * chatstate: the one module that changes a chat's execution state (DESIGN §5; reference
- * chatd-architecture.md, "Core state machine" through "Retry state version").
+ * chatstate: the one module that changes a chat's execution state (ARCHITECTURE.md §4, §5).
  *
  * A bundle is one PostgreSQL transaction: chatstate_begin() locks the chat row and advances
  * snapshot_version; each transition re-reads the state, classifies it, checks the allowed-

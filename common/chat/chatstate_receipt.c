@@ -1,4 +1,4 @@
-/* chatstate: terminal structured-output receipts (structured-output-plan.md §5.4). A receipt
+/* chatstate: terminal structured-output receipts (ARCHITECTURE.md §8). A receipt
  * is an assistant row visible to the user and to no model, carrying the outcome of one
  * request UUID; at most one per UUID ever, checked under the chat lock and by a unique index.
  * The insert trigger exempts receipt-only inserts, so writing one never moves the fence of

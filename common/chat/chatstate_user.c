@@ -1,5 +1,4 @@
-/* chatstate: the transitions the HTTP side applies (reference chatd-architecture.md,
- * "Transitions used by the HTTP endpoints" and "HTTP endpoints"). */
+/* chatstate: the transitions the HTTP side applies (ARCHITECTURE.md §4). */
 #include "chatstate_priv.h"
 #include "mem.h"
 
@@ -109,8 +108,7 @@ int chatstate_send_message(chatstate_t *self, const cs_message_t *m, cs_busy_t b
         return -1;
     }
     /* Landing in I1 with no owner: nothing generates, so FinishInterruption runs here too
-     * (reference, POST /messages: "If no worker owns the chat, the same transaction applies
-     * FinishInterruption instead"). */
+     * (ARCHITECTURE.md §4.2: with no owner, the same bundle applies FinishInterruption). */
     if (busy == CS_BUSY_INTERRUPT &&
         (from == ES_R0 || from == ES_R1 || from == ES_I0 || from == ES_I1)) {
         int64_t promoted = 0;
@@ -145,7 +143,7 @@ static char *s_edited_format(chatstate_t *self, const char *const *p, int *found
 
 /* Soft-deletes the suffix from the edited message on and clears the queue, after noting the
  * structured requests they carried; then cancels those as superseded (receipts come before
- * the replacement, plan §5.4). */
+ * the replacement, ARCHITECTURE.md §8). */
 static int s_truncate(chatstate_t *self, const char *const *p, cs_error_t *err) {
     PGresult *open = cs_query(
         self, err,

@@ -1,5 +1,5 @@
-/* chatstate: the transitions the worker applies (reference chatd-architecture.md,
- * "Transitions used by the chat worker"). Every one but Acquire takes a fence. */
+/* chatstate: the transitions the worker applies (ARCHITECTURE.md §4.2, §5.2). Every one but
+ * Acquire takes a fence. */
 #include "chatstate_priv.h"
 
 #include <stdio.h>

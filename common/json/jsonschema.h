@@ -1,6 +1,6 @@
 /*
- * jsonschema: a JSON Schema Draft-07 compiler and validator for structured output (DESIGN §9;
- * structured-output-plan.md §4). Supported keywords, formats, limits and the ECMA-262 regex
+ * jsonschema: a JSON Schema Draft-07 compiler and validator for structured output
+ * (ARCHITECTURE.md §8). Supported keywords, formats, limits and the ECMA-262 regex
  * rewrites are listed in common/JSONSCHEMA.md.
  *
  * Inline schemas only: $ref, $id, id, definitions and $defs are rejected where they stand at a

@@ -1,7 +1,7 @@
 /*
  * jsonstrict: the strict JSON boundary. Every untrusted JSON text the system accepts (request
  * bodies, schemas, model-produced values, tool arguments, recovered metadata) is parsed here
- * and nowhere else (DESIGN §9; structured-output-plan.md §4 rule 6).
+ * and nowhere else (ARCHITECTURE.md §8, "The strict JSON boundary").
  *
  * The parser is a single pass over the raw bytes that appends the document to a jsontape (one
  * flat array of entries and one string arena, so no allocation per value); jsonstrict_parse
@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Default caps for model-produced values and request data (reference api-shapes.md §6). */
+/* Default caps for model-produced values and request data (ARCHITECTURE.md §10). */
 #define JSONSTRICT_MAX_BYTES_DEFAULT        65536 /* bytes of input */
 #define JSONSTRICT_MAX_DEPTH_DEFAULT        32    /* nesting levels of arrays and objects */
 #define JSONSTRICT_MAX_VALUES_DEFAULT       4096  /* values in total, containers included */
@@ -39,7 +39,7 @@
 #define JSONSTRICT_MAX_STRING_BYTES_DEFAULT 16384 /* decoded bytes of one string or key */
 #define JSONSTRICT_MAX_NUMBER_CHARS_DEFAULT 128   /* characters of one number literal */
 
-/* Caps for schemas (reference api-shapes.md §6: schema 16 KiB). */
+/* Caps for schemas (ARCHITECTURE.md §10: schema 16 KiB). */
 #define JSONSTRICT_SCHEMA_MAX_BYTES 16384 /* bytes of schema text */
 #define JSONSTRICT_SCHEMA_MAX_DEPTH 64    /* JSON nesting levels (two per schema level) */
 

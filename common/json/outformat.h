@@ -1,5 +1,5 @@
 /*
- * outformat: a request's response_format (structured-output-plan.md §3.1): {"type":"text"}
+ * outformat: a request's response_format (ARCHITECTURE.md §8): {"type":"text"}
  * or {"type":"json_schema","json_schema":{"name","description"?,"schema"}}, validated and its
  * schema compiled before anything is persisted. The same parser reads formats back from
  * storage (recovered metadata is untrusted too).

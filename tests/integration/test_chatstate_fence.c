@@ -1,10 +1,9 @@
 /*
- * Worker fences (DESIGN §5 "Worker fences"; reference chatd-architecture.md, "Heartbeat loop"
- * and the worker transitions): a worker-side transition whose fence no longer matches the
- * chat row (another runner or worker, an older history_version or generation_attempt, another
- * status) is rejected with CS_FENCED and leaves the database exactly as it was. "Exactly" is
- * checked with a digest of the chat row (snapshot_version included), its messages, its queue
- * and its heartbeats, taken before the bundle and after it was committed or rolled back.
+ * Worker fences (ARCHITECTURE.md §5.2, §6.1): a worker-side transition whose fence no longer
+ * matches the chat row (another runner or worker, an older history_version or generation_attempt,
+ * another status) is rejected with CS_FENCED and leaves the database exactly as it was. "Exactly"
+ * is checked with a digest of the chat row (snapshot_version included), its messages, its queue and
+ * its heartbeats, taken before the bundle and after it was committed or rolled back.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -374,9 +373,9 @@ static void test_stale_fence_field_is_fenced_and_changes_nothing_for_every_worke
 }
 
 /* A step still running when the user interrupts: its fence expected running, the chat is now
- * interrupting (I0) and still owned by the same runner. The reference ("a step that commits
- * after a stop has committed ... fails the fence check") makes this a fence failure, the
- * quiet expected exit of DESIGN §5, and not a conflict the worker would report as an error. */
+ * interrupting (I0) and still owned by the same runner. The status fence (ARCHITECTURE.md
+ * §5.2) makes this a fence failure, the quiet expected exit, and not a conflict the worker
+ * would report as an error. */
 static void test_step_after_interrupt_with_running_fence_is_fenced(void **st) {
     (void)st;
     const wmove_t moves[] = {W_COMMIT_STEP, W_RECORD_ATTEMPT, W_RECORD_RETRY, W_FINISH_TURN,

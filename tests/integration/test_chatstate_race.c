@@ -1,6 +1,6 @@
 /*
- * Bundles racing on one chat serialize (DESIGN §5; reference chatd-architecture.md,
- * "Transitions": the row lock, then snapshot_version + 1). Four threads, one connection
+ * Bundles racing on one chat serialize (ARCHITECTURE.md §4.4: the row lock, then
+ * snapshot_version + 1). Four threads, one connection
  * each, apply bundles to the same chat at once: the HTTP side queues and deletes queued
  * messages, the owning worker commits steps and records attempts and retry state. Afterwards
  * no update is lost (queue rows = inserts - deletes, one assistant row per step, with the

@@ -1,6 +1,6 @@
 /*
- * The rules around the diagram (reference chatd-architecture.md, "Miscellaneous transition
- * rules", "HTTP endpoints"): unowned interrupts finish in the same bundle, synthetic
+ * The rules around the move table (ARCHITECTURE.md §4.2, §4.3 "Rules every transition
+ * keeps"): unowned interrupts finish in the same bundle, synthetic
  * cancellation results, answering outstanding calls before a user message, last_error
  * clearing, the compaction marker, queued_message_id on promotion, tool-result checks,
  * the queue cap, and post-commit hints.

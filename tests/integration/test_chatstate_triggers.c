@@ -1,7 +1,6 @@
 /*
- * The version triggers of common/sql/0001_schema.sql on a real PostgreSQL (reference
- * chatd-architecture.md, "Message revisions and history version", "Queue version", "Retry
- * state version"). Each test writes with plain SQL inside a transaction that first advances
+ * The version triggers of common/chat/sql/0001_schema.sql on a real PostgreSQL
+ * (ARCHITECTURE.md §5.1). Each test writes with plain SQL inside a transaction that first advances
  * snapshot_version, which is exactly what a chatstate bundle looks like to the triggers, so
  * the triggers are tested on their own and not through the state machine.
  */

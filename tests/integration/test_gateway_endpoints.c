@@ -5,7 +5,7 @@
  * history), reconcile-invalid, promote (the promoted row keeps its queue id), models, user
  * titles, 401 and 404 on every route, an edit's history_reset on the stream, tool-result
  * validation with two pending calls and a syntax error, 413 bodies, the queue cap per state,
- * and the error envelope of api-shapes.md §1 on every 4xx this file sees.
+ * and the error envelope of ARCHITECTURE.md §11 on every 4xx this file sees.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -43,7 +43,7 @@ static int s_envelopes; /* 4xx envelopes checked */
 
 /* ---- HTTP ---- */
 
-/* The error envelope of api-shapes.md §1: a non-empty message, optional detail and
+/* The error envelope of ARCHITECTURE.md §11: a non-empty message, optional detail and
  * validations ([{field, detail}] with strings), nothing else. */
 static void s_check_envelope(json_t *e, const char *what) {
     if (!json_is_object(e) || !json_is_string(json_object_get(e, "message")) ||
@@ -532,8 +532,8 @@ static void test_clear_shows_the_boundary_pair_and_a_second_clear_is_409(void **
     free(chat);
 }
 
-/* Reference "POST /compact": nothing to compact after the latest boundary, the clear
- * boundary included ("clear and compaction never reach across each other's boundary"). */
+/* ARCHITECTURE.md §4.3: nothing to compact after the latest boundary, the clear boundary
+ * included (clear and compaction never reach across each other's boundary). */
 static void test_compact_right_after_clear_is_409_nothing_to_compact(void **u) {
     (void)u;
     static const char *const answer[] = {"before the clear", NULL};
@@ -997,7 +997,7 @@ static void test_queue_cap_is_429_when_busy_but_not_from_error(void **u) {
 static void test_every_4xx_carried_the_error_envelope(void **u) {
     (void)u;
     /* Every 4xx above went through s_check_envelope; this reports how many. */
-    printf("envelope: %d 4xx responses had the api-shapes.md §1 error envelope\n", s_envelopes);
+    printf("envelope: %d 4xx responses had the ARCHITECTURE.md §11 error envelope\n", s_envelopes);
     assert_true(s_envelopes > 50);
 }
 

@@ -3,12 +3,12 @@
  * with queue lengths 1 and 2 where a queue exists, plus four kinds of Invalid), through a
  * real chatfleet-gateway on a real PostgreSQL. The test acts as the worker to put each chat
  * in its state (chatstate directly; Invalid through SQL, as test_chatstate_walk does), sends
- * one request, and checks it against the per-endpoint tables of reference
- * chatd-architecture.md "HTTP endpoints", transcribed below as the test's own expectation:
+ * one request, and checks it against the move table of ARCHITECTURE.md §4.3 per endpoint,
+ * transcribed below as the test's own expectation:
  * an accepted move answers its 2xx and lands in the listed state (read back through
  * GET /chats/{id} and GET /messages), with the queue length the transition implies; a
  * rejected one answers 409 with the envelope (or 409 "Chat is in an invalid state.", 404
- * for N, 400 for an archived flag that is already set: api-shapes.md §2.1) and leaves every
+ * for N, 400 for an archived flag that is already set: ARCHITECTURE.md §11) and leaves every
  * row of the chat exactly as it was.
  */
 #include <setjmp.h>
@@ -28,8 +28,8 @@
 #include "chatsetup.h"
 #include "testdb.h"
 
-/* The reference's tables, one line per supported (input state, result). The queue note in
- * parentheses is the change in queue length the transition implies: +1, 0, -1, or "=0"
+/* The tables of ARCHITECTURE.md §4.3, one line per supported (input state, result). The queue note
+ * in parentheses is the change in queue length the transition implies: +1, 0, -1, or "=0"
  * (cleared). A "/ last" or "/ non-empty" variant applies only with one or with two queued
  * messages; "/ no queued" and "/ queued" (reconcile) only without or with a queue. */
 static const char *s_table[] = {
@@ -142,7 +142,7 @@ static const struct {
     const char *method;
     const char *path; /* %1$s: chat id, %2$lld: message or queued message id */
     const char *body;
-    long ok_status; /* api-shapes.md §2 */
+    long ok_status; /* ARCHITECTURE.md §11 */
     bool unowned;   /* the chat is set up without an owner */
 } s_endpoints[EP_COUNT] = {
     [EP_CREATE] = {"create", "POST", "/api/v2/chats",
@@ -175,7 +175,7 @@ static const struct {
     [EP_TOOL_RESULTS] = {"tool_results", "POST", "/api/v2/chats/%1$s/tool-results",
                          "{\"results\":[{\"tool_call_id\":\"dyn_1\",\"output\":{\"ok\":true}}]}",
                          204, false},
-    /* The gateway answers 202 (the compaction runs later on a worker); api-shapes lists 200. */
+    /* The gateway answers 202: the compaction runs later on a worker (ARCHITECTURE.md §11). */
     [EP_COMPACT] = {"compact", "POST", "/api/v2/chats/%1$s/compact", NULL, 202, false},
     [EP_CLEAR] = {"clear", "POST", "/api/v2/chats/%1$s/clear", NULL, 200, false},
     [EP_RECONCILE] = {"reconcile", "POST", "/api/v2/chats/%1$s/reconcile-invalid", NULL, 200,
@@ -218,7 +218,7 @@ static json_t *s_http(const char *method, const char *path, const char *body, lo
     return v;
 }
 
-/* The error envelope of api-shapes.md §1: message, optional detail and validations, and
+/* The error envelope of ARCHITECTURE.md §11: message, optional detail and validations, and
  * nothing else. */
 static void s_check_envelope(json_t *e, const char *what) {
     const char *key;
@@ -332,7 +332,7 @@ static void s_check_rejection(endpoint_t ep, const chatsetup_t *s, bool archived
             fail_msg("%s: want 404, got %ld", what, status);
         }
     } else if (redundant) {
-        /* api-shapes.md §2.1: the flag is already set; no transition is attempted. */
+        /* ARCHITECTURE.md §11: the flag is already set; no transition is attempted. */
         const char *want = archived ? "Chat is already archived." : "Chat is already not archived.";
         if (status != 400 || strcmp(message, want) != 0) {
             fail_msg("%s: want 400 \"%s\", got %ld \"%s\"", what, want, status, message);

@@ -1,5 +1,5 @@
 /*
- * chatsetup: builds a chat in any execution state (the 13 of the reference plus kinds of
+ * chatsetup: builds a chat in any execution state (the 13 of ARCHITECTURE.md §4.1 plus kinds of
  * Invalid) for tests, through the state machine itself acting as HTTP side and worker, and
  * digests a chat's rows so a test can prove a rejected move changed nothing. Used by the
  * state-machine walk and the HTTP walk.
@@ -17,7 +17,7 @@
 #define CHATSETUP_USER_MSG "[{\"type\":\"text\",\"text\":\"hello\"}]"
 
 typedef struct {
-    const char *name; /* state name as in the reference diagram: "N", "E1", "XW", "Invalid" */
+    const char *name; /* state name as in ARCHITECTURE.md §4.1: "N", "E1", "XW", "Invalid" */
     int queued;       /* queue length to set up */
     int invalid_kind; /* 0: a valid state; 1: waiting with a queue; 2: archived while
                          running; 3: archived while requiring action, with a queue */

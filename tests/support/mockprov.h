@@ -4,7 +4,7 @@
  * a list of chunks with optional delays, so a test decides exactly where the bytes of an
  * SSE or NDJSON stream are cut (mid-line, mid-UTF-8) and whether the stream ends cleanly,
  * hangs, or drops the connection. It speaks no wire format itself: the bodies are the real
- * OpenAI, Anthropic or Ollama streams a test writes (provider-wire.md). Every request is
+ * OpenAI, Anthropic or Ollama streams a test writes (worker/providers/README.md). Every request is
  * recorded (method, path, headers, body) for the test to assert the request wire format.
  *
  * Typical use:

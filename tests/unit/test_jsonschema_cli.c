@@ -1,4 +1,4 @@
-/* The exit statuses and stderr reasons of chatfleet-jsonschema (DESIGN §12), run as a real
+/* The exit statuses and stderr reasons of chatfleet-jsonschema (ARCHITECTURE.md §11), run as a real
  * process from $CHATFLEET_BUILD_DIR/cli/chatfleet-jsonschema. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -556,7 +556,7 @@ static void test_ollama_request_has_tool_calls_as_objects_and_tool_names(void **
 
 static void test_anthropic_thinking_keeps_its_signature_and_is_replayed(void **state) {
     mockprov_t *mp = *state;
-    /* From the SDK fixture, padding spaces included (provider-wire.md §3.2). */
+    /* From the SDK fixture, padding spaces included (worker/providers/README.md). */
     const char *body =
         AN_START AN_EV("content_block_start",
                        "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":"
@@ -707,7 +707,7 @@ static void test_httpstream_retry_after_in_seconds_or_as_an_http_date(void **sta
 }
 
 /* Native constrained decoding: with native_schema set and no tools, each provider puts the
- * schema in its own field (provider-wire.md) and offers no tools. */
+ * schema in its own field (ARCHITECTURE.md §8, "Native provider modes") and offers no tools. */
 static void s_native_schema_in_the_provider_field(const s_prov_t *p, mockprov_t *mp,
                                                   const char *field, const char *want) {
     s_push(mp, 200, p->type, p->text, 0, 0);

@@ -1,4 +1,4 @@
-/* anthropic: see anthropic.h; the wire format is provider-wire.md §3. */
+/* anthropic: see anthropic.h; the wire format is in worker/providers/README.md. */
 #include "anthropic.h"
 #include "httpstream.h"
 #include "jsonout.h"
@@ -316,7 +316,7 @@ static httpstream_verdict_t s_dispatch(s_state_t *st, const char *type, const js
     if (!strcmp(type, "message_stop")) {
         return HTTPSTREAM_DONE;
     }
-    return HTTPSTREAM_CONTINUE; /* events added later are ignored (provider-wire.md) */
+    return HTTPSTREAM_CONTINUE; /* events added later are ignored (worker/providers/README.md) */
 }
 
 static httpstream_verdict_t s_on_event(void *arg, const char *event, const char *data, size_t len) {

@@ -1,6 +1,6 @@
 /*
  * anthropic: the "anthropic" provider, the Messages API with streaming, tools and extended
- * thinking (provider-wire.md §3). Thinking blocks become reasoning parts that keep their
+ * thinking (worker/providers/README.md). Thinking blocks become reasoning parts that keep their
  * signature (or, redacted, their opaque data), and are sent back unchanged and in order so
  * that a later step of the same turn is accepted. What is sent and accepted:
  * worker/providers/README.md.

@@ -480,7 +480,7 @@ provider_rc_t httpstream_fail(const char *who, httpstream_rc_t rc, const httpstr
             if (res->should_retry >= 0) {
                 retry = res->should_retry == 1;
             } else if (!strcmp(kind, "insufficient_quota")) {
-                retry = false; /* a 429 that waiting does not cure (provider-wire.md §1.4) */
+                retry = false; /* a 429 that waiting does not cure (providers/README.md) */
             }
             return provider_fail(out, res->status, retry, res->retry_after_ms, "%s: HTTP %d%s%s",
                                  who, res->status, msg[0] ? ": " : "", msg);

@@ -4,7 +4,7 @@
  * cancellable streaming HTTP POST over libcurl that feeds it, and the helpers that turn the
  * outcome into a classified provider failure (worker/providers/README.md, "Classification").
  *
- * The splitter follows the WHATWG event-stream algorithm (provider-wire.md §0.1): lines end
+ * The splitter follows the WHATWG event-stream algorithm (worker/providers/README.md): lines end
  * with LF, CRLF or CR; "field: value" with one leading space stripped; several data lines
  * joined with LF; comments ignored; a blank line dispatches. In NDJSON mode every non-blank
  * line is one record. Each line is bounded by the line cap given at creation.

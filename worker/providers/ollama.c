@@ -1,4 +1,4 @@
-/* ollama: see ollama.h; the wire format is provider-wire.md §4.1. */
+/* ollama: see ollama.h; the wire format is in worker/providers/README.md. */
 #include "ollama.h"
 #include "httpstream.h"
 #include "jsonout.h"

@@ -1,6 +1,6 @@
 /*
  * ollama: the "ollama" provider, Ollama's native /api/chat streamed as NDJSON
- * (provider-wire.md §4.1). Tool calls arrive whole, thinking in message.thinking fragments.
+ * (worker/providers/README.md). Tool calls arrive whole, thinking in message.thinking fragments.
  * What is sent and accepted: worker/providers/README.md.
  */
 #ifndef CHATFLEET_OLLAMA_H

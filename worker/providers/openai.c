@@ -1,4 +1,4 @@
-/* openai: see openai.h; the wire format is provider-wire.md §1. */
+/* openai: see openai.h; the wire format is in worker/providers/README.md. */
 #include "openai.h"
 #include "httpstream.h"
 #include "jsonout.h"

@@ -1,6 +1,6 @@
 /*
  * openai: the "openai" provider, OpenAI Chat Completions with streaming and tools
- * (provider-wire.md §1). Also speaks to the OpenAI-compatible servers (llama.cpp, Ollama's
+ * (worker/providers/README.md). Also speaks to the OpenAI-compatible servers (llama.cpp, Ollama's
  * /v1, vLLM) whose base_url ends in /v1. What is sent and accepted: worker/providers/README.md.
  */
 #ifndef CHATFLEET_OPENAI_H

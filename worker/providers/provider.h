@@ -1,5 +1,5 @@
 /*
- * provider: the one interface through which a generation task calls a model (DESIGN §8).
+ * provider: the one interface through which a generation task calls a model (ARCHITECTURE.md §7.3).
  *
  * A call takes the model config, the model-visible history and the tools on offer, streams
  * each output part to a callback as it arrives (text deltas, tool calls), and returns the
@@ -52,7 +52,7 @@ typedef enum {
 
 /* A tool-call part in content carries either "args" (a JSON value) or "args_text": the
  * argument bytes exactly as the model produced them. The generation task screens args_text
- * with the strict JSON boundary before anything is stored (structured-output-plan.md §5.2),
+ * with the strict JSON boundary before anything is stored (ARCHITECTURE.md §8),
  * so a provider must never parse and re-encode them itself. */
 typedef struct {
     json_t *content;        /* owned: the assistant message's parts (PROVIDER_OK) */

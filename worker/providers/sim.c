@@ -410,7 +410,7 @@ static provider_rc_t s_schema_step(const s_call_t *c, const json_t *schema, int 
         s_emit(c->on_part, c->ctx, p);
     }
     /* A truncated attempt carries a complete-looking, valid submission: the worker must still
-     * refuse it as a candidate (structured-output-plan §5.2, rule 6). */
+     * refuse it as a candidate (ARCHITECTURE.md §8, the finalizer loop). */
     snprintf(out->finish, sizeof out->finish, "%s", act == S_TRUNCATED ? "length" : "tool_calls");
     *chunks += (int64_t)json_array_size(content);
     return PROVIDER_OK;

@@ -1,8 +1,8 @@
 /*
- * sim: the built-in deterministic model provider (DESIGN §8), scripted by directives in the
- * last user message so that tests, benchmarks and chaos runs can choose what the "model"
- * does. The directives are listed in worker/README.md ("The sim provider"); without any, the
- * reply is a text derived only from the prompt, streamed word by word. When the request
+ * sim: the built-in deterministic model provider (worker/README.md, "The sim provider"), scripted
+ * by directives in the last user message so that tests, benchmarks and chaos runs can choose what
+ * the "model" does. The directives are listed in worker/README.md ("The sim provider"); without
+ * any, the reply is a text derived only from the prompt, streamed word by word. When the request
  * offers submit_structured_output, the sim answers with a valid instance of its schema
  * (schemagen.h) unless a schema directive scripts a mistake first. When the request carries
  * a native schema (provider.h), the reply is the JSON text of such an instance instead, the
