@@ -224,9 +224,13 @@ typedef struct {
     json_t *title;
 } update_t;
 
+/* Archive and title in one bundle: a PATCH with both applies both or neither. */
 static int s_update_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
     update_t *u = ctx;
-    return u->archived ? chatstate_set_archived(cs, json_is_true(u->archived), err) : 0;
+    if (u->archived && chatstate_set_archived(cs, json_is_true(u->archived), err) != 0) {
+        return -1;
+    }
+    return u->title ? chatstate_set_title(cs, json_string_value(u->title), err) : 0;
 }
 
 static void s_update(void *app, http_req_t *req, http_resp_t *resp) {
@@ -244,7 +248,7 @@ static void s_update(void *app, http_req_t *req, http_resp_t *resp) {
     }
     if ((u.archived && !json_is_boolean(u.archived)) ||
         (u.title && (!json_is_string(u.title) || json_string_length(u.title) == 0 ||
-                     json_string_length(u.title) > 200))) {
+                     json_string_length(u.title) > CS_TITLE_MAX_BYTES))) {
         http_invalid(resp, u.archived && !json_is_boolean(u.archived) ? "archived" : "title",
                      "archived is a boolean; title a string of 1 to 200 bytes");
         goto done;
@@ -261,19 +265,9 @@ static void s_update(void *app, http_req_t *req, http_resp_t *resp) {
                    NULL);
         goto done;
     }
-    if (u.archived && gateway_bundle(gw, conn, req, s_update_step, &u, NULL, resp) != 0) {
+    if ((u.archived || u.title) &&
+        gateway_bundle(gw, conn, req, s_update_step, &u, NULL, resp) != 0) {
         goto done;
-    }
-    if (u.title) {
-        /* Metadata, outside the state machine: a user title, title_updated_at bumped. */
-        const char *p[] = {req->params[0], json_string_value(u.title)};
-        if (db_exec(conn, NULL, 0,
-                    "UPDATE chats SET title = $2, title_source = 'user',"
-                    " title_updated_at = now() WHERE id = $1",
-                    2, p) != DB_OK) {
-            http_error(resp, 500, "Internal error.", "database unavailable");
-            goto done;
-        }
     }
     http_json(resp, 204, NULL);
 done:

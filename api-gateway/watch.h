@@ -2,7 +2,7 @@
  * watch: GET /api/v2/chats/watch, Server-Sent Events of lifecycle changes across all the
  * caller's chats: created, status_change, title_change, archived, action_required (event
  * name = kind; data {"kind", "chat", "tool_calls"?}). A feed woken by every update hint and
- * by the poller (titles are metadata and change without a hint); each sync reads the
+ * by the poller (a title change, a SetTitle move, has its hint too); each sync reads the
  * caller's chats once and reports what differs from what this watch last saw.
  */
 #ifndef CHATFLEET_WATCH_H

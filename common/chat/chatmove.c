@@ -109,6 +109,7 @@ static const char *s_move_names[MV_COUNT] = {
     "Create",
     "SetArchived(true)",
     "SetArchived(false)",
+    "SetTitle",
     "SendMessage(queue)",
     "SendMessage(interrupt)",
     "EditMessage",
@@ -177,15 +178,20 @@ static const rule_t *s_find(exec_state_t from, chatmove_t move) {
     return NULL;
 }
 
+/* The moves that leave the execution state alone, whatever it is. */
+static bool s_stateless(chatmove_t move) {
+    return move == MV_ACQUIRE || move == MV_ABANDON || move == MV_SET_TITLE;
+}
+
 bool chatmove_allowed(exec_state_t from, chatmove_t move) {
-    if (move == MV_ACQUIRE || move == MV_ABANDON) {
+    if (s_stateless(move)) {
         return from != ES_N;
     }
     return s_find(from, move) != NULL;
 }
 
 bool chatmove_result_ok(exec_state_t from, chatmove_t move, exec_state_t to) {
-    if (move == MV_ACQUIRE || move == MV_ABANDON) {
+    if (s_stateless(move)) {
         return to == from;
     }
     const rule_t *r = s_find(from, move);

@@ -32,6 +32,7 @@ typedef enum {
     MV_CREATE = 0,
     MV_SET_ARCHIVED_TRUE,
     MV_SET_ARCHIVED_FALSE,
+    MV_SET_TITLE,
     MV_SEND_QUEUE,
     MV_SEND_INTERRUPT,
     MV_EDIT,
@@ -62,8 +63,8 @@ exec_state_t chatmove_classify(bool exists, const char *status, bool archived, b
 bool chatmove_runnable(exec_state_t state);
 
 /* True when the table allows the move from this state. The ownership moves (Acquire,
- * Abandon) are not execution moves and are reported as allowed from every state: their
- * own preconditions live in chatstate. */
+ * Abandon) and SetTitle (metadata) are not execution moves and are reported as allowed from
+ * every existing state, leaving it unchanged: their own preconditions live in chatstate. */
 bool chatmove_allowed(exec_state_t from, chatmove_t move);
 
 /* True when `to` is a result the table permits for this move from `from` (the "/ removed

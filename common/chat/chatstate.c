@@ -229,7 +229,9 @@ int cs_start(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, cs_err
     if (why) {
         return s_fenced(self, fence, why, err);
     }
-    if (self->state == ES_INVALID && move != MV_RECONCILE_INVALID && move != MV_ABANDON) {
+    /* SetTitle writes metadata only, so an invalid chat may still be renamed. */
+    if (self->state == ES_INVALID && move != MV_RECONCILE_INVALID && move != MV_ABANDON &&
+        move != MV_SET_TITLE) {
         return cs_fail(self, err, CS_INVALID_STATE, "Chat is in an invalid state.");
     }
     if (!chatmove_allowed(self->state, move)) {

@@ -127,6 +127,13 @@ extern const char *const chatstate_pending_calls_sql;
 
 int chatstate_set_archived(chatstate_t *self, bool archived, cs_error_t *err);
 
+#define CS_TITLE_MAX_BYTES 200 /* longest title a user may set or create a chat with */
+
+/* A user title (title_source 'user', title_updated_at now): metadata, so allowed in every
+ * state, the invalid one included, and the state is left as it was. A title that is not 1
+ * to CS_TITLE_MAX_BYTES bytes is CS_BAD_INPUT naming the field "title". */
+int chatstate_set_title(chatstate_t *self, const char *title, cs_error_t *err);
+
 /* Inserts the user message or queues it; max_queue caps the queue (0: no cap). On success
  * *queued_id is the new queued row (or 0) and *message_id the row that entered history
  * for this send (or 0 when it was queued). */

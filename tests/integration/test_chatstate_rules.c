@@ -3,7 +3,7 @@
  * keeps"): unowned interrupts finish in the same bundle, synthetic
  * cancellation results, answering outstanding calls before a user message, last_error
  * clearing, the compaction marker, queued_message_id on promotion, tool-result checks,
- * the queue cap, and post-commit hints.
+ * the queue cap, post-commit hints, and the user title as a move of its own bundle.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -400,6 +400,62 @@ static void test_hints_follow_commit_and_ownership_only_when_unowned(void **u) {
     assert_int_equal(rec.ownership, 1); /* a fresh lease now holds it */
 }
 
+static void test_set_title_is_a_bundle_with_a_hint_and_fails_with_its_bundle(void **u) {
+    (void)u;
+    char chat[ID_UUID_LEN + 1];
+    cs_error_t err;
+    recorder_t rec = {0};
+    hint_sink_t sink = {s_rec_update, NULL, &rec};
+    s_new_chat(chat, true);
+    char *before = s_q("SELECT snapshot_version FROM chats WHERE id = '%s'", chat);
+    chatstate_t *cs = s_begin(chat);
+    assert_int_equal(chatstate_set_title(cs, "renamed", &err), 0);
+    s_commit(&cs, &sink);
+    s_expect(chat,
+             "SELECT title || '|' || title_source || '|' || status FROM chats WHERE id = '%s'",
+             "renamed|user|running");
+    char *after = s_q("SELECT snapshot_version FROM chats WHERE id = '%s'", chat);
+    assert_int_equal(strtoll(after, NULL, 10), strtoll(before, NULL, 10) + 1);
+    assert_int_equal(rec.updates, 1);
+    assert_int_equal(rec.last_snapshot, strtoll(after, NULL, 10));
+    /* Archiving a running chat is refused: the title in the same bundle is not written, the
+     * version does not move and no hint goes out. */
+    cs = s_begin(chat);
+    assert_int_equal(chatstate_set_archived(cs, true, &err), -1);
+    assert_int_equal(err.rc, CS_CONFLICT);
+    assert_int_equal(chatstate_set_title(cs, "half", &err), -1);
+    assert_int_equal(chatstate_commit(&cs, &sink, NULL, &err), -1);
+    /* A title out of bounds is bad input, and the archive before it in the bundle is undone. */
+    char big[CS_TITLE_MAX_BYTES + 2];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    const char *bad[] = {"", big, NULL};
+    s_new_chat(chat, false);
+    cs = s_begin(chat);
+    assert_int_equal(chatstate_interrupt(cs, "user", &err), 0);
+    s_commit(&cs, NULL);
+    s_expect(chat, "SELECT status FROM chats WHERE id = '%s'", "waiting");
+    char *d0 = s_q("SELECT title || '|' || snapshot_version || '|' || archived FROM chats"
+                   " WHERE id = '%s'",
+                   chat);
+    for (int i = 0; i < 3; i++) {
+        cs = s_begin(chat);
+        assert_int_equal(chatstate_set_archived(cs, true, &err), 0);
+        assert_int_equal(chatstate_set_title(cs, bad[i], &err), -1);
+        assert_int_equal(err.rc, CS_BAD_INPUT);
+        assert_true(strncmp(err.message, "title: ", 7) == 0);
+        assert_int_equal(chatstate_commit(&cs, &sink, NULL, &err), -1);
+        s_expect(chat,
+                 "SELECT title || '|' || snapshot_version || '|' || archived FROM chats"
+                 " WHERE id = '%s'",
+                 d0);
+    }
+    assert_int_equal(rec.updates, 1);
+    free(d0);
+    free(after);
+    free(before);
+}
+
 static void test_reconcile_repairs_an_invalid_chat(void **u) {
     (void)u;
     char chat[ID_UUID_LEN + 1];
@@ -463,6 +519,7 @@ int main(void) {
         cmocka_unit_test(test_create_without_user_message_waits_and_titles_fall_back),
         cmocka_unit_test(test_queue_cap_rejects_and_changes_nothing),
         cmocka_unit_test(test_hints_follow_commit_and_ownership_only_when_unowned),
+        cmocka_unit_test(test_set_title_is_a_bundle_with_a_hint_and_fails_with_its_bundle),
         cmocka_unit_test(test_reconcile_repairs_an_invalid_chat),
     };
     return cmocka_run_group_tests(tests, s_group_setup, s_group_teardown);

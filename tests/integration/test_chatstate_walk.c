@@ -168,6 +168,9 @@ static cs_rc_t s_apply(chatmove_t m, const char *chat) {
         case MV_SET_ARCHIVED_FALSE:
             rc = chatstate_set_archived(cs, false, &err);
             break;
+        case MV_SET_TITLE:
+            rc = chatstate_set_title(cs, "walked", &err);
+            break;
         case MV_SEND_QUEUE:
             rc = chatstate_send_message(cs, &um, CS_BUSY_QUEUE, 0, &mid, &qid, &err);
             break;
@@ -287,13 +290,14 @@ static const char *s_expect(const char *state, int queued, chatmove_t m) {
 }
 
 /* Ownership diagram and acquisition rule: Acquire from a runnable state, Abandon from any
- * existing state; neither changes the execution state. */
-static const char *s_expect_ownership(const char *state, chatmove_t m) {
+ * existing state; neither changes the execution state. SetTitle (metadata) is allowed from
+ * any existing state, Invalid included, and changes none either. */
+static const char *s_expect_stateless(const char *state, chatmove_t m) {
     static const char *runnable[] = {"R0", "R1", "I0", "I1", "A0", "A1"};
     if (!strcmp(state, "N")) {
         return NULL;
     }
-    if (m == MV_ABANDON) {
+    if (m == MV_ABANDON || m == MV_SET_TITLE) {
         return state;
     }
     for (int i = 0; i < 6; i++) {
@@ -312,8 +316,8 @@ static void test_every_state_against_every_transition(void **unused) {
     for (int si = 0; si < chatsetup_count; si++) {
         const chatsetup_t *s = &chatsetup_all[si];
         for (int m = 0; m < MV_COUNT; m++) {
-            bool ownership = m == MV_ACQUIRE || m == MV_ABANDON;
-            const char *want = ownership ? s_expect_ownership(s->name, m)
+            bool stateless = m == MV_ACQUIRE || m == MV_ABANDON || m == MV_SET_TITLE;
+            const char *want = stateless ? s_expect_stateless(s->name, m)
                                          : s_expect(s->name, s->queued, (chatmove_t)m);
             char chat[ID_UUID_LEN + 1];
             chatsetup_build(s_conn, s_owner, s, m == MV_ACQUIRE, chat);

@@ -3,9 +3,10 @@
  * PostgreSQL, a real broker and a real chatfleet-gateway: chat list pagination and the
  * archived filter, message cursors, compact, clear (the boundary pair in the visible
  * history), reconcile-invalid, promote (the promoted row keeps its queue id), models, user
- * titles, 401 and 404 on every route, an edit's history_reset on the stream, tool-result
- * validation with two pending calls and a syntax error, 413 bodies, the queue cap per state,
- * and the error envelope of ARCHITECTURE.md §11 on every 4xx this file sees.
+ * titles (a move with its update hint, all-or-nothing with archiving), 401 and 404 on every
+ * route, an edit's history_reset on the stream, tool-result validation with two pending calls
+ * and a syntax error, 413 bodies, the queue cap per state, and the error envelope of
+ * ARCHITECTURE.md §11 on every 4xx this file sees.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bus.h"
 #include "chatstate.h"
 #include "mem.h"
 #include "proc.h"
@@ -36,6 +38,7 @@ static PGconn *s_conn;
 static pid_t s_broker;
 static pid_t s_gw;
 static char s_base[64];
+static char s_sub[64]; /* the broker's subscriber endpoint, to read the gateway's hints */
 static char s_gw_bin[512];
 static char *s_token;
 static char s_owner[ID_UUID_LEN + 1];
@@ -704,6 +707,93 @@ static void test_title_patch_writes_a_user_title(void **u) {
     free(chat);
 }
 
+static void test_title_patch_bumps_snapshot_version_and_publishes_an_update_hint(void **u) {
+    (void)u;
+    char *chat = s_create(s_token, SEND("hinted"));
+    char *path = mem_printf("/api/v2/chats/%s", chat);
+    bus_subscriber_t *sub = bus_subscriber_new(s_sub);
+    assert_non_null(sub);
+    char topic[PROTO_TOPIC_MAX_BYTES];
+    snprintf(topic, sizeof topic, "%s%s", PROTO_TOPIC_UPDATE, chat);
+    assert_int_equal(bus_subscriber_subscribe(sub, topic), 0);
+    /* A subscription reaches the broker a little after it is made: retitle until a hint
+     * arrives, then drain, so the next hint is the one the next PATCH publishes. */
+    wire_msg_t m;
+    int64_t deadline = id_now_ms() + WAIT_MS;
+    for (int n = 0;; n++) {
+        assert_true(id_now_ms() < deadline);
+        char *body = mem_printf("{\"title\":\"warm-up %d\"}", n);
+        json_decref(s_call("PATCH", path, body, 204));
+        free(body);
+        if (bus_subscriber_recv(sub, &m, 200) == 1) {
+            wire_msg_clear(&m);
+            break;
+        }
+    }
+    while (bus_subscriber_recv(sub, &m, 300) == 1) {
+        wire_msg_clear(&m);
+    }
+    json_t *c0 = s_chat(chat);
+    json_decref(s_call("PATCH", path, "{\"title\":\"with a hint\"}", 204));
+    json_t *c1 = s_chat(chat);
+    assert_string_equal(s_str(c1, "title"), "with a hint");
+    assert_string_equal(s_str(c1, "status"), s_str(c0, "status"));
+    assert_int_equal(s_int(c1, "snapshot_version"), s_int(c0, "snapshot_version") + 1);
+    assert_int_equal(bus_subscriber_recv(sub, &m, WAIT_MS), 1);
+    assert_int_equal(m.type, WIRE_UPDATE);
+    assert_string_equal(m.u.update.chat_id, chat);
+    assert_int_equal(m.u.update.snapshot_version, s_int(c1, "snapshot_version"));
+    wire_msg_clear(&m);
+    bus_subscriber_destroy(&sub);
+    json_decref(c1);
+    json_decref(c0);
+    free(path);
+    free(chat);
+}
+
+static void test_title_and_archive_in_one_patch_apply_together_or_not_at_all(void **u) {
+    (void)u;
+    /* A running chat cannot be archived: the title in the same PATCH is not written. */
+    char *running = s_create(s_token, SEND("still running"));
+    char *path = mem_printf("/api/v2/chats/%s", running);
+    json_decref(s_call("PATCH", path, "{\"title\":\"before\"}", 204));
+    char *d0 = s_digest(running);
+    json_t *e = s_call("PATCH", path, "{\"archived\":true,\"title\":\"half\"}", 409);
+    s_expect_detail(e, "state R0");
+    json_decref(e);
+    s_unchanged(running, d0, "archive and title of a running chat");
+    json_t *c = s_chat(running);
+    assert_string_equal(s_str(c, "title"), "before");
+    json_decref(c);
+    free(d0);
+    free(path);
+    /* An idle chat with an invalid title: the archive in the same PATCH is not applied. */
+    char *idle = s_create(s_token, "{\"content\":[]}");
+    path = mem_printf("/api/v2/chats/%s", idle);
+    d0 = s_digest(idle);
+    const char *bad[] = {"{\"archived\":true,\"title\":\"\"}", "{\"archived\":true,\"title\":7}"};
+    for (int i = 0; i < 2; i++) {
+        e = s_call("PATCH", path, bad[i], 400);
+        s_expect_field(e, "title");
+        json_decref(e);
+    }
+    s_unchanged(idle, d0, "archive with a bad title");
+    /* Both valid: both applied, in one move each of the same bundle. */
+    c = s_chat(idle);
+    json_int_t v0 = s_int(c, "snapshot_version");
+    json_decref(c);
+    json_decref(s_call("PATCH", path, "{\"archived\":true,\"title\":\"filed\"}", 204));
+    c = s_chat(idle);
+    assert_string_equal(s_str(c, "title"), "filed");
+    assert_true(json_is_true(json_object_get(c, "archived")));
+    assert_int_equal(s_int(c, "snapshot_version"), v0 + 1);
+    json_decref(c);
+    free(d0);
+    free(path);
+    free(idle);
+    free(running);
+}
+
 static void test_every_route_is_401_without_a_token_and_404_for_an_unknown_chat(void **u) {
     (void)u;
     static const struct {
@@ -1022,6 +1112,7 @@ static int s_setup(void **state) {
     char relay[64];
     snprintf(pub, sizeof pub, "tcp://127.0.0.1:%d", proc_free_port());
     snprintf(sub, sizeof sub, "tcp://127.0.0.1:%d", proc_free_port());
+    snprintf(s_sub, sizeof s_sub, "%s", sub);
     snprintf(relay, sizeof relay, "tcp://127.0.0.1:%d", proc_free_port());
     char bbin[512];
     snprintf(bbin, sizeof bbin, "%s/broker/chatfleet-broker", getenv("CHATFLEET_BUILD_DIR"));
@@ -1069,6 +1160,8 @@ int main(void) {
         cmocka_unit_test(test_promote_moves_the_message_into_history_with_its_queue_id),
         cmocka_unit_test(test_models_lists_the_configured_default),
         cmocka_unit_test(test_title_patch_writes_a_user_title),
+        cmocka_unit_test(test_title_patch_bumps_snapshot_version_and_publishes_an_update_hint),
+        cmocka_unit_test(test_title_and_archive_in_one_patch_apply_together_or_not_at_all),
         cmocka_unit_test(test_every_route_is_401_without_a_token_and_404_for_an_unknown_chat),
         cmocka_unit_test(test_ids_that_are_not_positive_integers_are_400_on_an_own_chat),
         cmocka_unit_test(test_edit_shows_history_reset_on_the_stream),

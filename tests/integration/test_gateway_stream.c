@@ -255,7 +255,7 @@ static void test_watch_reports_lifecycle_of_all_chats(void **u) {
     char *bpath = mem_printf("%s/api/v2/chats/%s", cluster_url(s_cluster, 0), b);
     proc_http_t r;
     int64_t deadline = id_now_ms() + WAIT_MS;
-    /* Titles change without a hint: the poller finds them. Retitle until the watch, whose
+    /* A title change is a move with its update hint. Retitle until the watch, whose
      * first snapshot may come after the first retitle, reports one. */
     for (int n = 0; sse_wait(w, 0, "title_change", s_kind_of, (void *)b, 300) < 0; n++) {
         assert_true(id_now_ms() < deadline);

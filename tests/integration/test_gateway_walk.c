@@ -41,6 +41,24 @@ static const char *s_table[] = {
     "unarchive: XW -> W (0)",
     "unarchive: XE0 -> E0 (0)",
     "unarchive: XE1 -> E1 (0)",
+    /* A title is metadata: every existing state keeps its state. */
+    "retitle: W -> W (0)",
+    "retitle: E0 -> E0 (0)",
+    "retitle: E1 -> E1 (0)",
+    "retitle: R0 -> R0 (0)",
+    "retitle: R1 -> R1 (0)",
+    "retitle: I0 -> I0 (0)",
+    "retitle: I1 -> I1 (0)",
+    "retitle: A0 -> A0 (0)",
+    "retitle: A1 -> A1 (0)",
+    "retitle: XW -> XW (0)",
+    "retitle: XE0 -> XE0 (0)",
+    "retitle: XE1 -> XE1 (0)",
+    "retitle: Invalid -> Invalid (0)",
+    /* Archive and title in one bundle: where archiving is refused the title is too. */
+    "archive_retitle: W -> XW (0)",
+    "archive_retitle: E0 -> XE0 (0)",
+    "archive_retitle: E1 -> XE1 (0)",
     "send_queue: W -> R0 (0)",
     "send_queue: E0 -> R0 (0)",
     "send_queue: E1 -> R1 (0)", /* appends m and promotes the head */
@@ -122,6 +140,8 @@ typedef enum {
     EP_CREATE_EMPTY,
     EP_ARCHIVE,
     EP_UNARCHIVE,
+    EP_RETITLE,
+    EP_ARCHIVE_RETITLE,
     EP_SEND_QUEUE,
     EP_SEND_INTERRUPT,
     EP_SEND_INTERRUPT_UNOWNED,
@@ -151,6 +171,9 @@ static const struct {
     [EP_ARCHIVE] = {"archive", "PATCH", "/api/v2/chats/%1$s", "{\"archived\":true}", 204, false},
     [EP_UNARCHIVE] = {"unarchive", "PATCH", "/api/v2/chats/%1$s", "{\"archived\":false}", 204,
                       false},
+    [EP_RETITLE] = {"retitle", "PATCH", "/api/v2/chats/%1$s", "{\"title\":\"walked\"}", 204, false},
+    [EP_ARCHIVE_RETITLE] = {"archive_retitle", "PATCH", "/api/v2/chats/%1$s",
+                            "{\"archived\":true,\"title\":\"walked\"}", 204, false},
     [EP_SEND_QUEUE] = {"send_queue", "POST", "/api/v2/chats/%1$s/messages",
                        "{\"content\":[{\"type\":\"text\",\"text\":\"m\"}],"
                        "\"busy_behavior\":\"queue\"}",
@@ -326,7 +349,8 @@ static void s_check_rejection(endpoint_t ep, const chatsetup_t *s, bool archived
     s_check_envelope(body, what);
     const char *message = json_string_value(json_object_get(body, "message"));
     const char *detail = json_string_value(json_object_get(body, "detail"));
-    bool redundant = (ep == EP_ARCHIVE && archived) || (ep == EP_UNARCHIVE && !archived);
+    bool redundant = ((ep == EP_ARCHIVE || ep == EP_ARCHIVE_RETITLE) && archived) ||
+                     (ep == EP_UNARCHIVE && !archived);
     if (!strcmp(s->name, "N")) {
         if (status != 404) {
             fail_msg("%s: want 404, got %ld", what, status);
@@ -423,6 +447,18 @@ static void test_every_endpoint_in_every_state_answers_per_the_reference(void **
                 if (strcmp(got, want) != 0 || q1 != want_q) {
                     fail_msg("%s: want %s with %d queued, got %s with %d", what, want, want_q, got,
                              q1);
+                }
+                if (ep == EP_RETITLE || ep == EP_ARCHIVE_RETITLE) {
+                    char *sql = mem_printf("SELECT title || ' ' || title_source FROM chats"
+                                           " WHERE id = '%s'",
+                                           chat);
+                    char *title = testdb_scalar(s_conn, sql);
+                    if (!title || strcmp(title, "walked user") != 0) {
+                        fail_msg("%s: want the user title \"walked\", got %s", what,
+                                 title ? title : "no row");
+                    }
+                    free(title);
+                    free(sql);
                 }
                 accepted++;
             } else {
