@@ -103,14 +103,7 @@ static void s_wait(feed_t *self) {
         s_append(self, keepalive, sizeof keepalive - 1);
         return;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += wait_ms / 1000;
-    ts.tv_nsec += (wait_ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    struct timespec ts = id_timespec_at(now + wait_ms);
     pthread_cond_timedwait(&self->wake, &self->lock, &ts);
 }
 
@@ -192,7 +185,7 @@ struct MHD_Response *feed_new(hub_t *hub, const char *key, const feed_ops_t *ops
                               feed_t **out) {
     feed_t *self = mem_calloc(1, sizeof *self);
     pthread_mutex_init(&self->lock, NULL);
-    pthread_cond_init(&self->wake, NULL);
+    id_cond_init(&self->wake);
     self->hub = hub;
     self->ops = *ops;
     self->owner = owner;

@@ -1,6 +1,7 @@
 /* pool: shared PostgreSQL connections; see pool.h. */
 #include "pool.h"
 #include "db.h"
+#include "id.h"
 #include "log.h"
 #include "mem.h"
 
@@ -20,7 +21,7 @@ pool_t *pool_new(const char *url, int size, const char *application_name) {
     ASSERT(size > 0);
     pool_t *self = mem_calloc(1, sizeof *self);
     pthread_mutex_init(&self->lock, NULL);
-    pthread_cond_init(&self->freed, NULL);
+    id_cond_init(&self->freed);
     self->free_list = mem_calloc((size_t)size, sizeof(PGconn *));
     for (int i = 0; i < size; i++) {
         PGconn *c = db_connect(url, application_name);
@@ -38,7 +39,7 @@ pool_t *pool_new_unverified(const char *conninfo, int size) {
     ASSERT(size > 0);
     pool_t *self = mem_calloc(1, sizeof *self);
     pthread_mutex_init(&self->lock, NULL);
-    pthread_cond_init(&self->freed, NULL);
+    id_cond_init(&self->freed);
     self->free_list = mem_calloc((size_t)size, sizeof(PGconn *));
     for (int i = 0; i < size; i++) {
         PGconn *c = PQconnectdb(conninfo);
@@ -75,14 +76,7 @@ PGconn *pool_get(pool_t *self) {
 }
 
 PGconn *pool_get_within(pool_t *self, int64_t timeout_ms) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (timeout_ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
+    struct timespec until = id_timespec_at(id_now_ms() + timeout_ms);
     pthread_mutex_lock(&self->lock);
     while (self->nfree == 0) {
         if (pthread_cond_timedwait(&self->freed, &self->lock, &until) != 0) {

@@ -20,11 +20,17 @@ struct task {
 
 /* --- The in-memory lock of (chat, history_version, status), process-wide. --- */
 
-#define S_LOCKS_MAX 4096 /* distinct intents held at once; far above one per owned chat */
+#define S_LOCKS_MAX    4096 /* distinct intents held at once; far above one per owned chat */
+#define S_LOCK_POLL_MS 50   /* longest a lock waiter goes without checking its cancel */
 
 static pthread_mutex_t s_locks_mutex = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t s_locks_cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t s_locks_cond; /* on the monotonic clock: made once by s_locks_init */
+static pthread_once_t s_locks_once = PTHREAD_ONCE_INIT;
 static char *s_locks[S_LOCKS_MAX];
+
+static void s_locks_init(void) {
+    id_cond_init(&s_locks_cond);
+}
 
 static bool s_lock_held(const char *key) {
     for (int i = 0; i < S_LOCKS_MAX; i++) {
@@ -37,6 +43,7 @@ static bool s_lock_held(const char *key) {
 
 /* Takes the lock or returns false when cancelled first. */
 static bool s_lock(const char *key, cancel_t *cancel) {
+    pthread_once(&s_locks_once, s_locks_init);
     pthread_mutex_lock(&s_locks_mutex);
     for (;;) {
         if (cancel_is_set(cancel)) {
@@ -53,18 +60,13 @@ static bool s_lock(const char *key, cancel_t *cancel) {
             }
         }
         /* Released locks broadcast; the timeout bounds how long a cancel goes unnoticed. */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = id_timespec_at(id_now_ms() + S_LOCK_POLL_MS);
         pthread_cond_timedwait(&s_locks_cond, &s_locks_mutex, &ts);
     }
 }
 
 static void s_unlock(const char *key) {
+    pthread_once(&s_locks_once, s_locks_init);
     pthread_mutex_lock(&s_locks_mutex);
     for (int i = 0; i < S_LOCKS_MAX; i++) {
         if (s_locks[i] && !strcmp(s_locks[i], key)) {

@@ -1,5 +1,6 @@
-/* id: random UUIDs and the monotonic clock; see id.h. */
+/* id: random UUIDs, the monotonic clock and deadlines on it; see id.h. */
 #include "id.h"
+#include "mem.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -54,4 +55,20 @@ int64_t id_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct timespec id_timespec_at(int64_t at_ms) {
+    if (at_ms < 0) {
+        at_ms = 0;
+    }
+    return (struct timespec){.tv_sec = (time_t)(at_ms / 1000),
+                             .tv_nsec = (long)(at_ms % 1000) * 1000000L};
+}
+
+void id_cond_init(pthread_cond_t *cond) {
+    pthread_condattr_t attr;
+    ASSERT(pthread_condattr_init(&attr) == 0);
+    ASSERT(pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0);
+    ASSERT(pthread_cond_init(cond, &attr) == 0);
+    pthread_condattr_destroy(&attr);
 }

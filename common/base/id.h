@@ -1,12 +1,15 @@
 /*
  * id: identifiers and time. Random v4 UUIDs from the kernel's CSPRNG (chat, runner, worker
- * and request ids; API tokens), and the monotonic clock for every timing decision.
+ * and request ids; API tokens), and the monotonic clock for every timing decision (the
+ * deadlines of condition-variable waits included). Log timestamps alone read the real clock.
  */
 #ifndef CHATFLEET_ID_H
 #define CHATFLEET_ID_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define ID_UUID_LEN 36 /* characters, without the terminating NUL */
 
@@ -21,5 +24,16 @@ int id_uuid_valid(const char *s);
 
 /* Milliseconds on the monotonic clock. */
 int64_t id_now_ms(void);
+
+/* The monotonic instant at_ms (an id_now_ms() value, e.g. id_now_ms() + timeout) as the
+ * deadline pthread_cond_timedwait takes, for a condition variable made by id_cond_init: the
+ * one way the project turns "now + ms" into a timespec. An instant already past is a
+ * deadline that has expired. */
+struct timespec id_timespec_at(int64_t at_ms);
+
+/* Initializes cond so that its timed waits read CLOCK_MONOTONIC, which a wall-clock step
+ * does not move. Every condition variable waited on with a deadline is made here. Aborts
+ * on failure (only a programming error can fail it). */
+void id_cond_init(pthread_cond_t *cond);
 
 #endif

@@ -1,5 +1,6 @@
 /* mockprov: a scripted mock provider server over libmicrohttpd; see mockprov.h. */
 #include "mockprov.h"
+#include "id.h"
 #include "mem.h"
 
 #include <arpa/inet.h>
@@ -323,11 +324,7 @@ static void s_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 mockprov_t *mockprov_new(void) {
     mockprov_t *self = mem_calloc(1, sizeof *self);
     pthread_mutex_init(&self->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&self->cond, &attr);
-    pthread_condattr_destroy(&attr);
+    id_cond_init(&self->cond);
     self->requests = json_array();
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -389,14 +386,7 @@ int mockprov_request_count(mockprov_t *self) {
 }
 
 int mockprov_wait_requests(mockprov_t *self, int n, int timeout_ms) {
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = id_timespec_at(id_now_ms() + timeout_ms);
     pthread_mutex_lock(&self->lock);
     int rc = 0;
     while ((int)json_array_size(self->requests) < n && rc != ETIMEDOUT) {

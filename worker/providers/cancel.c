@@ -1,4 +1,4 @@
-/* cancel: see cancel.h. A mutex and a condition variable on the monotonic clock. */
+/* cancel: see cancel.h. A mutex and a condition variable on the monotonic clock (id.h). */
 #include "cancel.h"
 #include "id.h"
 #include "mem.h"
@@ -17,11 +17,7 @@ struct cancel {
 
 cancel_t *cancel_new(void) {
     cancel_t *self = mem_calloc(1, sizeof *self);
-    pthread_condattr_t attr;
-    ASSERT(pthread_condattr_init(&attr) == 0);
-    ASSERT(pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0);
-    ASSERT(pthread_cond_init(&self->cond, &attr) == 0);
-    pthread_condattr_destroy(&attr);
+    id_cond_init(&self->cond);
     ASSERT(pthread_mutex_init(&self->lock, NULL) == 0);
     self->refs = 1;
     return self;
@@ -65,15 +61,9 @@ bool cancel_is_set(cancel_t *self) {
 }
 
 bool cancel_wait_until(cancel_t *self, int64_t deadline_ms) {
-    /* id_now_ms() reads CLOCK_MONOTONIC too, so the two scales agree. */
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    int64_t left = deadline_ms - id_now_ms();
-    int64_t ns = (int64_t)now.tv_nsec + (left > 0 ? left : 0) % 1000 * 1000000;
-    struct timespec until = {.tv_sec = now.tv_sec + (left > 0 ? left : 0) / 1000 + ns / 1000000000,
-                             .tv_nsec = (long)(ns % 1000000000)};
+    struct timespec until = id_timespec_at(deadline_ms);
     pthread_mutex_lock(&self->lock);
-    while (!self->set && left > 0) {
+    while (!self->set && deadline_ms > id_now_ms()) {
         if (pthread_cond_timedwait(&self->cond, &self->lock, &until) == ETIMEDOUT) {
             break;
         }
