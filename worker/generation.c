@@ -21,7 +21,7 @@ static const char *s_str(const json_t *obj, const char *key) {
     return v ? v : "";
 }
 
-json_t *generation_partial(const char *const *parts, size_t count) {
+char *generation_partial(const char *const *parts, size_t count) {
     json_t *out = json_array();
     char *text = NULL;
     for (size_t i = 0; i < count; i++) {
@@ -48,7 +48,9 @@ json_t *generation_partial(const char *const *parts, size_t count) {
         json_array_append_new(out, json_pack("{s:s, s:s}", "type", "text", "text", text));
         free(text);
     }
-    return out;
+    char *content = json_array_size(out) > 0 ? jsonout_dumps(out) : NULL;
+    json_decref(out);
+    return content;
 }
 
 /* --- Transitions, as task_bundle_fn. --- */

@@ -32,8 +32,9 @@
 task_rc_t generation_step(task_ctx_t *ctx, PGconn *conn);
 
 /* The assistant content an interrupted episode leaves: consecutive text deltas merged into
- * one text part, other parts kept as streamed. Returns a new array (maybe empty). Exposed for
- * the interrupt task and unit tests. */
-json_t *generation_partial(const char *const *parts, size_t count);
+ * one text part, other parts kept as streamed, as the JSON text of the parts array (written
+ * by jsonout, so reals keep their shortest form), owned by the caller; NULL when no part is
+ * left. Exposed for the interrupt task and unit tests. */
+char *generation_partial(const char *const *parts, size_t count);
 
 #endif

@@ -164,12 +164,8 @@ static task_rc_t s_interrupt(task_ctx_t *ctx, PGconn *conn) {
         for (size_t i = 0; i < n; i++) {
             texts[i] = parts[i].json;
         }
-        json_t *partial = generation_partial(texts, n);
+        content = generation_partial(texts, n);
         free(texts);
-        if (json_array_size(partial) > 0) {
-            content = json_dumps(partial, JSON_COMPACT);
-        }
-        json_decref(partial);
     }
     partbuf_parts_free(&parts, n);
     cs_message_t msg = {.role = "assistant", .content = content};

@@ -248,13 +248,31 @@ static void test_partial_merges_text_deltas(void **u) {
         "{\"type\":\"tool-call\",\"tool_call_id\":\"c\",\"tool_name\":\"time\"}",
         "{\"type\":\"text\",\"text\":\"!\"}",
     };
-    json_t *p = generation_partial(parts, 4);
-    char *s = json_dumps(p, JSON_COMPACT);
+    char *s = generation_partial(parts, 4);
     assert_string_equal(s, "[{\"type\":\"text\",\"text\":\"Hello\"},{\"type\":\"tool-call\","
                            "\"tool_call_id\":\"c\",\"tool_name\":\"time\"},"
                            "{\"type\":\"text\",\"text\":\"!\"}]");
     free(s);
-    json_decref(p);
+    /* Nothing left (no part, or none that parses): no content at all. */
+    const char *junk[] = {"not json", "[1]"};
+    assert_null(generation_partial(junk, 2));
+    assert_null(generation_partial(NULL, 0));
+}
+
+static void test_partial_keeps_reals_in_their_shortest_form(void **u) {
+    (void)u;
+    /* The partial is stored as written here: 0.1 must stay 0.1 (not 0.10000000000000001)
+     * and 2.0 a real, as jsonout writes every JSON the system stores. */
+    const char *parts[] = {
+        "{\"type\":\"text\",\"text\":\"x\"}",
+        "{\"type\":\"tool-call\",\"tool_call_id\":\"c\",\"tool_name\":\"f\","
+        "\"args\":{\"p\":0.1,\"q\":2.0,\"r\":1e-7}}",
+    };
+    char *s = generation_partial(parts, 2);
+    assert_string_equal(s, "[{\"type\":\"text\",\"text\":\"x\"},{\"type\":\"tool-call\","
+                           "\"tool_call_id\":\"c\",\"tool_name\":\"f\","
+                           "\"args\":{\"p\":0.1,\"q\":2.0,\"r\":1e-07}}]");
+    free(s);
 }
 
 int main(void) {
@@ -265,6 +283,7 @@ int main(void) {
         cmocka_unit_test(test_sim_is_deterministic_and_fails_as_scripted),
         cmocka_unit_test(test_sim_stall_ends_promptly_when_cancelled),
         cmocka_unit_test(test_partial_merges_text_deltas),
+        cmocka_unit_test(test_partial_keeps_reals_in_their_shortest_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

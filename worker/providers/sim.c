@@ -237,7 +237,8 @@ static char *s_results_reply(const json_t *msgs, size_t from) {
             if (strcmp(s_str(p, "type"), "tool-result")) {
                 continue;
             }
-            char *r = json_dumps(json_object_get(p, "result"), JSON_COMPACT | JSON_ENCODE_ANY);
+            json_t *result = json_object_get(p, "result");
+            char *r = result ? jsonout_dumps(result) : NULL;
             const char *name = json_string_value(json_object_get(p, "tool_name"));
             char *next = mem_printf("%s %s=%s", acc, name ? name : "?", r ? r : "null");
             free(r);
