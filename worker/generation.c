@@ -53,7 +53,7 @@ char *generation_partial(const char *const *parts, size_t count) {
     return content;
 }
 
-/* --- Transitions, as task_bundle_fn. --- */
+/* --- Transitions, as taskctx_bundle_fn. --- */
 
 typedef struct {
     const cs_fence_t *fence;
@@ -122,8 +122,8 @@ static int s_record_retry(chatstate_t *cs, void *arg, cs_error_t *err) {
 /* --- The structured turn. --- */
 
 /* FinishError with a failed receipt (code); the error is for people, the code for clients. */
-static task_rc_t s_fail_request(task_ctx_t *ctx, PGconn *conn, const char *request_id,
-                                const char *code, const char *kind, const char *why) {
+static taskctx_rc_t s_fail_request(taskctx_t *ctx, PGconn *conn, const char *request_id,
+                                   const char *code, const char *kind, const char *why) {
     json_t *e = json_pack("{s:s, s:s}", "kind", kind, "message", why);
     char *ej = jsonout_dumps(e);
     json_decref(e);
@@ -132,15 +132,15 @@ static task_rc_t s_fail_request(task_ctx_t *ctx, PGconn *conn, const char *reque
                   .receipt_id = request_id,
                   .receipt_status = request_id ? "failed" : NULL,
                   .receipt_code = code};
-    task_rc_t rc = task_bundle(ctx, conn, s_finish_error, &a, "FinishError");
-    if (rc == TASK_DONE) {
+    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_finish_error, &a, "FinishError");
+    if (rc == TASKCTX_DONE) {
         atomic_fetch_add(&ctx->env->counters.turns_failed, 1);
     }
     free(ej);
     return rc;
 }
 
-static task_rc_t s_feedback(task_ctx_t *ctx, PGconn *conn, const structured_turn_t *t) {
+static taskctx_rc_t s_feedback(taskctx_t *ctx, PGconn *conn, const structured_turn_t *t) {
     /* Bounded: the reason is at most STRUCTURED_REASON_MAX bytes and the rest is static. */
     char text[STRUCTURED_ERROR_MAX];
     if (t->native && !strcmp(t->st.last_reject, "invalid_output")) {
@@ -165,15 +165,15 @@ static task_rc_t s_feedback(task_ctx_t *ctx, PGconn *conn, const structured_turn
                         .so_request_id = t->request_id,
                         .so_meta = meta};
     s_args_t a = {.fence = &ctx->fence, .msgs = &msg, .count = 1};
-    task_rc_t rc = task_bundle(ctx, conn, s_commit_step, &a, "CommitStep");
+    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_commit_step, &a, "CommitStep");
     free(content);
     free(meta);
     return rc;
 }
 
 /* Carries out a structured decision other than STRUCTURED_CONTINUE. */
-static task_rc_t s_turn_end(task_ctx_t *ctx, PGconn *conn, const structured_turn_t *t,
-                            structured_decision_t d) {
+static taskctx_rc_t s_turn_end(taskctx_t *ctx, PGconn *conn, const structured_turn_t *t,
+                               structured_decision_t d) {
     if (d == STRUCTURED_FEEDBACK) {
         return s_feedback(ctx, conn, t);
     }
@@ -188,8 +188,8 @@ static task_rc_t s_turn_end(task_ctx_t *ctx, PGconn *conn, const structured_turn
                   .receipt_status = value ? "succeeded" : "failed",
                   .receipt_code = value ? NULL : structured_decision_name(d),
                   .receipt_value = value};
-    task_rc_t rc = task_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
-    if (rc == TASK_DONE) {
+    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
+    if (rc == TASKCTX_DONE) {
         atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
     }
     free(value);
@@ -197,26 +197,26 @@ static task_rc_t s_turn_end(task_ctx_t *ctx, PGconn *conn, const structured_turn
 }
 
 /* Commits the batch's rows in one CommitStep and destroys the batch. */
-static task_rc_t s_commit_batch(task_ctx_t *ctx, PGconn *conn, batch_t **b) {
+static taskctx_rc_t s_commit_batch(taskctx_t *ctx, PGconn *conn, batch_t **b) {
     s_args_t a = {.fence = &ctx->fence};
     a.msgs = batch_rows(*b, &a.count);
-    task_rc_t rc = task_bundle(ctx, conn, s_commit_step, &a, "CommitStep");
+    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_commit_step, &a, "CommitStep");
     batch_destroy(b);
     return rc;
 }
 
 /* Pending local calls read back from history (DECIDE_RUN_LOCAL). */
-static task_rc_t s_run_pending(task_ctx_t *ctx, PGconn *conn, const json_t *pending,
-                               const json_t *dynamic_tools, const structured_turn_t *turn) {
+static taskctx_rc_t s_run_pending(taskctx_t *ctx, PGconn *conn, const json_t *pending,
+                                  const json_t *dynamic_tools, const structured_turn_t *turn) {
     batch_t *b = batch_new();
     batch_pending(b, pending, dynamic_tools, turn);
     return s_commit_batch(ctx, conn, &b);
 }
 
 /* One model reply in one CommitStep (batch.h). */
-static task_rc_t s_commit_reply(task_ctx_t *ctx, PGconn *conn, const history_t *h,
-                                const structured_turn_t *turn, provider_result_t *res,
-                                const char *model_config_id) {
+static taskctx_rc_t s_commit_reply(taskctx_t *ctx, PGconn *conn, const history_t *h,
+                                   const structured_turn_t *turn, provider_result_t *res,
+                                   const char *model_config_id) {
     char *usage = res->usage ? jsonout_dumps(res->usage) : NULL;
     batch_t *b = batch_new();
     const char *rejection = NULL;
@@ -231,7 +231,7 @@ static task_rc_t s_commit_reply(task_ctx_t *ctx, PGconn *conn, const history_t *
                  res->finish[0] ? res->finish : "stop", rejection ? rejection : "-", candidate,
                  turn->st.rejections);
     }
-    task_rc_t rc = s_commit_batch(ctx, conn, &b);
+    taskctx_rc_t rc = s_commit_batch(ctx, conn, &b);
     free(usage);
     return rc;
 }
@@ -239,7 +239,7 @@ static task_rc_t s_commit_reply(task_ctx_t *ctx, PGconn *conn, const history_t *
 /* --- Model calls. --- */
 
 typedef struct {
-    task_ctx_t *ctx;
+    taskctx_t *ctx;
     int64_t attempt;
 } s_stream_t;
 
@@ -321,7 +321,7 @@ static void s_model_of(const history_t *h, provider_model_t *model) {
     };
 }
 
-static int64_t s_backoff(const task_env_t *env, int64_t attempt, const provider_result_t *res) {
+static int64_t s_backoff(const taskctx_env_t *env, int64_t attempt, const provider_result_t *res) {
     int64_t delay = env->retry_base_ms;
     for (int64_t k = 1; k < attempt && delay < env->retry_max_ms; k++) {
         delay *= 2;
@@ -333,13 +333,13 @@ static int64_t s_backoff(const task_env_t *env, int64_t attempt, const provider_
 /* A failed model call: FinishError (with a generation_failed receipt when a request is
  * open) past the retry limit or for a non-retryable failure, else RecordRetryState and a
  * cancellable backoff. *again is set when another attempt should follow. */
-static task_rc_t s_model_failed(task_ctx_t *ctx, PGconn *conn, const provider_model_t *model,
-                                const structured_turn_t *turn, provider_result_t *res,
-                                int64_t attempt, bool *again) {
-    task_env_t *env = ctx->env;
+static taskctx_rc_t s_model_failed(taskctx_t *ctx, PGconn *conn, const provider_model_t *model,
+                                   const structured_turn_t *turn, provider_result_t *res,
+                                   int64_t attempt, bool *again) {
+    taskctx_env_t *env = ctx->env;
     *again = false;
     atomic_fetch_add(&env->counters.model_errors, 1);
-    atomic_fetch_add(&env->counters.model_errors_by_class[task_error_class(res->status)], 1);
+    atomic_fetch_add(&env->counters.model_errors_by_class[taskctx_error_class(res->status)], 1);
     bool give_up = !res->retryable || attempt > env->max_retries;
     int64_t delay = s_backoff(env, attempt, res);
     char q[300];
@@ -351,35 +351,35 @@ static task_rc_t s_model_failed(task_ctx_t *ctx, PGconn *conn, const provider_mo
     char *ej = s_error_json(res, attempt, !give_up, delay);
     provider_result_clear(res);
     s_args_t a = {.fence = &ctx->fence, .error_json = ej};
-    task_rc_t rc;
+    taskctx_rc_t rc;
     if (give_up) {
         if (turn) {
             a.receipt_id = turn->request_id;
             a.receipt_status = "failed";
             a.receipt_code = "generation_failed";
         }
-        rc = task_bundle(ctx, conn, s_finish_error, &a, "FinishError");
-        if (rc == TASK_DONE) {
+        rc = taskctx_bundle(ctx, conn, s_finish_error, &a, "FinishError");
+        if (rc == TASKCTX_DONE) {
             atomic_fetch_add(&env->counters.turns_failed, 1);
         }
         free(ej);
         return rc;
     }
-    rc = task_bundle(ctx, conn, s_record_retry, &a, "RecordRetryState");
+    rc = taskctx_bundle(ctx, conn, s_record_retry, &a, "RecordRetryState");
     free(ej);
-    if (rc != TASK_DONE) {
+    if (rc != TASKCTX_DONE) {
         return rc;
     }
     if (cancel_wait_ms(ctx->cancel, delay)) {
-        return TASK_QUIET;
+        return TASKCTX_QUIET;
     }
     *again = true;
     return rc;
 }
 
-static task_rc_t s_call_model(task_ctx_t *ctx, PGconn *conn, const history_t *h,
-                              structured_turn_t *turn) {
-    task_env_t *env = ctx->env;
+static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, const history_t *h,
+                                 structured_turn_t *turn) {
+    taskctx_env_t *env = ctx->env;
     if (!json_is_object(h->model)) {
         return s_fail_request(ctx, conn, turn ? turn->request_id : NULL, "configuration_error",
                               "config", "no model config is available");
@@ -389,12 +389,12 @@ static task_rc_t s_call_model(task_ctx_t *ctx, PGconn *conn, const history_t *h,
     const char *model_config_id = json_string_value(json_object_get(h->model, "id"));
     json_t *prompt = s_prompt(h, turn);
     json_t *tools = s_tools_on_offer(h->dynamic_tools, turn);
-    task_rc_t rc = TASK_QUIET;
+    taskctx_rc_t rc = TASKCTX_QUIET;
     for (bool again = true; again;) {
         again = false;
         s_args_t a = {.fence = &ctx->fence};
-        rc = task_bundle(ctx, conn, s_record_attempt, &a, "RecordGenerationAttempt");
-        if (rc != TASK_DONE) {
+        rc = taskctx_bundle(ctx, conn, s_record_attempt, &a, "RecordGenerationAttempt");
+        if (rc != TASKCTX_DONE) {
             break;
         }
         int64_t attempt = a.attempt;
@@ -415,10 +415,10 @@ static task_rc_t s_call_model(task_ctx_t *ctx, PGconn *conn, const history_t *h,
         atomic_fetch_add(&env->counters.model_calls, 1);
         int64_t t0 = id_now_ms();
         provider_rc_t prc = provider_generate(&req, ctx->cancel, s_on_part, &stream, &res);
-        task_count_model_call(&env->counters, id_now_ms() - t0);
+        taskctx_count_model_call(&env->counters, id_now_ms() - t0);
         partbuf_close(pb, ctx->chat_id, hv, attempt);
         if (prc == PROVIDER_CANCELLED) {
-            rc = TASK_QUIET;
+            rc = TASKCTX_QUIET;
             break;
         }
         if (prc == PROVIDER_OK) {
@@ -440,8 +440,8 @@ static task_rc_t s_call_model(task_ctx_t *ctx, PGconn *conn, const history_t *h,
 /* The structured side of a step: configuration failures, and the decisions that end the
  * request or commit feedback instead of the ordinary step. Returns true when it handled the
  * step (*rc set). */
-static bool s_structured_step(task_ctx_t *ctx, PGconn *conn, const history_t *h,
-                              structured_turn_t *turn, bool *open, decide_t d, task_rc_t *rc) {
+static bool s_structured_step(taskctx_t *ctx, PGconn *conn, const history_t *h,
+                              structured_turn_t *turn, bool *open, decide_t d, taskctx_rc_t *rc) {
     char why[STRUCTURED_ERROR_MAX];
     if (structured_turn_open(turn, h->request_id, h->response_format, h->evidence, h->dynamic_tools,
                              why, sizeof why) != 0) {
@@ -470,7 +470,7 @@ static bool s_structured_step(task_ctx_t *ctx, PGconn *conn, const history_t *h,
     return true;
 }
 
-task_rc_t generation_step(task_ctx_t *ctx, PGconn *conn) {
+taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
     history_t h;
     ctx->fence.generation_attempt = -1;
     history_rc_t hr = history_load(conn, ctx->chat_id, &ctx->fence, true, &h);
@@ -478,7 +478,7 @@ task_rc_t generation_step(task_ctx_t *ctx, PGconn *conn) {
         if (hr == HISTORY_FENCED) {
             atomic_fetch_add(&ctx->env->counters.fence_rejects, 1);
         }
-        return hr == HISTORY_DB ? TASK_RETRY : TASK_QUIET;
+        return hr == HISTORY_DB ? TASKCTX_RETRY : TASKCTX_QUIET;
     }
     /* Every write of this step also fences the attempt it read. */
     ctx->fence.generation_attempt = h.generation_attempt;
@@ -487,7 +487,7 @@ task_rc_t generation_step(task_ctx_t *ctx, PGconn *conn) {
     log_info("generation_step", "chat_id=%s history_version=%lld attempt=%lld decision=%s",
              ctx->chat_id, (long long)h.history_version, (long long)h.generation_attempt,
              history_decision_name(d));
-    task_rc_t rc = TASK_QUIET;
+    taskctx_rc_t rc = TASKCTX_QUIET;
     structured_turn_t turn = {0};
     bool open = false;
     bool handled = h.request_id[0] && s_structured_step(ctx, conn, &h, &turn, &open, d, &rc);
@@ -498,11 +498,11 @@ task_rc_t generation_step(task_ctx_t *ctx, PGconn *conn) {
             rc = s_run_pending(ctx, conn, pending, h.dynamic_tools, t);
             break;
         case DECIDE_REQUIRES_ACTION:
-            rc = task_bundle(ctx, conn, s_enter_ra, &a, "EnterRequiresAction");
+            rc = taskctx_bundle(ctx, conn, s_enter_ra, &a, "EnterRequiresAction");
             break;
         case DECIDE_FINISH_TURN:
-            rc = task_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
-            if (rc == TASK_DONE) {
+            rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
+            if (rc == TASKCTX_DONE) {
                 atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
             }
             break;

@@ -24,12 +24,12 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "task.h"
+#include "taskctx.h"
 
-/* The generation task's body. TASK_DONE after its transition committed, TASK_QUIET on a
- * fence mismatch or cancellation, TASK_RETRY on a database failure (the caller backs off
+/* The generation task's body. TASKCTX_DONE after its transition committed, TASKCTX_QUIET on a
+ * fence mismatch or cancellation, TASKCTX_RETRY on a database failure (the caller backs off
  * and calls it again, which reloads the history). */
-task_rc_t generation_step(task_ctx_t *ctx, PGconn *conn);
+taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn);
 
 /* The assistant content an interrupted episode leaves: consecutive text deltas merged into
  * one text part, other parts kept as streamed, as the JSON text of the parts array (written

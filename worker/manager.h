@@ -31,7 +31,7 @@
 #define MANAGER_GC_INTERVAL_MS 1000 /* how often the part buffer is collected */
 
 typedef struct {
-    task_env_t *env;          /* borrowed; outlives the manager */
+    taskctx_env_t *env;       /* borrowed; outlives the manager */
     leaseset_t *leases;       /* borrowed; outlives the manager */
     const char *database_url; /* for the sync loop's connection */
     const char *broker_sub;   /* CHATFLEET_BROKER_SUB, for chat:update:<id> hints */

@@ -12,7 +12,8 @@
 #include <string.h>
 
 struct task {
-    task_ctx_t ctx;
+    taskctx_t ctx;
+    task_kind_t kind;
     uint64_t id;
     pthread_t thread;
     char lock_key[ID_UUID_LEN + 48];
@@ -79,54 +80,6 @@ static void s_unlock(const char *key) {
     pthread_mutex_unlock(&s_locks_mutex);
 }
 
-/* --- Bundles. --- */
-
-task_rc_t task_bundle(task_ctx_t *ctx, PGconn *conn, task_bundle_fn *fn, void *arg,
-                      const char *what) {
-    if (cancel_is_set(ctx->cancel)) {
-        return TASK_QUIET;
-    }
-    cs_error_t err;
-    chatstate_t *cs = chatstate_begin(conn, ctx->chat_id, &err);
-    int rc = cs ? fn(cs, arg, &err) : -1;
-    if (cs && rc == 0) {
-        rc = chatstate_commit(&cs, &ctx->env->sink, &ctx->after, &err);
-    }
-    chatstate_destroy(&cs);
-    if (rc == 0) {
-        ctx->have_after = true;
-        atomic_fetch_add(&ctx->env->counters.commits, 1);
-        log_info("task_commit",
-                 "chat_id=%s worker_id=%s runner_id=%s move=%s snapshot_version=%lld "
-                 "history_version=%lld status=%s",
-                 ctx->chat_id, ctx->fence.worker_id, ctx->fence.runner_id, what,
-                 (long long)ctx->after.snapshot_version, (long long)ctx->after.history_version,
-                 ctx->after.status);
-        return TASK_DONE;
-    }
-    char q[300];
-    switch (err.rc) {
-        case CS_FENCED:
-            atomic_fetch_add(&ctx->env->counters.fence_rejects, 1);
-            return TASK_QUIET;
-        case CS_NOT_FOUND:
-            return TASK_QUIET;
-        case CS_CONFLICT:
-        case CS_INVALID_STATE:
-        case CS_BAD_INPUT:
-            /* The fence held but the move table refused: the chat moved somewhere this task
-             * has no business in (archived, say). Retrying cannot help; the runner sees the
-             * new state and decides. */
-            log_warn("task_refused", "chat_id=%s move=%s reason=%s", ctx->chat_id, what,
-                     log_quote(err.message, q, sizeof q));
-            return TASK_QUIET;
-        default:
-            log_warn("task_bundle_failed", "chat_id=%s move=%s reason=%s", ctx->chat_id, what,
-                     log_quote(err.message, q, sizeof q));
-            return TASK_RETRY;
-    }
-}
-
 /* --- Interrupt (ARCHITECTURE.md §1.2). --- */
 
 typedef struct {
@@ -140,14 +93,14 @@ static int s_finish_interruption(chatstate_t *cs, void *arg, cs_error_t *err) {
     return chatstate_finish_interruption(cs, a->fence, a->partial, a->count, err);
 }
 
-static task_rc_t s_interrupt(task_ctx_t *ctx, PGconn *conn) {
+static taskctx_rc_t s_interrupt(taskctx_t *ctx, PGconn *conn) {
     history_t h;
     history_rc_t hr = history_load(conn, ctx->chat_id, &ctx->fence, false, &h);
     if (hr != HISTORY_OK) {
         if (hr == HISTORY_FENCED) {
             atomic_fetch_add(&ctx->env->counters.fence_rejects, 1);
         }
-        return hr == HISTORY_DB ? TASK_RETRY : TASK_QUIET;
+        return hr == HISTORY_DB ? TASKCTX_RETRY : TASKCTX_QUIET;
     }
     int64_t attempt = h.generation_attempt;
     history_clear(&h);
@@ -170,29 +123,13 @@ static task_rc_t s_interrupt(task_ctx_t *ctx, PGconn *conn) {
     partbuf_parts_free(&parts, n);
     cs_message_t msg = {.role = "assistant", .content = content};
     s_interrupt_t a = {&ctx->fence, content ? &msg : NULL, content ? 1 : 0};
-    task_rc_t rc = task_bundle(ctx, conn, s_finish_interruption, &a, "FinishInterruption");
-    if (rc == TASK_DONE) {
+    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_finish_interruption, &a, "FinishInterruption");
+    if (rc == TASKCTX_DONE) {
         log_info("interrupt_finished", "chat_id=%s partial_parts=%zu partial=%s", ctx->chat_id, n,
                  content ? "yes" : "no");
     }
     free(content);
     return rc;
-}
-
-const int64_t task_model_bucket_ms[TASK_MODEL_BUCKETS - 1] = {50, 100, 250, 500, 1000, 2500, 10000};
-const char *const task_error_class_names[TASK_ERROR_CLASSES] = {"429", "4xx", "5xx", "none"};
-
-int task_error_class(int status) {
-    return status == 429 ? 0 : status >= 400 && status < 500 ? 1 : status >= 500 ? 2 : 3;
-}
-
-void task_count_model_call(task_counters_t *c, int64_t ms) {
-    int b = 0;
-    while (b < TASK_MODEL_BUCKETS - 1 && ms > task_model_bucket_ms[b]) {
-        b++;
-    }
-    atomic_fetch_add(&c->model_ms_buckets[b], 1);
-    atomic_fetch_add(&c->model_ms_sum, ms);
 }
 
 /* --- Requires-action deadline (ARCHITECTURE.md §1.2). --- */
@@ -203,11 +140,11 @@ static int s_cancel_ra(chatstate_t *cs, void *arg, cs_error_t *err) {
 
 /* Holds no connection while it waits: a worker may own hundreds of chats that wait for
  * their clients, and each would otherwise pin a PostgreSQL backend for minutes. */
-static task_rc_t s_deadline(task_ctx_t *ctx, PGconn **conn) {
+static taskctx_rc_t s_deadline(taskctx_t *ctx, PGconn **conn) {
     history_t h;
     history_rc_t hr = history_load(*conn, ctx->chat_id, &ctx->fence, false, &h);
     if (hr != HISTORY_OK) {
-        return hr == HISTORY_DB ? TASK_RETRY : TASK_QUIET;
+        return hr == HISTORY_DB ? TASKCTX_RETRY : TASKCTX_QUIET;
     }
     int64_t wait = h.deadline_in_ms == INT64_MAX ? ctx->env->ra_default_ms : h.deadline_in_ms;
     history_clear(&h);
@@ -215,13 +152,13 @@ static task_rc_t s_deadline(task_ctx_t *ctx, PGconn **conn) {
     dbpool_put(ctx->env->pool, *conn);
     *conn = NULL;
     if (wait > 0 && cancel_wait_ms(ctx->cancel, wait)) {
-        return TASK_QUIET;
+        return TASKCTX_QUIET;
     }
     *conn = dbpool_get(ctx->env->pool);
     if (!*conn) {
-        return TASK_RETRY;
+        return TASKCTX_RETRY;
     }
-    return task_bundle(ctx, *conn, s_cancel_ra, &ctx->fence, "CancelRequiresAction");
+    return taskctx_bundle(ctx, *conn, s_cancel_ra, &ctx->fence, "CancelRequiresAction");
 }
 
 /* --- Abandon (ARCHITECTURE.md §1.2). --- */
@@ -230,17 +167,18 @@ static int s_abandon_fn(chatstate_t *cs, void *arg, cs_error_t *err) {
     return chatstate_abandon(cs, arg, err);
 }
 
-static task_rc_t s_abandon(task_ctx_t *ctx, PGconn *conn) {
-    return task_bundle(ctx, conn, s_abandon_fn, &ctx->fence, "Abandon");
+static taskctx_rc_t s_abandon(taskctx_t *ctx, PGconn *conn) {
+    return taskctx_bundle(ctx, conn, s_abandon_fn, &ctx->fence, "Abandon");
 }
 
 /* --- The thread. --- */
 
 /* Runs the task's body with *conn; a body may give the connection back while it waits and
  * take another (the caller puts back whatever *conn is at the end, NULL included). */
-static task_rc_t s_body(task_ctx_t *ctx, PGconn **connp) {
+static taskctx_rc_t s_body(task_t *self, PGconn **connp) {
+    taskctx_t *ctx = &self->ctx;
     PGconn *conn = *connp;
-    switch (ctx->kind) {
+    switch (self->kind) {
         case TASK_GENERATION:
             return generation_step(ctx, conn);
         case TASK_INTERRUPT:
@@ -250,7 +188,7 @@ static task_rc_t s_body(task_ctx_t *ctx, PGconn **connp) {
         case TASK_ABANDON:
             return s_abandon(ctx, conn);
     }
-    return TASK_QUIET;
+    return TASKCTX_QUIET;
 }
 
 static void s_done(task_t *self) {
@@ -276,8 +214,8 @@ static void s_done(task_t *self) {
 
 static void *s_thread(void *arg) {
     task_t *self = arg;
-    task_ctx_t *ctx = &self->ctx;
-    task_env_t *env = ctx->env;
+    taskctx_t *ctx = &self->ctx;
+    taskctx_env_t *env = ctx->env;
     int64_t backoff = TASK_BACKOFF_MIN_MS;
     if (s_lock(self->lock_key, ctx->cancel)) {
         for (;;) {
@@ -285,14 +223,14 @@ static void *s_thread(void *arg) {
                 break;
             }
             PGconn *conn = dbpool_get(env->pool);
-            task_rc_t rc = conn ? s_body(ctx, &conn) : TASK_RETRY;
+            taskctx_rc_t rc = conn ? s_body(self, &conn) : TASKCTX_RETRY;
             dbpool_put(env->pool, conn);
-            if (rc != TASK_RETRY) {
+            if (rc != TASKCTX_RETRY) {
                 break;
             }
             atomic_fetch_add(&env->counters.retries, 1);
             log_warn("task_retry", "chat_id=%s task=%s backoff_ms=%lld", ctx->chat_id,
-                     task_kind_name(ctx->kind), (long long)backoff);
+                     task_kind_name(self->kind), (long long)backoff);
             if (cancel_wait_ms(ctx->cancel, backoff)) {
                 break;
             }
@@ -304,12 +242,12 @@ static void *s_thread(void *arg) {
     return NULL;
 }
 
-task_t *task_start(task_env_t *env, task_kind_t kind, uint64_t id, const char *chat_id,
+task_t *task_start(taskctx_env_t *env, task_kind_t kind, uint64_t id, const char *chat_id,
                    const char *runner_id, const char *status, int64_t history_version) {
     task_t *self = mem_calloc(1, sizeof *self);
-    task_ctx_t *ctx = &self->ctx;
+    taskctx_t *ctx = &self->ctx;
     ctx->env = env;
-    ctx->kind = kind;
+    self->kind = kind;
     snprintf(ctx->chat_id, sizeof ctx->chat_id, "%s", chat_id);
     snprintf(ctx->status, sizeof ctx->status, "%s", status ? status : "");
     snprintf(ctx->fence.worker_id, sizeof ctx->fence.worker_id, "%s", env->worker_id);
@@ -341,7 +279,7 @@ uint64_t task_id(const task_t *self) {
 }
 
 task_kind_t task_kind(const task_t *self) {
-    return self->ctx.kind;
+    return self->kind;
 }
 
 const char *task_kind_name(task_kind_t kind) {

@@ -26,7 +26,7 @@ struct worker {
     partbuf_t *partbuf;
     relay_worker_t *relay;
     leaseset_t *leases;
-    task_env_t env;
+    taskctx_env_t env;
     manager_t *manager;
     heartbeater_t *heartbeater;
     acquirer_t *acquirer;
@@ -91,7 +91,7 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
         log_warn("worker_relay_unavailable", "endpoint=%s", cfg->broker_relay);
     }
     self->leases = leaseset_new();
-    task_env_t *env = &self->env;
+    taskctx_env_t *env = &self->env;
     snprintf(env->worker_id, sizeof env->worker_id, "%s", self->id);
     /* Statements are bounded so that no task or actor can hang on a wedged server. */
     int64_t stmt_ms = cfg->lease_stale_ms > 3000 ? cfg->lease_stale_ms : 3000;
@@ -190,7 +190,7 @@ typedef struct {
 static char *s_counter_metrics(worker_t *self, const s_reading_t *rp);
 
 static void s_read(worker_t *self, s_reading_t *r) {
-    task_counters_t *c = &self->env.counters;
+    taskctx_counters_t *c = &self->env.counters;
     memset(r, 0, sizeof *r);
     (void)acquirer_status(self->acquirer, &r->as);
     (void)heartbeater_status(self->heartbeater, &r->hs);
@@ -222,15 +222,15 @@ void worker_log_counters(worker_t *self) {
 
 /* The model call latency histogram and errors by status, appended to text (consumed). */
 static char *s_model_metrics(worker_t *self, char *text) {
-    task_counters_t *c = &self->env.counters;
+    taskctx_counters_t *c = &self->env.counters;
     char *out = mem_printf("%s# TYPE chatfleet_worker_model_call_seconds histogram\n", text);
     free(text);
     long long cum = 0;
-    for (int b = 0; b < TASK_MODEL_BUCKETS; b++) {
+    for (int b = 0; b < TASKCTX_MODEL_BUCKETS; b++) {
         cum += atomic_load(&c->model_ms_buckets[b]);
         char le[24];
-        if (b < TASK_MODEL_BUCKETS - 1) {
-            snprintf(le, sizeof le, "%g", (double)task_model_bucket_ms[b] / 1000.0);
+        if (b < TASKCTX_MODEL_BUCKETS - 1) {
+            snprintf(le, sizeof le, "%g", (double)taskctx_model_bucket_ms[b] / 1000.0);
         } else {
             snprintf(le, sizeof le, "+Inf");
         }
@@ -247,10 +247,10 @@ static char *s_model_metrics(worker_t *self, char *text) {
                    out, self->id, (double)atomic_load(&c->model_ms_sum) / 1000.0, self->id, cum);
     free(out);
     out = next;
-    for (int k = 0; k < TASK_ERROR_CLASSES; k++) {
+    for (int k = 0; k < TASKCTX_ERROR_CLASSES; k++) {
         next = mem_printf(
             "%schatfleet_worker_model_errors_by_status_total{worker=\"%s\",status=\"%s\"} %lld\n",
-            out, self->id, task_error_class_names[k],
+            out, self->id, taskctx_error_class_names[k],
             (long long)atomic_load(&c->model_errors_by_class[k]));
         free(out);
         out = next;

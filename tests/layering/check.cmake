@@ -31,6 +31,33 @@ foreach(rule ${rules})
     message(STATUS "${lib} ${header}: ${expect} (rc=${rc})")
 endforeach()
 
+# The module order inside a library (below.txt): the source's whole include graph, as the
+# preprocessor resolves it with the library's include path, must not reach the header.
+file(STRINGS ${DIR}/below.txt below)
+foreach(rule ${below})
+    string(REPLACE "|" ";" f "${rule}")
+    list(GET f 0 lib)
+    list(GET f 1 source)
+    list(GET f 2 header)
+    file(STRINGS ${DIR}/${lib}.includes dirs)
+    set(flags "")
+    foreach(d ${dirs})
+        list(APPEND flags "-I${d}")
+    endforeach()
+    execute_process(COMMAND ${CC} -MM -MG ${flags} ${SRC}/${source}
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE deps ERROR_VARIABLE err)
+    string(REGEX REPLACE "\\\\?\n" " " deps "${deps}")
+    if(NOT rc EQUAL 0)
+        message(SEND_ERROR "${source}: cannot list its includes: ${err}")
+        math(EXPR failures "${failures} + 1")
+    elseif(deps MATCHES "[ /]${header} " OR deps MATCHES "[ /]${header}$")
+        message(SEND_ERROR "${source} reaches ${header}, a module above it")
+        math(EXPR failures "${failures} + 1")
+    else()
+        message(STATUS "${source} does not reach ${header}")
+    endif()
+endforeach()
+
 file(GLOB_RECURSE sources ${SRC}/common/*.[ch] ${SRC}/proto/*.[ch] ${SRC}/broker/*.[ch]
      ${SRC}/api-gateway/*.[ch] ${SRC}/worker/*.[ch] ${SRC}/cli/*.[ch])
 foreach(s ${sources})
