@@ -6,6 +6,7 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 
 /* Messages handled per socket per loop turn before the others get a look, so that a flood
@@ -29,6 +30,18 @@ typedef struct {
     int64_t next_expire_ms;
     bool terminated;
 } self_t;
+
+/* The start-up handshake: the actor stores its init status (0: bound, -1: not) before it
+ * signals, and zactor_new returns only after that signal, so broker_new reads the status
+ * here (zactor_new discards the signal's own value). */
+typedef struct {
+    const broker_config_t *cfg;
+    atomic_int status;
+} s_start_t;
+
+struct broker {
+    zactor_t *actor;
+};
 
 static zsock_t *s_bind(int type, const char *endpoint, int hwm) {
     zsock_t *s = zsock_new(type);
@@ -303,8 +316,9 @@ static void s_handle_pipe(self_t *self) {
     free(cmd);
 }
 
-void broker_actor(zsock_t *pipe, void *args) {
-    const broker_config_t *cfg = args;
+static void s_actor(zsock_t *pipe, void *args) {
+    s_start_t *start = args; /* valid until the init signal only */
+    const broker_config_t *cfg = start->cfg;
     self_t self = {.pipe = pipe};
     int hwm = cfg->hwm_msgs > 0 ? cfg->hwm_msgs : BROKER_HWM_MSGS;
     self.xsub = s_bind(ZMQ_XSUB, cfg->pub_endpoint, hwm);
@@ -314,15 +328,8 @@ void broker_actor(zsock_t *pipe, void *args) {
         zsock_destroy(&self.xsub);
         zsock_destroy(&self.xpub);
         zsock_destroy(&self.router);
+        atomic_store(&start->status, -1);
         zsock_signal(pipe, (byte)-1);
-        /* zactor_new does not report the start-up status, so stay to answer "FAILED" until
-         * told to terminate; the owner learns of the failure on its first command. */
-        char *cmd = NULL;
-        while ((cmd = zstr_recv(pipe)) && !streq(cmd, "$TERM")) {
-            zstr_send(pipe, "FAILED");
-            zstr_free(&cmd);
-        }
-        zstr_free(&cmd);
         return;
     }
     self.xsub_h = zsock_resolve(self.xsub);
@@ -344,6 +351,7 @@ void broker_actor(zsock_t *pipe, void *args) {
     self.next_expire_ms = self.started_ms + BROKER_EXPIRE_TICK_MS;
     log_info("broker_ready", "pub=%s sub=%s relay=%s hwm=%d", cfg->pub_endpoint, cfg->sub_endpoint,
              cfg->relay_endpoint, hwm);
+    atomic_store(&start->status, 0);
     zsock_signal(pipe, 0);
 
     zmq_pollitem_t items[] = {
@@ -392,4 +400,35 @@ void broker_actor(zsock_t *pipe, void *args) {
     zsock_destroy(&self.xsub);
     zsock_destroy(&self.xpub);
     zsock_destroy(&self.router);
+}
+
+broker_t *broker_new(const broker_config_t *config) {
+    s_start_t start = {.cfg = config};
+    atomic_init(&start.status, -1);
+    zactor_t *actor = zactor_new(s_actor, &start);
+    if (!actor) {
+        return NULL;
+    }
+    if (atomic_load(&start.status) != 0) {
+        /* The actor has exited (or is exiting); this only reaps it. */
+        zactor_destroy(&actor);
+        return NULL;
+    }
+    broker_t *self = mem_calloc(1, sizeof *self);
+    self->actor = actor;
+    return self;
+}
+
+void broker_destroy(broker_t **self_p) {
+    broker_t *self = *self_p;
+    if (!self) {
+        return;
+    }
+    zactor_destroy(&self->actor);
+    free(self);
+    *self_p = NULL;
+}
+
+zactor_t *broker_actor(broker_t *self) {
+    return self->actor;
 }

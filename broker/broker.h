@@ -7,17 +7,17 @@
  * forwarded to that worker or answered "no_such_worker" at once. It counts messages in,
  * out and dropped, and logs the counters every stats_interval_ms and when asked.
  *
- * Pipe protocol:
- *   zactor_new(broker_actor, &config)   config (broker_config_t *) must outlive the start-up
- *                                       signal; the actor copies what it keeps.
- *   signal on init                      0 when all three endpoints are bound, -1 otherwise;
- *                                       after -1 the actor answers every command but $TERM
- *                                       with "FAILED" (zactor_new hides the signal's value).
+ * Pipe protocol (actor = broker_actor(broker)):
+ *   broker_new(&config)                 starts the actor; config is read during the call only.
+ *   signal on init                      0 when all three endpoints are bound, -1 otherwise,
+ *                                       and then the actor exits at once. zactor_new hides
+ *                                       the signal's value, so the actor also hands it to
+ *                                       broker_new, which returns NULL on -1.
  *   zstr_send(actor, "LOG")             logs one broker_stats line; no reply.
  *   zstr_send(actor, "STATS")           replies "8888888": pub_in, pub_out, relay_in,
  *                                       relay_out, dropped, workers, uptime_ms.
  *   zstr_send(actor, "$TERM")           logs the final counters, closes the sockets without
- *                                       lingering, and exits (zactor_destroy sends it).
+ *                                       lingering, and exits (broker_destroy sends it).
  * Nothing is sent unprompted. Unknown commands are logged and ignored.
  */
 #ifndef CHATFLEET_BROKER_H
@@ -41,6 +41,18 @@ typedef struct {
     int hwm_msgs;
 } broker_config_t;
 
-void broker_actor(zsock_t *pipe, void *args);
+typedef struct broker broker_t;
+
+/* Binds the three endpoints and starts the actor on them. Returns NULL when one of them
+ * cannot be bound (each failure logged as broker_bind_failed); nothing is left bound or
+ * running then. */
+broker_t *broker_new(const broker_config_t *config);
+
+/* Stops the actor ($TERM) and frees the broker. Safe on NULL; nulls *self_p. */
+void broker_destroy(broker_t **self_p);
+
+/* The actor, for the commands above and for polling: it sends nothing unprompted, so a
+ * message it sends unasked means it has exited. Owned by self. */
+zactor_t *broker_actor(broker_t *self);
 
 #endif

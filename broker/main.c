@@ -116,24 +116,13 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
 
-    zactor_t *broker = zactor_new(broker_actor, &bc);
-    if (!broker) {
-        log_error("broker_start_failed", NULL);
-        config_destroy(&cfg);
-        return 1;
-    }
-    /* zactor_new swallows the start-up status; the first command tells a running broker
-     * (the counters) from one that could not bind ("FAILED"). */
-    zstr_send(broker, "STATS");
-    zmsg_t *first = zmsg_recv(broker);
-    bool started = first && zmsg_size(first) == 7;
-    zmsg_destroy(&first);
-    if (!started) {
+    broker_t *b = broker_new(&bc);
+    if (!b) {
         log_error("broker_start_failed", "reason=bind");
-        zactor_destroy(&broker);
         config_destroy(&cfg);
         return 1;
     }
+    zactor_t *broker = broker_actor(b);
     zpoller_t *poller = zpoller_new(broker, NULL);
     ASSERT(poller);
     int status = 0;
@@ -155,7 +144,7 @@ int main(int argc, char **argv) {
     }
     log_info("broker_shutdown", "signal=%d", (int)s_stop);
     zpoller_destroy(&poller);
-    zactor_destroy(&broker);
+    broker_destroy(&b);
     config_destroy(&cfg);
     return status;
 }

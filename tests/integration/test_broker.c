@@ -1,7 +1,8 @@
 /* Integration tests of the real chatfleet-broker process with the bus and relay clients:
  * per-topic delivery in order per publisher, recovery after the broker is killed and
  * restarted, the watermark, relay routing by worker id, "no_such_worker" for unknown and
- * dead workers, counters on request and a clean SIGTERM shutdown.
+ * dead workers, counters on request, a clean SIGTERM shutdown, and a refused start (an
+ * unusable or an already bound endpoint: exit 1; broker_new NULL, nothing left bound).
  *
  * Endpoints are ipc:// sockets in a fresh temporary directory, or tcp:// on loopback ports
  * picked free at run time. Nothing sleeps to wait for a condition: every wait polls a
@@ -25,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "broker.h"
 #include "bus.h"
 #include "id.h"
 #include "mem.h"
@@ -1013,6 +1015,78 @@ static void test_broker_refuses_to_start_on_an_unusable_endpoint(void **state) {
     assert_int_equal(WEXITSTATUS(status), 1);
 }
 
+/* Waits (polling, bounded) for pid to exit and returns its exit status. */
+static int s_wait_exit(pid_t pid) {
+    int64_t deadline = id_now_ms() + S_START_DEADLINE_MS;
+    int status = 0;
+    pid_t got = 0;
+    zpoller_t *idle = zpoller_new(NULL);
+    while ((got = waitpid(pid, &status, WNOHANG)) == 0) {
+        assert_true(id_now_ms() < deadline);
+        zpoller_wait(idle, 5); /* pacing between polls of the exit status */
+    }
+    zpoller_destroy(&idle);
+    assert_int_equal(got, pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static void test_broker_process_exits_1_on_an_endpoint_already_bound(void **state) {
+    (void)state;
+    s_broker_t a;
+    s_broker_init(&a, true);
+    s_broker_start(&a);
+    /* A second broker on the same endpoints cannot bind: it exits with 1 at once, and the
+     * first one is undisturbed. */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 2);
+        execl(s_broker_path(), "chatfleet-broker", "--pub", a.pub, "--sub", a.sub, "--relay",
+              a.relay, (char *)NULL);
+        _exit(127);
+    }
+    assert_int_equal(s_wait_exit(pid), 1);
+    relay_client_t *c = relay_client_new(a.relay);
+    assert_non_null(c);
+    wire_stats_t st;
+    assert_int_equal(relay_client_stats(c, 1000, &st), 0);
+    relay_client_destroy(&c);
+    s_broker_fini(&a);
+}
+
+static void test_broker_new_is_null_on_a_bound_endpoint_and_leaves_nothing_bound(void **state) {
+    (void)state;
+    s_broker_t a;
+    s_broker_init(&a, true);
+    broker_config_t ca = {a.pub, a.sub, a.relay, 1000, 0};
+    broker_t *first = broker_new(&ca);
+    assert_non_null(first);
+    /* The relay endpoint is taken: broker_new fails, and the two endpoints it did bind are
+     * released, so a broker can bind them right after. */
+    s_broker_t b;
+    s_broker_init(&b, true);
+    broker_config_t cb = {b.pub, b.sub, a.relay, 1000, 0};
+    assert_null(broker_new(&cb));
+    cb.relay_endpoint = b.relay;
+    broker_t *second = broker_new(&cb);
+    assert_non_null(second);
+    /* Both answer: the failed start disturbed neither. */
+    broker_t *both[] = {first, second};
+    for (int i = 0; i < 2; i++) {
+        zactor_t *actor = broker_actor(both[i]);
+        assert_int_equal(zstr_send(actor, "STATS"), 0);
+        uint64_t v[7];
+        assert_int_equal(
+            zsock_recv(actor, "8888888", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]), 0);
+    }
+    broker_destroy(&second);
+    broker_destroy(&first);
+    assert_null(first);
+    broker_destroy(&first); /* safe on NULL */
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     log_init("test_broker", getenv("CHATFLEET_LOG") ? getenv("CHATFLEET_LOG") : "warn");
@@ -1029,6 +1103,8 @@ int main(void) {
         cmocka_unit_test(test_broker_counts_messages_and_drops_malformed),
         cmocka_unit_test(test_broker_exits_cleanly_on_sigterm_and_sigint),
         cmocka_unit_test(test_broker_refuses_to_start_on_an_unusable_endpoint),
+        cmocka_unit_test(test_broker_process_exits_1_on_an_endpoint_already_bound),
+        cmocka_unit_test(test_broker_new_is_null_on_a_bound_endpoint_and_leaves_nothing_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
