@@ -5,7 +5,7 @@
 #include "jsonschema.h"
 #include "jsonstrict.h"
 #include "mem.h"
-#include "stream.h"
+#include "clistream.h"
 #include "tool.h"
 
 #include <stdio.h>
@@ -468,15 +468,16 @@ static void s_interrupt(s_ask_t *a) {
 
 static int s_follow(s_ask_t *a, volatile sig_atomic_t *cancel) {
     char *path = mem_printf("/api/v2/chats/%s/stream", a->chat_id);
-    stream_t *s = stream_new(a->client, path, a->user_id ? a->user_id - 1 : a->baseline, cancel);
+    clistream_t *s =
+        clistream_new(a->client, path, a->user_id ? a->user_id - 1 : a->baseline, cancel);
     free(path);
-    stream_end_t end = stream_run(s, s_on_event, a);
-    stream_destroy(&s);
-    if (end == STREAM_CANCELLED) {
+    clistream_end_t end = clistream_run(s, s_on_event, a);
+    clistream_destroy(&s);
+    if (end == CLISTREAM_CANCELLED) {
         s_interrupt(a);
         return ASK_INTERRUPTED;
     }
-    if (end != STREAM_STOPPED) {
+    if (end != CLISTREAM_STOPPED) {
         return ASK_TRANSPORT;
     }
     s_finish_line(a);

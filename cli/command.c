@@ -2,7 +2,7 @@
 #include "command.h"
 #include "jsonout.h"
 #include "mem.h"
-#include "stream.h"
+#include "clistream.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,9 +199,9 @@ static bool s_watch_event(void *ctx, const char *type, json_t *data, int64_t id)
 int command_watch(client_t *client, int argc, char **argv, volatile sig_atomic_t *cancel) {
     char *path = argc > 0 ? mem_printf("/api/v2/chats/%s/stream", argv[0])
                           : mem_strdup("/api/v2/chats/watch");
-    stream_t *s = stream_new(client, path, 0, cancel);
-    stream_end_t end = stream_run(s, s_watch_event, NULL);
-    stream_destroy(&s);
+    clistream_t *s = clistream_new(client, path, 0, cancel);
+    clistream_end_t end = clistream_run(s, s_watch_event, NULL);
+    clistream_destroy(&s);
     free(path);
-    return end == STREAM_CANCELLED ? CMD_OK : CMD_REFUSED;
+    return end == CLISTREAM_CANCELLED ? CMD_OK : CMD_REFUSED;
 }

@@ -4,7 +4,7 @@
  *   chatfleet [--url URL] [--token TOKEN] COMMAND ...
  *
  * URL and token come from the flags or CHATFLEET_URL and CHATFLEET_TOKEN. This file only
- * parses the command line; the work is in ask, command, stream and client.
+ * parses the command line; the work is in ask, command, clistream and client.
  */
 #include <curl/curl.h>
 #include <signal.h>

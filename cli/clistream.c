@@ -1,5 +1,5 @@
-/* stream: SSE with redial, resume and dedupe; see stream.h. */
-#include "stream.h"
+/* clistream: SSE with redial, resume and dedupe; see clistream.h. */
+#include "clistream.h"
 #include "id.h"
 #include "jsonout.h"
 #include "mem.h"
@@ -10,16 +10,16 @@
 #include <string.h>
 #include <time.h>
 
-#define STREAM_TYPE_MAX   64 /* bytes of an event name, NUL included */
-#define STREAM_SLICE_MS   50 /* how often a backoff sleep looks at the cancel flag */
-#define STREAM_STATUS_MAX 32 /* bytes of a chat status, NUL included */
+#define CLISTREAM_TYPE_MAX   64 /* bytes of an event name, NUL included */
+#define CLISTREAM_SLICE_MS   50 /* how often a backoff sleep looks at the cancel flag */
+#define CLISTREAM_STATUS_MAX 32 /* bytes of a chat status, NUL included */
 
 typedef struct {
     int64_t id;
     int64_t revision;
 } s_seen_t;
 
-struct stream {
+struct clistream {
     client_t *client;
     char *path;
     int64_t after_id;
@@ -31,38 +31,38 @@ struct stream {
     int64_t part_hv;
     int64_t part_ga;
     int64_t part_seq;
-    char status[STREAM_STATUS_MAX];
+    char status[CLISTREAM_STATUS_MAX];
     char *last_action;
     /* The dial in progress. */
-    stream_event_fn fn;
+    clistream_event_fn fn;
     void *ctx;
     bool stop;
     bool got_event;
     char *line;
     size_t line_len;
-    char type[STREAM_TYPE_MAX];
+    char type[CLISTREAM_TYPE_MAX];
     int64_t event_id;
     char *data;
     size_t data_len;
     bool too_big;
 };
 
-stream_t *stream_new(client_t *client, const char *path, int64_t after_id,
-                     volatile sig_atomic_t *cancel) {
-    stream_t *self = mem_calloc(1, sizeof *self);
+clistream_t *clistream_new(client_t *client, const char *path, int64_t after_id,
+                           volatile sig_atomic_t *cancel) {
+    clistream_t *self = mem_calloc(1, sizeof *self);
     self->client = client;
     self->path = mem_strdup(path);
     self->after_id = after_id;
     self->cancel = cancel;
-    self->seen = mem_calloc(STREAM_SEEN_MAX, sizeof *self->seen);
+    self->seen = mem_calloc(CLISTREAM_SEEN_MAX, sizeof *self->seen);
     return self;
 }
 
-void stream_destroy(stream_t **self_p) {
+void clistream_destroy(clistream_t **self_p) {
     if (!self_p || !*self_p) {
         return;
     }
-    stream_t *self = *self_p;
+    clistream_t *self = *self_p;
     free(self->path);
     free(self->seen);
     free(self->last_action);
@@ -72,16 +72,16 @@ void stream_destroy(stream_t **self_p) {
     *self_p = NULL;
 }
 
-int stream_dials(const stream_t *self) {
+int clistream_dials(const clistream_t *self) {
     return self->dials;
 }
 
-int64_t stream_after_id(const stream_t *self) {
+int64_t clistream_after_id(const clistream_t *self) {
     return self->after_id;
 }
 
 /* True when this message revision is new to the caller (and records it). */
-static bool s_message_is_new(stream_t *self, json_t *data) {
+static bool s_message_is_new(clistream_t *self, json_t *data) {
     json_t *m = json_object_get(data, "message");
     int64_t id = json_integer_value(json_object_get(m, "id"));
     int64_t rev = json_integer_value(json_object_get(m, "revision"));
@@ -94,16 +94,16 @@ static bool s_message_is_new(stream_t *self, json_t *data) {
             return true;
         }
     }
-    if (self->nseen == STREAM_SEEN_MAX) { /* forget the oldest half; after_id covers them */
-        memmove(self->seen, self->seen + STREAM_SEEN_MAX / 2,
-                (STREAM_SEEN_MAX / 2) * sizeof *self->seen);
-        self->nseen = STREAM_SEEN_MAX / 2;
+    if (self->nseen == CLISTREAM_SEEN_MAX) { /* forget the oldest half; after_id covers them */
+        memmove(self->seen, self->seen + CLISTREAM_SEEN_MAX / 2,
+                (CLISTREAM_SEEN_MAX / 2) * sizeof *self->seen);
+        self->nseen = CLISTREAM_SEEN_MAX / 2;
     }
     self->seen[self->nseen++] = (s_seen_t){id, rev};
     return true;
 }
 
-static bool s_part_is_new(stream_t *self, json_t *data) {
+static bool s_part_is_new(clistream_t *self, json_t *data) {
     json_t *p = json_object_get(data, "message_part");
     int64_t hv = json_integer_value(json_object_get(p, "history_version"));
     int64_t ga = json_integer_value(json_object_get(p, "generation_attempt"));
@@ -118,7 +118,7 @@ static bool s_part_is_new(stream_t *self, json_t *data) {
 }
 
 /* Replays on a redial repeat the status and the pending calls: only changes pass. */
-static bool s_is_new(stream_t *self, const char *type, json_t *data) {
+static bool s_is_new(clistream_t *self, const char *type, json_t *data) {
     if (!strcmp(type, "message")) {
         return s_message_is_new(self, data);
     }
@@ -147,7 +147,7 @@ static bool s_is_new(stream_t *self, const char *type, json_t *data) {
     return true;
 }
 
-static void s_dispatch(stream_t *self) {
+static void s_dispatch(clistream_t *self) {
     if (self->data_len == 0 || self->stop) {
         return;
     }
@@ -169,7 +169,7 @@ static void s_dispatch(stream_t *self) {
     json_decref(data);
 }
 
-static void s_line(stream_t *self, char *line) {
+static void s_line(clistream_t *self, char *line) {
     if (*line == '\0') {
         s_dispatch(self);
         self->type[0] = '\0';
@@ -196,7 +196,7 @@ static void s_line(stream_t *self, char *line) {
         self->event_id = end && *end == '\0' && v > 0 ? v : 0;
     } else if (!strcmp(line, "data")) {
         size_t n = strlen(value);
-        if (self->data_len + n + 1 > STREAM_EVENT_MAX_BYTES) {
+        if (self->data_len + n + 1 > CLISTREAM_EVENT_MAX_BYTES) {
             self->too_big = true;
             return;
         }
@@ -210,7 +210,7 @@ static void s_line(stream_t *self, char *line) {
 }
 
 static size_t s_write(char *ptr, size_t size, size_t nmemb, void *ud) {
-    stream_t *self = ud;
+    clistream_t *self = ud;
     size_t n = size * nmemb;
     for (size_t i = 0; i < n && !self->stop && !self->too_big; i++) {
         char c = ptr[i];
@@ -218,7 +218,7 @@ static size_t s_write(char *ptr, size_t size, size_t nmemb, void *ud) {
             continue;
         }
         if (c != '\n') {
-            if (self->line_len + 2 > STREAM_EVENT_MAX_BYTES) {
+            if (self->line_len + 2 > CLISTREAM_EVENT_MAX_BYTES) {
                 self->too_big = true;
                 break;
             }
@@ -237,13 +237,13 @@ static size_t s_write(char *ptr, size_t size, size_t nmemb, void *ud) {
 }
 
 static int s_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d) {
-    stream_t *self = ud;
+    clistream_t *self = ud;
     (void)a, (void)b, (void)c, (void)d;
     return self->cancel && *self->cancel ? 1 : 0;
 }
 
 /* One dial; returns the HTTP status (0 when no answer arrived). */
-static long s_dial(stream_t *self, CURL *c) {
+static long s_dial(clistream_t *self, CURL *c) {
     char *url = mem_printf("%s%s%safter_id=%lld", client_base(self->client), self->path,
                            strchr(self->path, '?') ? "&" : "?", (long long)self->after_id);
     struct curl_slist *h = curl_slist_append(NULL, "Accept: text/event-stream");
@@ -265,7 +265,7 @@ static long s_dial(stream_t *self, CURL *c) {
     curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, STREAM_STALL_SECONDS);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, CLISTREAM_STALL_SECONDS);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, s_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, self);
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
@@ -281,51 +281,51 @@ static long s_dial(stream_t *self, CURL *c) {
     return status;
 }
 
-static void s_sleep(stream_t *self, int64_t ms) {
+static void s_sleep(clistream_t *self, int64_t ms) {
     int64_t until = id_now_ms() + ms;
     while (id_now_ms() < until && !(self->cancel && *self->cancel)) {
-        struct timespec ts = {0, STREAM_SLICE_MS * 1000 * 1000};
+        struct timespec ts = {0, CLISTREAM_SLICE_MS * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
 }
 
-stream_end_t stream_run(stream_t *self, stream_event_fn fn, void *ctx) {
+clistream_end_t clistream_run(clistream_t *self, clistream_event_fn fn, void *ctx) {
     CURL *c = curl_easy_init();
     if (!c) {
-        return STREAM_GAVE_UP;
+        return CLISTREAM_GAVE_UP;
     }
     self->fn = fn;
     self->ctx = ctx;
     self->stop = false;
     int failures = 0;
-    stream_end_t end = STREAM_GAVE_UP;
+    clistream_end_t end = CLISTREAM_GAVE_UP;
     for (;;) {
         self->got_event = false;
         long status = s_dial(self, c);
         if (self->stop) {
-            end = STREAM_STOPPED;
+            end = CLISTREAM_STOPPED;
             break;
         }
         if (self->cancel && *self->cancel) {
-            end = STREAM_CANCELLED;
+            end = CLISTREAM_CANCELLED;
             break;
         }
         if (status >= 400 && status < 500 && status != 408 && status != 425 && status != 429) {
             fprintf(stderr, "chatfleet: stream %s: HTTP %ld\n", self->path, status);
-            end = STREAM_REJECTED;
+            end = CLISTREAM_REJECTED;
             break;
         }
         failures = self->got_event ? 1 : failures + 1;
-        if (failures > STREAM_FAILURES_MAX) {
+        if (failures > CLISTREAM_FAILURES_MAX) {
             fprintf(stderr, "chatfleet: stream %s: %d dials failed in a row\n", self->path,
-                    STREAM_FAILURES_MAX);
+                    CLISTREAM_FAILURES_MAX);
             break;
         }
-        int64_t delay = STREAM_BACKOFF_MIN_MS;
-        for (int i = 1; i < failures && delay < STREAM_BACKOFF_MAX_MS; i++) {
+        int64_t delay = CLISTREAM_BACKOFF_MIN_MS;
+        for (int i = 1; i < failures && delay < CLISTREAM_BACKOFF_MAX_MS; i++) {
             delay *= 2;
         }
-        s_sleep(self, delay < STREAM_BACKOFF_MAX_MS ? delay : STREAM_BACKOFF_MAX_MS);
+        s_sleep(self, delay < CLISTREAM_BACKOFF_MAX_MS ? delay : CLISTREAM_BACKOFF_MAX_MS);
     }
     curl_easy_cleanup(c);
     return end;
