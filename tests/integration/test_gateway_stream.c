@@ -2,8 +2,9 @@
  * The SSE stream end to end: a real broker, two real gateways, the test acting as the
  * worker through chatstate (publishing its hints and live parts on the bus). A client sees
  * exactly the expected events for a scripted sequence of transitions; a reconnect with
- * Last-Event-ID neither misses nor repeats a message; a client on the other gateway sees
- * the same committed messages.
+ * Last-Event-ID neither misses nor repeats a message, and is told (history_reset) when an
+ * edit deletes rows at or before its resume point; a client on the other gateway sees the
+ * same committed messages.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -289,6 +290,55 @@ static void test_watch_reports_lifecycle_of_all_chats(void **u) {
     json_decref(before);
 }
 
+static int s_is_after(json_t *e, void *after) {
+    return json_integer_value(json_object_get(e, "id")) > *(int64_t *)after;
+}
+
+/* A client that has seen every row resumes with Last-Event-ID; an edit then deletes rows at
+ * or before that id. The connection must be told (history_reset), not only given the new
+ * row: it holds the deleted rows. This was the stream gap the chaos run found (invariant 5 of
+ * tests/chaos/README.md), and its reproduction, moved here from test_chaos. */
+static void test_resumed_stream_is_told_of_an_edit_before_its_resume_point(void **u) {
+    (void)u;
+    json_t *c =
+        s_post(0, "/api/v2/chats", "{\"content\":[{\"type\":\"text\",\"text\":\"one\"}]}", 201);
+    const char *chat = json_string_value(json_object_get(c, "id"));
+    char *mpath = mem_printf("/api/v2/chats/%s/messages", chat);
+    s_worker(chat, s_acquire);
+    s_worker(chat, s_step);
+    s_worker(chat, s_finish);
+    json_decref(s_post(0, mpath, "{\"content\":[{\"type\":\"text\",\"text\":\"two\"}]}", 200));
+    s_worker(chat, s_step);
+    s_worker(chat, s_finish);
+    char *first =
+        cluster_sql(s_cluster, "SELECT min(id) FROM chat_messages WHERE chat_id = '%s'", chat);
+    char *last =
+        cluster_sql(s_cluster, "SELECT max(id) FROM chat_messages WHERE chat_id = '%s'", chat);
+    int64_t last_id = strtoll(last, NULL, 10);
+    /* Resumed after every row: the snapshot carries no message, only queue and status. Once
+     * the status is there, the first sync is done and the edit lands on a live connection. */
+    sse_t *s = s_stream(0, chat, last_id);
+    assert_true(sse_wait(s, 0, "status", s_is_status, "waiting", WAIT_MS) >= 0);
+    int mark = sse_count(s);
+    char url[256];
+    snprintf(url, sizeof url, "%s%s/%s", cluster_url(s_cluster, 0), mpath, first);
+    proc_http_t r;
+    assert_int_equal(proc_http("PATCH", url, cluster_token(s_cluster),
+                               "{\"content\":[{\"type\":\"text\",\"text\":\"edited\"}]}", &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    proc_http_free(&r);
+    int reset = s_want(s, mark, "history_reset");
+    int row = sse_wait(s, reset, "message", s_is_after, &last_id, WAIT_MS);
+    assert_true(row >= 0);
+    assert_true(s_is_text(sse_get(s, row), "edited"));
+    sse_close(&s);
+    free(last);
+    free(first);
+    free(mpath);
+    json_decref(c);
+}
+
 static void test_stream_rejects_bad_cursor_and_foreign_chat(void **u) {
     (void)u;
     char url[256];
@@ -333,6 +383,7 @@ static int s_teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_follows_a_scripted_turn),
+        cmocka_unit_test(test_resumed_stream_is_told_of_an_edit_before_its_resume_point),
         cmocka_unit_test(test_stream_rejects_bad_cursor_and_foreign_chat),
         cmocka_unit_test(test_watch_reports_lifecycle_of_all_chats),
     };
