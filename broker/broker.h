@@ -44,8 +44,8 @@ typedef struct {
 typedef struct broker broker_t;
 
 /* Binds the three endpoints and starts the actor on them. Returns NULL when one of them
- * cannot be bound (each failure logged as broker_bind_failed); nothing is left bound or
- * running then. */
+ * cannot be bound (each failure logged as broker_bind_failed); nothing is left running
+ * then, and the endpoints it did bind are closed (libzmq releases them a moment later). */
 broker_t *broker_new(const broker_config_t *config);
 
 /* Stops the actor ($TERM) and frees the broker. Safe on NULL; nulls *self_p. */
