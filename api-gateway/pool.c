@@ -6,6 +6,7 @@
 #include "mem.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -17,15 +18,18 @@ struct pool {
     int size;
 };
 
-pool_t *pool_new(const char *url, int size, const char *application_name) {
+/* A pool of size connections to url. Verified: NULL when one cannot be opened. Unverified:
+ * a connection that failed to open is kept, and every query on it fails as on a lost server. */
+static pool_t *s_new(const char *url, int size, const char *application_name, bool verified) {
     ASSERT(size > 0);
     pool_t *self = mem_calloc(1, sizeof *self);
     pthread_mutex_init(&self->lock, NULL);
     id_cond_init(&self->freed);
     self->free_list = mem_calloc((size_t)size, sizeof(PGconn *));
     for (int i = 0; i < size; i++) {
-        PGconn *c = db_connect(url, application_name);
+        PGconn *c = verified ? db_connect(url, application_name) : PQconnectdb(url);
         if (!c) {
+            ASSERT(verified); /* PQconnectdb is NULL only when libpq is out of memory */
             pool_destroy(&self);
             return NULL;
         }
@@ -35,19 +39,12 @@ pool_t *pool_new(const char *url, int size, const char *application_name) {
     return self;
 }
 
+pool_t *pool_new(const char *url, int size, const char *application_name) {
+    return s_new(url, size, application_name, true);
+}
+
 pool_t *pool_new_unverified(const char *conninfo, int size) {
-    ASSERT(size > 0);
-    pool_t *self = mem_calloc(1, sizeof *self);
-    pthread_mutex_init(&self->lock, NULL);
-    id_cond_init(&self->freed);
-    self->free_list = mem_calloc((size_t)size, sizeof(PGconn *));
-    for (int i = 0; i < size; i++) {
-        PGconn *c = PQconnectdb(conninfo);
-        ASSERT(c); /* NULL only when libpq is out of memory */
-        self->free_list[self->nfree++] = c;
-    }
-    self->size = size;
-    return self;
+    return s_new(conninfo, size, NULL, false);
 }
 
 void pool_destroy(pool_t **self_p) {
