@@ -46,6 +46,19 @@ static json_t *s_post(int gw, const char *path, const char *body, long want) {
     return v;
 }
 
+/* Edits message_id of chat to the text "edited" through gateway 0 (200 or the test fails). */
+static void s_edit(const char *chat, const char *message_id) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/messages/%s", cluster_url(s_cluster, 0), chat,
+             message_id);
+    proc_http_t r;
+    assert_int_equal(proc_http("PATCH", url, cluster_token(s_cluster),
+                               "{\"content\":[{\"type\":\"text\",\"text\":\"edited\"}]}", &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    proc_http_free(&r);
+}
+
 static sse_t *s_stream(int gw, const char *chat, int64_t last_id) {
     char url[256];
     snprintf(url, sizeof url, "%s/api/v2/chats/%s/stream", cluster_url(s_cluster, gw), chat);
@@ -182,15 +195,9 @@ static void test_stream_follows_a_scripted_turn(void **u) {
     assert_true(again_a >= 0 && again_b >= 0);
     assert_true(sse_wait(b, 0, "message", s_is_text, "hello", WAIT_MS) >= 0);
     /* An edit of the first message: history_reset, then the new history. */
-    char *epath = mem_printf("/api/v2/chats/%s/messages/%lld", chat, (long long)first_id);
-    char url[256];
-    snprintf(url, sizeof url, "%s%s", cluster_url(s_cluster, 0), epath);
-    proc_http_t r;
-    assert_int_equal(proc_http("PATCH", url, cluster_token(s_cluster),
-                               "{\"content\":[{\"type\":\"text\",\"text\":\"edited\"}]}", &r),
-                     0);
-    assert_int_equal(r.status, 200);
-    proc_http_free(&r);
+    char first_text[32];
+    snprintf(first_text, sizeof first_text, "%lld", (long long)first_id);
+    s_edit(chat, first_text);
     int reset = s_want(a, again_a, "history_reset");
     assert_true(sse_wait(a, reset, "message", s_is_text, "edited", WAIT_MS) >= 0);
     assert_true(sse_wait(b, again_b, "history_reset", NULL, NULL, WAIT_MS) >= 0);
@@ -222,7 +229,6 @@ static void test_stream_follows_a_scripted_turn(void **u) {
     sse_close(&c2);
     sse_close(&b);
     sse_close(&a);
-    free(epath);
     free(mpath);
     json_decref(c);
 }
@@ -320,14 +326,7 @@ static void test_resumed_stream_is_told_of_an_edit_before_its_resume_point(void 
     sse_t *s = s_stream(0, chat, last_id);
     assert_true(sse_wait(s, 0, "status", s_is_status, "waiting", WAIT_MS) >= 0);
     int mark = sse_count(s);
-    char url[256];
-    snprintf(url, sizeof url, "%s%s/%s", cluster_url(s_cluster, 0), mpath, first);
-    proc_http_t r;
-    assert_int_equal(proc_http("PATCH", url, cluster_token(s_cluster),
-                               "{\"content\":[{\"type\":\"text\",\"text\":\"edited\"}]}", &r),
-                     0);
-    assert_int_equal(r.status, 200);
-    proc_http_free(&r);
+    s_edit(chat, first);
     int reset = s_want(s, mark, "history_reset");
     int row = sse_wait(s, reset, "message", s_is_after, &last_id, WAIT_MS);
     assert_true(row >= 0);

@@ -1,6 +1,17 @@
 # Compiles `#include "HEADER"` with each library's include path (rules.txt, see
 # CMakeLists.txt) and fails unless every allowed header resolves and every forbidden one is
 # "No such file". Also refuses any `#include "../..."`, which would step around the rule.
+
+# Sets out to the -I flags of lib's own include path (written by CMakeLists.txt).
+function(include_flags lib out)
+    file(STRINGS ${DIR}/${lib}.includes dirs)
+    set(flags "")
+    foreach(d ${dirs})
+        list(APPEND flags "-I${d}")
+    endforeach()
+    set(${out} ${flags} PARENT_SCOPE)
+endfunction()
+
 file(STRINGS ${DIR}/rules.txt rules)
 set(failures 0)
 foreach(rule ${rules})
@@ -8,11 +19,7 @@ foreach(rule ${rules})
     list(GET f 0 lib)
     list(GET f 1 header)
     list(GET f 2 expect)
-    file(STRINGS ${DIR}/${lib}.includes dirs)
-    set(flags "")
-    foreach(d ${dirs})
-        list(APPEND flags "-I${d}")
-    endforeach()
+    include_flags(${lib} flags)
     file(WRITE ${DIR}/probe.c "#include \"${header}\"\n")
     execute_process(COMMAND ${CC} -E ${flags} ${DIR}/probe.c -o /dev/null
                     RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
@@ -39,11 +46,7 @@ foreach(rule ${below})
     list(GET f 0 lib)
     list(GET f 1 source)
     list(GET f 2 header)
-    file(STRINGS ${DIR}/${lib}.includes dirs)
-    set(flags "")
-    foreach(d ${dirs})
-        list(APPEND flags "-I${d}")
-    endforeach()
+    include_flags(${lib} flags)
     execute_process(COMMAND ${CC} -MM -MG ${flags} ${SRC}/${source}
                     RESULT_VARIABLE rc OUTPUT_VARIABLE deps ERROR_VARIABLE err)
     string(REGEX REPLACE "\\\\?\n" " " deps "${deps}")
