@@ -1,7 +1,7 @@
 /*
  * jsonschema: a JSON Schema Draft-07 compiler and validator for structured output
  * (ARCHITECTURE.md §8). Supported keywords, formats, limits and the ECMA-262 regex
- * rewrites are listed in common/JSONSCHEMA.md.
+ * rewrites are listed in common/json/JSONSCHEMA.md.
  *
  * Inline schemas only: $ref, $id, id, definitions and $defs are rejected where they stand at a
  * schema position (they are fine as property names and inside const/enum/default data), so
