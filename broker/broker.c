@@ -1,12 +1,12 @@
 /* broker: the XSUB->XPUB proxy and the relay ROUTER in one loop; see broker.h. */
 #include "broker.h"
+#include "actor.h"
 #include "id.h"
 #include "mem.h"
 #include "registry.h"
 #include "wire.h"
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <string.h>
 
 /* Messages handled per socket per loop turn before the others get a look, so that a flood
@@ -30,14 +30,6 @@ typedef struct {
     int64_t next_expire_ms;
     bool terminated;
 } self_t;
-
-/* The start-up handshake: the actor stores its init status (0: bound, -1: not) before it
- * signals, and zactor_new returns only after that signal, so broker_new reads the status
- * here (zactor_new discards the signal's own value). */
-typedef struct {
-    const broker_config_t *cfg;
-    atomic_int status;
-} s_start_t;
 
 struct broker {
     zactor_t *actor;
@@ -317,8 +309,7 @@ static void s_handle_pipe(self_t *self) {
 }
 
 static void s_actor(zsock_t *pipe, void *args) {
-    s_start_t *start = args; /* valid until the init signal only */
-    const broker_config_t *cfg = start->cfg;
+    const broker_config_t *cfg = actor_args(args); /* valid until actor_ready only */
     self_t self = {.pipe = pipe};
     int hwm = cfg->hwm_msgs > 0 ? cfg->hwm_msgs : BROKER_HWM_MSGS;
     self.xsub = s_bind(ZMQ_XSUB, cfg->pub_endpoint, hwm);
@@ -328,8 +319,7 @@ static void s_actor(zsock_t *pipe, void *args) {
         zsock_destroy(&self.xsub);
         zsock_destroy(&self.xpub);
         zsock_destroy(&self.router);
-        atomic_store(&start->status, -1);
-        zsock_signal(pipe, (byte)-1);
+        actor_ready(pipe, args, -1);
         return;
     }
     self.xsub_h = zsock_resolve(self.xsub);
@@ -351,8 +341,7 @@ static void s_actor(zsock_t *pipe, void *args) {
     self.next_expire_ms = self.started_ms + BROKER_EXPIRE_TICK_MS;
     log_info("broker_ready", "pub=%s sub=%s relay=%s hwm=%d", cfg->pub_endpoint, cfg->sub_endpoint,
              cfg->relay_endpoint, hwm);
-    atomic_store(&start->status, 0);
-    zsock_signal(pipe, 0);
+    actor_ready(pipe, args, 0);
 
     zmq_pollitem_t items[] = {
         {zsock_resolve(pipe), 0, ZMQ_POLLIN, 0},
@@ -403,15 +392,8 @@ static void s_actor(zsock_t *pipe, void *args) {
 }
 
 broker_t *broker_new(const broker_config_t *config) {
-    s_start_t start = {.cfg = config};
-    atomic_init(&start.status, -1);
-    zactor_t *actor = zactor_new(s_actor, &start);
+    zactor_t *actor = actor_new(s_actor, (void *)config);
     if (!actor) {
-        return NULL;
-    }
-    if (atomic_load(&start.status) != 0) {
-        /* The actor has exited (or is exiting); this only reaps it. */
-        zactor_destroy(&actor);
         return NULL;
     }
     broker_t *self = mem_calloc(1, sizeof *self);

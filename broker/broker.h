@@ -10,9 +10,8 @@
  * Pipe protocol (actor = broker_actor(broker)):
  *   broker_new(&config)                 starts the actor; config is read during the call only.
  *   signal on init                      0 when all three endpoints are bound, -1 otherwise,
- *                                       and then the actor exits at once. zactor_new hides
- *                                       the signal's value, so the actor also hands it to
- *                                       broker_new, which returns NULL on -1.
+ *                                       and then the actor exits at once; broker_new returns
+ *                                       NULL then (proto/actor.h).
  *   zstr_send(actor, "LOG")             logs one broker_stats line; no reply.
  *   zstr_send(actor, "STATS")           replies "8888888": pub_in, pub_out, relay_in,
  *                                       relay_out, dropped, workers, uptime_ms.

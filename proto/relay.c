@@ -1,5 +1,6 @@
 /* relay: client and worker sides of the broker's relay ROUTER; see relay.h and README. */
 #include "relay.h"
+#include "actor.h"
 #include "id.h"
 #include "mem.h"
 
@@ -305,22 +306,16 @@ static void s_worker_input(s_worker_t *self) {
     }
 }
 
-static void s_worker_actor(zsock_t *pipe, void *argp) {
-    s_worker_t self = {.pipe = pipe, .args = *(s_args_t *)argp};
+static void s_worker_actor(zsock_t *pipe, void *start) {
+    s_worker_t self = {.pipe = pipe, .args = *(s_args_t *)actor_args(start)};
     self.sock = s_dealer(self.args.endpoint);
     if (!self.sock) {
-        zsock_signal(pipe, (byte)-1);
-        char *cmd = NULL;
-        while ((cmd = zstr_recv(pipe)) && !streq(cmd, "$TERM")) {
-            zsock_send(pipe, "88", (uint64_t)0, (uint64_t)0);
-            zstr_free(&cmd);
-        }
-        zstr_free(&cmd);
+        actor_ready(pipe, start, -1);
         return;
     }
     self.handle = zsock_resolve(self.sock);
     s_beat(&self, WIRE_REGISTER);
-    zsock_signal(pipe, 0);
+    actor_ready(pipe, start, 0);
     zmq_pollitem_t items[] = {
         {zsock_resolve(pipe), 0, ZMQ_POLLIN, 0},
         {self.handle, 0, ZMQ_POLLIN, 0},
@@ -362,10 +357,13 @@ relay_worker_t *relay_worker_new(const char *endpoint, const char *worker_id, in
     }
     snprintf(args.endpoint, sizeof args.endpoint, "%s", endpoint);
     memcpy(args.worker_id, worker_id, sizeof args.worker_id);
+    /* actor_new returns after the actor has copied args, so they may live on our stack. */
+    zactor_t *actor = actor_new(s_worker_actor, &args);
+    if (!actor) {
+        return NULL;
+    }
     relay_worker_t *self = mem_calloc(1, sizeof *self);
-    /* zactor_new returns after the actor's start-up signal, so args may live on our stack. */
-    self->actor = zactor_new(s_worker_actor, &args);
-    ASSERT(self->actor);
+    self->actor = actor;
     return self;
 }
 

@@ -49,10 +49,12 @@ typedef struct relay_worker relay_worker_t;
 
 /* Starts the worker side: an actor that connects to endpoint, registers worker_id with
  * heartbeat_ms (PROTO_HEARTBEAT_MIN_MS..MAX), beats every heartbeat_ms, and answers each
- * forwarded request with handler(ctx, ...). NULL on invalid arguments.
+ * forwarded request with handler(ctx, ...). NULL on invalid arguments or when the socket
+ * cannot be made for endpoint (the actor has exited then; see actor.h).
  *
  * Actor pipe protocol (wrapped by the functions below):
- *   start-up                 args: relay_worker_args_t (copied); signals 0 once connected
+ *   start-up                 args: relay_worker_args_t (copied); signals 0 once connected,
+ *                            -1 (and exits) when the socket cannot be made
  *   "STATUS"                 replies "88": acknowledged registrations, requests served
  *   "$TERM"                  closes the socket and exits (relay_worker_destroy sends it)
  */

@@ -1,5 +1,6 @@
 /* manager: see manager.h. */
 #include "manager.h"
+#include "actor.h"
 #include "bus.h"
 #include "db.h"
 #include "dbpool.h"
@@ -459,14 +460,14 @@ static int s_on_gc(zloop_t *loop, int timer_id, void *arg) {
     return 0;
 }
 
-static void s_actor(zsock_t *pipe, void *argp) {
-    self_t self = {.pipe = pipe, .args = *(manager_args_t *)argp};
+static void s_actor(zsock_t *pipe, void *start) {
+    self_t self = {.pipe = pipe, .args = *(manager_args_t *)actor_args(start)};
     self.inbox = zsock_new(ZMQ_PULL);
     ASSERT(self.inbox);
     if (zsock_bind(self.inbox, "%s", self.args.env->inbox) != 0) {
         log_error("manager_inbox_bind_failed", "endpoint=%s", self.args.env->inbox);
         zsock_destroy(&self.inbox);
-        zsock_signal(pipe, (byte)-1);
+        actor_ready(pipe, start, -1);
         return;
     }
     self.sub = bus_subscriber_new(self.args.broker_sub);
@@ -486,7 +487,7 @@ static void s_actor(zsock_t *pipe, void *argp) {
     zloop_reader(self.loop, self.inbox, s_on_inbox, &self);
     zloop_reader(self.loop, bus_subscriber_sock(self.sub), s_on_hint, &self);
     zloop_timer(self.loop, MANAGER_GC_INTERVAL_MS, 0, s_on_gc, &self);
-    zsock_signal(pipe, 0);
+    actor_ready(pipe, start, 0);
     zloop_start(self.loop);
     /* $TERM: cancel everything, then wait for each task (they check their token between
      * steps, and every statement is bounded by statement_timeout). */
@@ -513,11 +514,14 @@ static void s_actor(zsock_t *pipe, void *argp) {
 }
 
 manager_t *manager_new(const manager_args_t *args) {
-    manager_t *self = mem_calloc(1, sizeof *self);
-    /* zactor_new returns after the start-up signal, so args may live on the caller's
+    /* actor_new returns after the actor has copied args, so they may live on the caller's
      * stack. */
-    self->actor = zactor_new(s_actor, (void *)args);
-    ASSERT(self->actor);
+    zactor_t *actor = actor_new(s_actor, (void *)args);
+    if (!actor) {
+        return NULL;
+    }
+    manager_t *self = mem_calloc(1, sizeof *self);
+    self->actor = actor;
     return self;
 }
 

@@ -112,6 +112,11 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
                          .sync_ms = opts->sync_ms,
                          .statement_timeout_ms = stmt_ms};
     self->manager = manager_new(&ma);
+    if (!self->manager) {
+        log_error("worker_start_failed", "worker_id=%s reason=\"manager inbox\"", self->id);
+        worker_destroy(&self);
+        return NULL;
+    }
     heartbeater_args_t ha = {.database_url = cfg->database_url,
                              .inbox = env->inbox,
                              .leases = self->leases,
