@@ -30,6 +30,7 @@
 #include "bus.h"
 #include "id.h"
 #include "mem.h"
+#include "proc.h"
 #include "relay.h"
 
 #define S_START_DEADLINE_MS  5000
@@ -83,6 +84,7 @@ static void s_broker_start(s_broker_t *b) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        proc_die_with_parent();
         execl(s_broker_path(), "chatfleet-broker", "--pub", b->pub, "--sub", b->sub, "--relay",
               b->relay, "--stats-interval-ms", "1000", (char *)NULL);
         _exit(127);
@@ -1002,6 +1004,7 @@ static void test_broker_refuses_to_start_on_an_unusable_endpoint(void **state) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        proc_die_with_parent();
         int devnull = open("/dev/null", O_WRONLY);
         dup2(devnull, 2);
         execl(s_broker_path(), "chatfleet-broker", "--pub", "tcp://192.0.2.1:1", "--sub",
@@ -1041,6 +1044,7 @@ static void test_broker_process_exits_1_on_an_endpoint_already_bound(void **stat
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        proc_die_with_parent();
         int devnull = open("/dev/null", O_WRONLY);
         dup2(devnull, 2);
         execl(s_broker_path(), "chatfleet-broker", "--pub", a.pub, "--sub", a.sub, "--relay",

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -39,10 +40,20 @@ static void s_child_env(char *const env[]) {
     }
 }
 
+void proc_die_with_parent(void) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* The parent may have died before the call took effect (then init adopted us, unless a
+     * subreaper did, which this cannot tell). */
+    if (getppid() == 1) {
+        _exit(127);
+    }
+}
+
 pid_t proc_spawn(char *const argv[], char *const env[], const char *log_path) {
     pid_t pid = fork();
     ASSERT(pid >= 0);
     if (pid == 0) {
+        proc_die_with_parent();
         s_child_env(env);
         int fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
@@ -79,6 +90,7 @@ char *proc_output(char *const argv[], char *const env[]) {
     pid_t pid = fork();
     ASSERT(pid >= 0);
     if (pid == 0) {
+        proc_die_with_parent();
         s_child_env(env);
         dup2(fds[1], 1);
         close(fds[0]);

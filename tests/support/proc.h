@@ -10,6 +10,10 @@
 /* A free TCP port on 127.0.0.1 (bound and released; a tiny race is accepted in tests). */
 int proc_free_port(void);
 
+/* In a forked child: be killed when the test process dies, so that a test that crashes
+ * leaves no server behind holding ports or ctest's output pipe. */
+void proc_die_with_parent(void);
+
 /* Starts argv[0] with the current environment plus env ("K=V" strings, NULL-terminated);
  * stdout and stderr go to log_path (appended). Returns the pid; aborts on failure. */
 pid_t proc_spawn(char *const argv[], char *const env[], const char *log_path);
