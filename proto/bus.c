@@ -31,10 +31,11 @@ struct bus_subscriber {
 static void s_client_options(void *h) {
     int ivl = PROTO_RECONNECT_IVL_MS;
     int zero = 0;
+    int linger = PROTO_LINGER_MS;
     zmq_setsockopt(h, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
     /* No exponential back-off: a restarted broker is found within one interval. */
     zmq_setsockopt(h, ZMQ_RECONNECT_IVL_MAX, &zero, sizeof zero);
-    zmq_setsockopt(h, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(h, ZMQ_LINGER, &linger, sizeof linger);
 }
 
 bus_publisher_t *bus_publisher_new(const char *endpoint) {

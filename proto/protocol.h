@@ -42,5 +42,10 @@
 /* Reconnection of every client socket (libzmq retries at this fixed interval, so a restarted
  * broker is found again within about this time). */
 #define PROTO_RECONNECT_IVL_MS 100
+/* How long a closed client socket (publisher, subscriber, relay) keeps trying to deliver what
+ * it queued, e.g. the hints of a graceful stop. Not zero: libzmq 4.3.4 aborts the process
+ * when a socket closed with linger 0 loses its connection part-way through a multipart
+ * message (src/session_base.cpp:260), which test_broker hit when its broker was killed. */
+#define PROTO_LINGER_MS 200
 
 #endif

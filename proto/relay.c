@@ -18,10 +18,11 @@ static zsock_t *s_dealer(const char *endpoint) {
     int ivl = PROTO_RECONNECT_IVL_MS;
     int zero = 0;
     int one = 1;
+    int linger = PROTO_LINGER_MS;
     int64_t max = PROTO_MSG_MAX_BYTES;
     zmq_setsockopt(h, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
     zmq_setsockopt(h, ZMQ_RECONNECT_IVL_MAX, &zero, sizeof zero);
-    zmq_setsockopt(h, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(h, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(h, ZMQ_MAXMSGSIZE, &max, sizeof max);
     /* Queue only on a live connection: a request or heartbeat made while the broker is down
      * fails now instead of arriving, stale, after the restart. */
