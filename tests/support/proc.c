@@ -53,7 +53,6 @@ pid_t proc_spawn(char *const argv[], char *const env[], const char *log_path) {
     pid_t pid = fork();
     ASSERT(pid >= 0);
     if (pid == 0) {
-        proc_die_with_parent();
         s_child_env(env);
         int fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
@@ -90,7 +89,6 @@ char *proc_output(char *const argv[], char *const env[]) {
     pid_t pid = fork();
     ASSERT(pid >= 0);
     if (pid == 0) {
-        proc_die_with_parent();
         s_child_env(env);
         dup2(fds[1], 1);
         close(fds[0]);

@@ -11,7 +11,10 @@
 int proc_free_port(void);
 
 /* In a forked child: be killed when the test process dies, so that a test that crashes
- * leaves no server behind holding ports or ctest's output pipe. */
+ * leaves no server behind holding ports or ctest's output pipe (test_broker's brokers write
+ * to the test's own stdout). Only for children forked by the main thread: the signal comes
+ * when the forking thread exits, so proc_spawn, which the chaos run calls from its fault
+ * thread, does not use it. */
 void proc_die_with_parent(void);
 
 /* Starts argv[0] with the current environment plus env ("K=V" strings, NULL-terminated);
