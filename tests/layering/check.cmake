@@ -1,6 +1,7 @@
 # Compiles `#include "HEADER"` with each library's include path (rules.txt, see
 # CMakeLists.txt) and fails unless every allowed header resolves and every forbidden one is
-# "No such file". Also refuses any `#include "../..."`, which would step around the rule.
+# not found ("No such file" from gcc, "file not found" from clang). Also refuses any
+# `#include "../..."`, which would step around the rule.
 
 # Sets out to the -I flags of lib's own include path (written by CMakeLists.txt).
 function(include_flags lib out)
@@ -30,7 +31,7 @@ foreach(rule ${rules})
         if(rc EQUAL 0)
             message(SEND_ERROR "${lib} must not see ${header}, but its include path resolves it")
             math(EXPR failures "${failures} + 1")
-        elseif(NOT err MATCHES "No such file")
+        elseif(NOT err MATCHES "No such file|file not found")
             message(SEND_ERROR "${lib} + ${header}: failed for another reason: ${err}")
             math(EXPR failures "${failures} + 1")
         endif()
