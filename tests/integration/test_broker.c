@@ -999,19 +999,25 @@ static void test_broker_exits_cleanly_on_sigterm_and_sigint(void **state) {
     }
 }
 
-static void test_broker_refuses_to_start_on_an_unusable_endpoint(void **state) {
-    (void)state;
+/* Starts a broker process on the three endpoints with its log discarded; returns its pid. */
+static pid_t s_broker_spawn_quiet(const char *pub, const char *sub, const char *relay) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         proc_die_with_parent();
         int devnull = open("/dev/null", O_WRONLY);
         dup2(devnull, 2);
-        execl(s_broker_path(), "chatfleet-broker", "--pub", "tcp://192.0.2.1:1", "--sub",
-              "ipc:///nonexistent-dir/sub", "--relay", "ipc:///nonexistent-dir/relay",
+        execl(s_broker_path(), "chatfleet-broker", "--pub", pub, "--sub", sub, "--relay", relay,
               (char *)NULL);
         _exit(127);
     }
+    return pid;
+}
+
+static void test_broker_refuses_to_start_on_an_unusable_endpoint(void **state) {
+    (void)state;
+    pid_t pid = s_broker_spawn_quiet("tcp://192.0.2.1:1", "ipc:///nonexistent-dir/sub",
+                                     "ipc:///nonexistent-dir/relay");
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
@@ -1041,16 +1047,7 @@ static void test_broker_process_exits_1_on_an_endpoint_already_bound(void **stat
     s_broker_start(&a);
     /* A second broker on the same endpoints cannot bind: it exits with 1 at once, and the
      * first one is undisturbed. */
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        proc_die_with_parent();
-        int devnull = open("/dev/null", O_WRONLY);
-        dup2(devnull, 2);
-        execl(s_broker_path(), "chatfleet-broker", "--pub", a.pub, "--sub", a.sub, "--relay",
-              a.relay, (char *)NULL);
-        _exit(127);
-    }
+    pid_t pid = s_broker_spawn_quiet(a.pub, a.sub, a.relay);
     assert_int_equal(s_wait_exit(pid), 1);
     relay_client_t *c = relay_client_new(a.relay);
     assert_non_null(c);
