@@ -1,5 +1,6 @@
 /* http: routing and body handling on libmicrohttpd; see http.h. */
 #include "http.h"
+#include "jsonstrict.h"
 #include "log.h"
 #include "jsonout.h"
 #include "mem.h"
@@ -45,39 +46,15 @@ void http_json(http_resp_t *resp, int status, json_t *body) {
     json_decref(body);
 }
 
-/* The length of the UTF-8 character (RFC 3629) at s, or 0 when none starts there. */
-static size_t s_utf8_char(const unsigned char *s) {
-    unsigned char c = s[0];
-    if (c < 0x80) {
-        return 1;
-    }
-    size_t n = c >= 0xc2 && c <= 0xdf   ? 2
-               : c >= 0xe0 && c <= 0xef ? 3
-               : c >= 0xf0 && c <= 0xf4 ? 4
-                                        : 0;
-    /* The second byte's range excludes overlong forms, surrogates and code points over
-     * U+10FFFF. */
-    unsigned char lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
-    unsigned char hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
-    if (n == 0 || s[1] < lo || s[1] > hi) {
-        return 0;
-    }
-    for (size_t i = 2; i < n; i++) {
-        if (s[i] < 0x80 || s[i] > 0xbf) {
-            return 0;
-        }
-    }
-    return n;
-}
-
 /* A JSON string of s without its bytes that are not UTF-8: a field or detail cut to a
  * fixed-size buffer can end inside a character, and jansson refuses such a string whole. */
 static json_t *s_string(const char *s) {
     size_t len = strlen(s);
     char *clean = mem_alloc(len + 1);
     size_t o = 0;
+    const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
-        size_t n = s_utf8_char((const unsigned char *)s + i);
+        size_t n = jsonstrict_utf8_len(u + i, u + len);
         memcpy(clean + o, s + i, n);
         o += n;
         i += n ? n : 1;

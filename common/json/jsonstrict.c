@@ -175,8 +175,7 @@ static int s_hex4(const unsigned char *p, const unsigned char *end, uint32_t *ou
     return 0;
 }
 
-/* Length of the valid UTF-8 sequence at p (RFC 3629), or 0 when it is invalid. */
-static size_t s_utf8_len(const unsigned char *p, const unsigned char *end) {
+size_t jsonstrict_utf8_len(const unsigned char *p, const unsigned char *end) {
     unsigned c = p[0];
     size_t avail = (size_t)(end - p);
     if (c < 0x80) {
@@ -309,7 +308,7 @@ static int s_scan_string(s_parser_t *ps, size_t *raw_len, size_t *decoded_len, b
             decoded += cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
             continue;
         }
-        size_t n = s_utf8_len(p, end);
+        size_t n = jsonstrict_utf8_len(p, end);
         if (n == 0) {
             return s_fail(ps, JSONSTRICT_E_UTF8, p, "invalid UTF-8 byte 0x%02X in string", c);
         }

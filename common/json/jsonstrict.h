@@ -111,6 +111,11 @@ int jsonstrict_parse(const char *buf, size_t len, const jsonstrict_limits_t *lim
 /* A short stable name for code ("duplicate_key"), for logs and tests. */
 const char *jsonstrict_code_name(jsonstrict_code_t code);
 
+/* The length (1 to 4) of the valid UTF-8 character (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF) that starts at p and ends by end, or 0 when none does.
+ * The boundary's own test; exposed for text that must stay valid when cut. */
+size_t jsonstrict_utf8_len(const unsigned char *p, const unsigned char *end);
+
 #define JSONSTRICT_DIGITS_MAX 17 /* significant digits of the shortest form of a double */
 
 /* The shortest decimal that reads back as the finite double d: writes its significant digits
