@@ -149,7 +149,7 @@ static void s_pass(self_t *self) {
     }
     self->passes++;
     if (!self->conn) {
-        self->conn = dbpool_get(self->pool);
+        self->conn = dbpool_get(self->pool, -1);
         if (!self->conn) {
             return;
         }
@@ -186,7 +186,7 @@ static void s_actor(zsock_t *pipe, void *argp) {
     self.push = zsock_new(ZMQ_PUSH);
     ASSERT(self.push && zsock_connect(self.push, "%s", self.args.inbox) == 0);
     self.pool = dbpool_new(self.args.database_url, "chatfleet-worker acquirer",
-                           (int)self.args.statement_timeout_ms);
+                           (int)self.args.statement_timeout_ms, 1);
     zpoller_t *poller = zpoller_new(pipe, bus_subscriber_sock(self.sub), NULL);
     ASSERT(poller);
     zsock_signal(pipe, 0);

@@ -1,6 +1,8 @@
 /* dbpool: see dbpool.h. */
 #include "dbpool.h"
 #include "db.h"
+#include "id.h"
+#include "log.h"
 #include "mem.h"
 
 #include <pthread.h>
@@ -9,19 +11,31 @@
 
 struct dbpool {
     pthread_mutex_t lock;
+    pthread_cond_t freed; /* a connection was put back or closed (monotonic clock) */
     char *url;
     char *app;
     int timeout_ms;
-    PGconn *idle[DBPOOL_IDLE_MAX];
-    int count;
+    int max;
+    PGconn **idle;
+    int nidle;
+    int open;
+    int waiting;
+    int64_t backoff_ms;   /* the current interval after a failed connect; 0: none */
+    int64_t next_connect; /* no connect before this (id_now_ms) */
+    int64_t failures;
 };
 
-dbpool_t *dbpool_new(const char *url, const char *application_name, int statement_timeout_ms) {
+dbpool_t *dbpool_new(const char *url, const char *application_name, int statement_timeout_ms,
+                     int max) {
+    ASSERT(max >= 1);
     dbpool_t *self = mem_calloc(1, sizeof *self);
     ASSERT(pthread_mutex_init(&self->lock, NULL) == 0);
+    id_cond_init(&self->freed);
     self->url = mem_strdup(url);
     self->app = mem_strdup(application_name);
     self->timeout_ms = statement_timeout_ms;
+    self->max = max;
+    self->idle = mem_calloc((size_t)max, sizeof *self->idle);
     return self;
 }
 
@@ -30,10 +44,12 @@ void dbpool_destroy(dbpool_t **self_p) {
     if (!self) {
         return;
     }
-    for (int i = 0; i < self->count; i++) {
+    for (int i = 0; i < self->nidle; i++) {
         PQfinish(self->idle[i]);
     }
+    pthread_cond_destroy(&self->freed);
     pthread_mutex_destroy(&self->lock);
+    free(self->idle);
     free(self->url);
     free(self->app);
     free(self);
@@ -45,14 +61,9 @@ static void s_quiet(void *arg, const char *message) {
     (void)message;
 }
 
-PGconn *dbpool_get(dbpool_t *self) {
-    pthread_mutex_lock(&self->lock);
-    PGconn *conn = self->count ? self->idle[--self->count] : NULL;
-    pthread_mutex_unlock(&self->lock);
-    if (conn) {
-        return conn;
-    }
-    conn = db_connect(self->url, self->app);
+/* A new connection with the pool's settings, or NULL. */
+static PGconn *s_connect(dbpool_t *self) {
+    PGconn *conn = db_connect(self->url, self->app);
     if (!conn) {
         return NULL;
     }
@@ -70,19 +81,85 @@ PGconn *dbpool_get(dbpool_t *self) {
     return conn;
 }
 
+/* Records the outcome of a connect (lock held). */
+static void s_connected(dbpool_t *self, bool ok) {
+    if (ok) {
+        self->backoff_ms = 0;
+        return;
+    }
+    self->failures++;
+    self->open--;
+    self->backoff_ms = self->backoff_ms ? self->backoff_ms * 2 : DBPOOL_BACKOFF_MIN_MS;
+    if (self->backoff_ms > DBPOOL_BACKOFF_MAX_MS) {
+        self->backoff_ms = DBPOOL_BACKOFF_MAX_MS;
+    }
+    /* Jitter: workers that lost the server together do not come back together. */
+    uint32_t r = 0;
+    (void)id_random(&r, sizeof r); /* on failure r stays 0: no jitter, still a backoff */
+    int64_t jitter = (int64_t)(r % (uint32_t)(self->backoff_ms / 2 + 1));
+    self->next_connect = id_now_ms() + self->backoff_ms / 2 + jitter;
+    log_warn("db_connect_backoff", "pool=%s open=%d backoff_ms=%lld failures=%lld", self->app,
+             self->open, (long long)(self->next_connect - id_now_ms()), (long long)self->failures);
+    pthread_cond_broadcast(&self->freed);
+}
+
+PGconn *dbpool_get(dbpool_t *self, int64_t wait_ms) {
+    int64_t deadline = wait_ms < 0 ? INT64_MAX : id_now_ms() + wait_ms;
+    pthread_mutex_lock(&self->lock);
+    for (;;) {
+        if (self->nidle > 0) {
+            PGconn *conn = self->idle[--self->nidle];
+            pthread_mutex_unlock(&self->lock);
+            return conn;
+        }
+        if (self->open < self->max) {
+            if (id_now_ms() < self->next_connect) {
+                pthread_mutex_unlock(&self->lock);
+                return NULL;
+            }
+            self->open++;
+            pthread_mutex_unlock(&self->lock);
+            PGconn *conn = s_connect(self);
+            pthread_mutex_lock(&self->lock);
+            s_connected(self, conn != NULL);
+            pthread_mutex_unlock(&self->lock);
+            return conn;
+        }
+        int64_t now = id_now_ms();
+        if (now >= deadline) {
+            pthread_mutex_unlock(&self->lock);
+            return NULL;
+        }
+        self->waiting++;
+        struct timespec ts = id_timespec_at(deadline == INT64_MAX ? now + 1000 : deadline);
+        pthread_cond_timedwait(&self->freed, &self->lock, &ts);
+        self->waiting--;
+    }
+}
+
 void dbpool_put(dbpool_t *self, PGconn *conn) {
     if (!conn) {
         return;
     }
-    if (PQstatus(conn) != CONNECTION_OK || PQtransactionStatus(conn) != PQTRANS_IDLE) {
+    bool healthy = PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE;
+    if (!healthy) {
         PQfinish(conn);
-        return;
     }
     pthread_mutex_lock(&self->lock);
-    if (self->count < DBPOOL_IDLE_MAX) {
-        self->idle[self->count++] = conn;
-        conn = NULL;
+    if (healthy) {
+        self->idle[self->nidle++] = conn;
+    } else {
+        self->open--;
     }
+    pthread_cond_signal(&self->freed);
     pthread_mutex_unlock(&self->lock);
-    PQfinish(conn);
+}
+
+void dbpool_stats(dbpool_t *self, dbpool_stats_t *out) {
+    pthread_mutex_lock(&self->lock);
+    *out = (dbpool_stats_t){.open = self->open,
+                            .idle = self->nidle,
+                            .waiting = self->waiting,
+                            .connect_failures = self->failures};
+    pthread_mutex_unlock(&self->lock);
 }

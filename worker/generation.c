@@ -332,12 +332,12 @@ static int64_t s_backoff(const taskctx_env_t *env, int64_t attempt, const provid
 
 /* A failed model call: FinishError (with a generation_failed receipt when a request is
  * open) past the retry limit or for a non-retryable failure, else RecordRetryState and a
- * cancellable backoff. *again is set when another attempt should follow. */
+ * backoff (*delay_ms set: another attempt should follow it). */
 static taskctx_rc_t s_model_failed(taskctx_t *ctx, PGconn *conn, const provider_model_t *model,
                                    const structured_turn_t *turn, provider_result_t *res,
-                                   int64_t attempt, bool *again) {
+                                   int64_t attempt, int64_t *delay_ms) {
     taskctx_env_t *env = ctx->env;
-    *again = false;
+    *delay_ms = -1;
     atomic_fetch_add(&env->counters.model_errors, 1);
     atomic_fetch_add(&env->counters.model_errors_by_class[taskctx_error_class(res->status)], 1);
     bool give_up = !res->retryable || attempt > env->max_retries;
@@ -367,74 +367,128 @@ static taskctx_rc_t s_model_failed(taskctx_t *ctx, PGconn *conn, const provider_
     }
     rc = taskctx_bundle(ctx, conn, s_record_retry, &a, "RecordRetryState");
     free(ej);
-    if (rc != TASKCTX_DONE) {
-        return rc;
+    if (rc == TASKCTX_DONE) {
+        *delay_ms = delay;
     }
-    if (cancel_wait_ms(ctx->cancel, delay)) {
-        return TASKCTX_QUIET;
-    }
-    *again = true;
     return rc;
 }
 
-static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, const history_t *h,
-                                 structured_turn_t *turn) {
+/* What a step that calls the model keeps between its phases (taskctx.h). */
+typedef struct {
+    history_t h;
+    structured_turn_t turn;
+    bool open; /* turn holds an open structured request */
+    provider_model_t model;
+    const char *model_config_id;
+    json_t *prompt;
+    json_t *tools;
+    s_stream_t stream;
+    int64_t t0; /* when the call began */
+} s_gen_t;
+
+static void s_gen_free(void *arg) {
+    s_gen_t *g = arg;
+    json_decref(g->prompt);
+    json_decref(g->tools);
+    structured_turn_close(&g->turn);
+    history_clear(&g->h);
+    free(g);
+}
+
+static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn);
+
+/* The phase after a model call: commit the reply, or handle the failure. */
+static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
+    s_gen_t *g = ctx->body;
     taskctx_env_t *env = ctx->env;
+    int64_t attempt = g->stream.attempt;
+    int64_t ms = id_now_ms() - g->t0;
+    taskctx_count_model_call(&env->counters, ms);
+    partbuf_close(env->partbuf, ctx->chat_id, ctx->fence.history_version, attempt);
+    if (ctx->call_rc == PROVIDER_CANCELLED) {
+        return TASKCTX_QUIET;
+    }
+    if (!conn) {
+        return TASKCTX_RETRY;
+    }
+    structured_turn_t *turn = g->open ? &g->turn : NULL;
+    provider_result_t *res = &ctx->call_res;
+    if (ctx->call_rc == PROVIDER_OK) {
+        log_info("model_reply", "chat_id=%s provider=%s attempt=%lld ms=%lld parts=%zu finish=%s",
+                 ctx->chat_id, g->model.provider, (long long)attempt, (long long)ms,
+                 json_array_size(res->content), res->finish[0] ? res->finish : "stop");
+        taskctx_rc_t rc = s_commit_reply(ctx, conn, &g->h, turn, res, g->model_config_id);
+        provider_result_clear(res);
+        return rc;
+    }
+    int64_t delay;
+    taskctx_rc_t rc = s_model_failed(ctx, conn, &g->model, turn, res, attempt, &delay);
+    if (rc == TASKCTX_DONE && delay >= 0) {
+        ctx->wait_ms = delay;
+        ctx->next = s_attempt;
+        return TASKCTX_WAIT;
+    }
+    return rc;
+}
+
+/* RecordGenerationAttempt, then the model call as the next phase. */
+static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn) {
+    s_gen_t *g = ctx->body;
+    taskctx_env_t *env = ctx->env;
+    if (!conn) {
+        return TASKCTX_RETRY;
+    }
+    s_args_t a = {.fence = &ctx->fence};
+    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_record_attempt, &a, "RecordGenerationAttempt");
+    if (rc != TASKCTX_DONE) {
+        return rc;
+    }
+    int64_t attempt = a.attempt;
+    ctx->fence.generation_attempt = attempt;
+    int64_t hv = ctx->fence.history_version;
+    (void)partbuf_create(env->partbuf, ctx->chat_id, hv, attempt);
+    (void)partbuf_start_model(env->partbuf, ctx->chat_id, hv, attempt);
+    structured_turn_t *turn = g->open ? &g->turn : NULL;
+    ctx->call =
+        (provider_request_t){.model = &g->model,
+                             .messages = g->prompt,
+                             .tools = g->tools,
+                             .attempt = attempt,
+                             .chunk_ms = env->sim_chunk_ms,
+                             .native_schema = turn && turn->native ? turn->fmt->schema : NULL,
+                             .native_name = turn && turn->native ? turn->fmt->name : NULL};
+    g->stream = (s_stream_t){ctx, attempt};
+    ctx->on_part = s_on_part;
+    ctx->part_arg = &g->stream;
+    g->t0 = id_now_ms();
+    atomic_fetch_add(&env->counters.model_calls, 1);
+    ctx->next = s_after_call;
+    return TASKCTX_CALL;
+}
+
+/* Takes h and turn over into the step's state and starts the first attempt. */
+static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
+                                 structured_turn_t *turn, bool open) {
     if (!json_is_object(h->model)) {
-        return s_fail_request(ctx, conn, turn ? turn->request_id : NULL, "configuration_error",
+        return s_fail_request(ctx, conn, open ? turn->request_id : NULL, "configuration_error",
                               "config", "no model config is available");
     }
-    provider_model_t model;
-    s_model_of(h, &model);
-    const char *model_config_id = json_string_value(json_object_get(h->model, "id"));
-    json_t *prompt = s_prompt(h, turn);
-    json_t *tools = s_tools_on_offer(h->dynamic_tools, turn);
-    taskctx_rc_t rc = TASKCTX_QUIET;
-    for (bool again = true; again;) {
-        again = false;
-        s_args_t a = {.fence = &ctx->fence};
-        rc = taskctx_bundle(ctx, conn, s_record_attempt, &a, "RecordGenerationAttempt");
-        if (rc != TASKCTX_DONE) {
-            break;
-        }
-        int64_t attempt = a.attempt;
-        ctx->fence.generation_attempt = attempt;
-        partbuf_t *pb = env->partbuf;
-        int64_t hv = ctx->fence.history_version;
-        (void)partbuf_create(pb, ctx->chat_id, hv, attempt);
-        (void)partbuf_start_model(pb, ctx->chat_id, hv, attempt);
-        provider_request_t req = {.model = &model,
-                                  .messages = prompt,
-                                  .tools = tools,
-                                  .attempt = attempt,
-                                  .chunk_ms = env->sim_chunk_ms,
-                                  .native_schema = turn && turn->native ? turn->fmt->schema : NULL,
-                                  .native_name = turn && turn->native ? turn->fmt->name : NULL};
-        s_stream_t stream = {ctx, attempt};
-        provider_result_t res;
-        atomic_fetch_add(&env->counters.model_calls, 1);
-        int64_t t0 = id_now_ms();
-        provider_rc_t prc = provider_generate(&req, ctx->cancel, s_on_part, &stream, &res);
-        taskctx_count_model_call(&env->counters, id_now_ms() - t0);
-        partbuf_close(pb, ctx->chat_id, hv, attempt);
-        if (prc == PROVIDER_CANCELLED) {
-            rc = TASKCTX_QUIET;
-            break;
-        }
-        if (prc == PROVIDER_OK) {
-            log_info(
-                "model_reply", "chat_id=%s provider=%s attempt=%lld ms=%lld parts=%zu finish=%s",
-                ctx->chat_id, model.provider, (long long)attempt, (long long)(id_now_ms() - t0),
-                json_array_size(res.content), res.finish[0] ? res.finish : "stop");
-            rc = s_commit_reply(ctx, conn, h, turn, &res, model_config_id);
-            provider_result_clear(&res);
-            break;
-        }
-        rc = s_model_failed(ctx, conn, &model, turn, &res, attempt, &again);
+    s_gen_t *g = mem_calloc(1, sizeof *g);
+    g->h = *h;
+    g->turn = *turn;
+    g->open = open;
+    *h = (history_t){0};
+    *turn = (structured_turn_t){0};
+    if (open) {
+        g->turn.request_id = g->h.request_id; /* it borrowed from the history that moved */
     }
-    json_decref(prompt);
-    json_decref(tools);
-    return rc;
+    s_model_of(&g->h, &g->model);
+    g->model_config_id = json_string_value(json_object_get(g->h.model, "id"));
+    g->prompt = s_prompt(&g->h, open ? &g->turn : NULL);
+    g->tools = s_tools_on_offer(g->h.dynamic_tools, open ? &g->turn : NULL);
+    ctx->body = g;
+    ctx->body_free = s_gen_free;
+    return s_attempt(ctx, conn);
 }
 
 /* The structured side of a step: configuration failures, and the decisions that end the
@@ -471,6 +525,9 @@ static bool s_structured_step(taskctx_t *ctx, PGconn *conn, const history_t *h,
 }
 
 taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
+    if (!conn) {
+        return TASKCTX_RETRY;
+    }
     history_t h;
     ctx->fence.generation_attempt = -1;
     history_rc_t hr = history_load(conn, ctx->chat_id, &ctx->fence, true, &h);
@@ -507,7 +564,7 @@ taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
             }
             break;
         case DECIDE_CALL_MODEL:
-            rc = s_call_model(ctx, conn, &h, t);
+            rc = s_call_model(ctx, conn, &h, &turn, open);
             break;
         default:
             break;

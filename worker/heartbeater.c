@@ -90,7 +90,7 @@ static PGresult *s_renew(self_t *self, const lease_t *leases, size_t n) {
 static void s_tick(self_t *self) {
     self->ticks++;
     if (!self->conn) {
-        self->conn = dbpool_get(self->pool);
+        self->conn = dbpool_get(self->pool, -1);
         if (!self->conn) {
             self->failed++;
             return;
@@ -149,7 +149,7 @@ static void s_actor(zsock_t *pipe, void *argp) {
     self.push = zsock_new(ZMQ_PUSH);
     ASSERT(self.push && zsock_connect(self.push, "%s", self.args.inbox) == 0);
     self.pool = dbpool_new(self.args.database_url, "chatfleet-worker heartbeater",
-                           (int)(self.args.lease_stale_ms / 3));
+                           (int)(self.args.lease_stale_ms / 3), 1);
     zpoller_t *poller = zpoller_new(pipe, NULL);
     ASSERT(poller);
     zsock_signal(pipe, 0);

@@ -61,7 +61,7 @@ static void s_sync_once(PGconn **conn, dbpool_t *pool, s_sync_args_t *a, zsock_t
         return;
     }
     if (!*conn) {
-        *conn = dbpool_get(pool);
+        *conn = dbpool_get(pool, -1);
         if (!*conn) {
             free(leases);
             return;
@@ -129,7 +129,7 @@ static void s_sync_actor(zsock_t *pipe, void *argp) {
     s_sync_args_t a = *(s_sync_args_t *)argp;
     zsock_t *push = zsock_new(ZMQ_PUSH);
     ASSERT(push && zsock_connect(push, "%s", a.inbox) == 0);
-    dbpool_t *pool = dbpool_new(a.url, "chatfleet-worker sync", (int)a.statement_timeout_ms);
+    dbpool_t *pool = dbpool_new(a.url, "chatfleet-worker sync", (int)a.statement_timeout_ms, 1);
     PGconn *conn = NULL;
     zsock_signal(pipe, 0);
     int64_t next = id_now_ms() + a.sync_ms;

@@ -1,5 +1,6 @@
-/* task: threads, the in-memory intent lock, and the interrupt, deadline and abandon bodies;
- * see task.h. The generation body lives in generation.c. */
+/* task: the phases of a task on the worker's database jobs and event loop, the in-memory intent
+ * lock, and the interrupt, deadline and abandon bodies; see task.h. The generation body lives in
+ * generation.c. */
 #include "task.h"
 #include "generation.h"
 #include "history.h"
@@ -11,73 +12,113 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Where a task is while it waits; read and written on the loop's thread only. */
+typedef enum { S_BUSY = 0, S_CALL, S_TIMER } s_wait_t;
+
 struct task {
     taskctx_t ctx;
     task_kind_t kind;
     uint64_t id;
-    pthread_t thread;
     char lock_key[ID_UUID_LEN + 48];
+    atomic_int refs;       /* the manager's, plus one per cancel on its way to the loop */
+    atomic_bool finished;  /* its end was sent (s_finish ran) */
+    int64_t backoff;       /* the next retry's backoff */
+    s_wait_t wait;         /* loop thread */
+    provider_call_t *call; /* S_CALL */
+    evloop_timer_t *timer; /* S_TIMER */
+    bool lock_waiting;     /* queued behind the holder of lock_key; under s_locks_mutex */
+    task_t *lock_next;     /* the next waiter; under s_locks_mutex */
 };
 
-/* --- The in-memory lock of (chat, history_version, status), process-wide. --- */
+static void s_job(void *arg, PGconn *conn);
+static void s_finish(task_t *self);
 
-#define S_LOCKS_MAX    4096 /* distinct intents held at once; far above one per owned chat */
-#define S_LOCK_POLL_MS 50   /* longest a lock waiter goes without checking its cancel */
+/* --- The in-memory lock of (chat, history_version, status), process-wide. A task that finds
+ * the lock held waits in a queue (no thread waits for it) and is started by the unlock. --- */
+
+typedef struct {
+    task_t *head, *tail; /* waiters, first come first served */
+} s_lock_t;
 
 static pthread_mutex_t s_locks_mutex = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t s_locks_cond; /* on the monotonic clock: made once by s_locks_init */
-static pthread_once_t s_locks_once = PTHREAD_ONCE_INIT;
-static char *s_locks[S_LOCKS_MAX];
+static zhashx_t *s_locks; /* lock key -> s_lock_t; made on first use */
 
-static void s_locks_init(void) {
-    id_cond_init(&s_locks_cond);
+/* Ends (for every task) waits for the end of the tasks being destroyed at shutdown. */
+static pthread_mutex_t s_end_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t s_end_cond = PTHREAD_COND_INITIALIZER;
+
+static void s_lock_free(void **item) {
+    free(*item);
+    *item = NULL;
 }
 
-static bool s_lock_held(const char *key) {
-    for (int i = 0; i < S_LOCKS_MAX; i++) {
-        if (s_locks[i] && !strcmp(s_locks[i], key)) {
-            return true;
-        }
+/* Takes the lock, or queues self behind its holder. Returns true when taken. */
+static bool s_lock_or_queue(task_t *self) {
+    pthread_mutex_lock(&s_locks_mutex);
+    if (!s_locks) {
+        s_locks = zhashx_new();
+        ASSERT(s_locks);
+        zhashx_set_destructor(s_locks, s_lock_free);
     }
+    s_lock_t *l = zhashx_lookup(s_locks, self->lock_key);
+    if (!l) {
+        zhashx_insert(s_locks, self->lock_key, mem_calloc(1, sizeof(s_lock_t)));
+        pthread_mutex_unlock(&s_locks_mutex);
+        return true;
+    }
+    self->lock_waiting = true;
+    if (l->tail) {
+        l->tail->lock_next = self;
+    } else {
+        l->head = self;
+    }
+    l->tail = self;
+    pthread_mutex_unlock(&s_locks_mutex);
     return false;
 }
 
-/* Takes the lock or returns false when cancelled first. */
-static bool s_lock(const char *key, cancel_t *cancel) {
-    pthread_once(&s_locks_once, s_locks_init);
+/* Hands the lock to the first waiter (whose first phase is queued) or drops it. */
+static void s_unlock(task_t *self) {
     pthread_mutex_lock(&s_locks_mutex);
-    for (;;) {
-        if (cancel_is_set(cancel)) {
-            pthread_mutex_unlock(&s_locks_mutex);
-            return false;
+    s_lock_t *l = zhashx_lookup(s_locks, self->lock_key);
+    task_t *next = l ? l->head : NULL;
+    if (next) {
+        l->head = next->lock_next;
+        if (!l->head) {
+            l->tail = NULL;
         }
-        if (!s_lock_held(key)) {
-            for (int i = 0; i < S_LOCKS_MAX; i++) {
-                if (!s_locks[i]) {
-                    s_locks[i] = mem_strdup(key);
-                    pthread_mutex_unlock(&s_locks_mutex);
-                    return true;
-                }
-            }
-        }
-        /* Released locks broadcast; the timeout bounds how long a cancel goes unnoticed. */
-        struct timespec ts = id_timespec_at(id_now_ms() + S_LOCK_POLL_MS);
-        pthread_cond_timedwait(&s_locks_cond, &s_locks_mutex, &ts);
+        next->lock_next = NULL;
+        next->lock_waiting = false;
+    } else if (l) {
+        zhashx_delete(s_locks, self->lock_key);
+    }
+    pthread_mutex_unlock(&s_locks_mutex);
+    if (next) {
+        dbexec_submit(next->ctx.env->exec, s_job, next);
     }
 }
 
-static void s_unlock(const char *key) {
-    pthread_once(&s_locks_once, s_locks_init);
+/* Takes self out of the waiters of its lock; true when it was waiting. */
+static bool s_unqueue(task_t *self) {
     pthread_mutex_lock(&s_locks_mutex);
-    for (int i = 0; i < S_LOCKS_MAX; i++) {
-        if (s_locks[i] && !strcmp(s_locks[i], key)) {
-            free(s_locks[i]);
-            s_locks[i] = NULL;
-            break;
+    bool was = self->lock_waiting;
+    if (was) {
+        s_lock_t *l = zhashx_lookup(s_locks, self->lock_key);
+        task_t **pp = &l->head;
+        task_t *prev = NULL;
+        while (*pp != self) {
+            prev = *pp;
+            pp = &(*pp)->lock_next;
         }
+        *pp = self->lock_next;
+        if (l->tail == self) {
+            l->tail = prev;
+        }
+        self->lock_next = NULL;
+        self->lock_waiting = false;
     }
-    pthread_cond_broadcast(&s_locks_cond);
     pthread_mutex_unlock(&s_locks_mutex);
+    return was;
 }
 
 /* --- Interrupt (ARCHITECTURE.md §1.2). --- */
@@ -94,6 +135,9 @@ static int s_finish_interruption(chatstate_t *cs, void *arg, cs_error_t *err) {
 }
 
 static taskctx_rc_t s_interrupt(taskctx_t *ctx, PGconn *conn) {
+    if (!conn) {
+        return TASKCTX_RETRY;
+    }
     history_t h;
     history_rc_t hr = history_load(conn, ctx->chat_id, &ctx->fence, false, &h);
     if (hr != HISTORY_OK) {
@@ -138,27 +182,30 @@ static int s_cancel_ra(chatstate_t *cs, void *arg, cs_error_t *err) {
     return chatstate_cancel_requires_action(cs, arg, "timed out", err);
 }
 
-/* Holds no connection while it waits: a worker may own hundreds of chats that wait for
- * their clients, and each would otherwise pin a PostgreSQL backend for minutes. */
-static taskctx_rc_t s_deadline(taskctx_t *ctx, PGconn **conn) {
+static taskctx_rc_t s_deadline_fire(taskctx_t *ctx, PGconn *conn) {
+    if (!conn) {
+        return TASKCTX_RETRY;
+    }
+    return taskctx_bundle(ctx, conn, s_cancel_ra, &ctx->fence, "CancelRequiresAction");
+}
+
+/* Holds no connection while it waits: a worker may own thousands of chats that wait for
+ * their clients (ARCHITECTURE.md §6.5). */
+static taskctx_rc_t s_deadline(taskctx_t *ctx, PGconn *conn) {
+    if (!conn) {
+        return TASKCTX_RETRY;
+    }
     history_t h;
-    history_rc_t hr = history_load(*conn, ctx->chat_id, &ctx->fence, false, &h);
+    history_rc_t hr = history_load(conn, ctx->chat_id, &ctx->fence, false, &h);
     if (hr != HISTORY_OK) {
         return hr == HISTORY_DB ? TASKCTX_RETRY : TASKCTX_QUIET;
     }
     int64_t wait = h.deadline_in_ms == INT64_MAX ? ctx->env->ra_default_ms : h.deadline_in_ms;
     history_clear(&h);
     log_info("requires_action_wait", "chat_id=%s wait_ms=%lld", ctx->chat_id, (long long)wait);
-    dbpool_put(ctx->env->pool, *conn);
-    *conn = NULL;
-    if (wait > 0 && cancel_wait_ms(ctx->cancel, wait)) {
-        return TASKCTX_QUIET;
-    }
-    *conn = dbpool_get(ctx->env->pool);
-    if (!*conn) {
-        return TASKCTX_RETRY;
-    }
-    return taskctx_bundle(ctx, *conn, s_cancel_ra, &ctx->fence, "CancelRequiresAction");
+    ctx->wait_ms = wait;
+    ctx->next = s_deadline_fire;
+    return TASKCTX_WAIT;
 }
 
 /* --- Abandon (ARCHITECTURE.md §1.2). --- */
@@ -168,78 +215,168 @@ static int s_abandon_fn(chatstate_t *cs, void *arg, cs_error_t *err) {
 }
 
 static taskctx_rc_t s_abandon(taskctx_t *ctx, PGconn *conn) {
+    if (!conn) {
+        return TASKCTX_RETRY;
+    }
     return taskctx_bundle(ctx, conn, s_abandon_fn, &ctx->fence, "Abandon");
 }
 
-/* --- The thread. --- */
+/* --- The phases. --- */
 
-/* Runs the task's body with *conn; a body may give the connection back while it waits and
- * take another (the caller puts back whatever *conn is at the end, NULL included). */
-static taskctx_rc_t s_body(task_t *self, PGconn **connp) {
-    taskctx_t *ctx = &self->ctx;
-    PGconn *conn = *connp;
-    switch (self->kind) {
+static taskctx_phase_fn *s_entry(task_kind_t kind) {
+    switch (kind) {
         case TASK_GENERATION:
-            return generation_step(ctx, conn);
+            return generation_step;
         case TASK_INTERRUPT:
-            return s_interrupt(ctx, conn);
+            return s_interrupt;
         case TASK_DEADLINE:
-            return s_deadline(ctx, connp);
+            return s_deadline;
         case TASK_ABANDON:
-            return s_abandon(ctx, conn);
+            return s_abandon;
     }
-    return TASKCTX_QUIET;
+    return NULL;
 }
 
-static void s_done(task_t *self) {
-    zsock_t *push = zsock_new(ZMQ_PUSH);
-    ASSERT(push);
-    /* Linger so the message survives the close right after the send. */
-    zsock_set_linger(push, 5000);
-    if (zsock_connect(push, "%s", self->ctx.env->inbox) != 0) {
-        log_error("task_inbox_unreachable", "endpoint=%s", self->ctx.env->inbox);
-        zsock_destroy(&push);
-        return;
+static void s_unref(task_t *self) {
+    if (atomic_fetch_sub(&self->refs, 1) == 1) {
+        cancel_destroy(&self->ctx.cancel);
+        free(self);
     }
+}
+
+/* Tells the manager the task ended, with the row it committed last (the fast path). */
+static void s_send_done(task_t *self) {
+    taskctx_env_t *env = self->ctx.env;
     zmsg_t *m = zmsg_new();
     zmsg_addstr(m, "DONE");
     zmsg_addmem(m, &self->id, sizeof self->id);
     zmsg_addmem(m, self->ctx.have_after ? &self->ctx.after : NULL,
                 self->ctx.have_after ? sizeof self->ctx.after : 0);
-    if (zmsg_send(&m, push) != 0) {
+    pthread_mutex_lock(&env->done_lock);
+    if (zmsg_send(&m, env->done) != 0) {
         zmsg_destroy(&m);
+        log_error("task_inbox_unreachable", "chat_id=%s endpoint=%s", self->ctx.chat_id,
+                  env->inbox);
     }
-    zsock_destroy(&push);
+    pthread_mutex_unlock(&env->done_lock);
 }
 
-static void *s_thread(void *arg) {
+/* The end of a task, exactly once: its state freed, its lock handed on, DONE sent. */
+static void s_finish(task_t *self) {
+    taskctx_reset(&self->ctx);
+    s_unlock(self);
+    s_send_done(self);
+    pthread_mutex_lock(&s_end_mutex);
+    atomic_store(&self->finished, true);
+    pthread_cond_broadcast(&s_end_cond);
+    pthread_mutex_unlock(&s_end_mutex);
+}
+
+static void s_wait_done(void *arg) {
     task_t *self = arg;
+    self->timer = NULL;
+    self->wait = S_BUSY;
+    dbexec_submit(self->ctx.env->exec, s_job, self);
+}
+
+/* Loop thread: waits ctx.wait_ms, then runs ctx.next (or the first phase again). */
+static void s_wait_start(void *arg) {
+    task_t *self = arg;
+    if (cancel_is_set(self->ctx.cancel)) {
+        s_finish(self);
+        return;
+    }
+    self->wait = S_TIMER;
+    int64_t at = id_now_ms() + (self->ctx.wait_ms > 0 ? self->ctx.wait_ms : 0);
+    self->timer = evloop_timer_at(self->ctx.env->loop, at, s_wait_done, self);
+}
+
+static void s_call_done(void *arg, provider_rc_t rc, provider_result_t *res) {
+    task_t *self = arg;
+    self->call = NULL;
+    self->wait = S_BUSY;
+    self->ctx.call_rc = rc;
+    self->ctx.call_res = *res;
+    res->content = NULL;
+    res->usage = NULL;
+    if (rc == PROVIDER_CANCELLED) {
+        /* Nothing to write: the next phase only closes the episode (it takes no connection). */
+        (void)self->ctx.next(&self->ctx, NULL);
+        s_finish(self);
+        return;
+    }
+    dbexec_submit(self->ctx.env->exec, s_job, self);
+}
+
+/* Loop thread: makes the model call in ctx.call, then runs ctx.next as a database job. */
+static void s_call_start(void *arg) {
+    task_t *self = arg;
+    if (cancel_is_set(self->ctx.cancel)) {
+        self->ctx.call_rc = PROVIDER_CANCELLED;
+        (void)self->ctx.next(&self->ctx, NULL);
+        s_finish(self);
+        return;
+    }
+    self->wait = S_CALL;
+    self->call = provider_start(self->ctx.env->loop, &self->ctx.call, self->ctx.on_part,
+                                self->ctx.part_arg, s_call_done, self);
+}
+
+/* What follows a phase that returned rc. */
+static void s_after(task_t *self, taskctx_rc_t rc) {
     taskctx_t *ctx = &self->ctx;
     taskctx_env_t *env = ctx->env;
-    int64_t backoff = TASK_BACKOFF_MIN_MS;
-    if (s_lock(self->lock_key, ctx->cancel)) {
-        for (;;) {
-            if (cancel_is_set(ctx->cancel)) {
-                break;
-            }
-            PGconn *conn = dbpool_get(env->pool);
-            taskctx_rc_t rc = conn ? s_body(self, &conn) : TASKCTX_RETRY;
-            dbpool_put(env->pool, conn);
-            if (rc != TASKCTX_RETRY) {
-                break;
-            }
+    switch (rc) {
+        case TASKCTX_CALL:
+            evloop_post(env->loop, s_call_start, self);
+            return;
+        case TASKCTX_WAIT:
+            evloop_post(env->loop, s_wait_start, self);
+            return;
+        case TASKCTX_RETRY:
             atomic_fetch_add(&env->counters.retries, 1);
             log_warn("task_retry", "chat_id=%s task=%s backoff_ms=%lld", ctx->chat_id,
-                     task_kind_name(self->kind), (long long)backoff);
-            if (cancel_wait_ms(ctx->cancel, backoff)) {
-                break;
-            }
-            backoff = backoff * 2 > TASK_BACKOFF_MAX_MS ? TASK_BACKOFF_MAX_MS : backoff * 2;
-        }
-        s_unlock(self->lock_key);
+                     task_kind_name(self->kind), (long long)self->backoff);
+            taskctx_reset(ctx); /* the next attempt starts over from the first phase */
+            ctx->wait_ms = self->backoff;
+            self->backoff =
+                self->backoff * 2 > TASK_BACKOFF_MAX_MS ? TASK_BACKOFF_MAX_MS : self->backoff * 2;
+            evloop_post(env->loop, s_wait_start, self);
+            return;
+        case TASKCTX_DONE:
+        case TASKCTX_QUIET:
+            s_finish(self);
+            return;
     }
-    s_done(self);
-    return NULL;
+}
+
+/* A database job: runs the task's next phase (its first when none is set). */
+static void s_job(void *arg, PGconn *conn) {
+    task_t *self = arg;
+    taskctx_t *ctx = &self->ctx;
+    if (!ctx->next && cancel_is_set(ctx->cancel)) {
+        s_finish(self);
+        return;
+    }
+    taskctx_phase_fn *fn = ctx->next ? ctx->next : s_entry(self->kind);
+    ctx->next = NULL;
+    s_after(self, fn(ctx, conn));
+}
+
+/* Loop thread: a cancel reaches the task where it waits. */
+static void s_cancel_on_loop(void *arg) {
+    task_t *self = arg;
+    if (self->wait == S_CALL) {
+        provider_cancel(self->call); /* ends it through s_call_done */
+    } else if (self->wait == S_TIMER) {
+        evloop_timer_cancel(self->ctx.env->loop, self->timer);
+        self->timer = NULL;
+        self->wait = S_BUSY;
+        s_finish(self);
+    } else if (s_unqueue(self)) {
+        s_finish(self);
+    }
+    s_unref(self);
 }
 
 task_t *task_start(taskctx_env_t *env, task_kind_t kind, uint64_t id, const char *chat_id,
@@ -257,21 +394,22 @@ task_t *task_start(taskctx_env_t *env, task_kind_t kind, uint64_t id, const char
     ctx->fence.generation_attempt = -1;
     ctx->cancel = cancel_new();
     self->id = id;
+    self->backoff = TASK_BACKOFF_MIN_MS;
+    atomic_init(&self->refs, 1);
     snprintf(self->lock_key, sizeof self->lock_key, "%s:%lld:%s", chat_id,
              (long long)history_version, status ? status : "*");
-    if (pthread_create(&self->thread, NULL, s_thread, self) != 0) {
-        log_error("task_thread_failed", "chat_id=%s task=%s", chat_id, task_kind_name(kind));
-        cancel_destroy(&ctx->cancel);
-        free(self);
-        return NULL;
-    }
     log_debug("task_started", "chat_id=%s task=%s id=%llu history_version=%lld", chat_id,
               task_kind_name(kind), (unsigned long long)id, (long long)history_version);
+    if (s_lock_or_queue(self)) {
+        dbexec_submit(env->exec, s_job, self);
+    }
     return self;
 }
 
 void task_cancel(task_t *self) {
     cancel_set(self->ctx.cancel);
+    atomic_fetch_add(&self->refs, 1);
+    evloop_post(self->ctx.env->loop, s_cancel_on_loop, self);
 }
 
 uint64_t task_id(const task_t *self) {
@@ -301,8 +439,11 @@ void task_destroy(task_t **self_p) {
     if (!self) {
         return;
     }
-    pthread_join(self->thread, NULL);
-    cancel_destroy(&self->ctx.cancel);
-    free(self);
+    pthread_mutex_lock(&s_end_mutex);
+    while (!atomic_load(&self->finished)) {
+        pthread_cond_wait(&s_end_cond, &s_end_mutex);
+    }
+    pthread_mutex_unlock(&s_end_mutex);
+    s_unref(self);
     *self_p = NULL;
 }

@@ -64,3 +64,13 @@ taskctx_rc_t taskctx_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn,
             return TASKCTX_RETRY;
     }
 }
+
+void taskctx_reset(taskctx_t *ctx) {
+    if (ctx->body_free) {
+        ctx->body_free(ctx->body);
+    }
+    ctx->body = NULL;
+    ctx->body_free = NULL;
+    ctx->next = NULL;
+    provider_result_clear(&ctx->call_res);
+}

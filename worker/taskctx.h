@@ -1,9 +1,14 @@
 /*
- * taskctx: what a task body sees (ARCHITECTURE.md §1.2): the worker's shared environment and
- * counters, the task's fence and cancellation token, the result a body returns, and the one
- * way a body writes, taskctx_bundle. The bodies (the generation step in generation.c; the
+ * taskctx: what a task body sees (ARCHITECTURE.md §1.2, §6.5): the worker's shared environment
+ * and counters, the task's fence and cancellation token, the result a body returns, and the
+ * one way a body writes, taskctx_bundle. The bodies (the generation step in generation.c; the
  * interrupt, deadline and abandon bodies in task.c) sit above this module, and the task
- * threads that run them (task.h) above those: nothing here knows a task thread.
+ * machinery that runs them (task.h) above those: nothing here knows how a task is scheduled.
+ *
+ * A body runs in phases. Each phase is a short database job with a connection; a phase that
+ * must wait (a model call, a backoff, a deadline) returns TASKCTX_CALL or TASKCTX_WAIT with
+ * ctx->next set, gives its connection back, and the task runs ctx->next as a new phase once
+ * the call ended or the wait ran out. State a body keeps between phases lives in ctx->body.
  */
 #ifndef CHATFLEET_TASKCTX_H
 #define CHATFLEET_TASKCTX_H
@@ -14,15 +19,23 @@
 
 #include "cancel.h"
 #include "chatstate.h"
+#include "dbexec.h"
 #include "dbpool.h"
+#include "evloop.h"
 #include "hint.h"
 #include "partbuf.h"
+#include "provider.h"
+
+#include <czmq.h>
+#include <pthread.h>
 
 /* What one attempt of a task body achieved. */
 typedef enum {
     TASKCTX_DONE = 0, /* a transition committed (or the work is complete) */
     TASKCTX_QUIET,    /* fenced out, chat gone, or cancelled: an expected exit */
     TASKCTX_RETRY,    /* database or other unexpected failure: back off and try again */
+    TASKCTX_CALL,     /* make the model call in ctx->call, then run ctx->next */
+    TASKCTX_WAIT,     /* wait ctx->wait_ms (cancellable), then run ctx->next */
 } taskctx_rc_t;
 
 #define TASKCTX_MODEL_BUCKETS 8 /* model call latency histogram: the bounds below, then +Inf */
@@ -53,7 +66,11 @@ void taskctx_count_model_call(taskctx_counters_t *c, int64_t ms);
 /* Shared by every task of a worker; owned by the worker, outlives every task. */
 typedef struct {
     char worker_id[ID_UUID_LEN + 1];
-    dbpool_t *pool;
+    dbpool_t *pool; /* every connection of the worker (dbpool.h) */
+    dbexec_t *exec; /* runs the phases of tasks (dbexec.h) */
+    evloop_t *loop; /* model calls and timers (evloop.h) */
+    zsock_t *done;  /* PUSH to the manager's inbox, for task ends; under done_lock */
+    pthread_mutex_t done_lock;
     partbuf_t *partbuf;
     hint_sink_t sink;      /* where committed hints go (the bus publisher) */
     char inbox[128];       /* the manager's inbox endpoint (inproc) */
@@ -66,8 +83,15 @@ typedef struct {
     taskctx_counters_t counters;
 } taskctx_env_t;
 
-/* What a task body sees: its fence, its token, and where to leave its last commit. */
-typedef struct {
+typedef struct taskctx taskctx_t;
+
+/* One phase of a body, with a connection (NULL when none could be had: the phase returns
+ * TASKCTX_RETRY). */
+typedef taskctx_rc_t(taskctx_phase_fn)(taskctx_t *ctx, PGconn *conn);
+
+/* What a task body sees: its fence, its token, where to leave its last commit, and the
+ * phase protocol's fields. */
+struct taskctx {
     taskctx_env_t *env;
     char chat_id[ID_UUID_LEN + 1];
     char status[16];  /* the fence's expected status (fence.status points here) */
@@ -75,7 +99,20 @@ typedef struct {
     cancel_t *cancel;
     bool have_after;
     hint_update_t after;
-} taskctx_t;
+    taskctx_phase_fn *next;    /* TASKCTX_CALL and TASKCTX_WAIT: the phase that follows */
+    int64_t wait_ms;           /* TASKCTX_WAIT */
+    provider_request_t call;   /* TASKCTX_CALL; what it points to lives in body */
+    provider_part_fn *on_part; /* TASKCTX_CALL: receives the streamed parts, on the loop */
+    void *part_arg;
+    provider_rc_t call_rc;         /* the call's outcome, for next */
+    provider_result_t call_res;    /* likewise; next clears it */
+    void *body;                    /* the body's state between phases */
+    void (*body_free)(void *body); /* frees body; run when the task ends or restarts */
+};
+
+/* Frees the body's state (ctx->body) and the outcome of a call; the task is back at its
+ * first phase. */
+void taskctx_reset(taskctx_t *ctx);
 
 /* Applies fn inside a bundle on chat ctx->chat_id and commits it, publishing the hints and
  * keeping the committed row in ctx->after. Maps chatstate's result: committed ->

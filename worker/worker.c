@@ -3,6 +3,7 @@
 #include "acquirer.h"
 #include "bus.h"
 #include "chatstate.h"
+#include "dbexec.h"
 #include "dbpool.h"
 #include "heartbeater.h"
 #include "leaseset.h"
@@ -61,7 +62,8 @@ int worker_options_load(worker_options_t *o) {
                    s_num("CHATFLEET_SIM_CHUNK_MS", 20, 0, &o->sim_chunk_ms) ||
                    s_num("CHATFLEET_REQUIRES_ACTION_DEADLINE_MS", 5 * 60 * 1000, 1,
                          &o->ra_deadline_ms) ||
-                   s_num("CHATFLEET_WORKER_DRAIN_MS", 5000, 0, &o->drain_ms)
+                   s_num("CHATFLEET_WORKER_DRAIN_MS", 5000, 0, &o->drain_ms) ||
+                   s_num("CHATFLEET_WORKER_DB_CONNS", 8, WORKER_DB_CONNS_MIN, &o->db_conns)
                ? -1
                : 0;
 }
@@ -95,7 +97,18 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
     snprintf(env->worker_id, sizeof env->worker_id, "%s", self->id);
     /* Statements are bounded so that no task or actor can hang on a wedged server. */
     int64_t stmt_ms = cfg->lease_stale_ms > 3000 ? cfg->lease_stale_ms : 3000;
-    env->pool = dbpool_new(cfg->database_url, "chatfleet-worker task", (int)stmt_ms);
+    /* The acquirer, the heartbeater and the sync loop hold one connection each; the task
+     * jobs share the rest (ARCHITECTURE.md §6.5). */
+    int task_conns = (int)opts->db_conns - 3;
+    env->pool = dbpool_new(cfg->database_url, "chatfleet-worker task", (int)stmt_ms, task_conns);
+    env->exec = dbexec_new(env->pool, task_conns);
+    env->loop = evloop_new();
+    ASSERT(pthread_mutex_init(&env->done_lock, NULL) == 0);
+    if (!env->exec || evloop_start(env->loop) != 0) {
+        log_error("worker_start_failed", "worker_id=%s reason=\"task threads\"", self->id);
+        worker_destroy(&self);
+        return NULL;
+    }
     env->partbuf = self->partbuf;
     env->sink = bus_publisher_sink(self->pub);
     snprintf(env->inbox, sizeof env->inbox, "inproc://chatfleet-manager-%s", self->id);
@@ -112,7 +125,13 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
                          .sync_ms = opts->sync_ms,
                          .statement_timeout_ms = stmt_ms};
     self->manager = manager_new(&ma);
-    if (!self->manager) {
+    env->done = zsock_new(ZMQ_PUSH);
+    if (env->done) {
+        /* Task ends must never block: no high-water mark, and a bounded send. */
+        zsock_set_sndhwm(env->done, 0);
+        zsock_set_sndtimeo(env->done, 1000);
+    }
+    if (!self->manager || !env->done || zsock_connect(env->done, "%s", env->inbox) != 0) {
         log_error("worker_start_failed", "worker_id=%s reason=\"manager inbox\"", self->id);
         worker_destroy(&self);
         return NULL;
@@ -137,12 +156,12 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
     log_info("worker_started",
              "worker_id=%s max_chats=%lld sync_ms=%lld max_retries=%lld max_steps=%lld "
              "retry_base_ms=%lld retry_max_ms=%lld sim_chunk_ms=%lld "
-             "requires_action_deadline_ms=%lld drain_ms=%lld",
+             "requires_action_deadline_ms=%lld drain_ms=%lld db_conns=%lld task_conns=%d",
              self->id, (long long)opts->max_chats, (long long)opts->sync_ms,
              (long long)opts->max_retries, (long long)opts->max_steps,
              (long long)opts->retry_base_ms, (long long)opts->retry_max_ms,
              (long long)opts->sim_chunk_ms, (long long)opts->ra_deadline_ms,
-             (long long)opts->drain_ms);
+             (long long)opts->drain_ms, (long long)opts->db_conns, task_conns);
     return self;
 }
 
@@ -170,6 +189,13 @@ void worker_destroy(worker_t **self_p) {
     heartbeater_destroy(&self->heartbeater);
     relay_worker_destroy(&self->relay);
     leaseset_destroy(&self->leases);
+    /* Every task has ended (manager_destroy waited): no job or loop callback is left. */
+    dbexec_destroy(&self->env.exec);
+    evloop_destroy(&self->env.loop);
+    zsock_destroy(&self->env.done);
+    if (self->env.pool) {
+        pthread_mutex_destroy(&self->env.done_lock);
+    }
     dbpool_destroy(&self->env.pool);
     partbuf_destroy(&self->partbuf);
     bus_publisher_destroy(&self->pub);

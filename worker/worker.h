@@ -17,6 +17,8 @@
 #include "id.h"
 
 /* Worker settings beyond config_t, from the environment (worker/README.md). */
+#define WORKER_DB_CONNS_MIN 4 /* three actors' connections and at least one for tasks */
+
 typedef struct {
     int64_t max_chats;      /* CHATFLEET_WORKER_MAX_CHATS: deployment-wide limiter; 0: none */
     int64_t sync_ms;        /* CHATFLEET_WORKER_SYNC_MS: the manager's sync loop */
@@ -27,6 +29,9 @@ typedef struct {
     int64_t sim_chunk_ms;   /* CHATFLEET_SIM_CHUNK_MS: the sim provider's pace */
     int64_t ra_deadline_ms; /* CHATFLEET_REQUIRES_ACTION_DEADLINE_MS */
     int64_t drain_ms;       /* CHATFLEET_WORKER_DRAIN_MS: how long shutdown waits to abandon */
+    int64_t db_conns;       /* CHATFLEET_WORKER_DB_CONNS: every PostgreSQL connection of the
+                               worker (acquirer, heartbeater and sync loop one each, the task
+                               jobs the rest); ARCHITECTURE.md §6.5 */
 } worker_options_t;
 
 /* Reads the options from the environment over their defaults. Returns -1 and prints the

@@ -34,12 +34,8 @@
 
 /* --- Fixtures: one reply of each kind per provider, in its own wire format. --- */
 
-typedef provider_rc_t(s_gen_fn)(const provider_request_t *, cancel_t *, provider_part_fn *, void *,
-                                provider_result_t *);
-
 typedef struct {
     const char *name;
-    s_gen_fn *gen;
     const char *path;      /* the request path the provider must use */
     const char *base_path; /* appended to the mock URL to make base_url */
     const char *type;      /* Content-Type of a stream */
@@ -57,7 +53,6 @@ typedef struct {
 
 static const s_prov_t s_openai = {
     .name = "openai",
-    .gen = openai_generate,
     .path = "/v1/chat/completions",
     .base_path = "/v1/",
     .type = "text/event-stream",
@@ -105,7 +100,6 @@ static const s_prov_t s_openai = {
 
 static const s_prov_t s_anthropic = {
     .name = "anthropic",
-    .gen = anthropic_generate,
     .path = "/v1/messages",
     .base_path = "",
     .type = "text/event-stream",
@@ -141,7 +135,6 @@ static const s_prov_t s_anthropic = {
 
 static const s_prov_t s_ollama = {
     .name = "ollama",
-    .gen = ollama_generate,
     .path = "/api/chat",
     .base_path = "",
     .type = "application/x-ndjson",
@@ -230,7 +223,7 @@ static provider_rc_t s_call(const s_prov_t *p, mockprov_t *mp, const json_t *mes
     json_t *tools = s_tools();
     provider_request_t req = {.model = &model, .messages = messages, .tools = tools, .attempt = 1};
     cancel_t *cancel = sink->cancel ? cancel_ref(sink->cancel) : cancel_new();
-    provider_rc_t rc = p->gen(&req, cancel, s_on_part, sink, out);
+    provider_rc_t rc = provider_generate(&req, cancel, s_on_part, sink, out);
     cancel_destroy(&cancel);
     json_decref(tools);
     free(base);
@@ -730,7 +723,7 @@ static void s_native_schema_in_the_provider_field(const s_prov_t *p, mockprov_t 
     s_sink_t sink = {.parts = json_array()};
     cancel_t *cancel = cancel_new();
     provider_result_t out;
-    assert_int_equal(p->gen(&req, cancel, s_on_part, &sink, &out), PROVIDER_OK);
+    assert_int_equal(provider_generate(&req, cancel, s_on_part, &sink, &out), PROVIDER_OK);
     provider_result_clear(&out);
     cancel_destroy(&cancel);
     json_t *sent = mockprov_request(mp, 0);
@@ -762,7 +755,7 @@ static void test_a_key_with_a_control_byte_is_refused_before_any_request(void **
         cancel_t *cancel = cancel_new();
         s_sink_t sink = {0};
         provider_result_t out;
-        assert_int_equal(provs[i]->gen(&req, cancel, s_on_part, &sink, &out), PROVIDER_ERROR);
+        assert_int_equal(provider_generate(&req, cancel, s_on_part, &sink, &out), PROVIDER_ERROR);
         assert_false(out.retryable);
         assert_non_null(strstr(out.error, "control byte"));
         assert_non_null(strstr(out.error, provs[i]->name));

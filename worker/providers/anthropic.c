@@ -361,34 +361,37 @@ static void s_state_free(s_state_t *st) {
     }
 }
 
-provider_rc_t anthropic_generate(const provider_request_t *req, cancel_t *cancel,
-                                 provider_part_fn *on_part, void *ctx, provider_result_t *out) {
-    memset(out, 0, sizeof *out);
-    out->retry_after_ms = -1;
+static void s_state_destroy(void *arg) {
+    s_state_free(arg);
+    free(arg);
+}
+
+static void s_ok(void *arg, provider_result_t *out) {
+    s_state_t *st = arg;
+    out->content = s_content(st);
+    out->usage = json_pack("{s:I, s:I}", "input_tokens", st->input_tokens, "output_tokens",
+                           st->output_tokens);
+}
+
+void anthropic_start(provider_call_t *call, const provider_request_t *req) {
     char *key = NULL;
-    if (httpstream_key_header("anthropic", "x-api-key", "", req->model->api_key, &key, out) != 0) {
-        return PROVIDER_ERROR;
+    if (httpstream_key_header("anthropic", "x-api-key", "", req->model->api_key, &key,
+                              &call->out) != 0) {
+        provider_call_end(call, PROVIDER_ERROR);
+        return;
     }
     json_t *body = s_body(req);
     char *url = httpstream_url(req->model->base_url, ANTHROPIC_BASE_URL_DEFAULT, "/v1/messages");
     const char *headers[] = {"Accept: text/event-stream", "anthropic-version: " ANTHROPIC_VERSION,
                              key, NULL};
     s_state_t *st = mem_calloc(1, sizeof *st);
-    st->on_part = on_part;
-    st->ctx = ctx;
-    st->out = out;
+    st->on_part = call->on_part;
+    st->ctx = call->part_ctx;
+    st->out = &call->out;
     httpstream_request_t hr = {
         .url = url, .headers = headers, .mode = HTTPSTREAM_SSE, .on_event = s_on_event, .ctx = st};
-    provider_rc_t prc = httpstream_exchange("anthropic", hr, body, cancel, out);
-    if (prc == PROVIDER_OK) {
-        out->content = s_content(st);
-        out->usage = json_pack("{s:I, s:I}", "input_tokens", st->input_tokens, "output_tokens",
-                               st->output_tokens);
-    }
+    httpstream_exchange(call, "anthropic", hr, body, s_ok, st, s_state_destroy);
     json_decref(body);
-    s_state_free(st);
-    free(st);
     free(url);
     free(key);
-    return prc;
 }

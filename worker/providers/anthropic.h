@@ -17,8 +17,7 @@
 #define ANTHROPIC_BLOCK_MAX_BYTES  (8 * 1024 * 1024) /* text, thinking or input JSON of a block */
 #define ANTHROPIC_SIGNATURE_BYTES  16384 /* a thinking block's signature, NUL included */
 
-/* The provider_generate of provider "anthropic" (provider.h). The key goes in x-api-key. */
-provider_rc_t anthropic_generate(const provider_request_t *req, cancel_t *cancel,
-                                 provider_part_fn *on_part, void *ctx, provider_result_t *out);
+/* The start function of provider "anthropic" (provider.h). The key goes in x-api-key. */
+void anthropic_start(provider_call_t *call, const provider_request_t *req);
 
 #endif

@@ -194,15 +194,19 @@ static void s_curl_init(void) {
     }
 }
 
-typedef struct {
-    const httpstream_request_t *req;
-    cancel_t *cancel;
+struct httpstream_call {
+    evloop_t *loop;
+    CURL *easy;
+    struct curl_slist *hdrs;
+    char *url;
+    char *body;
     httpstream_t *split;
-    httpstream_result_t *out;
+    httpstream_result_t out;
     size_t err_len;
     int verdict;
-    bool cancelled;
-} s_call_t;
+    httpstream_done_fn *done;
+    void *arg;
+};
 
 int64_t httpstream_retry_after_ms(const char *value, int64_t now_epoch_s) {
     while (*value == ' ' || *value == '\t') {
@@ -231,25 +235,23 @@ int64_t httpstream_retry_after_ms(const char *value, int64_t now_epoch_s) {
     return ms > HTTPSTREAM_RETRY_AFTER_MAX_MS ? HTTPSTREAM_RETRY_AFTER_MAX_MS : ms;
 }
 
-static void s_header_value(s_call_t *c, const char *name, const char *value) {
+static void s_header_value(httpstream_call_t *c, const char *name, const char *value) {
     if (!strcasecmp(name, "retry-after-ms")) {
         char *end = NULL;
         double ms = strtod(value, &end);
         if (end != value && isfinite(ms) && ms >= 0) {
-            c->out->retry_after_ms =
+            c->out.retry_after_ms =
                 ms > HTTPSTREAM_RETRY_AFTER_MAX_MS ? HTTPSTREAM_RETRY_AFTER_MAX_MS : (int64_t)ms;
         }
-    } else if (!strcasecmp(name, "retry-after") && c->out->retry_after_ms < 0) {
-        c->out->retry_after_ms = httpstream_retry_after_ms(value, (int64_t)time(NULL));
+    } else if (!strcasecmp(name, "retry-after") && c->out.retry_after_ms < 0) {
+        c->out.retry_after_ms = httpstream_retry_after_ms(value, (int64_t)time(NULL));
     } else if (!strcasecmp(name, "x-should-retry")) {
-        c->out->should_retry = !strcasecmp(value, "true")    ? 1
-                               : !strcasecmp(value, "false") ? 0
-                                                             : -1;
+        c->out.should_retry = !strcasecmp(value, "true") ? 1 : !strcasecmp(value, "false") ? 0 : -1;
     }
 }
 
 static size_t s_on_header(char *data, size_t size, size_t n, void *arg) {
-    s_call_t *c = arg;
+    httpstream_call_t *c = arg;
     size_t len = size * n;
     char line[512]; /* longer header lines are cut; none that matters here is that long */
     size_t k = len < sizeof line - 1 ? len : sizeof line - 1;
@@ -262,9 +264,9 @@ static size_t s_on_header(char *data, size_t size, size_t n, void *arg) {
         /* A new response (after 100 Continue or a redirect): forget the previous one's. */
         const char *sp = strchr(line, ' ');
         long st = sp ? strtol(sp + 1, NULL, 10) : 0;
-        c->out->status = st >= 100 && st <= 999 ? (int)st : 0;
-        c->out->retry_after_ms = -1;
-        c->out->should_retry = -1;
+        c->out.status = st >= 100 && st <= 999 ? (int)st : 0;
+        c->out.retry_after_ms = -1;
+        c->out.should_retry = -1;
         return len;
     }
     char *colon = strchr(line, ':');
@@ -280,18 +282,14 @@ static size_t s_on_header(char *data, size_t size, size_t n, void *arg) {
 }
 
 static size_t s_on_body(char *data, size_t size, size_t n, void *arg) {
-    s_call_t *c = arg;
+    httpstream_call_t *c = arg;
     size_t len = size * n;
-    if (cancel_is_set(c->cancel)) {
-        c->cancelled = true;
-        return 0;
-    }
-    if (c->out->status < 200 || c->out->status > 299) {
-        size_t room = sizeof c->out->error_body - 1 - c->err_len;
+    if (c->out.status < 200 || c->out.status > 299) {
+        size_t room = sizeof c->out.error_body - 1 - c->err_len;
         size_t k = len < room ? len : room;
-        memcpy(c->out->error_body + c->err_len, data, k);
+        memcpy(c->out.error_body + c->err_len, data, k);
         c->err_len += k;
-        c->out->error_body[c->err_len] = '\0';
+        c->out.error_body[c->err_len] = '\0';
         return len;
     }
     int v = httpstream_feed(c->split, data, len);
@@ -300,15 +298,6 @@ static size_t s_on_body(char *data, size_t size, size_t n, void *arg) {
         return 0;
     }
     return len;
-}
-
-static int s_on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
-    s_call_t *c = arg;
-    if (cancel_is_set(c->cancel)) {
-        c->cancelled = true;
-        return 1;
-    }
-    return 0;
 }
 
 static struct curl_slist *s_headers(const char *const *headers) {
@@ -325,21 +314,20 @@ static struct curl_slist *s_headers(const char *const *headers) {
     return list;
 }
 
-static CURL *s_easy(const httpstream_request_t *req, s_call_t *c, struct curl_slist *hdrs) {
+static CURL *s_easy(httpstream_call_t *c) {
     CURL *h = curl_easy_init();
     ASSERT(h);
-    curl_easy_setopt(h, CURLOPT_URL, req->url);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_URL, c->url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, c->body);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->hdrs);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->out->error);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->out.error);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, s_on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, c);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, s_on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, c);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, s_on_progress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
+    /* Thousands of streams at once: a small receive buffer each (libcurl's default is 16 KiB). */
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, (long)HTTPSTREAM_RECV_BUFFER_BYTES);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)HTTPSTREAM_CONNECT_TIMEOUT_MS);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)HTTPSTREAM_TOTAL_TIMEOUT_MS);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -348,79 +336,74 @@ static CURL *s_easy(const httpstream_request_t *req, s_call_t *c, struct curl_sl
     return h;
 }
 
-/* Runs the transfer on a private multi handle so that the cancel token is looked at every
- * HTTPSTREAM_CANCEL_POLL_MS even while no byte arrives (the progress callback alone can be
- * as slow as once a second). */
-static CURLcode s_perform(CURL *h, s_call_t *c) {
-    CURLM *m = curl_multi_init();
-    ASSERT(m);
-    curl_multi_add_handle(m, h);
-    int running = 1;
-    CURLcode result = CURLE_OK;
-    while (running) {
-        if (curl_multi_perform(m, &running) != CURLM_OK) {
-            result = CURLE_FAILED_INIT;
-            break;
-        }
-        if (!running) {
-            int left = 0;
-            CURLMsg *msg = curl_multi_info_read(m, &left);
-            result = msg && msg->msg == CURLMSG_DONE ? msg->data.result : CURLE_OK;
-            break;
-        }
-        if (cancel_is_set(c->cancel)) {
-            c->cancelled = true;
-            break;
-        }
-        curl_multi_poll(m, NULL, 0, HTTPSTREAM_CANCEL_POLL_MS, NULL);
-    }
-    curl_multi_remove_handle(m, h);
-    curl_multi_cleanup(m);
-    return result;
+static void s_call_free(httpstream_call_t *c) {
+    curl_easy_cleanup(c->easy);
+    curl_slist_free_all(c->hdrs);
+    httpstream_destroy(&c->split);
+    free(c->url);
+    free(c->body);
+    free(c);
 }
 
-httpstream_rc_t httpstream_post(const httpstream_request_t *req, cancel_t *cancel,
-                                httpstream_result_t *out) {
-    pthread_once(&s_curl_once, s_curl_init);
-    memset(out, 0, sizeof *out);
-    out->retry_after_ms = -1;
-    out->should_retry = -1;
-    s_call_t c = {.req = req, .cancel = cancel, .out = out};
-    c.split = httpstream_new(req->mode, HTTPSTREAM_LINE_MAX_BYTES, req->on_event, req->ctx);
-    struct curl_slist *hdrs = s_headers(req->headers);
-    CURL *h = s_easy(req, &c, hdrs);
-    CURLcode cc = s_perform(h, &c);
+/* How a finished transfer ended, in httpstream's words. */
+static httpstream_rc_t s_outcome(httpstream_call_t *c, CURLcode cc) {
     long code = 0;
-    if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code > 0) {
-        out->status = (int)code;
+    if (curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code > 0) {
+        c->out.status = (int)code;
     }
-    curl_easy_cleanup(h);
-    curl_slist_free_all(hdrs);
-    httpstream_rc_t rc;
-    if (c.cancelled || cancel_is_set(cancel)) {
-        rc = HTTPSTREAM_R_CANCELLED;
-    } else if (c.verdict == HTTPSTREAM_DONE) {
-        rc = HTTPSTREAM_R_DONE;
-    } else if (c.verdict == HTTPSTREAM_ABORT) {
-        rc = HTTPSTREAM_R_ABORTED;
-    } else if (c.verdict == -1) {
-        rc = HTTPSTREAM_R_OVERSIZE;
-    } else if (cc != CURLE_OK) {
-        if (!out->error[0]) {
-            snprintf(out->error, sizeof out->error, "%s", curl_easy_strerror(cc));
+    if (c->verdict == HTTPSTREAM_DONE) {
+        return HTTPSTREAM_R_DONE;
+    }
+    if (c->verdict == HTTPSTREAM_ABORT) {
+        return HTTPSTREAM_R_ABORTED;
+    }
+    if (c->verdict == -1) {
+        return HTTPSTREAM_R_OVERSIZE;
+    }
+    if (cc != CURLE_OK) {
+        if (!c->out.error[0]) {
+            snprintf(c->out.error, sizeof c->out.error, "%s", curl_easy_strerror(cc));
         }
-        rc = HTTPSTREAM_R_NET;
-    } else if (out->status < 200 || out->status > 299) {
-        rc = HTTPSTREAM_R_HTTP_ERROR;
-    } else {
-        int v = httpstream_finish(c.split);
-        rc = v == HTTPSTREAM_DONE    ? HTTPSTREAM_R_DONE
-             : v == HTTPSTREAM_ABORT ? HTTPSTREAM_R_ABORTED
-             : v == -1               ? HTTPSTREAM_R_OVERSIZE
-                                     : HTTPSTREAM_R_EOF;
+        return HTTPSTREAM_R_NET;
     }
-    httpstream_destroy(&c.split);
-    return rc;
+    if (c->out.status < 200 || c->out.status > 299) {
+        return HTTPSTREAM_R_HTTP_ERROR;
+    }
+    int v = httpstream_finish(c->split);
+    return v == HTTPSTREAM_DONE    ? HTTPSTREAM_R_DONE
+           : v == HTTPSTREAM_ABORT ? HTTPSTREAM_R_ABORTED
+           : v == -1               ? HTTPSTREAM_R_OVERSIZE
+                                   : HTTPSTREAM_R_EOF;
+}
+
+static void s_transfer_done(void *arg, CURLcode cc) {
+    httpstream_call_t *c = arg;
+    httpstream_rc_t rc = s_outcome(c, cc);
+    c->done(c->arg, rc, &c->out);
+    s_call_free(c);
+}
+
+httpstream_call_t *httpstream_start(evloop_t *loop, const httpstream_request_t *req,
+                                    httpstream_done_fn *done, void *arg) {
+    pthread_once(&s_curl_once, s_curl_init);
+    httpstream_call_t *c = mem_calloc(1, sizeof *c);
+    c->loop = loop;
+    c->done = done;
+    c->arg = arg;
+    c->out.retry_after_ms = -1;
+    c->out.should_retry = -1;
+    c->url = mem_strdup(req->url);
+    c->body = mem_strdup(req->body ? req->body : "");
+    c->hdrs = s_headers(req->headers);
+    c->split = httpstream_new(req->mode, HTTPSTREAM_LINE_MAX_BYTES, req->on_event, req->ctx);
+    c->easy = s_easy(c);
+    evloop_curl_add(loop, c->easy, s_transfer_done, c);
+    return c;
+}
+
+void httpstream_stop(httpstream_call_t *c) {
+    evloop_curl_remove(c->loop, c->easy);
+    s_call_free(c);
 }
 
 /* --- Classification and part helpers. --- */
@@ -472,8 +455,6 @@ provider_rc_t httpstream_fail(const char *who, httpstream_rc_t rc, const httpstr
     char msg[200];
     char kind[64];
     switch (rc) {
-        case HTTPSTREAM_R_CANCELLED:
-            return PROVIDER_CANCELLED;
         case HTTPSTREAM_R_HTTP_ERROR: {
             s_error_fields(res->error_body, msg, sizeof msg, kind, sizeof kind);
             bool retry = provider_status_retryable(res->status);
@@ -644,16 +625,53 @@ int httpstream_key_header(const char *who, const char *name, const char *prefix,
     return 0;
 }
 
-provider_rc_t httpstream_exchange(const char *who, httpstream_request_t req, const json_t *body,
-                                  cancel_t *cancel, provider_result_t *out) {
+typedef struct {
+    provider_call_t *call;
+    const char *who;
+    httpstream_call_t *http;
+    httpstream_ok_fn *ok;
+    void *state;
+    void (*state_free)(void *state);
+} s_exchange_t;
+
+static void s_exchange_free(void *arg) {
+    s_exchange_t *x = arg;
+    x->state_free(x->state);
+    free(x);
+}
+
+static void s_exchange_stop(void *arg) {
+    s_exchange_t *x = arg;
+    httpstream_stop(x->http);
+    x->http = NULL;
+}
+
+static void s_exchange_done(void *arg, httpstream_rc_t rc, const httpstream_result_t *res) {
+    s_exchange_t *x = arg;
+    provider_call_t *call = x->call;
+    x->http = NULL;
+    provider_rc_t prc = PROVIDER_OK;
+    if (rc == HTTPSTREAM_R_DONE) {
+        x->ok(x->state, &call->out);
+    } else {
+        prc = httpstream_fail(x->who, rc, res, &call->out);
+    }
+    provider_call_end(call, prc);
+}
+
+void httpstream_exchange(provider_call_t *call, const char *who, httpstream_request_t req,
+                         const json_t *body, httpstream_ok_fn *ok, void *state,
+                         void (*state_free)(void *state)) {
+    s_exchange_t *x = mem_calloc(1, sizeof *x);
+    *x = (s_exchange_t){
+        .call = call, .who = who, .ok = ok, .state = state, .state_free = state_free};
+    call->impl = x;
+    call->impl_free = s_exchange_free;
+    call->stop = s_exchange_stop;
     char *text = jsonout_dumps(body);
     req.body = text;
-    httpstream_result_t *res = mem_alloc(sizeof *res); /* 8 KiB of error text: not on stack */
-    httpstream_rc_t rc = httpstream_post(&req, cancel, res);
-    provider_rc_t prc = rc == HTTPSTREAM_R_DONE ? PROVIDER_OK : httpstream_fail(who, rc, res, out);
-    free(res);
+    x->http = httpstream_start(call->loop, &req, s_exchange_done, x);
     free(text);
-    return prc;
 }
 
 void httpstream_call_id(char out[HTTPSTREAM_CALL_ID_BYTES]) {

@@ -1,19 +1,20 @@
 /*
  * httpstream: what the network providers (openai, anthropic, ollama) share: an incremental
  * splitter for Server-Sent Events and NDJSON that accepts bytes cut at any boundary, a
- * cancellable streaming HTTP POST over libcurl that feeds it, and the helpers that turn the
- * outcome into a classified provider failure (worker/providers/README.md, "Classification").
+ * streaming HTTP POST over libcurl on an event loop (evloop.h) that feeds it, and the helpers that
+ * turn the outcome into a classified provider failure (worker/providers/README.md,
+ * "Classification").
  *
  * The splitter follows the WHATWG event-stream algorithm (worker/providers/README.md): lines end
  * with LF, CRLF or CR; "field: value" with one leading space stripped; several data lines
  * joined with LF; comments ignored; a blank line dispatches. In NDJSON mode every non-blank
  * line is one record. Each line is bounded by the line cap given at creation.
- * Thread-safe in the sense that calls share no state (curl_global_init runs once).
+ * Calls share no state (curl_global_init runs once); a call lives on its loop's thread.
  */
 #ifndef CHATFLEET_HTTPSTREAM_H
 #define CHATFLEET_HTTPSTREAM_H
 
-#include "cancel.h"
+#include "evloop.h"
 #include "jsonstrict.h"
 #include "provider.h"
 
@@ -27,7 +28,7 @@
 #define HTTPSTREAM_CONNECT_TIMEOUT_MS 10000         /* TCP + TLS connect */
 #define HTTPSTREAM_IDLE_TIMEOUT_S     120           /* no byte at all for this long: give up */
 #define HTTPSTREAM_TOTAL_TIMEOUT_MS   (600 * 1000)  /* a whole call, like the official SDKs */
-#define HTTPSTREAM_CANCEL_POLL_MS     50            /* the cancel token is checked this often */
+#define HTTPSTREAM_RECV_BUFFER_BYTES  4096          /* libcurl's receive buffer per transfer */
 #define HTTPSTREAM_RETRY_AFTER_MAX_MS (3600 * 1000) /* a longer retry-after is clamped to this */
 #define HTTPSTREAM_NET_ERROR_BYTES    256           /* libcurl's CURL_ERROR_SIZE */
 #define HTTPSTREAM_CALL_ID_BYTES      48            /* a generated tool-call id, NUL included */
@@ -80,7 +81,6 @@ typedef enum {
     HTTPSTREAM_R_HTTP_ERROR, /* a non-2xx status; see status and error_body */
     HTTPSTREAM_R_NET,        /* connect, read or timeout failure; see error */
     HTTPSTREAM_R_OVERSIZE,   /* a line over HTTPSTREAM_LINE_MAX_BYTES */
-    HTTPSTREAM_R_CANCELLED,  /* the cancel token was set */
 } httpstream_rc_t;
 
 typedef struct {
@@ -91,19 +91,27 @@ typedef struct {
     char error[HTTPSTREAM_NET_ERROR_BYTES];       /* libcurl's message for HTTPSTREAM_R_NET */
 } httpstream_result_t;
 
-/* POSTs req and streams a 2xx body through a splitter into req->on_event, checking cancel
- * at least every HTTPSTREAM_CANCEL_POLL_MS. One curl easy handle per call. out is filled
- * in every case. */
-httpstream_rc_t httpstream_post(const httpstream_request_t *req, cancel_t *cancel,
-                                httpstream_result_t *out);
+typedef struct httpstream_call httpstream_call_t;
+
+/* Receives the outcome of a call; res is valid during the call only. */
+typedef void(httpstream_done_fn)(void *arg, httpstream_rc_t rc, const httpstream_result_t *res);
+
+/* POSTs req on loop (from its thread) and streams a 2xx body through a splitter into
+ * req->on_event; done runs once on the loop's thread when the transfer ends, never before
+ * this returns. req's strings are copied. The handle is valid until done runs. */
+httpstream_call_t *httpstream_start(evloop_t *loop, const httpstream_request_t *req,
+                                    httpstream_done_fn *done, void *arg);
+
+/* Ends a call whose done has not run, without running it. */
+void httpstream_stop(httpstream_call_t *call);
 
 /* Parses a retry-after value: seconds (integer or decimal) or an HTTP-date. Returns
  * milliseconds (0 for a date in the past), or -1 when it is neither. */
 int64_t httpstream_retry_after_ms(const char *value, int64_t now_epoch_s);
 
 /* Turns a call that did not succeed into a classified failure in out (provider.h) and
- * returns PROVIDER_ERROR, or PROVIDER_CANCELLED for HTTPSTREAM_R_CANCELLED. who names the
- * provider in the message. HTTPSTREAM_R_EOF is a truncated stream (retryable). */
+ * returns PROVIDER_ERROR. who names the provider in the message. HTTPSTREAM_R_EOF is a truncated
+ * stream (retryable). */
 provider_rc_t httpstream_fail(const char *who, httpstream_rc_t rc, const httpstream_result_t *res,
                               provider_result_t *out);
 
@@ -173,11 +181,17 @@ char *httpstream_text_of(const json_t *msg);
 int httpstream_key_header(const char *who, const char *name, const char *prefix, const char *key,
                           char **header, provider_result_t *out);
 
-/* One provider call: writes body (jsonout) into req's body, POSTs it and streams the 2xx
- * response into req.on_event. PROVIDER_OK when the handler said DONE (the caller then fills
- * out->content and usage); else the classified failure in out (httpstream_fail). */
-provider_rc_t httpstream_exchange(const char *who, httpstream_request_t req, const json_t *body,
-                                  cancel_t *cancel, provider_result_t *out);
+/* Fills out->content and usage from a provider's state once its stream said DONE. */
+typedef void(httpstream_ok_fn)(void *state, provider_result_t *out);
+
+/* One provider call over HTTP: writes body (jsonout) into req's body, POSTs it on the call's
+ * loop and streams the 2xx response into req.on_event (whose ctx is state). The call ends
+ * (provider_call_end) with PROVIDER_OK after ok(state, &call->out) when the handler said
+ * DONE, else with the classified failure (httpstream_fail). state is freed with state_free
+ * when the call ends or is cancelled. */
+void httpstream_exchange(provider_call_t *call, const char *who, httpstream_request_t req,
+                         const json_t *body, httpstream_ok_fn *ok, void *state,
+                         void (*state_free)(void *state));
 
 /* A fresh tool-call id "call_<32 hex digits>" for providers that send none. */
 void httpstream_call_id(char out[HTTPSTREAM_CALL_ID_BYTES]);

@@ -203,37 +203,43 @@ static json_t *s_content(s_state_t *st) {
     return content;
 }
 
-provider_rc_t ollama_generate(const provider_request_t *req, cancel_t *cancel,
-                              provider_part_fn *on_part, void *ctx, provider_result_t *out) {
-    memset(out, 0, sizeof *out);
-    out->retry_after_ms = -1;
+static void s_state_free(void *arg) {
+    s_state_t *st = arg;
+    httpstream_buf_free(&st->text);
+    httpstream_buf_free(&st->thinking);
+    json_decref(st->reasoning);
+    json_decref(st->calls);
+    json_decref(st->usage);
+    free(st);
+}
+
+static void s_ok(void *arg, provider_result_t *out) {
+    s_state_t *st = arg;
+    out->content = s_content(st);
+    out->usage = st->usage;
+    st->usage = NULL;
+}
+
+void ollama_start(provider_call_t *call, const provider_request_t *req) {
     char *auth = NULL;
     if (httpstream_key_header("ollama", "Authorization", "Bearer ", req->model->api_key, &auth,
-                              out) != 0) {
-        return PROVIDER_ERROR;
+                              &call->out) != 0) {
+        provider_call_end(call, PROVIDER_ERROR);
+        return;
     }
     json_t *body = s_body(req);
     char *url = httpstream_url(req->model->base_url, OLLAMA_BASE_URL_DEFAULT, "/api/chat");
     const char *headers[] = {"Accept: application/x-ndjson", auth, NULL};
-    s_state_t st = {.on_part = on_part, .ctx = ctx, .out = out, .calls = json_array()};
+    s_state_t *st = mem_calloc(1, sizeof *st);
+    *st = (s_state_t){
+        .on_part = call->on_part, .ctx = call->part_ctx, .out = &call->out, .calls = json_array()};
     httpstream_request_t hr = {.url = url,
                                .headers = headers,
                                .mode = HTTPSTREAM_NDJSON,
                                .on_event = s_on_line,
-                               .ctx = &st};
-    provider_rc_t prc = httpstream_exchange("ollama", hr, body, cancel, out);
-    if (prc == PROVIDER_OK) {
-        out->content = s_content(&st);
-        out->usage = st.usage;
-        st.usage = NULL;
-    }
+                               .ctx = st};
+    httpstream_exchange(call, "ollama", hr, body, s_ok, st, s_state_free);
     json_decref(body);
-    httpstream_buf_free(&st.text);
-    httpstream_buf_free(&st.thinking);
-    json_decref(st.reasoning);
-    json_decref(st.calls);
-    json_decref(st.usage);
     free(url);
     free(auth);
-    return prc;
 }

@@ -12,9 +12,8 @@
 #define OLLAMA_TEXT_MAX_BYTES   (8 * 1024 * 1024)        /* text or thinking of one reply */
 #define OLLAMA_TOOL_CALLS_MAX   64                       /* tool calls in one reply */
 
-/* The provider_generate of provider "ollama" (provider.h). A set api_key is sent as
+/* The start function of provider "ollama" (provider.h). A set api_key is sent as
  * "Authorization: Bearer" (Ollama itself needs none; proxies in front of it may). */
-provider_rc_t ollama_generate(const provider_request_t *req, cancel_t *cancel,
-                              provider_part_fn *on_part, void *ctx, provider_result_t *out);
+void ollama_start(provider_call_t *call, const provider_request_t *req);
 
 #endif

@@ -231,42 +231,41 @@ static json_t *s_content(s_state_t *st) {
     return content;
 }
 
-static void s_state_free(s_state_t *st) {
+static void s_state_free(void *arg) {
+    s_state_t *st = arg;
     httpstream_buf_free(&st->text);
     for (size_t i = 0; i < OPENAI_TOOL_CALLS_MAX; i++) {
         httpstream_buf_free(&st->calls[i].args);
     }
     json_decref(st->usage);
+    free(st);
 }
 
-provider_rc_t openai_generate(const provider_request_t *req, cancel_t *cancel,
-                              provider_part_fn *on_part, void *ctx, provider_result_t *out) {
-    memset(out, 0, sizeof *out);
-    out->retry_after_ms = -1;
+static void s_ok(void *arg, provider_result_t *out) {
+    s_state_t *st = arg;
+    out->content = s_content(st);
+    out->usage = st->usage;
+    st->usage = NULL;
+}
+
+void openai_start(provider_call_t *call, const provider_request_t *req) {
     char *auth = NULL;
     if (httpstream_key_header("openai", "Authorization", "Bearer ", req->model->api_key, &auth,
-                              out) != 0) {
-        return PROVIDER_ERROR;
+                              &call->out) != 0) {
+        provider_call_end(call, PROVIDER_ERROR);
+        return;
     }
     json_t *body = s_body(req);
     char *url = httpstream_url(req->model->base_url, OPENAI_BASE_URL_DEFAULT, "/chat/completions");
     const char *headers[] = {"Accept: text/event-stream", auth, NULL};
     s_state_t *st = mem_calloc(1, sizeof *st);
-    st->on_part = on_part;
-    st->ctx = ctx;
-    st->out = out;
+    st->on_part = call->on_part;
+    st->ctx = call->part_ctx;
+    st->out = &call->out;
     httpstream_request_t hr = {
         .url = url, .headers = headers, .mode = HTTPSTREAM_SSE, .on_event = s_on_event, .ctx = st};
-    provider_rc_t prc = httpstream_exchange("openai", hr, body, cancel, out);
-    if (prc == PROVIDER_OK) {
-        out->content = s_content(st);
-        out->usage = st->usage;
-        st->usage = NULL;
-    }
+    httpstream_exchange(call, "openai", hr, body, s_ok, st, s_state_free);
     json_decref(body);
-    s_state_free(st);
-    free(st);
     free(url);
     free(auth);
-    return prc;
 }

@@ -13,9 +13,8 @@
 #define OPENAI_TEXT_MAX_BYTES   (8 * 1024 * 1024)           /* assistant text of one reply */
 #define OPENAI_ARGS_MAX_BYTES   (1024 * 1024)               /* argument text of one call */
 
-/* The provider_generate of provider "openai" (provider.h). The request carries the key as
+/* The start function of provider "openai" (provider.h). The request carries the key as
  * "Authorization: Bearer" when req->model->api_key is set. */
-provider_rc_t openai_generate(const provider_request_t *req, cancel_t *cancel,
-                              provider_part_fn *on_part, void *ctx, provider_result_t *out);
+void openai_start(provider_call_t *call, const provider_request_t *req);
 
 #endif

@@ -1,9 +1,12 @@
 /* provider: the shared result helpers every provider uses; see provider.h. The dispatch by
  * name is provider_registry.c, so that this file depends on no provider. */
 #include "provider.h"
+#include "id.h"
+#include "jsonout.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 provider_rc_t provider_fail(provider_result_t *out, int status, bool retryable,
                             int64_t retry_after_ms, const char *fmt, ...) {
@@ -27,4 +30,50 @@ void provider_result_clear(provider_result_t *r) {
     json_decref(r->usage);
     r->content = NULL;
     r->usage = NULL;
+}
+
+/* --- Calls in progress. --- */
+
+static void s_end_now(provider_call_t *call, provider_rc_t rc) {
+    if (call->impl_free) {
+        call->impl_free(call->impl);
+    }
+    call->done(call->ctx, rc, &call->out);
+    provider_result_clear(&call->out);
+    free(call);
+}
+
+static void s_end_deferred(void *arg) {
+    provider_call_t *call = arg;
+    call->deferred = NULL;
+    s_end_now(call, call->deferred_rc);
+}
+
+void provider_call_end(provider_call_t *call, provider_rc_t rc) {
+    if (call->starting) {
+        call->deferred_rc = rc;
+        call->deferred = evloop_timer_at(call->loop, id_now_ms(), s_end_deferred, call);
+        return;
+    }
+    s_end_now(call, rc);
+}
+
+void provider_cancel(provider_call_t *call) {
+    if (call->deferred) {
+        evloop_timer_cancel(call->loop, call->deferred);
+        call->deferred = NULL;
+    } else if (call->stop) {
+        call->stop(call->impl);
+    }
+    provider_result_clear(&call->out);
+    s_end_now(call, PROVIDER_CANCELLED);
+}
+
+void provider_call_emit(provider_call_t *call, const json_t *part) {
+    if (!call->on_part) {
+        return;
+    }
+    char *text = jsonout_dumps(part);
+    call->on_part(call->part_ctx, text);
+    free(text);
 }

@@ -4,10 +4,10 @@
  * A call takes the model config, the model-visible history and the tools on offer, streams
  * each output part to a callback as it arrives (text deltas, tool calls), and returns the
  * complete assistant content, the usage, or a classified failure (HTTP status, retryable or
- * not, retry-after). Every provider is cancellable mid-stream through a cancel_t and returns
- * PROVIDER_CANCELLED promptly when it is set. Providers: `sim` (sim.h) and, over libcurl,
- * `openai`, `anthropic` and `ollama` (worker/providers/README.md).
- * Thread-safe: calls share no state.
+ * not, retry-after). Calls are asynchronous: they run on an event loop (evloop.h), so one
+ * thread holds any number of them, and each is cancellable at any point. Providers: `sim`
+ * (sim.h) and, over libcurl, `openai`, `anthropic` and `ollama` (worker/providers/README.md).
+ * Calls share no state.
  */
 #ifndef CHATFLEET_PROVIDER_H
 #define CHATFLEET_PROVIDER_H
@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "cancel.h"
+#include "evloop.h"
 
 /* A row of model_configs, as the generation task read it. Strings are borrowed. */
 typedef struct {
@@ -64,11 +65,54 @@ typedef struct {
     char error[256];        /* for people */
 } provider_result_t;
 
-/* Calls the model named by req->model. Returns PROVIDER_OK with out->content set,
- * PROVIDER_ERROR with the failure classified, or PROVIDER_CANCELLED. out is zeroed first;
- * release it with provider_result_clear. */
+/* What a call reports when it ends: rc and its result. res is valid during the call only and
+ * is cleared after it: a callee that keeps content or usage takes them (sets them to NULL). */
+typedef void(provider_done_fn)(void *ctx, provider_rc_t rc, provider_result_t *res);
+
+typedef struct provider_call provider_call_t;
+
+/* Starts a call of the model named by req->model on loop, from the loop's thread
+ * (ARCHITECTURE.md §7.3): parts stream to on_part(part_ctx, part) and done(ctx, ...) runs exactly
+ * once, both on the loop's thread and done never before this returns. req and everything it points
+ * to need only live until this returns. The handle is valid until done runs. */
+provider_call_t *provider_start(evloop_t *loop, const provider_request_t *req,
+                                provider_part_fn *on_part, void *part_ctx, provider_done_fn *done,
+                                void *ctx);
+
+/* Cancels a call whose done has not run: done runs with PROVIDER_CANCELLED before this
+ * returns, and nothing of the call is left on the loop. Loop thread only. */
+void provider_cancel(provider_call_t *call);
+
+/* The same call made synchronously, on a private loop in the calling thread (tests, tools):
+ * returns PROVIDER_OK with out->content set, PROVIDER_ERROR with the failure classified, or
+ * PROVIDER_CANCELLED within 50 ms of cancel being set. out is zeroed first; release it with
+ * provider_result_clear. */
 provider_rc_t provider_generate(const provider_request_t *req, cancel_t *cancel,
                                 provider_part_fn *on_part, void *ctx, provider_result_t *out);
+
+/* --- For providers: a call in progress. A provider's start function fills out as the
+ * reply arrives, sets stop, impl and impl_free, and ends the call with provider_call_end. */
+struct provider_call {
+    evloop_t *loop;
+    provider_part_fn *on_part;
+    void *part_ctx;
+    provider_done_fn *done;
+    void *ctx;
+    provider_result_t out;
+    void *impl;                    /* the provider's state of this call */
+    void (*stop)(void *impl);      /* stops the call's I/O and timers; never ends the call */
+    void (*impl_free)(void *impl); /* frees impl (NULL: nothing to free) */
+    bool starting;                 /* inside provider_start: an end is deferred */
+    evloop_timer_t *deferred;      /* the deferred end, or NULL */
+    provider_rc_t deferred_rc;
+};
+
+/* Ends the call: frees impl, runs done with rc and out, frees the call. Deferred to the
+ * loop's next turn when the provider is still inside its start function. */
+void provider_call_end(provider_call_t *call, provider_rc_t rc);
+
+/* Sends part to the call's on_part as compact JSON text. */
+void provider_call_emit(provider_call_t *call, const json_t *part);
 
 void provider_result_clear(provider_result_t *r);
 

@@ -1,4 +1,5 @@
-/* sim: see sim.h. Pure computation plus a cancellable pace; no I/O. */
+/* sim: see sim.h. Pure computation: a reply is planned at once (its parts and when each is due)
+ * and played out on the call's loop by one timer at a time; no I/O. */
 #include "sim.h"
 #include "id.h"
 #include "jsonout.h"
@@ -200,13 +201,29 @@ static json_t *s_call_part(const char *name, json_t *args) {
     return part;
 }
 
-static void s_emit(provider_part_fn *on_part, void *ctx, const json_t *part) {
-    if (!on_part) {
-        return;
+/* A reply as planned: its parts, each due at an offset from the start of the call. */
+typedef struct {
+    int64_t at;
+    char *json;
+} s_due_t;
+
+typedef struct {
+    provider_call_t *call;
+    s_due_t *parts;
+    size_t n, cap;
+    size_t next;  /* the next part to send */
+    int64_t t;    /* the offset the plan has reached */
+    int64_t base; /* the loop time the call started */
+    bool stall;   /* after the parts, never end: wait to be cancelled */
+    evloop_timer_t *timer;
+} s_plan_t;
+
+static void s_emit(s_plan_t *plan, const json_t *part) {
+    if (plan->n == plan->cap) {
+        plan->cap = plan->cap ? plan->cap * 2 : 16;
+        plan->parts = mem_realloc(plan->parts, plan->cap * sizeof *plan->parts);
     }
-    char *text = jsonout_dumps(part);
-    on_part(ctx, text);
-    free(text);
+    plan->parts[plan->n++] = (s_due_t){plan->t, jsonout_dumps(part)};
 }
 
 /* The deterministic reply text: an echo of the prompt and filler words picked by its hash. */
@@ -249,24 +266,19 @@ static char *s_results_reply(const json_t *msgs, size_t from) {
     return acc;
 }
 
-/* Streams text word by word at pace (an average rate on an absolute schedule, so that a
- * task that was stopped catches up at once instead of drifting) and appends it to content
- * as one text part. *chunks counts the words. */
-static provider_rc_t s_stream_text(const char *text, int64_t pace, cancel_t *cancel,
-                                   provider_part_fn *on_part, void *ctx, json_t *content,
-                                   int64_t *chunks) {
-    int64_t start = id_now_ms();
+/* Plans text word by word at pace (an average rate on the call's own schedule) and appends
+ * it to content as one text part. *chunks counts the words. */
+static void s_stream_text(s_plan_t *plan, const char *text, int64_t pace, json_t *content,
+                          int64_t *chunks) {
     int64_t chunk = 0;
+    int64_t t0 = plan->t;
     for (const char *w = text; *w;) {
         const char *sp = strchr(w + 1, ' ');
         size_t len = sp ? (size_t)(sp - w) : strlen(w);
-        if ((pace > 0 && cancel_wait_until(cancel, start + chunk * pace)) ||
-            cancel_is_set(cancel)) {
-            return PROVIDER_CANCELLED;
-        }
+        plan->t = t0 + chunk * pace;
         char *piece = mem_strndup(w, len);
         json_t *part = json_pack("{s:s, s:s}", "type", "text", "text", piece);
-        s_emit(on_part, ctx, part);
+        s_emit(plan, part);
         json_decref(part);
         free(piece);
         w += len;
@@ -274,7 +286,6 @@ static provider_rc_t s_stream_text(const char *text, int64_t pace, cancel_t *can
     }
     json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", text));
     *chunks += chunk;
-    return PROVIDER_OK;
 }
 
 /* The output schema of the finalizer on offer, or NULL when it is not on offer. */
@@ -365,56 +376,49 @@ static void s_schema_calls(s_act_t act, const json_t *schema, json_t *content) {
 
 typedef struct {
     const provider_request_t *req;
-    cancel_t *cancel;
-    provider_part_fn *on_part;
-    void *ctx;
+    s_plan_t *plan;
     const sim_script_t *sc;
     int64_t pace;
 } s_call_t;
 
 /* A step while a structured request is open: after an accepted submission a short text
  * ends the turn; otherwise the scripted mistake of this step, or a valid submission. */
-static provider_rc_t s_schema_step(const s_call_t *c, const json_t *schema, int index,
-                                   bool acknowledged, const char *clean, json_t *content,
-                                   provider_result_t *out, int64_t *chunks) {
+static void s_schema_step(const s_call_t *c, const json_t *schema, int index, bool acknowledged,
+                          const char *clean, json_t *content, provider_result_t *out,
+                          int64_t *chunks) {
     const sim_script_t *sc = c->sc;
     if (acknowledged) {
         if (sc->schema_stall && c->req->attempt == 1) {
-            while (!cancel_wait_ms(c->cancel, 1000)) {
-            }
-            return PROVIDER_CANCELLED;
+            c->plan->stall = true;
+            return;
         }
-        return s_stream_text("Submitted the answer.", c->pace, c->cancel, c->on_part, c->ctx,
-                             content, chunks);
+        s_stream_text(c->plan, "Submitted the answer.", c->pace, content, chunks);
+        return;
     }
     if (sc->schema_refuse) {
         snprintf(out->finish, sizeof out->finish, "refusal");
-        return s_stream_text("I can't help with that.", c->pace, c->cancel, c->on_part, c->ctx,
-                             content, chunks);
+        s_stream_text(c->plan, "I can't help with that.", c->pace, content, chunks);
+        return;
     }
     s_act_t act = s_act(sc, index);
     if (act == S_TEXT) {
         char *text = s_reply(clean, sc->words);
-        provider_rc_t rc =
-            s_stream_text(text, c->pace, c->cancel, c->on_part, c->ctx, content, chunks);
+        s_stream_text(c->plan, text, c->pace, content, chunks);
         free(text);
-        return rc;
+        return;
     }
     /* A call takes the model one chunk's time too, so that slow turns stay slow. */
-    if (c->pace > 0 && cancel_wait_ms(c->cancel, c->pace)) {
-        return PROVIDER_CANCELLED;
-    }
+    c->plan->t += c->pace;
     s_schema_calls(act, schema, content);
     size_t i;
     json_t *p;
     json_array_foreach(content, i, p) {
-        s_emit(c->on_part, c->ctx, p);
+        s_emit(c->plan, p);
     }
     /* A truncated attempt carries a complete-looking, valid submission: the worker must still
      * refuse it as a candidate (ARCHITECTURE.md §8, the finalizer loop). */
     snprintf(out->finish, sizeof out->finish, "%s", act == S_TRUNCATED ? "length" : "tool_calls");
     *chunks += (int64_t)json_array_size(content);
-    return PROVIDER_OK;
 }
 
 /* A step in native mode (req->native_schema set): the reply is the JSON text of an instance
@@ -422,14 +426,14 @@ static provider_rc_t s_schema_step(const s_call_t *c, const json_t *schema, int 
  * invalid instance (schema-wrong), a duplicate key (schema-unsafe), a valid instance cut short
  * (schema-truncate), or a refusal; sibling and double batches have no meaning without tools
  * and answer validly. */
-static provider_rc_t s_native_step(const s_call_t *c, int index, const char *clean, json_t *content,
-                                   provider_result_t *out, int64_t *chunks) {
+static void s_native_step(const s_call_t *c, int index, const char *clean, json_t *content,
+                          provider_result_t *out, int64_t *chunks) {
     const sim_script_t *sc = c->sc;
     const json_t *schema = c->req->native_schema;
     if (sc->schema_refuse) {
         snprintf(out->finish, sizeof out->finish, "refusal");
-        return s_stream_text("I can't help with that.", c->pace, c->cancel, c->on_part, c->ctx,
-                             content, chunks);
+        s_stream_text(c->plan, "I can't help with that.", c->pace, content, chunks);
+        return;
     }
     s_act_t act = s_act(sc, index);
     char *text = NULL;
@@ -452,9 +456,8 @@ static provider_rc_t s_native_step(const s_call_t *c, int index, const char *cle
         json_decref(v);
     }
     snprintf(out->finish, sizeof out->finish, "%s", act == S_TRUNCATED ? "length" : "stop");
-    provider_rc_t rc = s_stream_text(text, c->pace, c->cancel, c->on_part, c->ctx, content, chunks);
+    s_stream_text(c->plan, text, c->pace, content, chunks);
     free(text);
-    return rc;
 }
 
 /* The index of the latest real user message (control feedback rows skipped), or n. */
@@ -469,8 +472,43 @@ static size_t s_last_user(const json_t *msgs) {
     return n;
 }
 
-provider_rc_t sim_generate(const provider_request_t *req, cancel_t *cancel,
-                           provider_part_fn *on_part, void *ctx, provider_result_t *out) {
+static void s_plan_free(void *arg) {
+    s_plan_t *plan = arg;
+    for (size_t i = 0; i < plan->n; i++) {
+        free(plan->parts[i].json);
+    }
+    free(plan->parts);
+    free(plan);
+}
+
+static void s_plan_stop(void *arg) {
+    s_plan_t *plan = arg;
+    evloop_timer_cancel(plan->call->loop, plan->timer);
+    plan->timer = NULL;
+}
+
+/* Sends every part that is due, then waits for the next one, or ends the call. */
+static void s_play(void *arg) {
+    s_plan_t *plan = arg;
+    provider_call_t *call = plan->call;
+    plan->timer = NULL;
+    int64_t now = id_now_ms();
+    while (plan->next < plan->n && plan->base + plan->parts[plan->next].at <= now) {
+        if (call->on_part) {
+            call->on_part(call->part_ctx, plan->parts[plan->next].json);
+        }
+        plan->next++;
+    }
+    if (plan->next < plan->n) {
+        plan->timer =
+            evloop_timer_at(call->loop, plan->base + plan->parts[plan->next].at, s_play, plan);
+    } else if (!plan->stall) {
+        provider_call_end(call, PROVIDER_OK);
+    }
+}
+
+/* Plans the reply into plan and call->out; PROVIDER_ERROR for a scripted failure. */
+static provider_rc_t s_plan(s_plan_t *plan, const provider_request_t *req, provider_result_t *out) {
     const json_t *msgs = req->messages;
     size_t n = json_array_size(msgs);
     size_t last_user = s_last_user(msgs);
@@ -496,25 +534,24 @@ provider_rc_t sim_generate(const provider_request_t *req, cancel_t *cancel,
         return rc;
     }
     if (sc.stall) {
-        while (!cancel_wait_ms(cancel, 1000)) {
-        }
+        plan->stall = true;
         free(clean);
-        return PROVIDER_CANCELLED;
+        return PROVIDER_OK;
     }
     json_t *content = json_array();
-    s_call_t call = {req, cancel, on_part, ctx, &sc, sc.slow_ms >= 0 ? sc.slow_ms : req->chunk_ms};
+    s_call_t call = {req, plan, &sc, sc.slow_ms >= 0 ? sc.slow_ms : req->chunk_ms};
     int64_t out_tokens = 0;
     bool tool_step = false;
     if (sc.tool[0] && steps < sc.tool_steps) {
         json_t *part = s_call_part(sc.tool, json_object());
-        s_emit(on_part, ctx, part);
+        s_emit(plan, part);
         json_array_append_new(content, part);
         tool_step = true;
         out_tokens++;
     }
     if (sc.dynamic[0] && steps < sc.dynamic_steps) {
         json_t *part = s_call_part(sc.dynamic, json_pack("{s:s}", "question", clean));
-        s_emit(on_part, ctx, part);
+        s_emit(plan, part);
         json_array_append_new(content, part);
         tool_step = true;
         out_tokens++;
@@ -532,26 +569,22 @@ provider_rc_t sim_generate(const provider_request_t *req, cancel_t *cancel,
         int ordinary = sc.tool[0] ? sc.tool_steps : 0;
         ordinary = sc.dynamic[0] && sc.dynamic_steps > ordinary ? sc.dynamic_steps : ordinary;
         int index = steps - (steps < ordinary ? steps : ordinary);
-        rc = s_native_step(&call, index, clean, content, out, &out_tokens);
+        s_native_step(&call, index, clean, content, out, &out_tokens);
     } else if (!tool_step && schema) {
         int ordinary = sc.tool[0] ? sc.tool_steps : 0;
         ordinary = sc.dynamic[0] && sc.dynamic_steps > ordinary ? sc.dynamic_steps : ordinary;
         int index = steps - (steps < ordinary ? steps : ordinary);
         bool acked = after_tools && s_acknowledged(msgs, last_assistant + 1);
-        rc = s_schema_step(&call, schema, index, acked, clean, content, out, &out_tokens);
+        s_schema_step(&call, schema, index, acked, clean, content, out, &out_tokens);
     } else if (!tool_step) {
         char *text =
             after_tools ? s_results_reply(msgs, last_assistant + 1) : s_reply(clean, sc.words);
-        rc = s_stream_text(text, call.pace, cancel, on_part, ctx, content, &out_tokens);
+        s_stream_text(plan, text, call.pace, content, &out_tokens);
         free(text);
     } else {
         snprintf(out->finish, sizeof out->finish, "tool_calls");
     }
     free(clean);
-    if (rc != PROVIDER_OK) {
-        json_decref(content);
-        return rc;
-    }
     size_t in_chars = 0;
     size_t i;
     json_t *m;
@@ -564,4 +597,20 @@ provider_rc_t sim_generate(const provider_request_t *req, cancel_t *cancel,
     out->usage = json_pack("{s:I, s:I}", "input_tokens", (json_int_t)(in_chars / 4 + 1),
                            "output_tokens", (json_int_t)out_tokens);
     return PROVIDER_OK;
+}
+
+void sim_start(provider_call_t *call, const provider_request_t *req) {
+    s_plan_t *plan = mem_calloc(1, sizeof *plan);
+    plan->call = call;
+    plan->base = id_now_ms();
+    call->impl = plan;
+    call->impl_free = s_plan_free;
+    call->stop = s_plan_stop;
+    if (s_plan(plan, req, &call->out) != PROVIDER_OK) {
+        provider_call_end(call, PROVIDER_ERROR);
+        return;
+    }
+    /* Even a reply due at once is sent from the loop: a call never ends inside its start. */
+    plan->timer =
+        evloop_timer_at(call->loop, plan->base + (plan->n ? plan->parts[0].at : 0), s_play, plan);
 }

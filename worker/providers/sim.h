@@ -48,8 +48,8 @@ typedef struct {
  * by size). */
 void sim_parse(const char *text, sim_script_t *out, char *clean, size_t size);
 
-/* The provider_generate of provider "sim". */
-provider_rc_t sim_generate(const provider_request_t *req, cancel_t *cancel,
-                           provider_part_fn *on_part, void *ctx, provider_result_t *out);
+/* The start function of provider "sim" (provider.h): the reply is computed at once and
+ * played out on the loop's timers at its pace. */
+void sim_start(provider_call_t *call, const provider_request_t *req);
 
 #endif
