@@ -17,15 +17,20 @@ struct manager {
     zactor_t *actor;
 };
 
-typedef struct {
+typedef struct s_entry {
     runner_t *runner;
-    bool dying; /* cleaned up: waiting for its tasks to end before it is freed */
+    bool dying;                /* cleaned up: waiting for its tasks to end before it is freed */
+    void *handle;              /* its place in self->entries */
+    zlistx_t *tasks;           /* s_task_t * of this runner */
+    struct s_entry *next_same; /* the next entry of the same chat (self->by_chat) */
 } s_entry_t;
 
 typedef struct {
     task_t *task;
     s_entry_t *owner; /* NULL once the owner was freed (never: owners wait for their tasks) */
     bool drain;       /* an abandon task of the drain */
+    void *handle;     /* its place in self->tasks */
+    char key[24];     /* its id in self->by_task */
 } s_task_t;
 
 typedef struct {
@@ -37,6 +42,9 @@ typedef struct {
     zloop_t *loop;
     zlistx_t *entries; /* s_entry_t * */
     zlistx_t *tasks;   /* s_task_t * */
+    zhashx_t *by_chat; /* chat id -> the first s_entry_t of that chat (next_same links more) */
+    zhashx_t *by_task; /* task id (decimal) -> s_task_t: thousands of turns in flight must not
+                          make each event a walk over every runner and task */
     uint64_t next_task_id;
     bool draining;
     bool drain_replied;
@@ -164,55 +172,63 @@ static void s_spawn_task(self_t *self, s_entry_t *e, task_kind_t kind, const cha
     uint64_t id = ++self->next_task_id;
     task_t *t = task_start(self->args.env, kind, id, runner_chat_id(e->runner),
                            runner_runner_id(e->runner), status, hv);
-    if (!t) {
-        return; /* logged; the next sync row retries */
-    }
     s_task_t *st = mem_calloc(1, sizeof *st);
     st->task = t;
     st->owner = e;
     st->drain = drain;
-    zlistx_add_end(self->tasks, st);
+    snprintf(st->key, sizeof st->key, "%llu", (unsigned long long)id);
+    st->handle = zlistx_add_end(self->tasks, st);
+    zlistx_add_end(e->tasks, st);
+    zhashx_insert(self->by_task, st->key, st);
     if (!drain) {
         runner_set_active(e->runner, id);
     }
 }
 
 static s_task_t *s_find_task(self_t *self, uint64_t id) {
-    for (s_task_t *t = zlistx_first(self->tasks); t; t = zlistx_next(self->tasks)) {
-        if (task_id(t->task) == id) {
-            return t;
-        }
-    }
-    return NULL;
+    char key[24];
+    snprintf(key, sizeof key, "%llu", (unsigned long long)id);
+    return zhashx_lookup(self->by_task, key);
 }
 
 static bool s_chat_has_other(self_t *self, const char *chat_id, s_entry_t *except) {
-    for (s_entry_t *e = zlistx_first(self->entries); e; e = zlistx_next(self->entries)) {
-        if (e != except && !e->dying && !strcmp(runner_chat_id(e->runner), chat_id)) {
+    for (s_entry_t *e = zhashx_lookup(self->by_chat, chat_id); e; e = e->next_same) {
+        if (e != except && !e->dying) {
             return true;
         }
     }
     return false;
 }
 
-static size_t s_tasks_of(self_t *self, s_entry_t *e) {
-    size_t n = 0;
-    for (s_task_t *t = zlistx_first(self->tasks); t; t = zlistx_next(self->tasks)) {
-        n += t->owner == e;
+static void s_index_remove(self_t *self, s_entry_t *e) {
+    const char *chat = runner_chat_id(e->runner);
+    s_entry_t *head = zhashx_lookup(self->by_chat, chat);
+    s_entry_t **pp = &head;
+    while (*pp && *pp != e) {
+        pp = &(*pp)->next_same;
     }
-    return n;
+    if (*pp) {
+        *pp = e->next_same;
+    }
+    if (head) {
+        zhashx_update(self->by_chat, chat, head);
+    } else {
+        zhashx_delete(self->by_chat, chat);
+    }
+}
+
+static void s_entry_free(self_t *self, s_entry_t *e) {
+    zlistx_detach(self->entries, e->handle);
+    s_index_remove(self, e);
+    zlistx_destroy(&e->tasks);
+    runner_destroy(&e->runner);
+    free(e);
 }
 
 static void s_free_entry_if_done(self_t *self, s_entry_t *e) {
-    if (!e->dying || s_tasks_of(self, e) > 0) {
-        return;
+    if (e->dying && zlistx_size(e->tasks) == 0) {
+        s_entry_free(self, e);
     }
-    void *h = zlistx_find(self->entries, e);
-    if (h) {
-        zlistx_detach(self->entries, h);
-    }
-    runner_destroy(&e->runner);
-    free(e);
 }
 
 /* Cancels every task of the runner, stops its lease and hints; frees it once its tasks
@@ -225,8 +241,8 @@ static void s_cleanup(self_t *self, s_entry_t *e, const char *why) {
     self->cleanups++;
     const char *chat = runner_chat_id(e->runner);
     leaseset_remove(self->args.leases, chat, runner_runner_id(e->runner));
-    for (s_task_t *t = zlistx_first(self->tasks); t; t = zlistx_next(self->tasks)) {
-        if (t->owner == e && !t->drain) {
+    for (s_task_t *t = zlistx_first(e->tasks); t; t = zlistx_next(e->tasks)) {
+        if (!t->drain) {
             task_cancel(t->task);
         }
     }
@@ -269,10 +285,17 @@ static void s_event(self_t *self, s_entry_t *e, const hint_update_t *ev) {
 static void s_event_all(self_t *self, const hint_update_t *ev) {
     /* Collected first: handling an event can clean a runner up, which walks and edits the
      * entry list. */
-    size_t n = 0;
-    s_entry_t **match = mem_alloc((zlistx_size(self->entries) + 1) * sizeof *match);
-    for (s_entry_t *e = zlistx_first(self->entries); e; e = zlistx_next(self->entries)) {
-        if (!e->dying && !strcmp(runner_chat_id(e->runner), ev->chat_id)) {
+    size_t n = 0, cap = 0;
+    s_entry_t *first = zhashx_lookup(self->by_chat, ev->chat_id);
+    for (s_entry_t *e = first; e; e = e->next_same) {
+        cap++;
+    }
+    if (cap == 0) {
+        return;
+    }
+    s_entry_t **match = mem_alloc(cap * sizeof *match);
+    for (s_entry_t *e = first; e; e = e->next_same) {
+        if (!e->dying) {
             match[n++] = e;
         }
     }
@@ -283,9 +306,8 @@ static void s_event_all(self_t *self, const hint_update_t *ev) {
 }
 
 static s_entry_t *s_find_entry(self_t *self, const char *chat_id, const char *runner_id) {
-    for (s_entry_t *e = zlistx_first(self->entries); e; e = zlistx_next(self->entries)) {
-        if (!strcmp(runner_chat_id(e->runner), chat_id) &&
-            !strcmp(runner_runner_id(e->runner), runner_id)) {
+    for (s_entry_t *e = zhashx_lookup(self->by_chat, chat_id); e; e = e->next_same) {
+        if (!strcmp(runner_runner_id(e->runner), runner_id)) {
             return e;
         }
     }
@@ -295,7 +317,10 @@ static s_entry_t *s_find_entry(self_t *self, const char *chat_id, const char *ru
 static void s_on_spawn(self_t *self, const hint_update_t *row) {
     s_entry_t *e = mem_calloc(1, sizeof *e);
     e->runner = runner_new(row->chat_id, self->args.env->worker_id, row->runner_id);
-    zlistx_add_end(self->entries, e);
+    e->tasks = zlistx_new();
+    e->handle = zlistx_add_end(self->entries, e);
+    e->next_same = zhashx_lookup(self->by_chat, row->chat_id);
+    zhashx_update(self->by_chat, row->chat_id, e);
     self->spawned++;
     leaseset_add(self->args.leases, row->chat_id, row->runner_id);
     /* Subscribe before the first read (ARCHITECTURE.md §7.2): the Acquire row is the
@@ -331,8 +356,10 @@ static void s_on_done(self_t *self, uint64_t id, const hint_update_t *after) {
     if (!t) {
         return;
     }
-    zlistx_detach(self->tasks, zlistx_find(self->tasks, t));
+    zlistx_detach(self->tasks, t->handle);
+    zhashx_delete(self->by_task, t->key);
     s_entry_t *owner = t->owner;
+    zlistx_detach(owner->tasks, zlistx_find(owner->tasks, t));
     task_destroy(&t->task); /* its thread has sent DONE and is returning */
     free(t);
     runner_task_ended(owner->runner, id);
@@ -417,10 +444,8 @@ static void s_drain(self_t *self) {
         if (e->dying) {
             continue;
         }
-        for (s_task_t *t = zlistx_first(self->tasks); t; t = zlistx_next(self->tasks)) {
-            if (t->owner == e) {
-                task_cancel(t->task);
-            }
+        for (s_task_t *t = zlistx_first(e->tasks); t; t = zlistx_next(e->tasks)) {
+            task_cancel(t->task);
         }
         abandons++;
     }
@@ -481,6 +506,8 @@ static void s_actor(zsock_t *pipe, void *start) {
     ASSERT(self.sync);
     self.entries = zlistx_new();
     self.tasks = zlistx_new();
+    self.by_chat = zhashx_new();
+    self.by_task = zhashx_new();
     self.loop = zloop_new();
     zloop_set_nonstop(self.loop, true);
     zloop_reader(self.loop, pipe, s_on_pipe, &self);
@@ -500,13 +527,16 @@ static void s_actor(zsock_t *pipe, void *start) {
         task_destroy(&t->task);
         free(t);
     }
-    for (s_entry_t *e = zlistx_first(self.entries); e; e = zlistx_next(self.entries)) {
+    while (zlistx_size(self.entries) > 0) {
+        s_entry_t *e = zlistx_first(self.entries);
         leaseset_remove(self.args.leases, runner_chat_id(e->runner), runner_runner_id(e->runner));
-        runner_destroy(&e->runner);
-        free(e);
+        zlistx_purge(e->tasks); /* the tasks themselves were freed above */
+        s_entry_free(&self, e);
     }
     zlistx_destroy(&self.entries);
     zlistx_destroy(&self.tasks);
+    zhashx_destroy(&self.by_chat);
+    zhashx_destroy(&self.by_task);
     zloop_destroy(&self.loop);
     zactor_destroy(&self.sync);
     bus_subscriber_destroy(&self.sub);

@@ -1,7 +1,8 @@
 /*
- * task: the side effects a runner spawns, each on its own thread with a pooled connection
- * (ARCHITECTURE.md §1.2): generation, interrupt,
- * requires-action deadline and abandon.
+ * task: the side effects a runner spawns (ARCHITECTURE.md §1.2, §6.5): generation, interrupt,
+ * requires-action deadline and abandon. A task owns no thread: its phases run as short jobs on
+ * the worker's database threads (dbexec.h), its model calls and waits on the worker's event
+ * loop (evloop.h), so thousands can be in flight on a fixed number of threads and connections.
  *
  * A task carries the fence it was spawned with (worker, runner, status, history version)
  * and holds the process-wide in-memory lock of (chat, history_version, status) while it
@@ -36,21 +37,22 @@ typedef enum {
 
 typedef struct task task_t;
 
-/* Starts a task thread for chat_id as (env->worker_id, runner_id) with the expected status
- * and history version. id identifies it in the DONE message. Returns NULL when the thread
- * cannot be created (logged). */
+/* Starts a task for chat_id as (env->worker_id, runner_id) with the expected status and
+ * history version: its first phase is queued, or it waits behind the holder of its intent
+ * lock. id identifies it in the DONE message. Never NULL. */
 task_t *task_start(taskctx_env_t *env, task_kind_t kind, uint64_t id, const char *chat_id,
                    const char *runner_id, const char *status, int64_t history_version);
 
-/* Cancels the task (it exits at its next check, without waiting here). */
+/* Cancels the task: a model call or wait in progress stops at once, a database phase in
+ * progress finishes first. Does not wait. */
 void task_cancel(task_t *self);
 
 uint64_t task_id(const task_t *self);
 task_kind_t task_kind(const task_t *self);
 const char *task_kind_name(task_kind_t kind);
 
-/* Joins the thread and frees the task. Blocks until the task ends: call it after its DONE
- * message arrived (or after task_cancel when shutting down). Safe on NULL. */
+/* Frees the task. Blocks until the task ends: call it after its DONE message arrived (or
+ * after task_cancel when shutting down). Safe on NULL. */
 void task_destroy(task_t **self_p);
 
 #endif
