@@ -67,6 +67,9 @@ typedef struct {
     const char *receipt_status;
     const char *receipt_code;
     const char *receipt_value;
+    /* CommitStep only: the step is the turn's last (a reply without tool calls and no
+     * structured request open), so FinishTurn follows in the same bundle. */
+    bool finish;
 } s_args_t;
 
 static int s_receipt(chatstate_t *cs, const s_args_t *a, cs_error_t *err) {
@@ -85,7 +88,18 @@ static int s_receipt(chatstate_t *cs, const s_args_t *a, cs_error_t *err) {
 
 static int s_commit_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     s_args_t *a = arg;
-    return chatstate_commit_step(cs, a->fence, a->msgs, a->count, err);
+    if (chatstate_commit_step(cs, a->fence, a->msgs, a->count, err) != 0) {
+        return -1;
+    }
+    if (!a->finish) {
+        return 0;
+    }
+    /* The row is still locked by this bundle and the step just checked the fence; the
+     * versions it moved are the step's own, so they are not checked again. */
+    cs_fence_t after = *a->fence;
+    after.history_version = -1;
+    after.generation_attempt = -1;
+    return chatstate_finish_turn(cs, &after, NULL, 0, err);
 }
 
 static int s_enter_ra(chatstate_t *cs, void *arg, cs_error_t *err) {
@@ -196,13 +210,30 @@ static taskctx_rc_t s_turn_end(taskctx_t *ctx, PGconn *conn, const structured_tu
     return rc;
 }
 
-/* Commits the batch's rows in one CommitStep and destroys the batch. */
-static taskctx_rc_t s_commit_batch(taskctx_t *ctx, PGconn *conn, batch_t **b) {
-    s_args_t a = {.fence = &ctx->fence};
+/* Commits the batch's rows in one CommitStep (and FinishTurn with it when finish is set)
+ * and destroys the batch. */
+static taskctx_rc_t s_commit_batch(taskctx_t *ctx, PGconn *conn, batch_t **b, bool finish) {
+    s_args_t a = {.fence = &ctx->fence, .finish = finish};
     a.msgs = batch_rows(*b, &a.count);
-    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_commit_step, &a, "CommitStep");
+    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_commit_step, &a,
+                                     finish ? "CommitStep+FinishTurn" : "CommitStep");
+    if (rc == TASKCTX_DONE && finish) {
+        atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
+    }
     batch_destroy(b);
     return rc;
+}
+
+/* Whether content holds a tool call (the turn goes on after the step). */
+static bool s_has_tool_call(const json_t *content) {
+    size_t i;
+    json_t *p;
+    json_array_foreach(content, i, p) {
+        if (!strcmp(s_str(p, "type"), "tool-call")) {
+            return true;
+        }
+    }
+    return false;
 }
 
 /* Pending local calls read back from history (DECIDE_RUN_LOCAL). */
@@ -210,7 +241,7 @@ static taskctx_rc_t s_run_pending(taskctx_t *ctx, PGconn *conn, const json_t *pe
                                   const json_t *dynamic_tools, const structured_turn_t *turn) {
     batch_t *b = batch_new();
     batch_pending(b, pending, dynamic_tools, turn);
-    return s_commit_batch(ctx, conn, &b);
+    return s_commit_batch(ctx, conn, &b, false);
 }
 
 /* One model reply in one CommitStep (batch.h). */
@@ -218,6 +249,9 @@ static taskctx_rc_t s_commit_reply(taskctx_t *ctx, PGconn *conn, const history_t
                                    const structured_turn_t *turn, provider_result_t *res,
                                    const char *model_config_id) {
     char *usage = res->usage ? jsonout_dumps(res->usage) : NULL;
+    /* A reply without tool calls ends the turn (the next step would decide FinishTurn on
+     * it): both go in one bundle, one commit fewer per turn (ARCHITECTURE.md §7.3). */
+    bool last = !turn && !s_has_tool_call(res->content);
     batch_t *b = batch_new();
     const char *rejection = NULL;
     bool candidate = false;
@@ -231,7 +265,7 @@ static taskctx_rc_t s_commit_reply(taskctx_t *ctx, PGconn *conn, const history_t
                  res->finish[0] ? res->finish : "stop", rejection ? rejection : "-", candidate,
                  turn->st.rejections);
     }
-    taskctx_rc_t rc = s_commit_batch(ctx, conn, &b);
+    taskctx_rc_t rc = s_commit_batch(ctx, conn, &b, last);
     free(usage);
     return rc;
 }
