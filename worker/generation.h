@@ -9,8 +9,10 @@
  * (with its usage) and the results of all its local tool calls together. A failed call is
  * classified: non-retryable, or retryable past env->max_retries, ends in FinishError;
  * otherwise RecordRetryState, a cancellable backoff (the provider's retry-after when it gave
- * one) and another attempt. Each step ends after one state-changing transition; the runner
- * spawns the next step when it sees the new history version.
+ * one) and another attempt. Each step ends after one bundle (a reply without tool calls
+ * also finishes the turn in it); the runner spawns the next step when it sees the new
+ * history version. The step runs in phases (taskctx.h): the model call and the backoff hold
+ * no connection.
  *
  * While a structured request governs the turn (history.h, structured.h) the step also offers
  * the finalizer, screens every tool call's raw arguments before the assistant row is stored,
@@ -26,9 +28,10 @@
 
 #include "taskctx.h"
 
-/* The generation task's body. TASKCTX_DONE after its transition committed, TASKCTX_QUIET on a
- * fence mismatch or cancellation, TASKCTX_RETRY on a database failure (the caller backs off
- * and calls it again, which reloads the history). */
+/* The generation task's first phase. TASKCTX_CALL (a model call, then the phases that
+ * commit it) or TASKCTX_DONE after its transition committed, TASKCTX_QUIET on a fence
+ * mismatch or cancellation, TASKCTX_RETRY on a database failure (the caller backs off and
+ * starts over here, which reloads the history). */
 taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn);
 
 /* The assistant content an interrupted episode leaves: consecutive text deltas merged into
