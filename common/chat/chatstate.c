@@ -71,7 +71,10 @@ void chatstate_destroy(chatstate_t **self_p) {
         return;
     }
     if (self->open) {
-        PQclear(PQexec(self->conn, "ROLLBACK"));
+        /* A nested bundle undoes only its own work; the caller's transaction goes on. */
+        PQclear(PQexec(self->conn, self->nested ? "ROLLBACK TO SAVEPOINT chatstate_bundle;"
+                                                  " RELEASE SAVEPOINT chatstate_bundle"
+                                                : "ROLLBACK"));
     }
     free(self->inserted.ids);
     free(self->deleted.ids);
@@ -118,26 +121,38 @@ static int s_row_from(chatstate_t *self, PGresult *res, cs_error_t *err) {
     return 0;
 }
 
-static chatstate_t *s_begin(PGconn *conn, const char *chat_id, bool begin, cs_error_t *err);
+/* How a bundle starts: its own transaction, joining the caller's, or nested in it. */
+typedef enum { S_BEGIN, S_JOIN, S_NEST } s_start_t;
+
+static chatstate_t *s_begin(PGconn *conn, const char *chat_id, s_start_t how, cs_error_t *err);
 
 chatstate_t *chatstate_begin(PGconn *conn, const char *chat_id, cs_error_t *err) {
-    return s_begin(conn, chat_id, true, err);
+    return s_begin(conn, chat_id, S_BEGIN, err);
 }
 
-chatstate_t *chatstate_join(PGconn *conn, const char *chat_id, cs_error_t *err) {
+static chatstate_t *s_inside(PGconn *conn, const char *chat_id, s_start_t how, cs_error_t *err) {
     if (PQtransactionStatus(conn) != PQTRANS_INTRANS) {
         memset(err, 0, sizeof *err);
         err->rc = CS_DB;
-        snprintf(err->message, sizeof err->message, "chatstate_join: no open transaction");
+        snprintf(err->message, sizeof err->message, "chatstate: no open transaction");
         return NULL;
     }
-    return s_begin(conn, chat_id, false, err);
+    return s_begin(conn, chat_id, how, err);
 }
 
-static chatstate_t *s_begin(PGconn *conn, const char *chat_id, bool begin, cs_error_t *err) {
+chatstate_t *chatstate_join(PGconn *conn, const char *chat_id, cs_error_t *err) {
+    return s_inside(conn, chat_id, S_JOIN, err);
+}
+
+chatstate_t *chatstate_nest(PGconn *conn, const char *chat_id, cs_error_t *err) {
+    return s_inside(conn, chat_id, S_NEST, err);
+}
+
+static chatstate_t *s_begin(PGconn *conn, const char *chat_id, s_start_t how, cs_error_t *err) {
     memset(err, 0, sizeof *err);
     err->state = ES_N;
     chatstate_t *self = s_new(conn, chat_id);
+    self->nested = how == S_NEST;
     if (!id_uuid_valid(chat_id)) {
         cs_fail(self, err, CS_NOT_FOUND, "chat not found");
         chatstate_destroy(&self);
@@ -147,13 +162,16 @@ static chatstate_t *s_begin(PGconn *conn, const char *chat_id, bool begin, cs_er
      * trip. The load is its own statement so that it reads with a snapshot taken after the
      * lock was granted (a RETURNING subquery would see the queue as of before the wait). The
      * id is a validated UUID, so it can stand in the simple-protocol text. */
-    char *sql =
-        mem_printf("%sUPDATE chats SET snapshot_version = snapshot_version + 1"
-                   " WHERE id = '%s'; SELECT " CS_ROW_COLUMNS " FROM chats c"
-                   " WHERE id = '%s'",
-                   begin ? "BEGIN; " : "", chat_id, (long long)chatstate_lease_stale_ms, chat_id);
+    static const char *const start[] = {
+        [S_BEGIN] = "BEGIN; ", [S_JOIN] = "", [S_NEST] = "SAVEPOINT chatstate_bundle; "};
+    char *sql = mem_printf("%sUPDATE chats SET snapshot_version = snapshot_version + 1"
+                           " WHERE id = '%s'; SELECT " CS_ROW_COLUMNS " FROM chats c"
+                           " WHERE id = '%s'",
+                           start[how], chat_id, (long long)chatstate_lease_stale_ms, chat_id);
     PGresult *res = PQexec(conn, sql);
     free(sql);
+    /* (Had a nested bundle's SAVEPOINT itself failed, its rollback fails too, harmlessly:
+     * the caller's transaction had failed already.) */
     if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
         self->open = true;
     }
@@ -439,44 +457,69 @@ static void s_hint_from_row(const chatstate_t *self, hint_update_t *u) {
     u->archived = r->archived;
 }
 
-int chatstate_commit(chatstate_t **self_p, const hint_sink_t *sink, hint_update_t *after,
-                     cs_error_t *err) {
-    chatstate_t *self = *self_p;
-    ASSERT(self);
-    hint_update_t u;
-    bool needs_owner = false;
+void chatstate_publish(const hint_sink_t *sink, const cs_hints_t *hints) {
+    if (sink && sink->update) {
+        sink->update(sink->ctx, &hints->update);
+    }
+    if (sink && sink->ownership && hints->ownership) {
+        hint_ownership_t o;
+        snprintf(o.chat_id, sizeof o.chat_id, "%s", hints->update.chat_id);
+        o.snapshot_version = hints->update.snapshot_version;
+        sink->ownership(sink->ctx, &o);
+    }
+}
+
+/* Ends the bundle's own part: COMMIT, or RELEASE SAVEPOINT when nested, after a last load
+ * whose row becomes the hints. */
+static int s_end(chatstate_t *self, const char *sql, cs_hints_t *h, cs_error_t *err) {
     int rc = -1;
     if (self->failed) {
         if (err->rc == CS_OK) {
             cs_fail(self, err, CS_DB, "bundle already failed");
         }
     } else if (cs_load(self, err) == 0) {
-        s_hint_from_row(self, &u);
-        needs_owner = self->row.needs_owner;
-        rc = cs_exec(self, err, "COMMIT", 0, NULL);
+        s_hint_from_row(self, &h->update);
+        h->ownership = chatmove_runnable(self->state) && self->row.needs_owner;
+        rc = cs_exec(self, err, sql, 0, NULL);
     }
     if (rc == 0) {
         self->open = false;
-        bool runnable = chatmove_runnable(self->state);
-        log_info("bundle_committed",
+        const hint_update_t *u = &h->update;
+        log_info(self->nested ? "bundle_released" : "bundle_committed",
                  "chat_id=%s snapshot_version=%lld history_version=%lld queue_version=%lld "
                  "generation_attempt=%lld status=%s state=%s worker_id=%s",
-                 u.chat_id, (long long)u.snapshot_version, (long long)u.history_version,
-                 (long long)u.queue_version, (long long)u.generation_attempt, u.status,
-                 chatmove_state_name(self->state), u.worker_id[0] ? u.worker_id : "-");
-        if (sink && sink->update) {
-            sink->update(sink->ctx, &u);
-        }
-        if (sink && sink->ownership && runnable && needs_owner) {
-            hint_ownership_t o;
-            snprintf(o.chat_id, sizeof o.chat_id, "%s", u.chat_id);
-            o.snapshot_version = u.snapshot_version;
-            sink->ownership(sink->ctx, &o);
-        }
+                 u->chat_id, (long long)u->snapshot_version, (long long)u->history_version,
+                 (long long)u->queue_version, (long long)u->generation_attempt, u->status,
+                 chatmove_state_name(self->state), u->worker_id[0] ? u->worker_id : "-");
+    }
+    return rc;
+}
+
+int chatstate_commit(chatstate_t **self_p, const hint_sink_t *sink, hint_update_t *after,
+                     cs_error_t *err) {
+    chatstate_t *self = *self_p;
+    ASSERT(self);
+    cs_hints_t h;
+    int rc = -1;
+    if (self->nested) {
+        cs_fail(self, err, CS_DB, "internal: a nested bundle is released, not committed");
+    } else {
+        rc = s_end(self, "COMMIT", &h, err);
+    }
+    if (rc == 0) {
+        chatstate_publish(sink, &h);
         if (after) {
-            *after = u;
+            *after = h.update;
         }
     }
+    chatstate_destroy(self_p);
+    return rc;
+}
+
+int chatstate_release(chatstate_t **self_p, cs_hints_t *hints, cs_error_t *err) {
+    chatstate_t *self = *self_p;
+    ASSERT(self && self->nested);
+    int rc = s_end(self, "RELEASE SAVEPOINT chatstate_bundle", hints, err);
     chatstate_destroy(self_p);
     return rc;
 }

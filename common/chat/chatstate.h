@@ -101,8 +101,32 @@ int chatstate_create(PGconn *conn, const cs_create_t *params, const hint_sink_t 
 chatstate_t *chatstate_begin(PGconn *conn, const char *chat_id, cs_error_t *err);
 
 /* The same as chatstate_begin inside a transaction the caller already opened (to take a lock
- * first, as the acquirer does); the bundle's commit or destroy ends that transaction. */
+ * first); the bundle's commit or destroy ends that transaction. */
 chatstate_t *chatstate_join(PGconn *conn, const char *chat_id, cs_error_t *err);
+
+/* A bundle nested in a transaction the caller owns and ends, so that one transaction can
+ * carry bundles for several chats (the acquirer's batch, ARCHITECTURE.md §6.2). The bundle is
+ * a SAVEPOINT: chatstate_release() keeps its work, chatstate_destroy() without a release
+ * rolls back to the savepoint, so a failed transition undoes only its own bundle and the
+ * transaction goes on. One nested bundle at a time per connection; chatstate_commit refuses
+ * one. NULL on failure, with the savepoint rolled back when it was made. */
+chatstate_t *chatstate_nest(PGconn *conn, const char *chat_id, cs_error_t *err);
+
+/* The hints a bundle owes once its transaction has committed. */
+typedef struct {
+    hint_update_t update;
+    bool ownership; /* also an ownership hint: the chat is runnable without a fresh lease */
+} cs_hints_t;
+
+/* Ends a nested bundle and keeps its work (RELEASE SAVEPOINT). Refuses a bundle in which a
+ * transition failed (rolled back to its savepoint instead). Always destroys the bundle. On 0,
+ * hints receives the post-transition row, which the caller publishes with chatstate_publish
+ * after its own COMMIT and never before. */
+int chatstate_release(chatstate_t **self_p, cs_hints_t *hints, cs_error_t *err);
+
+/* Publishes a committed bundle's hints to sink (may be NULL): the update hint, and the
+ * ownership hint when it is owed. Only after COMMIT (chatstate_commit calls it itself). */
+void chatstate_publish(const hint_sink_t *sink, const cs_hints_t *hints);
 
 /* COMMIT and publish the update hint (and the ownership hint when the chat is runnable
  * without a fresh lease) to sink (may be NULL). Refuses a bundle in which a transition
@@ -181,9 +205,32 @@ int chatstate_receipt(chatstate_t *self, const char *request_id, const char *sta
 
 /* --- Transitions used by the worker. Fenced ones check the fence under the row lock. --- */
 
-/* Takes ownership when the chat is runnable and has no fresh lease; inserts the heartbeat. */
+/* Takes ownership when the chat is runnable and has no fresh lease; inserts the heartbeat
+ * row without a limiter slot (chatstate_acquire_slot with slots NULL). */
 int chatstate_acquire(chatstate_t *self, const char *worker_id, const char *runner_id,
                       cs_error_t *err);
+
+/* The concurrency limiter's candidate slots for one or more Acquires (ARCHITECTURE.md §6.2).
+ * The caller chose them (slots not held by a fresh heartbeat row when it looked) and keeps
+ * them in ascending order; Acquires in one transaction share the cursor, so the transaction
+ * claims slots in ascending order and two claiming transactions never wait on each other in
+ * a cycle. */
+typedef struct {
+    const int32_t *slots; /* candidates, ascending, each in 1..CHATFLEET_WORKER_MAX_CHATS */
+    int count;
+    int next;      /* in/out: the first candidate not tried yet */
+    int32_t taken; /* out: the slot the heartbeat row holds; 0 when none */
+} cs_slots_t;
+
+/* Acquire under the limiter: as chatstate_acquire, and the heartbeat row claims a slot, the
+ * first candidate from slots->next on that it can hold. A stale row holding the candidate is
+ * deleted first; a fresh holder, or a concurrent claim of the same slot (decided by the
+ * unique index on chat_heartbeats.slot, which waits for an uncommitted claim to end), moves
+ * on to the next candidate. slots->next moves past every candidate tried, taken or not. No
+ * candidate left: CS_CONFLICT with taken 0; a wait that ran out (lock_timeout): CS_RETRY. A
+ * failure poisons the bundle. slots NULL: no slot, as chatstate_acquire. */
+int chatstate_acquire_slot(chatstate_t *self, const char *worker_id, const char *runner_id,
+                           cs_slots_t *slots, cs_error_t *err);
 
 /* Clears ownership when (worker_id, runner_id) still own the chat. */
 int chatstate_abandon(chatstate_t *self, const cs_fence_t *fence, cs_error_t *err);

@@ -32,7 +32,8 @@ typedef struct {
 struct chatstate {
     PGconn *conn;
     char chat_id[ID_UUID_LEN + 1];
-    bool open;   /* a transaction is in progress */
+    bool open;   /* a transaction (nested: the bundle's savepoint) is in progress */
+    bool nested; /* chatstate_nest: the caller owns the transaction */
     bool failed; /* a transition failed: the bundle may only be rolled back */
     cs_row_t row;
     bool row_fresh; /* row reflects every write made so far in the bundle */

@@ -7,6 +7,54 @@
 
 int chatstate_acquire(chatstate_t *self, const char *worker_id, const char *runner_id,
                       cs_error_t *err) {
+    return chatstate_acquire_slot(self, worker_id, runner_id, NULL, err);
+}
+
+/* Claims the first candidate slot it can for the heartbeat row of (chat, runner_id). 0 when
+ * one is taken (slots->taken), -1 otherwise (the bundle is poisoned). */
+static int s_claim_slot(chatstate_t *self, const char *runner_id, cs_slots_t *slots,
+                        const char *stale, cs_error_t *err) {
+    slots->taken = 0;
+    while (slots->next < slots->count) {
+        int32_t slot = slots->slots[slots->next++];
+        char text[16];
+        snprintf(text, sizeof text, "%d", (int)slot);
+        const char *p[] = {self->chat_id, runner_id, text, stale};
+        /* A stale holder gives the slot up. The statement re-checks staleness on the row's
+         * newest version once its lock is granted, so a renewal that committed meanwhile
+         * keeps its slot; a renewal that comes after this delete finds no row and never
+         * revives it (ARCHITECTURE.md §6.1). A row of this very runner (a reused runner id)
+         * goes too: the insert below replaces it. */
+        if (cs_exec(self, err,
+                    "DELETE FROM chat_heartbeats WHERE (chat_id = $1 AND runner_id = $2::uuid)"
+                    " OR (slot = $3::int AND heartbeat_at <="
+                    " statement_timestamp() - $4::bigint * interval '1 millisecond')",
+                    4, p) != 0) {
+            return -1;
+        }
+        /* The unique index decides between concurrent claims: a claim committed since this
+         * transaction's last snapshot, or still in flight (waited for), wins, and this one
+         * inserts nothing. No lock is taken for it besides the index's own. */
+        PGresult *res = cs_query(self, err,
+                                 "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at,"
+                                 " slot) VALUES ($1, $2::uuid, statement_timestamp(), $3::int)"
+                                 " ON CONFLICT (slot) DO NOTHING RETURNING slot",
+                                 3, p);
+        if (!res) {
+            return -1;
+        }
+        int n = PQntuples(res);
+        PQclear(res);
+        if (n == 1) {
+            slots->taken = slot;
+            return 0;
+        }
+    }
+    return cs_fail(self, err, CS_CONFLICT, "no free limiter slot among the candidates");
+}
+
+int chatstate_acquire_slot(chatstate_t *self, const char *worker_id, const char *runner_id,
+                           cs_slots_t *slots, cs_error_t *err) {
     if (cs_start(self, MV_ACQUIRE, NULL, err) != 0) {
         return -1;
     }
@@ -35,11 +83,16 @@ int chatstate_acquire(chatstate_t *self, const char *worker_id, const char *runn
     if (n != 1) {
         return cs_fail(self, err, CS_CONFLICT, "chat is held by a fresh lease");
     }
-    if (cs_exec(self, err,
-                "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at)"
-                " VALUES ($1, $2::uuid, statement_timestamp()) ON CONFLICT (chat_id, runner_id)"
-                " DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at",
-                2, (const char *const[]){self->chat_id, runner_id}) != 0) {
+    if (slots) {
+        if (s_claim_slot(self, runner_id, slots, stale, err) != 0) {
+            return -1;
+        }
+    } else if (cs_exec(self, err,
+                       "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at)"
+                       " VALUES ($1, $2::uuid, statement_timestamp())"
+                       " ON CONFLICT (chat_id, runner_id)"
+                       " DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, slot = NULL",
+                       2, (const char *const[]){self->chat_id, runner_id}) != 0) {
         return -1;
     }
     return cs_finish(self, from, MV_ACQUIRE, err);
