@@ -1,13 +1,14 @@
 /*
  * acquirer: the acquisition loop actor (ARCHITECTURE.md §6.2).
  *
- * Wakes on chat:ownership hints and on a poll timer. Each pass takes chats one transaction
- * at a time: under the deployment-wide limiter (a transaction-scoped advisory lock, waited
- * for at most ACQUIRER_LOCK_TIMEOUT_MS) it counts the chats held by fresh leases, refuses
- * when max_chats are held, picks the oldest runnable chat without a fresh lease with FOR
- * UPDATE SKIP LOCKED (the chats_acquisition_candidates index keeps the scan to runnable
- * rows), applies Acquire with a fresh runner id in the same transaction, and, once
- * committed, PUSHes ["SPAWN"][hint_update_t] to the manager's inbox.
+ * Wakes on chat:ownership hints and on a poll timer. Each pass is one transaction
+ * (leasedb_acquire) that takes up to ACQUIRER_BATCH_MAX chats: it picks free slots of the
+ * deployment-wide limiter (refusing when none is free, logged once per episode as
+ * admission_refused), locks the oldest runnable chats without a fresh lease with FOR UPDATE
+ * SKIP LOCKED (the chats_acquisition_candidates index keeps the scan to runnable rows),
+ * applies Acquire with a fresh runner id to each, claiming a slot with its heartbeat row,
+ * and, once committed, PUSHes one ["SPAWN"][hint_update_t] per chat to the manager's inbox.
+ * No lock is shared with other workers: the limiter is the unique index on the slots.
  *
  * Actor pipe protocol (wrapped by the functions below):
  *   start-up   args: acquirer_args_t (copied); signals 0
@@ -23,11 +24,10 @@
 
 #include "hint.h"
 #include "id.h"
+#include "leasedb.h"
 
-/* The limiter's advisory lock key (pg_advisory_xact_lock), shared with the heartbeater. */
-#define ACQUIRER_LIMITER_LOCK_KEY "7236127309130842401"
-#define ACQUIRER_LOCK_TIMEOUT_MS  5000
-#define ACQUIRER_BATCH_MAX        64 /* acquisitions per pass; the next wake-up continues */
+/* Chats per pass (one transaction); after a full batch the next pass runs at once. */
+#define ACQUIRER_BATCH_MAX LEASEDB_BATCH_MAX
 
 typedef struct {
     char worker_id[ID_UUID_LEN + 1];

@@ -1,8 +1,7 @@
 /* heartbeater: see heartbeater.h. */
 #include "heartbeater.h"
-#include "acquirer.h"
-#include "db.h"
 #include "dbpool.h"
+#include "leasedb.h"
 #include "log.h"
 #include "mem.h"
 
@@ -26,67 +25,6 @@ typedef struct {
     int64_t lost;
 } self_t;
 
-static char *s_array(const lease_t *leases, size_t n, bool runner) {
-    size_t cap = n * (ID_UUID_LEN + 1) + 3;
-    char *buf = mem_alloc(cap);
-    size_t off = 0;
-    buf[off++] = '{';
-    for (size_t i = 0; i < n; i++) {
-        off += (size_t)snprintf(buf + off, cap - off, "%s%s", i ? "," : "",
-                                runner ? leases[i].runner_id : leases[i].chat_id);
-    }
-    snprintf(buf + off, cap - off, "}");
-    return buf;
-}
-
-/* Renews; returns the renewed rows, or NULL when the tick failed. */
-static PGresult *s_renew(self_t *self, const lease_t *leases, size_t n) {
-    PGconn *conn = self->conn;
-    char err[200];
-    char q[240];
-    char bound[24];
-    char stale[24];
-    snprintf(bound, sizeof bound, "%lld", (long long)(self->args.lease_stale_ms / 3));
-    snprintf(stale, sizeof stale, "%lld", (long long)self->args.lease_stale_ms);
-    const char *bp[] = {bound};
-    if (db_exec(conn, err, sizeof err, "BEGIN", 0, NULL) != DB_OK ||
-        db_exec(conn, err, sizeof err,
-                "SELECT set_config('lock_timeout', $1, true),"
-                " set_config('statement_timeout', $1, true)",
-                1, bp) != DB_OK ||
-        db_exec(conn, err, sizeof err,
-                "SELECT pg_advisory_xact_lock(" ACQUIRER_LIMITER_LOCK_KEY ")", 0, NULL) != DB_OK) {
-        log_warn("heartbeat_failed", "stage=lock reason=%s", log_quote(err, q, sizeof q));
-        PQclear(PQexec(conn, "ROLLBACK"));
-        return NULL;
-    }
-    char *chats = s_array(leases, n, false);
-    char *runners = s_array(leases, n, true);
-    const char *p[] = {chats, runners, stale, self->args.worker_id};
-    db_err_t e;
-    /* statement_timestamp() is read after the lock was granted, so a lease an admission
-     * counted as stale cannot be renewed afterwards (ARCHITECTURE.md §6.1). */
-    PGresult *res = db_query(
-        conn, &e, err, sizeof err,
-        "UPDATE chat_heartbeats hb SET heartbeat_at = statement_timestamp()"
-        " FROM unnest($1::uuid[], $2::uuid[]) AS runners(chat_id, runner_id)"
-        " JOIN chats c ON c.id = runners.chat_id AND c.runner_id = runners.runner_id"
-        " AND c.worker_id = $4::uuid"
-        " WHERE hb.chat_id = runners.chat_id AND hb.runner_id = runners.runner_id"
-        " AND hb.heartbeat_at > statement_timestamp() - $3::bigint * interval '1 millisecond'"
-        " RETURNING hb.chat_id::text, hb.runner_id::text",
-        4, p);
-    free(chats);
-    free(runners);
-    if (!res || db_exec(conn, err, sizeof err, "COMMIT", 0, NULL) != DB_OK) {
-        log_warn("heartbeat_failed", "stage=renew reason=%s", log_quote(err, q, sizeof q));
-        PQclear(res);
-        PQclear(PQexec(conn, "ROLLBACK"));
-        return NULL;
-    }
-    return res;
-}
-
 static void s_tick(self_t *self) {
     self->ticks++;
     if (!self->conn) {
@@ -99,21 +37,20 @@ static void s_tick(self_t *self) {
     lease_t *leases = NULL;
     size_t n = leaseset_snapshot(self->args.leases, &leases);
     if (n > 0) {
-        PGresult *res = s_renew(self, leases, n);
-        if (!res) {
+        bool *renewed = mem_calloc(n, sizeof *renewed);
+        int rc = leasedb_renew(self->conn, self->args.worker_id, leases, n,
+                               self->args.lease_stale_ms, self->args.lease_stale_ms / 3, renewed);
+        if (rc < 0) {
+            /* A failed tick renews nothing and cleans nothing up; the next one retries. */
             self->failed++;
             dbpool_put(self->pool, self->conn);
             self->conn = NULL;
+            free(renewed);
             free(leases);
             return;
         }
         for (size_t i = 0; i < n; i++) {
-            bool renewed = false;
-            for (int r = 0; r < PQntuples(res) && !renewed; r++) {
-                renewed = !strcmp(PQgetvalue(res, r, 0), leases[i].chat_id) &&
-                          !strcmp(PQgetvalue(res, r, 1), leases[i].runner_id);
-            }
-            if (renewed) {
+            if (renewed[i]) {
                 self->renewed++;
                 continue;
             }
@@ -128,20 +65,10 @@ static void s_tick(self_t *self) {
                 zmsg_destroy(&m);
             }
         }
-        PQclear(res);
+        free(renewed);
     }
     free(leases);
-    char stale[24];
-    snprintf(stale, sizeof stale, "%lld", (long long)self->args.lease_stale_ms);
-    const char *sp[] = {stale};
-    char err[200];
-    if (db_exec(self->conn, err, sizeof err,
-                "DELETE FROM chat_heartbeats"
-                " WHERE heartbeat_at < now() - $1::bigint * interval '1 millisecond'",
-                1, sp) != DB_OK) {
-        char q[240];
-        log_warn("heartbeat_sweep_failed", "reason=%s", log_quote(err, q, sizeof q));
-    }
+    (void)leasedb_sweep(self->conn, self->args.lease_stale_ms); /* logged when it fails */
 }
 
 static void s_actor(zsock_t *pipe, void *argp) {

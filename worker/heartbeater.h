@@ -1,13 +1,14 @@
 /*
  * heartbeater: the heartbeat loop actor (ARCHITECTURE.md §6.1).
  *
- * Every heartbeat_ms it renews, in one statement and under the limiter's advisory lock,
- * the leases in the lease set whose heartbeat is still fresh and whose chat this worker's
- * runner still owns; a stale lease is never revived. Each lease it could not renew is
- * reported to the manager's inbox as ["CLEANUP"][chat_id][runner_id] at once. A tick is
- * bounded by a third of the stale threshold (lock_timeout and statement_timeout); a tick
- * that fails renews nothing and cleans nothing up, and the next one retries. Each tick
- * also deletes heartbeat rows older than the stale threshold.
+ * Every heartbeat_ms it renews, in one transaction (leasedb_renew), the leases in the lease
+ * set whose heartbeat row is still fresh and whose chat this worker's runner still owns; a
+ * stale lease is never revived, and a renewed one keeps its limiter slot. No lock is shared
+ * with other workers. Each lease it could not renew is reported to the manager's inbox as
+ * ["CLEANUP"][chat_id][runner_id] at once. A tick is bounded by a third of the stale
+ * threshold (lock_timeout, statement_timeout, idle_in_transaction_session_timeout); a tick
+ * that fails renews nothing and cleans nothing up, and the next one retries. Each tick also
+ * deletes heartbeat rows older than the stale threshold (leasedb_sweep).
  *
  * Actor pipe protocol (wrapped by the functions below):
  *   start-up   args: heartbeater_args_t (copied); signals 0
