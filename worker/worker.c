@@ -15,6 +15,7 @@
 #include "task.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,20 @@ static int s_num(const char *name, int64_t dflt, int64_t min, int64_t *out) {
     return 0;
 }
 
+static int s_options(worker_options_t *o);
+
 int worker_options_load(worker_options_t *o) {
+    int rc = s_options(o);
+    /* Limiter slots are PostgreSQL integers (chat_heartbeats.slot). */
+    if (rc == 0 && o->max_chats > INT32_MAX) {
+        fprintf(stderr, "config: CHATFLEET_WORKER_MAX_CHATS must be at most %d (got %lld)\n",
+                INT32_MAX, (long long)o->max_chats);
+        return -1;
+    }
+    return rc;
+}
+
+static int s_options(worker_options_t *o) {
     return s_num("CHATFLEET_WORKER_MAX_CHATS", 1000, 0, &o->max_chats) ||
                    s_num("CHATFLEET_WORKER_SYNC_MS", 1000, 10, &o->sync_ms) ||
                    s_num("CHATFLEET_MAX_GENERATION_RETRIES", 25, 0, &o->max_retries) ||
