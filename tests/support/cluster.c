@@ -30,6 +30,7 @@ struct cluster {
     char *pg_dir;   /* the private PostgreSQL's directory, or NULL */
     char *pg_url;   /* its chatfleet database */
     char *pg_admin; /* its postgres database */
+    char *pg_log;   /* its server log (pgcluster writes DIR/server.log) */
     PGconn *conn;
     char *token;
     char pub[64];
@@ -154,17 +155,33 @@ static char *s_pgcluster(const char *cmd, const char *dir, const char *arg) {
     return proc_output(argv, NULL);
 }
 
+/* Appends "max_connections = N" to the initialised cluster's postgresql.conf: pgcluster
+ * writes its own setting there at init, and PostgreSQL takes the last one in the file. */
+static void s_pg_max_connections(cluster_t *self, int n) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/data/postgresql.conf", self->pg_dir);
+    FILE *f = fopen(path, "a");
+    if (!f || fprintf(f, "max_connections = %d\n", n) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "cluster: cannot set max_connections in %s\n", path);
+        abort();
+    }
+}
+
 /* A PostgreSQL of the cluster's own in a temporary directory, with a migrated database. */
-static void s_private_pg(cluster_t *self) {
+static void s_private_pg(cluster_t *self, const cluster_opts_t *o) {
     char tmpl[] = "/tmp/cfchaos.XXXXXX";
     ASSERT(mkdtemp(tmpl));
     self->pg_dir = mem_strdup(tmpl);
+    self->pg_log = mem_printf("%s/server.log", self->pg_dir);
     char *out = s_pgcluster("init", self->pg_dir, "--fast");
     if (!out) {
         fprintf(stderr, "cluster: pgcluster init %s failed\n", self->pg_dir);
         abort();
     }
     free(out);
+    if (o->pg_max_connections > 0) {
+        s_pg_max_connections(self, o->pg_max_connections);
+    }
     out = s_pgcluster("start", self->pg_dir, NULL);
     if (!out) {
         fprintf(stderr, "cluster: pgcluster start %s failed\n", self->pg_dir);
@@ -197,6 +214,7 @@ static void s_private_pg_destroy(cluster_t *self) {
     char *argv[] = {"/bin/rm", "-rf", self->pg_dir, NULL};
     free(proc_output(argv, NULL)); /* best effort: a temporary directory */
     free(self->pg_dir);
+    free(self->pg_log);
     free(self->pg_url);
     free(self->pg_admin);
 }
@@ -216,13 +234,14 @@ int64_t cluster_pg_restart(cluster_t *self) {
 cluster_t *cluster_new(const cluster_opts_t *o) {
     ASSERT(o->gateways >= 1 && o->gateways <= CLUSTER_GATEWAYS_MAX);
     ASSERT(o->workers >= 0 && o->workers <= CLUSTER_WORKERS_MAX);
+    ASSERT(o->pg_max_connections == 0 || o->private_pg); /* the fixture's server is shared */
     cluster_t *self = mem_calloc(1, sizeof *self);
     snprintf(self->name, sizeof self->name, "%s", o->name ? o->name : "cluster");
     const char *build = getenv("CHATFLEET_BUILD_DIR");
     ASSERT(build);
     snprintf(self->build, sizeof self->build, "%s", build);
     if (o->private_pg) {
-        s_private_pg(self);
+        s_private_pg(self, o);
         self->conn = db_connect(self->pg_url, "cluster");
         ASSERT(self->conn);
         PQclear(PQexec(self->conn, "SET client_min_messages = warning"));
@@ -312,6 +331,10 @@ pid_t cluster_pid(const cluster_t *self, cluster_role_t role, int i) {
 
 const char *cluster_log(const cluster_t *self, cluster_role_t role, int i) {
     return s_proc((cluster_t *)self, role, i)->log;
+}
+
+const char *cluster_pg_log(const cluster_t *self) {
+    return self->pg_log;
 }
 
 /* The first value of sql, or NULL (SQL NULL, no row, or a failed statement: a chaos run

@@ -24,6 +24,9 @@ typedef struct {
      * temporary directory, found through CHATFLEET_SOURCE_DIR) instead of a database in the
      * shared fixture, so that cluster_pg_restart() disturbs no other test. */
     int private_pg;
+    /* With private_pg: PostgreSQL's max_connections (written into its postgresql.conf after
+     * pgcluster init, where the last setting wins); 0 keeps pgcluster's (300). */
+    int pg_max_connections;
 } cluster_opts_t;
 
 typedef enum { CLUSTER_BROKER = 0, CLUSTER_GATEWAY, CLUSTER_WORKER } cluster_role_t;
@@ -47,6 +50,9 @@ PGconn *cluster_db(cluster_t *self); /* the harness's own connection, for assert
 /* The process of (role, index): its pid (0 when not running) and its current log file. */
 pid_t cluster_pid(const cluster_t *self, cluster_role_t role, int index);
 const char *cluster_log(const cluster_t *self, cluster_role_t role, int index);
+
+/* The server log of the cluster's own PostgreSQL (private_pg), or NULL on the fixture's. */
+const char *cluster_pg_log(const cluster_t *self);
 
 /* Sends sig (SIGKILL, SIGSTOP, SIGCONT, SIGTERM) to the process. A killed or terminated
  * process is reaped; restart it with cluster_start. */
