@@ -417,7 +417,8 @@ typedef struct {
     json_t *prompt;
     json_t *tools;
     s_stream_t stream;
-    int64_t t0; /* when the call began */
+    int64_t t0;             /* when the call began */
+    int64_t commit_backoff; /* the next wait before the reply's commit is tried again */
 } s_gen_t;
 
 static void s_gen_free(void *arg) {
@@ -431,6 +432,33 @@ static void s_gen_free(void *arg) {
 
 static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn);
 
+/* Commits the reply in ctx->call_res. A database failure keeps the reply and tries this
+ * phase again after a backoff: a reply in hand is never asked of the model twice (its
+ * fences make a late commit as safe as the first). */
+static taskctx_rc_t s_commit_phase(taskctx_t *ctx, PGconn *conn) {
+    s_gen_t *g = ctx->body;
+    provider_result_t *res = &ctx->call_res;
+    json_t *kept = json_deep_copy(res->content); /* batch_reply screens content in place */
+    taskctx_rc_t rc =
+        conn ? s_commit_reply(ctx, conn, &g->h, g->open ? &g->turn : NULL, res, g->model_config_id)
+             : TASKCTX_RETRY;
+    if (rc != TASKCTX_RETRY) {
+        json_decref(kept);
+        provider_result_clear(res);
+        return rc;
+    }
+    json_decref(res->content);
+    res->content = kept;
+    atomic_fetch_add(&ctx->env->counters.retries, 1);
+    log_warn("commit_retry", "chat_id=%s attempt=%lld backoff_ms=%lld", ctx->chat_id,
+             (long long)g->stream.attempt, (long long)g->commit_backoff);
+    ctx->wait_ms = g->commit_backoff;
+    g->commit_backoff = g->commit_backoff * 2 > TASKCTX_BACKOFF_MAX_MS ? TASKCTX_BACKOFF_MAX_MS
+                                                                       : g->commit_backoff * 2;
+    ctx->next = s_commit_phase;
+    return TASKCTX_WAIT;
+}
+
 /* The phase after a model call: commit the reply, or handle the failure. */
 static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
     s_gen_t *g = ctx->body;
@@ -442,18 +470,17 @@ static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
     if (ctx->call_rc == PROVIDER_CANCELLED) {
         return TASKCTX_QUIET;
     }
-    if (!conn) {
-        return TASKCTX_RETRY;
-    }
     structured_turn_t *turn = g->open ? &g->turn : NULL;
     provider_result_t *res = &ctx->call_res;
     if (ctx->call_rc == PROVIDER_OK) {
         log_info("model_reply", "chat_id=%s provider=%s attempt=%lld ms=%lld parts=%zu finish=%s",
                  ctx->chat_id, g->model.provider, (long long)attempt, (long long)ms,
                  json_array_size(res->content), res->finish[0] ? res->finish : "stop");
-        taskctx_rc_t rc = s_commit_reply(ctx, conn, &g->h, turn, res, g->model_config_id);
-        provider_result_clear(res);
-        return rc;
+        g->commit_backoff = TASKCTX_BACKOFF_MIN_MS;
+        return s_commit_phase(ctx, conn);
+    }
+    if (!conn) {
+        return TASKCTX_RETRY;
     }
     int64_t delay;
     taskctx_rc_t rc = s_model_failed(ctx, conn, &g->model, turn, res, attempt, &delay);

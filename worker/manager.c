@@ -9,6 +9,7 @@
 #include "runner.h"
 
 #include <czmq.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,10 +63,20 @@ typedef struct {
     int64_t statement_timeout_ms;
 } s_sync_args_t;
 
-static void s_sync_once(PGconn **conn, dbpool_t *pool, s_sync_args_t *a, zsock_t *push) {
+/* Reads the owned chats (only those in `only` when it is not NULL) in one statement and sends
+ * the manager their rows as one ROWS message. */
+static void s_sync_once(PGconn **conn, dbpool_t *pool, s_sync_args_t *a, zsock_t *push,
+                        zhashx_t *only) {
     lease_t *leases = NULL;
-    size_t n = leaseset_snapshot(a->leases, &leases);
+    size_t all = leaseset_snapshot(a->leases, &leases);
+    size_t n = 0;
+    for (size_t i = 0; i < all; i++) {
+        if (!only || zhashx_lookup(only, leases[i].chat_id)) {
+            leases[n++] = leases[i];
+        }
+    }
     if (n == 0) {
+        free(leases);
         return;
     }
     if (!*conn) {
@@ -101,6 +112,11 @@ static void s_sync_once(PGconn **conn, dbpool_t *pool, s_sync_args_t *a, zsock_t
         free(leases);
         return;
     }
+    /* Rows by chat id: thousands of owned chats must not make a sync quadratic. */
+    zhashx_t *rows = zhashx_new();
+    for (int r = 0; r < PQntuples(res); r++) {
+        zhashx_update(rows, PQgetvalue(res, r, 0), (void *)(intptr_t)(r + 1));
+    }
     zmsg_t *m = zmsg_new();
     zmsg_addstr(m, "ROWS");
     for (size_t i = 0; i < n; i++) {
@@ -110,22 +126,21 @@ static void s_sync_once(PGconn **conn, dbpool_t *pool, s_sync_args_t *a, zsock_t
         /* A deleted chat: a row no runner can own, newer than anything seen. */
         u.snapshot_version = INT64_MAX;
         snprintf(u.status, sizeof u.status, "waiting");
-        for (int r = 0; r < PQntuples(res); r++) {
-            if (strcmp(PQgetvalue(res, r, 0), leases[i].chat_id) == 0) {
-                u.snapshot_version = db_int64(res, r, 1);
-                snprintf(u.worker_id, sizeof u.worker_id, "%s", PQgetvalue(res, r, 2));
-                snprintf(u.runner_id, sizeof u.runner_id, "%s", PQgetvalue(res, r, 3));
-                u.history_version = db_int64(res, r, 4);
-                u.queue_version = db_int64(res, r, 5);
-                u.retry_state_version = db_int64(res, r, 6);
-                u.generation_attempt = db_int64(res, r, 7);
-                snprintf(u.status, sizeof u.status, "%s", PQgetvalue(res, r, 8));
-                u.archived = db_bool(res, r, 9);
-                break;
-            }
+        int r = (int)(intptr_t)zhashx_lookup(rows, leases[i].chat_id) - 1;
+        if (r >= 0) {
+            u.snapshot_version = db_int64(res, r, 1);
+            snprintf(u.worker_id, sizeof u.worker_id, "%s", PQgetvalue(res, r, 2));
+            snprintf(u.runner_id, sizeof u.runner_id, "%s", PQgetvalue(res, r, 3));
+            u.history_version = db_int64(res, r, 4);
+            u.queue_version = db_int64(res, r, 5);
+            u.retry_state_version = db_int64(res, r, 6);
+            u.generation_attempt = db_int64(res, r, 7);
+            snprintf(u.status, sizeof u.status, "%s", PQgetvalue(res, r, 8));
+            u.archived = db_bool(res, r, 9);
         }
         zmsg_addmem(m, &u, sizeof u);
     }
+    zhashx_destroy(&rows);
     PQclear(res);
     free(leases);
     if (zmsg_send(&m, push) != 0) {
@@ -141,25 +156,38 @@ static void s_sync_actor(zsock_t *pipe, void *argp) {
     PGconn *conn = NULL;
     zsock_signal(pipe, 0);
     int64_t next = id_now_ms() + a.sync_ms;
-    for (;;) {
+    zhashx_t *soon = zhashx_new(); /* chats spawned since the last pass: read at once */
+    zpoller_t *poller = zpoller_new(pipe, NULL);
+    bool term = false;
+    while (!term) {
         int64_t now = id_now_ms();
-        zpoller_t *poller = zpoller_new(pipe, NULL);
         void *which = zpoller_wait(poller, (int)(next > now ? next - now : 0));
-        zpoller_destroy(&poller);
-        if (which == pipe) {
-            char *cmd = zstr_recv(pipe);
-            bool term = !cmd || streq(cmd, "$TERM");
-            zstr_free(&cmd);
-            if (term) {
-                break;
+        /* Every command waiting now is taken before one pass: a burst of spawns costs one
+         * read of those chats, not one read of every owned chat per spawn. */
+        while (!term && which == pipe && (zsock_events(pipe) & ZMQ_POLLIN)) {
+            char *cmd = NULL, *chat = NULL;
+            if (zstr_recvx(pipe, &cmd, &chat, NULL) < 1 || streq(cmd, "$TERM")) {
+                term = true;
+            } else if (chat) {
+                zhashx_update(soon, chat, (void *)1); /* "NOW" chat_id */
             }
-            /* "NOW": sync at once. */
-        } else if (id_now_ms() < next) {
-            continue;
+            zstr_free(&cmd);
+            zstr_free(&chat);
         }
-        s_sync_once(&conn, pool, &a, push);
-        next = id_now_ms() + a.sync_ms;
+        if (term) {
+            break;
+        }
+        if (zhashx_size(soon) > 0) {
+            s_sync_once(&conn, pool, &a, push, soon);
+            zhashx_purge(soon);
+        }
+        if (id_now_ms() >= next) {
+            s_sync_once(&conn, pool, &a, push, NULL);
+            next = id_now_ms() + a.sync_ms;
+        }
     }
+    zpoller_destroy(&poller);
+    zhashx_destroy(&soon);
     dbpool_put(pool, conn);
     dbpool_destroy(&pool);
     zsock_destroy(&push);
@@ -335,7 +363,7 @@ static void s_on_spawn(self_t *self, const hint_update_t *row) {
         return;
     }
     s_event(self, e, row);
-    zstr_send(self->sync, "NOW");
+    zstr_sendx(self->sync, "NOW", row->chat_id, NULL);
 }
 
 static void s_check_drained(self_t *self) {

@@ -38,6 +38,10 @@ typedef enum {
     TASKCTX_WAIT,     /* wait ctx->wait_ms (cancellable), then run ctx->next */
 } taskctx_rc_t;
 
+/* A phase's own retries after a database failure (as the task's): this, doubling to the max. */
+#define TASKCTX_BACKOFF_MIN_MS 100
+#define TASKCTX_BACKOFF_MAX_MS 5000
+
 #define TASKCTX_MODEL_BUCKETS 8 /* model call latency histogram: the bounds below, then +Inf */
 #define TASKCTX_ERROR_CLASSES 4
 extern const int64_t taskctx_model_bucket_ms[TASKCTX_MODEL_BUCKETS - 1];
