@@ -285,7 +285,10 @@ static size_t s_on_body(char *data, size_t size, size_t n, void *arg) {
     httpstream_call_t *c = arg;
     size_t len = size * n;
     if (c->out.status < 200 || c->out.status > 299) {
-        size_t room = sizeof c->out.error_body - 1 - c->err_len;
+        if (!c->out.error_body) {
+            c->out.error_body = mem_calloc(1, HTTPSTREAM_ERROR_BODY_BYTES);
+        }
+        size_t room = HTTPSTREAM_ERROR_BODY_BYTES - 1 - c->err_len;
         size_t k = len < room ? len : room;
         memcpy(c->out.error_body + c->err_len, data, k);
         c->err_len += k;
@@ -340,6 +343,7 @@ static void s_call_free(httpstream_call_t *c) {
     curl_easy_cleanup(c->easy);
     curl_slist_free_all(c->hdrs);
     httpstream_destroy(&c->split);
+    free(c->out.error_body);
     free(c->url);
     free(c->body);
     free(c);
@@ -456,7 +460,8 @@ provider_rc_t httpstream_fail(const char *who, httpstream_rc_t rc, const httpstr
     char kind[64];
     switch (rc) {
         case HTTPSTREAM_R_HTTP_ERROR: {
-            s_error_fields(res->error_body, msg, sizeof msg, kind, sizeof kind);
+            s_error_fields(res->error_body ? res->error_body : "", msg, sizeof msg, kind,
+                           sizeof kind);
             bool retry = provider_status_retryable(res->status);
             if (res->should_retry >= 0) {
                 retry = res->should_retry == 1;

@@ -84,11 +84,12 @@ typedef enum {
 } httpstream_rc_t;
 
 typedef struct {
-    int status;                                   /* final HTTP status, 0 before any */
-    int64_t retry_after_ms;                       /* retry-after-ms or retry-after, -1 if absent */
-    int should_retry;                             /* x-should-retry: 1 true, 0 false, -1 absent */
-    char error_body[HTTPSTREAM_ERROR_BODY_BYTES]; /* start of a non-2xx body, NUL-terminated */
-    char error[HTTPSTREAM_NET_ERROR_BYTES];       /* libcurl's message for HTTPSTREAM_R_NET */
+    int status;             /* final HTTP status, 0 before any */
+    int64_t retry_after_ms; /* retry-after-ms or retry-after, -1 if absent */
+    int should_retry;       /* x-should-retry: 1 true, 0 false, -1 absent */
+    char *error_body;       /* start of a non-2xx body (HTTPSTREAM_ERROR_BODY_BYTES at most),
+                               NUL-terminated, or NULL when none came; freed with the call */
+    char error[HTTPSTREAM_NET_ERROR_BYTES]; /* libcurl's message for HTTPSTREAM_R_NET */
 } httpstream_result_t;
 
 typedef struct httpstream_call httpstream_call_t;

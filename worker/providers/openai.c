@@ -101,7 +101,7 @@ typedef struct {
     void *ctx;
     provider_result_t *out;
     httpstream_buf_t text;
-    s_call_t calls[OPENAI_TOOL_CALLS_MAX];
+    s_call_t *calls[OPENAI_TOOL_CALLS_MAX]; /* made on first use: most replies have none */
     json_t *usage;
     bool finished; /* finish_reason seen */
 } s_state_t;
@@ -130,7 +130,10 @@ static httpstream_verdict_t s_call_delta(s_state_t *st, const json_t *tc) {
         index >= OPENAI_TOOL_CALLS_MAX) {
         return s_fail(st, "tool call index missing or out of range");
     }
-    s_call_t *c = &st->calls[index];
+    if (!st->calls[index]) {
+        st->calls[index] = mem_calloc(1, sizeof(s_call_t));
+    }
+    s_call_t *c = st->calls[index];
     c->used = true;
     const char *id = json_string_value(json_object_get(tc, "id"));
     const json_t *fn = json_object_get(tc, "function");
@@ -215,8 +218,8 @@ static json_t *s_content(s_state_t *st) {
             content, json_pack("{s:s, s:s%}", "type", "text", "text", st->text.data, st->text.len));
     }
     for (size_t i = 0; i < OPENAI_TOOL_CALLS_MAX; i++) {
-        s_call_t *c = &st->calls[i];
-        if (!c->used) {
+        s_call_t *c = st->calls[i];
+        if (!c || !c->used) {
             continue;
         }
         char fresh[HTTPSTREAM_CALL_ID_BYTES];
@@ -235,7 +238,10 @@ static void s_state_free(void *arg) {
     s_state_t *st = arg;
     httpstream_buf_free(&st->text);
     for (size_t i = 0; i < OPENAI_TOOL_CALLS_MAX; i++) {
-        httpstream_buf_free(&st->calls[i].args);
+        if (st->calls[i]) {
+            httpstream_buf_free(&st->calls[i]->args);
+            free(st->calls[i]);
+        }
     }
     json_decref(st->usage);
     free(st);
