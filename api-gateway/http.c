@@ -167,8 +167,14 @@ static void s_dispatch(const http_router_t *router, http_req_t *req, http_resp_t
         req->route = rt;
         if (!rt->open) {
             const char *h = http_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
-            if (!h || strncmp(h, "Bearer ", 7) != 0 ||
-                router->auth(router->app, h + 7, req->user_id) != 0) {
+            int auth = h && strncmp(h, "Bearer ", 7) == 0
+                           ? router->auth(router->app, h + 7, req->user_id)
+                           : HTTP_AUTH_DENIED;
+            if (auth == HTTP_AUTH_UNAVAILABLE) {
+                http_error(resp, 503, "Service unavailable.", "the token could not be checked");
+                return;
+            }
+            if (auth != 0) {
                 http_error(resp, 401, "Unauthorized.", "a valid Bearer token is required");
                 return;
             }

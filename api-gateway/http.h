@@ -54,7 +54,11 @@ typedef struct {
 
 typedef void (*http_handler_fn)(void *app, http_req_t *req, http_resp_t *resp);
 
-/* Resolves a bearer token to a user id; returns 0 when the token is valid. */
+/* Resolves a bearer token to a user id: 0 when the token is valid, HTTP_AUTH_DENIED when it
+ * is not, HTTP_AUTH_UNAVAILABLE when it could not be checked (the database is down: the
+ * request gets 503, never a 401 that would tell a client its valid token is wrong). */
+#define HTTP_AUTH_DENIED      (-1)
+#define HTTP_AUTH_UNAVAILABLE (-2)
 typedef int (*http_auth_fn)(void *app, const char *token, char user_id[ID_UUID_LEN + 1]);
 
 typedef struct http_route {

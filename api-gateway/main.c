@@ -83,22 +83,30 @@ static int s_user_add(const config_t *cfg, const char *name) {
 static int s_auth(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
     gateway_t *gw = app;
     if (strlen(token) > 128) {
-        return -1;
+        return HTTP_AUTH_DENIED;
     }
-    PGconn *conn = pool_get(gw->pool);
     const char *p[] = {token};
-    db_err_t e;
-    PGresult *res = db_query(conn, &e, NULL, 0,
-                             "SELECT user_id FROM api_tokens"
-                             " WHERE token_sha256 = sha256(convert_to($1, 'UTF8'))",
-                             1, p);
-    int ok = res && PQntuples(res) == 1;
+    PGresult *res = NULL;
+    /* A pooled connection may have died with a PostgreSQL restart: putting it back resets
+     * it, so one more try runs on a fresh one. */
+    for (int tries = 0; !res && tries < 2; tries++) {
+        PGconn *conn = pool_get(gw->pool);
+        db_err_t e;
+        res = db_query(conn, &e, NULL, 0,
+                       "SELECT user_id FROM api_tokens"
+                       " WHERE token_sha256 = sha256(convert_to($1, 'UTF8'))",
+                       1, p);
+        pool_put(gw->pool, conn);
+    }
+    if (!res) {
+        return HTTP_AUTH_UNAVAILABLE;
+    }
+    int ok = PQntuples(res) == 1;
     if (ok) {
         snprintf(user_id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
     }
     PQclear(res);
-    pool_put(gw->pool, conn);
-    return ok ? 0 : -1;
+    return ok ? 0 : HTTP_AUTH_DENIED;
 }
 
 static int64_t s_open_streams(void *hub) {

@@ -33,8 +33,11 @@ const char *gwrequest_lookup(void *ctx, http_kind_t kind, const char *name) {
 int gwrequest_auth(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
     (void)app;
     gwrequest_auth_calls++;
+    if (!strcmp(token, GWREQUEST_TOKEN_DB_DOWN)) {
+        return HTTP_AUTH_UNAVAILABLE;
+    }
     if (strcmp(token, GWREQUEST_TOKEN) != 0) {
-        return -1;
+        return HTTP_AUTH_DENIED;
     }
     snprintf(user_id, ID_UUID_LEN + 1, "%s", GWREQUEST_USER_ID);
     return 0;

@@ -15,10 +15,11 @@
 #include "gateway.h"
 #include "http.h"
 
-#define GWREQUEST_TOKEN    "good-token" /* the one token gwrequest_auth accepts */
-#define GWREQUEST_USER_ID  "00000000-0000-4000-8000-0000000000aa" /* ...as this user */
-#define GWREQUEST_CHAT_ID  "00000000-0000-4000-8000-000000000001"
-#define GWREQUEST_CONNINFO "host=/nonexistent/chatfleet-test dbname=chatfleet connect_timeout=1"
+#define GWREQUEST_TOKEN         "good-token" /* the one token gwrequest_auth accepts */
+#define GWREQUEST_TOKEN_DB_DOWN "db-down"    /* gwrequest_auth cannot check it (database down) */
+#define GWREQUEST_USER_ID       "00000000-0000-4000-8000-0000000000aa" /* ...as this user */
+#define GWREQUEST_CHAT_ID       "00000000-0000-4000-8000-000000000001"
+#define GWREQUEST_CONNINFO      "host=/nonexistent/chatfleet-test dbname=chatfleet connect_timeout=1"
 
 /* A query argument or header; tables of them end with {NULL, NULL}. */
 typedef struct {
@@ -42,7 +43,8 @@ extern int gwrequest_auth_calls;
  * case-insensitive. */
 const char *gwrequest_lookup(void *ctx, http_kind_t kind, const char *name);
 
-/* An http_auth_fn that accepts GWREQUEST_TOKEN as GWREQUEST_USER_ID and counts its calls. */
+/* An http_auth_fn that accepts GWREQUEST_TOKEN as GWREQUEST_USER_ID, answers
+ * HTTP_AUTH_UNAVAILABLE for GWREQUEST_TOKEN_DB_DOWN, and counts its calls. */
 int gwrequest_auth(void *app, const char *token, char user_id[ID_UUID_LEN + 1]);
 
 /* Handles one request through router; returns its status and the body parsed by the strict

@@ -205,6 +205,23 @@ static void test_authed_route_refuses_a_missing_or_bad_bearer_with_401(void **u)
     }
 }
 
+/* A token that could not be checked (the database is down, or restarting) is a 503, never a
+ * 401 that would tell the client its valid token is wrong. */
+static void test_a_token_that_cannot_be_checked_is_503_not_401(void **u) {
+    (void)u;
+    static const gwrequest_kv_t down[] = {{"Authorization", "Bearer " GWREQUEST_TOKEN_DB_DOWN},
+                                          {NULL, NULL}};
+    json_t *j;
+    http_req_t req;
+    assert_int_equal(
+        s_handle(&s_test_router, "GET", "/items/i1", NULL, down, NULL, false, &j, &req), 503);
+    gwrequest_expect_json(j, "{\"message\":\"Service unavailable.\","
+                             "\"detail\":\"the token could not be checked\"}");
+    assert_int_equal(s_seen.calls, 0);
+    assert_int_equal(gwrequest_auth_calls, 1);
+    assert_string_equal(req.user_id, "");
+}
+
 static void test_good_bearer_runs_the_handler_as_its_user(void **u) {
     (void)u;
     static const gwrequest_kv_t lower_name[] = {{"authorization", "Bearer " GWREQUEST_TOKEN},
@@ -516,6 +533,7 @@ int main(void) {
         cmocka_unit_test(test_path_at_the_length_cap_is_not_found),
         cmocka_unit_test(test_other_method_on_a_known_path_is_405_before_auth),
         cmocka_unit_test(test_authed_route_refuses_a_missing_or_bad_bearer_with_401),
+        cmocka_unit_test(test_a_token_that_cannot_be_checked_is_503_not_401),
         cmocka_unit_test(test_good_bearer_runs_the_handler_as_its_user),
         cmocka_unit_test(test_open_route_runs_without_asking_for_a_token),
         cmocka_unit_test(test_body_too_large_is_413_before_routing_and_auth),
