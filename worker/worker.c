@@ -303,10 +303,38 @@ static char *s_model_metrics(worker_t *self, char *text) {
     return out;
 }
 
+/* What the worker holds for its turns in flight (ARCHITECTURE.md §6.5), appended to text
+ * (consumed): task connections, jobs waiting for a thread, transfers and timers on the loop. */
+static char *s_capacity_metrics(worker_t *self, char *text) {
+    dbpool_stats_t ps;
+    dbpool_stats(self->env.pool, &ps);
+    evloop_stats_t ls;
+    evloop_stats(self->env.loop, &ls);
+    char *out =
+        mem_printf("%s# TYPE chatfleet_worker_task_connections gauge\n"
+                   "chatfleet_worker_task_connections{worker=\"%s\",state=\"open\"} %d\n"
+                   "chatfleet_worker_task_connections{worker=\"%s\",state=\"idle\"} %d\n"
+                   "# TYPE chatfleet_worker_task_connection_waiters gauge\n"
+                   "chatfleet_worker_task_connection_waiters{worker=\"%s\"} %d\n"
+                   "# TYPE chatfleet_worker_task_connect_failures_total counter\n"
+                   "chatfleet_worker_task_connect_failures_total{worker=\"%s\"} %lld\n"
+                   "# TYPE chatfleet_worker_task_jobs_queued gauge\n"
+                   "chatfleet_worker_task_jobs_queued{worker=\"%s\"} %zu\n"
+                   "# TYPE chatfleet_worker_loop_transfers gauge\n"
+                   "chatfleet_worker_loop_transfers{worker=\"%s\"} %zu\n"
+                   "# TYPE chatfleet_worker_loop_timers gauge\n"
+                   "chatfleet_worker_loop_timers{worker=\"%s\"} %zu\n",
+                   text, self->id, ps.open, self->id, ps.idle, self->id, ps.waiting, self->id,
+                   (long long)ps.connect_failures, self->id, dbexec_queued(self->env.exec),
+                   self->id, ls.transfers, self->id, ls.timers);
+    free(text);
+    return out;
+}
+
 char *worker_metrics(worker_t *self) {
     s_reading_t r;
     s_read(self, &r);
-    return s_model_metrics(self, s_counter_metrics(self, &r));
+    return s_capacity_metrics(self, s_model_metrics(self, s_counter_metrics(self, &r)));
 }
 
 static char *s_counter_metrics(worker_t *self, const s_reading_t *rp) {

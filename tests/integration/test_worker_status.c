@@ -84,6 +84,10 @@ static void test_worker_serves_health_and_metrics_that_follow_its_work(void **u)
     /* The model call histogram counts the call; no error by any status. */
     assert_true(strstr(r.body, "le=\"+Inf\"} ") != NULL);
     assert_true(s_metric(r.body, "chatfleet_worker_model_call_seconds_count{") >= 1);
+    /* The task pool has opened a connection, within the cap, and nothing waits now. */
+    assert_true(s_metric(r.body, "chatfleet_worker_task_connections{worker=") >= 1);
+    assert_true(s_metric(r.body, "chatfleet_worker_task_connection_waiters{") == 0);
+    assert_true(s_metric(r.body, "chatfleet_worker_loop_transfers{") >= 0);
     assert_int_equal(s_metric(r.body, "chatfleet_worker_model_errors_by_status_total{"), 0);
     proc_http_free(&r);
     assert_int_equal(proc_stop(pid, 10000), 0); /* SIGTERM: a clean, graceful exit */
