@@ -68,7 +68,8 @@ typedef struct {
     const char *receipt_code;
     const char *receipt_value;
     /* CommitStep only: the step is the turn's last (a reply without tool calls and no
-     * structured request open), so FinishTurn follows in the same bundle. */
+     * structured request open), so FinishTurn, and Abandon when the chat is left waiting,
+     * follow in the same bundle. */
     bool finish;
 } s_args_t;
 
@@ -99,7 +100,12 @@ static int s_commit_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     cs_fence_t after = *a->fence;
     after.history_version = -1;
     after.generation_attempt = -1;
-    return chatstate_finish_turn(cs, &after, NULL, 0, err);
+    if (chatstate_finish_turn(cs, &after, NULL, 0, err) != 0) {
+        return -1;
+    }
+    /* Nothing was queued: the chat waits, and the Abandon the runner would spawn next goes
+     * in this bundle too (another worker takes the chat's next turn, ARCHITECTURE.md §7.3). */
+    return chatstate_state(cs) == ES_W ? chatstate_abandon(cs, &after, err) : 0;
 }
 
 static int s_enter_ra(chatstate_t *cs, void *arg, cs_error_t *err) {

@@ -524,6 +524,10 @@ int chatstate_release(chatstate_t **self_p, cs_hints_t *hints, cs_error_t *err) 
     return rc;
 }
 
+exec_state_t chatstate_state(const chatstate_t *self) {
+    return self->state;
+}
+
 const int64_t *chatstate_inserted(const chatstate_t *self, int *count) {
     *count = self->inserted.count;
     return self->inserted.ids;

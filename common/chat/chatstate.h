@@ -138,6 +138,9 @@ int chatstate_commit(chatstate_t **self_p, const hint_sink_t *sink, hint_update_
 /* ROLLBACK (when still open) and free. Safe on NULL. */
 void chatstate_destroy(chatstate_t **self_p);
 
+/* The chat's execution state after the bundle's last move (ES_N before the first). */
+exec_state_t chatstate_state(const chatstate_t *self);
+
 /* The ids of the message rows this bundle inserted, in insertion order, and of those it
  * soft-deleted. Valid until the bundle is destroyed. */
 const int64_t *chatstate_inserted(const chatstate_t *self, int *count);
