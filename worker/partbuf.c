@@ -1,18 +1,23 @@
-/* partbuf: see partbuf.h. Episodes live in a small array scanned linearly: a worker holds
- * one open episode per running chat plus those closed in the last 15 s, so the array stays
- * short and a hash table would buy nothing measurable. */
+/* partbuf: see partbuf.h. Episodes live in an array (for the collector's sweep) indexed by a
+ * hash of (chat, history_version, attempt): a worker holds one open episode per running chat
+ * plus those closed in the last 15 s, thousands at scale (ARCHITECTURE.md §6.5), and every
+ * streamed part looks its episode up. */
 #include "partbuf.h"
 #include "id.h"
 #include "log.h"
 #include "mem.h"
 
+#include <czmq.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define S_KEY_LEN (ID_UUID_LEN + 48)
+
 typedef struct {
+    char key[S_KEY_LEN]; /* chat:hv:attempt, in the index */
     char chat_id[ID_UUID_LEN + 1];
     int64_t history_version;
     int64_t generation_attempt;
@@ -31,12 +36,19 @@ struct partbuf {
     s_episode_t **episodes;
     size_t count;
     size_t cap;
+    zhashx_t *index; /* key -> s_episode_t (not owned) */
 };
+
+static void s_key(char out[S_KEY_LEN], const char *chat_id, int64_t hv, int64_t attempt) {
+    snprintf(out, S_KEY_LEN, "%s:%lld:%lld", chat_id, (long long)hv, (long long)attempt);
+}
 
 partbuf_t *partbuf_new(bus_publisher_t *pub) {
     partbuf_t *self = mem_calloc(1, sizeof *self);
     ASSERT(pthread_mutex_init(&self->lock, NULL) == 0);
     self->pub = pub;
+    self->index = zhashx_new();
+    ASSERT(self->index);
     return self;
 }
 
@@ -57,6 +69,7 @@ void partbuf_destroy(partbuf_t **self_p) {
         s_episode_free(self->episodes[i]);
     }
     free(self->episodes);
+    zhashx_destroy(&self->index);
     pthread_mutex_destroy(&self->lock);
     free(self);
     *self_p = NULL;
@@ -64,14 +77,9 @@ void partbuf_destroy(partbuf_t **self_p) {
 
 /* Under the lock. */
 static s_episode_t *s_find(partbuf_t *self, const char *chat_id, int64_t hv, int64_t attempt) {
-    for (size_t i = 0; i < self->count; i++) {
-        s_episode_t *ep = self->episodes[i];
-        if (ep->history_version == hv && ep->generation_attempt == attempt &&
-            strcmp(ep->chat_id, chat_id) == 0) {
-            return ep;
-        }
-    }
-    return NULL;
+    char key[S_KEY_LEN];
+    s_key(key, chat_id, hv, attempt);
+    return zhashx_lookup(self->index, key);
 }
 
 /* Under the lock. */
@@ -84,7 +92,9 @@ static s_episode_t *s_insert(partbuf_t *self, const char *chat_id, int64_t hv, i
     snprintf(ep->chat_id, sizeof ep->chat_id, "%s", chat_id);
     ep->history_version = hv;
     ep->generation_attempt = attempt;
+    s_key(ep->key, chat_id, hv, attempt);
     self->episodes[self->count++] = ep;
+    zhashx_insert(self->index, ep->key, ep);
     return ep;
 }
 
@@ -224,6 +234,7 @@ size_t partbuf_gc(partbuf_t *self, int64_t now_ms) {
     for (size_t i = 0; i < self->count; i++) {
         s_episode_t *ep = self->episodes[i];
         if (ep->closed && now_ms - ep->closed_at_ms >= PARTBUF_GC_AFTER_MS) {
+            zhashx_delete(self->index, ep->key);
             s_episode_free(ep);
             gone++;
         } else {
