@@ -109,18 +109,21 @@ history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *f
                           bool with_messages, history_t *out) {
     memset(out, 0, sizeof *out);
     char msg[200];
-    if (db_exec(conn, msg, sizeof msg, "BEGIN", 0, NULL) != DB_OK) {
+    /* One snapshot for the fence check and every read below, so the history is the one the
+     * fenced row had; no row lock: a lock would give the read-only transaction an xid and
+     * make its COMMIT wait for a WAL flush, on every step of every turn. A transition that
+     * commits after the snapshot is caught by the fence of the write that follows. */
+    if (db_exec(conn, msg, sizeof msg, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0,
+                NULL) != DB_OK) {
         return HISTORY_DB;
     }
     const char *p[] = {chat_id};
-    /* FOR SHARE: every transition starts by updating this row, so none can commit between
-     * the fence check and the history read below. */
     PGresult *res = s_query(
         conn, chat_id,
         "SELECT status, coalesce(worker_id::text, ''), coalesce(runner_id::text, ''),"
         " history_version, generation_attempt, archived, coalesce(dynamic_tools, '[]')::text,"
         " coalesce(floor(extract(epoch FROM requires_action_deadline_at - now()) * 1000)::bigint,"
-        " 9223372036854775807), model_config_id::text FROM chats WHERE id = $1 FOR SHARE",
+        " 9223372036854775807), model_config_id::text FROM chats WHERE id = $1",
         1, p);
     if (!res) {
         return HISTORY_DB;

@@ -41,7 +41,7 @@ typedef struct {
                               rows, oldest first (empty when none is open) */
 } history_t;
 
-/* Reads the chat under a share lock on its row, checks the fence, then (with_messages)
+/* Reads the chat in one read-only snapshot, checks the fence, then (with_messages)
  * the model config, the model-visible history (each message with "control": true when it is
  * a structured-output feedback row) and the governing structured request, and commits. On anything
  * but HISTORY_OK *out holds nothing. A fence mismatch is logged as event fence_mismatch. */
