@@ -7,6 +7,7 @@
 #include "proc.h"
 #include "sse.h"
 
+#include <dirent.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CHAOS_GATEWAYS       2
 #define CHAOS_WORKERS        3
@@ -26,6 +28,20 @@
 #define CHAOS_PROGRESS_MS    5000
 #define CHAOS_STREAM_DEAD_MS 3000 /* no event at all this long after opening: reconnect */
 #define CHAOS_RECENT_MAX     16   /* user messages and queued ids a client remembers */
+#define CHAOS_LEASE_STALE_MS 2000 /* CHATFLEET_LEASE_STALE_MS of every worker */
+/* CHATFLEET_WORKER_DB_CONNS of every worker: below the default 8, so that the slow phase's
+ * jobs (three job threads a worker) queue for connections while hundreds of turns are in
+ * flight and every takeover's reads and bundles compete for them. */
+#define CHAOS_WORKER_DB_CONNS 6
+#define CHAOS_SAMPLE_MS       100  /* the connection and in-flight sampler's period */
+#define CHAOS_SLOW_SECONDS    12   /* the slow phase's faults run this long by default */
+#define CHAOS_SLOW_GAP_MS     2000 /* mean time between the slow phase's worker faults */
+#define CHAOS_SLOW_PACE_MS    600  /* [sim:slow]: the pace of a slow reply's chunks */
+#define CHAOS_SLOW_WORDS      16   /* [sim:words]: with the echo 21 chunks, 12.6 s a reply */
+#define CHAOS_SLOW_STRUCTURED 4    /* every 4th slow turn is a structured request */
+#define CHAOS_SLOW_CREATORS   8    /* client threads creating the slow chats */
+#define CHAOS_STR_(x)         #x
+#define CHAOS_STR(x)          CHAOS_STR_(x)
 
 /* The response formats structured sends use (ledger_call_t.schema indexes them). */
 static const char *const s_formats[] = {
@@ -73,13 +89,30 @@ typedef struct {
     int hold_ms; /* how long the process stays down or stopped */
 } fault_t;
 
+struct run;
+
+/* A fault schedule and the thread that applies it, one fault at a time. */
 typedef struct {
+    struct run *run;
+    const char *name;
+    fault_t faults[CHAOS_FAULTS_MAX];
+    int n;
+    atomic_int done;
+    int64_t t0; /* the origin of the faults' at_ms */
+} schedule_t;
+
+typedef struct run {
     chaos_config_t cfg;
     cluster_t *cluster;
     ledger_t *ledger;
-    fault_t faults[CHAOS_FAULTS_MAX];
-    int nfaults;
-    atomic_int faults_done;
+    schedule_t main;  /* the seeded workload's */
+    schedule_t slow;  /* the slow phase's: worker faults only */
+    atomic_int phase; /* ledger_phase_t, for the sampler */
+    atomic_bool sampling;
+    pthread_t sampler;
+    int pg_port;
+    pthread_mutex_t sample_lock;
+    ledger_sample_t last; /* the sampler's last sample that reached the database */
     atomic_int gw_up[CHAOS_GATEWAYS];
     atomic_int tags;
     atomic_bool drain; /* no new actions: only answer the model's questions */
@@ -116,10 +149,12 @@ static void s_sleep_ms(int64_t ms) {
     nanosleep(&ts, NULL); /* pacing of the workload and the schedule, not a condition wait */
 }
 
-chaos_config_t chaos_config_from_env(int seconds, int chats, const char *name) {
+chaos_config_t chaos_config_from_env(int seconds, int chats, int slow_turns, const char *name) {
     chaos_config_t c = {.seed = (unsigned)(id_now_ms() % 1000000),
                         .seconds = seconds,
                         .chats = chats,
+                        .slow_turns = slow_turns,
+                        .slow_seconds = CHAOS_SLOW_SECONDS,
                         .name = name};
     const char *v = getenv("CHATFLEET_CHAOS_SEED");
     if (v && *v) {
@@ -135,60 +170,99 @@ chaos_config_t chaos_config_from_env(int seconds, int chats, const char *name) {
         long n = strtol(v, NULL, 10);
         c.chats = n > 0 && n <= LEDGER_CHATS_MAX ? (int)n : chats;
     }
+    v = getenv("CHATFLEET_CHAOS_SLOW_TURNS");
+    if (v && *v) {
+        long n = strtol(v, NULL, 10);
+        c.slow_turns = n >= 0 && n <= LEDGER_SLOW_MAX ? (int)n : slow_turns;
+    }
+    v = getenv("CHATFLEET_CHAOS_SLOW_SECONDS");
+    if (v && *v) {
+        long s = strtol(v, NULL, 10);
+        c.slow_seconds = s >= 4 && s < 86400 ? (int)s : c.slow_seconds;
+    }
     return c;
 }
 
-/* --- The fault schedule. --- */
+/* --- The fault schedules. --- */
 
-static void s_schedule(run_t *r) {
-    unsigned rng = r->cfg.seed ^ 0x5eedu;
-    int64_t span = (int64_t)r->cfg.seconds * 1000 - 4000; /* the last faults heal in time */
-    int n = (int)(span / CHAOS_FAULT_GAP_MS);
-    n = n < FAULT_KINDS ? FAULT_KINDS : n > CHAOS_FAULTS_MAX ? CHAOS_FAULTS_MAX : n;
-    /* Every kind at least once, the rest at random, in a seeded order. */
+/* Draws the target and hold of fault f (its kind already set) from rng. */
+static void s_fault_draw(fault_t *f, unsigned *rng) {
+    switch (f->kind) {
+        case FAULT_WORKER_KILL:
+            f->target = (int)(s_rand(rng) % CHAOS_WORKERS);
+            f->hold_ms = 200 + (int)(s_rand(rng) % 1500);
+            break;
+        case FAULT_WORKER_STOP: /* sometimes past the 2000 ms lease: the fence must reject */
+            f->target = (int)(s_rand(rng) % CHAOS_WORKERS);
+            f->hold_ms = 500 + (int)(s_rand(rng) % 3500);
+            break;
+        case FAULT_BROKER_KILL:
+            f->hold_ms = 200 + (int)(s_rand(rng) % 1500);
+            break;
+        case FAULT_PG_RESTART:
+            break;
+        case FAULT_GATEWAY_KILL:
+            f->target = (int)(s_rand(rng) % CHAOS_GATEWAYS);
+            f->hold_ms = 300 + (int)(s_rand(rng) % 1500);
+            break;
+        default:
+            ASSERT(0);
+    }
+}
+
+/* Draws n faults into sc, at first_ms to span_ms: each of the first `kinds` fault kinds at
+ * least once, the rest at random among them, in a seeded order. */
+static void s_schedule_draw(schedule_t *sc, unsigned rng, int n, int kinds, int64_t first_ms,
+                            int64_t span_ms) {
+    n = n < kinds ? kinds : n > CHAOS_FAULTS_MAX ? CHAOS_FAULTS_MAX : n;
     for (int i = 0; i < n; i++) {
-        fault_t *f = &r->faults[i];
-        f->kind = i < FAULT_KINDS ? (fault_kind_t)i : (fault_kind_t)(s_rand(&rng) % FAULT_KINDS);
+        fault_t *f = &sc->faults[i];
+        f->kind = i < kinds ? (fault_kind_t)i : (fault_kind_t)(s_rand(&rng) % (unsigned)kinds);
     }
     for (int i = n - 1; i > 0; i--) {
         int j = (int)(s_rand(&rng) % (unsigned)(i + 1));
-        fault_kind_t k = r->faults[i].kind;
-        r->faults[i].kind = r->faults[j].kind;
-        r->faults[j].kind = k;
+        fault_kind_t k = sc->faults[i].kind;
+        sc->faults[i].kind = sc->faults[j].kind;
+        sc->faults[j].kind = k;
     }
     for (int i = 0; i < n; i++) {
-        fault_t *f = &r->faults[i];
-        f->at_ms = 1500 + (span - 1500) * i / n + (int64_t)(s_rand(&rng) % 1000);
-        switch (f->kind) {
-            case FAULT_WORKER_KILL:
-                f->target = (int)(s_rand(&rng) % CHAOS_WORKERS);
-                f->hold_ms = 200 + (int)(s_rand(&rng) % 1500);
-                break;
-            case FAULT_WORKER_STOP: /* sometimes past the 2000 ms lease: the fence must reject */
-                f->target = (int)(s_rand(&rng) % CHAOS_WORKERS);
-                f->hold_ms = 500 + (int)(s_rand(&rng) % 3500);
-                break;
-            case FAULT_BROKER_KILL:
-                f->hold_ms = 200 + (int)(s_rand(&rng) % 1500);
-                break;
-            case FAULT_PG_RESTART:
-                break;
-            case FAULT_GATEWAY_KILL:
-                f->target = (int)(s_rand(&rng) % CHAOS_GATEWAYS);
-                f->hold_ms = 300 + (int)(s_rand(&rng) % 1500);
-                break;
-            default:
-                ASSERT(0);
-        }
+        fault_t *f = &sc->faults[i];
+        f->at_ms = first_ms + (span_ms - first_ms) * i / n + (int64_t)(s_rand(&rng) % 1000);
+        s_fault_draw(f, &rng);
     }
-    r->nfaults = n;
+    sc->n = n;
+}
+
+static void s_schedule_print(const schedule_t *sc) {
+    for (int i = 0; i < sc->n; i++) {
+        const fault_t *f = &sc->faults[i];
+        printf("chaos:   %s%5.1fs %-22s target %d hold %d ms\n", sc->name,
+               (double)f->at_ms / 1000.0, s_fault_names[f->kind], f->target, f->hold_ms);
+    }
+}
+
+static void s_schedule(run_t *r) {
+    int64_t span = (int64_t)r->cfg.seconds * 1000 - 4000; /* the last faults heal in time */
+    r->main.run = r;
+    r->main.name = "t=";
+    s_schedule_draw(&r->main, r->cfg.seed ^ 0x5eedu, (int)(span / CHAOS_FAULT_GAP_MS), FAULT_KINDS,
+                    1500, span);
     printf("chaos: seed %u, %d s, %d chats, %d faults (CHATFLEET_CHAOS_SEED=%u reproduces this"
            " schedule):\n",
-           r->cfg.seed, r->cfg.seconds, r->cfg.chats, n, r->cfg.seed);
-    for (int i = 0; i < n; i++) {
-        const fault_t *f = &r->faults[i];
-        printf("chaos:   t=%6.1fs %-22s target %d hold %d ms\n", (double)f->at_ms / 1000.0,
-               s_fault_names[f->kind], f->target, f->hold_ms);
+           r->cfg.seed, r->cfg.seconds, r->cfg.chats, r->main.n, r->cfg.seed);
+    s_schedule_print(&r->main);
+    /* The slow phase's: worker kill -9 and SIGSTOP only (the first two kinds), from its start
+     * on. */
+    r->slow.run = r;
+    r->slow.name = "slow+";
+    if (r->cfg.slow_turns > 0) {
+        int64_t slow_span = (int64_t)r->cfg.slow_seconds * 1000;
+        s_schedule_draw(&r->slow, r->cfg.seed ^ 0x510du, (int)(slow_span / CHAOS_SLOW_GAP_MS),
+                        FAULT_WORKER_STOP + 1, 500, slow_span - 1000);
+        printf("chaos: slow phase: %d chats with one slow turn each, %d worker faults over %d s"
+               " from the end of their creation (the same seed):\n",
+               r->cfg.slow_turns, r->slow.n, r->cfg.slow_seconds);
+        s_schedule_print(&r->slow);
     }
 }
 
@@ -223,8 +297,12 @@ static void s_streams_failover(run_t *r, int dead) {
 static void s_apply(run_t *r, const fault_t *f) {
     cluster_t *c = r->cluster;
     double t = (double)(id_now_ms() - r->t0) / 1000.0;
-    printf("chaos: t=%5.1fs fault: %s target %d hold %d ms\n", t, s_fault_names[f->kind], f->target,
-           f->hold_ms);
+    pthread_mutex_lock(&r->sample_lock);
+    ledger_sample_t last = r->last;
+    pthread_mutex_unlock(&r->sample_lock);
+    printf("chaos: t=%5.1fs fault: %s target %d hold %d ms (%d chats running, %d turns in"
+           " flight)\n",
+           t, s_fault_names[f->kind], f->target, f->hold_ms, last.running, last.in_flight);
     switch (f->kind) {
         case FAULT_WORKER_KILL:
             cluster_signal(c, CLUSTER_WORKER, f->target, SIGKILL);
@@ -260,14 +338,14 @@ static void s_apply(run_t *r, const fault_t *f) {
         default:
             ASSERT(0);
     }
-    atomic_fetch_add(&r->faults_done, 1);
 }
 
 static void *s_fault_thread(void *arg) {
-    run_t *r = arg;
-    for (int i = 0; i < r->nfaults; i++) {
-        s_sleep_ms(r->t0 + r->faults[i].at_ms - id_now_ms());
-        s_apply(r, &r->faults[i]);
+    schedule_t *sc = arg;
+    for (int i = 0; i < sc->n; i++) {
+        s_sleep_ms(sc->t0 + sc->faults[i].at_ms - id_now_ms());
+        s_apply(sc->run, &sc->faults[i]);
+        atomic_fetch_add(&sc->done, 1);
     }
     return NULL;
 }
@@ -614,6 +692,297 @@ static void s_create(run_t *r, int chat) {
     s_stream_open(r, chat, gw, 0);
 }
 
+/* --- The sampler: the workers' connections and the turns in flight. --- */
+
+static const char *const s_apps[4] = {"chatfleet-worker acquirer", "chatfleet-worker heartbeater",
+                                      "chatfleet-worker sync", "chatfleet-worker task"};
+
+/* In flight: running, its model call attempted, and its runner's lease fresh (a takeover
+ * pending after a kill does not count until the new owner holds it). */
+static const char *const S_SAMPLE_SQL =
+    "SELECT (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+    "         AND application_name LIKE 'chatfleet-worker%'),"
+    "       (SELECT count(*) FROM pg_stat_activity WHERE application_name = $1),"
+    "       (SELECT count(*) FROM pg_stat_activity WHERE application_name = $2),"
+    "       (SELECT count(*) FROM pg_stat_activity WHERE application_name = $3),"
+    "       (SELECT count(*) FROM pg_stat_activity WHERE application_name = $4),"
+    "       (SELECT count(*) FROM chats WHERE status = 'running'),"
+    "       (SELECT count(*) FROM chats c WHERE c.status = 'running' AND c.generation_attempt >= 1"
+    "         AND EXISTS (SELECT 1 FROM chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id ="
+    "         c.runner_id AND h.heartbeat_at > statement_timestamp() - interval '" CHAOS_STR(
+        CHAOS_LEASE_STALE_MS) " milliseconds')),"
+                              "       (SELECT coalesce(string_agg(client_port::text, ','), '') "
+                              "FROM pg_stat_activity"
+                              "         WHERE backend_type = 'client backend' AND application_name "
+                              "LIKE 'chatfleet-worker%')";
+
+/* An established TCP connection to the database, from /proc/net/tcp. */
+typedef struct {
+    unsigned long inode;
+    unsigned port; /* its local port: pg_stat_activity's client_port */
+    bool worker;   /* a descriptor of a live worker process */
+} dbsock_t;
+
+#define CHAOS_DBSOCKS_MAX 1024 /* connections to the database a sample reads */
+
+/* The established TCP connections to port; at most cap. */
+static int s_db_socks(int port, dbsock_t *out, int cap) {
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (!f) {
+        return 0;
+    }
+    char line[512];
+    int n = 0;
+    bool header = true;
+    while (n < cap && fgets(line, sizeof line, f)) {
+        unsigned lport = 0;
+        unsigned rport = 0;
+        unsigned st = 0;
+        unsigned long inode = 0;
+        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode; state 1 is established */
+        if (!header &&
+            sscanf(line, " %*s %*x:%x %*x:%x %x %*s %*s %*s %*s %*s %lu", &lport, &rport, &st,
+                   &inode) == 4 &&
+            (int)rport == port && st == 1) {
+            out[n++] = (dbsock_t){.inode = inode, .port = lport};
+        }
+        header = false;
+    }
+    fclose(f);
+    return n;
+}
+
+/* How many of the n connections are pid's descriptors (0 for no process); marks them. */
+static int s_worker_socks(pid_t pid, dbsock_t *socks, int n) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = pid > 0 ? opendir(dir) : NULL;
+    if (!d) {
+        return 0;
+    }
+    int count = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[400];
+        char target[64];
+        unsigned long inode = 0;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len <= 0) {
+            continue;
+        }
+        target[len] = '\0';
+        if (sscanf(target, "socket:[%lu]", &inode) != 1) {
+            continue;
+        }
+        for (int i = 0; i < n; i++) {
+            if (socks[i].inode == inode) {
+                socks[i].worker = true;
+                count++;
+                break;
+            }
+        }
+    }
+    closedir(d);
+    return count;
+}
+
+/* One sample into s; 0 when the database answered. conn is the sampler's own connection,
+ * (re)opened here: a PostgreSQL restart is expected. pg_stat_activity is read before /proc,
+ * so that a worker connection opened in between cannot pass for an orphan (listed, yet in no
+ * worker's descriptors) and hide one that is held. */
+static int s_sample(run_t *r, PGconn **conn, ledger_sample_t *s) {
+    memset(s, 0, sizeof *s);
+    char *ports = NULL; /* the worker backends' client ports, comma-separated */
+    int rc = -1;
+    if (!*conn || PQstatus(*conn) != CONNECTION_OK) {
+        PQfinish(*conn);
+        *conn = PQconnectdb(cluster_db_url(r->cluster));
+        if (PQstatus(*conn) == CONNECTION_OK) {
+            PQclear(PQexec(*conn, "SET application_name = 'chaos sampler'"));
+        }
+    }
+    PGresult *res = PQstatus(*conn) == CONNECTION_OK
+                        ? PQexecParams(*conn, S_SAMPLE_SQL, 4, NULL, s_apps, NULL, NULL, 0)
+                        : NULL;
+    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+        s->worker_conns = (int)strtol(PQgetvalue(res, 0, 0), NULL, 10);
+        for (int i = 0; i < 4; i++) {
+            s->by_app[i] = (int)strtol(PQgetvalue(res, 0, 1 + i), NULL, 10);
+        }
+        s->running = (int)strtol(PQgetvalue(res, 0, 5), NULL, 10);
+        s->in_flight = (int)strtol(PQgetvalue(res, 0, 6), NULL, 10);
+        ports = mem_strdup(PQgetvalue(res, 0, 7));
+        rc = 0;
+    }
+    PQclear(res);
+    dbsock_t socks[CHAOS_DBSOCKS_MAX];
+    int n = s_db_socks(r->pg_port, socks, CHAOS_DBSOCKS_MAX);
+    for (int w = 0; w < CHAOS_WORKERS; w++) {
+        s->sock[w] = s_worker_socks(cluster_pid(r->cluster, CLUSTER_WORKER, w), socks, n);
+    }
+    for (char *p = ports; p && *p;) {
+        char *end = NULL;
+        unsigned long port = strtoul(p, &end, 10);
+        bool live = false;
+        for (int i = 0; i < n && !live; i++) {
+            live = socks[i].worker && socks[i].port == port;
+        }
+        s->orphans += !live;
+        p = end && *end == ',' ? end + 1 : NULL;
+    }
+    s->held = s->worker_conns - s->orphans;
+    free(ports);
+    return rc;
+}
+
+static void *s_sampler_thread(void *arg) {
+    run_t *r = arg;
+    PGconn *conn = NULL;
+    while (atomic_load(&r->sampling)) {
+        ledger_sample_t s;
+        ledger_phase_t phase = (ledger_phase_t)atomic_load(&r->phase);
+        if (s_sample(r, &conn, &s) == 0) {
+            ledger_sample(r->ledger, phase, &s);
+            pthread_mutex_lock(&r->sample_lock);
+            r->last = s;
+            pthread_mutex_unlock(&r->sample_lock);
+        } else {
+            ledger_sample(r->ledger, phase, NULL);
+        }
+        s_sleep_ms(CHAOS_SAMPLE_MS); /* the sampling period, not a wait for a condition */
+    }
+    PQfinish(conn);
+    return NULL;
+}
+
+static ledger_sample_t s_last_sample(run_t *r) {
+    pthread_mutex_lock(&r->sample_lock);
+    ledger_sample_t s = r->last;
+    pthread_mutex_unlock(&r->sample_lock);
+    return s;
+}
+
+/* --- The slow phase. --- */
+
+typedef struct {
+    run_t *run;
+    int first; /* this creator's first chat; it takes every CHAOS_SLOW_CREATORS-th */
+} slow_creator_t;
+
+/* Creates slow chat i with its one slow turn (a structured request for every
+ * CHAOS_SLOW_STRUCTURED-th, whose first answer is the slow echo as text only, which the
+ * finalizer refuses) and records it. */
+static void s_slow_create(run_t *r, int i) {
+    int tag = atomic_fetch_add(&r->tags, 1);
+    bool structured = i % CHAOS_SLOW_STRUCTURED == CHAOS_SLOW_STRUCTURED - 1;
+    char text[160];
+    snprintf(text, sizeof text,
+             "[sim:slow " CHAOS_STR(CHAOS_SLOW_PACE_MS) "] [sim:words " CHAOS_STR(
+                 CHAOS_SLOW_WORDS) "]%s " LEDGER_TAG_PREFIX "%06d slow turn %d",
+             structured ? " [sim:schema-text 1]" : "", tag, i);
+    json_t *body = json_pack("{s:[{s:s,s:s}]}", "content", "type", "text", "text", text);
+    if (structured) { /* json_object_set_new steals the parsed format */
+        json_object_set_new(body, "response_format", json_loads(s_formats[0], 0, NULL));
+    }
+    char *b = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    char url[160];
+    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(r->cluster, i % CHAOS_GATEWAYS));
+    proc_http_t h = {0};
+    ledger_slow_t rec = {.status = -1, .tag = tag, .schema = structured ? 0 : -1};
+    if (proc_http("POST", url, cluster_token(r->cluster), b, &h) == 0) {
+        rec.status = h.status;
+        json_t *c = h.status == 201 ? json_loads(h.body, 0, NULL) : NULL;
+        const char *id = json_string_value(json_object_get(c, "id"));
+        snprintf(rec.chat_id, sizeof rec.chat_id, "%s", id ? id : "");
+        json_decref(c);
+    }
+    free(b);
+    proc_http_free(&h);
+    ledger_slow_add(r->ledger, &rec);
+}
+
+static void *s_slow_creator_thread(void *arg) {
+    slow_creator_t *c = arg;
+    for (int i = c->first; i < c->run->cfg.slow_turns; i += CHAOS_SLOW_CREATORS) {
+        s_slow_create(c->run, i);
+    }
+    return NULL;
+}
+
+static void s_slow_progress(run_t *r, const char *what) {
+    ledger_sample_t s = s_last_sample(r);
+    printf("chaos: t=%5.1fs slow phase, %s: %d chats running, %d turns in flight, worker"
+           " connections %d (per worker %d/%d/%d), faults %d/%d\n",
+           (double)(id_now_ms() - r->t0) / 1000.0, what, s.running, s.in_flight, s.worker_conns,
+           s.sock[0], s.sock[1], s.sock[2], atomic_load(&r->slow.done), r->slow.n);
+}
+
+/* The slow phase (README.md): cfg.slow_turns chats created together, each with one slow
+ * turn, while the slow schedule kills and stops workers; then quiescence. Returns the
+ * milliseconds quiescence took after the last fault healed, or -1 when it was not reached. */
+static int64_t s_slow_phase(run_t *r) {
+    int n = r->cfg.slow_turns;
+    atomic_store(&r->phase, (int)LEDGER_PHASE_SLOW);
+    int64_t t0 = id_now_ms();
+    printf("chaos: t=%5.1fs slow phase: %d chats, one turn each of %d chunks %d ms apart (about"
+           " %.1f s), every %dth a structured request; %d worker faults\n",
+           (double)(t0 - r->t0) / 1000.0, n, CHAOS_SLOW_WORDS + 5, CHAOS_SLOW_PACE_MS,
+           (CHAOS_SLOW_WORDS + 5) * CHAOS_SLOW_PACE_MS / 1000.0, CHAOS_SLOW_STRUCTURED, r->slow.n);
+    slow_creator_t creators[CHAOS_SLOW_CREATORS];
+    pthread_t threads[CHAOS_SLOW_CREATORS];
+    for (int i = 0; i < CHAOS_SLOW_CREATORS; i++) {
+        creators[i] = (slow_creator_t){.run = r, .first = i};
+        ASSERT(pthread_create(&threads[i], NULL, s_slow_creator_thread, &creators[i]) == 0);
+    }
+    for (int i = 0; i < CHAOS_SLOW_CREATORS; i++) {
+        pthread_join(threads[i], NULL);
+    }
+    printf("chaos: t=%5.1fs slow phase: %d chats created in %lld ms\n",
+           (double)(id_now_ms() - r->t0) / 1000.0, n, (long long)(id_now_ms() - t0));
+    /* The faults begin once every turn has been accepted, so that each lands on hundreds in
+     * flight (a kill while the chats are still being created would find few). */
+    r->slow.t0 = id_now_ms();
+    pthread_t faults;
+    ASSERT(pthread_create(&faults, NULL, s_fault_thread, &r->slow) == 0);
+    int64_t next = id_now_ms() + CHAOS_PROGRESS_MS;
+    while (atomic_load(&r->slow.done) < r->slow.n) {
+        s_sleep_ms(CHAOS_SAMPLE_MS); /* polls the fault thread's progress */
+        if (id_now_ms() >= next) {
+            s_slow_progress(r, "faults");
+            next += CHAOS_PROGRESS_MS;
+        }
+    }
+    pthread_join(faults, NULL);
+    s_slow_progress(r, "faults healed, draining");
+    int64_t healed = id_now_ms();
+    int64_t q = -1;
+    for (;;) {
+        char *v = cluster_sql(r->cluster,
+                              "SELECT ((SELECT count(*) FROM chats WHERE status IN ('running',"
+                              " 'interrupting', 'requires_action')) + (SELECT count(*) FROM"
+                              " chat_queued_messages))::text");
+        bool done = v && !strcmp(v, "0");
+        free(v);
+        int64_t now = id_now_ms();
+        if (done || now - healed > CHAOS_QUIESCE_MS) {
+            q = done ? now - healed : -1;
+            break;
+        }
+        if (now >= next) {
+            s_slow_progress(r, "draining");
+            next += CHAOS_PROGRESS_MS;
+        }
+        s_sleep_ms(250); /* the poll interval of the quiescence wait */
+    }
+    printf("chaos: t=%5.1fs slow phase: quiescence %s %lld ms after the last fault healed; the"
+           " phase took %.1f s\n",
+           (double)(id_now_ms() - r->t0) / 1000.0, q >= 0 ? "reached" : "NOT reached",
+           (long long)(q >= 0 ? q : id_now_ms() - healed), (double)(id_now_ms() - t0) / 1000.0);
+    return q;
+}
+
 static void s_progress(run_t *r, const char *phase) {
     int total = 0;
     int sends = ledger_count(r->ledger, LEDGER_SEND, &total);
@@ -625,16 +994,20 @@ static void s_progress(run_t *r, const char *phase) {
     printf("chaos: t=%5.1fs %s: sends %d/%d accepted, interrupt-sends %d, edits %d, queue deletes"
            " %d, interrupts %d, tool results %d, faults %d/%d\n",
            (double)(id_now_ms() - r->t0) / 1000.0, phase, sends, total, sends_i, edits, dels, ints,
-           tools, atomic_load(&r->faults_done), r->nfaults);
+           tools, atomic_load(&r->main.done), r->main.n);
 }
 
 int chaos_run(const chaos_config_t *cfg) {
     run_t *r = mem_calloc(1, sizeof *r);
     r->cfg = *cfg;
     ASSERT(cfg->chats >= 1 && cfg->chats <= LEDGER_CHATS_MAX);
+    ASSERT(cfg->slow_turns >= 0 && cfg->slow_turns <= LEDGER_SLOW_MAX);
     pthread_mutex_init(&r->stream_lock, NULL);
+    pthread_mutex_init(&r->sample_lock, NULL);
     s_schedule(r);
-    static const char *const env[] = {"CHATFLEET_LEASE_STALE_MS=2000",
+    /* The slow phase's takeovers of a hundred chats at once need no longer lease: acquisition
+     * takes them in batches and the phase drains in about one reply time (README.md). */
+    static const char *const env[] = {"CHATFLEET_LEASE_STALE_MS=" CHAOS_STR(CHAOS_LEASE_STALE_MS),
                                       "CHATFLEET_HEARTBEAT_MS=600",
                                       "CHATFLEET_ACQUIRE_POLL_MS=300",
                                       "CHATFLEET_STREAM_POLL_MS=1000",
@@ -643,6 +1016,7 @@ int chaos_run(const chaos_config_t *cfg) {
                                       "CHATFLEET_MAX_STEPS_PER_TURN=8",
                                       "CHATFLEET_REQUIRES_ACTION_DEADLINE_MS=120000",
                                       "CHATFLEET_LOG=info",
+                                      "CHATFLEET_WORKER_DB_CONNS=" CHAOS_STR(CHAOS_WORKER_DB_CONNS),
                                       NULL};
     cluster_opts_t o = {.name = cfg->name,
                         .gateways = CHAOS_GATEWAYS,
@@ -663,19 +1037,27 @@ int chaos_run(const chaos_config_t *cfg) {
     snprintf(calls_log, sizeof calls_log, "%s.calls.log", cfg->name);
     r->ledger = ledger_new(cfg->chats, calls_log);
     ledger_set_schemas(r->ledger, s_formats, CHAOS_NFORMATS);
+    ledger_set_workers(r->ledger, CHAOS_WORKERS, CHAOS_WORKER_DB_CONNS);
+    const char *colon = strrchr(cluster_db_url(r->cluster), ':'); /* ...@127.0.0.1:PORT/db */
+    r->pg_port = colon ? (int)strtol(colon + 1, NULL, 10) : 0;
+    ASSERT(r->pg_port > 0);
+    atomic_store(&r->phase, (int)LEDGER_PHASE_WORKLOAD);
+    atomic_store(&r->sampling, true);
+    ASSERT(pthread_create(&r->sampler, NULL, s_sampler_thread, r) == 0);
     for (int c = 0; c < cfg->chats; c++) {
         s_create(r, c);
     }
     client_t *clients = mem_calloc((size_t)cfg->chats, sizeof *clients);
     pthread_t *threads = mem_calloc((size_t)cfg->chats, sizeof *threads);
     r->t0 = id_now_ms();
+    r->main.t0 = r->t0;
     for (int c = 0; c < cfg->chats; c++) {
         clients[c] = (client_t){
             .run = r, .chat = c, .rng = cfg->seed * 7919u + (unsigned)c, .gw = c % CHAOS_GATEWAYS};
         ASSERT(pthread_create(&threads[c], NULL, s_client_thread, &clients[c]) == 0);
     }
     pthread_t faults;
-    ASSERT(pthread_create(&faults, NULL, s_fault_thread, r) == 0);
+    ASSERT(pthread_create(&faults, NULL, s_fault_thread, &r->main) == 0);
     int64_t end = r->t0 + (int64_t)cfg->seconds * 1000;
     while (id_now_ms() < end) {
         s_sleep_ms(end - id_now_ms() < CHAOS_PROGRESS_MS ? end - id_now_ms() : CHAOS_PROGRESS_MS);
@@ -695,7 +1077,10 @@ int chaos_run(const chaos_config_t *cfg) {
     for (int c = 0; c < cfg->chats; c++) {
         pthread_join(threads[c], NULL);
     }
-    char *logs[CHAOS_WORKERS * (CHAOS_FAULTS_MAX + 1) + 1];
+    int64_t q_slow = cfg->slow_turns > 0 ? s_slow_phase(r) : 0;
+    atomic_store(&r->sampling, false);
+    pthread_join(r->sampler, NULL);
+    char *logs[CHAOS_WORKERS * (2 * CHAOS_FAULTS_MAX + 1) + 1]; /* every start of every worker */
     int nlogs = 0;
     for (int w = 0; w < CHAOS_WORKERS; w++) {
         for (int s = 1; s <= r->worker_starts[w]; s++) {
@@ -704,10 +1089,12 @@ int chaos_run(const chaos_config_t *cfg) {
     }
     logs[nlogs] = NULL;
     int failed = ledger_check(r->ledger, cluster_db(r->cluster), (const char *const *)logs,
-                              CHAOS_STREAM_WAIT_MS);
+                              CHAOS_STREAM_WAIT_MS, cfg->slow_turns / 2);
     failed += q < 0;
-    printf("chaos: seed %u: %s in %.1f s (%d faults)\n", cfg->seed, failed ? "FAILED" : "passed",
-           (double)(id_now_ms() - r->t0) / 1000.0, r->nfaults);
+    failed += q_slow < 0;
+    printf("chaos: seed %u: %s in %.1f s (%d faults, %d slow turns under %d more)\n", cfg->seed,
+           failed ? "FAILED" : "passed", (double)(id_now_ms() - r->t0) / 1000.0, r->main.n,
+           cfg->slow_turns, r->slow.n);
     for (int i = 0; i < nlogs; i++) {
         free(logs[i]);
     }
@@ -719,6 +1106,7 @@ int chaos_run(const chaos_config_t *cfg) {
     free(clients);
     free(threads);
     pthread_mutex_destroy(&r->stream_lock);
+    pthread_mutex_destroy(&r->sample_lock);
     free(r);
     return failed;
 }

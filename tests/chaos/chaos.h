@@ -1,7 +1,9 @@
 /*
  * chaos: one seeded chaos run against a whole cluster (private PostgreSQL, broker, two
  * gateways, three workers): a mixed workload from one client thread per chat, faults on a
- * schedule printed at start, quiescence, then the ledger's invariants. See README.md.
+ * schedule printed at start, quiescence; then the slow phase (hundreds of slow turns in flight
+ * together while workers are killed and stopped), quiescence again, then the ledger's
+ * invariants. See README.md.
  */
 #ifndef CHATFLEET_CHAOS_H
 #define CHATFLEET_CHAOS_H
@@ -10,12 +12,15 @@ typedef struct {
     unsigned seed;    /* the fault schedule and every client's choices derive from it */
     int seconds;      /* how long the workload and the faults run */
     int chats;        /* concurrent clients, one chat each (1..LEDGER_CHATS_MAX) */
+    int slow_turns;   /* chats of the slow phase, one slow turn each (0: no slow phase) */
+    int slow_seconds; /* how long the slow phase's worker faults run */
     const char *name; /* log file prefix */
 } chaos_config_t;
 
 /* The configuration from CHATFLEET_CHAOS_SEED (default: the clock), CHATFLEET_CHAOS_SECONDS
- * (default seconds) and CHATFLEET_CHAOS_CHATS (default chats). */
-chaos_config_t chaos_config_from_env(int seconds, int chats, const char *name);
+ * (default seconds), CHATFLEET_CHAOS_CHATS (default chats), CHATFLEET_CHAOS_SLOW_TURNS
+ * (default slow_turns, 0..LEDGER_SLOW_MAX) and CHATFLEET_CHAOS_SLOW_SECONDS (default 12). */
+chaos_config_t chaos_config_from_env(int seconds, int chats, int slow_turns, const char *name);
 
 /* Runs it and prints progress, the schedule and each invariant with its counts. Returns the
  * number of failed invariants (0: the run passed). Aborts when the cluster cannot start. */

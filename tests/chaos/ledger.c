@@ -28,6 +28,12 @@ typedef struct {
     int64_t opened_ms;
 } segment_t;
 
+typedef struct {
+    ledger_sample_t max; /* each field's peak over the phase's samples */
+    int samples;
+    int failed; /* the database did not answer (a restart) */
+} peaks_t;
+
 struct ledger {
     pthread_mutex_t lock;
     int nchats;
@@ -42,6 +48,12 @@ struct ledger {
     int nsegs[LEDGER_CHATS_MAX];
     const char *const *formats;
     int nformats;
+    ledger_slow_t *slow;
+    size_t nslow;
+    size_t slow_cap;
+    int workers;
+    int db_conns;
+    peaks_t peaks[LEDGER_PHASES];
 };
 
 static const char *const s_op_names[LEDGER_OPS] = {
@@ -75,6 +87,7 @@ void ledger_destroy(ledger_t **self_p) {
         json_decref(self->calls[i].deleted);
     }
     free(self->calls);
+    free(self->slow);
     if (self->log) {
         fclose(self->log);
     }
@@ -212,6 +225,58 @@ int ledger_count(ledger_t *self, ledger_op_t op, int *total) {
 void ledger_set_schemas(ledger_t *self, const char *const *formats, int n) {
     self->formats = formats;
     self->nformats = n;
+}
+
+void ledger_slow_add(ledger_t *self, const ledger_slow_t *chat) {
+    pthread_mutex_lock(&self->lock);
+    ASSERT(self->nslow < LEDGER_SLOW_MAX);
+    if (self->nslow == self->slow_cap) {
+        self->slow_cap = self->slow_cap ? self->slow_cap * 2 : 256;
+        self->slow = mem_realloc(self->slow, self->slow_cap * sizeof *self->slow);
+    }
+    self->slow[self->nslow++] = *chat;
+    if (self->log) {
+        fprintf(self->log, "t=%lld slow op=create status=%ld tag=%d chat=%s schema=%d\n",
+                (long long)(id_now_ms() - self->t0), chat->status, chat->tag,
+                chat->chat_id[0] ? chat->chat_id : "-", chat->schema);
+        fflush(self->log);
+    }
+    pthread_mutex_unlock(&self->lock);
+}
+
+void ledger_set_workers(ledger_t *self, int workers, int db_conns) {
+    ASSERT(workers > 0 && workers <= LEDGER_WORKERS_MAX);
+    self->workers = workers;
+    self->db_conns = db_conns;
+}
+
+static int s_max(int a, int b) {
+    return a > b ? a : b;
+}
+
+void ledger_sample(ledger_t *self, ledger_phase_t phase, const ledger_sample_t *s) {
+    ASSERT(phase >= 0 && phase < LEDGER_PHASES);
+    pthread_mutex_lock(&self->lock);
+    peaks_t *p = &self->peaks[phase];
+    p->samples++;
+    if (!s) {
+        p->failed++;
+        pthread_mutex_unlock(&self->lock);
+        return;
+    }
+    ledger_sample_t *m = &p->max;
+    m->worker_conns = s_max(m->worker_conns, s->worker_conns);
+    m->orphans = s_max(m->orphans, s->orphans);
+    m->held = s_max(m->held, s->held);
+    for (int i = 0; i < 4; i++) {
+        m->by_app[i] = s_max(m->by_app[i], s->by_app[i]);
+    }
+    for (int i = 0; i < LEDGER_WORKERS_MAX; i++) {
+        m->sock[i] = s_max(m->sock[i], s->sock[i]);
+    }
+    m->running = s_max(m->running, s->running);
+    m->in_flight = s_max(m->in_flight, s->in_flight);
+    pthread_mutex_unlock(&self->lock);
 }
 
 /* --- Checks. --- */
@@ -423,13 +488,8 @@ static int s_check_accepted(ledger_t *self, PGconn *conn, receipts_t *rs) {
     return s_verdict("accepted_messages", &o);
 }
 
-/* Invariant 2: exactly one terminal receipt per structured request UUID (the ones the clients
- * were given and every one in the database), and each succeeded value validates. */
-static int s_check_structured(ledger_t *self, PGconn *conn, receipts_t *rs) {
-    offenders_t o = {0};
-    int requests = 0;
-    int by_status[4] = {0}; /* succeeded, failed, cancelled, other */
-    int validated = 0;
+/* The schemas of ledger_set_schemas, parsed and compiled (free with s_formats_free). */
+static outformat_t **s_formats_new(ledger_t *self) {
     outformat_t **formats = mem_calloc((size_t)self->nformats + 1, sizeof *formats);
     for (int i = 0; i < self->nformats; i++) {
         json_t *v = json_loads(self->formats[i], 0, NULL);
@@ -437,6 +497,25 @@ static int s_check_structured(ledger_t *self, PGconn *conn, receipts_t *rs) {
         ASSERT(v && outformat_parse(v, "response_format", &formats[i], &err) == 0);
         json_decref(v);
     }
+    return formats;
+}
+
+static void s_formats_free(ledger_t *self, outformat_t ***formats_p) {
+    for (int i = 0; i < self->nformats; i++) {
+        outformat_destroy(&(*formats_p)[i]);
+    }
+    free(*formats_p);
+    *formats_p = NULL;
+}
+
+/* Invariant 2: exactly one terminal receipt per structured request UUID (the ones the clients
+ * were given and every one in the database), and each succeeded value validates. */
+static int s_check_structured(ledger_t *self, PGconn *conn, receipts_t *rs) {
+    offenders_t o = {0};
+    int requests = 0;
+    int by_status[4] = {0}; /* succeeded, failed, cancelled, other */
+    int validated = 0;
+    outformat_t **formats = s_formats_new(self);
     for (size_t i = 0; i < self->ncalls; i++) {
         const ledger_call_t *c = &self->calls[i];
         if (!c->rid[0] || !s_2xx(c)) {
@@ -478,10 +557,7 @@ static int s_check_structured(ledger_t *self, PGconn *conn, receipts_t *rs) {
         }
     }
     PQclear(res);
-    for (int i = 0; i < self->nformats; i++) {
-        outformat_destroy(&formats[i]);
-    }
-    free(formats);
+    s_formats_free(self, &formats);
     printf("chaos: structured requests: %d accepted (%d in the database), receipts: %d succeeded"
            " (%d validated against their schema), %d failed, %d cancelled, %d other\n",
            requests, in_db, by_status[0], validated, by_status[1], by_status[2], by_status[3]);
@@ -796,7 +872,283 @@ static int s_check_snapshots(ledger_t *self) {
     return s_verdict("snapshot_monotonic", &o);
 }
 
-int ledger_check(ledger_t *self, PGconn *conn, const char *const *worker_logs, int timeout_ms) {
+/* What the rows of one slow-phase chat showed. A turn is a user row of any visibility (the
+ * finalizer's feedback rows start turns too, as in s_check_fence); a final answer is an
+ * assistant row without tool calls that is not a receipt. */
+typedef struct {
+    bool seen;         /* the chat row exists */
+    bool waiting;      /* status waiting without last_error */
+    char status[24];   /* its status */
+    int tag_rows;      /* visible user rows carrying the chat's tag */
+    int tag_deleted;   /* of them, deleted */
+    int foreign_users; /* visible user rows with another tag or none */
+    int answers;       /* final answers in the turn of the tagged message */
+    int echoes;        /* of them, the echo of the chat's own prompt */
+    int twice;         /* turns answered more than once */
+    int last_answers;  /* final answers of the chat's last turn */
+    int deleted;       /* deleted assistant rows (no edit or interrupt ran: nothing to delete) */
+    char rid[ID_UUID_LEN + 1]; /* the tagged row's structured request UUID, or "" */
+} slowrows_t;
+
+static int s_slow_cmp(const void *a, const void *b) {
+    return strcmp(((const ledger_slow_t *)a)->chat_id, ((const ledger_slow_t *)b)->chat_id);
+}
+
+static ledger_slow_t *s_slow_find(ledger_t *self, size_t n, const char *chat_id) {
+    ledger_slow_t key;
+    snprintf(key.chat_id, sizeof key.chat_id, "%s", chat_id);
+    return bsearch(&key, self->slow, n, sizeof *self->slow, s_slow_cmp);
+}
+
+/* Reads the rows of the slow chats (the first n of self->slow, sorted by chat id) into rows. */
+static int s_slow_rows(ledger_t *self, PGconn *conn, size_t n, slowrows_t *rows) {
+    size_t cap = n * (ID_UUID_LEN + 1) + 3;
+    char *arr = mem_calloc(cap, 1);
+    size_t len = 0;
+    arr[len++] = '{';
+    for (size_t i = 0; i < n; i++) {
+        len += (size_t)snprintf(arr + len, cap - len, "%s%s", i ? "," : "", self->slow[i].chat_id);
+    }
+    snprintf(arr + len, cap - len, "}");
+    const char *p[] = {arr};
+    PGresult *res = PQexecParams(conn,
+                                 "SELECT id::text, status::text, last_error IS NULL FROM chats"
+                                 " WHERE id = ANY($1::uuid[])",
+                                 1, NULL, p, NULL, NULL, 0);
+    int rc = PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : -1;
+    for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
+        ledger_slow_t *c = s_slow_find(self, n, PQgetvalue(res, i, 0));
+        if (c) {
+            slowrows_t *r = &rows[c - self->slow];
+            r->seen = true;
+            snprintf(r->status, sizeof r->status, "%s", PQgetvalue(res, i, 1));
+            r->waiting = !strcmp(r->status, "waiting") && PQgetvalue(res, i, 2)[0] == 't';
+        }
+    }
+    PQclear(res);
+    res = PQexecParams(conn,
+                       "SELECT chat_id::text, role::text, visibility <> 'model', deleted,"
+                       " coalesce((SELECT string_agg(e ->> 'text', '') FROM"
+                       " jsonb_array_elements(content) e WHERE e ->> 'type' = 'text'), ''),"
+                       " content @> '[{\"type\":\"tool-call\"}]',"
+                       " (structured_output ->> 'type') IS NOT DISTINCT FROM"
+                       " 'structured-output-outcome', CASE WHEN structured_output ->> 'type' ="
+                       " 'structured-output-request' THEN structured_output_request_id::text END"
+                       " FROM chat_messages WHERE chat_id = ANY($1::uuid[]) ORDER BY chat_id, id",
+                       1, NULL, p, NULL, NULL, 0);
+    free(arr);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        fprintf(stderr, "chaos: slow rows: %s", PQresultErrorMessage(res));
+        PQclear(res);
+        return -1;
+    }
+    ledger_slow_t *chat = NULL;
+    bool tag_turn = false;
+    int turn_answers = 0;
+    for (int i = 0; i <= PQntuples(res); i++) {
+        bool next = i == PQntuples(res) || !chat || strcmp(chat->chat_id, PQgetvalue(res, i, 0));
+        if (next && chat) { /* the previous chat's last turn ends */
+            slowrows_t *r = &rows[chat - self->slow];
+            r->twice += turn_answers > 1;
+            r->last_answers = turn_answers;
+        }
+        if (i == PQntuples(res)) {
+            break;
+        }
+        if (next) {
+            chat = s_slow_find(self, n, PQgetvalue(res, i, 0));
+            ASSERT(chat); /* the query named only these chats */
+            tag_turn = false;
+            turn_answers = 0;
+        }
+        slowrows_t *r = &rows[chat - self->slow];
+        const char *role = PQgetvalue(res, i, 1);
+        bool visible = PQgetvalue(res, i, 2)[0] == 't';
+        bool deleted = PQgetvalue(res, i, 3)[0] == 't';
+        const char *text = PQgetvalue(res, i, 4);
+        bool calls = PQgetvalue(res, i, 5)[0] == 't';
+        bool receipt = PQgetvalue(res, i, 6)[0] == 't';
+        if (!strcmp(role, "user")) {
+            r->twice += turn_answers > 1;
+            turn_answers = 0;
+            tag_turn = visible && s_tag_of(text) == chat->tag;
+            r->tag_rows += tag_turn;
+            r->tag_deleted += tag_turn && deleted;
+            if (tag_turn && !PQgetisnull(res, i, 7)) {
+                snprintf(r->rid, sizeof r->rid, "%s", PQgetvalue(res, i, 7));
+            }
+            r->foreign_users += visible && !tag_turn;
+        } else if (!strcmp(role, "assistant") && deleted) {
+            r->deleted++;
+        } else if (!strcmp(role, "assistant") && !calls && !receipt) {
+            turn_answers++;
+            if (tag_turn) {
+                r->answers++;
+                r->echoes += !strncmp(text, "Echo: ", 6) && s_tag_of(text) == chat->tag;
+            }
+        }
+    }
+    PQclear(res);
+    return rc;
+}
+
+/* Invariant 7: every slow-phase turn accepted with a 2xx is answered exactly once, by the echo
+ * of its own prompt, with no duplicate, stale or deleted assistant row; every such chat ends
+ * waiting; a structured one has exactly one receipt, succeeded and valid; and the phase had
+ * at least min_in_flight turns in flight together. */
+static int s_check_slow(ledger_t *self, PGconn *conn, receipts_t *rs, int min_in_flight) {
+    offenders_t o = {0};
+    /* The accepted ones first, sorted by chat id, for s_slow_find. */
+    size_t n = 0;
+    int no_2xx = 0;
+    for (size_t i = 0; i < self->nslow; i++) {
+        ledger_slow_t *c = &self->slow[i];
+        if (c->status >= 200 && c->status < 300 && c->chat_id[0]) {
+            ledger_slow_t t = self->slow[n];
+            self->slow[n++] = *c;
+            *c = t;
+        } else {
+            no_2xx++;
+            if (c->status >= 400 && c->status < 500) { /* nothing in this phase is refusable */
+                s_offend(&o, "tag=%d(create rejected with %ld)", c->tag, c->status);
+            }
+        }
+    }
+    qsort(self->slow, n, sizeof *self->slow, s_slow_cmp);
+    slowrows_t *rows = mem_calloc(n + 1, sizeof *rows);
+    if (n > 0 && s_slow_rows(self, conn, n, rows) != 0) {
+        s_offend(&o, "the slow chats could not be read");
+    }
+    outformat_t **formats = s_formats_new(self);
+    int once = 0;
+    int structured = 0;
+    int receipts_ok = 0;
+    int not_waiting = 0;
+    int user_bad = 0;
+    int twice = 0;
+    int stale = 0;
+    int deleted = 0;
+    int unanswered = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ledger_slow_t *c = &self->slow[i];
+        const slowrows_t *r = &rows[i];
+        int before = o.n;
+        if (!r->seen) {
+            s_offend(&o, "%s(tag %d: no such chat)", c->chat_id, c->tag);
+            continue;
+        }
+        if (!r->waiting) {
+            not_waiting++;
+            s_offend(&o, "%s(ends %s%s)", c->chat_id, r->status,
+                     strcmp(r->status, "waiting") ? "" : " with an error");
+        }
+        if (r->tag_rows != 1 || r->tag_deleted || r->foreign_users) {
+            user_bad++;
+            s_offend(&o, "%s(tag %d in history %d times, %d deleted, %d other user rows)",
+                     c->chat_id, c->tag, r->tag_rows, r->tag_deleted, r->foreign_users);
+        }
+        if (r->twice) {
+            twice++;
+            s_offend(&o, "%s(%d turns answered twice)", c->chat_id, r->twice);
+        }
+        if (r->deleted) {
+            deleted++;
+            s_offend(&o, "%s(%d deleted assistant rows)", c->chat_id, r->deleted);
+        }
+        if (r->echoes != r->answers) {
+            stale++;
+            s_offend(&o, "%s(%d of %d answers to tag %d are not its echo)", c->chat_id,
+                     r->answers - r->echoes, r->answers, c->tag);
+        }
+        /* A plain turn's answer is the echo; a structured one may answer its tagged message
+         * with the echo (the scripted text-only attempt) and ends with one more answer. */
+        if (r->last_answers != 1 || (c->schema < 0 && r->answers != 1)) {
+            unanswered++;
+            s_offend(&o, "%s(tag %d: %d answers, %d in its last turn)", c->chat_id, c->tag,
+                     r->answers, r->last_answers);
+        }
+        if ((c->schema >= 0) != (r->rid[0] != '\0')) {
+            s_offend(&o, "%s(tag %d: %s structured request)", c->chat_id, c->tag,
+                     r->rid[0] ? "an unasked" : "no");
+        } else if (c->schema >= 0) {
+            structured++;
+            const receipt_t *rc = s_receipt(rs, r->rid);
+            const char *st = s_outcome_status(rc);
+            const json_t *value = rc ? json_object_get(rc->outcome, "value") : NULL;
+            if (!rc || rc->count != 1 || strcmp(st, "succeeded") != 0) {
+                s_offend(&o, "%s(rid %s: %d receipts, %s)", c->chat_id, r->rid, rc ? rc->count : 0,
+                         rc ? st : "none");
+            } else if (c->schema >= self->nformats || !value ||
+                       jsonschema_validate(formats[c->schema]->compiled, value,
+                                           JSONSCHEMA_FAIL_FAST, NULL) != JSONSCHEMA_VALID) {
+                s_offend(&o, "%s(rid %s: the value does not validate)", c->chat_id, r->rid);
+            } else {
+                receipts_ok++;
+            }
+        }
+        once += o.n == before;
+    }
+    s_formats_free(self, &formats);
+    free(rows);
+    const peaks_t *p = &self->peaks[LEDGER_PHASE_SLOW];
+    if (self->nslow > 0 && p->max.in_flight < min_in_flight) {
+        s_offend(&o, "peak in flight %d < %d: the phase did not load the workers", p->max.in_flight,
+                 min_in_flight);
+    }
+    printf("chaos: slow turns: %zu chats created (%zu accepted, %d without a 2xx), %d structured;"
+           " %d answered exactly once by their own prompt's echo, %d structured receipts"
+           " succeeded and validated\n",
+           self->nslow, n, no_2xx, structured, once, receipts_ok);
+    printf("chaos: slow turns: %d user messages missing or twice, %d answered twice, %d stale"
+           " answers, %d with deleted assistant rows, %d unanswered, %d not waiting\n",
+           user_bad, twice, stale, deleted, unanswered, not_waiting);
+    printf("chaos: slow turns: peak %d chats running together, %d turns in flight (a model call"
+           " started under a fresh lease; at least %d wanted)\n",
+           p->max.running, p->max.in_flight, min_in_flight);
+    return s_verdict("slow_turns_once", &o);
+}
+
+/* Invariant 8: the workers' PostgreSQL connections never exceeded workers x
+ * CHATFLEET_WORKER_DB_CONNS in pg_stat_activity, nor CHATFLEET_WORKER_DB_CONNS per worker
+ * process, in any sample of either phase. A backend whose worker was killed lingers until it
+ * next reads from its socket (one waiting on a lock, until the lock is granted): its client is
+ * gone and its restarted worker opens its own, so such orphans are counted and reported, not
+ * held against the cap. */
+static int s_check_connections(ledger_t *self) {
+    static const char *const names[LEDGER_PHASES] = {"workload", "slow phase"};
+    offenders_t o = {0};
+    int cap = self->workers * self->db_conns;
+    for (int ph = 0; ph < LEDGER_PHASES; ph++) {
+        const peaks_t *p = &self->peaks[ph];
+        const ledger_sample_t *m = &p->max;
+        char socks[16 * LEDGER_WORKERS_MAX] = "";
+        size_t len = 0;
+        for (int w = 0; w < self->workers; w++) {
+            len +=
+                (size_t)snprintf(socks + len, sizeof socks - len, "%s%d", w ? "/" : "", m->sock[w]);
+            if (m->sock[w] > self->db_conns) {
+                s_offend(&o, "%s: worker %d held %d connections", names[ph], w, m->sock[w]);
+            }
+        }
+        if (m->held > cap) {
+            s_offend(&o, "%s: %d worker connections in pg_stat_activity", names[ph], m->held);
+        }
+        if (p->samples > 0 && p->samples == p->failed) {
+            s_offend(&o, "%s: no sample reached the database", names[ph]);
+        }
+        printf("chaos: worker connections, %s: peak %d held in pg_stat_activity (acquirer %d,"
+               " heartbeater %d, sync %d, task %d; %d listed, at most %d of them orphans of a"
+               " killed worker), per worker process %s; %d samples (%d without the database)\n",
+               names[ph], m->held, m->by_app[0], m->by_app[1], m->by_app[2], m->by_app[3],
+               m->worker_conns, m->orphans, socks, p->samples, p->failed);
+    }
+    printf("chaos: worker connections: cap %d workers x CHATFLEET_WORKER_DB_CONNS %d = %d\n",
+           self->workers, self->db_conns, cap);
+    return s_verdict("worker_connections", &o);
+}
+
+int ledger_check(ledger_t *self, PGconn *conn, const char *const *worker_logs, int timeout_ms,
+                 int slow_min_in_flight) {
     int failed = 0;
     receipts_t rs = s_receipts(conn);
     printf("chaos: --- invariants ---\n");
@@ -806,7 +1158,9 @@ int ledger_check(ledger_t *self, PGconn *conn, const char *const *worker_logs, i
     failed += s_check_terminal(conn);
     failed += s_check_streams(self, conn, timeout_ms);
     failed += s_check_snapshots(self);
+    failed += s_check_slow(self, conn, &rs, slow_min_in_flight);
+    failed += s_check_connections(self);
     s_receipts_free(&rs);
-    printf("chaos: %d of 6 invariants failed\n", failed);
+    printf("chaos: %d of 8 invariants failed\n", failed);
     return failed;
 }

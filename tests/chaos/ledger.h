@@ -21,6 +21,8 @@
 #define LEDGER_CHATS_MAX    64
 #define LEDGER_SEGMENTS_MAX 64       /* stream connections per chat */
 #define LEDGER_TAG_PREFIX   "cftag-" /* every user text carries LEDGER_TAG_PREFIX + 6 digits */
+#define LEDGER_SLOW_MAX     5000     /* chats of the slow phase */
+#define LEDGER_WORKERS_MAX  8        /* worker processes whose connections are sampled */
 
 typedef enum {
     LEDGER_CREATE = 0,
@@ -86,10 +88,47 @@ int ledger_count(ledger_t *self, ledger_op_t op, int *total);
  * JSON texts, borrowed for the ledger's life. */
 void ledger_set_schemas(ledger_t *self, const char *const *formats, int n);
 
+/* One chat of the slow phase (README.md, "The slow phase"): created with its one slow turn,
+ * no stream and no client after that. */
+typedef struct {
+    char chat_id[40]; /* "" when the create had no 2xx */
+    long status;      /* of POST /chats; -1 when no response arrived */
+    int tag;
+    int schema; /* index into the schema list for a structured turn, or -1 (the create's
+                 * response names no request UUID: the checker reads it from the tagged row) */
+} ledger_slow_t;
+
+/* Records a slow-phase chat (copied). */
+void ledger_slow_add(ledger_t *self, const ledger_slow_t *chat);
+
+/* The run's phases, for the samples: the seeded workload, then the slow phase. */
+typedef enum { LEDGER_PHASE_WORKLOAD = 0, LEDGER_PHASE_SLOW, LEDGER_PHASES } ledger_phase_t;
+
+/* One sample of the workers' PostgreSQL connections and of the turns in flight. */
+typedef struct {
+    int worker_conns; /* client backends whose application_name is LIKE 'chatfleet-worker%' */
+    int orphans;      /* of them, backends whose client connection no live worker holds (a
+                       * worker killed while its backend waited, e.g. on a row lock) */
+    int held;         /* worker_conns - orphans: what the workers hold */
+    int by_app[4];    /* of them: acquirer, heartbeater, sync, task (over every worker) */
+    int sock[LEDGER_WORKERS_MAX]; /* each worker process's TCP connections to the database */
+    int running;                  /* chats running */
+    int in_flight; /* running with a model call started, under a fresh lease of their runner */
+} ledger_sample_t;
+
+/* The connection cap the samples are judged against: workers x db_conns in pg_stat_activity,
+ * db_conns per worker process. */
+void ledger_set_workers(ledger_t *self, int workers, int db_conns);
+
+/* Keeps the peaks of a sample taken in phase; s NULL: the database did not answer. */
+void ledger_sample(ledger_t *self, ledger_phase_t phase, const ledger_sample_t *s);
+
 /* Waits up to timeout_ms for every chat's stream client to show the committed history, then
  * checks every invariant against conn and the worker logs (NULL-terminated paths), printing
- * each with its counts and, when it fails, the offending ids. Returns the number of failed
- * invariants. */
-int ledger_check(ledger_t *self, PGconn *conn, const char *const *worker_logs, int timeout_ms);
+ * each with its counts and, when it fails, the offending ids: the six of the workload, the
+ * slow phase's turns (slow_min_in_flight: the peak of turns in flight it must have reached)
+ * and the workers' connections. Returns the number of failed invariants. */
+int ledger_check(ledger_t *self, PGconn *conn, const char *const *worker_logs, int timeout_ms,
+                 int slow_min_in_flight);
 
 #endif
