@@ -1113,7 +1113,8 @@ static int s_check_slow(ledger_t *self, PGconn *conn, receipts_t *rs, int min_in
  * process, in any sample of either phase. A backend whose worker was killed lingers until it
  * next reads from its socket (one waiting on a lock, until the lock is granted): its client is
  * gone and its restarted worker opens its own, so such orphans are counted and reported, not
- * held against the cap. */
+ * held against the cap. (A sample that straddles a kill or a PostgreSQL restart sees every
+ * connection that closed between its two reads as an orphan too: they were closing.) */
 static int s_check_connections(ledger_t *self) {
     static const char *const names[LEDGER_PHASES] = {"workload", "slow phase"};
     offenders_t o = {0};
@@ -1137,8 +1138,8 @@ static int s_check_connections(ledger_t *self) {
             s_offend(&o, "%s: no sample reached the database", names[ph]);
         }
         printf("chaos: worker connections, %s: peak %d held in pg_stat_activity (acquirer %d,"
-               " heartbeater %d, sync %d, task %d; %d listed, at most %d of them orphans of a"
-               " killed worker), per worker process %s; %d samples (%d without the database)\n",
+               " heartbeater %d, sync %d, task %d; %d listed, at most %d of them orphans whose"
+               " client was gone), per worker process %s; %d samples (%d without the database)\n",
                names[ph], m->held, m->by_app[0], m->by_app[1], m->by_app[2], m->by_app[3],
                m->worker_conns, m->orphans, socks, p->samples, p->failed);
     }
