@@ -7,7 +7,6 @@
 #include "proc.h"
 #include "sse.h"
 
-#include <dirent.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
@@ -716,76 +715,7 @@ static const char *const S_SAMPLE_SQL =
                               "         WHERE backend_type = 'client backend' AND application_name "
                               "LIKE 'chatfleet-worker%')";
 
-/* An established TCP connection to the database, from /proc/net/tcp. */
-typedef struct {
-    unsigned long inode;
-    unsigned port; /* its local port: pg_stat_activity's client_port */
-    bool worker;   /* a descriptor of a live worker process */
-} dbsock_t;
-
 #define CHAOS_DBSOCKS_MAX 1024 /* connections to the database a sample reads */
-
-/* The established TCP connections to port; at most cap. */
-static int s_db_socks(int port, dbsock_t *out, int cap) {
-    FILE *f = fopen("/proc/net/tcp", "r");
-    if (!f) {
-        return 0;
-    }
-    char line[512];
-    int n = 0;
-    bool header = true;
-    while (n < cap && fgets(line, sizeof line, f)) {
-        unsigned lport = 0;
-        unsigned rport = 0;
-        unsigned st = 0;
-        unsigned long inode = 0;
-        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode; state 1 is established */
-        if (!header &&
-            sscanf(line, " %*s %*x:%x %*x:%x %x %*s %*s %*s %*s %*s %lu", &lport, &rport, &st,
-                   &inode) == 4 &&
-            (int)rport == port && st == 1) {
-            out[n++] = (dbsock_t){.inode = inode, .port = lport};
-        }
-        header = false;
-    }
-    fclose(f);
-    return n;
-}
-
-/* How many of the n connections are pid's descriptors (0 for no process); marks them. */
-static int s_worker_socks(pid_t pid, dbsock_t *socks, int n) {
-    char dir[64];
-    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
-    DIR *d = pid > 0 ? opendir(dir) : NULL;
-    if (!d) {
-        return 0;
-    }
-    int count = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char path[400];
-        char target[64];
-        unsigned long inode = 0;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        ssize_t len = readlink(path, target, sizeof target - 1);
-        if (len <= 0) {
-            continue;
-        }
-        target[len] = '\0';
-        if (sscanf(target, "socket:[%lu]", &inode) != 1) {
-            continue;
-        }
-        for (int i = 0; i < n; i++) {
-            if (socks[i].inode == inode) {
-                socks[i].worker = true;
-                count++;
-                break;
-            }
-        }
-    }
-    closedir(d);
-    return count;
-}
 
 /* One sample into s; 0 when the database answered. conn is the sampler's own connection,
  * (re)opened here: a PostgreSQL restart is expected. pg_stat_activity is read before /proc,
@@ -816,17 +746,17 @@ static int s_sample(run_t *r, PGconn **conn, ledger_sample_t *s) {
         rc = 0;
     }
     PQclear(res);
-    dbsock_t socks[CHAOS_DBSOCKS_MAX];
-    int n = s_db_socks(r->pg_port, socks, CHAOS_DBSOCKS_MAX);
+    proc_sock_t socks[CHAOS_DBSOCKS_MAX];
+    int n = proc_tcp_to_port(r->pg_port, socks, CHAOS_DBSOCKS_MAX);
     for (int w = 0; w < CHAOS_WORKERS; w++) {
-        s->sock[w] = s_worker_socks(cluster_pid(r->cluster, CLUSTER_WORKER, w), socks, n);
+        s->sock[w] = proc_sockets_of(cluster_pid(r->cluster, CLUSTER_WORKER, w), socks, n);
     }
     for (char *p = ports; p && *p;) {
         char *end = NULL;
         unsigned long port = strtoul(p, &end, 10);
         bool live = false;
         for (int i = 0; i < n && !live; i++) {
-            live = socks[i].worker && socks[i].port == port;
+            live = socks[i].mine && socks[i].port == port;
         }
         s->orphans += !live;
         p = end && *end == ',' ? end + 1 : NULL;
@@ -983,6 +913,49 @@ static int64_t s_slow_phase(run_t *r) {
     return q;
 }
 
+/* Whether pid runs (not a zombie): a process that crashed unscheduled (a sanitizer's abort)
+ * is not reaped by the cluster until the end, so kill(pid, 0) would still succeed. */
+static bool s_alive(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = pid > 0 ? fopen(path, "r") : NULL;
+    if (!f) {
+        return false;
+    }
+    char line[512];
+    bool alive = false;
+    if (fgets(line, sizeof line, f)) {
+        const char *end = strrchr(line, ')'); /* "pid (comm) S ..." */
+        alive = end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X';
+    }
+    fclose(f);
+    return alive;
+}
+
+/* Counts the cluster's processes that died outside the schedule (every fault restarts what
+ * it kills), printing each with its log. */
+static int s_check_alive(run_t *r) {
+    static const struct {
+        cluster_role_t role;
+        int n;
+    } roles[] = {
+        {CLUSTER_BROKER, 1}, {CLUSTER_GATEWAY, CHAOS_GATEWAYS}, {CLUSTER_WORKER, CHAOS_WORKERS}};
+    int all = 0;
+    int dead = 0;
+    for (size_t k = 0; k < sizeof roles / sizeof roles[0]; k++) {
+        for (int i = 0; i < roles[k].n; i++) {
+            all++;
+            if (!s_alive(cluster_pid(r->cluster, roles[k].role, i))) {
+                dead++;
+                printf("chaos: process %s died outside the schedule\n",
+                       cluster_log(r->cluster, roles[k].role, i));
+            }
+        }
+    }
+    printf("chaos: processes: %d of %d alive after the run\n", all - dead, all);
+    return dead;
+}
+
 static void s_progress(run_t *r, const char *phase) {
     int total = 0;
     int sends = ledger_count(r->ledger, LEDGER_SEND, &total);
@@ -1088,10 +1061,12 @@ int chaos_run(const chaos_config_t *cfg) {
         }
     }
     logs[nlogs] = NULL;
+    int dead = s_check_alive(r);
     int failed = ledger_check(r->ledger, cluster_db(r->cluster), (const char *const *)logs,
                               CHAOS_STREAM_WAIT_MS, cfg->slow_turns / 2);
     failed += q < 0;
     failed += q_slow < 0;
+    failed += dead > 0;
     printf("chaos: seed %u: %s in %.1f s (%d faults, %d slow turns under %d more)\n", cfg->seed,
            failed ? "FAILED" : "passed", (double)(id_now_ms() - r->t0) / 1000.0, r->main.n,
            cfg->slow_turns, r->slow.n);
