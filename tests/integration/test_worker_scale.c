@@ -24,7 +24,6 @@
 #include <cmocka.h>
 
 #include <curl/curl.h>
-#include <dirent.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -120,67 +119,6 @@ static int s_threads(pid_t pid) {
     return n;
 }
 
-/* The inodes of established TCP sockets to the database's port, from /proc/net/tcp. */
-static int s_db_inodes(unsigned long *out, int cap) {
-    FILE *f = fopen("/proc/net/tcp", "r");
-    if (!f) {
-        return 0;
-    }
-    char line[512];
-    int n = 0;
-    bool header = true;
-    while (n < cap && fgets(line, sizeof line, f)) {
-        if (header) {
-            header = false;
-            continue;
-        }
-        unsigned rport = 0;
-        unsigned st = 0;
-        unsigned long inode = 0;
-        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
-        if (sscanf(line, " %*s %*s %*x:%x %x %*s %*s %*s %*s %*s %lu", &rport, &st, &inode) == 3 &&
-            (int)rport == s_pg_port && st == 1) {
-            out[n++] = inode;
-        }
-    }
-    fclose(f);
-    return n;
-}
-
-/* How many of pid's descriptors are among the inodes. */
-static int s_sockets(pid_t pid, const unsigned long *inodes, int n) {
-    char dir[64];
-    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
-    DIR *d = opendir(dir);
-    if (!d) {
-        return -1;
-    }
-    int count = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char path[400];
-        char target[64];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        ssize_t len = readlink(path, target, sizeof target - 1);
-        unsigned long inode = 0;
-        if (len <= 0) {
-            continue;
-        }
-        target[len] = '\0';
-        if (sscanf(target, "socket:[%lu]", &inode) != 1) {
-            continue;
-        }
-        for (int i = 0; i < n; i++) {
-            if (inodes[i] == inode) {
-                count++;
-                break;
-            }
-        }
-    }
-    closedir(d);
-    return count;
-}
-
 static const char *S_SAMPLE_SQL =
     "SELECT (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
     "         AND application_name LIKE 'chatfleet-worker%'),"
@@ -200,10 +138,10 @@ static int s_sample(PGconn **conn, s_peaks_t *s) {
     for (int i = 0; i < S_NWORKERS; i++) {
         s->threads[i] = s_threads(cluster_pid(s_cluster, CLUSTER_WORKER, i));
     }
-    unsigned long inodes[512];
-    int n = s_db_inodes(inodes, 512);
+    proc_sock_t socks[512];
+    int n = proc_tcp_to_port(s_pg_port, socks, 512);
     for (int i = 0; i < S_NWORKERS; i++) {
-        s->sock[i] = s_sockets(cluster_pid(s_cluster, CLUSTER_WORKER, i), inodes, n);
+        s->sock[i] = proc_sockets_of(cluster_pid(s_cluster, CLUSTER_WORKER, i), socks, n);
     }
     if (!*conn || PQstatus(*conn) != CONNECTION_OK) {
         PQfinish(*conn);

@@ -3,6 +3,7 @@
 #include "id.h"
 #include "mem.h"
 
+#include <dirent.h>
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -188,4 +189,64 @@ int proc_wait_http(const char *url, int timeout_ms) {
         nanosleep(&ts, NULL);
     }
     return -1;
+}
+
+int proc_tcp_to_port(int port, proc_sock_t *out, int cap) {
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (!f) {
+        return 0;
+    }
+    char line[512];
+    int n = 0;
+    bool header = true;
+    while (n < cap && fgets(line, sizeof line, f)) {
+        unsigned lport = 0;
+        unsigned rport = 0;
+        unsigned st = 0;
+        unsigned long inode = 0;
+        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode; state 1 is established */
+        if (!header &&
+            sscanf(line, " %*s %*x:%x %*x:%x %x %*s %*s %*s %*s %*s %lu", &lport, &rport, &st,
+                   &inode) == 4 &&
+            (int)rport == port && st == 1) {
+            out[n++] = (proc_sock_t){.inode = inode, .port = lport};
+        }
+        header = false;
+    }
+    fclose(f);
+    return n;
+}
+
+int proc_sockets_of(pid_t pid, proc_sock_t *socks, int n) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = pid > 0 ? opendir(dir) : NULL;
+    if (!d) {
+        return 0;
+    }
+    int count = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[400];
+        char target[64];
+        unsigned long inode = 0;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len <= 0) {
+            continue;
+        }
+        target[len] = '\0';
+        if (sscanf(target, "socket:[%lu]", &inode) != 1) {
+            continue;
+        }
+        for (int i = 0; i < n; i++) {
+            if (socks[i].inode == inode) {
+                socks[i].mine = true;
+                count++;
+                break;
+            }
+        }
+    }
+    closedir(d);
+    return count;
 }

@@ -5,6 +5,7 @@
 #ifndef CHATFLEET_PROC_H
 #define CHATFLEET_PROC_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 /* A free TCP port on 127.0.0.1 (bound and released; a tiny race is accepted in tests). */
@@ -40,5 +41,19 @@ void proc_http_free(proc_http_t *r);
 
 /* Polls url until it answers 200 or timeout_ms passes. Returns 0 when it did. */
 int proc_wait_http(const char *url, int timeout_ms);
+
+/* An established TCP connection to a local port, from /proc/net/tcp. */
+typedef struct {
+    unsigned long inode;
+    unsigned port; /* its local port (pg_stat_activity's client_port for a database) */
+    bool mine;     /* set by proc_sockets_of: a descriptor of that process */
+} proc_sock_t;
+
+/* The established TCP connections to port on this host; at most cap. */
+int proc_tcp_to_port(int port, proc_sock_t *out, int cap);
+
+/* How many of the n connections are descriptors of pid (0 for pid <= 0 or no such
+ * process); marks each one found (mine). */
+int proc_sockets_of(pid_t pid, proc_sock_t *socks, int n);
 
 #endif
