@@ -778,11 +778,10 @@ int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT); /* before the creator threads use libcurl */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_thousand_slow_turns_on_sixteen_connections),
-        cmocka_unit_test(test_stalled_model_calls_cost_no_thread_and_interrupt_ends_them),
-        /* Last: the gateway answers 401 on the first use of each pooled connection that a
-         * restart dropped (reported with issue 14's test), which the phases before would
-         * take for a failure of their own. */
         cmocka_unit_test(test_postgres_restarts_under_load_lose_and_repeat_no_turn),
+        /* After the restarts on purpose: its creates are the first requests on pooled gateway
+         * connections the restarts dropped, which once answered 401 to a valid token. */
+        cmocka_unit_test(test_stalled_model_calls_cost_no_thread_and_interrupt_ends_them),
     };
     int rc = cmocka_run_group_tests(tests, s_setup, s_teardown);
     curl_global_cleanup();
