@@ -707,13 +707,12 @@ static const char *const S_SAMPLE_SQL =
     "       (SELECT count(*) FROM pg_stat_activity WHERE application_name = $4),"
     "       (SELECT count(*) FROM chats WHERE status = 'running'),"
     "       (SELECT count(*) FROM chats c WHERE c.status = 'running' AND c.generation_attempt >= 1"
-    "         AND EXISTS (SELECT 1 FROM chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id ="
-    "         c.runner_id AND h.heartbeat_at > statement_timestamp() - interval '" CHAOS_STR(
-        CHAOS_LEASE_STALE_MS) " milliseconds')),"
-                              "       (SELECT coalesce(string_agg(client_port::text, ','), '') "
-                              "FROM pg_stat_activity"
-                              "         WHERE backend_type = 'client backend' AND application_name "
-                              "LIKE 'chatfleet-worker%')";
+    "         AND EXISTS (SELECT 1 FROM chat_heartbeats h WHERE h.chat_id = c.id"
+    "         AND h.runner_id = c.runner_id"
+    "         AND h.heartbeat_at > statement_timestamp() - $5::bigint * interval '1 millisecond')),"
+    "       (SELECT coalesce(string_agg(client_port::text, ','), '') FROM pg_stat_activity"
+    "         WHERE backend_type = 'client backend' AND application_name LIKE"
+    "         'chatfleet-worker%')";
 
 #define CHAOS_DBSOCKS_MAX 1024 /* connections to the database a sample reads */
 
@@ -732,8 +731,10 @@ static int s_sample(run_t *r, PGconn **conn, ledger_sample_t *s) {
             PQclear(PQexec(*conn, "SET application_name = 'chaos sampler'"));
         }
     }
+    const char *params[] = {s_apps[0], s_apps[1], s_apps[2], s_apps[3],
+                            CHAOS_STR(CHAOS_LEASE_STALE_MS)};
     PGresult *res = PQstatus(*conn) == CONNECTION_OK
-                        ? PQexecParams(*conn, S_SAMPLE_SQL, 4, NULL, s_apps, NULL, NULL, 0)
+                        ? PQexecParams(*conn, S_SAMPLE_SQL, 5, NULL, params, NULL, NULL, 0)
                         : NULL;
     if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
         s->worker_conns = (int)strtol(PQgetvalue(res, 0, 0), NULL, 10);
@@ -756,7 +757,7 @@ static int s_sample(run_t *r, PGconn **conn, ledger_sample_t *s) {
         unsigned long port = strtoul(p, &end, 10);
         bool live = false;
         for (int i = 0; i < n && !live; i++) {
-            live = socks[i].mine && socks[i].port == port;
+            live = socks[i].mine && socks[i].port == port; /* mine: some worker's */
         }
         s->orphans += !live;
         p = end && *end == ',' ? end + 1 : NULL;
