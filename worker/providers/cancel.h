@@ -1,8 +1,9 @@
 /*
- * cancel: a cancellation token shared by a task thread and the actor that spawned it.
+ * cancel: a cancellation token shared by a task and the actor that spawned it.
  *
- * The owner (the manager, on behalf of a runner) sets it; the task polls it between steps
- * and waits on it instead of sleeping, so a cancelled task wakes at once. Reference-counted,
+ * The owner (the manager, on behalf of a runner) sets it; a task looks at it between its
+ * phases (the cancel itself reaches a model call or a wait on the event loop), and a
+ * synchronous provider_generate polls it. Reference-counted,
  * because a cancelled task may outlive its runner: each side drops its own reference.
  * Thread-safe.
  */
