@@ -290,13 +290,7 @@ static int s_group_setup(void **state) {
     chatstate_configure(LEASE_STALE_MS, RA_DEADLINE_MS);
     s_db = testdb_new();
     s_conn = testdb_connect(s_db);
-    if (id_uuid_new(s_owner) != 0) {
-        return -1;
-    }
-    char *sql = mem_printf("INSERT INTO users (id, name) VALUES ('%s', 'fence-owner')", s_owner);
-    int rc = testdb_try(s_conn, sql, NULL, 0);
-    free(sql);
-    return rc;
+    return testdb_user_new(s_conn, "fence-owner", s_owner);
 }
 
 static int s_group_teardown(void **state) {

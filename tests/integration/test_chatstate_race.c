@@ -210,13 +210,7 @@ static int s_group_setup(void **state) {
     log_init("test_chatstate_race", "warn");
     s_db = testdb_new();
     s_conn = testdb_connect(s_db);
-    if (id_uuid_new(s_owner) != 0) {
-        return -1;
-    }
-    char *sql = mem_printf("INSERT INTO users (id, name) VALUES ('%s', 'race-owner')", s_owner);
-    int rc = testdb_try(s_conn, sql, NULL, 0);
-    free(sql);
-    return rc;
+    return testdb_user_new(s_conn, "race-owner", s_owner);
 }
 
 static int s_group_teardown(void **state) {

@@ -492,10 +492,7 @@ static int s_group_setup(void **state) {
     (void)state;
     s_db = testdb_new();
     s_conn = testdb_connect(s_db);
-    ASSERT(id_uuid_new(s_owner) == 0);
-    char *sql = mem_printf("INSERT INTO users (id, name) VALUES ('%s', 'rules')", s_owner);
-    ASSERT(testdb_try(s_conn, sql, NULL, 0) == 0);
-    free(sql);
+    ASSERT(testdb_user_new(s_conn, "rules", s_owner) == 0);
     return 0;
 }
 

@@ -121,3 +121,15 @@ int testdb_try(PGconn *conn, const char *sql, char *errbuf, int errlen) {
     PQclear(res);
     return ok ? 0 : -1;
 }
+
+int testdb_user_new(PGconn *conn, const char *name, char id[ID_UUID_LEN + 1]) {
+    if (id_uuid_new(id) != 0) {
+        return -1;
+    }
+    const char *p[] = {id, name};
+    PGresult *res = PQexecParams(conn, "INSERT INTO users (id, name) VALUES ($1::uuid, $2)", 2,
+                                 NULL, p, NULL, NULL, 0);
+    int rc = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : -1;
+    PQclear(res);
+    return rc;
+}

@@ -7,6 +7,8 @@
 
 #include <libpq-fe.h>
 
+#include "id.h"
+
 typedef struct testdb testdb_t;
 
 /* Creates database cf_test_<random>, applies migrations. Aborts the test on failure. */
@@ -25,5 +27,8 @@ char *testdb_scalar(PGconn *conn, const char *sql);
 
 /* Runs SQL on conn; returns 0 on success, -1 on failure (message in errbuf when non-NULL). */
 int testdb_try(PGconn *conn, const char *sql, char *errbuf, int errlen);
+
+/* Inserts a user named name with a new random id, written into id. Returns 0, or -1. */
+int testdb_user_new(PGconn *conn, const char *name, char id[ID_UUID_LEN + 1]);
 
 #endif
