@@ -74,7 +74,8 @@ static void s_send_task(s_stream_t *s, const a2a_task_t *t) {
     s_send(s, "task", s->legacy ? first : json_pack("{s:o}", "task", first));
 }
 
-static void s_on_sync(void *owner) {
+static void s_on_sync(void *owner, const char *chat_id) {
+    (void)chat_id; /* one task of one chat */
     s_stream_t *s = owner;
     if (s->closed) {
         return;
@@ -101,7 +102,7 @@ static void s_on_sync(void *owner) {
 /* A live text part of the answer: a working status message carrying the delta. */
 static void s_on_part(void *owner, const wire_part_t *part) {
     s_stream_t *s = owner;
-    if (s->closed || strcmp(part->role, "assistant") != 0) {
+    if (s->closed || !s->sent_task || strcmp(part->role, "assistant") != 0) {
         return;
     }
     /* Contiguous parts of one episode only; a new episode (a retry) starts over at seq 1
@@ -156,15 +157,17 @@ void a2a_stream_start(gateway_t *gw, const http_req_t *req, http_resp_t *resp, j
     snprintf(s->task_id, sizeof s->task_id, "%s", task_id);
     snprintf(s->chat_id, sizeof s->chat_id, "%s", chat_id);
     snprintf(s->user_id, sizeof s->user_id, "%s", req->user_id);
+    /* The first job's sync sends the task, before any live part it may hold. */
+    resp->raw =
+        feed_new(gw->hub, gw->streams, req->conn, s->chat_id, s->user_id, &s_ops, s, &s->feed);
+    if (!resp->raw) {
+        log_info("a2a_stream_refused", "chat_id=%s task_id=%s reason=streams_per_user", s->chat_id,
+                 s->task_id);
+        json_decref(s->rpc_id);
+        free(s);
+        http_busy(resp, "too many open streams for this user");
+        return;
+    }
     log_info("a2a_stream_opened", "chat_id=%s task_id=%s", s->chat_id, s->task_id);
     resp->status = 200;
-    resp->raw = feed_new(gw->hub, s->chat_id, &s_ops, s, &s->feed);
-    /* The task goes first, before any live part the hub may already be delivering. */
-    PGconn *conn = pool_get(gw->pool);
-    a2a_task_t t;
-    if (a2a_task_load(conn, s->task_id, s->user_id, legacy, &t) == A2A_TASK_FOUND) {
-        s_send_task(s, &t);
-        json_decref(t.task);
-    }
-    pool_put(gw->pool, conn);
 }

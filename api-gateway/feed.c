@@ -1,4 +1,4 @@
-/* feed: a blocking SSE connection on its own MHD thread; see feed.h. */
+/* feed: an SSE connection without a thread; see feed.h. */
 #include "feed.h"
 #include "id.h"
 #include "log.h"
@@ -11,13 +11,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#define FEED_BLOCK_BYTES 4096 /* what MHD asks the reader for at most, per call */
 
 struct feed {
     pthread_mutex_t lock; /* guards everything but owner and ops */
-    pthread_cond_t wake;
-    bool dirty;
+    int refs;             /* the response, and a queued or running job */
     bool closed;
+    bool gone;      /* MHD freed the response: the connection is closing */
+    bool suspended; /* the connection waits for bytes */
+    bool queued;    /* a job is posted */
+    bool running;   /* a job runs */
+    bool dirty_all;
+    char (*chats)[ID_UUID_LEN + 1]; /* changed chats, FEED_CHATS_MAX */
+    int nchats;
     char *out;
     size_t out_len;
     size_t out_cap;
@@ -25,8 +32,11 @@ struct feed {
     size_t npending;
     size_t pending_cap;
     int64_t last_write_ms;
-    int64_t settle_at_ms; /* one more sync then (0: done), see FEED_SETTLE_MS */
+    int64_t settle_at_ms; /* one more full sync then (0: done), see FEED_SETTLE_MS */
+    struct MHD_Connection *conn;
     hub_t *hub;
+    hub_entry_t *entry;
+    workpool_t *pool;
     feed_ops_t ops;
     void *owner;
 };
@@ -38,6 +48,14 @@ static void s_append(feed_t *self, const char *text, size_t n) {
     }
     memcpy(self->out + self->out_len, text, n);
     self->out_len += n;
+}
+
+/* Resumes the connection if it waits for bytes. Lock held. */
+static void s_kick(feed_t *self) {
+    if (self->suspended && self->conn) {
+        self->suspended = false;
+        MHD_resume_connection(self->conn);
+    }
 }
 
 void feed_emit(feed_t *self, const char *type, json_t *event, int64_t id) {
@@ -52,6 +70,7 @@ void feed_emit(feed_t *self, const char *type, json_t *event, int64_t id) {
     free(data);
     pthread_mutex_lock(&self->lock);
     s_append(self, frame, strlen(frame));
+    s_kick(self);
     pthread_mutex_unlock(&self->lock);
     free(frame);
 }
@@ -59,22 +78,63 @@ void feed_emit(feed_t *self, const char *type, json_t *event, int64_t id) {
 void feed_close(feed_t *self) {
     pthread_mutex_lock(&self->lock);
     self->closed = true;
-    pthread_cond_signal(&self->wake);
+    s_kick(self);
     pthread_mutex_unlock(&self->lock);
 }
 
-/* Runs the owner's work for what woke the feed; called and returns with the lock held. */
+static void s_destroy(feed_t *self) {
+    self->ops.destroy(self->owner);
+    for (size_t i = 0; i < self->npending; i++) {
+        free(self->pending[i].part.text);
+    }
+    free(self->pending);
+    free(self->chats);
+    free(self->out);
+    pthread_mutex_destroy(&self->lock);
+    free(self);
+}
+
+static void s_job(void *arg);
+
+/* Posts a job unless one is posted or running (a running one looks again before it ends).
+ * Lock held. */
+static void s_schedule(feed_t *self) {
+    if (self->queued || self->running || self->gone) {
+        return;
+    }
+    self->queued = true;
+    self->refs++;
+    workpool_post(self->pool, s_job, self);
+}
+
+static bool s_has_work(const feed_t *self) {
+    return !self->gone && !self->closed && (self->dirty_all || self->nchats || self->npending);
+}
+
+/* One round of the owner's work for what woke the feed; called and returns with the lock
+ * held, which it drops meanwhile. */
 static void s_work(feed_t *self) {
-    bool dirty = self->dirty;
+    bool all = self->dirty_all;
+    int nchats = self->nchats;
+    char(*chats)[ID_UUID_LEN + 1] = NULL;
+    if (!all && nchats) {
+        chats = mem_alloc((size_t)nchats * sizeof *chats);
+        memcpy(chats, self->chats, (size_t)nchats * sizeof *chats);
+    }
     wire_part_t *parts = self->pending;
     size_t n = self->npending;
-    self->dirty = false;
+    self->dirty_all = false;
+    self->nchats = 0;
     self->pending = NULL;
     self->npending = self->pending_cap = 0;
     pthread_mutex_unlock(&self->lock);
-    if (dirty) {
-        self->ops.sync(self->owner);
+    if (all) {
+        self->ops.sync(self->owner, NULL);
     }
+    for (int i = 0; chats && i < nchats; i++) {
+        self->ops.sync(self->owner, chats[i]);
+    }
+    free(chats);
     for (size_t i = 0; i < n; i++) {
         if (self->ops.part) {
             self->ops.part(self->owner, &parts[i]);
@@ -85,73 +145,74 @@ static void s_work(feed_t *self) {
     pthread_mutex_lock(&self->lock);
 }
 
-static void s_wait(feed_t *self) {
-    int64_t now = id_now_ms();
-    if (self->settle_at_ms && now >= self->settle_at_ms) {
-        /* The subscription may not have reached the broker when the first sync ran: a
-         * commit in between sent its hint to nobody. One more sync closes that window. */
-        self->settle_at_ms = 0;
-        self->dirty = true;
-        return;
+static void s_job(void *arg) {
+    feed_t *self = arg;
+    pthread_mutex_lock(&self->lock);
+    self->queued = false;
+    self->running = true;
+    while (s_has_work(self)) {
+        s_work(self);
     }
-    int64_t wait_ms = self->last_write_ms + FEED_KEEPALIVE_MS - now;
-    if (self->settle_at_ms && self->settle_at_ms - now < wait_ms) {
-        wait_ms = self->settle_at_ms - now;
+    self->running = false;
+    bool last = --self->refs == 0;
+    pthread_mutex_unlock(&self->lock);
+    if (last) {
+        s_destroy(self);
     }
-    if (wait_ms <= 0 && !self->settle_at_ms) {
-        static const char keepalive[] = ": keepalive\n\n";
-        s_append(self, keepalive, sizeof keepalive - 1);
-        return;
-    }
-    struct timespec ts = id_timespec_at(now + wait_ms);
-    pthread_cond_timedwait(&self->wake, &self->lock, &ts);
 }
 
 static ssize_t s_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     feed_t *self = cls;
     pthread_mutex_lock(&self->lock);
-    for (;;) {
-        if (self->out_len > 0) {
-            size_t n = self->out_len < max ? self->out_len : max;
-            memcpy(buf, self->out, n);
-            memmove(self->out, self->out + n, self->out_len - n);
-            self->out_len -= n;
-            self->last_write_ms = id_now_ms();
-            pthread_mutex_unlock(&self->lock);
-            return (ssize_t)n;
-        }
-        if (self->closed) {
-            pthread_mutex_unlock(&self->lock);
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        }
-        if (self->dirty || self->npending) {
-            s_work(self);
-        } else {
-            s_wait(self);
-        }
+    if (self->out_len > 0) {
+        size_t n = self->out_len < max ? self->out_len : max;
+        memcpy(buf, self->out, n);
+        memmove(self->out, self->out + n, self->out_len - n);
+        self->out_len -= n;
+        self->last_write_ms = id_now_ms();
+        pthread_mutex_unlock(&self->lock);
+        return (ssize_t)n;
     }
+    if (self->closed || !self->conn) {
+        pthread_mutex_unlock(&self->lock);
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    /* Nothing to send: the connection leaves MHD's loop until an emit resumes it. */
+    MHD_suspend_connection(self->conn);
+    self->suspended = true;
+    pthread_mutex_unlock(&self->lock);
+    return 0;
 }
 
+/* MHD is done with the response: the connection is closing. */
 static void s_free(void *cls) {
     feed_t *self = cls;
-    hub_remove(self->hub, self); /* after this the hub never calls the feed again */
-    self->ops.destroy(self->owner);
-    for (size_t i = 0; i < self->npending; i++) {
-        free(self->pending[i].part.text);
+    hub_remove(self->hub, &self->entry); /* after this the hub never calls the feed again */
+    pthread_mutex_lock(&self->lock);
+    self->gone = true;
+    self->conn = NULL;
+    self->suspended = false;
+    bool last = --self->refs == 0;
+    pthread_mutex_unlock(&self->lock);
+    if (last) {
+        s_destroy(self);
     }
-    free(self->pending);
-    free(self->out);
-    pthread_cond_destroy(&self->wake);
-    pthread_mutex_destroy(&self->lock);
-    free(self);
 }
 
-static void s_hub_sync(void *stream) {
+static void s_hub_sync(void *stream, const char *chat_id) {
     feed_t *self = stream;
     pthread_mutex_lock(&self->lock);
-    self->dirty = true;
-    pthread_cond_signal(&self->wake);
+    bool known = false;
+    for (int i = 0; chat_id && i < self->nchats && !known; i++) {
+        known = !strcmp(self->chats[i], chat_id);
+    }
+    if (!chat_id || self->nchats == FEED_CHATS_MAX) {
+        self->dirty_all = true;
+    } else if (!known && !self->dirty_all) {
+        snprintf(self->chats[self->nchats++], ID_UUID_LEN + 1, "%s", chat_id);
+    }
+    s_schedule(self);
     pthread_mutex_unlock(&self->lock);
 }
 
@@ -169,9 +230,9 @@ static void s_hub_part(void *stream, const wire_part_t *part) {
         *copy = *part;
         copy->part.text = mem_strndup(part->part.text, part->part.len);
     } else {
-        self->dirty = true; /* too far behind: parts are previews, a sync catches up */
+        self->dirty_all = true; /* too far behind: parts are previews, a sync catches up */
     }
-    pthread_cond_signal(&self->wake);
+    s_schedule(self);
     pthread_mutex_unlock(&self->lock);
 }
 
@@ -179,25 +240,58 @@ static void s_hub_close(void *stream) {
     feed_close(stream);
 }
 
-const hub_ops_t feed_hub_ops = {s_hub_sync, s_hub_part, s_hub_close};
+static void s_hub_tick(void *stream, int64_t now) {
+    feed_t *self = stream;
+    pthread_mutex_lock(&self->lock);
+    if (self->settle_at_ms && now >= self->settle_at_ms) {
+        /* The subscription may not have reached the broker when the first sync ran: a
+         * commit in between sent its hint to nobody. One more sync closes that window. */
+        self->settle_at_ms = 0;
+        self->dirty_all = true;
+        s_schedule(self);
+    }
+    if (!self->closed && self->out_len == 0 && now - self->last_write_ms >= FEED_KEEPALIVE_MS) {
+        static const char keepalive[] = ": keepalive\n\n";
+        s_append(self, keepalive, sizeof keepalive - 1);
+        self->last_write_ms = now;
+        s_kick(self);
+    }
+    pthread_mutex_unlock(&self->lock);
+}
 
-struct MHD_Response *feed_new(hub_t *hub, const char *key, const feed_ops_t *ops, void *owner,
-                              feed_t **out) {
+const hub_ops_t feed_hub_ops = {s_hub_sync, s_hub_part, s_hub_close, s_hub_tick};
+
+struct MHD_Response *feed_new(hub_t *hub, workpool_t *pool, struct MHD_Connection *conn,
+                              const char *key, const char *user_id, const feed_ops_t *ops,
+                              void *owner, feed_t **out) {
     feed_t *self = mem_calloc(1, sizeof *self);
     pthread_mutex_init(&self->lock, NULL);
-    id_cond_init(&self->wake);
+    self->chats = mem_calloc(FEED_CHATS_MAX, sizeof *self->chats);
     self->hub = hub;
+    self->pool = pool;
+    self->conn = conn;
     self->ops = *ops;
     self->owner = owner;
-    self->dirty = true; /* the first read sends the snapshot */
+    self->refs = 1;         /* the response */
+    self->dirty_all = true; /* the first job sends the snapshot */
     self->last_write_ms = id_now_ms();
     self->settle_at_ms = self->last_write_ms + FEED_SETTLE_MS;
+    *out = self;
+    self->entry = hub_add(hub, key, user_id, self);
+    if (!self->entry) {
+        free(self->chats);
+        pthread_mutex_destroy(&self->lock);
+        free(self);
+        *out = NULL;
+        return NULL;
+    }
     struct MHD_Response *r =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, s_read, self, s_free);
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, FEED_BLOCK_BYTES, s_read, self, s_free);
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
-    hub_add(hub, key, self);
-    *out = self;
+    pthread_mutex_lock(&self->lock);
+    s_schedule(self);
+    pthread_mutex_unlock(&self->lock);
     return r;
 }

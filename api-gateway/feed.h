@@ -1,9 +1,10 @@
 /*
- * feed: one Server-Sent Events connection, independent of what it carries. It owns the
- * output buffer, the wake-ups (a sync is due, live parts arrived, the gateway is stopping),
- * keep-alive comments and the MHD content reader. A feed runs on its MHD connection thread:
- * the reader blocks until there is something to send, and calls back into its owner (the
- * chat stream or the watch) to do the work on that same thread.
+ * feed: one Server-Sent Events connection, independent of what it carries (ARCHITECTURE.md
+ * §7.1). It owns the output buffer, the wake-ups (a sync is due, live parts arrived, the
+ * gateway is stopping), keep-alive comments and the MHD content reader. A feed owns no
+ * thread: its owner's work (the chat stream's or the watch's reads) runs as a job on the
+ * gateway's stream pool, at most one job per feed at a time, and the connection stays
+ * suspended in libmicrohttpd while the feed has nothing to send; an emit resumes it.
  */
 #ifndef CHATFLEET_FEED_H
 #define CHATFLEET_FEED_H
@@ -13,33 +14,39 @@
 
 #include "hub.h"
 #include "wire.h"
+#include "workpool.h"
 
 #define FEED_KEEPALIVE_MS 15000 /* an SSE comment line when nothing else was sent */
 #define FEED_PENDING_MAX  4096  /* live parts queued before falling back to a sync */
+#define FEED_CHATS_MAX    64    /* changed chats remembered between two jobs; beyond: sync all */
 #define FEED_SETTLE_MS                                                                             \
-    300 /* a second sync this long after opening: the hub's new                                    \
-          subscription needs a moment to reach the broker */
+    300 /* a second sync at least this long after opening (on the next hub tick): the hub's        \
+           new subscription needs a moment to reach the broker */
 
 struct MHD_Response;
+struct MHD_Connection;
 
 typedef struct feed feed_t;
 
 typedef struct {
-    void (*sync)(void *owner);                          /* on the feed's thread */
-    void (*part)(void *owner, const wire_part_t *part); /* on the feed's thread */
-    void (*destroy)(void *owner);                       /* the connection is gone */
+    void (*sync)(void *owner, const char *chat_id);     /* chat_id changed; NULL: all (a job) */
+    void (*part)(void *owner, const wire_part_t *part); /* in a job; may be NULL */
+    void (*destroy)(void *owner);                       /* the connection is gone and no job runs */
 } feed_ops_t;
 
-/* A feed registered with hub under key (a chat id, or "*" for every update hint), whose
- * first read runs a sync. Returns the MHD response to queue (status 200). */
-struct MHD_Response *feed_new(hub_t *hub, const char *key, const feed_ops_t *ops, void *owner,
-                              feed_t **out);
+/* A feed on conn (NULL without a server) registered with hub under key for user_id, whose
+ * jobs run on pool and whose first job runs a full sync. Returns the MHD response to queue
+ * (status 200), or NULL when user_id has the most streams the hub allows (nothing is taken
+ * then: the caller still owns owner). */
+struct MHD_Response *feed_new(hub_t *hub, workpool_t *pool, struct MHD_Connection *conn,
+                              const char *key, const char *user_id, const feed_ops_t *ops,
+                              void *owner, feed_t **out);
 
 /* Appends one event: "id:" (when id > 0), "event:", "data:" with event's JSON; the
- * feed adds "type" and steals the reference. Call from the feed's thread. */
+ * feed adds "type" and steals the reference. Call from the feed's job. */
 void feed_emit(feed_t *self, const char *type, json_t *event, int64_t id);
 
-/* Ends the feed after what is buffered has been sent. */
+/* Ends the feed after what is buffered has been sent. Any thread. */
 void feed_close(feed_t *self);
 
 /* The hub callbacks for every feed. */

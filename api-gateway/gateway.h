@@ -8,7 +8,12 @@
 #include "chatstate.h"
 #include "hub.h"
 #include "http.h"
+#include "metrics.h"
 #include "pool.h"
+#include "relay.h"
+#include "workpool.h"
+
+#include <pthread.h>
 
 /* The public projection of a message row (internal metadata stays inside). */
 #define GATEWAY_MESSAGE_JSON                                                                       \
@@ -32,7 +37,10 @@ typedef struct {
     hint_sink_t sink;
     int max_queue;
     hub_t *hub;                 /* wakes the open streams */
+    workpool_t *streams;        /* runs the streams' and watches' reads */
     const char *relay_endpoint; /* the broker's relay, for part catch-up */
+    relay_client_t *relay;      /* the one relay client, made on first use */
+    pthread_mutex_t relay_lock; /* guards relay */
     metrics_t *metrics;
 } gateway_t;
 

@@ -1,10 +1,16 @@
 /*
- * http: the gateway's HTTP server on libmicrohttpd (a thread per connection) and its request
- * handling. Routes are a table of method + path pattern ("{}" matches one segment); the body is
- * collected up to a byte cap (413 beyond it), the bearer token resolved to a user before an
- * authenticated route runs (401 without one), and handlers fill an http_resp_t.
- * http_handle() is that handling without a connection: the server calls it for each request
- * with a lookup that reads the connection, unit tests and the fuzz target with a table.
+ * http: the gateway's HTTP server on libmicrohttpd and its request handling
+ * (ARCHITECTURE.md §7.1). A few I/O threads (epoll) own every socket; no connection owns a
+ * thread. Admission happens as soon as a request head is in: a connection beyond the total
+ * or per-address cap gets 503 with Retry-After, a declared body over the cap 413, an unknown
+ * route 404, and a route that is not open is authenticated before any of its body is read
+ * (401 at once). Handlers then run on a small pool of request threads (they block on
+ * PostgreSQL) while the connection is suspended. A head that is not complete within the head
+ * deadline, or a body not complete within the body deadline, has its connection cut.
+ *
+ * Routes are a table of method + path pattern ("{}" matches one segment; a segment that is a
+ * UUID is lower-cased, so an id in any case names the same row). http_handle() is the
+ * handling without a connection: unit tests and the fuzz target call it with a table.
  */
 #ifndef CHATFLEET_HTTP_H
 #define CHATFLEET_HTTP_H
@@ -12,17 +18,14 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "id.h"
-#include "metrics.h"
 
-#define HTTP_MAX_PARAMS      4
-#define HTTP_PATH_MAX_BYTES  1024          /* paths this long or longer match no route (404) */
-#define HTTP_BODY_MAX_BYTES  (1024 * 1024) /* request bodies above this get 413 */
-#define HTTP_CONNECTIONS_MAX 8192          /* open connections, streams included */
-#define HTTP_THREAD_STACK_BYTES                                                                    \
-    (1024 * 1024) /* per connection thread (virtual; touched                                       \
-                     pages only are resident) */
+#define HTTP_MAX_PARAMS     4
+#define HTTP_PATH_MAX_BYTES 1024          /* paths this long or longer match no route (404) */
+#define HTTP_BODY_MAX_BYTES (1024 * 1024) /* request bodies above this get 413 */
+#define HTTP_RETRY_AFTER_S  1             /* the Retry-After of every 503 at a cap */
 
 /* What a request lookup reads: a query-string argument or a header. */
 typedef enum { HTTP_QUERY, HTTP_HEADER } http_kind_t;
@@ -42,6 +45,9 @@ typedef struct {
     const char *params[HTTP_MAX_PARAMS]; /* the "{}" segments, in order (during the handler) */
     char user_id[ID_UUID_LEN + 1];       /* the authenticated caller ("" on open routes) */
     const struct http_route *route;      /* the matched route, or NULL */
+    bool authed;                         /* user_id was checked already (the server does it
+                                            before reading the body) */
+    struct MHD_Connection *conn;         /* the connection (NULL without a server) */
 } http_req_t;
 
 struct MHD_Response;
@@ -50,6 +56,7 @@ typedef struct {
     int status;
     char *body;               /* owned; JSON text */
     struct MHD_Response *raw; /* or a ready response (a stream), owned until sent */
+    int retry_after_s;        /* > 0: a Retry-After header (503 at a cap) */
 } http_resp_t;
 
 typedef void (*http_handler_fn)(void *app, http_req_t *req, http_resp_t *resp);
@@ -86,16 +93,15 @@ typedef struct {
  * resp->body and sends or destroys resp->raw. */
 void http_handle(const http_router_t *router, http_req_t *req, http_resp_t *resp);
 
-typedef struct http http_t;
-
-/* Starts serving on host:port; every request is counted in metrics (may be NULL). NULL
- * (logged) when it cannot bind. */
-http_t *http_new(const char *listen, const http_route_t *routes, int nroutes, http_auth_fn auth,
-                 void *app, metrics_t *metrics);
-void http_destroy(http_t **self_p);
-
-/* The port actually bound (useful with port 0). */
-int http_port(const http_t *self);
+/* The steps of http_handle, for the server (httpd.c), which runs them at different times:
+ * the route for method and path with its "{}" segments captured into scratch
+ * (HTTP_PATH_MAX_BYTES), or NULL with *status 405 or 404; the bearer check (0, or -1 with
+ * 401 or 503 in resp); and the responses for an unrouted request and a body over the cap. */
+const http_route_t *http_find(const http_router_t *router, const char *method, const char *path,
+                              const char **params, char *scratch, int *status);
+int http_authenticate(const http_router_t *router, http_req_t *req, http_resp_t *resp);
+void http_not_routed(http_resp_t *resp, int status);
+void http_too_large(http_resp_t *resp);
 
 /* A query-string argument, or NULL. */
 const char *http_query(const http_req_t *req, const char *name);
@@ -109,6 +115,9 @@ void http_json(http_resp_t *resp, int status, json_t *body);
 /* Sets the error envelope {"message", "detail"?, "validations"?: [{"field","detail"}]}. */
 void http_error(http_resp_t *resp, int status, const char *message, const char *detail);
 void http_invalid(http_resp_t *resp, const char *field, const char *detail);
+
+/* Sets a 503 with Retry-After: HTTP_RETRY_AFTER_S (a cap was reached). */
+void http_busy(http_resp_t *resp, const char *detail);
 
 /* Sets a plain-text response (steals text, which must be heap-allocated). */
 void http_text(http_resp_t *resp, int status, char *text, const char *content_type);

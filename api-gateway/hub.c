@@ -11,94 +11,143 @@
 #include <string.h>
 
 #define HUB_RECV_TIMEOUT_MS 100 /* how often the thread looks at (un)subscription requests */
+#define HUB_KEY_MAX         48  /* "user:" and a UUID, or a chat id, NUL included */
 
-typedef struct entry {
-    char chat_id[ID_UUID_LEN + 1]; /* or HUB_ALL */
+typedef struct bucket bucket_t;
+
+struct hub_entry {
+    char user[ID_UUID_LEN + 1];
     void *stream;
-    struct entry *next;
-} entry_t;
+    bucket_t *bucket;
+    hub_entry_t *prev;
+    hub_entry_t *next;
+};
+
+/* The entries of one key. */
+struct bucket {
+    char key[HUB_KEY_MAX];
+    hub_entry_t *head;
+};
 
 struct hub {
     pthread_t thread;
-    pthread_mutex_t lock; /* guards entries, count, stop; held while calling a stream */
-    entry_t *entries;
+    pthread_mutex_t lock; /* guards everything below; held while calling a stream */
+    zhashx_t *buckets;    /* key -> bucket_t (owned) */
+    zhashx_t *users;      /* user id -> int64_t open entries (owned) */
     int count;
+    int user_buckets; /* buckets of watches */
     bool stop;
-    bool resubscribe; /* the set of chats changed */
+    bool closing;     /* hub_close_all ran: no stream opens any more */
+    bool resubscribe; /* the set of keys changed */
     char *endpoint;
     int64_t poll_ms;
+    int64_t per_user_max;
     hub_ops_t ops;
 };
 
-/* (Un)subscribes the topics of key: a chat's updates and parts, or every update for "*". */
-static void s_topics(bus_subscriber_t *sub, const char *key, bool on) {
-    char topic[PROTO_TOPIC_MAX_BYTES];
-    int (*fn)(bus_subscriber_t *, const char *) =
-        on ? bus_subscriber_subscribe : bus_subscriber_unsubscribe;
-    if (!strcmp(key, HUB_ALL)) {
-        fn(sub, PROTO_TOPIC_UPDATE);
-        return;
-    }
-    snprintf(topic, sizeof topic, "%s%s", PROTO_TOPIC_UPDATE, key);
-    fn(sub, topic);
-    snprintf(topic, sizeof topic, "%s%s", PROTO_TOPIC_PART, key);
-    fn(sub, topic);
-    if (!on) {
-        bus_subscriber_forget(sub, key);
-    }
+static bool s_is_user(const char *key) {
+    return strncmp(key, HUB_USER_PREFIX, strlen(HUB_USER_PREFIX)) == 0;
 }
 
-/* Subscribes the subscriber to exactly the chats that have streams. */
-static void s_resubscribe(hub_t *self, bus_subscriber_t *sub, zlistx_t *subscribed) {
-    zlistx_t *want = zlistx_new();
-    zlistx_set_destructor(want, (zlistx_destructor_fn *)zstr_free);
-    zlistx_set_comparator(want, (zlistx_comparator_fn *)strcmp);
+/* The topics the current keys need, as a set. Lock held. */
+static zhashx_t *s_wanted(hub_t *self) {
+    zhashx_t *want = zhashx_new();
+    char topic[PROTO_TOPIC_MAX_BYTES];
+    if (self->user_buckets > 0) {
+        zhashx_insert(want, PROTO_TOPIC_UPDATE, (void *)"");
+    }
+    for (bucket_t *b = zhashx_first(self->buckets); b; b = zhashx_next(self->buckets)) {
+        if (s_is_user(b->key)) {
+            continue;
+        }
+        snprintf(topic, sizeof topic, "%s%s", PROTO_TOPIC_UPDATE, b->key);
+        zhashx_insert(want, topic, (void *)b->key);
+        snprintf(topic, sizeof topic, "%s%s", PROTO_TOPIC_PART, b->key);
+        zhashx_insert(want, topic, (void *)b->key);
+    }
+    return want;
+}
+
+/* Subscribes exactly the topics the current keys need; subscribed maps topic -> chat id
+ * ("" for the all-updates topic). */
+static void s_resubscribe(hub_t *self, bus_subscriber_t *sub, zhashx_t *subscribed) {
     pthread_mutex_lock(&self->lock);
-    for (entry_t *e = self->entries; e; e = e->next) {
-        if (!zlistx_find(want, e->chat_id)) {
-            zlistx_add_end(want, strdup(e->chat_id));
-        }
-    }
+    zhashx_t *want = s_wanted(self);
     self->resubscribe = false;
+    /* The chat ids in want point into buckets: subscribed copies them (its duplicator) while
+     * the lock is held. */
+    for (const char *v = zhashx_first(want); v; v = zhashx_next(want)) {
+        const char *topic = zhashx_cursor(want);
+        if (!zhashx_lookup(subscribed, topic)) {
+            bus_subscriber_subscribe(sub, topic);
+            zhashx_insert(subscribed, topic, (void *)v);
+        }
+    }
+    zlistx_t *gone = zlistx_new();
+    for (const char *v = zhashx_first(subscribed); v; v = zhashx_next(subscribed)) {
+        if (!zhashx_lookup(want, zhashx_cursor(subscribed))) {
+            zlistx_add_end(gone, (void *)zhashx_cursor(subscribed));
+        }
+    }
     pthread_mutex_unlock(&self->lock);
-    for (char *c = zlistx_first(subscribed); c; c = zlistx_next(subscribed)) {
-        if (!zlistx_find(want, c)) {
-            s_topics(sub, c, false);
+    for (const char *t = zlistx_first(gone); t; t = zlistx_next(gone)) {
+        bus_subscriber_unsubscribe(sub, t);
+        const char *chat = zhashx_lookup(subscribed, t);
+        if (chat && *chat) {
+            bus_subscriber_forget(sub, chat);
         }
     }
-    for (char *c = zlistx_first(want); c; c = zlistx_next(want)) {
-        if (!zlistx_find(subscribed, c)) {
-            s_topics(sub, c, true);
-        }
+    for (const char *t = zlistx_first(gone); t; t = zlistx_next(gone)) {
+        zhashx_delete(subscribed, t);
     }
-    zlistx_purge(subscribed);
-    for (char *c = zlistx_first(want); c; c = zlistx_next(want)) {
-        zlistx_add_end(subscribed, strdup(c));
+    zlistx_destroy(&gone);
+    zhashx_destroy(&want);
+}
+
+static void s_bucket_sync(hub_t *self, const char *key, const char *chat) {
+    bucket_t *b = zhashx_lookup(self->buckets, key);
+    for (hub_entry_t *e = b ? b->head : NULL; e; e = e->next) {
+        self->ops.sync(e->stream, chat);
     }
-    zlistx_destroy(&want);
 }
 
 static void s_dispatch(hub_t *self, const wire_msg_t *m) {
-    const char *chat = m->type == WIRE_PART ? m->u.part.chat_id : m->u.update.chat_id;
     pthread_mutex_lock(&self->lock);
-    for (entry_t *e = self->entries; e; e = e->next) {
-        bool all = !strcmp(e->chat_id, HUB_ALL);
-        if ((all && m->type == WIRE_PART) || (!all && strcmp(e->chat_id, chat) != 0)) {
-            continue;
-        }
-        if (m->type == WIRE_PART) {
+    if (m->type == WIRE_PART) {
+        bucket_t *b = zhashx_lookup(self->buckets, m->u.part.chat_id);
+        for (hub_entry_t *e = b ? b->head : NULL; e; e = e->next) {
             self->ops.part(e->stream, &m->u.part);
-        } else {
-            self->ops.sync(e->stream);
+        }
+    } else {
+        const hint_update_t *u = &m->u.update;
+        s_bucket_sync(self, u->chat_id, u->chat_id);
+        if (u->owner_id[0]) {
+            char key[HUB_KEY_MAX];
+            snprintf(key, sizeof key, "%s%s", HUB_USER_PREFIX, u->owner_id);
+            s_bucket_sync(self, key, u->chat_id);
+        } else if (self->user_buckets > 0) {
+            /* A hint without its owner: every watch looks (it reads only its own chats). */
+            for (bucket_t *b = zhashx_first(self->buckets); b; b = zhashx_next(self->buckets)) {
+                for (hub_entry_t *e = s_is_user(b->key) ? b->head : NULL; e; e = e->next) {
+                    self->ops.sync(e->stream, u->chat_id);
+                }
+            }
         }
     }
     pthread_mutex_unlock(&self->lock);
 }
 
-static void s_poll_all(hub_t *self) {
+/* Calls sync (full) or tick on every entry. */
+static void s_all(hub_t *self, bool poll, int64_t now) {
     pthread_mutex_lock(&self->lock);
-    for (entry_t *e = self->entries; e; e = e->next) {
-        self->ops.sync(e->stream);
+    for (bucket_t *b = zhashx_first(self->buckets); b; b = zhashx_next(self->buckets)) {
+        for (hub_entry_t *e = b->head; e; e = e->next) {
+            if (poll) {
+                self->ops.sync(e->stream, NULL);
+            } else {
+                self->ops.tick(e->stream, now);
+            }
+        }
     }
     pthread_mutex_unlock(&self->lock);
 }
@@ -107,10 +156,11 @@ static void *s_run(void *arg) {
     hub_t *self = arg;
     bus_subscriber_t *sub = bus_subscriber_new(self->endpoint);
     ASSERT(sub); /* the endpoint was checked by hub_new */
-    zlistx_t *subscribed = zlistx_new();
-    zlistx_set_destructor(subscribed, (zlistx_destructor_fn *)zstr_free);
-    zlistx_set_comparator(subscribed, (zlistx_comparator_fn *)strcmp);
+    zhashx_t *subscribed = zhashx_new();
+    zhashx_set_duplicator(subscribed, (zhashx_duplicator_fn *)strdup);
+    zhashx_set_destructor(subscribed, (zhashx_destructor_fn *)zstr_free);
     int64_t next_poll = id_now_ms() + self->poll_ms;
+    int64_t next_tick = id_now_ms() + HUB_TICK_MS;
     for (;;) {
         pthread_mutex_lock(&self->lock);
         bool stop = self->stop;
@@ -123,24 +173,29 @@ static void *s_run(void *arg) {
             s_resubscribe(self, sub, subscribed);
         }
         wire_msg_t m;
-        int rc = bus_subscriber_recv(sub, &m, HUB_RECV_TIMEOUT_MS);
-        if (rc == 1) {
+        if (bus_subscriber_recv(sub, &m, HUB_RECV_TIMEOUT_MS) == 1) {
             if (m.type == WIRE_PART || m.type == WIRE_UPDATE) {
                 s_dispatch(self, &m);
             }
             wire_msg_clear(&m);
         }
-        if (id_now_ms() >= next_poll) {
-            s_poll_all(self);
-            next_poll = id_now_ms() + self->poll_ms;
+        int64_t now = id_now_ms();
+        if (now >= next_poll) {
+            s_all(self, true, now);
+            next_poll = now + self->poll_ms;
+        }
+        if (now >= next_tick) {
+            s_all(self, false, now);
+            next_tick = now + HUB_TICK_MS;
         }
     }
-    zlistx_destroy(&subscribed);
+    zhashx_destroy(&subscribed);
     bus_subscriber_destroy(&sub);
     return NULL;
 }
 
-hub_t *hub_new(const char *sub_endpoint, int64_t poll_ms, const hub_ops_t *ops) {
+hub_t *hub_new(const char *sub_endpoint, int64_t poll_ms, int64_t per_user_max,
+               const hub_ops_t *ops) {
     bus_subscriber_t *probe = bus_subscriber_new(sub_endpoint);
     if (!probe) {
         log_error("hub_endpoint_invalid", "endpoint=%s", sub_endpoint);
@@ -149,11 +204,17 @@ hub_t *hub_new(const char *sub_endpoint, int64_t poll_ms, const hub_ops_t *ops) 
     bus_subscriber_destroy(&probe);
     hub_t *self = mem_calloc(1, sizeof *self);
     pthread_mutex_init(&self->lock, NULL);
+    self->buckets = zhashx_new();
+    zhashx_set_destructor(self->buckets, (zhashx_destructor_fn *)zstr_free);
+    self->users = zhashx_new();
+    zhashx_set_destructor(self->users, (zhashx_destructor_fn *)zstr_free);
     self->endpoint = mem_strdup(sub_endpoint);
     self->poll_ms = poll_ms;
+    self->per_user_max = per_user_max;
     self->ops = *ops;
     ASSERT(pthread_create(&self->thread, NULL, s_run, self) == 0);
-    log_info("hub_started", "endpoint=%s poll_ms=%lld", sub_endpoint, (long long)poll_ms);
+    log_info("hub_started", "endpoint=%s poll_ms=%lld streams_per_user=%lld", sub_endpoint,
+             (long long)poll_ms, (long long)per_user_max);
     return self;
 }
 
@@ -166,48 +227,106 @@ void hub_destroy(hub_t **self_p) {
     self->stop = true;
     pthread_mutex_unlock(&self->lock);
     pthread_join(self->thread, NULL);
-    while (self->entries) {
-        entry_t *e = self->entries;
-        self->entries = e->next;
-        free(e);
+    for (bucket_t *b = zhashx_first(self->buckets); b; b = zhashx_next(self->buckets)) {
+        while (b->head) {
+            hub_entry_t *e = b->head;
+            b->head = e->next;
+            free(e);
+        }
     }
+    zhashx_destroy(&self->buckets);
+    zhashx_destroy(&self->users);
     pthread_mutex_destroy(&self->lock);
     free(self->endpoint);
     free(self);
     *self_p = NULL;
 }
 
-void hub_add(hub_t *self, const char *chat_id, void *stream) {
-    entry_t *e = mem_calloc(1, sizeof *e);
-    snprintf(e->chat_id, sizeof e->chat_id, "%s", chat_id);
-    e->stream = stream;
-    pthread_mutex_lock(&self->lock);
-    e->next = self->entries;
-    self->entries = e;
-    self->count++;
-    self->resubscribe = true;
-    pthread_mutex_unlock(&self->lock);
+/* The open entries of user, counted by delta; the count after. Lock held. */
+static int64_t s_user_count(hub_t *self, const char *user, int delta) {
+    int64_t *n = zhashx_lookup(self->users, user);
+    if (!n) {
+        n = mem_calloc(1, sizeof *n);
+        zhashx_insert(self->users, user, n);
+    }
+    *n += delta;
+    int64_t now = *n;
+    if (now <= 0) {
+        zhashx_delete(self->users, user);
+    }
+    return now;
 }
 
-void hub_remove(hub_t *self, void *stream) {
+hub_entry_t *hub_add(hub_t *self, const char *key, const char *user_id, void *stream) {
+    ASSERT(strlen(key) < HUB_KEY_MAX);
     pthread_mutex_lock(&self->lock);
-    for (entry_t **p = &self->entries; *p; p = &(*p)->next) {
-        if ((*p)->stream == stream) {
-            entry_t *e = *p;
-            *p = e->next;
-            free(e);
-            self->count--;
-            self->resubscribe = true;
-            break;
-        }
+    if (self->closing) {
+        pthread_mutex_unlock(&self->lock);
+        return NULL;
+    }
+    if (s_user_count(self, user_id, 1) > self->per_user_max) {
+        s_user_count(self, user_id, -1);
+        pthread_mutex_unlock(&self->lock);
+        return NULL;
+    }
+    bucket_t *b = zhashx_lookup(self->buckets, key);
+    if (!b) {
+        b = mem_calloc(1, sizeof *b);
+        snprintf(b->key, sizeof b->key, "%s", key);
+        zhashx_insert(self->buckets, key, b);
+        self->user_buckets += s_is_user(key);
+        self->resubscribe = true;
+    }
+    hub_entry_t *e = mem_calloc(1, sizeof *e);
+    snprintf(e->user, sizeof e->user, "%s", user_id);
+    e->stream = stream;
+    e->bucket = b;
+    e->next = b->head;
+    if (b->head) {
+        b->head->prev = e;
+    }
+    b->head = e;
+    self->count++;
+    pthread_mutex_unlock(&self->lock);
+    return e;
+}
+
+void hub_remove(hub_t *self, hub_entry_t **entry_p) {
+    hub_entry_t *e = *entry_p;
+    if (!e) {
+        return;
+    }
+    pthread_mutex_lock(&self->lock);
+    bucket_t *b = e->bucket;
+    if (e->prev) {
+        e->prev->next = e->next;
+    } else {
+        b->head = e->next;
+    }
+    if (e->next) {
+        e->next->prev = e->prev;
+    }
+    self->count--;
+    s_user_count(self, e->user, -1);
+    if (!b->head) {
+        self->user_buckets -= s_is_user(b->key);
+        self->resubscribe = true;
+        char key[HUB_KEY_MAX];
+        snprintf(key, sizeof key, "%s", b->key);
+        zhashx_delete(self->buckets, key); /* frees b */
     }
     pthread_mutex_unlock(&self->lock);
+    free(e);
+    *entry_p = NULL;
 }
 
 void hub_close_all(hub_t *self) {
     pthread_mutex_lock(&self->lock);
-    for (entry_t *e = self->entries; e; e = e->next) {
-        self->ops.close(e->stream);
+    self->closing = true;
+    for (bucket_t *b = zhashx_first(self->buckets); b; b = zhashx_next(self->buckets)) {
+        for (hub_entry_t *e = b->head; e; e = e->next) {
+            self->ops.close(e->stream);
+        }
     }
     pthread_mutex_unlock(&self->lock);
 }

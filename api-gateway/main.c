@@ -15,8 +15,10 @@
 #include "bus.h"
 #include "routes.h"
 #include "feed.h"
+#include "httpd.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +115,67 @@ static int64_t s_open_streams(void *hub) {
     return hub ? hub_count(hub) : 0;
 }
 
+static httpd_t *s_httpd; /* for the gauges below; set once while serving */
+
+static int64_t s_http_stat(void *which) {
+    httpd_stats_t st = {0};
+    if (s_httpd) {
+        httpd_stats(s_httpd, &st);
+    }
+    const char *w = which;
+    return !strcmp(w, "open")      ? st.open
+           : !strcmp(w, "refused") ? st.refused
+           : !strcmp(w, "cut")     ? st.cut
+                                   : st.handlers_queued;
+}
+
+static int64_t s_stream_jobs(void *pool) {
+    return workpool_queued(pool);
+}
+
+static void s_gauges(gateway_t *gw) {
+    metrics_gauge(gw->metrics, "chatfleet_open_streams", "Open stream and watch connections.",
+                  s_open_streams, gw->hub);
+    metrics_gauge(gw->metrics, "chatfleet_http_connections", "Open HTTP connections.", s_http_stat,
+                  (void *)"open");
+    metrics_gauge(gw->metrics, "chatfleet_http_refused_total",
+                  "Connections answered 503 at a connection cap.", s_http_stat, (void *)"refused");
+    metrics_gauge(gw->metrics, "chatfleet_http_cut_total",
+                  "Connections cut at the head or body deadline.", s_http_stat, (void *)"cut");
+    metrics_gauge(gw->metrics, "chatfleet_http_requests_queued",
+                  "Requests waiting for a request thread.", s_http_stat, (void *)"queued");
+    metrics_gauge(gw->metrics, "chatfleet_stream_jobs_queued",
+                  "Stream and watch reads waiting for a stream thread.", s_stream_jobs,
+                  gw->streams);
+}
+
+/* Lets the process hold as many sockets as the connection cap needs (the soft limit up to
+ * the hard one). */
+static void s_raise_nofile(const config_t *cfg) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return;
+    }
+    rlim_t want = (rlim_t)cfg->http_max_connections + 1024;
+    if (rl.rlim_cur < want) {
+        rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
+        log_warn("nofile_low", "limit=%lld wanted=%lld", (long long)rl.rlim_cur, (long long)want);
+    }
+}
+
+static void s_teardown(gateway_t *gw, bus_publisher_t **pub) {
+    pool_destroy(&gw->pool);
+    hub_destroy(&gw->hub);
+    workpool_destroy(&gw->streams);
+    relay_client_destroy(&gw->relay);
+    pthread_mutex_destroy(&gw->relay_lock);
+    bus_publisher_destroy(pub);
+    metrics_destroy(&gw->metrics);
+}
+
 static int s_serve(const config_t *cfg) {
     PGconn *conn = s_connect(cfg, "chatfleet-gateway");
     if (!conn) {
@@ -123,53 +186,57 @@ static int s_serve(const config_t *cfg) {
     if (rc != 0) {
         return 2;
     }
+    s_raise_nofile(cfg);
     bus_publisher_t *pub = bus_publisher_new(cfg->broker_pub);
-    hub_t *hub = hub_new(cfg->broker_sub, cfg->stream_poll_ms, &feed_hub_ops);
-    gateway_t gw = {.sink = pub ? bus_publisher_sink(pub) : hint_sink_log,
-                    .max_queue = (int)cfg->queue_max,
-                    .hub = hub,
-                    .relay_endpoint = cfg->broker_relay,
-                    .metrics = metrics_new()};
-    metrics_gauge(gw.metrics, "chatfleet_open_streams", "Open stream and watch connections.",
-                  s_open_streams, hub);
+    gateway_t gw = {
+        .sink = pub ? bus_publisher_sink(pub) : hint_sink_log,
+        .max_queue = (int)cfg->queue_max,
+        .hub = hub_new(cfg->broker_sub, cfg->stream_poll_ms, cfg->streams_per_user, &feed_hub_ops),
+        .streams = workpool_new("streams", (int)cfg->stream_threads),
+        .relay_endpoint = cfg->broker_relay,
+        .metrics = metrics_new()};
+    pthread_mutex_init(&gw.relay_lock, NULL);
     chatstate_configure(cfg->lease_stale_ms, 5 * 60 * 1000);
     gw.pool = pool_new(cfg->database_url, GATEWAY_POOL_SIZE, "chatfleet-gateway");
-    if (!pub || !hub || !gw.pool) {
+    if (!pub || !gw.hub || !gw.pool) {
         fprintf(stderr, "chatfleet-gateway: cannot start (%s)\n",
-                !pub   ? "bad CHATFLEET_BROKER_PUB"
-                : !hub ? "bad CHATFLEET_BROKER_SUB"
-                       : "database unreachable");
-        pool_destroy(&gw.pool);
-        hub_destroy(&hub);
-        bus_publisher_destroy(&pub);
-        metrics_destroy(&gw.metrics);
+                !pub      ? "bad CHATFLEET_BROKER_PUB"
+                : !gw.hub ? "bad CHATFLEET_BROKER_SUB"
+                          : "database unreachable");
+        s_teardown(&gw, &pub);
         return 1;
     }
     int nroutes = 0;
     http_route_t *routes = routes_all(&nroutes);
-    http_t *http = http_new(cfg->http_listen, routes, nroutes, s_auth, &gw, gw.metrics);
-    if (!http) {
+    http_router_t router = {routes, nroutes, s_auth, &gw};
+    httpd_limits_t limits = {.max_connections = (int)cfg->http_max_connections,
+                             .max_per_address = (int)cfg->http_max_per_address,
+                             .head_timeout_ms = cfg->http_head_timeout_ms,
+                             .body_timeout_ms = cfg->http_body_timeout_ms,
+                             .io_threads = (int)cfg->http_io_threads,
+                             .request_threads = (int)cfg->http_threads};
+    s_httpd = httpd_new(cfg->http_listen, &limits, &router, gw.metrics);
+    if (!s_httpd) {
         free(routes);
-        pool_destroy(&gw.pool);
-        hub_destroy(&hub);
-        bus_publisher_destroy(&pub);
-        metrics_destroy(&gw.metrics);
+        s_teardown(&gw, &pub);
         return 1;
     }
+    s_gauges(&gw);
     signal(SIGTERM, s_on_signal);
     signal(SIGINT, s_on_signal);
     signal(SIGPIPE, SIG_IGN);
     while (!s_stop) {
         pause();
     }
-    log_info("gateway_stopping", "reason=signal streams=%d", hub_count(hub));
-    hub_close_all(hub);
-    http_destroy(&http);
+    log_info("gateway_stopping", "reason=signal streams=%d", hub_count(gw.hub));
+    /* Streams end first (and no new one opens), so that no connection is left suspended when
+     * the server stops; then the server, whose handlers finish; then what they used. */
+    hub_close_all(gw.hub);
+    httpd_t *httpd = s_httpd;
+    s_httpd = NULL;
+    httpd_destroy(&httpd);
     free(routes);
-    pool_destroy(&gw.pool);
-    hub_destroy(&hub);
-    bus_publisher_destroy(&pub);
-    metrics_destroy(&gw.metrics);
+    s_teardown(&gw, &pub);
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #include "relay.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,6 @@ typedef struct {
     gateway_t *gw;
     char chat_id[ID_UUID_LEN + 1];
     char user_id[ID_UUID_LEN + 1];
-    relay_client_t *relay;
     bool initialized;
     int64_t after_id;
     int64_t snapshot_version;
@@ -143,21 +143,15 @@ static void s_sync_action(stream_t *s, PGconn *conn) {
     }
 }
 
-/* Fetches the current episode's parts after last_seq from the owning worker. */
-static void s_catch_up(stream_t *s) {
-    if (!s->relay) {
-        s->relay = relay_client_new(s->gw->relay_endpoint);
-        if (!s->relay) {
-            return;
-        }
-    }
+/* The catch-up loop on relay: pages until the worker says there is no more. */
+static void s_fetch(stream_t *s, relay_client_t *relay) {
     for (;;) {
         wire_select_t sel = {.history_version = s->history_version,
                              .generation_attempt = s->generation_attempt,
                              .after_seq = s->last_seq};
         snprintf(sel.chat_id, sizeof sel.chat_id, "%s", s->chat_id);
         wire_msg_t reply;
-        if (relay_client_fetch(s->relay, s->worker_id, &sel, STREAM_RELAY_PAGE,
+        if (relay_client_fetch(relay, s->worker_id, &sel, STREAM_RELAY_PAGE,
                                STREAM_RELAY_TIMEOUT_MS, &reply) != 0) {
             return;
         }
@@ -182,6 +176,20 @@ static void s_catch_up(stream_t *s) {
             return;
         }
     }
+}
+
+/* Fetches the current episode's parts after last_seq from the owning worker, through the
+ * gateway's one relay client (ARCHITECTURE.md §7.1). */
+static void s_catch_up(stream_t *s) {
+    gateway_t *gw = s->gw;
+    pthread_mutex_lock(&gw->relay_lock);
+    if (!gw->relay) {
+        gw->relay = relay_client_new(gw->relay_endpoint);
+    }
+    if (gw->relay) {
+        s_fetch(s, gw->relay);
+    }
+    pthread_mutex_unlock(&gw->relay_lock);
 }
 
 /* One sync: one read transaction, then the events in the order of ARCHITECTURE.md §7.3. */
@@ -282,7 +290,8 @@ static void s_apply_part(stream_t *s, const wire_part_t *part) {
            0);
 }
 
-static void s_on_sync(void *owner) {
+static void s_on_sync(void *owner, const char *chat_id) {
+    (void)chat_id; /* a stream follows one chat */
     s_sync(owner);
 }
 
@@ -294,7 +303,6 @@ static void s_on_destroy(void *owner) {
     stream_t *s = owner;
     log_info("stream_closed", "chat_id=%s user_id=%s snapshot_version=%lld", s->chat_id, s->user_id,
              (long long)s->snapshot_version);
-    relay_client_destroy(&s->relay);
     free(s);
 }
 
@@ -334,8 +342,16 @@ void stream_handle(void *app, http_req_t *req, http_resp_t *resp) {
     snprintf(s->chat_id, sizeof s->chat_id, "%s", req->params[0]);
     snprintf(s->user_id, sizeof s->user_id, "%s", req->user_id);
     s->after_id = after > last_event ? after : last_event;
+    resp->raw =
+        feed_new(gw->hub, gw->streams, req->conn, s->chat_id, s->user_id, &s_ops, s, &s->feed);
+    if (!resp->raw) {
+        log_info("stream_refused", "chat_id=%s user_id=%s reason=streams_per_user", s->chat_id,
+                 s->user_id);
+        free(s);
+        http_busy(resp, "too many open streams for this user");
+        return;
+    }
     log_info("stream_opened", "chat_id=%s user_id=%s after_id=%lld", s->chat_id, s->user_id,
              (long long)s->after_id);
     resp->status = 200;
-    resp->raw = feed_new(gw->hub, s->chat_id, &s_ops, s, &s->feed);
 }

@@ -8,18 +8,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 extern const char *const gateway_chat_json_sql;
+
+/* What a watch compares for one chat. */
+typedef struct {
+    char status[16];
+    char *title;
+    bool archived;
+} seen_t;
 
 typedef struct {
     feed_t *feed;
     gateway_t *gw;
     char user_id[ID_UUID_LEN + 1];
-    json_t *known; /* chat id -> the chat JSON last seen */
+    zhashx_t *seen; /* chat id -> seen_t */
     bool initialized;
-    int64_t last_sync_ms;
 } watch_t;
+
+static void s_seen_free(void **item) {
+    seen_t *s = *item;
+    if (s) {
+        free(s->title);
+        free(s);
+        *item = NULL;
+    }
+}
 
 static void s_event(watch_t *w, const char *kind, json_t *chat, json_t *tool_calls) {
     json_t *e = json_pack("{s:s,s:O}", "kind", kind, "chat", chat);
@@ -41,50 +55,54 @@ static json_t *s_tool_calls(PGconn *conn, const char *chat_id) {
     return calls;
 }
 
-static bool s_changed(json_t *was, json_t *now, const char *key) {
-    return !json_equal(json_object_get(was, key), json_object_get(now, key));
-}
-
+/* Reports what differs in chat from what the watch saw, and remembers it. */
 static void s_diff(watch_t *w, PGconn *conn, json_t *chat) {
     const char *id = json_string_value(json_object_get(chat, "id"));
-    json_t *was = json_object_get(w->known, id);
     const char *status = json_string_value(json_object_get(chat, "status"));
+    const char *title = json_string_value(json_object_get(chat, "title"));
+    bool archived = json_is_true(json_object_get(chat, "archived"));
+    if (!id || !status) {
+        return;
+    }
+    seen_t *was = zhashx_lookup(w->seen, id);
     if (!was) {
         if (w->initialized) {
             s_event(w, "created", chat, NULL);
         }
+        was = mem_calloc(1, sizeof *was);
+        zhashx_insert(w->seen, id, was);
     } else {
-        if (s_changed(was, chat, "status")) {
+        if (strcmp(was->status, status) != 0) {
             s_event(w, "status_change", chat, NULL);
             if (!strcmp(status, "requires_action")) {
                 s_event(w, "action_required", chat, s_tool_calls(conn, id));
             }
         }
-        if (s_changed(was, chat, "title")) {
+        if (strcmp(was->title ? was->title : "", title ? title : "") != 0) {
             s_event(w, "title_change", chat, NULL);
         }
-        if (s_changed(was, chat, "archived")) {
+        if (was->archived != archived) {
             s_event(w, "archived", chat, NULL);
         }
     }
-    json_object_set(w->known, id, chat);
+    snprintf(was->status, sizeof was->status, "%s", status);
+    free(was->title);
+    was->title = title ? mem_strdup(title) : NULL;
+    was->archived = archived;
 }
 
-static void s_sync(void *owner) {
+/* A full read (chat_id NULL: the user's most recently updated chats) or one chat's. */
+static void s_sync(void *owner, const char *chat_id) {
     watch_t *w = owner;
-    int64_t wait = w->last_sync_ms + WATCH_MIN_SYNC_MS - id_now_ms();
-    if (wait > 0) {
-        struct timespec ts = {wait / 1000, (wait % 1000) * 1000000};
-        nanosleep(&ts, NULL); /* coalesce a burst of hints into one read */
-    }
-    w->last_sync_ms = id_now_ms();
-    char *sql = mem_printf("SELECT %s FROM chats c WHERE c.owner_id = $1"
-                           " ORDER BY c.updated_at DESC, c.id DESC LIMIT %d",
-                           gateway_chat_json_sql, WATCH_CHATS_MAX);
-    const char *p[] = {w->user_id};
+    char *sql = chat_id ? mem_printf("SELECT %s FROM chats c WHERE c.owner_id = $1 AND c.id = $2",
+                                     gateway_chat_json_sql)
+                        : mem_printf("SELECT %s FROM chats c WHERE c.owner_id = $1"
+                                     " ORDER BY c.updated_at DESC, c.id DESC LIMIT %d",
+                                     gateway_chat_json_sql, WATCH_CHATS_MAX);
+    const char *p[] = {w->user_id, chat_id};
     http_resp_t ignore = {0};
     PGconn *conn = pool_get(w->gw->pool);
-    json_t *rows = gateway_rows(conn, sql, 1, p, &ignore);
+    json_t *rows = gateway_rows(conn, sql, chat_id ? 2 : 1, p, &ignore);
     free(ignore.body);
     free(sql);
     size_t i;
@@ -93,7 +111,7 @@ static void s_sync(void *owner) {
         s_diff(w, conn, chat);
     }
     pool_put(w->gw->pool, conn);
-    if (rows) { /* a failed read changes nothing; the next poll retries */
+    if (rows && !chat_id) { /* a failed read changes nothing; the next poll retries */
         w->initialized = true;
     }
     json_decref(rows);
@@ -102,7 +120,7 @@ static void s_sync(void *owner) {
 static void s_destroy(void *owner) {
     watch_t *w = owner;
     log_info("watch_closed", "user_id=%s", w->user_id);
-    json_decref(w->known);
+    zhashx_destroy(&w->seen);
     free(w);
 }
 
@@ -112,9 +130,19 @@ void watch_handle(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     watch_t *w = mem_calloc(1, sizeof *w);
     w->gw = gw;
-    w->known = json_object();
+    w->seen = zhashx_new();
+    zhashx_set_destructor(w->seen, s_seen_free);
     snprintf(w->user_id, sizeof w->user_id, "%s", req->user_id);
+    char key[64];
+    snprintf(key, sizeof key, "%s%s", HUB_USER_PREFIX, w->user_id);
+    resp->raw = feed_new(gw->hub, gw->streams, req->conn, key, w->user_id, &s_ops, w, &w->feed);
+    if (!resp->raw) {
+        log_info("watch_refused", "user_id=%s reason=streams_per_user", w->user_id);
+        zhashx_destroy(&w->seen);
+        free(w);
+        http_busy(resp, "too many open streams for this user");
+        return;
+    }
     log_info("watch_opened", "user_id=%s", w->user_id);
     resp->status = 200;
-    resp->raw = feed_new(gw->hub, HUB_ALL, &s_ops, w, &w->feed);
 }

@@ -1,17 +1,20 @@
 /*
  * watch: GET /api/v2/chats/watch, Server-Sent Events of lifecycle changes across all the
  * caller's chats: created, status_change, title_change, archived, action_required (event
- * name = kind; data {"kind", "chat", "tool_calls"?}). A feed woken by every update hint and
- * by the poller (a title change, a SetTitle move, has its hint too); each sync reads the
- * caller's chats once and reports what differs from what this watch last saw.
+ * name = kind; data {"kind", "chat", "tool_calls"?}).
+ *
+ * A feed keyed by its user: the hub wakes it only for update hints of that user's chats
+ * (hints carry the owner), with the chat's id, and a job reads just that chat; other users'
+ * updates cost a watch nothing. The first job and the poller read the user's most recently
+ * updated chats at once. What a watch remembers per chat is what it compares (status, title,
+ * archived), not the chat.
  */
 #ifndef CHATFLEET_WATCH_H
 #define CHATFLEET_WATCH_H
 
 #include "gateway.h"
 
-#define WATCH_CHATS_MAX   1000 /* most recently updated chats a watch follows */
-#define WATCH_MIN_SYNC_MS 200  /* syncs closer than this are coalesced */
+#define WATCH_CHATS_MAX 1000 /* most recently updated chats a full read follows */
 
 void watch_handle(void *app, http_req_t *req, http_resp_t *resp);
 

@@ -46,7 +46,23 @@ config_t *config_new(void) {
         s_num("CHATFLEET_HEARTBEAT_MS", 9000, &self->heartbeat_ms) ||
         s_num("CHATFLEET_ACQUIRE_POLL_MS", 30000, &self->acquire_poll_ms) ||
         s_num("CHATFLEET_STREAM_POLL_MS", 10000, &self->stream_poll_ms) ||
-        s_num("CHATFLEET_QUEUE_MAX", 100, &self->queue_max)) {
+        s_num("CHATFLEET_QUEUE_MAX", 100, &self->queue_max) ||
+        s_num("CHATFLEET_HTTP_MAX_CONNECTIONS", 10000, &self->http_max_connections) ||
+        s_num("CHATFLEET_HTTP_MAX_PER_ADDRESS", 256, &self->http_max_per_address) ||
+        s_num("CHATFLEET_HTTP_HEAD_TIMEOUT_MS", 10000, &self->http_head_timeout_ms) ||
+        s_num("CHATFLEET_HTTP_BODY_TIMEOUT_MS", 30000, &self->http_body_timeout_ms) ||
+        s_num("CHATFLEET_HTTP_IO_THREADS", 2, &self->http_io_threads) ||
+        s_num("CHATFLEET_HTTP_THREADS", 12, &self->http_threads) ||
+        s_num("CHATFLEET_STREAM_THREADS", 4, &self->stream_threads) ||
+        s_num("CHATFLEET_STREAMS_PER_USER", 100, &self->streams_per_user)) {
+        config_destroy(&self);
+        return NULL;
+    }
+    if (self->http_max_connections > 1000000 || self->http_io_threads > 64 ||
+        self->http_threads > 256 || self->stream_threads > 256) {
+        fprintf(stderr, "config: CHATFLEET_HTTP_MAX_CONNECTIONS must be at most 1000000 and "
+                        "CHATFLEET_HTTP_IO_THREADS, CHATFLEET_HTTP_THREADS and "
+                        "CHATFLEET_STREAM_THREADS at most 64, 256 and 256\n");
         config_destroy(&self);
         return NULL;
     }
@@ -96,10 +112,16 @@ void config_log(const config_t *self) {
     log_info("config",
              "database_url=%s http_listen=%s broker_pub=%s broker_sub=%s broker_relay=%s "
              "config=%s log=%s lease_stale_ms=%lld heartbeat_ms=%lld acquire_poll_ms=%lld "
-             "stream_poll_ms=%lld queue_max=%lld",
+             "stream_poll_ms=%lld queue_max=%lld http_max_connections=%lld "
+             "http_max_per_address=%lld http_head_timeout_ms=%lld http_body_timeout_ms=%lld "
+             "http_io_threads=%lld http_threads=%lld stream_threads=%lld streams_per_user=%lld",
              url, self->http_listen, self->broker_pub, self->broker_sub, self->broker_relay,
              self->config_path ? self->config_path : "(built-in sim)", self->log_level,
              (long long)self->lease_stale_ms, (long long)self->heartbeat_ms,
              (long long)self->acquire_poll_ms, (long long)self->stream_poll_ms,
-             (long long)self->queue_max);
+             (long long)self->queue_max, (long long)self->http_max_connections,
+             (long long)self->http_max_per_address, (long long)self->http_head_timeout_ms,
+             (long long)self->http_body_timeout_ms, (long long)self->http_io_threads,
+             (long long)self->http_threads, (long long)self->stream_threads,
+             (long long)self->streams_per_user);
 }

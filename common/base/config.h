@@ -21,6 +21,15 @@ typedef struct {
     int64_t acquire_poll_ms; /* CHATFLEET_ACQUIRE_POLL_MS */
     int64_t stream_poll_ms;  /* CHATFLEET_STREAM_POLL_MS */
     int64_t queue_max;       /* CHATFLEET_QUEUE_MAX: queued messages per chat (429 beyond) */
+    /* The gateway's HTTP admission (ARCHITECTURE.md §7.1, §10). */
+    int64_t http_max_connections; /* CHATFLEET_HTTP_MAX_CONNECTIONS */
+    int64_t http_max_per_address; /* CHATFLEET_HTTP_MAX_PER_ADDRESS */
+    int64_t http_head_timeout_ms; /* CHATFLEET_HTTP_HEAD_TIMEOUT_MS */
+    int64_t http_body_timeout_ms; /* CHATFLEET_HTTP_BODY_TIMEOUT_MS */
+    int64_t http_io_threads;      /* CHATFLEET_HTTP_IO_THREADS */
+    int64_t http_threads;         /* CHATFLEET_HTTP_THREADS: request handlers */
+    int64_t stream_threads;       /* CHATFLEET_STREAM_THREADS: stream and watch reads */
+    int64_t streams_per_user;     /* CHATFLEET_STREAMS_PER_USER: open streams and watches */
 } config_t;
 
 /* Reads the environment. Returns NULL and prints the offending variable and why on stderr

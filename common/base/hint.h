@@ -26,6 +26,7 @@ typedef struct {
     int64_t generation_attempt;
     char status[16]; /* waiting, running, interrupting, requires_action, error */
     bool archived;
+    char owner_id[ID_UUID_LEN + 1]; /* the chat's user, so readers route without a lookup */
 } hint_update_t;
 
 /* chat:ownership: a runnable chat that no worker holds a fresh lease on. */

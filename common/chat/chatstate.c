@@ -90,7 +90,7 @@ void chatstate_destroy(chatstate_t **self_p) {
     " snapshot_version, queue_version, retry_state_version,"                                       \
     " (worker_id IS NULL OR runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM chat_heartbeats h"      \
     " WHERE h.chat_id = c.id AND h.runner_id = c.runner_id AND h.heartbeat_at >"                   \
-    " statement_timestamp() - %lld * interval '1 millisecond'))"
+    " statement_timestamp() - %lld * interval '1 millisecond')), owner_id::text"
 
 void cs_touch(chatstate_t *self) {
     self->row_fresh = false;
@@ -115,6 +115,7 @@ static int s_row_from(chatstate_t *self, PGresult *res, cs_error_t *err) {
     r->queue_version = db_int64(res, 0, 8);
     r->retry_state_version = db_int64(res, 0, 9);
     r->needs_owner = db_bool(res, 0, 10);
+    snprintf(r->owner_id, sizeof r->owner_id, "%s", PQgetvalue(res, 0, 11));
     PQclear(res);
     self->state = chatmove_classify(true, r->status, r->archived, r->queue_len > 0);
     self->row_fresh = true;
@@ -446,6 +447,7 @@ static void s_hint_from_row(const chatstate_t *self, hint_update_t *u) {
     const cs_row_t *r = &self->row;
     memset(u, 0, sizeof *u);
     snprintf(u->chat_id, sizeof u->chat_id, "%s", self->chat_id);
+    snprintf(u->owner_id, sizeof u->owner_id, "%s", r->owner_id);
     u->snapshot_version = r->snapshot_version;
     snprintf(u->worker_id, sizeof u->worker_id, "%s", r->worker_id);
     snprintf(u->runner_id, sizeof u->runner_id, "%s", r->runner_id);

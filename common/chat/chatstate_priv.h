@@ -20,7 +20,8 @@ typedef struct {
     int64_t snapshot_version;
     int64_t queue_version;
     int64_t retry_state_version;
-    bool needs_owner; /* no fresh lease holds the chat */
+    bool needs_owner;               /* no fresh lease holds the chat */
+    char owner_id[ID_UUID_LEN + 1]; /* the user the chat belongs to */
 } cs_row_t;
 
 typedef struct {
