@@ -8,6 +8,7 @@
 #include "log.h"
 #include "mem.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +77,7 @@ void a2a_agent_card(void *app, http_req_t *req, http_resp_t *resp) {
 static char *s_text(json_t *message, json_t **data) {
     json_t *parts = json_object_get(message, "parts");
     if (!json_is_array(parts) || json_array_size(parts) == 0) {
-        *data = s_invalid("message.parts", "must be a non-empty array of text parts");
+        *data = s_invalid("params.message.parts", "must be a non-empty array of text parts");
         return NULL;
     }
     char *text = mem_strdup("");
@@ -86,7 +87,9 @@ static char *s_text(json_t *message, json_t **data) {
         const char *t = json_string_value(json_object_get(p, "text"));
         if (!t) {
             free(text);
-            *data = s_invalid("message.parts", "only text parts are accepted");
+            char *f = mem_printf("params.message.parts[%zu]", i);
+            *data = s_invalid(f, "only text parts are accepted");
+            free(f);
             return NULL;
         }
         char *n = mem_printf("%s%s%s", text, i ? "\n" : "", t);
@@ -115,14 +118,15 @@ static json_t *s_schema(json_t *meta, bool *raw, json_t **data) {
     json_t *ver = json_object_get(meta, "version");
     json_t *sj = json_object_get(meta, "schemaJson");
     json_t *legacy = json_object_get(meta, "schema");
-    const char *f = "metadata." A2A_META_KEY;
-    if (!json_is_object(meta) || (ver && json_integer_value(ver) != 1)) {
-        *data = s_invalid(f, "must be an object with version 1");
+    const char *f = "params.metadata." A2A_META_KEY;
+    if (!json_is_object(meta) || (ver && (!json_is_integer(ver) || json_integer_value(ver) != 1))) {
+        *data = s_invalid(json_is_object(meta) ? "params.metadata." A2A_META_KEY ".version" : f,
+                          "must be an object with version 1");
         return NULL;
     }
     if (enc && (!json_is_string(enc) || (strcmp(json_string_value(enc), "json-utf8") &&
                                          strcmp(json_string_value(enc), "protobuf-value")))) {
-        *data = s_invalid("metadata." A2A_META_KEY ".resultEncoding",
+        *data = s_invalid("params.metadata." A2A_META_KEY ".resultEncoding",
                           "must be json-utf8 or protobuf-value");
         return NULL;
     }
@@ -135,7 +139,7 @@ static json_t *s_schema(json_t *meta, bool *raw, json_t **data) {
                              &jsonstrict_limits_schema, &schema, &err) != 0) {
             char *d = mem_printf("not a JSON schema document: %s",
                                  json_is_string(sj) ? err.message : "must be a string");
-            *data = s_invalid("metadata." A2A_META_KEY ".schemaJson", d);
+            *data = s_invalid("params.metadata." A2A_META_KEY ".schemaJson", d);
             free(d);
             return NULL;
         }
@@ -143,7 +147,7 @@ static json_t *s_schema(json_t *meta, bool *raw, json_t **data) {
     }
     char *text = legacy ? jsonout_dumps(legacy) : NULL;
     if (!text || !json_is_object(legacy) || strlen(text) > JSONSTRICT_SCHEMA_MAX_BYTES) {
-        *data = s_invalid("metadata." A2A_META_KEY ".schema",
+        *data = s_invalid("params.metadata." A2A_META_KEY ".schema",
                           text ? "must be a schema object within maxSchemaBytes"
                                : "schemaJson or schema is required");
         free(text);
@@ -157,15 +161,48 @@ static json_t *s_schema(json_t *meta, bool *raw, json_t **data) {
 typedef struct {
     char *content; /* JSON array of parts */
     gateway_format_t format;
-    const char *context_id; /* or NULL for a new chat */
+    const char *context_id; /* the canonical form in context_buf, or NULL for a new chat */
+    char context_buf[ID_UUID_LEN + 1];
+    const char *schema_field; /* where the request's schema came from, for its errors */
     bool blocking;
 } s_send_t;
 
-/* An HTTP-style validation failure of a gateway helper, as JSON-RPC error data. */
-static json_t *s_from_http(http_resp_t *h) {
+/* A field a gateway helper named in the REST body that s_parse_send builds, as the field
+ * of the JSON-RPC request that the client sent: the schema's own path goes under the member
+ * it came from (schema_field; for schemaJson, the rest of the path is inside the document
+ * the string holds), the rest of response_format is the extension's metadata, content is
+ * the message's parts. */
+static char *s_request_field(const char *f, const char *schema_field) {
+    static const char inner[] = "response_format.json_schema.schema";
+    size_t n = strlen(inner);
+    if (schema_field && !strncmp(f, inner, n) && (f[n] == '\0' || f[n] == '.' || f[n] == '[')) {
+        return mem_printf("%s%s", schema_field, f + n);
+    }
+    if (!strncmp(f, "response_format", strlen("response_format"))) {
+        return mem_strdup("params.metadata." A2A_META_KEY);
+    }
+    if (!strncmp(f, "content", strlen("content"))) {
+        return mem_strdup("params.message.parts");
+    }
+    return mem_strdup(f);
+}
+
+/* An HTTP-style validation failure of a gateway helper, as JSON-RPC error data whose fields
+ * name the JSON-RPC request (s_request_field). */
+static json_t *s_from_http(http_resp_t *h, const char *schema_field) {
     json_t *d = h->body ? json_loads(h->body, 0, NULL) : NULL;
     free(h->body);
     h->body = NULL;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(d, "validations"), i, v) {
+        const char *f = json_string_value(json_object_get(v, "field"));
+        if (f) {
+            char *nf = s_request_field(f, schema_field);
+            json_object_set_new(v, "field", json_string(nf));
+            free(nf);
+        }
+    }
     return d ? d : s_invalid("params", "invalid");
 }
 
@@ -174,19 +211,24 @@ static int s_parse_send(json_t *params, bool legacy, s_send_t *s, json_t **data)
     json_t *conf = json_object_get(params, "configuration");
     json_t *meta = json_object_get(json_object_get(params, "metadata"), A2A_META_KEY);
     if (!json_is_object(msg)) {
-        *data = s_invalid("message", "is required");
+        *data = s_invalid("params.message", "is required");
         return -1;
     }
     if (json_object_get(msg, "taskId")) {
-        *data = s_invalid("message.taskId", "a finished turn cannot be continued; send a new"
-                                            " message in the context");
+        *data = s_invalid("params.message.taskId", "a finished turn cannot be continued; send a new"
+                                                   " message in the context");
         return -1;
     }
+    /* A context id in any letter case names the same chat; from here on it is lower-case,
+     * as the bus topics and every id this agent answers with are. */
     json_t *ctx = json_object_get(msg, "contextId");
-    s->context_id = json_string_value(ctx);
-    if (ctx && (!s->context_id || !id_uuid_valid(s->context_id))) {
-        *data = s_invalid("message.contextId", "must be a context id from this agent");
-        return -1;
+    s->context_id = NULL;
+    if (ctx) {
+        if (gateway_chat_id(json_string_value(ctx), s->context_buf) != 0) {
+            *data = s_invalid("params.message.contextId", "must be a context id from this agent");
+            return -1;
+        }
+        s->context_id = s->context_buf;
     }
     s->blocking = legacy ? !json_is_false(json_object_get(conf, "blocking"))
                          : !json_is_true(json_object_get(conf, "returnImmediately"));
@@ -201,12 +243,15 @@ static int s_parse_send(json_t *params, bool legacy, s_send_t *s, json_t **data)
         bool raw = false;
         json_t *schema = NULL;
         if (!s_lists_extension(msg)) {
-            *data =
-                s_invalid("message.extensions", "a structured request lists " A2A_EXTENSION_URI);
+            *data = s_invalid("params.message.extensions",
+                              "a structured request lists " A2A_EXTENSION_URI);
             rc = -1;
         } else if (!(schema = s_schema(meta, &raw, data))) {
             rc = -1;
         } else {
+            s->schema_field = json_object_get(meta, "schemaJson")
+                                  ? "params.metadata." A2A_META_KEY ".schemaJson"
+                                  : "params.metadata." A2A_META_KEY ".schema";
             json_object_set_new(body, "response_format",
                                 json_pack("{s:s,s:{s:s,s:o}}", "type", "json_schema", "json_schema",
                                           "name", raw ? A2A_FORMAT_JSON_UTF8 : A2A_FORMAT_PROTOBUF,
@@ -217,7 +262,7 @@ static int s_parse_send(json_t *params, bool legacy, s_send_t *s, json_t **data)
     if (rc == 0 &&
         (!(s->content = gateway_content(json_object_get(body, "content"), "content", false, &h)) ||
          gateway_format(body, NULL, &s->format, &h) != 0)) {
-        *data = s_from_http(&h);
+        *data = s_from_http(&h, s->schema_field);
         rc = -1;
     }
     json_decref(body);
@@ -361,7 +406,8 @@ static void s_send(gateway_t *gw, http_req_t *req, http_resp_t *resp, json_t *id
         bool missing = h.status == 404;
         s_error(resp, id, missing ? RPC_INVALID_PARAMS : RPC_INTERNAL,
                 missing ? "Invalid params" : "The message could not be stored",
-                missing ? s_invalid("message.contextId", "no such context") : s_from_http(&h));
+                missing ? s_invalid("params.message.contextId", "no such context")
+                        : s_from_http(&h, NULL));
         free(h.body);
         return;
     }
@@ -400,8 +446,9 @@ static void s_cancel(gateway_t *gw, http_req_t *req, http_resp_t *resp, json_t *
         return;
     }
     s_cancel_t c = {0};
-    if (!strcmp(t.state, "TASK_STATE_SUBMITTED") && task_id[0] == 'q') {
-        c.queued_id = strtoll(task_id + 1, NULL, 10);
+    if (!strcmp(t.state, "TASK_STATE_SUBMITTED") && task_id[0] == 'q' &&
+        gateway_int_parse(task_id + 1, 1, INT64_MAX, &c.queued_id) != 0) {
+        c.queued_id = 0; /* unreachable: the id is canonical (s_task_id) */
     }
     http_req_t r = *req;
     r.params[0] = t.context_id;
@@ -421,13 +468,16 @@ static void s_cancel(gateway_t *gw, http_req_t *req, http_resp_t *resp, json_t *
     s_result(resp, id, t.task);
 }
 
-static const char *s_task_id(json_t *params, json_t **data) {
+/* The task id of GetTask and CancelTask in its canonical form (a2a_task_id_canonical) in
+ * buf: NULL with *data set when it is not a string, NULL with *data NULL when no task of this
+ * agent can have it (the answer is then "Task not found", as for an unknown task). */
+static const char *s_task_id(json_t *params, char buf[A2A_TASK_ID_MAX], json_t **data) {
     const char *tid = json_string_value(json_object_get(params, "id"));
-    if (!tid || strlen(tid) >= A2A_TASK_ID_MAX) {
+    if (!tid) {
         *data = s_invalid("params.id", "must be a task id");
         return NULL;
     }
-    return tid;
+    return a2a_task_id_canonical(tid, buf) == 0 ? buf : NULL;
 }
 
 static void s_dispatch(gateway_t *gw, http_req_t *req, http_resp_t *resp, json_t *rpc) {
@@ -449,17 +499,22 @@ static void s_dispatch(gateway_t *gw, http_req_t *req, http_resp_t *resp, json_t
     }
     json_t *data = NULL;
     const char *tid = NULL;
+    char tid_buf[A2A_TASK_ID_MAX];
     if (!strcmp(method, "SendMessage") || !strcmp(method, "message/send")) {
         s_send(gw, req, resp, id, params, !v1, false);
     } else if (!strcmp(method, "SendStreamingMessage") || !strcmp(method, "message/stream")) {
         s_send(gw, req, resp, id, params, !v1, true);
     } else if (!strcmp(method, "GetTask") || !strcmp(method, "tasks/get")) {
-        if ((tid = s_task_id(params, &data))) {
+        if ((tid = s_task_id(params, tid_buf, &data))) {
             s_reply_task(gw, req, resp, id, tid, !v1, false, 0);
+        } else if (!data) {
+            s_error(resp, id, A2A_TASK_NOT_FOUND, "Task not found", NULL);
         }
     } else if (!strcmp(method, "CancelTask") || !strcmp(method, "tasks/cancel")) {
-        if ((tid = s_task_id(params, &data))) {
+        if ((tid = s_task_id(params, tid_buf, &data))) {
             s_cancel(gw, req, resp, id, tid, !v1);
+        } else if (!data) {
+            s_error(resp, id, A2A_TASK_NOT_FOUND, "Task not found", NULL);
         }
     } else {
         s_error(resp, id, RPC_NO_METHOD, "Method not found", NULL);

@@ -4,6 +4,7 @@
 #include "jsonout.h"
 #include "mem.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,6 +264,16 @@ static json_t *s_queued_row(PGconn *conn, const char *qid, const char *user_id, 
     json_t *row = json_incref(json_array_get(rows, 0));
     json_decref(rows);
     return row;
+}
+
+int a2a_task_id_canonical(const char *text, char out[A2A_TASK_ID_MAX]) {
+    bool queued = text[0] == 'q' || text[0] == 'Q';
+    int64_t id = 0;
+    if (gateway_int_parse(text + (queued ? 1 : 0), 1, INT64_MAX, &id) != 0) {
+        return -1;
+    }
+    snprintf(out, A2A_TASK_ID_MAX, "%s%lld", queued ? "q" : "", (long long)id);
+    return 0;
 }
 
 static bool s_digits(const char *s) {

@@ -32,6 +32,12 @@ typedef struct {
 a2a_lookup_t a2a_task_load(PGconn *conn, const char *task_id, const char *user_id, bool legacy,
                            a2a_task_t *out);
 
+/* A task id as a client sent it, in the one form this agent answers with: "<id>" or
+ * "q<id>", id a positive decimal integer (ASCII digits only, within int64). Leading zeros
+ * are dropped and "Q" is read as "q", so "007", "7" and "Q7"/"q7" name one task each way.
+ * 0 with out set, or -1 when text cannot be a task id. */
+int a2a_task_id_canonical(const char *text, char out[A2A_TASK_ID_MAX]);
+
 /* The v1 or v0.3 name of a state ("TASK_STATE_CANCELED" / "canceled"). */
 const char *a2a_task_state_name(const char *v1_state, bool legacy);
 

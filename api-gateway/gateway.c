@@ -1,12 +1,15 @@
 /* gateway: request-to-bundle helpers shared by the route handlers; see gateway.h. */
 #include "gateway.h"
 #include "db.h"
+#include "fieldpath.h"
 #include "jsonstrict.h"
 #include "log.h"
 #include "jsonout.h"
 #include "mem.h"
 #include "outformat.h"
 
+#include <ctype.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,20 +93,71 @@ int gateway_bundle(gateway_t *gw, PGconn *conn, const http_req_t *req, gateway_s
     return -1;
 }
 
-/* "/content/0/text" -> "content[0].text": the field style of every validation error. */
-static void s_pointer_to_field(const char *ptr, char *out, size_t size) {
-    size_t o = 0;
-    for (const char *p = ptr; *p == '/' && o + 4 < size;) {
-        const char *seg = ++p;
-        size_t n = strcspn(seg, "/");
-        bool index = n > 0 && strspn(seg, "0123456789") == n;
-        int w = snprintf(out + o, size - o, index ? "[%.*s]" : (o ? ".%.*s" : "%.*s"), (int)n, seg);
-        o += w > 0 ? (size_t)w : 0;
-        p = seg + n;
+#define GATEWAY_POINTER_DEPTH_MAX 64 /* containers whose kind s_pointer_to_field recovers */
+
+/* The kinds ('{' or '[') of the containers open at byte offset of body, outermost first;
+ * returns how many (at most max). A JSON pointer cannot tell the member "0" from the element
+ * 0: the body's text up to the error can. */
+static int s_open_containers(const char *body, size_t len, size_t offset, char *kinds, int max) {
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < offset && i < len; i++) {
+        char c = body[i];
+        if (in_string) {
+            if (c == '\\') {
+                i++;
+            } else if (c == '"') {
+                in_string = false;
+            }
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            if (depth < max) {
+                kinds[depth] = c;
+            }
+            depth++;
+        } else if ((c == '}' || c == ']') && depth > 0) {
+            depth--;
+        }
     }
-    if (o == 0 || o >= size) {
-        snprintf(out, size, "body");
+    return depth < max ? depth : max;
+}
+
+/* A JSON pointer (RFC 6901) of the body as a field path of fieldpath.h: "/content/0/text" ->
+ * "content[0].text", "/a~1b" -> "[\"a/b\"]"; the root is "body". A caller owns the result. */
+static char *s_pointer_to_field(const char *ptr, const http_req_t *req, size_t offset) {
+    char kinds[GATEWAY_POINTER_DEPTH_MAX];
+    int known = s_open_containers(req->body, req->body_len, offset, kinds, (int)sizeof kinds);
+    char *path = mem_strdup("");
+    size_t seglen = strlen(ptr) + 1;
+    char *seg = mem_alloc(seglen);
+    int depth = 0;
+    for (const char *p = ptr; *p == '/'; depth++) {
+        p++;
+        size_t n = strcspn(p, "/");
+        size_t o = 0;
+        for (size_t k = 0; k < n; k++) { /* ~1 is '/', ~0 is '~' */
+            if (p[k] == '~' && k + 1 < n && (p[k + 1] == '0' || p[k + 1] == '1')) {
+                seg[o++] = p[++k] == '1' ? '/' : '~';
+            } else {
+                seg[o++] = p[k];
+            }
+        }
+        seg[o] = '\0';
+        p += n;
+        bool digits = o > 0 && strspn(seg, "0123456789") == o && (o == 1 || seg[0] != '0');
+        bool element = depth < known ? kinds[depth] == '[' : digits;
+        char *next = element && digits ? fieldpath_element(path, strtoul(seg, NULL, 10))
+                                       : fieldpath_member(path, seg);
+        free(path);
+        path = next;
     }
+    free(seg);
+    if (!path[0]) {
+        free(path);
+        path = mem_strdup("body");
+    }
+    return path;
 }
 
 json_t *gateway_body(const http_req_t *req, http_resp_t *resp, bool empty_ok) {
@@ -117,9 +171,9 @@ json_t *gateway_body(const http_req_t *req, http_resp_t *resp, bool empty_ok) {
     if (jsonstrict_parse(req->body, req->body_len, &lim, &v, &e) != 0) {
         char detail[320];
         snprintf(detail, sizeof detail, "%s (at byte %zu)", e.message, e.offset);
-        char field[JSONSTRICT_PATH_MAX];
-        s_pointer_to_field(e.path, field, sizeof field);
+        char *field = s_pointer_to_field(e.path, req, e.offset);
         http_invalid(resp, field, detail);
+        free(field);
         return NULL;
     }
     if (!json_is_object(v)) {
@@ -130,7 +184,7 @@ json_t *gateway_body(const http_req_t *req, http_resp_t *resp, bool empty_ok) {
     return v;
 }
 
-int gateway_only_fields(json_t *obj, const char *const *allowed, const char *prefix,
+int gateway_only_fields(json_t *obj, const char *const *allowed, const char *parent,
                         http_resp_t *resp) {
     const char *key;
     json_t *val;
@@ -140,17 +194,67 @@ int gateway_only_fields(json_t *obj, const char *const *allowed, const char *pre
             ok = !strcmp(key, allowed[i]);
         }
         if (!ok) {
-            char field[160];
-            snprintf(field, sizeof field, "%s%s", prefix, key);
+            char *field = fieldpath_member(parent, key);
             http_invalid(resp, field, "unknown field");
+            free(field);
             return -1;
         }
     }
     return 0;
 }
 
+int gateway_int_parse(const char *text, int64_t min, int64_t max, int64_t *out) {
+    ASSERT(min >= 0 && min <= max);
+    if (!text || !*text) {
+        return -1;
+    }
+    int64_t v = 0;
+    for (const char *c = text; *c; c++) {
+        if (*c < '0' || *c > '9') {
+            return -1;
+        }
+        int d = *c - '0';
+        if (v > max / 10 || v * 10 > max - d) { /* v * 10 + d > max, without overflowing */
+            return -1;
+        }
+        v = v * 10 + d;
+    }
+    if (v < min) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int gateway_query_int(const http_req_t *req, const char *name, int64_t min, int64_t max,
+                      int64_t dflt, int64_t *out, http_resp_t *resp) {
+    const char *text = http_query(req, name);
+    if (!text) {
+        *out = dflt;
+        return 0;
+    }
+    if (gateway_int_parse(text, min, max, out) != 0) {
+        char detail[96];
+        snprintf(detail, sizeof detail, "must be an integer from %" PRId64 " to %" PRId64, min,
+                 max);
+        http_invalid(resp, name, detail);
+        return -1;
+    }
+    return 0;
+}
+
+int gateway_chat_id(const char *text, char out[ID_UUID_LEN + 1]) {
+    out[0] = '\0';
+    if (!id_uuid_valid(text)) {
+        return -1;
+    }
+    for (int i = 0; i <= ID_UUID_LEN; i++) {
+        out[i] = (char)tolower((unsigned char)text[i]);
+    }
+    return 0;
+}
+
 char *gateway_content(json_t *content, const char *field, bool empty_ok, http_resp_t *resp) {
-    char path[128];
     if (!json_is_array(content)) {
         http_invalid(resp, field, content ? "must be an array of parts" : "is required");
         return NULL;
@@ -162,30 +266,31 @@ char *gateway_content(json_t *content, const char *field, bool empty_ok, http_re
     size_t i;
     json_t *part;
     json_array_foreach(content, i, part) {
-        snprintf(path, sizeof path, "%s[%zu]", field, i);
+        char *path = fieldpath_element(field, i);
         json_t *type = json_object_get(part, "type");
-        if (!json_is_object(part) || !json_is_string(type)) {
-            http_invalid(resp, path, "a part is an object with a string \"type\"");
-            return NULL;
-        }
-        if (strcmp(json_string_value(type), "text") != 0) {
-            char f[160];
-            snprintf(f, sizeof f, "%s.type", path);
-            http_invalid(resp, f, "only \"text\" input parts are supported");
-            return NULL;
-        }
         static const char *const text_fields[] = {"type", "text", NULL};
-        char prefix[140];
-        snprintf(prefix, sizeof prefix, "%s.", path);
-        if (gateway_only_fields(part, text_fields, prefix, resp) != 0) {
+        const char *bad = NULL;
+        const char *detail = NULL;
+        if (!json_is_object(part) || !json_is_string(type)) {
+            detail = "a part is an object with a string \"type\"";
+        } else if (strcmp(json_string_value(type), "text") != 0) {
+            bad = "type";
+            detail = "only \"text\" input parts are supported";
+        } else if (gateway_only_fields(part, text_fields, path, resp) != 0) {
+            free(path);
+            return NULL;
+        } else if (!json_is_string(json_object_get(part, "text"))) {
+            bad = "text";
+            detail = "must be a string";
+        }
+        if (detail) {
+            char *f = bad ? fieldpath_member(path, bad) : mem_strdup(path);
+            http_invalid(resp, f, detail);
+            free(f);
+            free(path);
             return NULL;
         }
-        if (!json_is_string(json_object_get(part, "text"))) {
-            char f[160];
-            snprintf(f, sizeof f, "%s.text", path);
-            http_invalid(resp, f, "must be a string");
-            return NULL;
-        }
+        free(path);
     }
     return jsonout_dumps(content);
 }

@@ -60,9 +60,28 @@ void gateway_cs_error(http_resp_t *resp, const cs_error_t *err);
  * offset and JSON pointer and returns NULL. A missing body is {} when empty_ok. */
 json_t *gateway_body(const http_req_t *req, http_resp_t *resp, bool empty_ok);
 
-/* Rejects any member of obj not named in allowed (NULL-terminated): 400 naming the field. */
-int gateway_only_fields(json_t *obj, const char *const *allowed, const char *prefix,
+/* Rejects any member of obj not named in allowed (NULL-terminated): 400 naming the field,
+ * the member's path under parent, the path of obj ("" for the body itself) in the style of
+ * fieldpath.h: "dynamic_tools[2].extra", "[\"a/b\"]". */
+int gateway_only_fields(json_t *obj, const char *const *allowed, const char *parent,
                         http_resp_t *resp);
+
+/* Reads text as a decimal integer within [min, max] (0 <= min <= max) into out: ASCII digits
+ * only, so no sign, space, '+', exponent or trailing byte, and a value beyond max (int64
+ * overflow included) is refused, never saturated. Leading zeros are allowed ("007" is 7).
+ * 0, or -1 with out untouched. */
+int gateway_int_parse(const char *text, int64_t min, int64_t max, int64_t *out);
+
+/* The one reader of numeric query parameters: out is the query argument name read by
+ * gateway_int_parse, or dflt when the argument is absent. 0, or -1 with a 400 naming the
+ * parameter ("must be an integer from <min> to <max>"). */
+int gateway_query_int(const http_req_t *req, const char *name, int64_t min, int64_t max,
+                      int64_t dflt, int64_t *out, http_resp_t *resp);
+
+/* A chat id from a query string or a JSON body in its canonical form: a UUID in any letter
+ * case, written lower-case into out (as PostgreSQL prints it and bus topics carry it). 0, or
+ * -1 when text is not a UUID (out then ""). */
+int gateway_chat_id(const char *text, char out[ID_UUID_LEN + 1]);
 
 /* Validates a content array of input parts into its JSON text (caller frees). NULL and 400
  * naming content[i] on failure; empty arrays only when empty_ok. */

@@ -5,6 +5,7 @@
 #include "stream.h"
 #include "watch.h"
 #include "db.h"
+#include "fieldpath.h"
 #include "jsonout.h"
 #include "mem.h"
 
@@ -14,6 +15,9 @@
 
 extern const char *const gateway_chat_json_sql;
 
+#define SYSTEM_PROMPT_MAX_BYTES 10000 /* a chat's system prompt, as sent at creation */
+#define CHATS_LIMIT_MAX         200   /* chats per page of GET /chats */
+
 /* Replies with the chat as it is now (after a committed bundle). */
 static void s_reply_chat(PGconn *conn, const http_req_t *req, int status, http_resp_t *resp) {
     json_t *chat = gateway_chat_json(conn, req->params[0], req->user_id, resp);
@@ -22,24 +26,24 @@ static void s_reply_chat(PGconn *conn, const http_req_t *req, int status, http_r
     }
 }
 
-static int s_dynamic_tools(json_t *tools, http_resp_t *resp) {
+/* Checks the tools array, which the body holds under key (dynamic_tools or its alias
+ * unsafe_dynamic_tools): errors name the key the client sent. */
+static int s_dynamic_tools(json_t *tools, const char *key, http_resp_t *resp) {
     if (!json_is_array(tools)) {
-        http_invalid(resp, "dynamic_tools", "must be an array");
+        http_invalid(resp, key, "must be an array");
         return -1;
     }
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
         char f[96];
-        snprintf(f, sizeof f, "dynamic_tools[%zu]", i);
+        snprintf(f, sizeof f, "%s[%zu]", key, i);
         static const char *const fields[] = {"name", "description", "input_schema", NULL};
-        char prefix[100];
-        snprintf(prefix, sizeof prefix, "%s.", f);
         if (!json_is_object(t)) {
             http_invalid(resp, f, "must be an object");
             return -1;
         }
-        if (gateway_only_fields(t, fields, prefix, resp) != 0) {
+        if (gateway_only_fields(t, fields, f, resp) != 0) {
             return -1;
         }
         const char *name = json_string_value(json_object_get(t, "name"));
@@ -121,21 +125,29 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_format_t format = {0};
     json_t *title = json_object_get(body, "title");
     json_t *sys = json_object_get(body, "system_prompt");
-    json_t *dyn = json_object_get(body, "dynamic_tools");
-    if (!dyn) {
-        dyn = json_object_get(body, "unsafe_dynamic_tools");
-    }
+    const char *dyn_key =
+        json_object_get(body, "dynamic_tools") ? "dynamic_tools" : "unsafe_dynamic_tools";
+    json_t *dyn = json_object_get(body, dyn_key);
     if (gateway_only_fields(body, fields, "", resp) != 0) {
         goto done;
     }
-    if ((title && (!json_is_string(title) || json_string_length(title) > 200)) ||
-        (sys && (!json_is_string(sys) || json_string_length(sys) > 10000))) {
-        http_invalid(resp, title && !json_is_string(title) ? "title" : "system_prompt",
-                     "must be a string (title up to 200 bytes, system_prompt up to 10000)");
+    if (dyn && json_object_get(body, "unsafe_dynamic_tools") && !strcmp(dyn_key, "dynamic_tools")) {
+        http_invalid(resp, "unsafe_dynamic_tools",
+                     "give dynamic_tools or its alias unsafe_dynamic_tools, not both");
+        goto done;
+    }
+    /* Each field is checked on its own, so the error names the one at fault. */
+    if (title && (!json_is_string(title) || json_string_length(title) > CS_TITLE_MAX_BYTES)) {
+        http_invalid(resp, "title", "must be a string of at most 200 bytes");
+        goto done;
+    }
+    if (sys && (!json_is_string(sys) || json_string_length(sys) > SYSTEM_PROMPT_MAX_BYTES)) {
+        http_invalid(resp, "system_prompt", "must be a string of at most 10000 bytes");
         goto done;
     }
     if (!(content = gateway_content(json_object_get(body, "content"), "content", true, resp)) ||
-        (dyn && s_dynamic_tools(dyn, resp) != 0) || gateway_format(body, dyn, &format, resp) != 0 ||
+        (dyn && s_dynamic_tools(dyn, dyn_key, resp) != 0) ||
+        gateway_format(body, dyn, &format, resp) != 0 ||
         s_model(conn, json_object_get(body, "model"), model_id, resp) != 0) {
         goto done;
     }
@@ -183,34 +195,62 @@ static void s_get(void *app, http_req_t *req, http_resp_t *resp) {
     pool_put(gw->pool, conn);
 }
 
+/* A list cursor must name one of the caller's own chats: any other id, malformed, unknown
+ * or another user's, gets the same 400, so the answer tells nothing about other users' chats
+ * (their existence, their order). 1 when it is theirs, 0 when not, -1 on a database error
+ * (then a 500 in resp). */
+static int s_own_cursor(PGconn *conn, const char *chat_id, const char *user_id, http_resp_t *resp) {
+    const char *p[] = {chat_id, user_id};
+    db_err_t e;
+    PGresult *res =
+        db_query(conn, &e, NULL, 0, "SELECT 1 FROM chats WHERE id = $1 AND owner_id = $2", 2, p);
+    if (!res) {
+        http_error(resp, 500, "Internal error.", "database unavailable");
+        return -1;
+    }
+    int n = PQntuples(res);
+    PQclear(res);
+    return n == 1;
+}
+
 static void s_list(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
-    const char *limit_s = http_query(req, "limit");
-    const char *after = http_query(req, "after_id");
+    const char *after_s = http_query(req, "after_id");
     const char *archived = http_query(req, "archived");
-    long limit = limit_s ? strtol(limit_s, NULL, 10) : 50;
-    if (limit < 1 || limit > 200) {
-        http_invalid(resp, "limit", "must be between 1 and 200");
+    static const char cursor_detail[] = "must be the id of one of your chats";
+    int64_t limit = 0;
+    char after[ID_UUID_LEN + 1] = "";
+    if (gateway_query_int(req, "limit", 1, CHATS_LIMIT_MAX, 50, &limit, resp) != 0) {
         return;
     }
-    if (after && !id_uuid_valid(after)) {
-        http_invalid(resp, "after_id", "must be a chat id");
+    if (after_s && gateway_chat_id(after_s, after) != 0) {
+        http_invalid(resp, "after_id", cursor_detail);
         return;
     }
     if (archived && strcmp(archived, "true") && strcmp(archived, "false")) {
         http_invalid(resp, "archived", "must be true or false");
         return;
     }
-    char lim[16];
-    snprintf(lim, sizeof lim, "%ld", limit);
-    const char *p[] = {req->user_id, archived ? archived : "false", after, lim};
+    char lim[24];
+    snprintf(lim, sizeof lim, "%lld", (long long)limit);
+    const char *p[] = {req->user_id, archived ? archived : "false", after_s ? after : NULL, lim};
+    PGconn *conn = pool_get(gw->pool);
+    int own = after_s ? s_own_cursor(conn, after, req->user_id, resp) : 1;
+    if (own <= 0) {
+        pool_put(gw->pool, conn);
+        if (own == 0) {
+            http_invalid(resp, "after_id", cursor_detail);
+        }
+        return;
+    }
+    /* The cursor's row is read with the owner again: the check above and this query may see
+     * different snapshots, and neither may read another user's row. */
     char *sql = mem_printf("SELECT %s FROM chats c WHERE c.owner_id = $1"
                            " AND c.archived = $2::boolean AND ($3::uuid IS NULL OR"
                            " (c.updated_at, c.id) < (SELECT updated_at, id FROM chats"
-                           " WHERE id = $3::uuid)) ORDER BY c.updated_at DESC, c.id DESC"
-                           " LIMIT $4::int",
+                           " WHERE id = $3::uuid AND owner_id = $1)) ORDER BY c.updated_at DESC,"
+                           " c.id DESC LIMIT $4::int",
                            gateway_chat_json_sql);
-    PGconn *conn = pool_get(gw->pool);
     json_t *rows = gateway_rows(conn, sql, 4, p, resp);
     pool_put(gw->pool, conn);
     free(sql);
@@ -357,9 +397,9 @@ static void s_tool_results(void *app, http_req_t *req, http_resp_t *resp) {
     for (size_t i = 0; i < n; i++) {
         json_t *e = json_array_get(arr, i);
         char f[64];
-        snprintf(f, sizeof f, "results[%zu].", i);
+        snprintf(f, sizeof f, "results[%zu]", i);
         if (!json_is_object(e)) {
-            http_invalid(resp, "results", "each result must be an object");
+            http_invalid(resp, f, "must be an object");
             goto done;
         }
         if (gateway_only_fields(e, rfields, f, resp) != 0) {
@@ -370,7 +410,7 @@ static void s_tool_results(void *app, http_req_t *req, http_resp_t *resp) {
         json_t *is_err = json_object_get(e, "is_error");
         if (!json_is_string(id) || !out || (is_err && !json_is_boolean(is_err))) {
             char ff[96];
-            snprintf(ff, sizeof ff, "%s%s", f,
+            snprintf(ff, sizeof ff, "%s.%s", f,
                      !json_is_string(id) ? "tool_call_id"
                      : !out              ? "output"
                                          : "is_error");

@@ -4,6 +4,7 @@
 #include "mem.h"
 #include "routes.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,14 +28,10 @@ static json_t *s_messages_by_id(PGconn *conn, const int64_t *ids, int n, http_re
     return rows;
 }
 
+/* A message or queued-message id in the path: the strict reader of query numbers, so "+5",
+ * " 5" and ids beyond int64 are refused rather than read as 5 or saturated. */
 static int s_id_param(const char *s, int64_t *out) {
-    char *end = NULL;
-    long long v = s ? strtoll(s, &end, 10) : 0;
-    if (!s || !*s || *end || v <= 0) {
-        return -1;
-    }
-    *out = v;
-    return 0;
+    return gateway_int_parse(s, 1, INT64_MAX, out);
 }
 
 /* A message or queued-message id that is not a positive integer: 400 on the caller's chat
@@ -51,19 +48,17 @@ static void s_bad_id(gateway_t *gw, const http_req_t *req, http_resp_t *resp, co
 
 static void s_list(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
+    /* Message-id cursors are bounds on this chat's own ids (ids are one sequence over all
+     * chats): the answer lists only this chat's messages whichever id is given, so a
+     * cursor need not be one of its messages and tells nothing about other chats. */
     const char *before = http_query(req, "before_id");
     const char *after = http_query(req, "after_id");
-    const char *limit_s = http_query(req, "limit");
     int64_t b = 0;
     int64_t a = 0;
-    int64_t limit = 50;
-    if ((before && s_id_param(before, &b)) || (after && s_id_param(after, &a))) {
-        http_invalid(resp, before && s_id_param(before, &b) ? "before_id" : "after_id",
-                     "must be a positive message id");
-        return;
-    }
-    if (limit_s && (s_id_param(limit_s, &limit) || limit > MESSAGES_LIMIT_MAX)) {
-        http_invalid(resp, "limit", "must be between 1 and 200");
+    int64_t limit = 0;
+    if (gateway_query_int(req, "before_id", 1, INT64_MAX, 0, &b, resp) != 0 ||
+        gateway_query_int(req, "after_id", 1, INT64_MAX, 0, &a, resp) != 0 ||
+        gateway_query_int(req, "limit", 1, MESSAGES_LIMIT_MAX, 50, &limit, resp) != 0) {
         return;
     }
     if (before && after && a >= b) {

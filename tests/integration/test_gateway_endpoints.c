@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -857,7 +858,8 @@ static void test_ids_that_are_not_positive_integers_are_400_on_an_own_chat(void 
         {"DELETE", "/api/v2/chats/%1$s/queue/%2$s", "Invalid queued message ID."},
         {"POST", "/api/v2/chats/%1$s/queue/%2$s/promote", "Invalid queued message ID."},
     };
-    static const char *const bad[] = {"abc", "0", "-3", "1x"};
+    /* "+1", " 1" and an id beyond int64 were read as 1, 1 and INT64_MAX (strtoll). */
+    static const char *const bad[] = {"abc", "0", "-3", "1x", "+1", "%201", "9223372036854775808"};
     char *d0 = s_digest(chat);
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
@@ -881,6 +883,124 @@ static int s_is_text(json_t *e, void *want) {
     json_t *msg = json_object_get(json_object_get(e, "data"), "message");
     const char *t = s_text(msg);
     return t && !strcmp(t, want);
+}
+
+static char *s_user_token(const char *name) {
+    char *user = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
+    char *env[] = {user, NULL};
+    char *argv[] = {s_gw_bin, "user-add", (char *)name, NULL};
+    char *token = proc_output(argv, env);
+    free(user);
+    ASSERT(token);
+    token[strcspn(token, "\n")] = '\0';
+    return token;
+}
+
+static char *s_upper(const char *s) {
+    char *u = mem_strdup(s);
+    for (char *c = u; *c; c++) {
+        *c = (char)toupper((unsigned char)*c);
+    }
+    return u;
+}
+
+/* GET /chats?after_id= with another user's chat answered a page ordered after it (or an empty
+ * one for an unknown id): the cursor must be one of the caller's chats, and every other id
+ * gets one and the same 400. An own cursor in upper case is the same cursor. */
+static void test_chat_list_cursor_must_be_an_own_chat_else_one_400(void **u) {
+    (void)u;
+    char *token = s_user_token("cursor-owner");
+    char *stranger = s_user_token("cursor-stranger");
+    char *mine[3];
+    for (int i = 0; i < 3; i++) {
+        mine[i] = s_create(token, "{\"content\":[]}");
+    }
+    char *theirs = s_create(stranger, "{\"content\":[]}");
+    char *theirs_upper = s_upper(theirs);
+    const char *const refused[] = {theirs, theirs_upper, "00000000-0000-4000-8000-000000000000",
+                                   "not-a-uuid"};
+    char *first = NULL;
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char *q = mem_printf("/api/v2/chats?after_id=%s", refused[i]);
+        json_t *e = s_req("GET", q, token, NULL, 400);
+        s_expect_field(e, "after_id");
+        char *text = json_dumps(e, JSON_SORT_KEYS);
+        if (!first) {
+            first = mem_strdup(text);
+        } else if (strcmp(first, text) != 0) {
+            fail_msg("after_id=%s answered %s, unlike a malformed id's %s", refused[i], text,
+                     first);
+        }
+        free(text);
+        json_decref(e);
+        free(q);
+    }
+    /* The owner still pages by it, in either letter case, to the same page. */
+    json_t *all = s_req("GET", "/api/v2/chats", token, NULL, 200);
+    assert_int_equal(json_array_size(all), 3);
+    const char *top = s_str(json_array_get(all, 0), "id");
+    char *top_upper = s_upper(top);
+    char *q1 = mem_printf("/api/v2/chats?after_id=%s", top);
+    char *q2 = mem_printf("/api/v2/chats?after_id=%s", top_upper);
+    json_t *p1 = s_req("GET", q1, token, NULL, 200);
+    json_t *p2 = s_req("GET", q2, token, NULL, 200);
+    assert_int_equal(json_array_size(p1), 2);
+    assert_true(json_equal(p1, p2));
+    /* And the stranger's own list is not touched by the owner's cursor. */
+    char *q3 = mem_printf("/api/v2/chats?after_id=%s", mine[0]);
+    json_decref(s_req("GET", q3, stranger, NULL, 400));
+    free(q3);
+    json_decref(p2);
+    json_decref(p1);
+    free(q2);
+    free(q1);
+    free(top_upper);
+    json_decref(all);
+    free(first);
+    free(theirs_upper);
+    free(theirs);
+    for (int i = 0; i < 3; i++) {
+        free(mine[i]);
+    }
+    free(stranger);
+    free(token);
+}
+
+/* Query numbers are digits only: limit=1e9 was 1, 5abc 5, 10abc 10; "+5" and " 5" cursors
+ * were 5; an id beyond int64 saturated. Each is a 400 naming the parameter. */
+static void test_query_numbers_are_refused_unless_plain_digits_in_range(void **u) {
+    (void)u;
+    char *chat = s_create(s_token, SEND("numbers"));
+    static const struct {
+        bool messages;
+        const char *query;
+        const char *field;
+    } bad[] = {
+        {false, "limit=1e9", "limit"},
+        {false, "limit=5abc", "limit"},
+        {false, "limit=10abc", "limit"},
+        {true, "limit=1e9", "limit"},
+        {true, "limit=5abc", "limit"},
+        {true, "after_id=%2B5", "after_id"},
+        {true, "after_id=%205", "after_id"},
+        {true, "before_id=9223372036854775808", "before_id"},
+        {true, "before_id=99999999999999999999", "before_id"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *q = bad[i].messages ? mem_printf("/api/v2/chats/%s/messages?%s", chat, bad[i].query)
+                                  : mem_printf("/api/v2/chats?%s", bad[i].query);
+        json_t *e = s_call("GET", q, NULL, 400);
+        s_expect_field(e, bad[i].field);
+        s_expect_detail(e, "must be an integer from");
+        json_decref(e);
+        free(q);
+    }
+    char *q = mem_printf("/api/v2/chats/%s/messages?limit=007&before_id=9223372036854775807", chat);
+    json_t *m = s_call("GET", q, NULL, 200);
+    assert_int_equal(json_array_size(json_object_get(m, "messages")), 1);
+    json_decref(m);
+    free(q);
+    free(chat);
 }
 
 static void test_edit_shows_history_reset_on_the_stream(void **u) {
@@ -1164,6 +1284,8 @@ int main(void) {
         cmocka_unit_test(test_title_and_archive_in_one_patch_apply_together_or_not_at_all),
         cmocka_unit_test(test_every_route_is_401_without_a_token_and_404_for_an_unknown_chat),
         cmocka_unit_test(test_ids_that_are_not_positive_integers_are_400_on_an_own_chat),
+        cmocka_unit_test(test_chat_list_cursor_must_be_an_own_chat_else_one_400),
+        cmocka_unit_test(test_query_numbers_are_refused_unless_plain_digits_in_range),
         cmocka_unit_test(test_edit_shows_history_reset_on_the_stream),
         cmocka_unit_test(test_tool_results_need_every_pending_call_and_valid_json),
         cmocka_unit_test(test_bodies_over_one_mib_are_413_on_every_body_route),

@@ -16,9 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "a2a_task.h"
 #include "chatstate.h"
 #include "gwrequest.h"
 #include "log.h"
+#include "mem.h"
 #include "outformat.h"
 #include "routes.h"
 
@@ -60,10 +62,10 @@ static void test_unknown_fields_are_named_with_their_prefix(void **u) {
     static const char *const allowed[] = {"name", "description", NULL};
     json_t *obj = json_pack("{s:s,s:s}", "name", "n", "description", "d");
     http_resp_t resp = {0};
-    assert_int_equal(gateway_only_fields(obj, allowed, "dynamic_tools[2].", &resp), 0);
+    assert_int_equal(gateway_only_fields(obj, allowed, "dynamic_tools[2]", &resp), 0);
     assert_int_equal(resp.status, 0);
     json_object_set_new(obj, "extra", json_null());
-    assert_int_equal(gateway_only_fields(obj, allowed, "dynamic_tools[2].", &resp), -1);
+    assert_int_equal(gateway_only_fields(obj, allowed, "dynamic_tools[2]", &resp), -1);
     gwrequest_expect_invalid(gwrequest_body(&resp), "dynamic_tools[2].extra", "unknown field");
     assert_int_equal(gateway_only_fields(obj, allowed, "", &resp), -1);
     gwrequest_expect_invalid(gwrequest_body(&resp), "extra", "unknown field");
@@ -232,11 +234,11 @@ static void test_chat_list_limit_cursor_and_archived_are_checked(void **u) {
         const char *field;
         const char *detail;
     } bad[] = {
-        {{{"limit", "0"}, {NULL, NULL}}, "limit", "must be between 1 and 200"},
-        {{{"limit", "201"}, {NULL, NULL}}, "limit", "must be between 1 and 200"},
-        {{{"limit", "ten"}, {NULL, NULL}}, "limit", "must be between 1 and 200"},
-        {{{"limit", "-5"}, {NULL, NULL}}, "limit", "must be between 1 and 200"},
-        {{{"after_id", "42"}, {NULL, NULL}}, "after_id", "must be a chat id"},
+        {{{"limit", "0"}, {NULL, NULL}}, "limit", "must be an integer from 1 to 200"},
+        {{{"limit", "201"}, {NULL, NULL}}, "limit", "must be an integer from 1 to 200"},
+        {{{"limit", "ten"}, {NULL, NULL}}, "limit", "must be an integer from 1 to 200"},
+        {{{"limit", "-5"}, {NULL, NULL}}, "limit", "must be an integer from 1 to 200"},
+        {{{"after_id", "42"}, {NULL, NULL}}, "after_id", "must be the id of one of your chats"},
         {{{"archived", "yes"}, {NULL, NULL}}, "archived", "must be true or false"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -256,12 +258,20 @@ static void test_message_list_ids_and_limit_are_checked(void **u) {
         const char *field;
         const char *detail;
     } bad[] = {
-        {{{"before_id", "0"}, {NULL, NULL}}, "before_id", "must be a positive message id"},
-        {{{"before_id", "5x"}, {NULL, NULL}}, "before_id", "must be a positive message id"},
-        {{{"after_id", "-3"}, {NULL, NULL}}, "after_id", "must be a positive message id"},
-        {{{"after_id", ""}, {NULL, NULL}}, "after_id", "must be a positive message id"},
-        {{{"limit", "0"}, {NULL, NULL}}, "limit", "must be between 1 and 200"},
-        {{{"limit", "201"}, {NULL, NULL}}, "limit", "must be between 1 and 200"},
+        {{{"before_id", "0"}, {NULL, NULL}},
+         "before_id",
+         "must be an integer from 1 to 9223372036854775807"},
+        {{{"before_id", "5x"}, {NULL, NULL}},
+         "before_id",
+         "must be an integer from 1 to 9223372036854775807"},
+        {{{"after_id", "-3"}, {NULL, NULL}},
+         "after_id",
+         "must be an integer from 1 to 9223372036854775807"},
+        {{{"after_id", ""}, {NULL, NULL}},
+         "after_id",
+         "must be an integer from 1 to 9223372036854775807"},
+        {{{"limit", "0"}, {NULL, NULL}}, "limit", "must be an integer from 1 to 200"},
+        {{{"limit", "201"}, {NULL, NULL}}, "limit", "must be an integer from 1 to 200"},
         {{{"after_id", "5"}, {"before_id", "5"}, {NULL, NULL}},
          "after_id",
          "must be less than before_id"},
@@ -359,6 +369,299 @@ static void test_agent_card_names_the_host_it_was_asked_on(void **u) {
     json_decref(j);
 }
 
+/* ---- issue 15, item 5: strict numbers, field names, canonical ids -------------------------- */
+
+static void test_numbers_are_ascii_digits_within_range_else_refused(void **u) {
+    (void)u;
+    static const char *const bad[] = {
+        "",
+        "1e9",
+        "5abc",
+        "10abc",
+        " 5",
+        "+5",
+        "-0",
+        "5 ",
+        "0x10",
+        "\t7",
+        "5\n",
+        "1.0",
+        "1,000",
+        "\xef\xbc\x95", /* a full-width 5 */
+        "9223372036854775808",
+        "99999999999999999999",
+        "18446744073709551621",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t v = -7;
+        if (gateway_int_parse(bad[i], 0, INT64_MAX, &v) != -1 || v != -7) {
+            fail_msg("\"%s\" was read as %lld", bad[i], (long long)v);
+        }
+    }
+    int64_t v = 0;
+    assert_int_equal(gateway_int_parse("9223372036854775807", 1, INT64_MAX, &v), 0);
+    assert_true(v == INT64_MAX);
+    assert_int_equal(gateway_int_parse("007", 1, 200, &v), 0);
+    assert_int_equal(v, 7);
+    assert_int_equal(gateway_int_parse("0", 0, 5, &v), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(gateway_int_parse("0", 1, 5, &v), -1);
+    assert_int_equal(gateway_int_parse("6", 1, 5, &v), -1);
+    assert_int_equal(gateway_int_parse("5", 1, 5, &v), 0);
+    assert_int_equal(gateway_int_parse(NULL, 0, 5, &v), -1);
+}
+
+/* The hostile client's numbers, on every numeric query parameter: 400 naming it. */
+static void test_every_numeric_query_parameter_is_parsed_strictly(void **u) {
+    (void)u;
+    static const char *const junk[] = {
+        "1e9", "5abc", "10abc", "+5", " 5", "9223372036854775808", "99999999999999999999"};
+    const char *msgs = "/api/v2/chats/" GWREQUEST_CHAT_ID "/messages";
+    static const struct {
+        bool messages;
+        const char *name;
+        const char *detail;
+    } params[] = {
+        {false, "limit", "must be an integer from 1 to 200"},
+        {true, "limit", "must be an integer from 1 to 200"},
+        {true, "before_id", "must be an integer from 1 to 9223372036854775807"},
+        {true, "after_id", "must be an integer from 1 to 9223372036854775807"},
+    };
+    for (size_t p = 0; p < sizeof params / sizeof params[0]; p++) {
+        for (size_t k = 0; k < sizeof junk / sizeof junk[0]; k++) {
+            gwrequest_kv_t q[] = {{params[p].name, junk[k]}, {NULL, NULL}};
+            json_t *j;
+            int status =
+                s_real_call("GET", params[p].messages ? msgs : "/api/v2/chats", q, NULL, NULL, &j);
+            if (status != 400) {
+                fail_msg("%s=%s: want 400, got %d", params[p].name, junk[k], status);
+            }
+            gwrequest_expect_invalid(j, params[p].name, params[p].detail);
+        }
+    }
+    static const gwrequest_kv_t widest[] = {
+        {"before_id", "9223372036854775807"}, {"after_id", "0001"}, {"limit", "007"}, {NULL, NULL}};
+    s_expect_unavailable("GET", msgs, widest, NULL, NULL);
+}
+
+static void test_field_paths_of_odd_keys_are_readable_and_unambiguous(void **u) {
+    (void)u;
+    static const struct {
+        const char *key;
+        const char *field;
+    } keys[] = {
+        {"a/b", "[\"a/b\"]"},
+        {"x~y", "[\"x~y\"]"},
+        {"0", "[\"0\"]"},
+        {"a.b", "[\"a.b\"]"},
+        {"q\"k", "[\"q\\\"k\"]"},
+        {"", "[\"\"]"},
+        {"tab\t", "[\"tab\\u0009\"]"},
+        {"_ok9", "_ok9"},
+        {"caf\xc3\xa9", "[\"caf\xc3\xa9\"]"},
+    };
+    static const char *const allowed[] = {"name", NULL};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *obj = json_object();
+        json_object_set_new(obj, keys[i].key, json_null());
+        http_resp_t resp = {0};
+        assert_int_equal(gateway_only_fields(obj, allowed, "", &resp), -1);
+        gwrequest_expect_invalid(gwrequest_body(&resp), keys[i].field, "unknown field");
+        char *nested =
+            mem_printf("dynamic_tools[0]%s%s", keys[i].field[0] == '[' ? "" : ".", keys[i].field);
+        assert_int_equal(gateway_only_fields(obj, allowed, "dynamic_tools[0]", &resp), -1);
+        gwrequest_expect_invalid(gwrequest_body(&resp), nested, "unknown field");
+        free(nested);
+        json_decref(obj);
+    }
+    /* A parse error's JSON pointer, unescaped: ~1 is '/', ~0 is '~', and a member "0" is
+     * told from an element 0 by the body itself. */
+    static const struct {
+        const char *body;
+        const char *field;
+    } parse[] = {
+        {"{\"a/b\":{\"c~d\":[1,tru]}}", "[\"a/b\"][\"c~d\"][1]"},
+        {"{\"0\":tru}", "[\"0\"]"},
+        {"{\"a\":{\"0\":[tru]}}", "a[\"0\"][0]"},
+        {"{\"a\":[{\"k]\":1},[tru]]}", "a[1][0]"},
+        {"{\"a\":\"x{[\\\"\",\"b\":[tru]}", "b[0]"},
+    };
+    for (size_t i = 0; i < sizeof parse / sizeof parse[0]; i++) {
+        json_t *v;
+        assert_int_equal(s_body_parse(parse[i].body, false, &v), 400);
+        gwrequest_expect_invalid(v, parse[i].field, NULL);
+    }
+}
+
+/* Each validation error names the field at fault, never a neighbour. */
+static void test_create_and_tool_results_name_the_field_at_fault(void **u) {
+    (void)u;
+    char longtitle[300];
+    memset(longtitle, 'x', 201);
+    longtitle[201] = '\0';
+    char *too_long = mem_printf("{\"title\":\"%s\"}", longtitle);
+    char *prompt = mem_alloc(10100);
+    memset(prompt, 'p', 10001);
+    prompt[10001] = '\0';
+    char *long_prompt = mem_printf("{\"system_prompt\":\"%s\"}", prompt);
+    char results[128];
+    snprintf(results, sizeof results, "/api/v2/chats/%s/tool-results", GWREQUEST_CHAT_ID);
+    const struct {
+        const char *path;
+        const char *body;
+        const char *field;
+    } bad[] = {
+        {"/api/v2/chats", too_long, "title"},
+        {"/api/v2/chats", "{\"title\":5}", "title"},
+        {"/api/v2/chats", long_prompt, "system_prompt"},
+        {"/api/v2/chats", "{\"system_prompt\":[]}", "system_prompt"},
+        {"/api/v2/chats", "{\"content\":[],\"unsafe_dynamic_tools\":5}", "unsafe_dynamic_tools"},
+        {"/api/v2/chats", "{\"content\":[],\"unsafe_dynamic_tools\":[{\"name\":\"a b\"}]}",
+         "unsafe_dynamic_tools[0].name"},
+        {"/api/v2/chats", "{\"content\":[],\"unsafe_dynamic_tools\":[{\"nom\":\"a\"}]}",
+         "unsafe_dynamic_tools[0].nom"},
+        {"/api/v2/chats", "{\"content\":[],\"dynamic_tools\":[],\"unsafe_dynamic_tools\":[]}",
+         "unsafe_dynamic_tools"},
+        {"/api/v2/chats", "{\"a/b\":1}", "[\"a/b\"]"},
+        {"/api/v2/chats", "{\"content\":[{\"type\":\"text\",\"text\":\"a\",\"~\":1}]}",
+         "content[0][\"~\"]"},
+        {results, "{\"results\":[{\"tool_call_id\":\"a\",\"output\":1},3]}", "results[1]"},
+        {results, "{\"results\":[{\"tool_call_id\":\"a\",\"output\":1,\"is_error\":1}]}",
+         "results[0].is_error"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *j;
+        int status = s_real_call("POST", bad[i].path, NULL, NULL, bad[i].body, &j);
+        if (status != 400) {
+            fail_msg("%.80s: want 400, got %d", bad[i].body, status);
+        }
+        gwrequest_expect_invalid(j, bad[i].field, NULL);
+    }
+    free(long_prompt);
+    free(prompt);
+    free(too_long);
+}
+
+static void test_chat_ids_from_queries_and_bodies_are_canonical_lower_case(void **u) {
+    (void)u;
+    char out[ID_UUID_LEN + 1];
+    assert_int_equal(gateway_chat_id("0A0B0C0D-EEEE-4FFF-8AAA-ABCDEFABCDEF", out), 0);
+    assert_string_equal(out, "0a0b0c0d-eeee-4fff-8aaa-abcdefabcdef");
+    assert_int_equal(gateway_chat_id("0a0B0c0D-eeee-4fff-8aaa-abcdefabcdef", out), 0);
+    assert_string_equal(out, "0a0b0c0d-eeee-4fff-8aaa-abcdefabcdef");
+    static const char *const bad[] = {"", "42", "0a0b0c0d-eeee-4fff-8aaa-abcdefabcdeff",
+                                      " 0a0b0c0d-eeee-4fff-8aaa-abcdefabcdef",
+                                      "0a0b0c0deeee4fff8aaaabcdefabcdef"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(gateway_chat_id(bad[i], out), -1);
+        assert_string_equal(out, "");
+    }
+    assert_int_equal(gateway_chat_id(NULL, out), -1);
+    /* The chat list takes an upper-case cursor (to the database, here unreachable). */
+    static const gwrequest_kv_t upper[] = {{"after_id", "0A0B0C0D-EEEE-4FFF-8AAA-ABCDEFABCDEF"},
+                                           {NULL, NULL}};
+    s_expect_unavailable("GET", "/api/v2/chats", upper, NULL, NULL);
+}
+
+static void test_a2a_task_ids_have_one_canonical_form(void **u) {
+    (void)u;
+    static const struct {
+        const char *in;
+        const char *out; /* NULL: refused */
+    } ids[] = {
+        {"7", "7"},
+        {"007", "7"},
+        {"q7", "q7"},
+        {"Q7", "q7"},
+        {"q007", "q7"},
+        {"0", NULL},
+        {"q0", NULL},
+        {"", NULL},
+        {"q", NULL},
+        {"+7", NULL},
+        {" 7", NULL},
+        {"7 ", NULL},
+        {"q-7", NULL},
+        {"qq7", NULL},
+        {"x7", NULL},
+        {"1e3", NULL},
+        {"9223372036854775807", "9223372036854775807"},
+        {"9223372036854775808", NULL},
+    };
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        char out[A2A_TASK_ID_MAX] = "";
+        int rc = a2a_task_id_canonical(ids[i].in, out);
+        if (ids[i].out ? rc != 0 || strcmp(out, ids[i].out) != 0 : rc != -1) {
+            fail_msg("\"%s\": got rc %d \"%s\"", ids[i].in, rc, out);
+        }
+    }
+}
+
+/* One A2A call; returns the JSON-RPC error's data (or NULL). */
+static json_t *s_a2a_error(const char *params, int *code) {
+    char *body = mem_printf("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\","
+                            "\"params\":%s}",
+                            params);
+    json_t *j;
+    assert_int_equal(s_real_call("POST", "/a2a", NULL, NULL, body, &j), 200);
+    free(body);
+    json_t *e = json_object_get(j, "error");
+    *code = (int)json_integer_value(json_object_get(e, "code"));
+    json_t *data = json_incref(json_object_get(e, "data"));
+    json_decref(j);
+    return data;
+}
+
+static const char *s_data_field(json_t *data) {
+    json_t *f = json_object_get(data, "field");
+    if (!f) {
+        f = json_object_get(json_array_get(json_object_get(data, "validations"), 0), "field");
+    }
+    return json_string_value(f);
+}
+
+/* A2A errors name the place in the JSON-RPC request the client sent: under params, and a
+ * bad schema under the extension member it came in, not the REST body built from it. */
+static void test_a2a_errors_name_fields_of_the_json_rpc_request(void **u) {
+    (void)u;
+#define A2A_MSG(extra)                                                                             \
+    "{\"message\":{\"role\":\"ROLE_USER\",\"messageId\":\"m\",\"parts\":[{\"text\":\"hi\"}]" extra \
+    "}"
+#define A2A_EXT "\"extensions\":[\"" A2A_EXTENSION_URI "\"]"
+    static const struct {
+        const char *params;
+        const char *field;
+    } bad[] = {
+        {"{}", "params.message"},
+        {A2A_MSG(",\"contextId\":\"nope\"}"), "params.message.contextId"},
+        {A2A_MSG(",\"taskId\":\"1\"}"), "params.message.taskId"},
+        {"{\"message\":{\"parts\":[{\"text\":\"a\"},{\"data\":1}]}}", "params.message.parts[1]"},
+        {A2A_MSG("}, \"metadata\":{\"kediStructuredOutput\":{\"version\":1}}"),
+         "params.message.extensions"},
+        {A2A_MSG("," A2A_EXT "}, \"metadata\":{\"kediStructuredOutput\":{\"version\":2}}"),
+         "params.metadata.kediStructuredOutput.version"},
+        {A2A_MSG("," A2A_EXT "}, \"metadata\":{\"kediStructuredOutput\":{\"version\":1,"
+                 "\"schemaJson\":\"{\\\"type\\\":5}\"}}"),
+         "params.metadata.kediStructuredOutput.schemaJson.type"},
+        {A2A_MSG("," A2A_EXT "}, \"metadata\":{\"kediStructuredOutput\":{\"version\":1,"
+                 "\"schema\":{\"type\":5}}}"),
+         "params.metadata.kediStructuredOutput.schema.type"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int code = 0;
+        json_t *data = s_a2a_error(bad[i].params, &code);
+        const char *f = s_data_field(data);
+        if (code != -32602 || !f || strcmp(f, bad[i].field) != 0) {
+            char *d = json_dumps(data, 0);
+            fail_msg("%s: want -32602 naming %s, got %d %s", bad[i].params, bad[i].field, code,
+                     d ? d : "no data");
+        }
+        json_decref(data);
+    }
+#undef A2A_MSG
+#undef A2A_EXT
+}
+
 static int s_setup(void **u) {
     (void)u;
     log_init("test_gateway_parsing", "error");
@@ -388,6 +691,13 @@ int main(void) {
         cmocka_unit_test(test_stream_cursor_and_last_event_id_are_checked),
         cmocka_unit_test(test_bodies_are_checked_before_the_database),
         cmocka_unit_test(test_agent_card_names_the_host_it_was_asked_on),
+        cmocka_unit_test(test_numbers_are_ascii_digits_within_range_else_refused),
+        cmocka_unit_test(test_every_numeric_query_parameter_is_parsed_strictly),
+        cmocka_unit_test(test_field_paths_of_odd_keys_are_readable_and_unambiguous),
+        cmocka_unit_test(test_create_and_tool_results_name_the_field_at_fault),
+        cmocka_unit_test(test_chat_ids_from_queries_and_bodies_are_canonical_lower_case),
+        cmocka_unit_test(test_a2a_task_ids_have_one_canonical_form),
+        cmocka_unit_test(test_a2a_errors_name_fields_of_the_json_rpc_request),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
