@@ -6,7 +6,6 @@
 #include "mem.h"
 #include "relay.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,26 +307,16 @@ static void s_on_destroy(void *owner) {
 
 static const feed_ops_t s_ops = {s_on_sync, s_on_part, s_on_destroy};
 
-static int s_after_id(const char *v, int64_t *out) {
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (errno || !*v || *end || n < 0) {
-        return -1;
-    }
-    *out = n;
-    return 0;
-}
-
 void stream_handle(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     int64_t after = 0;
     int64_t last_event = 0;
-    const char *a = http_query(req, "after_id");
     const char *lei = http_header(req, "Last-Event-ID");
-    if ((a && s_after_id(a, &after) != 0) || (lei && s_after_id(lei, &last_event) != 0)) {
-        http_invalid(resp, a && s_after_id(a, &after) != 0 ? "after_id" : "Last-Event-ID",
-                     "Invalid after_id parameter.");
+    if (gateway_query_int(req, "after_id", 0, INT64_MAX, 0, &after, resp) != 0) {
+        return;
+    }
+    if (lei && gateway_int_parse(lei, 0, INT64_MAX, &last_event) != 0) {
+        http_invalid(resp, "Last-Event-ID", "must be an integer from 0 to 9223372036854775807");
         return;
     }
     PGconn *conn = pool_get(gw->pool);
