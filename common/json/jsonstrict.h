@@ -83,7 +83,9 @@
 /* How numbers are read (the number policy above). */
 typedef enum {
     JSONSTRICT_NUMBERS_STORABLE = 0, /* the boundary: exact, and readable back from jsonb */
-    JSONSTRICT_NUMBERS_NEAREST       /* stored text: any literal, to the nearest double */
+    JSONSTRICT_NUMBERS_NEAREST,      /* stored text: any literal, to the nearest double */
+    JSONSTRICT_NUMBERS_EXACT         /* STORABLE without the storage rule: any exact double,
+                                      * for values that are never stored (validator tests) */
 } jsonstrict_numbers_t;
 
 typedef struct {

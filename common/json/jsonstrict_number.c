@@ -341,12 +341,16 @@ jsonstrict_code_t jsonstrict_number_real(const unsigned char *at, size_t len,
         return s_real_fast(at, at + len, out) ? JSONSTRICT_OK : s_nearest(at, len, out);
     }
     if (s_real_fast(at, at + len, out)) {
+        if (numbers == JSONSTRICT_NUMBERS_EXACT) {
+            return JSONSTRICT_OK;
+        }
         /* At most 15 digits and |exponent| <= 22: tiny values are stored short, and only the
          * integral ones from 2^63 up are stored as integers outside int64 (jsonstrict.h). */
         return fabs(*out) < 0x1p63 ? JSONSTRICT_OK : JSONSTRICT_E_NUMBER_STORAGE;
     }
     jsonstrict_code_t code = s_real(at, len, out);
-    if (code == JSONSTRICT_OK && *out != 0 && jsonstrict_storable(*out, NULL, 0, NULL) != 0) {
+    if (code == JSONSTRICT_OK && *out != 0 && numbers == JSONSTRICT_NUMBERS_STORABLE &&
+        jsonstrict_storable(*out, NULL, 0, NULL) != 0) {
         return JSONSTRICT_E_NUMBER_STORAGE;
     }
     return code;
