@@ -346,13 +346,14 @@ json_t *gateway_rows(PGconn *conn, const char *sql, int n, const char *const *pa
     }
     json_t *rows = json_array();
     for (int i = 0; i < PQntuples(res); i++) {
-        /* PostgreSQL's own JSON output of values that passed the strict boundary; a row
-         * jansson cannot hold (an integer beyond int64 written by some other path) is an
-         * error for this request, never a crash. */
-        json_error_t jerr;
-        json_t *row = json_loads(PQgetvalue(res, i, 0), JSON_DECODE_ANY, &jerr);
-        if (!row) {
-            log_error("gateway_row_unreadable", "reason=\"%s\"", jerr.text);
+        /* PostgreSQL's own JSON output of values that passed the strict boundary, read as
+         * stored text (jsonstrict.h, the number policy): every number reads, so a row written
+         * before the policy (1e300 given back as a 301-digit integer) never fails a read. */
+        const char *text = PQgetvalue(res, i, 0);
+        json_t *row = NULL;
+        jsonstrict_error_t jerr;
+        if (jsonstrict_parse(text, strlen(text), &jsonstrict_limits_stored, &row, &jerr) != 0) {
+            log_error("gateway_row_unreadable", "reason=\"%s\"", jerr.message);
             PQclear(res);
             json_decref(rows);
             http_error(resp, 500, "Internal error.", "a stored value cannot be represented");

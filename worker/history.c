@@ -1,12 +1,24 @@
 /* history: see history.h. */
 #include "history.h"
 #include "db.h"
+#include "jsonstrict.h"
 #include "log.h"
 #include "mem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* PostgreSQL's JSON text of a stored value, read as stored text (jsonstrict.h, the number
+ * policy): any number, of any length, reads (rows written before the policy hold integers
+ * far beyond int64). NULL only for text that is not JSON at all. */
+static json_t *s_stored(const char *text) {
+    json_t *v = NULL;
+    if (jsonstrict_parse(text, strlen(text), &jsonstrict_limits_stored, &v, NULL) != 0) {
+        return NULL;
+    }
+    return v;
+}
 
 void history_clear(history_t *h) {
     json_decref(h->dynamic_tools);
@@ -96,7 +108,7 @@ static int s_load_request(PGconn *conn, const char *chat_id, history_t *out) {
         return -1;
     }
     for (int i = 0; i < PQntuples(res) && i < HISTORY_MAX_MESSAGES; i++) {
-        json_t *m = json_loads(PQgetvalue(res, i, 0), 0, NULL);
+        json_t *m = s_stored(PQgetvalue(res, i, 0));
         if (m) {
             json_array_append_new(out->evidence, m);
         }
@@ -147,7 +159,7 @@ history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *f
     out->history_version = db_int64(res, 0, 3);
     out->generation_attempt = db_int64(res, 0, 4);
     out->deadline_in_ms = db_int64(res, 0, 7);
-    out->dynamic_tools = json_loads(PQgetvalue(res, 0, 6), 0, NULL);
+    out->dynamic_tools = s_stored(PQgetvalue(res, 0, 6));
     if (!json_is_array(out->dynamic_tools)) {
         json_decref(out->dynamic_tools);
         out->dynamic_tools = json_array();
@@ -168,7 +180,7 @@ history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *f
             history_clear(out);
             return HISTORY_DB;
         }
-        out->model = PQntuples(res) == 1 ? json_loads(PQgetvalue(res, 0, 0), 0, NULL) : NULL;
+        out->model = PQntuples(res) == 1 ? s_stored(PQgetvalue(res, 0, 0)) : NULL;
         if (!out->model) {
             out->model = json_null();
         }
@@ -201,8 +213,8 @@ history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *f
         }
         out->messages = json_array();
         for (int i = 0; i < PQntuples(res); i++) {
-            /* PostgreSQL's own JSON output: trusted, so the plain parser will do. */
-            json_t *m = json_loads(PQgetvalue(res, i, 0), 0, NULL);
+            /* PostgreSQL's own JSON output: trusted, read as stored text. */
+            json_t *m = s_stored(PQgetvalue(res, i, 0));
             if (m) {
                 json_array_append_new(out->messages, m);
             }

@@ -29,20 +29,26 @@ static int s_put_cb(const char *s, size_t n, void *ctx) {
     return 0;
 }
 
-static void s_real(out_t *o, double d) {
-    char buf[40];
+size_t jsonout_real(double d, char buf[JSONOUT_REAL_MAX]) {
     /* 15 digits always identify a double uniquely when they round-trip (DBL_DIG); subnormals
      * carry fewer, so for them every precision is tried from one (as jsonstrict does). */
     for (int prec = fabs(d) < DBL_MIN ? 1 : 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, d);
+        snprintf(buf, JSONOUT_REAL_MAX, "%.*g", prec, d);
         if (strtod(buf, NULL) == d) {
             break;
         }
     }
-    s_put(o, buf, strlen(buf));
+    size_t n = strlen(buf);
     if (!strpbrk(buf, ".eEn")) { /* "nan"/"inf" cannot occur: the boundary refuses them */
-        s_put(o, ".0", 2);
+        memcpy(buf + n, ".0", 3);
+        n += 2;
     }
+    return n;
+}
+
+static void s_real(out_t *o, double d) {
+    char buf[JSONOUT_REAL_MAX];
+    s_put(o, buf, jsonout_real(d, buf));
 }
 
 static void s_value(out_t *o, const json_t *v) {

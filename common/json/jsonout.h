@@ -11,8 +11,18 @@
 #define CHATFLEET_JSONOUT_H
 
 #include <jansson.h>
+#include <stddef.h>
 
 /* A newly allocated compact text of v (any JSON value), owned by the caller (free()). */
 char *jsonout_dumps(const json_t *v);
+
+#define JSONOUT_REAL_MAX                                                                           \
+    32 /* bytes of one real's text, NUL included ("-1.2345678901234567e-308") */
+
+/* The text jsonout_dumps gives the finite double d: its shortest round-trip "%g" form, with
+ * ".0" appended when that has neither a point nor an exponent. Writes it, NUL-terminated, to
+ * buf and returns its length. This text is what PostgreSQL receives for every stored real, so
+ * the strict boundary derives its number policy from it (jsonstrict.h). */
+size_t jsonout_real(double d, char buf[JSONOUT_REAL_MAX]);
 
 #endif

@@ -21,6 +21,17 @@ const jsonstrict_limits_t jsonstrict_limits_default = {
     .max_number_chars = JSONSTRICT_MAX_NUMBER_CHARS_DEFAULT,
 };
 
+const jsonstrict_limits_t jsonstrict_limits_stored = {
+    .max_bytes = JSONSTRICT_BYTES_CEILING,
+    .max_depth = JSONSTRICT_DEPTH_CEILING,
+    .max_values = SIZE_MAX,
+    .max_keys = SIZE_MAX,
+    .max_items = SIZE_MAX,
+    .max_string_bytes = SIZE_MAX,
+    .max_number_chars = SIZE_MAX,
+    .numbers = JSONSTRICT_NUMBERS_NEAREST,
+};
+
 const jsonstrict_limits_t jsonstrict_limits_schema = {
     .max_bytes = JSONSTRICT_SCHEMA_MAX_BYTES,
     .max_depth = JSONSTRICT_SCHEMA_MAX_DEPTH,
@@ -78,6 +89,7 @@ static const char *s_code_names[] = {
     "integer_range",
     "number_range",
     "number_precision",
+    "number_storage",
 };
 
 const char *jsonstrict_code_name(jsonstrict_code_t code) {
@@ -415,6 +427,21 @@ static int s_number_fail(s_parser_t *ps, jsonstrict_code_t code, const unsigned 
                       "number %.*s underflows a double to zero (beyond exact representation)",
                       shown, lit);
     }
+    if (code == JSONSTRICT_E_NUMBER_STORAGE) {
+        char stored[48];
+        size_t n = 0;
+        (void)jsonstrict_storable(d, stored, sizeof stored, &n);
+        if (!strchr(stored, '.')) {
+            return s_fail(ps, code, at,
+                          "number %.*s would be stored by PostgreSQL as the integer %.24s%s, "
+                          "outside int64",
+                          shown, lit, stored, n > 24 ? "..." : "");
+        }
+        return s_fail(ps, code, at,
+                      "number %.*s would be stored by PostgreSQL as a decimal of %zu characters, "
+                      "over the cap of %d",
+                      shown, lit, n, JSONSTRICT_STORED_NUMBER_CHARS);
+    }
     return s_fail(ps, code, at,
                   "number %.*s has more precision than a double keeps (nearest is %.17g)", shown,
                   lit, d);
@@ -466,7 +493,8 @@ static int s_parse_number(s_parser_t *ps) {
         }
     }
     size_t len = (size_t)(p - at);
-    if (len > ps->lim.max_number_chars) {
+    bool nearest = ps->lim.numbers == JSONSTRICT_NUMBERS_NEAREST;
+    if (len > ps->lim.max_number_chars && !nearest) {
         return s_fail(ps, JSONSTRICT_E_NUMBER_LENGTH, at,
                       "number literal of %zu characters exceeds the cap of %zu", len,
                       ps->lim.max_number_chars);
@@ -475,7 +503,15 @@ static int s_parse_number(s_parser_t *ps) {
     if (is_int) {
         int64_t v = 0;
         if (int_digits > 18) {
-            jsonstrict_code_t code = jsonstrict_number_integer(at, len, &v);
+            /* No leading zeros in JSON: over 19 digits is outside int64 without a look. */
+            jsonstrict_code_t code = int_digits > 19 ? JSONSTRICT_E_INTEGER_RANGE
+                                                     : jsonstrict_number_integer(at, len, &v);
+            if (code != JSONSTRICT_OK && nearest) {
+                double d = 0;
+                (void)jsonstrict_number_real(at, len, JSONSTRICT_NUMBERS_NEAREST, &d);
+                jsontape_add_real(ps->tape, d);
+                return 0;
+            }
             if (code != JSONSTRICT_OK) {
                 return s_number_fail(ps, code, at, len, 0);
             }
@@ -491,7 +527,7 @@ static int s_parse_number(s_parser_t *ps) {
         return 0;
     }
     double d = 0;
-    jsonstrict_code_t code = jsonstrict_number_real(at, len, &d);
+    jsonstrict_code_t code = jsonstrict_number_real(at, len, ps->lim.numbers, &d);
     if (code != JSONSTRICT_OK) {
         return s_number_fail(ps, code, at, len, d);
     }
@@ -671,7 +707,8 @@ static void s_clamp(jsonstrict_limits_t *lim) {
     if (lim->max_depth > JSONSTRICT_DEPTH_CEILING || lim->max_depth < 0) {
         lim->max_depth = JSONSTRICT_DEPTH_CEILING;
     }
-    if (lim->max_number_chars > JSONSTRICT_NUMBER_CHARS_CEILING) {
+    if (lim->max_number_chars > JSONSTRICT_NUMBER_CHARS_CEILING &&
+        lim->numbers != JSONSTRICT_NUMBERS_NEAREST) {
         lim->max_number_chars = JSONSTRICT_NUMBER_CHARS_CEILING;
     }
 }

@@ -20,6 +20,29 @@
  * JSONTAPE_INTEGER; any other literal becomes a json_real or JSONTAPE_REAL. So 1.0 and 1e2 are
  * reals with integral values; the schema validator treats them as integers. Exact integers beyond
  * int64 cannot be represented by jansson and are refused rather than rounded.
+ *
+ * The number policy (JSONSTRICT_NUMBERS_STORABLE, the default): every accepted number must read
+ * back, unchanged, after a trip through PostgreSQL jsonb, by every reader (jansson, this parser
+ * with the default caps, the CLI). A stored real is the text jsonout_real() gives its double
+ * (the shortest round-trip "%g" form, ".0" added when integral) as PostgreSQL's numeric prints
+ * it: plain decimal, never an exponent, with max(0, fraction digits - exponent) decimals, the
+ * sign of zero dropped (jsonstrict_pgnumeric_text models it). So 1e300 comes back as a
+ * 301-digit integer and 1e-300 as a 302-character decimal. The rule:
+ *   - an integer literal is accepted when it is within int64 (it is stored as written; -0 as 0);
+ *   - a real literal is accepted when it is exactly the shortest form of a finite double (or a
+ *     zero), and the stored text of that double is either an integer within int64 or a decimal
+ *     of at most JSONSTRICT_STORED_NUMBER_CHARS characters. Equivalently: |d| < 2^63 (every
+ *     double from 2^63 up is integral and stored as an integer outside int64), and a nonzero
+ *     |d| below 1 has at most 126 decimals in its shortest form (125 when negative): 1e-126 is
+ *     accepted, 1e-127 is not (JSONSTRICT_E_NUMBER_STORAGE).
+ * Such a stored text parses back to the same double (the sign of a zero aside: -0.0 is stored
+ * as 0.0, which every reader compares equal) and passes this boundary again.
+ *
+ * Stored reads (JSONSTRICT_NUMBERS_NEAREST, jsonstrict_limits_stored): text PostgreSQL wrote
+ * from a stored jsonb value is read with every number accepted whatever its length: an integer
+ * within int64 stays an integer, anything else becomes the nearest double (beyond the double
+ * range: the largest finite double of its sign). So rows written before the policy (1e300
+ * stored as a long integer) still read, and no stored row can make a read fail on a number.
  */
 #ifndef CHATFLEET_JSONSTRICT_H
 #define CHATFLEET_JSONSTRICT_H
@@ -39,6 +62,10 @@
 #define JSONSTRICT_MAX_STRING_BYTES_DEFAULT 16384 /* decoded bytes of one string or key */
 #define JSONSTRICT_MAX_NUMBER_CHARS_DEFAULT 128   /* characters of one number literal */
 
+/* Characters of a real's text as PostgreSQL stores it, at most (the number policy above): the
+ * default literal cap, so that a stored text passes the boundary again. */
+#define JSONSTRICT_STORED_NUMBER_CHARS JSONSTRICT_MAX_NUMBER_CHARS_DEFAULT
+
 /* Caps for schemas (ARCHITECTURE.md §10: schema 16 KiB). */
 #define JSONSTRICT_SCHEMA_MAX_BYTES 16384 /* bytes of schema text */
 #define JSONSTRICT_SCHEMA_MAX_DEPTH 64    /* JSON nesting levels (two per schema level) */
@@ -53,6 +80,14 @@
 #define JSONSTRICT_PATH_MAX    256 /* bytes of the error path, NUL included (truncated "...") */
 #define JSONSTRICT_MESSAGE_MAX 192 /* bytes of the error message, NUL included */
 
+/* How numbers are read (the number policy above). */
+typedef enum {
+    JSONSTRICT_NUMBERS_STORABLE = 0, /* the boundary: exact, and readable back from jsonb */
+    JSONSTRICT_NUMBERS_NEAREST,      /* stored text: any literal, to the nearest double */
+    JSONSTRICT_NUMBERS_EXACT         /* STORABLE without the storage rule: any exact double,
+                                      * for values that are never stored (validator tests) */
+} jsonstrict_numbers_t;
+
 typedef struct {
     size_t max_bytes;
     int max_depth;
@@ -60,31 +95,39 @@ typedef struct {
     size_t max_keys;
     size_t max_items;
     size_t max_string_bytes;
-    size_t max_number_chars;
+    size_t max_number_chars; /* ignored (no cap) under JSONSTRICT_NUMBERS_NEAREST */
+    jsonstrict_numbers_t numbers;
 } jsonstrict_limits_t;
 
 /* The default caps above, and the schema caps (schema bytes and depth, default otherwise). */
 extern const jsonstrict_limits_t jsonstrict_limits_default;
 extern const jsonstrict_limits_t jsonstrict_limits_schema;
 
+/* For JSON text PostgreSQL produced from stored jsonb (rows the gateway and the worker read):
+ * no caps but the ceilings, JSONSTRICT_NUMBERS_NEAREST. Stored values passed this boundary on
+ * the way in (or were written by the system itself), so only the number rule is relaxed, for
+ * rows written before the number policy. */
+extern const jsonstrict_limits_t jsonstrict_limits_stored;
+
 typedef enum {
     JSONSTRICT_OK = 0,
-    JSONSTRICT_E_TOO_LARGE,       /* input over max_bytes */
-    JSONSTRICT_E_SYNTAX,          /* not JSON (includes NaN and Infinity literals) */
-    JSONSTRICT_E_TRAILING,        /* a complete value followed by more than whitespace */
-    JSONSTRICT_E_UTF8,            /* invalid UTF-8 in a string */
-    JSONSTRICT_E_SURROGATE,       /* an unpaired surrogate escape */
-    JSONSTRICT_E_NUL,             /* a decoded U+0000 */
-    JSONSTRICT_E_DUPLICATE_KEY,   /* the same key twice in one object */
-    JSONSTRICT_E_DEPTH,           /* nesting over max_depth */
-    JSONSTRICT_E_VALUES,          /* more than max_values values */
-    JSONSTRICT_E_KEYS,            /* more than max_keys members in one object */
-    JSONSTRICT_E_ITEMS,           /* more than max_items elements in one array */
-    JSONSTRICT_E_STRING_LENGTH,   /* a string or key over max_string_bytes */
-    JSONSTRICT_E_NUMBER_LENGTH,   /* a number literal over max_number_chars */
-    JSONSTRICT_E_INTEGER_RANGE,   /* an integer literal outside int64 */
-    JSONSTRICT_E_NUMBER_RANGE,    /* a real that overflows (or underflows) a double */
-    JSONSTRICT_E_NUMBER_PRECISION /* a real with more digits than the nearest double keeps */
+    JSONSTRICT_E_TOO_LARGE,        /* input over max_bytes */
+    JSONSTRICT_E_SYNTAX,           /* not JSON (includes NaN and Infinity literals) */
+    JSONSTRICT_E_TRAILING,         /* a complete value followed by more than whitespace */
+    JSONSTRICT_E_UTF8,             /* invalid UTF-8 in a string */
+    JSONSTRICT_E_SURROGATE,        /* an unpaired surrogate escape */
+    JSONSTRICT_E_NUL,              /* a decoded U+0000 */
+    JSONSTRICT_E_DUPLICATE_KEY,    /* the same key twice in one object */
+    JSONSTRICT_E_DEPTH,            /* nesting over max_depth */
+    JSONSTRICT_E_VALUES,           /* more than max_values values */
+    JSONSTRICT_E_KEYS,             /* more than max_keys members in one object */
+    JSONSTRICT_E_ITEMS,            /* more than max_items elements in one array */
+    JSONSTRICT_E_STRING_LENGTH,    /* a string or key over max_string_bytes */
+    JSONSTRICT_E_NUMBER_LENGTH,    /* a number literal over max_number_chars */
+    JSONSTRICT_E_INTEGER_RANGE,    /* an integer literal outside int64 */
+    JSONSTRICT_E_NUMBER_RANGE,     /* a real that overflows (or underflows) a double */
+    JSONSTRICT_E_NUMBER_PRECISION, /* a real with more digits than the nearest double keeps */
+    JSONSTRICT_E_NUMBER_STORAGE    /* a real PostgreSQL jsonb would give back unreadable */
 } jsonstrict_code_t;
 
 typedef struct {
@@ -123,5 +166,19 @@ size_t jsonstrict_utf8_len(const unsigned char *p, const unsigned char *end);
  * that |d| = digits * 10^exp10. Returns the number of digits. The boundary accepts a real
  * only when its literal has exactly this value; the validator's multipleOf uses it too. */
 int jsonstrict_shortest(double d, char digits[JSONSTRICT_DIGITS_MAX + 1], int *exp10);
+
+/* PostgreSQL's text for the JSON number literal lit[0..len) (valid JSON number syntax) once
+ * stored in jsonb: numeric_in then numeric_out (PostgreSQL 15, src/backend/utils/adt/numeric.c):
+ * plain decimal, no exponent, max(0, fraction digits - exponent) decimals (trailing zeros kept),
+ * no leading zeros, "-" only when nonzero. Writes at most cap - 1 characters and a NUL (cap > 0)
+ * and returns the full length, like snprintf. Exponents PostgreSQL refuses (|e| >= 2^30 - 1) are
+ * not modelled. The number policy applies it to jsonout_real()'s text of a double. */
+size_t jsonstrict_pgnumeric_text(const char *lit, size_t len, char *out, size_t cap);
+
+/* Whether the finite double d passes the number policy's storage rule (above): 0 when its
+ * stored text is an int64 integer or a decimal of at most JSONSTRICT_STORED_NUMBER_CHARS
+ * characters, else -1. Writes the stored text (truncated to cap - 1, NUL-terminated) to out
+ * when out is not NULL, and its full length to *stored_len when that is not NULL. */
+int jsonstrict_storable(double d, char *out, size_t cap, size_t *stored_len);
 
 #endif

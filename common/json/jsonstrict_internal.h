@@ -20,12 +20,18 @@
  * (leaving *out alone). The parser calls it only for 19 digits or more. */
 jsonstrict_code_t jsonstrict_number_integer(const unsigned char *at, size_t len, int64_t *out);
 
-/* The real literal at[0..len) (a fraction or an exponent or both): its syntax already checked,
- * len at most JSONSTRICT_NUMBER_CHARS_CEILING. Always sets *out to the nearest double (strtod's
- * value) and returns JSONSTRICT_OK when the literal is exactly that double's shortest form (or
- * zero); JSONSTRICT_E_NUMBER_RANGE when it overflows (*out infinite) or underflows to zero (*out
- * zero); JSONSTRICT_E_NUMBER_PRECISION when it has digits the double does not keep. */
-jsonstrict_code_t jsonstrict_number_real(const unsigned char *at, size_t len, double *out);
+/* The real literal at[0..len) (a fraction or an exponent or both), or under
+ * JSONSTRICT_NUMBERS_NEAREST an integer literal outside int64: its syntax already checked; len
+ * at most JSONSTRICT_NUMBER_CHARS_CEILING under JSONSTRICT_NUMBERS_STORABLE, any length under
+ * JSONSTRICT_NUMBERS_NEAREST. Always sets *out to the nearest double (strtod's value).
+ * STORABLE returns JSONSTRICT_OK when the literal is exactly that double's shortest form (or
+ * zero) and the double passes jsonstrict_storable; JSONSTRICT_E_NUMBER_RANGE when it overflows
+ * (*out infinite) or underflows to zero (*out zero); JSONSTRICT_E_NUMBER_PRECISION when it has
+ * digits the double does not keep; JSONSTRICT_E_NUMBER_STORAGE when PostgreSQL would store it
+ * as text a reader refuses. NEAREST always returns JSONSTRICT_OK, *out clamped to the largest
+ * finite double of its sign when beyond the range. */
+jsonstrict_code_t jsonstrict_number_real(const unsigned char *at, size_t len,
+                                         jsonstrict_numbers_t numbers, double *out);
 
 /* --- duplicate keys (jsonstrict_keys.c) --- */
 

@@ -1,7 +1,10 @@
 /* jsonstrict_number: number literals for the strict JSON boundary (jsonstrict.h): the exact
  * int64 range check, reals by Clinger's fast path or strtod with the round-trip precision check,
- * and jsonstrict_shortest; see jsonstrict_internal.h. */
+ * the number policy's storage rule (PostgreSQL's numeric text), the nearest-double reading of
+ * stored text, and jsonstrict_shortest; see jsonstrict_internal.h. */
 #include "jsonstrict_internal.h"
+#include "jsonout.h"
+#include "mem.h"
 
 #include <errno.h>
 #include <float.h>
@@ -198,11 +201,159 @@ static bool s_real_fast(const unsigned char *p, const unsigned char *end, double
 #endif
 }
 
-jsonstrict_code_t jsonstrict_number_real(const unsigned char *at, size_t len, double *out) {
-    if (s_real_fast(at, at + len, out)) {
-        return JSONSTRICT_OK;
+/* A bounded writer with snprintf's contract: counts everything, writes what fits. */
+typedef struct {
+    char *out;
+    size_t cap;
+    size_t len;
+} s_text_t;
+
+static void s_text_run(s_text_t *t, char c, size_t n) {
+    size_t room = t->cap > t->len + 1 ? t->cap - t->len - 1 : 0;
+    size_t w = n < room ? n : room;
+    if (w > 0) {
+        memset(t->out + t->len, c, w);
     }
-    return s_real(at, len, out);
+    t->len += n;
+}
+
+static void s_text_digits(s_text_t *t, const char *ip, size_t in, const char *fp, size_t from,
+                          size_t to) {
+    for (size_t k = from; k < to; k++) {
+        s_text_run(t, k < in ? ip[k] : fp[k - in], 1);
+    }
+}
+
+size_t jsonstrict_pgnumeric_text(const char *lit, size_t len, char *out, size_t cap) {
+    size_t i = 0;
+    bool neg = i < len && lit[i] == '-';
+    i += neg;
+    const char *ip = lit + i;
+    size_t in = 0;
+    for (; i < len && lit[i] >= '0' && lit[i] <= '9'; i++) {
+        in++;
+    }
+    const char *fp = lit + i;
+    size_t fn = 0;
+    if (i < len && lit[i] == '.') {
+        fp = lit + ++i;
+        for (; i < len && lit[i] >= '0' && lit[i] <= '9'; i++) {
+            fn++;
+        }
+    }
+    long exp = 0;
+    if (i < len && (lit[i] == 'e' || lit[i] == 'E')) {
+        i++;
+        bool exp_neg = i < len && lit[i] == '-';
+        i += i < len && (lit[i] == '-' || lit[i] == '+');
+        for (; i < len && lit[i] >= '0' && lit[i] <= '9'; i++) {
+            if (exp < (1L << 40)) { /* beyond anything numeric_in accepts */
+                exp = exp * 10 + (lit[i] - '0');
+            }
+        }
+        exp = exp_neg ? -exp : exp;
+    }
+    /* The literal's digits, int part then fraction, are D; its value is D * 10^(exp - fn) and
+     * numeric_in keeps max(0, fn - exp) decimals (its dscale), trailing zeros included. */
+    size_t total = in + fn;
+    size_t lead = 0;
+    while (lead < total && (lead < in ? ip[lead] : fp[lead - in]) == '0') {
+        lead++;
+    }
+    long dscale = (long)fn - exp > 0 ? (long)fn - exp : 0;
+    s_text_t t = {out, cap, 0};
+    if (lead == total) { /* zero: numeric has no negative zero */
+        s_text_run(&t, '0', 1);
+        if (dscale > 0) {
+            s_text_run(&t, '.', 1);
+            s_text_run(&t, '0', (size_t)dscale);
+        }
+    } else {
+        if (neg) {
+            s_text_run(&t, '-', 1);
+        }
+        size_t sig = total - lead;
+        if (dscale == 0) { /* an integer: the digits, then exp - fn zeros */
+            s_text_digits(&t, ip, in, fp, lead, total);
+            s_text_run(&t, '0', (size_t)(exp - (long)fn));
+        } else if (sig > (size_t)dscale) {
+            s_text_digits(&t, ip, in, fp, lead, total - (size_t)dscale);
+            s_text_run(&t, '.', 1);
+            s_text_digits(&t, ip, in, fp, total - (size_t)dscale, total);
+        } else {
+            s_text_run(&t, '0', 1);
+            s_text_run(&t, '.', 1);
+            s_text_run(&t, '0', (size_t)dscale - sig);
+            s_text_digits(&t, ip, in, fp, lead, total);
+        }
+    }
+    if (cap > 0) {
+        out[t.len < cap ? t.len : cap - 1] = '\0';
+    }
+    return t.len;
+}
+
+int jsonstrict_storable(double d, char *out, size_t cap, size_t *stored_len) {
+    char text[JSONOUT_REAL_MAX];
+    size_t n = jsonout_real(d, text);
+    /* One more than the cap holds any int64 and shows when a decimal is over the cap. */
+    char pg[JSONSTRICT_STORED_NUMBER_CHARS + 2];
+    size_t m = jsonstrict_pgnumeric_text(text, n, pg, sizeof pg);
+    if (out && cap > 0) {
+        jsonstrict_pgnumeric_text(text, n, out, cap);
+    }
+    if (stored_len) {
+        *stored_len = m;
+    }
+    if (m >= sizeof pg) {
+        return -1;
+    }
+    if (strchr(pg, '.')) {
+        return m <= JSONSTRICT_STORED_NUMBER_CHARS ? 0 : -1;
+    }
+    errno = 0;
+    (void)strtoll(pg, NULL, 10);
+    return errno == ERANGE ? -1 : 0;
+}
+
+/* Stored text read to the nearest double, whatever its length (JSONSTRICT_NUMBERS_NEAREST):
+ * beyond the double range, the largest finite double of its sign. */
+__attribute__((noinline)) static jsonstrict_code_t s_nearest(const unsigned char *at, size_t len,
+                                                             double *out) {
+    char small[64];
+    char *lit = len < sizeof small ? small : mem_alloc(len + 1);
+    memcpy(lit, at, len);
+    lit[len] = '\0';
+    double d = strtod(lit, NULL);
+    if (isinf(d)) {
+        d = d > 0 ? DBL_MAX : -DBL_MAX;
+    }
+    *out = d;
+    if (lit != small) {
+        free(lit);
+    }
+    return JSONSTRICT_OK;
+}
+
+jsonstrict_code_t jsonstrict_number_real(const unsigned char *at, size_t len,
+                                         jsonstrict_numbers_t numbers, double *out) {
+    if (numbers == JSONSTRICT_NUMBERS_NEAREST) {
+        return s_real_fast(at, at + len, out) ? JSONSTRICT_OK : s_nearest(at, len, out);
+    }
+    if (s_real_fast(at, at + len, out)) {
+        if (numbers == JSONSTRICT_NUMBERS_EXACT) {
+            return JSONSTRICT_OK;
+        }
+        /* At most 15 digits and |exponent| <= 22: tiny values are stored short, and only the
+         * integral ones from 2^63 up are stored as integers outside int64 (jsonstrict.h). */
+        return fabs(*out) < 0x1p63 ? JSONSTRICT_OK : JSONSTRICT_E_NUMBER_STORAGE;
+    }
+    jsonstrict_code_t code = s_real(at, len, out);
+    if (code == JSONSTRICT_OK && *out != 0 && numbers == JSONSTRICT_NUMBERS_STORABLE &&
+        jsonstrict_storable(*out, NULL, 0, NULL) != 0) {
+        return JSONSTRICT_E_NUMBER_STORAGE;
+    }
+    return code;
 }
 
 /* Out of line, like s_real, so that its buffer is never on the stack of a nesting level. */

@@ -111,7 +111,8 @@ static void s_rejected(const char *buf, size_t len, const jsonstrict_error_t *er
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static const jsonstrict_limits_t small = {4096, 8, 256, 32, 32, 256, 32};
+    static const jsonstrict_limits_t small = {4096, 8,   256, 32,
+                                              32,   256, 32,  JSONSTRICT_NUMBERS_STORABLE};
     const char *buf = (const char *)data;
     for (int pass = 0; pass < 2; pass++) {
         json_t *value = NULL;

@@ -17,7 +17,11 @@ static void s_expect(json_t *v, const char *want) {
     assert_string_equal(got, want);
     json_t *back = NULL;
     jsonstrict_error_t err;
-    assert_int_equal(jsonstrict_parse(got, strlen(got), NULL, &back, &err), 0);
+    /* Exact doubles, stored or not (1e300 is refused for storage by the boundary, but jsonout
+     * must still print it right). */
+    jsonstrict_limits_t lim = jsonstrict_limits_default;
+    lim.numbers = JSONSTRICT_NUMBERS_EXACT;
+    assert_int_equal(jsonstrict_parse(got, strlen(got), &lim, &back, &err), 0);
     assert_true(json_equal(back, v));
     char *again = jsonout_dumps(back);
     assert_string_equal(again, want);

@@ -140,7 +140,8 @@ static void test_boundary_caps_at_and_above_default_bounds(void **state) {
 /* --- compiler caps --- */
 
 static int s_compile_text(const textbuf_t *t, jsonschema_error_t *err) {
-    static const jsonstrict_limits_t big = {1 << 24, 200, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 128};
+    static const jsonstrict_limits_t big = {1 << 24, 200,     1 << 20, 1 << 20,
+                                            1 << 20, 1 << 20, 128,     JSONSTRICT_NUMBERS_STORABLE};
     json_t *v = NULL;
     jsonstrict_error_t perr;
     assert_int_equal(jsonstrict_parse(t->p, t->len, &big, &v, &perr), 0);

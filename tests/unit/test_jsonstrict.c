@@ -120,12 +120,14 @@ static void test_numbers_must_be_exact(void **state) {
     assert_non_null(strstr(err.message, "precision"));
     s_bad("12345678901234567890.0", JSONSTRICT_E_NUMBER_PRECISION);
 
-    json_t *v = s_ok("[9223372036854775807, -9223372036854775808, 0.1, 1.0, 1e308, 5e-324, "
-                     "0.30000000000000004, -0.0, 12345678901234567000.0]");
+    /* Exact doubles that PostgreSQL would store unreadably (1e308, 5e-324, 1.2e19) are refused
+     * by the storage rule instead: test_jsonstrict_numbers.c. */
+    json_t *v = s_ok("[9223372036854775807, -9223372036854775808, 0.1, 1.0, 1e18, 1e-126, "
+                     "0.30000000000000004, -0.0, 1234567890123456800.0]");
     assert_int_equal(json_integer_value(json_array_get(v, 0)), INT64_MAX);
     assert_int_equal(json_integer_value(json_array_get(v, 1)), INT64_MIN);
     assert_true(json_real_value(json_array_get(v, 2)) == 0.1);
-    assert_true(json_real_value(json_array_get(v, 4)) == 1e308);
+    assert_true(json_real_value(json_array_get(v, 4)) == 1e18);
     assert_true(json_real_value(json_array_get(v, 5)) > 0);
     assert_true(json_real_value(json_array_get(v, 6)) == 0.1 + 0.2);
     assert_true(signbit(json_real_value(json_array_get(v, 7))));

@@ -18,8 +18,11 @@
 #include "textbuf.h"
 #include "jsontape.h"
 
-/* Limits wide enough for every document here (the caps have their own tests). */
-static const jsonstrict_limits_t s_wide = {1 << 24, 64, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 128};
+/* Limits wide enough for every document here (the caps have their own tests). Numbers are read
+ * as stored text is (nearest double): the tape must hold the extreme doubles (1e300, 5e-324,
+ * 2^63) that legacy rows carry, which the boundary's storage rule refuses on the way in. */
+static const jsonstrict_limits_t s_wide = {1 << 24, 64,      1 << 20, 1 << 20,
+                                           1 << 20, 1 << 20, 128,     JSONSTRICT_NUMBERS_NEAREST};
 
 static void s_parse_tape(jsontape_t *t, const char *text) {
     jsonstrict_error_t err;

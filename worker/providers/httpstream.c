@@ -420,6 +420,9 @@ const jsonstrict_limits_t httpstream_event_limits = {
     .max_items = 4096,
     .max_string_bytes = HTTPSTREAM_LINE_MAX_BYTES,
     .max_number_chars = 128,
+    /* A provider's event is read, never stored as such: a logprob of 1e-300 must not drop it.
+     * What the worker stores from it (text, tool arguments) passes the boundary on its own. */
+    .numbers = JSONSTRICT_NUMBERS_NEAREST,
 };
 
 json_t *httpstream_parse_event(const char *who, const char *data, size_t len) {
