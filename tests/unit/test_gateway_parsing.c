@@ -298,9 +298,10 @@ static void test_stream_cursor_and_last_event_id_are_checked(void **u) {
     static const gwrequest_kv_t after_ok[] = {{"after_id", "0"}, {NULL, NULL}};
     json_t *j;
     assert_int_equal(s_real_call("GET", path, neg, NULL, NULL, &j), 400);
-    gwrequest_expect_invalid(j, "after_id", "Invalid after_id parameter.");
+    gwrequest_expect_invalid(j, "after_id", "must be an integer from 0 to 9223372036854775807");
     assert_int_equal(s_real_call("GET", path, NULL, lei, NULL, &j), 400);
-    gwrequest_expect_invalid(j, "Last-Event-ID", "Invalid after_id parameter.");
+    gwrequest_expect_invalid(j, "Last-Event-ID",
+                             "must be an integer from 0 to 9223372036854775807");
     s_expect_unavailable("GET", path, after_ok, lei_ok, NULL);
 }
 
