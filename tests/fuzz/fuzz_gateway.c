@@ -162,6 +162,8 @@ static void s_check_envelope(json_t *v, const http_resp_t *resp) {
 
 /* At exit, before CZMQ's own handler (registered earlier, so run later) ends its context. */
 static void s_teardown(void) {
+    hub_close_all(s_gw.hub);
+    workpool_destroy(&s_gw.streams); /* a watch's job may still run */
     hub_destroy(&s_gw.hub);
     pool_destroy(&s_gw.pool);
     metrics_destroy(&s_gw.metrics);
@@ -177,8 +179,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     s_gw.pool = pool_new_unverified(FUZZ_CONNINFO, 1);
     s_gw.sink = hint_sink_log;
     s_gw.max_queue = 10;
-    s_gw.hub = hub_new(FUZZ_BUS, FUZZ_POLL_MS, &feed_hub_ops);
+    s_gw.hub = hub_new(FUZZ_BUS, FUZZ_POLL_MS, 100, &feed_hub_ops);
     ASSERT(s_gw.hub);
+    s_gw.streams = workpool_new("fuzz_streams", 1);
+    pthread_mutex_init(&s_gw.relay_lock, NULL);
     s_gw.relay_endpoint = "inproc://fuzz-gateway-relay";
     s_gw.metrics = metrics_new();
     int n = 0;
