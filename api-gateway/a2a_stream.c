@@ -100,8 +100,9 @@ static void s_on_sync(void *owner, const char *chat_id) {
 }
 
 /* A live text part of the answer: a working status message carrying the delta. */
-static void s_on_part(void *owner, const wire_part_t *part) {
+static void s_on_part(void *owner, hub_part_t *hp) {
     s_stream_t *s = owner;
+    const wire_part_t *part = hub_part_wire(hp);
     if (s->closed || !s->sent_task || strcmp(part->role, "assistant") != 0) {
         return;
     }

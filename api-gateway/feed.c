@@ -20,6 +20,7 @@ struct feed {
     bool closed;
     bool gone;      /* MHD freed the response: the connection is closing */
     bool suspended; /* the connection waits for bytes */
+    bool started;   /* MHD read the response once: jobs may run */
     bool queued;    /* a job is posted */
     bool running;   /* a job runs */
     bool dirty_all;
@@ -28,7 +29,7 @@ struct feed {
     char *out;
     size_t out_len;
     size_t out_cap;
-    wire_part_t *pending;
+    hub_part_t **pending;
     size_t npending;
     size_t pending_cap;
     int64_t last_write_ms;
@@ -58,7 +59,7 @@ static void s_kick(feed_t *self) {
     }
 }
 
-void feed_emit(feed_t *self, const char *type, json_t *event, int64_t id) {
+char *feed_frame(const char *type, json_t *event, int64_t id) {
     json_object_set_new(event, "type", json_string(type));
     char *data = jsonout_dumps(event);
     json_decref(event);
@@ -68,10 +69,19 @@ void feed_emit(feed_t *self, const char *type, json_t *event, int64_t id) {
     }
     char *frame = mem_printf("%sevent: %s\ndata: %s\n\n", idline, type, data);
     free(data);
+    return frame;
+}
+
+void feed_emit_frame(feed_t *self, const char *frame, size_t len) {
     pthread_mutex_lock(&self->lock);
-    s_append(self, frame, strlen(frame));
+    s_append(self, frame, len);
     s_kick(self);
     pthread_mutex_unlock(&self->lock);
+}
+
+void feed_emit(feed_t *self, const char *type, json_t *event, int64_t id) {
+    char *frame = feed_frame(type, event, id);
+    feed_emit_frame(self, frame, strlen(frame));
     free(frame);
 }
 
@@ -85,7 +95,7 @@ void feed_close(feed_t *self) {
 static void s_destroy(feed_t *self) {
     self->ops.destroy(self->owner);
     for (size_t i = 0; i < self->npending; i++) {
-        free(self->pending[i].part.text);
+        hub_part_unref(&self->pending[i]);
     }
     free(self->pending);
     free(self->chats);
@@ -96,10 +106,11 @@ static void s_destroy(feed_t *self) {
 
 static void s_job(void *arg);
 
-/* Posts a job unless one is posted or running (a running one looks again before it ends).
- * Lock held. */
+/* Posts a job unless one is posted or running (a running one looks again before it ends), or
+ * the response was not read yet (its first read posts the first job: a response that is never
+ * sent costs no read). Lock held. */
 static void s_schedule(feed_t *self) {
-    if (self->queued || self->running || self->gone) {
+    if (!self->started || self->queued || self->running || self->gone) {
         return;
     }
     self->queued = true;
@@ -121,7 +132,7 @@ static void s_work(feed_t *self) {
         chats = mem_alloc((size_t)nchats * sizeof *chats);
         memcpy(chats, self->chats, (size_t)nchats * sizeof *chats);
     }
-    wire_part_t *parts = self->pending;
+    hub_part_t **parts = self->pending;
     size_t n = self->npending;
     self->dirty_all = false;
     self->nchats = 0;
@@ -137,9 +148,9 @@ static void s_work(feed_t *self) {
     free(chats);
     for (size_t i = 0; i < n; i++) {
         if (self->ops.part) {
-            self->ops.part(self->owner, &parts[i]);
+            self->ops.part(self->owner, parts[i]);
         }
-        free(parts[i].part.text);
+        hub_part_unref(&parts[i]);
     }
     free(parts);
     pthread_mutex_lock(&self->lock);
@@ -165,6 +176,10 @@ static ssize_t s_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     feed_t *self = cls;
     pthread_mutex_lock(&self->lock);
+    if (!self->started) {
+        self->started = true;
+        s_schedule(self);
+    }
     if (self->out_len > 0) {
         size_t n = self->out_len < max ? self->out_len : max;
         memcpy(buf, self->out, n);
@@ -216,7 +231,7 @@ static void s_hub_sync(void *stream, const char *chat_id) {
     pthread_mutex_unlock(&self->lock);
 }
 
-static void s_hub_part(void *stream, const wire_part_t *part) {
+static void s_hub_part(void *stream, hub_part_t *part) {
     feed_t *self = stream;
     pthread_mutex_lock(&self->lock);
     if (!self->ops.part) {
@@ -226,9 +241,7 @@ static void s_hub_part(void *stream, const wire_part_t *part) {
             self->pending_cap = self->pending_cap ? self->pending_cap * 2 : 16;
             self->pending = mem_realloc(self->pending, self->pending_cap * sizeof *self->pending);
         }
-        wire_part_t *copy = &self->pending[self->npending++];
-        *copy = *part;
-        copy->part.text = mem_strndup(part->part.text, part->part.len);
+        self->pending[self->npending++] = hub_part_ref(part);
     } else {
         self->dirty_all = true; /* too far behind: parts are previews, a sync catches up */
     }
@@ -290,8 +303,5 @@ struct MHD_Response *feed_new(hub_t *hub, workpool_t *pool, struct MHD_Connectio
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
-    pthread_mutex_lock(&self->lock);
-    s_schedule(self);
-    pthread_mutex_unlock(&self->lock);
     return r;
 }

@@ -29,22 +29,29 @@ struct MHD_Connection;
 typedef struct feed feed_t;
 
 typedef struct {
-    void (*sync)(void *owner, const char *chat_id);     /* chat_id changed; NULL: all (a job) */
-    void (*part)(void *owner, const wire_part_t *part); /* in a job; may be NULL */
-    void (*destroy)(void *owner);                       /* the connection is gone and no job runs */
+    void (*sync)(void *owner, const char *chat_id); /* chat_id changed; NULL: all (a job) */
+    void (*part)(void *owner, hub_part_t *part);    /* in a job; may be NULL */
+    void (*destroy)(void *owner);                   /* the connection is gone and no job runs */
 } feed_ops_t;
 
 /* A feed on conn (NULL without a server) registered with hub under key for user_id, whose
- * jobs run on pool and whose first job runs a full sync. Returns the MHD response to queue
+ * jobs run on pool and whose first job, posted when MHD first reads the response, runs a full
+ * sync. Returns the MHD response to queue
  * (status 200), or NULL when user_id has the most streams the hub allows (nothing is taken
  * then: the caller still owns owner). */
 struct MHD_Response *feed_new(hub_t *hub, workpool_t *pool, struct MHD_Connection *conn,
                               const char *key, const char *user_id, const feed_ops_t *ops,
                               void *owner, feed_t **out);
 
-/* Appends one event: "id:" (when id > 0), "event:", "data:" with event's JSON; the
- * feed adds "type" and steals the reference. Call from the feed's job. */
+/* One event's text: "id:" (when id > 0), "event:", "data:" with event's JSON, to which
+ * "type" is added; steals the reference to event. The caller frees the text. */
+char *feed_frame(const char *type, json_t *event, int64_t id);
+
+/* Appends feed_frame(type, event, id). Call from the feed's job. */
 void feed_emit(feed_t *self, const char *type, json_t *event, int64_t id);
+
+/* Appends an event already made by feed_frame (len bytes). Call from the feed's job. */
+void feed_emit_frame(feed_t *self, const char *frame, size_t len);
 
 /* Ends the feed after what is buffered has been sent. Any thread. */
 void feed_close(feed_t *self);

@@ -5,6 +5,7 @@
 #include "mem.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,14 @@
 
 typedef struct bucket bucket_t;
 
+struct hub_part {
+    wire_part_t part; /* text owned */
+    atomic_int refs;
+    pthread_mutex_t lock; /* guards frame */
+    char *frame;
+    size_t frame_len;
+};
+
 struct hub_entry {
     char user[ID_UUID_LEN + 1];
     void *stream;
@@ -23,10 +32,19 @@ struct hub_entry {
     hub_entry_t *next;
 };
 
-/* The entries of one key. */
+/* The entries of one key, and for a chat the log of its current episode's parts: the parts
+ * from seq ep_first on, contiguous, while ep_whole. */
 struct bucket {
     char key[HUB_KEY_MAX];
     hub_entry_t *head;
+    int64_t ep_hv;
+    int64_t ep_ga;
+    int64_t ep_first;
+    bool ep_whole;
+    hub_part_t **ep;
+    size_t ep_n;
+    size_t ep_cap;
+    size_t ep_bytes;
 };
 
 struct hub {
@@ -44,6 +62,119 @@ struct hub {
     int64_t per_user_max;
     hub_ops_t ops;
 };
+
+const wire_part_t *hub_part_wire(const hub_part_t *self) {
+    return &self->part;
+}
+
+hub_part_t *hub_part_ref(hub_part_t *self) {
+    atomic_fetch_add(&self->refs, 1);
+    return self;
+}
+
+void hub_part_unref(hub_part_t **self_p) {
+    hub_part_t *self = *self_p;
+    *self_p = NULL;
+    if (self && atomic_fetch_sub(&self->refs, 1) == 1) {
+        free(self->part.part.text);
+        free(self->frame);
+        pthread_mutex_destroy(&self->lock);
+        free(self);
+    }
+}
+
+const char *hub_part_frame(hub_part_t *self, hub_part_encode_fn *encode, size_t *len) {
+    pthread_mutex_lock(&self->lock);
+    if (!self->frame) {
+        self->frame = encode(&self->part);
+        self->frame_len = strlen(self->frame);
+    }
+    *len = self->frame_len;
+    pthread_mutex_unlock(&self->lock);
+    return self->frame;
+}
+
+static hub_part_t *s_part_new(const wire_part_t *part) {
+    hub_part_t *self = mem_calloc(1, sizeof *self);
+    self->part = *part;
+    self->part.part.text = mem_strndup(part->part.text, part->part.len);
+    atomic_init(&self->refs, 1);
+    pthread_mutex_init(&self->lock, NULL);
+    return self;
+}
+
+static void s_episode_clear(bucket_t *b) {
+    for (size_t i = 0; i < b->ep_n; i++) {
+        hub_part_unref(&b->ep[i]);
+    }
+    free(b->ep);
+    b->ep = NULL;
+    b->ep_n = b->ep_cap = b->ep_bytes = 0;
+    b->ep_whole = false;
+}
+
+static void s_bucket_free(void **item) {
+    bucket_t *b = *item;
+    if (b) {
+        s_episode_clear(b);
+        free(b);
+        *item = NULL;
+    }
+}
+
+/* Logs p in its chat's episode: a newer episode starts a new log; a gap or the caps end the
+ * log's use for that episode (catch-up goes to the worker then). */
+static void s_episode_add(bucket_t *b, hub_part_t *p) {
+    const wire_part_t *w = &p->part;
+    bool newer = w->history_version > b->ep_hv ||
+                 (w->history_version == b->ep_hv && w->generation_attempt > b->ep_ga);
+    if (newer) {
+        s_episode_clear(b);
+        b->ep_hv = w->history_version;
+        b->ep_ga = w->generation_attempt;
+        b->ep_first = w->seq;
+        b->ep_whole = true;
+    } else if (w->history_version != b->ep_hv || w->generation_attempt != b->ep_ga) {
+        return; /* an older episode's straggler */
+    }
+    int64_t next = b->ep_first + (int64_t)b->ep_n;
+    if (!b->ep_whole || w->seq < next) {
+        return; /* a duplicate, or the log is given up */
+    }
+    if (w->seq > next || b->ep_n >= HUB_EPISODE_PARTS_MAX ||
+        b->ep_bytes + w->part.len > HUB_EPISODE_BYTES_MAX) {
+        b->ep_whole = false;
+        return;
+    }
+    if (b->ep_n == b->ep_cap) {
+        b->ep_cap = b->ep_cap ? b->ep_cap * 2 : 64;
+        b->ep = mem_realloc(b->ep, b->ep_cap * sizeof *b->ep);
+    }
+    b->ep[b->ep_n++] = hub_part_ref(p);
+    b->ep_bytes += w->part.len;
+}
+
+int hub_episode(hub_t *self, const char *chat_id, int64_t history_version,
+                int64_t generation_attempt, int64_t after_seq, hub_part_t ***out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&self->lock);
+    bucket_t *b = zhashx_lookup(self->buckets, chat_id);
+    bool ok = b && b->ep_whole && b->ep_hv == history_version && b->ep_ga == generation_attempt &&
+              b->ep_first <= after_seq + 1;
+    if (ok) {
+        size_t from = (size_t)(after_seq + 1 - b->ep_first);
+        if (from < b->ep_n) {
+            *n = b->ep_n - from;
+            *out = mem_alloc(*n * sizeof **out);
+            for (size_t i = 0; i < *n; i++) {
+                (*out)[i] = hub_part_ref(b->ep[from + i]);
+            }
+        }
+    }
+    pthread_mutex_unlock(&self->lock);
+    return ok ? 0 : -1;
+}
 
 static bool s_is_user(const char *key) {
     return strncmp(key, HUB_USER_PREFIX, strlen(HUB_USER_PREFIX)) == 0;
@@ -115,8 +246,13 @@ static void s_dispatch(hub_t *self, const wire_msg_t *m) {
     pthread_mutex_lock(&self->lock);
     if (m->type == WIRE_PART) {
         bucket_t *b = zhashx_lookup(self->buckets, m->u.part.chat_id);
-        for (hub_entry_t *e = b ? b->head : NULL; e; e = e->next) {
-            self->ops.part(e->stream, &m->u.part);
+        if (b) {
+            hub_part_t *p = s_part_new(&m->u.part);
+            s_episode_add(b, p);
+            for (hub_entry_t *e = b->head; e; e = e->next) {
+                self->ops.part(e->stream, p);
+            }
+            hub_part_unref(&p);
         }
     } else {
         const hint_update_t *u = &m->u.update;
@@ -205,7 +341,7 @@ hub_t *hub_new(const char *sub_endpoint, int64_t poll_ms, int64_t per_user_max,
     hub_t *self = mem_calloc(1, sizeof *self);
     pthread_mutex_init(&self->lock, NULL);
     self->buckets = zhashx_new();
-    zhashx_set_destructor(self->buckets, (zhashx_destructor_fn *)zstr_free);
+    zhashx_set_destructor(self->buckets, s_bucket_free);
     self->users = zhashx_new();
     zhashx_set_destructor(self->users, (zhashx_destructor_fn *)zstr_free);
     self->endpoint = mem_strdup(sub_endpoint);

@@ -3,7 +3,9 @@
  * (ARCHITECTURE.md §7.1, §9). It subscribes to the update and part topics of the chats that
  * have streams (and to every update while a watch is open), and wakes the streams: an update
  * hint marks the streams of that chat, and the watches of its user (the hint carries the
- * owner), for a sync of that chat; a live part is queued on the chat's streams; every
+ * owner), for a sync of that chat; a live part is handed to the chat's streams, once, shared
+ * (hub_part_t: the streams of a chat encode it once between them) and kept in the chat's
+ * episode log, from which a stream catches up without asking the worker; every
  * CHATFLEET_STREAM_POLL_MS every stream is marked for a full sync; every HUB_TICK_MS every
  * stream gets a tick (keep-alives, delayed syncs). Hints are only hints: a stream that misses
  * one catches up on the next poll.
@@ -18,18 +20,36 @@
 
 #include "wire.h"
 
-#define HUB_USER_PREFIX "user:" /* the key of a watch: "user:<user_id>" */
-#define HUB_TICK_MS     1000
+#define HUB_USER_PREFIX       "user:" /* the key of a watch: "user:<user_id>" */
+#define HUB_TICK_MS           1000
+#define HUB_EPISODE_PARTS_MAX 8192          /* parts an episode log keeps; beyond: the relay */
+#define HUB_EPISODE_BYTES_MAX (1024 * 1024) /* bytes of part JSON an episode log keeps */
 
 typedef struct hub hub_t;
 typedef struct hub_entry hub_entry_t;
 
+/* A live part as the hub received it, shared by reference between the streams it goes to and
+ * the episode log. */
+typedef struct hub_part hub_part_t;
+
+/* The part (read-only). */
+const wire_part_t *hub_part_wire(const hub_part_t *self);
+
+/* Takes a reference; hub_part_unref gives one back (the last frees the part). */
+hub_part_t *hub_part_ref(hub_part_t *self);
+void hub_part_unref(hub_part_t **self_p);
+
+/* The part's encoding by encode (one function for the part's lifetime, whoever asks first
+ * makes it; encode returns a heap string), and its length in *len. */
+typedef char *(hub_part_encode_fn)(const wire_part_t *part);
+const char *hub_part_frame(hub_part_t *self, hub_part_encode_fn *encode, size_t *len);
+
 /* What the hub calls on a registered stream, from its own thread. */
 typedef struct {
-    void (*sync)(void *stream, const char *chat_id);     /* chat_id changed; NULL: sync it all */
-    void (*part)(void *stream, const wire_part_t *part); /* a live part of the chat */
-    void (*close)(void *stream);                         /* the gateway is stopping */
-    void (*tick)(void *stream, int64_t now_ms);          /* every HUB_TICK_MS */
+    void (*sync)(void *stream, const char *chat_id); /* chat_id changed; NULL: sync it all */
+    void (*part)(void *stream, hub_part_t *part);    /* a live part (ref it to keep it) */
+    void (*close)(void *stream);                     /* the gateway is stopping */
+    void (*tick)(void *stream, int64_t now_ms);      /* every HUB_TICK_MS */
 } hub_ops_t;
 
 /* Starts the hub on the broker's subscriber endpoint, allowing per_user_max open streams and
@@ -44,6 +64,13 @@ hub_entry_t *hub_add(hub_t *self, const char *key, const char *user_id, void *st
 
 /* Removes an entry; after it returns the hub never calls its stream again. */
 void hub_remove(hub_t *self, hub_entry_t **entry_p);
+
+/* The parts of chat's episode (history_version, generation_attempt) after after_seq, from the
+ * log, oldest first: 0 with *out (caller unrefs each and frees the array) and *n, when the log
+ * holds every part from after_seq + 1 to the newest it received; -1 when it cannot say (the
+ * episode is not the one logged, started before the log did, or has a gap): ask the worker. */
+int hub_episode(hub_t *self, const char *chat_id, int64_t history_version,
+                int64_t generation_attempt, int64_t after_seq, hub_part_t ***out, size_t *n);
 
 /* Asks every registered stream to close, and refuses new ones from now on (before the HTTP
  * server stops, which it cannot do while a stream's connection is suspended). */

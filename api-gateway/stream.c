@@ -1,6 +1,7 @@
 /* stream: the SSE stream loop; see stream.h. */
 #include "stream.h"
 #include "feed.h"
+#include "jsonstrict.h"
 #include "db.h"
 #include "log.h"
 #include "mem.h"
@@ -142,6 +143,34 @@ static void s_sync_action(stream_t *s, PGconn *conn) {
     }
 }
 
+/* The message_part event of a part (the same for every stream of the chat). A part whose
+ * JSON does not parse (it came from a worker, so it should) is sent as null. */
+static json_t *s_part_event(const char *chat_id, const char *role, const char *text, size_t len,
+                            int64_t hv, int64_t ga, int64_t seq) {
+    json_t *part = NULL;
+    (void)jsonstrict_parse(text, len, &jsonstrict_limits_stored, &part, NULL);
+    json_t *ev = json_pack("{s:{s:s,s:o*,s:I,s:I,s:I}}", "message_part", "role", role, "part", part,
+                           "history_version", (json_int_t)hv, "generation_attempt", (json_int_t)ga,
+                           "seq", (json_int_t)seq);
+    json_object_set_new(ev, "chat_id", json_string(chat_id));
+    return ev;
+}
+
+static char *s_part_frame(const wire_part_t *p) {
+    return feed_frame("message_part",
+                      s_part_event(p->chat_id, p->role, p->part.text, p->part.len,
+                                   p->history_version, p->generation_attempt, p->seq),
+                      0);
+}
+
+/* Sends a live part the stream is ready for (its episode, the next seq). */
+static void s_send_part(stream_t *s, hub_part_t *hp) {
+    size_t len;
+    const char *frame = hub_part_frame(hp, s_part_frame, &len);
+    s->last_seq = hub_part_wire(hp)->seq;
+    feed_emit_frame(s->feed, frame, len);
+}
+
 /* The catch-up loop on relay: pages until the worker says there is no more. */
 static void s_fetch(stream_t *s, relay_client_t *relay) {
     for (;;) {
@@ -161,14 +190,11 @@ static void s_fetch(stream_t *s, relay_client_t *relay) {
             if (it->seq != s->last_seq + 1) {
                 continue;
             }
-            json_t *part = json_loadb(it->part.text, it->part.len, 0, NULL);
             s->last_seq = it->seq;
-            s_emit(s, "message_part",
-                   json_pack("{s:{s:s,s:o*,s:I,s:I,s:I}}", "message_part", "role", it->role, "part",
-                             part, "history_version", (json_int_t)s->history_version,
-                             "generation_attempt", (json_int_t)s->generation_attempt, "seq",
-                             (json_int_t)it->seq),
-                   0);
+            feed_emit(s->feed, "message_part",
+                      s_part_event(s->chat_id, it->role, it->part.text, it->part.len,
+                                   s->history_version, s->generation_attempt, it->seq),
+                      0);
         }
         wire_msg_clear(&reply);
         if (!more) {
@@ -177,10 +203,24 @@ static void s_fetch(stream_t *s, relay_client_t *relay) {
     }
 }
 
-/* Fetches the current episode's parts after last_seq from the owning worker, through the
- * gateway's one relay client (ARCHITECTURE.md §7.1). */
+/* Sends the current episode's parts after last_seq: from the hub's episode log when it holds
+ * them, else from the owning worker through the gateway's one relay client (ARCHITECTURE.md
+ * §7.1). */
 static void s_catch_up(stream_t *s) {
     gateway_t *gw = s->gw;
+    hub_part_t **parts;
+    size_t n;
+    if (hub_episode(gw->hub, s->chat_id, s->history_version, s->generation_attempt, s->last_seq,
+                    &parts, &n) == 0) {
+        for (size_t i = 0; i < n; i++) {
+            if (hub_part_wire(parts[i])->seq == s->last_seq + 1) {
+                s_send_part(s, parts[i]);
+            }
+            hub_part_unref(&parts[i]);
+        }
+        free(parts);
+        return;
+    }
     pthread_mutex_lock(&gw->relay_lock);
     if (!gw->relay) {
         gw->relay = relay_client_new(gw->relay_endpoint);
@@ -271,22 +311,26 @@ static void s_sync(stream_t *s) {
     }
 }
 
-static void s_apply_part(stream_t *s, const wire_part_t *part) {
+static void s_apply_part(stream_t *s, hub_part_t *hp) {
+    const wire_part_t *part = hub_part_wire(hp);
+    if (s->initialized && part->history_version == s->history_version &&
+        part->generation_attempt > s->generation_attempt) {
+        /* A newer attempt of the history this stream has: its parts can arrive before the
+         * sync that its hint asks for. Attempts only grow (ARCHITECTURE.md §5.1), so the
+         * part is enough to start the new episode's preview. */
+        s->generation_attempt = part->generation_attempt;
+        s->last_seq = 0;
+        s_emit(s, "preview_reset", json_object(), 0);
+    }
     if (part->history_version != s->history_version ||
         part->generation_attempt != s->generation_attempt || part->seq <= s->last_seq) {
         return;
     }
     if (part->seq > s->last_seq + 1) {
-        s_catch_up(s); /* a gap: the buffered episode fills it, in order */
+        s_catch_up(s); /* a gap: the episode log or the worker's buffer fills it, in order */
         return;
     }
-    json_t *p = json_loadb(part->part.text, part->part.len, 0, NULL);
-    s->last_seq = part->seq;
-    s_emit(s, "message_part",
-           json_pack("{s:{s:s,s:o*,s:I,s:I,s:I}}", "message_part", "role", part->role, "part", p,
-                     "history_version", (json_int_t)part->history_version, "generation_attempt",
-                     (json_int_t)part->generation_attempt, "seq", (json_int_t)part->seq),
-           0);
+    s_send_part(s, hp);
 }
 
 static void s_on_sync(void *owner, const char *chat_id) {
@@ -294,7 +338,7 @@ static void s_on_sync(void *owner, const char *chat_id) {
     s_sync(owner);
 }
 
-static void s_on_part(void *owner, const wire_part_t *part) {
+static void s_on_part(void *owner, hub_part_t *part) {
     s_apply_part(owner, part);
 }
 
