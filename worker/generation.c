@@ -498,19 +498,10 @@ static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
     return rc;
 }
 
-/* RecordGenerationAttempt, then the model call as the next phase. */
-static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn) {
+/* The model call of a recorded attempt, as the next phase. */
+static taskctx_rc_t s_start_call(taskctx_t *ctx, int64_t attempt) {
     s_gen_t *g = ctx->body;
     taskctx_env_t *env = ctx->env;
-    if (!conn) {
-        return TASKCTX_RETRY;
-    }
-    s_args_t a = {.fence = &ctx->fence};
-    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_record_attempt, &a, "RecordGenerationAttempt");
-    if (rc != TASKCTX_DONE) {
-        return rc;
-    }
-    int64_t attempt = a.attempt;
     ctx->fence.generation_attempt = attempt;
     int64_t hv = ctx->fence.history_version;
     (void)partbuf_create(env->partbuf, ctx->chat_id, hv, attempt);
@@ -533,9 +524,20 @@ static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn) {
     return TASKCTX_CALL;
 }
 
-/* Takes h and turn over into the step's state and starts the first attempt. */
+/* RecordGenerationAttempt, then the model call as the next phase. */
+static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn) {
+    if (!conn) {
+        return TASKCTX_RETRY;
+    }
+    s_args_t a = {.fence = &ctx->fence};
+    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_record_attempt, &a, "RecordGenerationAttempt");
+    return rc == TASKCTX_DONE ? s_start_call(ctx, a.attempt) : rc;
+}
+
+/* Takes h and turn over into the step's state and starts the first attempt (recorded
+ * already when attempt > 0). */
 static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
-                                 structured_turn_t *turn, bool open) {
+                                 structured_turn_t *turn, bool open, int64_t attempt) {
     if (!json_is_object(h->model)) {
         return s_fail_request(ctx, conn, open ? turn->request_id : NULL, "configuration_error",
                               "config", "no model config is available");
@@ -555,7 +557,7 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
     g->tools = s_tools_on_offer(g->h.dynamic_tools, open ? &g->turn : NULL);
     ctx->body = g;
     ctx->body_free = s_gen_free;
-    return s_attempt(ctx, conn);
+    return attempt > 0 ? s_start_call(ctx, attempt) : s_attempt(ctx, conn);
 }
 
 /* The structured side of a step: configuration failures, and the decisions that end the
@@ -591,23 +593,55 @@ static bool s_structured_step(taskctx_t *ctx, PGconn *conn, const history_t *h,
     return true;
 }
 
+/* What a step's first bundle read, decided and recorded. */
+typedef struct {
+    taskctx_t *ctx;
+    PGconn *conn;
+    history_rc_t hr;
+    history_t h;
+    decide_t d;
+    json_t *pending;
+    int64_t attempt; /* > 0: RecordGenerationAttempt is in the bundle */
+} s_read_t;
+
+/* The step's reads under the chat row lock and, when the step is a plain model call (no
+ * structured request, a model to call), RecordGenerationAttempt in the same transaction:
+ * one transaction where a read snapshot and a bundle were two. Anything else writes
+ * nothing here (the bundle rolls back) and goes on as its own bundles. */
+static int s_read_step(chatstate_t *cs, void *arg, cs_error_t *err) {
+    s_read_t *r = arg;
+    taskctx_t *ctx = r->ctx;
+    r->hr = history_read_locked(r->conn, ctx->chat_id, &ctx->fence, &r->h);
+    if (r->hr != HISTORY_OK) {
+        return TASKCTX_BUNDLE_EMPTY;
+    }
+    /* Every write of this step also fences the attempt it read. */
+    ctx->fence.generation_attempt = r->h.generation_attempt;
+    r->d = history_decide(r->h.messages, r->h.dynamic_tools, ctx->env->max_steps, &r->pending);
+    if (r->d != DECIDE_CALL_MODEL || r->h.request_id[0] || !json_is_object(r->h.model)) {
+        return TASKCTX_BUNDLE_EMPTY;
+    }
+    return chatstate_record_generation_attempt(cs, &ctx->fence, &r->attempt, err);
+}
+
 taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
     if (!conn) {
         return TASKCTX_RETRY;
     }
-    history_t h;
     ctx->fence.generation_attempt = -1;
-    history_rc_t hr = history_load(conn, ctx->chat_id, &ctx->fence, true, &h);
-    if (hr != HISTORY_OK) {
-        if (hr == HISTORY_FENCED) {
+    s_read_t r = {.ctx = ctx, .conn = conn, .hr = HISTORY_DB};
+    taskctx_rc_t brc = taskctx_bundle(ctx, conn, s_read_step, &r, "RecordGenerationAttempt");
+    if (brc != TASKCTX_DONE || r.hr != HISTORY_OK) {
+        if (r.hr == HISTORY_FENCED) {
             atomic_fetch_add(&ctx->env->counters.fence_rejects, 1);
         }
-        return hr == HISTORY_DB ? TASKCTX_RETRY : TASKCTX_QUIET;
+        json_decref(r.pending);
+        history_clear(&r.h);
+        return brc != TASKCTX_DONE ? brc : r.hr == HISTORY_DB ? TASKCTX_RETRY : TASKCTX_QUIET;
     }
-    /* Every write of this step also fences the attempt it read. */
-    ctx->fence.generation_attempt = h.generation_attempt;
-    json_t *pending = NULL;
-    decide_t d = history_decide(h.messages, h.dynamic_tools, ctx->env->max_steps, &pending);
+    history_t h = r.h;
+    json_t *pending = r.pending;
+    decide_t d = r.d;
     log_info("generation_step", "chat_id=%s history_version=%lld attempt=%lld decision=%s",
              ctx->chat_id, (long long)h.history_version, (long long)h.generation_attempt,
              history_decision_name(d));
@@ -631,7 +665,7 @@ taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
             }
             break;
         case DECIDE_CALL_MODEL:
-            rc = s_call_model(ctx, conn, &h, &turn, open);
+            rc = s_call_model(ctx, conn, &h, &turn, open, r.attempt);
             break;
         default:
             break;

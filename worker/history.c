@@ -53,7 +53,8 @@ static const char *s_mismatch(PGresult *res, const cs_fence_t *f) {
     return NULL;
 }
 
-/* Runs sql inside the open transaction; on failure logs, rolls back and returns NULL. */
+/* Runs sql inside the open transaction; on failure logs and returns NULL (the caller's
+ * transaction is then failed: it rolls back). */
 static PGresult *s_query(PGconn *conn, const char *chat_id, const char *sql, int n,
                          const char *const *p) {
     db_err_t e;
@@ -63,7 +64,6 @@ static PGresult *s_query(PGconn *conn, const char *chat_id, const char *sql, int
         char q[240];
         log_warn("history_query_failed", "chat_id=%s reason=%s", chat_id,
                  log_quote(msg, q, sizeof q));
-        s_rollback(conn);
     }
     return res;
 }
@@ -117,18 +117,9 @@ static int s_load_request(PGconn *conn, const char *chat_id, history_t *out) {
     return 0;
 }
 
-history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
-                          bool with_messages, history_t *out) {
-    memset(out, 0, sizeof *out);
-    char msg[200];
-    /* One snapshot for the fence check and every read below, so the history is the one the
-     * fenced row had; no row lock: a lock would give the read-only transaction an xid and
-     * make its COMMIT wait for a WAL flush, on every step of every turn. A transition that
-     * commits after the snapshot is caught by the fence of the write that follows. */
-    if (db_exec(conn, msg, sizeof msg, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0,
-                NULL) != DB_OK) {
-        return HISTORY_DB;
-    }
+/* The reads of history_load inside a transaction the caller opened and ends. */
+static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
+                           bool with_messages, history_t *out) {
     const char *p[] = {chat_id};
     PGresult *res = s_query(
         conn, chat_id,
@@ -142,7 +133,6 @@ history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *f
     }
     if (PQntuples(res) != 1) {
         PQclear(res);
-        s_rollback(conn);
         return HISTORY_NOT_FOUND;
     }
     const char *why = s_mismatch(res, fence);
@@ -153,7 +143,6 @@ history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *f
                  chat_id, why, fence->worker_id, fence->runner_id, PQgetvalue(res, 0, 0),
                  PQgetvalue(res, 0, 3), (long long)fence->history_version);
         PQclear(res);
-        s_rollback(conn);
         return HISTORY_FENCED;
     }
     out->history_version = db_int64(res, 0, 3);
@@ -206,7 +195,6 @@ history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *f
         if (PQntuples(res) > HISTORY_MAX_MESSAGES) {
             log_error("history_too_long", "chat_id=%s rows=%d", chat_id, PQntuples(res));
             PQclear(res);
-            s_rollback(conn);
             free(model_id);
             history_clear(out);
             return HISTORY_DB;
@@ -227,11 +215,36 @@ history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *f
         }
     }
     free(model_id);
-    if (db_exec(conn, msg, sizeof msg, "COMMIT", 0, NULL) != DB_OK) {
+    return HISTORY_OK;
+}
+
+history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
+                          bool with_messages, history_t *out) {
+    memset(out, 0, sizeof *out);
+    char msg[200];
+    /* One snapshot for the fence check and every read below, so the history is the one the
+     * fenced row had; no row lock: a lock would give the read-only transaction an xid and
+     * make its COMMIT wait for a WAL flush, on every step of every turn. A transition that
+     * commits after the snapshot is caught by the fence of the write that follows. */
+    if (db_exec(conn, msg, sizeof msg, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0,
+                NULL) != DB_OK) {
+        return HISTORY_DB;
+    }
+    history_rc_t rc = s_read(conn, chat_id, fence, with_messages, out);
+    if (rc == HISTORY_OK && db_exec(conn, msg, sizeof msg, "COMMIT", 0, NULL) != DB_OK) {
         history_clear(out);
         return HISTORY_DB;
     }
-    return HISTORY_OK;
+    if (rc != HISTORY_OK && PQtransactionStatus(conn) != PQTRANS_IDLE) {
+        s_rollback(conn);
+    }
+    return rc;
+}
+
+history_rc_t history_read_locked(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
+                                 history_t *out) {
+    memset(out, 0, sizeof *out);
+    return s_read(conn, chat_id, fence, true, out);
 }
 
 static const char *s_str(const json_t *obj, const char *key) {

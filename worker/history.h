@@ -48,6 +48,12 @@ typedef struct {
 history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
                           bool with_messages, history_t *out);
 
+/* history_load's reads (with messages) inside a transaction the caller opened, holds the chat
+ * row lock in and ends (a bundle: the reads then see exactly what the bundle's writes build
+ * on). On failure the caller's transaction is failed or left as it was; out holds nothing. */
+history_rc_t history_read_locked(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
+                                 history_t *out);
+
 void history_clear(history_t *h);
 
 typedef enum {

@@ -67,7 +67,10 @@ static int s_cmp_slot(const void *a, const void *b) {
 
 /* Up to want slots of 1..max not held by a fresh heartbeat row, as of now, ascending; the
  * count, or -1. The scan starts at a random slot and wraps around, so that workers looking at
- * once mostly pick different slots and a scan stops early while free slots are plenty. */
+ * once mostly pick different slots and a scan stops early while free slots are plenty. Each
+ * slot returned is also this transaction's by a transaction-scoped advisory lock taken without
+ * waiting, so that workers acquiring at the same time skip each other's candidates instead of
+ * waiting on each other's uncommitted inserts in the slot index (the index still decides). */
 static int s_free_slots(PGconn *conn, const leasedb_acquire_args_t *a, int want, int32_t *out,
                         char *err, int errlen) {
     uint32_t r = 0;
@@ -82,7 +85,9 @@ static int s_free_slots(PGconn *conn, const leasedb_acquire_args_t *a, int want,
     snprintf(max, sizeof max, "%lld", (long long)a->max_chats);
     snprintf(stale, sizeof stale, "%lld", (long long)a->lease_stale_ms);
     snprintf(limit, sizeof limit, "%d", want);
-    const char *p[] = {start, max, stale, limit};
+    char lock_class[16];
+    snprintf(lock_class, sizeof lock_class, "%d", LEASEDB_SLOT_LOCK_CLASS);
+    const char *p[] = {start, max, stale, limit, lock_class};
     db_err_t e;
     PGresult *res = db_query(
         conn, &e, err, errlen,
@@ -90,8 +95,8 @@ static int s_free_slots(PGconn *conn, const leasedb_acquire_args_t *a, int want,
         " UNION ALL SELECT generate_series(1, $1::int - 1)) AS g(s)"
         " WHERE NOT EXISTS (SELECT 1 FROM chat_heartbeats h WHERE h.slot = g.s"
         " AND h.heartbeat_at > statement_timestamp() - $3::bigint * interval '1 millisecond')"
-        " LIMIT $4::int",
-        4, p);
+        " AND pg_try_advisory_xact_lock($5::int, g.s) LIMIT $4::int",
+        5, p);
     if (!res) {
         return -1;
     }

@@ -25,6 +25,9 @@
 #include "leaseset.h"
 
 #define LEASEDB_BATCH_MAX 32 /* chats per acquisition transaction */
+/* The class of the advisory locks an acquisition takes on its candidate slots (the object is
+ * the slot): two-key locks, a space no other lock of chatfleet uses. */
+#define LEASEDB_SLOT_LOCK_CLASS 0x63666c73
 /* The longest an acquisition waits for a row or a slot another transaction holds (a live
  * peer's transaction ends in milliseconds); then it tries the next slot. */
 #define LEASEDB_LOCK_TIMEOUT_MS 1000

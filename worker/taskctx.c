@@ -27,6 +27,10 @@ taskctx_rc_t taskctx_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn,
     cs_error_t err;
     chatstate_t *cs = chatstate_begin(conn, ctx->chat_id, &err);
     int rc = cs ? fn(cs, arg, &err) : -1;
+    if (rc == TASKCTX_BUNDLE_EMPTY) {
+        chatstate_destroy(&cs); /* rolls back */
+        return TASKCTX_DONE;
+    }
     if (cs && rc == 0) {
         rc = chatstate_commit(&cs, &ctx->env->sink, &ctx->after, &err);
     }

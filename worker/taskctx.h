@@ -121,7 +121,10 @@ void taskctx_reset(taskctx_t *ctx);
 /* Applies fn inside a bundle on chat ctx->chat_id and commits it, publishing the hints and
  * keeping the committed row in ctx->after. Maps chatstate's result: committed ->
  * TASKCTX_DONE; fenced, not found or conflict -> TASKCTX_QUIET; everything else ->
- * TASKCTX_RETRY. what names the move in the logs. */
+ * TASKCTX_RETRY. A fn that returns TASKCTX_BUNDLE_EMPTY found nothing to write: the bundle
+ * is rolled back and the result is TASKCTX_DONE (fn's arg says what it found). what names
+ * the move in the logs. */
+#define TASKCTX_BUNDLE_EMPTY 1
 typedef int(taskctx_bundle_fn)(chatstate_t *cs, void *arg, cs_error_t *err);
 taskctx_rc_t taskctx_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn, void *arg,
                             const char *what);
