@@ -14,6 +14,12 @@
 
 #define FEED_BLOCK_BYTES 4096 /* what MHD asks the reader for at most, per call */
 
+/* A changed chat, and when the newest hint of its change arrived. */
+typedef struct {
+    char id[ID_UUID_LEN + 1];
+    int64_t hinted_ms;
+} changed_t;
+
 struct feed {
     pthread_mutex_t lock; /* guards everything but owner and ops */
     int refs;             /* the response, and a queued or running job */
@@ -24,7 +30,7 @@ struct feed {
     bool queued;    /* a job is posted */
     bool running;   /* a job runs */
     bool dirty_all;
-    char (*chats)[ID_UUID_LEN + 1]; /* changed chats, FEED_CHATS_MAX */
+    changed_t *chats; /* FEED_CHATS_MAX */
     int nchats;
     char *out;
     size_t out_len;
@@ -127,7 +133,7 @@ static bool s_has_work(const feed_t *self) {
 static void s_work(feed_t *self) {
     bool all = self->dirty_all;
     int nchats = self->nchats;
-    char(*chats)[ID_UUID_LEN + 1] = NULL;
+    changed_t *chats = NULL;
     if (!all && nchats) {
         chats = mem_alloc((size_t)nchats * sizeof *chats);
         memcpy(chats, self->chats, (size_t)nchats * sizeof *chats);
@@ -140,10 +146,10 @@ static void s_work(feed_t *self) {
     self->npending = self->pending_cap = 0;
     pthread_mutex_unlock(&self->lock);
     if (all) {
-        self->ops.sync(self->owner, NULL);
+        self->ops.sync(self->owner, NULL, 0);
     }
     for (int i = 0; chats && i < nchats; i++) {
-        self->ops.sync(self->owner, chats[i]);
+        self->ops.sync(self->owner, chats[i].id, chats[i].hinted_ms);
     }
     free(chats);
     for (size_t i = 0; i < n; i++) {
@@ -218,14 +224,20 @@ static void s_free(void *cls) {
 static void s_hub_sync(void *stream, const char *chat_id) {
     feed_t *self = stream;
     pthread_mutex_lock(&self->lock);
+    int64_t now = id_now_ms();
     bool known = false;
     for (int i = 0; chat_id && i < self->nchats && !known; i++) {
-        known = !strcmp(self->chats[i], chat_id);
+        known = !strcmp(self->chats[i].id, chat_id);
+        if (known) {
+            self->chats[i].hinted_ms = now;
+        }
     }
-    if (!chat_id || self->nchats == FEED_CHATS_MAX) {
+    if (!chat_id || (!known && self->nchats == FEED_CHATS_MAX)) {
         self->dirty_all = true;
     } else if (!known && !self->dirty_all) {
-        snprintf(self->chats[self->nchats++], ID_UUID_LEN + 1, "%s", chat_id);
+        changed_t *c = &self->chats[self->nchats++];
+        snprintf(c->id, sizeof c->id, "%s", chat_id);
+        c->hinted_ms = now;
     }
     s_schedule(self);
     pthread_mutex_unlock(&self->lock);

@@ -29,9 +29,11 @@ struct MHD_Connection;
 typedef struct feed feed_t;
 
 typedef struct {
-    void (*sync)(void *owner, const char *chat_id); /* chat_id changed; NULL: all (a job) */
-    void (*part)(void *owner, hub_part_t *part);    /* in a job; may be NULL */
-    void (*destroy)(void *owner);                   /* the connection is gone and no job runs */
+    /* In a job: chat_id changed, as a hint said at hinted_ms (a read started then or later
+     * sees the change); chat_id NULL: sync everything. */
+    void (*sync)(void *owner, const char *chat_id, int64_t hinted_ms);
+    void (*part)(void *owner, hub_part_t *part); /* in a job; may be NULL */
+    void (*destroy)(void *owner);                /* the connection is gone and no job runs */
 } feed_ops_t;
 
 /* A feed on conn (NULL without a server) registered with hub under key for user_id, whose

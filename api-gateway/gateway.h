@@ -36,11 +36,12 @@ typedef struct {
     pool_t *pool;
     hint_sink_t sink;
     int max_queue;
-    hub_t *hub;                 /* wakes the open streams */
-    workpool_t *streams;        /* runs the streams' and watches' reads */
-    const char *relay_endpoint; /* the broker's relay, for part catch-up */
-    relay_client_t *relay;      /* the one relay client, made on first use */
-    pthread_mutex_t relay_lock; /* guards relay */
+    hub_t *hub;                      /* wakes the open streams */
+    workpool_t *streams;             /* runs the streams' and watches' reads */
+    const char *relay_endpoint;      /* the broker's relay, for part catch-up */
+    relay_client_t *relay;           /* the one relay client, made on first use */
+    struct watch_cache *watch_cache; /* rows shared by watches (watch.h); NULL: none */
+    pthread_mutex_t relay_lock;      /* guards relay */
     metrics_t *metrics;
 } gateway_t;
 

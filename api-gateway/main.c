@@ -15,6 +15,7 @@
 #include "bus.h"
 #include "routes.h"
 #include "feed.h"
+#include "watch.h"
 #include "httpd.h"
 
 #include <signal.h>
@@ -170,6 +171,7 @@ static void s_teardown(gateway_t *gw, bus_publisher_t **pub) {
     pool_destroy(&gw->pool);
     hub_destroy(&gw->hub);
     workpool_destroy(&gw->streams);
+    watch_cache_destroy(&gw->watch_cache);
     relay_client_destroy(&gw->relay);
     pthread_mutex_destroy(&gw->relay_lock);
     bus_publisher_destroy(pub);
@@ -193,6 +195,7 @@ static int s_serve(const config_t *cfg) {
         .max_queue = (int)cfg->queue_max,
         .hub = hub_new(cfg->broker_sub, cfg->stream_poll_ms, cfg->streams_per_user, &feed_hub_ops),
         .streams = workpool_new("streams", (int)cfg->stream_threads),
+        .watch_cache = watch_cache_new(),
         .relay_endpoint = cfg->broker_relay,
         .metrics = metrics_new()};
     pthread_mutex_init(&gw.relay_lock, NULL);

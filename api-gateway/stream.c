@@ -333,7 +333,8 @@ static void s_apply_part(stream_t *s, hub_part_t *hp) {
     s_send_part(s, hp);
 }
 
-static void s_on_sync(void *owner, const char *chat_id) {
+static void s_on_sync(void *owner, const char *chat_id, int64_t hinted_ms) {
+    (void)hinted_ms;
     (void)chat_id; /* a stream follows one chat */
     s_sync(owner);
 }

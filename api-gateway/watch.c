@@ -5,11 +5,80 @@
 #include "log.h"
 #include "mem.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 extern const char *const gateway_chat_json_sql;
+
+typedef struct {
+    int64_t read_ms; /* when the read that produced row started */
+    json_t *row;
+} cached_t;
+
+struct watch_cache {
+    pthread_mutex_t lock;
+    zhashx_t *rows; /* "user_id/chat_id" -> cached_t */
+};
+
+static void s_cached_free(void **item) {
+    cached_t *c = *item;
+    if (c) {
+        json_decref(c->row);
+        free(c);
+        *item = NULL;
+    }
+}
+
+watch_cache_t *watch_cache_new(void) {
+    watch_cache_t *self = mem_calloc(1, sizeof *self);
+    pthread_mutex_init(&self->lock, NULL);
+    self->rows = zhashx_new();
+    zhashx_set_destructor(self->rows, s_cached_free);
+    return self;
+}
+
+void watch_cache_destroy(watch_cache_t **self_p) {
+    watch_cache_t *self = *self_p;
+    if (!self) {
+        return;
+    }
+    zhashx_destroy(&self->rows);
+    pthread_mutex_destroy(&self->lock);
+    free(self);
+    *self_p = NULL;
+}
+
+/* The row of key read at or after since_ms (a new reference), or NULL. */
+static json_t *s_cache_get(watch_cache_t *self, const char *key, int64_t since_ms) {
+    if (!self) {
+        return NULL;
+    }
+    pthread_mutex_lock(&self->lock);
+    cached_t *c = zhashx_lookup(self->rows, key);
+    json_t *row = c && c->read_ms >= since_ms ? json_incref(c->row) : NULL;
+    pthread_mutex_unlock(&self->lock);
+    return row;
+}
+
+static void s_cache_put(watch_cache_t *self, const char *key, int64_t read_ms, json_t *row) {
+    if (!self) {
+        return;
+    }
+    pthread_mutex_lock(&self->lock);
+    cached_t *c = zhashx_lookup(self->rows, key);
+    if (!c || c->read_ms < read_ms) {
+        if (!c && zhashx_size(self->rows) >= WATCH_CACHE_ROWS) {
+            zhashx_purge(self->rows);
+        }
+        c = mem_calloc(1, sizeof *c);
+        c->read_ms = read_ms;
+        c->row = json_incref(row);
+        zhashx_update(self->rows, key, c); /* frees a replaced entry */
+    }
+    pthread_mutex_unlock(&self->lock);
+}
 
 /* What a watch compares for one chat. */
 typedef struct {
@@ -55,8 +124,9 @@ static json_t *s_tool_calls(PGconn *conn, const char *chat_id) {
     return calls;
 }
 
-/* Reports what differs in chat from what the watch saw, and remembers it. */
-static void s_diff(watch_t *w, PGconn *conn, json_t *chat) {
+/* Reports what differs in chat from what the watch saw, and remembers it. *conn is a pooled
+ * connection, taken here (the caller puts it back) when an action_required needs one. */
+static void s_diff(watch_t *w, PGconn **conn, json_t *chat) {
     const char *id = json_string_value(json_object_get(chat, "id"));
     const char *status = json_string_value(json_object_get(chat, "status"));
     const char *title = json_string_value(json_object_get(chat, "title"));
@@ -75,7 +145,10 @@ static void s_diff(watch_t *w, PGconn *conn, json_t *chat) {
         if (strcmp(was->status, status) != 0) {
             s_event(w, "status_change", chat, NULL);
             if (!strcmp(status, "requires_action")) {
-                s_event(w, "action_required", chat, s_tool_calls(conn, id));
+                if (!*conn) {
+                    *conn = pool_get(w->gw->pool);
+                }
+                s_event(w, "action_required", chat, s_tool_calls(*conn, id));
             }
         }
         if (strcmp(was->title ? was->title : "", title ? title : "") != 0) {
@@ -91,27 +164,65 @@ static void s_diff(watch_t *w, PGconn *conn, json_t *chat) {
     was->archived = archived;
 }
 
-/* A full read (chat_id NULL: the user's most recently updated chats) or one chat's. */
-static void s_sync(void *owner, const char *chat_id) {
-    watch_t *w = owner;
-    char *sql = chat_id ? mem_printf("SELECT %s FROM chats c WHERE c.owner_id = $1 AND c.id = $2",
-                                     gateway_chat_json_sql)
-                        : mem_printf("SELECT %s FROM chats c WHERE c.owner_id = $1"
-                                     " ORDER BY c.updated_at DESC, c.id DESC LIMIT %d",
-                                     gateway_chat_json_sql, WATCH_CHATS_MAX);
+/* One chat's row for a hint that arrived at hinted_ms: another watch's read if it started
+ * then or later, else a read of our own (shared from now on). NULL when the chat is not the
+ * user's or the read failed. */
+static json_t *s_chat_row(watch_t *w, const char *chat_id, int64_t hinted_ms) {
+    char key[2 * ID_UUID_LEN + 2];
+    snprintf(key, sizeof key, "%s/%s", w->user_id, chat_id);
+    json_t *row = s_cache_get(w->gw->watch_cache, key, hinted_ms);
+    if (row) {
+        return row;
+    }
+    int64_t started = id_now_ms();
+    char *sql = mem_printf("SELECT %s FROM chats c WHERE c.owner_id = $1 AND c.id = $2",
+                           gateway_chat_json_sql);
     const char *p[] = {w->user_id, chat_id};
     http_resp_t ignore = {0};
     PGconn *conn = pool_get(w->gw->pool);
-    json_t *rows = gateway_rows(conn, sql, chat_id ? 2 : 1, p, &ignore);
+    json_t *rows = gateway_rows(conn, sql, 2, p, &ignore);
+    pool_put(w->gw->pool, conn);
+    free(ignore.body);
+    free(sql);
+    row = json_incref(json_array_get(rows, 0));
+    json_decref(rows);
+    if (row) {
+        s_cache_put(w->gw->watch_cache, key, started, row);
+    }
+    return row;
+}
+
+/* A full read (chat_id NULL: the user's most recently updated chats) or one chat's. */
+static void s_sync(void *owner, const char *chat_id, int64_t hinted_ms) {
+    watch_t *w = owner;
+    if (chat_id) {
+        json_t *row = s_chat_row(w, chat_id, hinted_ms);
+        if (row) {
+            PGconn *conn = NULL; /* taken only if an action_required needs its calls */
+            s_diff(w, &conn, row);
+            if (conn) {
+                pool_put(w->gw->pool, conn);
+            }
+        }
+        json_decref(row);
+        return;
+    }
+    char *sql = mem_printf("SELECT %s FROM chats c WHERE c.owner_id = $1"
+                           " ORDER BY c.updated_at DESC, c.id DESC LIMIT %d",
+                           gateway_chat_json_sql, WATCH_CHATS_MAX);
+    const char *p[] = {w->user_id};
+    http_resp_t ignore = {0};
+    PGconn *conn = pool_get(w->gw->pool);
+    json_t *rows = gateway_rows(conn, sql, 1, p, &ignore);
     free(ignore.body);
     free(sql);
     size_t i;
     json_t *chat;
     json_array_foreach(rows, i, chat) {
-        s_diff(w, conn, chat);
+        s_diff(w, &conn, chat);
     }
     pool_put(w->gw->pool, conn);
-    if (rows && !chat_id) { /* a failed read changes nothing; the next poll retries */
+    if (rows) { /* a failed read changes nothing; the next poll retries */
         w->initialized = true;
     }
     json_decref(rows);
