@@ -30,6 +30,7 @@ struct feed {
     bool queued;    /* a job is posted */
     bool running;   /* a job runs */
     bool dirty_all;
+    int64_t all_ms;   /* when dirty_all was last set */
     changed_t *chats; /* FEED_CHATS_MAX */
     int nchats;
     char *out;
@@ -132,6 +133,7 @@ static bool s_has_work(const feed_t *self) {
  * held, which it drops meanwhile. */
 static void s_work(feed_t *self) {
     bool all = self->dirty_all;
+    int64_t all_ms = self->all_ms;
     int nchats = self->nchats;
     changed_t *chats = NULL;
     if (!all && nchats) {
@@ -146,7 +148,7 @@ static void s_work(feed_t *self) {
     self->npending = self->pending_cap = 0;
     pthread_mutex_unlock(&self->lock);
     if (all) {
-        self->ops.sync(self->owner, NULL, 0);
+        self->ops.sync(self->owner, NULL, all_ms);
     }
     for (int i = 0; chats && i < nchats; i++) {
         self->ops.sync(self->owner, chats[i].id, chats[i].hinted_ms);
@@ -234,6 +236,7 @@ static void s_hub_sync(void *stream, const char *chat_id) {
     }
     if (!chat_id || (!known && self->nchats == FEED_CHATS_MAX)) {
         self->dirty_all = true;
+        self->all_ms = id_now_ms();
     } else if (!known && !self->dirty_all) {
         changed_t *c = &self->chats[self->nchats++];
         snprintf(c->id, sizeof c->id, "%s", chat_id);
@@ -255,7 +258,9 @@ static void s_hub_part(void *stream, hub_part_t *part) {
         }
         self->pending[self->npending++] = hub_part_ref(part);
     } else {
-        self->dirty_all = true; /* too far behind: parts are previews, a sync catches up */
+        /* Too far behind: parts are previews, a sync catches up. */
+        self->dirty_all = true;
+        self->all_ms = id_now_ms();
     }
     s_schedule(self);
     pthread_mutex_unlock(&self->lock);
@@ -273,6 +278,7 @@ static void s_hub_tick(void *stream, int64_t now) {
          * commit in between sent its hint to nobody. One more sync closes that window. */
         self->settle_at_ms = 0;
         self->dirty_all = true;
+        self->all_ms = id_now_ms();
         s_schedule(self);
     }
     if (!self->closed && self->out_len == 0 && now - self->last_write_ms >= FEED_KEEPALIVE_MS) {
@@ -299,6 +305,7 @@ struct MHD_Response *feed_new(hub_t *hub, workpool_t *pool, struct MHD_Connectio
     self->owner = owner;
     self->refs = 1;         /* the response */
     self->dirty_all = true; /* the first job sends the snapshot */
+    self->all_ms = id_now_ms();
     self->last_write_ms = id_now_ms();
     self->settle_at_ms = self->last_write_ms + FEED_SETTLE_MS;
     *out = self;

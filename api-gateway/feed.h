@@ -30,7 +30,7 @@ typedef struct feed feed_t;
 
 typedef struct {
     /* In a job: chat_id changed, as a hint said at hinted_ms (a read started then or later
-     * sees the change); chat_id NULL: sync everything. */
+     * sees the change); chat_id NULL: sync everything, as asked at hinted_ms. */
     void (*sync)(void *owner, const char *chat_id, int64_t hinted_ms);
     void (*part)(void *owner, hub_part_t *part); /* in a job; may be NULL */
     void (*destroy)(void *owner);                /* the connection is gone and no job runs */

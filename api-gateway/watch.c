@@ -13,13 +13,15 @@
 extern const char *const gateway_chat_json_sql;
 
 typedef struct {
-    int64_t read_ms; /* when the read that produced row started */
-    json_t *row;
+    int64_t read_ms;    /* when the read that produced row started */
+    json_t *row;        /* or NULL before the first read */
+    int64_t reading_ms; /* > 0: a read that started then is in flight */
 } cached_t;
 
 struct watch_cache {
     pthread_mutex_t lock;
-    zhashx_t *rows; /* "user_id/chat_id" -> cached_t */
+    pthread_cond_t done; /* a read in flight ended */
+    zhashx_t *rows;      /* "user_id/chat_id", or "user_id/" and a star (the full read) */
 };
 
 static void s_cached_free(void **item) {
@@ -34,6 +36,7 @@ static void s_cached_free(void **item) {
 watch_cache_t *watch_cache_new(void) {
     watch_cache_t *self = mem_calloc(1, sizeof *self);
     pthread_mutex_init(&self->lock, NULL);
+    pthread_cond_init(&self->done, NULL);
     self->rows = zhashx_new();
     zhashx_set_destructor(self->rows, s_cached_free);
     return self;
@@ -45,19 +48,43 @@ void watch_cache_destroy(watch_cache_t **self_p) {
         return;
     }
     zhashx_destroy(&self->rows);
+    pthread_cond_destroy(&self->done);
     pthread_mutex_destroy(&self->lock);
     free(self);
     *self_p = NULL;
 }
 
-/* The row of key read at or after since_ms (a new reference), or NULL. */
-static json_t *s_cache_get(watch_cache_t *self, const char *key, int64_t since_ms) {
+/* The value of key read at or after since_ms (a new reference), waiting for such a read
+ * already in flight. NULL when there is none: the caller reads now, as of *started_ms, and
+ * must s_cache_put the outcome (NULL when the read failed), which wakes those waiting. */
+static json_t *s_cache_get(watch_cache_t *self, const char *key, int64_t since_ms,
+                           int64_t *started_ms) {
+    *started_ms = id_now_ms();
     if (!self) {
         return NULL;
     }
+    json_t *row = NULL;
     pthread_mutex_lock(&self->lock);
-    cached_t *c = zhashx_lookup(self->rows, key);
-    json_t *row = c && c->read_ms >= since_ms ? json_incref(c->row) : NULL;
+    for (;;) {
+        cached_t *c = zhashx_lookup(self->rows, key);
+        if (c && c->row && c->read_ms >= since_ms) {
+            row = json_incref(c->row);
+            break;
+        }
+        if (c && c->reading_ms > 0 && c->reading_ms >= since_ms) {
+            pthread_cond_wait(&self->done, &self->lock);
+            continue;
+        }
+        if (!c) {
+            if (zhashx_size(self->rows) >= WATCH_CACHE_ROWS) {
+                zhashx_purge(self->rows); /* readers in flight put their rows back */
+            }
+            c = mem_calloc(1, sizeof *c);
+            zhashx_insert(self->rows, key, c);
+        }
+        *started_ms = c->reading_ms = id_now_ms();
+        break;
+    }
     pthread_mutex_unlock(&self->lock);
     return row;
 }
@@ -68,15 +95,19 @@ static void s_cache_put(watch_cache_t *self, const char *key, int64_t read_ms, j
     }
     pthread_mutex_lock(&self->lock);
     cached_t *c = zhashx_lookup(self->rows, key);
-    if (!c || c->read_ms < read_ms) {
-        if (!c && zhashx_size(self->rows) >= WATCH_CACHE_ROWS) {
-            zhashx_purge(self->rows);
-        }
+    if (!c) {
         c = mem_calloc(1, sizeof *c);
-        c->read_ms = read_ms;
-        c->row = json_incref(row);
-        zhashx_update(self->rows, key, c); /* frees a replaced entry */
+        zhashx_insert(self->rows, key, c);
     }
+    if (row && (!c->row || c->read_ms < read_ms)) {
+        json_decref(c->row);
+        c->row = json_incref(row);
+        c->read_ms = read_ms;
+    }
+    if (c->reading_ms == read_ms) {
+        c->reading_ms = 0;
+    }
+    pthread_cond_broadcast(&self->done);
     pthread_mutex_unlock(&self->lock);
 }
 
@@ -170,11 +201,11 @@ static void s_diff(watch_t *w, PGconn **conn, json_t *chat) {
 static json_t *s_chat_row(watch_t *w, const char *chat_id, int64_t hinted_ms) {
     char key[2 * ID_UUID_LEN + 2];
     snprintf(key, sizeof key, "%s/%s", w->user_id, chat_id);
-    json_t *row = s_cache_get(w->gw->watch_cache, key, hinted_ms);
+    int64_t started;
+    json_t *row = s_cache_get(w->gw->watch_cache, key, hinted_ms, &started);
     if (row) {
         return row;
     }
-    int64_t started = id_now_ms();
     char *sql = mem_printf("SELECT %s FROM chats c WHERE c.owner_id = $1 AND c.id = $2",
                            gateway_chat_json_sql);
     const char *p[] = {w->user_id, chat_id};
@@ -186,9 +217,7 @@ static json_t *s_chat_row(watch_t *w, const char *chat_id, int64_t hinted_ms) {
     free(sql);
     row = json_incref(json_array_get(rows, 0));
     json_decref(rows);
-    if (row) {
-        s_cache_put(w->gw->watch_cache, key, started, row);
-    }
+    s_cache_put(w->gw->watch_cache, key, started, row);
     return row;
 }
 
@@ -207,21 +236,32 @@ static void s_sync(void *owner, const char *chat_id, int64_t hinted_ms) {
         json_decref(row);
         return;
     }
-    char *sql = mem_printf("SELECT %s FROM chats c WHERE c.owner_id = $1"
-                           " ORDER BY c.updated_at DESC, c.id DESC LIMIT %d",
-                           gateway_chat_json_sql, WATCH_CHATS_MAX);
-    const char *p[] = {w->user_id};
-    http_resp_t ignore = {0};
-    PGconn *conn = pool_get(w->gw->pool);
-    json_t *rows = gateway_rows(conn, sql, 1, p, &ignore);
-    free(ignore.body);
-    free(sql);
+    /* The full read is shared like a chat's: a user's watches polled together read once. */
+    char key[ID_UUID_LEN + 3];
+    snprintf(key, sizeof key, "%s/*", w->user_id);
+    int64_t started;
+    json_t *rows = s_cache_get(w->gw->watch_cache, key, hinted_ms, &started);
+    PGconn *conn = NULL;
+    if (!rows) {
+        char *sql = mem_printf("SELECT %s FROM chats c WHERE c.owner_id = $1"
+                               " ORDER BY c.updated_at DESC, c.id DESC LIMIT %d",
+                               gateway_chat_json_sql, WATCH_CHATS_MAX);
+        const char *p[] = {w->user_id};
+        http_resp_t ignore = {0};
+        conn = pool_get(w->gw->pool);
+        rows = gateway_rows(conn, sql, 1, p, &ignore);
+        free(ignore.body);
+        free(sql);
+        s_cache_put(w->gw->watch_cache, key, started, rows);
+    }
     size_t i;
     json_t *chat;
     json_array_foreach(rows, i, chat) {
         s_diff(w, &conn, chat);
     }
-    pool_put(w->gw->pool, conn);
+    if (conn) {
+        pool_put(w->gw->pool, conn);
+    }
     if (rows) { /* a failed read changes nothing; the next poll retries */
         w->initialized = true;
     }
