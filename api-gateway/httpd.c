@@ -16,6 +16,9 @@
 
 #define S_IDLE_TIMEOUT_S 60  /* MHD's own guard: a response no byte of which moves this long */
 #define S_HARD_MARGIN    256 /* connections MHD accepts beyond the cap, to answer them 503 */
+/* Each connection's memory pool in MHD (request head, response head, send buffer): a held
+ * stream's main cost. 16 KiB holds the longest head MHD accepts here with room to send. */
+#define S_CONN_MEMORY_BYTES (16 * 1024)
 
 /* Where a connection is, for the deadlines. */
 typedef enum {
@@ -436,7 +439,8 @@ httpd_t *httpd_new(const char *listen, const httpd_limits_t *limits, const http_
         s_access, self, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
         s_completed, self, MHD_OPTION_NOTIFY_CONNECTION, s_notify, self,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)S_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
-        hard, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_THREAD_POOL_SIZE,
+        hard, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)S_CONN_MEMORY_BYTES, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)(limits->io_threads > 1 ? limits->io_threads : 0), MHD_OPTION_END);
     if (!self->daemon) {
         log_error("http_start_failed", "listen=%s", listen);
