@@ -524,12 +524,42 @@ static void s_dispatch(gateway_t *gw, http_req_t *req, http_resp_t *resp, json_t
     }
 }
 
+/* A request the strict boundary refused. Text that is not JSON is a Parse error; JSON with a
+ * value the boundary refuses (a number the policy refuses, a duplicate key, a cap) is Invalid
+ * params naming the field, like a REST 400, with the request's id when a lenient read finds
+ * one. */
+static void s_refused(const http_req_t *req, http_resp_t *resp, const jsonstrict_error_t *err) {
+    bool syntax = err->code == JSONSTRICT_E_TOO_LARGE || err->code == JSONSTRICT_E_SYNTAX ||
+                  err->code == JSONSTRICT_E_TRAILING || err->code == JSONSTRICT_E_UTF8 ||
+                  err->code == JSONSTRICT_E_SURROGATE;
+    if (syntax) {
+        s_error(resp, NULL, RPC_PARSE, "Parse error",
+                json_pack("{s:s,s:I}", "detail", err->message, "offset", (json_int_t)err->offset));
+        return;
+    }
+    /* Integers read as reals here (one beyond int64 must not fail the read): an id that is a
+     * whole number in range is given back as the integer it was. */
+    json_t *loose = json_loadb(req->body, req->body_len, JSON_DECODE_INT_AS_REAL, NULL);
+    json_t *got = json_object_get(loose, "id");
+    double d = json_real_value(got);
+    json_t *id = json_is_string(got) ? json_incref(got)
+                 : json_is_real(got) && d == (double)(json_int_t)d && d > -9.2e18 && d < 9.2e18
+                     ? json_integer((json_int_t)d)
+                     : NULL;
+    char *field = gateway_error_field(req, err);
+    char detail[JSONSTRICT_MESSAGE_MAX + 40];
+    snprintf(detail, sizeof detail, "%s (at byte %zu)", err->message, err->offset);
+    s_error(resp, id, RPC_INVALID_PARAMS, "Invalid params", s_invalid(field, detail));
+    free(field);
+    json_decref(id);
+    json_decref(loose);
+}
+
 void a2a_rpc(void *app, http_req_t *req, http_resp_t *resp) {
     json_t *rpc = NULL;
     jsonstrict_error_t err;
     if (jsonstrict_parse(req->body ? req->body : "", req->body_len, NULL, &rpc, &err) != 0) {
-        s_error(resp, NULL, RPC_PARSE, "Parse error",
-                json_pack("{s:s,s:I}", "detail", err.message, "offset", (json_int_t)err.offset));
+        s_refused(req, resp, &err);
         return;
     }
     if (!json_is_object(rpc)) {

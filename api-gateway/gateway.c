@@ -160,6 +160,10 @@ static char *s_pointer_to_field(const char *ptr, const http_req_t *req, size_t o
     return path;
 }
 
+char *gateway_error_field(const http_req_t *req, const jsonstrict_error_t *e) {
+    return s_pointer_to_field(e->path, req, e->offset);
+}
+
 json_t *gateway_body(const http_req_t *req, http_resp_t *resp, bool empty_ok) {
     if (req->body_len == 0 && empty_ok) {
         return json_object();

@@ -7,6 +7,7 @@
 
 #include "chatstate.h"
 #include "hub.h"
+#include "jsonstrict.h"
 #include "http.h"
 #include "metrics.h"
 #include "pool.h"
@@ -60,6 +61,10 @@ void gateway_cs_error(http_resp_t *resp, const cs_error_t *err);
 /* Parses the body through the strict JSON boundary; on failure sets a 400 naming the byte
  * offset and JSON pointer and returns NULL. A missing body is {} when empty_ok. */
 json_t *gateway_body(const http_req_t *req, http_resp_t *resp, bool empty_ok);
+
+/* The field path (fieldpath.h) of req's body that the strict boundary's error e names, as
+ * gateway_body reports it; the caller frees it. */
+char *gateway_error_field(const http_req_t *req, const jsonstrict_error_t *e);
 
 /* Rejects any member of obj not named in allowed (NULL-terminated): 400 naming the field,
  * the member's path under parent, the path of obj ("" for the body itself) in the style of

@@ -395,19 +395,16 @@ static void s_assert_rpc_invalid(json_t *rpc, const char *lit, const char *field
 }
 
 /* A number the policy refuses anywhere in the JSON-RPC request: the endpoint parses the whole
- * request at the boundary (a2a_rpc), so the answer is a Parse error (-32700, null id) whose
- * data gives the policy's reason and the byte offset of the literal in the request. It does
- * not name the field (the parser's JSON pointer is dropped there), unlike the REST 400s and
- * the -32602 errors of the same endpoint: that gap is reported, not asserted. */
-static void s_assert_rpc_refused(json_t *rpc, const char *lit, const char *body, size_t at) {
-    json_t *data = s_rpc_error(rpc, lit, -32700, NULL);
-    const char *d = json_string_value(json_object_get(data, "detail"));
-    if (!d || !strstr(d, "PostgreSQL") ||
-        json_integer_value(json_object_get(data, "offset")) != (json_int_t)at ||
-        strncmp(body + at, lit, strlen(lit)) != 0) {
-        char *t = jsonout_dumps(rpc);
-        fail_msg("%s: want the policy's parse error at byte %zu, got %s", lit, at, t);
-    }
+ * request at the boundary (a2a_rpc); the request is valid JSON, so the answer is Invalid
+ * params (-32602) with the request's id, naming the field like the REST 400s, with the
+ * policy's reason and the byte offset of the literal in the request in its detail. */
+static void s_assert_rpc_refused(json_t *rpc, const char *lit, const char *body, size_t at,
+                                 const char *field) {
+    char where[48];
+    snprintf(where, sizeof where, "(at byte %zu)", at);
+    assert_int_equal(strncmp(body + at, lit, strlen(lit)), 0);
+    s_assert_rpc_invalid(rpc, lit, field, "PostgreSQL");
+    s_assert_rpc_invalid(rpc, lit, field, where);
 }
 
 #define S_A2A_MESSAGE                                                                              \
@@ -541,7 +538,8 @@ static void test_a2a_structured_output_schemas_are_refused_or_read_back(void **u
                 if (legacy) {
                     s_assert_rpc_refused(
                         rpc, lit, body,
-                        (size_t)(strstr(body, "{\"const\":") - body + strlen("{\"const\":")));
+                        (size_t)(strstr(body, "{\"const\":") - body + strlen("{\"const\":")),
+                        "params.metadata.kediStructuredOutput.schema.const");
                 } else {
                     s_assert_rpc_invalid(rpc, lit,
                                          "params.metadata.kediStructuredOutput.schemaJson",
@@ -614,7 +612,8 @@ static void test_a2a_data_parts_are_refused(void **u) {
                                      "only text parts are accepted");
             } else {
                 s_assert_rpc_refused(rpc, lit, body,
-                                     (size_t)(strstr(body, "{\"n\":") - body + strlen("{\"n\":")));
+                                     (size_t)(strstr(body, "{\"n\":") - body + strlen("{\"n\":")),
+                                     "params.message.parts[1].data.n");
             }
             assert_int_equal(s_count_chats(), chats);
             json_decref(rpc);
