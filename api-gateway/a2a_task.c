@@ -1,5 +1,6 @@
 /* a2a_task: A2A tasks derived from committed chat rows; see a2a_task.h. */
 #include "a2a_task.h"
+#include "jsonstrict.h"
 #include "gateway.h"
 #include "jsonout.h"
 #include "mem.h"
@@ -8,8 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define A2A_EXACT_DOUBLE_MAX 9007199254740992LL /* 2^53: every integer up to it is a double */
 
 /* One row describing the user message's turn: the chat's status, whether a later user
  * message exists (the turn is over), the receipt of its structured request and the text of
@@ -57,8 +56,27 @@ const char *a2a_task_state_name(const char *v1_state, bool legacy) {
 
 bool a2a_task_lossless(const json_t *v) {
     if (json_is_integer(v)) {
-        json_int_t i = json_integer_value(v);
-        return i >= -A2A_EXACT_DOUBLE_MAX && i <= A2A_EXACT_DOUBLE_MAX;
+        /* Lossless when the nearest double is exactly the integer, or when the integer is
+         * what the store makes of that double (its own text stored, jsonstrict_storable), as
+         * PostgreSQL wrote it for a real a client sent (9.223372036854775e18 as
+         * 9223372036854775000); not for 9223372036854775807, which a double would change. */
+        char stored[32];
+        char text[32];
+        size_t n = 0;
+        snprintf(text, sizeof text, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        double d = (double)json_integer_value(v);
+        if (d >= -9223372036854775808.0 && d < 9223372036854775808.0 &&
+            (json_int_t)d == json_integer_value(v)) {
+            return true; /* the double is exactly the integer (every one up to 2^53, -2^63) */
+        }
+        if (jsonstrict_storable(d, stored, sizeof stored, &n) != 0 || n >= sizeof stored) {
+            return false;
+        }
+        char *dot = strchr(stored, '.'); /* a whole double's text may end in ".0" */
+        if (dot && dot[strspn(dot + 1, "0") + 1] == '\0') {
+            *dot = '\0';
+        }
+        return !strcmp(stored, text);
     }
     size_t i;
     const char *k;

@@ -413,21 +413,14 @@ static void s_assert_rpc_refused(json_t *rpc, const char *lit, const char *body,
 
 #define S_EXACT_DOUBLE_MAX 9007199254740992.0 /* 2^53: every integer up to it is a double */
 
-static int s_unrepresentable_exact; /* exact doubles answered result_not_representable */
+static int s_exact_big; /* values beyond 2^53 a double holds exactly, checked completed */
 
 /* The task of a succeeded structured turn whose value must be lit: one artifact in the
  * request's encoding holding exactly that number. A protobuf-value answer is a double, so an
  * integer a double would change (9223372036854775807) must be a failed task with
- * result_not_representable instead.
- *
- * Known server bug, described rather than asserted: a protobuf-value value that is exactly a
- * double but beyond 2^53 in magnitude is also answered result_not_representable. It hits every
- * real the policy accepts from 2^53 up (1e18, 9.223372036854775e18), because PostgreSQL gives an
- * integral real back as an integer (1000000000000000000) and a2a_task_lossless (a2a_task.c)
- * refuses any integer beyond +-2^53 without asking whether its double is exact, and
- * -9223372036854775808 (-2^63) too. The correct answer (ARCHITECTURE.md §8, "refusing values a
- * double would change") is a completed task with the number; both are accepted here for that
- * class, and the count of wrong answers is printed. */
+ * result_not_representable instead, and one a double holds exactly, however large (1e18, which
+ * PostgreSQL gives back as the integer 1000000000000000000, or -2^63), a completed task
+ * (ARCHITECTURE.md §8, "refusing values a double would change"). */
 static void s_assert_task_value(json_t *task, const char *lit, bool raw) {
     const char *state =
         json_string_value(json_object_get(json_object_get(task, "status"), "state"));
@@ -439,18 +432,14 @@ static void s_assert_task_value(json_t *task, const char *lit, bool raw) {
     long long iv = strtoll(lit, NULL, 10);
     bool changes =
         s_integer_lit(lit) && ((double)iv >= 9223372036854775808.0 || (long long)(double)iv != iv);
-    bool exact_big = !changes && (d > S_EXACT_DOUBLE_MAX || d < -S_EXACT_DOUBLE_MAX);
+    if (!changes && (d > S_EXACT_DOUBLE_MAX || d < -S_EXACT_DOUBLE_MAX)) {
+        s_exact_big++; /* beyond 2^53 and exact: must complete like the rest */
+    }
     char *t = jsonout_dumps(task);
     if (!raw && changes) {
         if (!refused_ok) {
             fail_msg("%s: want a failed task, result_not_representable: %s", lit, t);
         }
-        free(t);
-        return;
-    }
-    if (!raw && exact_big && refused_ok) {
-        printf("  bug: %s (exactly a double) answered result_not_representable\n", lit);
-        s_unrepresentable_exact++;
         free(t);
         return;
     }
@@ -580,10 +569,10 @@ static void test_a2a_structured_output_schemas_are_refused_or_read_back(void **u
             stored++;
         }
     }
-    printf("a2a schemas: %d numbers stored and read back, %d refused; %d exact doubles answered"
-           " result_not_representable (the a2a_task_lossless bug)\n",
-           stored, refused, s_unrepresentable_exact);
-    assert_true(stored > 10 && refused > 10);
+    printf("a2a schemas: %d numbers stored and read back (%d of them exact doubles beyond 2^53),"
+           " %d refused\n",
+           stored, s_exact_big, refused);
+    assert_true(stored > 10 && refused > 10 && s_exact_big > 0);
 }
 
 /* A2A data parts (v1 {"data"} and v0.3 {"kind":"data"}) are refused whatever they hold: a
