@@ -176,6 +176,66 @@ int hub_episode(hub_t *self, const char *chat_id, int64_t history_version,
     return ok ? 0 : -1;
 }
 
+void hub_episode_fill(hub_t *self, const char *chat_id, int64_t history_version,
+                      int64_t generation_attempt, const wire_item_t *items, size_t n) {
+    for (size_t i = 1; i < n; i++) {
+        if (items[i].seq != items[0].seq + (int64_t)i) {
+            return; /* not contiguous: nothing to say */
+        }
+    }
+    pthread_mutex_lock(&self->lock);
+    bucket_t *b = zhashx_lookup(self->buckets, chat_id);
+    bool same = b && b->ep_hv == history_version && b->ep_ga == generation_attempt;
+    bool newer = b && (history_version > b->ep_hv ||
+                       (history_version == b->ep_hv && generation_attempt > b->ep_ga));
+    if (n == 0 || !b || (!same && !newer) || (same && !b->ep_whole)) {
+        pthread_mutex_unlock(&self->lock);
+        return;
+    }
+    if (newer) {
+        s_episode_clear(b);
+        b->ep_hv = history_version;
+        b->ep_ga = generation_attempt;
+        b->ep_first = items[0].seq + (int64_t)n; /* the log starts after the fetched parts */
+        b->ep_whole = true;
+    }
+    /* The fetched parts that come before the log's first, reaching it without a gap. */
+    int64_t last = items[n - 1].seq;
+    size_t take = 0;
+    while (take < n && items[take].seq < b->ep_first) {
+        take++;
+    }
+    size_t bytes = 0;
+    for (size_t i = 0; i < take; i++) {
+        bytes += items[i].part.len;
+    }
+    if (take == 0 || last + 1 < b->ep_first || items[0].seq > b->ep_first ||
+        b->ep_n + take > HUB_EPISODE_PARTS_MAX || b->ep_bytes + bytes > HUB_EPISODE_BYTES_MAX) {
+        pthread_mutex_unlock(&self->lock);
+        return;
+    }
+    hub_part_t **ep = mem_alloc((b->ep_n + take) * sizeof *ep);
+    for (size_t i = 0; i < take; i++) {
+        wire_part_t w = {.history_version = history_version,
+                         .generation_attempt = generation_attempt,
+                         .seq = items[i].seq,
+                         .part = items[i].part};
+        snprintf(w.chat_id, sizeof w.chat_id, "%s", chat_id);
+        snprintf(w.role, sizeof w.role, "%s", items[i].role);
+        ep[i] = s_part_new(&w);
+    }
+    if (b->ep_n) {
+        memcpy(ep + take, b->ep, b->ep_n * sizeof *ep);
+    }
+    free(b->ep);
+    b->ep = ep;
+    b->ep_n += take;
+    b->ep_cap = b->ep_n;
+    b->ep_bytes += bytes;
+    b->ep_first = items[0].seq;
+    pthread_mutex_unlock(&self->lock);
+}
+
 static bool s_is_user(const char *key) {
     return strncmp(key, HUB_USER_PREFIX, strlen(HUB_USER_PREFIX)) == 0;
 }

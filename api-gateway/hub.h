@@ -72,6 +72,13 @@ void hub_remove(hub_t *self, hub_entry_t **entry_p);
 int hub_episode(hub_t *self, const char *chat_id, int64_t history_version,
                 int64_t generation_attempt, int64_t after_seq, hub_part_t ***out, size_t *n);
 
+/* Adds the parts of chat's episode (history_version, generation_attempt) that a stream
+ * fetched from the worker (seq contiguous, oldest first) to the episode log when they start it
+ * (no live part of that episode arrived yet) or reach back from its first part: the next
+ * stream to catch up reads them here instead of asking the worker again. */
+void hub_episode_fill(hub_t *self, const char *chat_id, int64_t history_version,
+                      int64_t generation_attempt, const wire_item_t *items, size_t n);
+
 /* Asks every registered stream to close, and refuses new ones from now on (before the HTTP
  * server stops, which it cannot do while a stream's connection is suspended). */
 void hub_close_all(hub_t *self);

@@ -184,6 +184,11 @@ static void s_fetch(stream_t *s, relay_client_t *relay) {
             return;
         }
         bool more = reply.u.reply.status == WIRE_STATUS_OK && reply.u.reply.more;
+        if (reply.u.reply.status == WIRE_STATUS_OK) {
+            /* What the worker had, for the next stream of this chat to read from the log. */
+            hub_episode_fill(s->gw->hub, s->chat_id, s->history_version, s->generation_attempt,
+                             reply.u.reply.parts, reply.u.reply.nparts);
+        }
         for (size_t i = 0; reply.u.reply.status == WIRE_STATUS_OK && i < reply.u.reply.nparts;
              i++) {
             const wire_item_t *it = &reply.u.reply.parts[i];
@@ -206,27 +211,37 @@ static void s_fetch(stream_t *s, relay_client_t *relay) {
 /* Sends the current episode's parts after last_seq: from the hub's episode log when it holds
  * them, else from the owning worker through the gateway's one relay client (ARCHITECTURE.md
  * §7.1). */
-static void s_catch_up(stream_t *s) {
-    gateway_t *gw = s->gw;
+static bool s_from_log(stream_t *s) {
     hub_part_t **parts;
     size_t n;
-    if (hub_episode(gw->hub, s->chat_id, s->history_version, s->generation_attempt, s->last_seq,
-                    &parts, &n) == 0) {
-        for (size_t i = 0; i < n; i++) {
-            if (hub_part_wire(parts[i])->seq == s->last_seq + 1) {
-                s_send_part(s, parts[i]);
-            }
-            hub_part_unref(&parts[i]);
+    if (hub_episode(s->gw->hub, s->chat_id, s->history_version, s->generation_attempt, s->last_seq,
+                    &parts, &n) != 0) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (hub_part_wire(parts[i])->seq == s->last_seq + 1) {
+            s_send_part(s, parts[i]);
         }
-        free(parts);
+        hub_part_unref(&parts[i]);
+    }
+    free(parts);
+    return true;
+}
+
+static void s_catch_up(stream_t *s) {
+    gateway_t *gw = s->gw;
+    if (s_from_log(s)) {
         return;
     }
     pthread_mutex_lock(&gw->relay_lock);
-    if (!gw->relay) {
-        gw->relay = relay_client_new(gw->relay_endpoint);
-    }
-    if (gw->relay) {
-        s_fetch(s, gw->relay);
+    /* Another stream of the chat may have filled the log while this one waited. */
+    if (!s_from_log(s)) {
+        if (!gw->relay) {
+            gw->relay = relay_client_new(gw->relay_endpoint);
+        }
+        if (gw->relay) {
+            s_fetch(s, gw->relay);
+        }
     }
     pthread_mutex_unlock(&gw->relay_lock);
 }

@@ -421,6 +421,9 @@ static void test_2000_streams_on_20_running_chats_all_see_parts_and_answers(void
                          "\"[sim:slow 100] [sim:words 80] tell me everything\"}]}";
     char url[256];
     char *chats[STREAM_CHATS];
+    /* The worker waits until every stream is open, so that each stream is there for the
+     * whole reply however slowly a loaded machine opens 2,000 of them. */
+    cluster_signal(s_cluster, CLUSTER_WORKER, 0, SIGSTOP);
     snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
     for (int c = 0; c < STREAM_CHATS; c++) {
         proc_http_t r;
@@ -446,6 +449,17 @@ static void test_2000_streams_on_20_running_chats_all_see_parts_and_answers(void
     int done = 0;
     int64_t t0 = id_now_ms();
     int64_t deadline = t0 + 45000;
+    int open = 0;
+    while (open < n && id_now_ms() < deadline) {
+        assert_true(ssefan_poll(fan, 100) >= 0);
+        open = 0;
+        for (int i = 0; i < n; i++) {
+            open += ssefan_status(fan, i) == 200;
+        }
+    }
+    printf("%d of %d streams open after %lld ms; the worker goes on\n", open, n,
+           (long long)(id_now_ms() - t0));
+    cluster_signal(s_cluster, CLUSTER_WORKER, 0, SIGCONT);
     while (done < n && id_now_ms() < deadline) {
         assert_true(ssefan_poll(fan, 100) >= 0);
         long th = s_proc_status(gw, "Threads:");
