@@ -433,6 +433,11 @@ httpd_t *httpd_new(const char *listen, const httpd_limits_t *limits, const http_
     self->per_addr = zhashx_new();
     zhashx_set_destructor(self->per_addr, (zhashx_destructor_fn *)zstr_free);
     self->handlers = workpool_new("http_requests", limits->request_threads);
+    if (!self->handlers) {
+        zhashx_destroy(&self->per_addr);
+        free(self);
+        return NULL;
+    }
     unsigned hard = (unsigned)limits->max_connections + S_HARD_MARGIN;
     self->daemon = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,

@@ -201,11 +201,12 @@ static int s_serve(const config_t *cfg) {
     pthread_mutex_init(&gw.relay_lock, NULL);
     chatstate_configure(cfg->lease_stale_ms, 5 * 60 * 1000);
     gw.pool = pool_new(cfg->database_url, GATEWAY_POOL_SIZE, "chatfleet-gateway");
-    if (!pub || !gw.hub || !gw.pool) {
+    if (!pub || !gw.hub || !gw.pool || !gw.streams) {
         fprintf(stderr, "chatfleet-gateway: cannot start (%s)\n",
-                !pub      ? "bad CHATFLEET_BROKER_PUB"
-                : !gw.hub ? "bad CHATFLEET_BROKER_SUB"
-                          : "database unreachable");
+                !pub       ? "bad CHATFLEET_BROKER_PUB"
+                : !gw.hub  ? "bad CHATFLEET_BROKER_SUB"
+                : !gw.pool ? "database unreachable"
+                           : "no stream threads");
         s_teardown(&gw, &pub);
         return 1;
     }

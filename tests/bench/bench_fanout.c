@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "mem.h"
+#include "proc.h"
 #include "ssefan.h"
 
 #define SAMPLE_MS    100
@@ -74,25 +75,6 @@ static void s_on_event(void *ctx, int conn, const char *event, const char *data,
     }
 }
 
-static long s_status(pid_t pid, const char *key) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *fp = fopen(path, "r");
-    if (!fp) {
-        return -1;
-    }
-    char line[256];
-    long v = -1;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, fp)) {
-        if (!strncmp(line, key, kl)) {
-            v = strtol(line + kl, NULL, 10);
-        }
-    }
-    fclose(fp);
-    return v;
-}
-
 static int s_cmp(const void *a, const void *b) {
     int32_t x = *(const int32_t *)a;
     int32_t y = *(const int32_t *)b;
@@ -126,9 +108,9 @@ int main(int argc, char **argv) {
     ssefan_set_handler(fan, s_on_event, &f);
     char path[256];
     snprintf(path, sizeof path, "/api/v2/chats/%s/stream", argv[3]);
-    long rss_idle = s_status(gw, "VmRSS:");
+    long rss_idle = proc_status_value(gw, "VmRSS:");
     long rss_peak = rss_idle;
-    long threads_peak = s_status(gw, "Threads:");
+    long threads_peak = proc_status_value(gw, "Threads:");
     for (int i = 0; i < n; i++) {
         ssefan_open(fan, path);
     }
@@ -143,8 +125,8 @@ int main(int argc, char **argv) {
         pending = ssefan_in_state(fan, SSEFAN_QUEUED) + ssefan_in_state(fan, SSEFAN_CONNECTING);
         if (ssefan_now_us() >= next_sample) {
             next_sample = ssefan_now_us() + SAMPLE_MS * 1000;
-            long th = s_status(gw, "Threads:");
-            long rss = s_status(gw, "VmRSS:");
+            long th = proc_status_value(gw, "Threads:");
+            long rss = proc_status_value(gw, "VmRSS:");
             gw_died = th < 0 || kill(gw, 0) != 0;
             threads_peak = th > threads_peak ? th : threads_peak;
             rss_peak = rss > rss_peak ? rss : rss_peak;
@@ -166,8 +148,8 @@ int main(int argc, char **argv) {
         ssefan_poll(fan, 50);
         if (ssefan_now_us() >= next_sample) {
             next_sample = ssefan_now_us() + SAMPLE_MS * 1000;
-            long th = s_status(gw, "Threads:");
-            long rss = s_status(gw, "VmRSS:");
+            long th = proc_status_value(gw, "Threads:");
+            long rss = proc_status_value(gw, "VmRSS:");
             if (th < 0 || kill(gw, 0) != 0) {
                 gw_died = true;
             }

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "mem.h"
+#include "proc.h"
 #include "ssefan.h"
 
 #define USERS_MAX       1000
@@ -286,25 +287,6 @@ static int s_read_tokens(const char *file, user_t *users) {
     return n;
 }
 
-static long s_status(pid_t pid, const char *key) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *fp = fopen(path, "r");
-    if (!fp) {
-        return -1;
-    }
-    char line[256];
-    long v = -1;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, fp)) {
-        if (!strncmp(line, key, kl)) {
-            v = strtol(line + kl, NULL, 10);
-        }
-    }
-    fclose(fp);
-    return v;
-}
-
 /* The watches: one ssefan per chatting user (a token each), read by one thread that also
  * samples the gateway. */
 typedef struct {
@@ -339,8 +321,8 @@ static void s_on_event(void *ctx, int conn, const char *event, const char *data,
 }
 
 static void s_sample(watch_t *w) {
-    long th = s_status(w->gw, "Threads:");
-    long rss = s_status(w->gw, "VmRSS:");
+    long th = proc_status_value(w->gw, "Threads:");
+    long rss = proc_status_value(w->gw, "VmRSS:");
     w->threads_peak = th > w->threads_peak ? th : w->threads_peak;
     w->rss_peak = rss > w->rss_peak ? rss : w->rss_peak;
 }
@@ -435,8 +417,8 @@ static int s_phase(int argc, char **argv, user_t *users) {
     }
     ssefan_raise_nofile();
     watch_t w = {.gw = gw, .threads_peak = -1, .rss_peak = -1};
-    long rss_start = s_status(gw, "VmRSS:");
-    long threads_start = s_status(gw, "Threads:");
+    long rss_start = proc_status_value(gw, "VmRSS:");
+    long threads_start = proc_status_value(gw, "Threads:");
     int64_t t_open = s_now_ms();
     if (per_user > 0) {
         w.fans = mem_calloc((size_t)n, sizeof *w.fans);

@@ -182,6 +182,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     s_gw.hub = hub_new(FUZZ_BUS, FUZZ_POLL_MS, 100, &feed_hub_ops);
     ASSERT(s_gw.hub);
     s_gw.streams = workpool_new("fuzz_streams", 1);
+    ASSERT(s_gw.streams);
     pthread_mutex_init(&s_gw.relay_lock, NULL);
     s_gw.relay_endpoint = "inproc://fuzz-gateway-relay";
     s_gw.metrics = metrics_new();

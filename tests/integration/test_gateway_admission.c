@@ -118,26 +118,6 @@ static int s_read_status(int fd, char *buf, int timeout_ms) {
     return strncmp(buf, "HTTP/1.", 7) == 0 ? (int)strtol(buf + 9, NULL, 10) : 0;
 }
 
-/* The value of key (e.g. "VmHWM:") in /proc/pid/status, in its unit (kB for memory). */
-static long s_proc_status(pid_t pid, const char *key) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        return -1;
-    }
-    char line[256];
-    long v = -1;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f)) {
-        if (!strncmp(line, key, kl)) {
-            v = strtol(line + kl, NULL, 10);
-        }
-    }
-    fclose(f);
-    return v;
-}
-
 /* The logfmt keys named "event" on line (values may be quoted with backslash escapes). */
 static int s_event_keys(const char *line, char *first, size_t first_size) {
     int n = 0;
@@ -292,8 +272,8 @@ test_an_unauthenticated_1mib_post_gets_401_before_its_body_and_costs_no_memory(v
     int fds[BODY_BATCH];
     for (int b = 0; b <= BODY_BATCHES; b++) {
         if (b == 1) { /* batch 0 warms the gateway's pools and allocator up */
-            hwm0 = s_proc_status(gw, "VmHWM:");
-            rss0 = s_proc_status(gw, "VmRSS:");
+            hwm0 = proc_status_value(gw, "VmHWM:");
+            rss0 = proc_status_value(gw, "VmRSS:");
         }
         for (int i = 0; i < BODY_BATCH; i++) {
             fds[i] = s_dial();
@@ -316,8 +296,8 @@ test_an_unauthenticated_1mib_post_gets_401_before_its_body_and_costs_no_memory(v
         }
     }
     free(body);
-    long hwm1 = s_proc_status(gw, "VmHWM:");
-    long rss1 = s_proc_status(gw, "VmRSS:");
+    long hwm1 = proc_status_value(gw, "VmHWM:");
+    long rss1 = proc_status_value(gw, "VmRSS:");
     printf("gateway VmHWM %ld -> %ld kB, VmRSS %ld -> %ld kB over %d refused uploads\n", hwm0, hwm1,
            rss0, rss1, BODY_BATCH * BODY_BATCHES);
     assert_true(hwm0 > 0 && rss0 > 0);
@@ -462,7 +442,7 @@ static void test_2000_streams_on_20_running_chats_all_see_parts_and_answers(void
     cluster_signal(s_cluster, CLUSTER_WORKER, 0, SIGCONT);
     while (done < n && id_now_ms() < deadline) {
         assert_true(ssefan_poll(fan, 100) >= 0);
-        long th = s_proc_status(gw, "Threads:");
+        long th = proc_status_value(gw, "Threads:");
         threads_max = th > threads_max ? th : threads_max;
         done = 0;
         for (int i = 0; i < n; i++) {

@@ -99,26 +99,6 @@ static int s_max(int a, int b) {
     return a > b ? a : b;
 }
 
-/* Threads of pid from /proc/PID/status, or -1. */
-static int s_threads(pid_t pid) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        return -1;
-    }
-    char line[256];
-    int n = -1;
-    while (fgets(line, sizeof line, f)) {
-        if (!strncmp(line, "Threads:", 8)) {
-            n = (int)strtol(line + 8, NULL, 10);
-            break;
-        }
-    }
-    fclose(f);
-    return n;
-}
-
 static const char *S_SAMPLE_SQL =
     "SELECT (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
     "         AND application_name LIKE 'chatfleet-worker%'),"
@@ -136,7 +116,8 @@ static const char *S_SAMPLE_SQL =
 static int s_sample(PGconn **conn, s_peaks_t *s) {
     memset(s, 0, sizeof *s);
     for (int i = 0; i < S_NWORKERS; i++) {
-        s->threads[i] = s_threads(cluster_pid(s_cluster, CLUSTER_WORKER, i));
+        s->threads[i] =
+            (int)proc_status_value(cluster_pid(s_cluster, CLUSTER_WORKER, i), "Threads:");
     }
     proc_sock_t socks[512];
     int n = proc_tcp_to_port(s_pg_port, socks, 512);
@@ -506,7 +487,7 @@ static int64_t s_wait_streaming(int want, const char *phase, int64_t timeout_ms)
 
 static void s_idle_threads(int out[S_NWORKERS]) {
     for (int i = 0; i < S_NWORKERS; i++) {
-        out[i] = s_threads(cluster_pid(s_cluster, CLUSTER_WORKER, i));
+        out[i] = (int)proc_status_value(cluster_pid(s_cluster, CLUSTER_WORKER, i), "Threads:");
         assert_true(out[i] > 0);
     }
 }

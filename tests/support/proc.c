@@ -250,3 +250,23 @@ int proc_sockets_of(pid_t pid, proc_sock_t *socks, int n) {
     closedir(d);
     return count;
 }
+
+long proc_status_value(pid_t pid, const char *key) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return -1;
+    }
+    char line[256];
+    long v = -1;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, key, kl)) {
+            v = strtol(line + kl, NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    return v;
+}

@@ -56,4 +56,8 @@ int proc_tcp_to_port(int port, proc_sock_t *out, int cap);
  * process); marks each one found (mine). */
 int proc_sockets_of(pid_t pid, proc_sock_t *socks, int n);
 
+/* The number after key (e.g. "VmRSS:", "Threads:") in /proc/PID/status, in its unit (kB for
+ * memory), or -1 when the process or the key is not there. */
+long proc_status_value(pid_t pid, const char *key);
+
 #endif

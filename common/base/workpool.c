@@ -54,10 +54,14 @@ workpool_t *workpool_new(const char *name, int threads) {
     workpool_t *self = mem_calloc(1, sizeof *self);
     pthread_mutex_init(&self->lock, NULL);
     pthread_cond_init(&self->wake, NULL);
-    self->nthreads = threads;
     self->threads = mem_calloc((size_t)threads, sizeof *self->threads);
-    for (int i = 0; i < threads; i++) {
-        ASSERT(pthread_create(&self->threads[i], NULL, s_run, self) == 0);
+    for (; self->nthreads < threads; self->nthreads++) {
+        if (pthread_create(&self->threads[self->nthreads], NULL, s_run, self) != 0) {
+            log_error("workpool_start_failed", "name=%s threads=%d started=%d", name, threads,
+                      self->nthreads);
+            workpool_destroy(&self);
+            return NULL;
+        }
     }
     log_info("workpool_started", "name=%s threads=%d", name, threads);
     return self;

@@ -1,8 +1,8 @@
 /*
- * workpool: a fixed number of threads that run posted jobs in the order they were posted.
- * The gateway runs request handlers on one (they block on PostgreSQL) and stream work on
- * another, so that no connection owns a thread (ARCHITECTURE.md §7.1) and a burst of stream
- * syncs never delays an ordinary request.
+ * workpool: a fixed number of threads that run posted jobs in the order they were posted, so
+ * that what waits for work (a connection, a turn in flight) owns no thread. The gateway runs
+ * request handlers on one and stream reads on another (ARCHITECTURE.md §1.1); the worker's
+ * database jobs run on one (worker/dbexec, §6.5).
  */
 #ifndef CHATFLEET_WORKPOOL_H
 #define CHATFLEET_WORKPOOL_H
@@ -12,10 +12,10 @@
 typedef struct workpool workpool_t;
 typedef void(workpool_fn)(void *arg);
 
-/* Starts threads (>= 1) named name in logs. Never NULL. */
+/* Starts threads (>= 1), named name in logs. NULL (logged) when a thread could not start. */
 workpool_t *workpool_new(const char *name, int threads);
 
-/* Runs the jobs still queued, then joins the threads. */
+/* Runs the jobs still queued, then joins the threads. Safe on NULL. */
 void workpool_destroy(workpool_t **self_p);
 
 /* Queues fn(arg) to run on one of the threads. Never blocks for long; never fails. */
