@@ -1,16 +1,11 @@
 /*
- * http: the gateway's HTTP server on libmicrohttpd and its request handling
- * (ARCHITECTURE.md §7.1). A few I/O threads (epoll) own every socket; no connection owns a
- * thread. Admission happens as soon as a request head is in: a connection beyond the total
- * or per-address cap gets 503 with Retry-After, a declared body over the cap 413, an unknown
- * route 404, and a route that is not open is authenticated before any of its body is read
- * (401 at once). Handlers then run on a small pool of request threads (they block on
- * PostgreSQL) while the connection is suspended. A head that is not complete within the head
- * deadline, or a body not complete within the body deadline, has its connection cut.
- *
- * Routes are a table of method + path pattern ("{}" matches one segment; a segment that is a
- * UUID is lower-cased, so an id in any case names the same row). http_handle() is the
- * handling without a connection: unit tests and the fuzz target call it with a table.
+ * http: request handling, apart from the server (httpd.h runs it). Routes are a table of
+ * method + path pattern ("{}" matches one segment; a segment that is a UUID is lower-cased,
+ * so an id in any case names the same row); the body is capped (413 beyond it), the bearer
+ * token resolved to a user before an authenticated route runs (401 without one), and handlers
+ * fill an http_resp_t. http_handle() is the whole handling in one call: unit tests and the
+ * fuzz target call it with a table; the server runs its steps (http_find, http_authenticate)
+ * at the moments it admits a request.
  */
 #ifndef CHATFLEET_HTTP_H
 #define CHATFLEET_HTTP_H

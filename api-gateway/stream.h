@@ -2,13 +2,14 @@
  * stream: GET /api/v2/chats/{id}/stream, Server-Sent Events implementing the stream of
  * ARCHITECTURE.md §7.3.
  *
- * Each open stream is a feed (feed.h) on its own MHD connection thread, woken when the hub
+ * Each open stream is a feed (feed.h), whose reads run as jobs on the stream pool when the hub
  * marks a sync due (an update hint or the poller) or a live part arrives. A sync is one REPEATABLE
  * READ transaction: messages changed since the last applied snapshot (revision watermark), the
  * queue, status, error, action_required and retry, then preview_reset when the episode changed and
- * a relay catch-up of the current episode's parts from the owning worker. Live parts are emitted
- * only for the current episode with contiguous seq. `after_id` or Last-Event-ID resumes after a
- * message id.
+ * a catch-up of the current episode's parts (from the hub's episode log, else from the owning
+ * worker through the relay). Live parts are emitted only for the current episode with
+ * contiguous seq; a part of a newer attempt starts that episode. `after_id` or Last-Event-ID
+ * resumes after a message id.
  */
 #ifndef CHATFLEET_STREAM_H
 #define CHATFLEET_STREAM_H
