@@ -74,9 +74,9 @@ static void s_send_task(s_stream_t *s, const a2a_task_t *t) {
     s_send(s, "task", s->legacy ? first : json_pack("{s:o}", "task", first));
 }
 
-static void s_on_sync(void *owner, const char *chat_id, int64_t hinted_ms) {
-    (void)hinted_ms;
-    (void)chat_id; /* one task of one chat */
+static void s_on_sync(void *owner, const feed_change_t *change, int64_t asked_ms) {
+    (void)asked_ms;
+    (void)change; /* one task of one chat, read whole */
     s_stream_t *s = owner;
     if (s->closed) {
         return;

@@ -14,12 +14,6 @@
 
 #define FEED_BLOCK_BYTES 4096 /* what MHD asks the reader for at most, per call */
 
-/* A changed chat, and when the newest hint of its change arrived. */
-typedef struct {
-    char id[ID_UUID_LEN + 1];
-    int64_t hinted_ms;
-} changed_t;
-
 struct feed {
     pthread_mutex_t lock; /* guards everything but owner and ops */
     int refs;             /* the response, and a queued or running job */
@@ -30,8 +24,8 @@ struct feed {
     bool queued;    /* a job is posted */
     bool running;   /* a job runs */
     bool dirty_all;
-    int64_t all_ms;   /* when dirty_all was last set */
-    changed_t *chats; /* FEED_CHATS_MAX */
+    int64_t all_ms;       /* when dirty_all was last set */
+    feed_change_t *chats; /* FEED_CHATS_MAX */
     int nchats;
     char *out;
     size_t out_len;
@@ -135,7 +129,7 @@ static void s_work(feed_t *self) {
     bool all = self->dirty_all;
     int64_t all_ms = self->all_ms;
     int nchats = self->nchats;
-    changed_t *chats = NULL;
+    feed_change_t *chats = NULL;
     if (!all && nchats) {
         chats = mem_alloc((size_t)nchats * sizeof *chats);
         memcpy(chats, self->chats, (size_t)nchats * sizeof *chats);
@@ -151,7 +145,7 @@ static void s_work(feed_t *self) {
         self->ops.sync(self->owner, NULL, all_ms);
     }
     for (int i = 0; chats && i < nchats; i++) {
-        self->ops.sync(self->owner, chats[i].id, chats[i].hinted_ms);
+        self->ops.sync(self->owner, &chats[i], chats[i].hinted_ms);
     }
     free(chats);
     for (size_t i = 0; i < n; i++) {
@@ -223,24 +217,35 @@ static void s_free(void *cls) {
     }
 }
 
-static void s_hub_sync(void *stream, const char *chat_id) {
+/* Folds hint u into c: the newest hint's status and archived, any hint's title change. */
+static void s_fold(feed_change_t *c, const hint_update_t *u, int64_t now) {
+    c->hinted_ms = now;
+    if (u->snapshot_version >= c->snapshot_version) {
+        c->snapshot_version = u->snapshot_version;
+        snprintf(c->status, sizeof c->status, "%s", u->status);
+        c->archived = u->archived;
+    }
+    c->title_changed |= u->title_changed;
+}
+
+static void s_hub_sync(void *stream, const hint_update_t *u) {
     feed_t *self = stream;
     pthread_mutex_lock(&self->lock);
     int64_t now = id_now_ms();
-    bool known = false;
-    for (int i = 0; chat_id && i < self->nchats && !known; i++) {
-        known = !strcmp(self->chats[i].id, chat_id);
-        if (known) {
-            self->chats[i].hinted_ms = now;
-        }
+    feed_change_t *c = NULL;
+    for (int i = 0; u && i < self->nchats && !c; i++) {
+        c = !strcmp(self->chats[i].chat_id, u->chat_id) ? &self->chats[i] : NULL;
     }
-    if (!chat_id || (!known && self->nchats == FEED_CHATS_MAX)) {
+    if (!u || (!c && self->nchats == FEED_CHATS_MAX)) {
         self->dirty_all = true;
-        self->all_ms = id_now_ms();
-    } else if (!known && !self->dirty_all) {
-        changed_t *c = &self->chats[self->nchats++];
-        snprintf(c->id, sizeof c->id, "%s", chat_id);
-        c->hinted_ms = now;
+        self->all_ms = now;
+    } else if (!c && !self->dirty_all) {
+        c = &self->chats[self->nchats++];
+        *c = (feed_change_t){0};
+        snprintf(c->chat_id, sizeof c->chat_id, "%s", u->chat_id);
+    }
+    if (c) {
+        s_fold(c, u, now);
     }
     s_schedule(self);
     pthread_mutex_unlock(&self->lock);

@@ -10,9 +10,11 @@
 #define CHATFLEET_FEED_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hub.h"
+#include "id.h"
 #include "wire.h"
 #include "workpool.h"
 
@@ -28,10 +30,20 @@ struct MHD_Connection;
 
 typedef struct feed feed_t;
 
+/* A chat that changed since the feed's last job, as its hints said. */
 typedef struct {
-    /* In a job: chat_id changed, as a hint said at hinted_ms (a read started then or later
-     * sees the change); chat_id NULL: sync everything, as asked at hinted_ms. */
-    void (*sync)(void *owner, const char *chat_id, int64_t hinted_ms);
+    char chat_id[ID_UUID_LEN + 1];
+    int64_t hinted_ms;        /* when the newest hint arrived: a read started then sees it */
+    int64_t snapshot_version; /* of the newest hint, whose status and archived these are */
+    char status[16];
+    bool archived;
+    bool title_changed; /* some hint since the last job said the title was set */
+} feed_change_t;
+
+typedef struct {
+    /* In a job: a chat changed (change), or everything is to be synced (change NULL), as
+     * asked at asked_ms (a read started then or later sees it). */
+    void (*sync)(void *owner, const feed_change_t *change, int64_t asked_ms);
     void (*part)(void *owner, hub_part_t *part); /* in a job; may be NULL */
     void (*destroy)(void *owner);                /* the connection is gone and no job runs */
 } feed_ops_t;

@@ -295,10 +295,10 @@ static void s_resubscribe(hub_t *self, bus_subscriber_t *sub, zhashx_t *subscrib
     zhashx_destroy(&want);
 }
 
-static void s_bucket_sync(hub_t *self, const char *key, const char *chat) {
+static void s_bucket_sync(hub_t *self, const char *key, const hint_update_t *u) {
     bucket_t *b = zhashx_lookup(self->buckets, key);
     for (hub_entry_t *e = b ? b->head : NULL; e; e = e->next) {
-        self->ops.sync(e->stream, chat);
+        self->ops.sync(e->stream, u);
     }
 }
 
@@ -316,16 +316,16 @@ static void s_dispatch(hub_t *self, const wire_msg_t *m) {
         }
     } else {
         const hint_update_t *u = &m->u.update;
-        s_bucket_sync(self, u->chat_id, u->chat_id);
+        s_bucket_sync(self, u->chat_id, u);
         if (u->owner_id[0]) {
             char key[HUB_KEY_MAX];
             snprintf(key, sizeof key, "%s%s", HUB_USER_PREFIX, u->owner_id);
-            s_bucket_sync(self, key, u->chat_id);
+            s_bucket_sync(self, key, u);
         } else if (self->user_buckets > 0) {
             /* A hint without its owner: every watch looks (it reads only its own chats). */
             for (bucket_t *b = zhashx_first(self->buckets); b; b = zhashx_next(self->buckets)) {
                 for (hub_entry_t *e = s_is_user(b->key) ? b->head : NULL; e; e = e->next) {
-                    self->ops.sync(e->stream, u->chat_id);
+                    self->ops.sync(e->stream, u);
                 }
             }
         }

@@ -46,10 +46,10 @@ const char *hub_part_frame(hub_part_t *self, hub_part_encode_fn *encode, size_t 
 
 /* What the hub calls on a registered stream, from its own thread. */
 typedef struct {
-    void (*sync)(void *stream, const char *chat_id); /* chat_id changed; NULL: sync it all */
-    void (*part)(void *stream, hub_part_t *part);    /* a live part (ref it to keep it) */
-    void (*close)(void *stream);                     /* the gateway is stopping */
-    void (*tick)(void *stream, int64_t now_ms);      /* every HUB_TICK_MS */
+    void (*sync)(void *stream, const hint_update_t *hint); /* a chat's hint; NULL: sync it all */
+    void (*part)(void *stream, hub_part_t *part);          /* a live part (ref it to keep it) */
+    void (*close)(void *stream);                           /* the gateway is stopping */
+    void (*tick)(void *stream, int64_t now_ms);            /* every HUB_TICK_MS */
 } hub_ops_t;
 
 /* Starts the hub on the broker's subscriber endpoint, allowing per_user_max open streams and

@@ -348,9 +348,9 @@ static void s_apply_part(stream_t *s, hub_part_t *hp) {
     s_send_part(s, hp);
 }
 
-static void s_on_sync(void *owner, const char *chat_id, int64_t hinted_ms) {
-    (void)hinted_ms;
-    (void)chat_id; /* a stream follows one chat */
+static void s_on_sync(void *owner, const feed_change_t *change, int64_t asked_ms) {
+    (void)asked_ms;
+    (void)change; /* a stream follows one chat and reads it whole */
     s_sync(owner);
 }
 

@@ -221,11 +221,23 @@ static json_t *s_chat_row(watch_t *w, const char *chat_id, int64_t hinted_ms) {
     return row;
 }
 
-/* A full read (chat_id NULL: the user's most recently updated chats) or one chat's. */
-static void s_sync(void *owner, const char *chat_id, int64_t hinted_ms) {
+/* True when the hints of change can have moved nothing this watch shows of a chat it has
+ * seen: the same status and archived flag, and no title set. */
+static bool s_nothing_shown(watch_t *w, const feed_change_t *change) {
+    const seen_t *was = zhashx_lookup(w->seen, change->chat_id);
+    return was && change->snapshot_version > 0 && !change->title_changed &&
+           !strcmp(was->status, change->status) && was->archived == change->archived;
+}
+
+/* A full read (change NULL: the user's most recently updated chats) or one chat's, skipped
+ * when its hints changed nothing the watch shows. */
+static void s_sync(void *owner, const feed_change_t *change, int64_t hinted_ms) {
     watch_t *w = owner;
-    if (chat_id) {
-        json_t *row = s_chat_row(w, chat_id, hinted_ms);
+    if (change) {
+        if (s_nothing_shown(w, change)) {
+            return;
+        }
+        json_t *row = s_chat_row(w, change->chat_id, hinted_ms);
         if (row) {
             PGconn *conn = NULL; /* taken only if an action_required needs its calls */
             s_diff(w, &conn, row);

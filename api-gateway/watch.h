@@ -5,7 +5,9 @@
  *
  * A feed keyed by its user: the hub wakes it only for update hints of that user's chats
  * (hints carry the owner), with the chat's id, and a job reads just that chat; other users'
- * updates cost a watch nothing. The row read is shared through the gateway's watch cache:
+ * updates cost a watch nothing, and neither do hints that say nothing it shows moved (the
+ * same status and archived flag as it saw, no title set). The row read is shared through the
+ * gateway's watch cache:
  * the other watches of the user woken by the same hint take it instead of reading again
  * (a row read after a hint arrived is fresh enough for every watch that hint woke). The first job
  * and the poller read the user's most recently updated chats at once. What a watch remembers per

@@ -53,6 +53,7 @@ static const s_field_t s_update[] = {
     S_F(hint_update_t, status, "status", F_CHAT_STATUS, 0, 0),
     S_F(hint_update_t, archived, "archived", F_BOOL, 0, 0),
     S_F(hint_update_t, owner_id, "owner_id", F_UUID_NIL, 0, 0),
+    S_F(hint_update_t, title_changed, "title_changed", F_BOOL, 0, 0),
 };
 
 static const s_field_t s_part[] = {

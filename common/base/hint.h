@@ -27,6 +27,8 @@ typedef struct {
     char status[16]; /* waiting, running, interrupting, requires_action, error */
     bool archived;
     char owner_id[ID_UUID_LEN + 1]; /* the chat's user, so readers route without a lookup */
+    bool title_changed; /* the bundle set the title (status and archived carry the rest of
+                           what a watch shows) */
 } hint_update_t;
 
 /* chat:ownership: a runnable chat that no worker holds a fresh lease on. */

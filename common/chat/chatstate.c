@@ -456,6 +456,7 @@ static void s_hint_from_row(const chatstate_t *self, hint_update_t *u) {
     memset(u, 0, sizeof *u);
     snprintf(u->chat_id, sizeof u->chat_id, "%s", self->chat_id);
     snprintf(u->owner_id, sizeof u->owner_id, "%s", r->owner_id);
+    u->title_changed = self->title_set;
     u->snapshot_version = r->snapshot_version;
     snprintf(u->worker_id, sizeof u->worker_id, "%s", r->worker_id);
     snprintf(u->runner_id, sizeof u->runner_id, "%s", r->runner_id);

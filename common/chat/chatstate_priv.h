@@ -38,6 +38,7 @@ struct chatstate {
     bool failed; /* a transition failed: the bundle may only be rolled back */
     cs_row_t row;
     bool row_fresh; /* row reflects every write made so far in the bundle */
+    bool title_set; /* SetTitle ran in this bundle (its hint says so) */
     exec_state_t state;
     cs_ids_t inserted;
     cs_ids_t deleted;

@@ -69,6 +69,7 @@ int chatstate_set_title(chatstate_t *self, const char *title, cs_error_t *err) {
                 2, p) != 0) {
         return -1;
     }
+    self->title_set = true;
     return cs_finish(self, from, MV_SET_TITLE, err);
 }
 

@@ -33,12 +33,16 @@ typedef struct {
     int updates;
     int ownership;
     int64_t last_snapshot;
+    bool last_title_changed;
+    char last_owner[ID_UUID_LEN + 1];
 } recorder_t;
 
 static void s_rec_update(void *ctx, const hint_update_t *h) {
     recorder_t *r = ctx;
     r->updates++;
     r->last_snapshot = h->snapshot_version;
+    r->last_title_changed = h->title_changed;
+    snprintf(r->last_owner, sizeof r->last_owner, "%s", h->owner_id);
 }
 
 static void s_rec_ownership(void *ctx, const hint_ownership_t *h) {
@@ -398,6 +402,9 @@ static void test_hints_follow_commit_and_ownership_only_when_unowned(void **u) {
     s_commit(&cs, &sink);
     assert_int_equal(rec.updates, 2);
     assert_int_equal(rec.ownership, 1); /* a fresh lease now holds it */
+    /* Every hint names the chat's user; only SetTitle says the title moved. */
+    assert_string_equal(rec.last_owner, s_owner);
+    assert_false(rec.last_title_changed);
 }
 
 static void test_set_title_is_a_bundle_with_a_hint_and_fails_with_its_bundle(void **u) {
@@ -418,6 +425,8 @@ static void test_set_title_is_a_bundle_with_a_hint_and_fails_with_its_bundle(voi
     assert_int_equal(strtoll(after, NULL, 10), strtoll(before, NULL, 10) + 1);
     assert_int_equal(rec.updates, 1);
     assert_int_equal(rec.last_snapshot, strtoll(after, NULL, 10));
+    assert_true(rec.last_title_changed);
+    assert_string_equal(rec.last_owner, s_owner);
     /* Archiving a running chat is refused: the title in the same bundle is not written, the
      * version does not move and no hint goes out. */
     cs = s_begin(chat);

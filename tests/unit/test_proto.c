@@ -57,6 +57,8 @@ static wire_msg_t s_update_msg(void) {
     u->generation_attempt = 5;
     snprintf(u->status, sizeof u->status, "requires_action");
     u->archived = true;
+    snprintf(u->owner_id, sizeof u->owner_id, "%s", WORKER);
+    u->title_changed = true;
     return m;
 }
 
@@ -69,10 +71,14 @@ static void test_update_hint_roundtrips(void **state) {
     m.u.update.worker_id[0] = '\0';
     m.u.update.runner_id[0] = '\0';
     m.u.update.archived = false;
+    m.u.update.owner_id[0] = '\0';
+    m.u.update.title_changed = false;
     out = s_roundtrip(&m);
     assert_string_equal(out.u.update.worker_id, "");
     assert_string_equal(out.u.update.runner_id, "");
+    assert_string_equal(out.u.update.owner_id, "");
     assert_false(out.u.update.archived);
+    assert_false(out.u.update.title_changed);
     char topic[PROTO_TOPIC_MAX_BYTES];
     assert_int_equal(wire_topic(&m, topic, sizeof topic), 0);
     assert_string_equal(topic, "chat:update:" CHAT);
