@@ -292,7 +292,10 @@ static void s_on_status(s_ask_t *a, json_t *data) {
         a->ran = true;
         return;
     }
-    if (!a->ran) {
+    /* A waiting status before anything of the turn was seen is not its end; an error is,
+     * once our message is in history (a model that fails at once can end the turn before
+     * the stream's first read, so no running status is ever seen). */
+    if (!a->ran && strcmp(st, "error") != 0) {
         return;
     }
     a->done = true;
