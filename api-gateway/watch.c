@@ -12,11 +12,24 @@
 
 extern const char *const gateway_chat_json_sql;
 
+/* The events a watch writes with a chat's JSON and nothing else, whose text is therefore the
+ * same for every watch that reports them from one cached row. */
+static const char *const s_kinds[] = {"created", "status_change", "title_change", "archived"};
+#define S_KINDS 4
+
 typedef struct {
-    int64_t read_ms;    /* when the read that produced row started */
-    json_t *row;        /* or NULL before the first read */
-    int64_t reading_ms; /* > 0: a read that started then is in flight */
+    int64_t read_ms;       /* when the read that produced row started */
+    json_t *row;           /* or NULL before the first read */
+    int64_t reading_ms;    /* > 0: a read that started then is in flight */
+    char *frames[S_KINDS]; /* row's events, encoded by the first watch to write each */
 } cached_t;
+
+static void s_frames_clear(cached_t *c) {
+    for (int k = 0; k < S_KINDS; k++) {
+        free(c->frames[k]);
+        c->frames[k] = NULL;
+    }
+}
 
 struct watch_cache {
     pthread_mutex_t lock;
@@ -27,6 +40,7 @@ struct watch_cache {
 static void s_cached_free(void **item) {
     cached_t *c = *item;
     if (c) {
+        s_frames_clear(c);
         json_decref(c->row);
         free(c);
         *item = NULL;
@@ -100,6 +114,7 @@ static void s_cache_put(watch_cache_t *self, const char *key, int64_t read_ms, j
         zhashx_insert(self->rows, key, c);
     }
     if (row && (!c->row || c->read_ms < read_ms)) {
+        s_frames_clear(c);
         json_decref(c->row);
         c->row = json_incref(row);
         c->read_ms = read_ms;
@@ -135,12 +150,42 @@ static void s_seen_free(void **item) {
     }
 }
 
-static void s_event(watch_t *w, const char *kind, json_t *chat, json_t *tool_calls) {
+static char *s_frame(const char *kind, json_t *chat, json_t *tool_calls) {
     json_t *e = json_pack("{s:s,s:O}", "kind", kind, "chat", chat);
     if (tool_calls) {
         json_object_set_new(e, "tool_calls", tool_calls);
     }
-    feed_emit(w->feed, kind, e, 0);
+    return feed_frame(kind, e, 0);
+}
+
+/* Writes one event of chat. An event of the cached row itself (the same JSON object every
+ * watch of the user woken by one hint got) is encoded once, by the first watch to write it. */
+static void s_event(watch_t *w, const char *kind, json_t *chat, json_t *tool_calls) {
+    watch_cache_t *cache = w->gw->watch_cache;
+    int k = 0;
+    while (k < S_KINDS && strcmp(s_kinds[k], kind) != 0) {
+        k++;
+    }
+    char *frame = NULL;
+    const char *id = json_string_value(json_object_get(chat, "id"));
+    if (cache && id && k < S_KINDS && !tool_calls) {
+        char key[2 * ID_UUID_LEN + 2];
+        snprintf(key, sizeof key, "%s/%s", w->user_id, id);
+        pthread_mutex_lock(&cache->lock);
+        cached_t *c = zhashx_lookup(cache->rows, key);
+        if (c && c->row == chat) {
+            if (!c->frames[k]) {
+                c->frames[k] = s_frame(kind, chat, NULL);
+            }
+            frame = mem_strdup(c->frames[k]);
+        }
+        pthread_mutex_unlock(&cache->lock);
+    }
+    if (!frame) {
+        frame = s_frame(kind, chat, tool_calls);
+    }
+    feed_emit_frame(w->feed, frame, strlen(frame));
+    free(frame);
 }
 
 static json_t *s_tool_calls(PGconn *conn, const char *chat_id) {
