@@ -10,12 +10,19 @@
 #include <stdlib.h>
 #include <time.h>
 
+/* An idle connection and the loss count it was last checked against. */
+typedef struct {
+    PGconn *conn;
+    int64_t losses;
+} idle_t;
+
 struct pool {
     pthread_mutex_t lock;
     pthread_cond_t freed;
-    PGconn **free_list;
+    idle_t *free_list;
     int nfree;
     int size;
+    int64_t losses; /* connections found lost: every idle one from before is suspect */
 };
 
 /* A pool of size connections to url. Verified: NULL when one cannot be opened. Unverified:
@@ -25,7 +32,7 @@ static pool_t *s_new(const char *url, int size, const char *application_name, bo
     pool_t *self = mem_calloc(1, sizeof *self);
     pthread_mutex_init(&self->lock, NULL);
     id_cond_init(&self->freed);
-    self->free_list = mem_calloc((size_t)size, sizeof(PGconn *));
+    self->free_list = mem_calloc((size_t)size, sizeof *self->free_list);
     for (int i = 0; i < size; i++) {
         PGconn *c = verified ? db_connect(url, application_name) : PQconnectdb(url);
         if (!c) {
@@ -33,7 +40,7 @@ static pool_t *s_new(const char *url, int size, const char *application_name, bo
             pool_destroy(&self);
             return NULL;
         }
-        self->free_list[self->nfree++] = c;
+        self->free_list[self->nfree++] = (idle_t){c, 0};
     }
     self->size = size;
     return self;
@@ -53,7 +60,7 @@ void pool_destroy(pool_t **self_p) {
         return;
     }
     for (int i = 0; i < self->nfree; i++) {
-        PQfinish(self->free_list[i]);
+        PQfinish(self->free_list[i].conn);
     }
     free(self->free_list);
     pthread_mutex_destroy(&self->lock);
@@ -62,14 +69,26 @@ void pool_destroy(pool_t **self_p) {
     *self_p = NULL;
 }
 
+/* Takes the top idle connection (lock held, one is idle). A connection idle since another
+ * was found lost is reset first: a server restart kills them all, and each would otherwise
+ * fail one request before its own reset. */
+static PGconn *s_take(pool_t *self) {
+    idle_t t = self->free_list[--self->nfree];
+    bool suspect = t.losses < self->losses;
+    pthread_mutex_unlock(&self->lock);
+    if (suspect) {
+        log_info("db_reconnect", "reason=\"another connection was lost\"");
+        PQreset(t.conn);
+    }
+    return t.conn;
+}
+
 PGconn *pool_get(pool_t *self) {
     pthread_mutex_lock(&self->lock);
     while (self->nfree == 0) {
         pthread_cond_wait(&self->freed, &self->lock);
     }
-    PGconn *c = self->free_list[--self->nfree];
-    pthread_mutex_unlock(&self->lock);
-    return c;
+    return s_take(self);
 }
 
 PGconn *pool_get_within(pool_t *self, int64_t timeout_ms) {
@@ -80,13 +99,16 @@ PGconn *pool_get_within(pool_t *self, int64_t timeout_ms) {
             break;
         }
     }
-    PGconn *c = self->nfree > 0 ? self->free_list[--self->nfree] : NULL;
-    pthread_mutex_unlock(&self->lock);
-    return c;
+    if (self->nfree == 0) {
+        pthread_mutex_unlock(&self->lock);
+        return NULL;
+    }
+    return s_take(self);
 }
 
 void pool_put(pool_t *self, PGconn *conn) {
-    if (PQstatus(conn) != CONNECTION_OK) {
+    bool lost = PQstatus(conn) != CONNECTION_OK;
+    if (lost) {
         log_warn("db_reconnect", "reason=\"connection lost\"");
         PQreset(conn);
     } else if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
@@ -94,7 +116,10 @@ void pool_put(pool_t *self, PGconn *conn) {
     }
     pthread_mutex_lock(&self->lock);
     ASSERT(self->nfree < self->size);
-    self->free_list[self->nfree++] = conn;
+    if (lost) {
+        self->losses++;
+    }
+    self->free_list[self->nfree++] = (idle_t){conn, self->losses};
     pthread_cond_signal(&self->freed);
     pthread_mutex_unlock(&self->lock);
 }

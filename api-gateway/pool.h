@@ -1,7 +1,9 @@
 /*
  * pool: a fixed set of PostgreSQL connections shared by the gateway's HTTP threads.
  * pool_get() blocks until a connection is free; pool_put() returns it, resetting it first
- * when the server dropped it, so a PostgreSQL restart costs one failed request, not a process.
+ * when the server dropped it. A connection found lost also marks every idle one as suspect,
+ * and pool_get() resets a suspect one before handing it out, so a PostgreSQL restart costs
+ * the request that found it, not one request per pooled connection.
  */
 #ifndef CHATFLEET_POOL_H
 #define CHATFLEET_POOL_H
