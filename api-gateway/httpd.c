@@ -2,6 +2,7 @@
 #include "httpd.h"
 #include "log.h"
 #include "mem.h"
+#include "tally.h"
 #include "workpool.h"
 
 #include <arpa/inet.h>
@@ -92,21 +93,6 @@ static void s_addr_text(const struct sockaddr *sa, char *out, size_t size) {
     }
 }
 
-/* Counts a connection in or out of its address; the count after. Lock held. */
-static int64_t s_addr_count(httpd_t *self, const char *addr, int delta) {
-    int64_t *n = zhashx_lookup(self->per_addr, addr);
-    if (!n) {
-        n = mem_calloc(1, sizeof *n);
-        zhashx_insert(self->per_addr, addr, n);
-    }
-    *n += delta;
-    int64_t now = *n;
-    if (now <= 0) {
-        zhashx_delete(self->per_addr, addr);
-    }
-    return now;
-}
-
 static void s_notify(void *cls, struct MHD_Connection *mhd, void **socket_ctx,
                      enum MHD_ConnectionNotificationCode code) {
     httpd_t *self = cls;
@@ -127,7 +113,7 @@ static void s_notify(void *cls, struct MHD_Connection *mhd, void **socket_ctx,
         }
         self->conns = c;
         self->open++;
-        int64_t mine = s_addr_count(self, c->addr, 1);
+        int64_t mine = tally_add(self->per_addr, c->addr, 1);
         c->refused =
             self->open > self->limits.max_connections || mine > self->limits.max_per_address;
         pthread_mutex_unlock(&self->lock);
@@ -148,7 +134,7 @@ static void s_notify(void *cls, struct MHD_Connection *mhd, void **socket_ctx,
         c->next->prev = c->prev;
     }
     self->open--;
-    s_addr_count(self, c->addr, -1);
+    tally_add(self->per_addr, c->addr, -1);
     pthread_mutex_unlock(&self->lock);
     free(c);
     *socket_ctx = NULL;
@@ -430,8 +416,7 @@ httpd_t *httpd_new(const char *listen, const httpd_limits_t *limits, const http_
     self->metrics = metrics;
     pthread_mutex_init(&self->lock, NULL);
     id_cond_init(&self->stop_cv);
-    self->per_addr = zhashx_new();
-    zhashx_set_destructor(self->per_addr, (zhashx_destructor_fn *)zstr_free);
+    self->per_addr = tally_new();
     self->handlers = workpool_new("http_requests", limits->request_threads);
     if (!self->handlers) {
         zhashx_destroy(&self->per_addr);

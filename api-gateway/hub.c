@@ -3,6 +3,7 @@
 #include "bus.h"
 #include "log.h"
 #include "mem.h"
+#include "tally.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -402,8 +403,7 @@ hub_t *hub_new(const char *sub_endpoint, int64_t poll_ms, int64_t per_user_max,
     pthread_mutex_init(&self->lock, NULL);
     self->buckets = zhashx_new();
     zhashx_set_destructor(self->buckets, s_bucket_free);
-    self->users = zhashx_new();
-    zhashx_set_destructor(self->users, (zhashx_destructor_fn *)zstr_free);
+    self->users = tally_new();
     self->endpoint = mem_strdup(sub_endpoint);
     self->poll_ms = poll_ms;
     self->per_user_max = per_user_max;
@@ -438,21 +438,6 @@ void hub_destroy(hub_t **self_p) {
     *self_p = NULL;
 }
 
-/* The open entries of user, counted by delta; the count after. Lock held. */
-static int64_t s_user_count(hub_t *self, const char *user, int delta) {
-    int64_t *n = zhashx_lookup(self->users, user);
-    if (!n) {
-        n = mem_calloc(1, sizeof *n);
-        zhashx_insert(self->users, user, n);
-    }
-    *n += delta;
-    int64_t now = *n;
-    if (now <= 0) {
-        zhashx_delete(self->users, user);
-    }
-    return now;
-}
-
 hub_entry_t *hub_add(hub_t *self, const char *key, const char *user_id, void *stream) {
     ASSERT(strlen(key) < HUB_KEY_MAX);
     pthread_mutex_lock(&self->lock);
@@ -460,8 +445,8 @@ hub_entry_t *hub_add(hub_t *self, const char *key, const char *user_id, void *st
         pthread_mutex_unlock(&self->lock);
         return NULL;
     }
-    if (s_user_count(self, user_id, 1) > self->per_user_max) {
-        s_user_count(self, user_id, -1);
+    if (tally_add(self->users, user_id, 1) > self->per_user_max) {
+        tally_add(self->users, user_id, -1);
         pthread_mutex_unlock(&self->lock);
         return NULL;
     }
@@ -503,7 +488,7 @@ void hub_remove(hub_t *self, hub_entry_t **entry_p) {
         e->next->prev = e->prev;
     }
     self->count--;
-    s_user_count(self, e->user, -1);
+    tally_add(self->users, e->user, -1);
     if (!b->head) {
         self->user_buckets -= s_is_user(b->key);
         self->resubscribe = true;
