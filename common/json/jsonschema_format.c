@@ -563,6 +563,27 @@ static bool s_uri_run(s_uri_t *u, const char *extra, const char *stop) {
     return true;
 }
 
+/* RFC 3986 IPvFuture: "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" ), the "v" in
+ * either case (ABNF strings are case-insensitive). */
+static bool s_ipvfuture(const char *s, size_t len) {
+    size_t i = 1;
+    if (len < 4 || (s[0] | 0x20) != 'v') {
+        return false;
+    }
+    while (i < len && s_ishex(s[i])) {
+        i++;
+    }
+    if (i == 1 || i >= len - 1 || s[i] != '.') {
+        return false;
+    }
+    for (i++; i < len; i++) {
+        if (!s_isalpha(s[i]) && !s_isdigit(s[i]) && !strchr("-._~!$&'()*+,;=:", s[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool s_authority(s_uri_t *u) {
     size_t end = u->i;
     while (end < u->len && !strchr("/?#", u->s[end])) {
@@ -583,7 +604,9 @@ static bool s_authority(s_uri_t *u) {
     }
     if (u->i < end && u->s[u->i] == '[') {
         const char *close = memchr(u->s + u->i, ']', end - u->i);
-        if (!close || !s_ipv6(u->s + u->i + 1, (size_t)(close - u->s) - u->i - 1)) {
+        const char *lit = u->s + u->i + 1;
+        size_t lit_len = close ? (size_t)(close - lit) : 0;
+        if (!close || !(s_ipv6(lit, lit_len) || s_ipvfuture(lit, lit_len))) {
             return false;
         }
         u->i = (size_t)(close - u->s) + 1;
@@ -664,7 +687,7 @@ static bool s_uri(const char *s, size_t len, bool iri, bool reference) {
 static bool s_uri_template(const char *s, size_t len) {
     for (size_t i = 0; i < len;) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '}' || c <= ' ' || strchr("\"'<>\\^`|", c)) {
+        if (c == '}' || c <= ' ' || c == 0x7f || strchr("\"<>\\^`|", c)) {
             return false;
         }
         if (c != '{') {
@@ -683,7 +706,10 @@ static bool s_uri_template(const char *s, size_t len) {
         bool need_name = true;
         for (; j < end; j++) {
             char e = s[j];
-            if (s_isalpha(e) || s_isdigit(e) || e == '_' || e == '.' || e == '%') {
+            /* varname: varchars joined by single dots, never at either end. */
+            bool dot_ok = !need_name && s[j - 1] != '.' && j + 1 < end &&
+                          (s_isalpha(s[j + 1]) || s_isdigit(s[j + 1]) || strchr("_%", s[j + 1]));
+            if (s_isalpha(e) || s_isdigit(e) || e == '_' || e == '%' || (e == '.' && dot_ok)) {
                 need_name = false;
             } else if (e == ',' && !need_name) {
                 need_name = true;
