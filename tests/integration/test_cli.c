@@ -281,32 +281,69 @@ static void test_ctrl_c_interrupts_the_server_side_run(void **u) {
     free(chat);
 }
 
+/* Reads c's stdout as JSON (the test fails when it is not). */
+static json_t *s_out_json(const s_cli_t *c) {
+    char *out = s_file(c->out);
+    json_t *v = json_loads(out, 0, NULL);
+    if (!v) {
+        fail_msg("%s printed no JSON: %s", c->out, out);
+    }
+    free(out);
+    return v;
+}
+
+/* Each subcommand's exit status and what it printed, on a chat whose turn stalls so that
+ * interrupt has a running turn to stop. */
 static void test_chat_subcommands(void **u) {
     (void)u;
     s_cli_t c;
     s_cli_start(&c, "create", "chat", "create", "--title", "from the cli", NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
-    char *out = s_file(c.out);
-    json_t *chat = json_loads(out, 0, NULL);
+    json_t *chat = s_out_json(&c);
     const char *id = json_string_value(json_object_get(chat, "id"));
     assert_non_null(id);
-    s_cli_start(&c, "send", "chat", "send", id, "[sim:words 3] hi", NULL);
+    assert_string_equal(json_string_value(json_object_get(chat, "title")), "from the cli");
+    assert_string_equal(json_string_value(json_object_get(chat, "status")), "waiting");
+    s_cli_start(&c, "send", "chat", "send", id, "[sim:stall] hi", NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    json_t *sent = s_out_json(&c);
+    json_decref(sent);
     s_cli_start(&c, "list", "chat", "list", NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
     char *list = s_file(c.out);
     assert_non_null(strstr(list, id));
     s_cli_start(&c, "show", "chat", "show", id, NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    json_t *shown = s_out_json(&c);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(shown, "chat"), "id")),
+                        id);
+    json_t *msgs = json_object_get(json_object_get(shown, "messages"), "messages");
+    json_t *first = json_array_get(msgs, 0);
+    assert_string_equal(json_string_value(json_object_get(first, "role")), "user");
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(first, "content"), 0), "text")),
+                        "[sim:stall] hi");
+    json_decref(shown);
     s_cli_start(&c, "queue", "chat", "queue", id, NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    json_t *queued = s_out_json(&c);
+    assert_true(json_is_array(queued));
+    assert_int_equal(json_array_size(queued), 0);
+    json_decref(queued);
+    /* The stalled turn is running: interrupt stops it and the chat returns to waiting. */
+    char *q = mem_printf("SELECT status FROM chats WHERE id = '%s'", id);
+    assert_true(cluster_wait(s_cluster, q, "running", S_TURN_MS) >= 0);
     s_cli_start(&c, "interrupt", "chat", "interrupt", id, NULL);
-    assert_true(s_cli_wait(&c, S_TURN_MS) <= 3);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    assert_true(cluster_wait(s_cluster, q, "waiting", S_TURN_MS) >= 0);
+    free(q);
+    /* Interrupting a waiting chat is refused by the gateway (409): exit 3. */
+    s_cli_start(&c, "interrupt-again", "chat", "interrupt", id, NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 3);
     s_cli_start(&c, "missing", "chat", "show", "00000000-0000-0000-0000-000000000000", NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 3);
     free(list);
     json_decref(chat);
-    free(out);
 }
 
 /* --- Setup. --- */

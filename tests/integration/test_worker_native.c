@@ -68,7 +68,10 @@ static char *s_create(const char *model, const char *text) {
     return id;
 }
 
-/* Waits for the chat's receipt to reach status; returns the receipt (caller decrefs). */
+static long s_count(const char *chat, const char *where);
+
+/* Waits for the chat's receipt to reach status and the chat to settle, then checks it is the
+ * one receipt the chat has; returns it (caller decrefs). */
 static json_t *s_receipt(const char *chat, const char *status) {
     char *q = mem_printf("SELECT structured_output ->> 'status' FROM chat_messages WHERE chat_id ="
                          " '%s' AND structured_output ->> 'type' = 'structured-output-outcome'",
@@ -78,6 +81,13 @@ static json_t *s_receipt(const char *chat, const char *status) {
         fail_msg("chat %s: no %s receipt (got %s)", chat, status, got ? got : "none");
     }
     free(q);
+    q = mem_printf("SELECT status FROM chats WHERE id = '%s'", chat);
+    if (cluster_wait(s_cluster, q, "waiting", WAIT_MS) < 0) {
+        fail_msg("chat %s: did not return to waiting after its receipt", chat);
+    }
+    free(q);
+    assert_int_equal(s_count(chat, "structured_output ->> 'type' = 'structured-output-outcome'"),
+                     1);
     char *text = cluster_sql(s_cluster,
                              "SELECT structured_output::text FROM chat_messages WHERE chat_id ="
                              " '%s' AND structured_output ->> 'type' = 'structured-output-outcome'",

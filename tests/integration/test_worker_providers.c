@@ -150,6 +150,18 @@ static void test_each_wire_format_answers_text_and_structured_requests(void **u)
             fail_msg("%s: no succeeded receipt", w->model);
         }
         free(q);
+        q = mem_printf("SELECT status FROM chats WHERE id = '%s'", chat);
+        if (cluster_wait(s_cluster, q, "waiting", WAIT_MS) < 0) {
+            fail_msg("%s: the structured turn did not finish", w->model);
+        }
+        free(q);
+        char *n = cluster_sql(s_cluster,
+                              "SELECT count(*) FROM chat_messages WHERE chat_id = '%s' AND"
+                              " structured_output ->> 'type' = 'structured-output-outcome'",
+                              chat);
+        assert_non_null(n);
+        assert_string_equal(n, "1"); /* exactly one receipt */
+        free(n);
         char *value = cluster_sql(s_cluster,
                                   "SELECT structured_output -> 'value' ->> 'n' FROM chat_messages"
                                   " WHERE chat_id = '%s' AND structured_output ->> 'type' ="
