@@ -114,7 +114,12 @@ const cases = {
       err = e;
     }
     check(err, "an invalid schemaJson is refused, never falling back to schema");
-    return String(err.message).slice(0, 80);
+    // Exactly: JSON-RPC invalid params, naming the schemaJson field (not schema).
+    const code = err.envelopeCode ?? err.code;
+    check(code === -32602, `invalid params (-32602), got ${code}: ${err.message}`);
+    const field = err.data?.field ?? "";
+    check(field === "params.metadata.kediStructuredOutput.schemaJson", `the error names schemaJson, got "${field}"`);
+    return `${code} ${field}`;
   },
 
   async stream() {
