@@ -356,6 +356,65 @@ static void test_stream_rejects_bad_cursor_and_foreign_chat(void **u) {
     json_decref(c);
 }
 
+/* A queue_update event whose queue holds exactly the texts in want ("" for none), in order. */
+static int s_is_queue(json_t *e, void *want) {
+    json_t *q = json_object_get(json_object_get(e, "data"), "queued_messages");
+    char got[256] = "";
+    size_t i;
+    json_t *m;
+    json_array_foreach(q, i, m) {
+        json_t *t = json_object_get(json_array_get(json_object_get(m, "content"), 0), "text");
+        size_t off = strlen(got);
+        snprintf(got + off, sizeof got - off, "%s%s", i ? "," : "", json_string_value(t));
+    }
+    return json_is_array(q) && !strcmp(got, want);
+}
+
+/* Queues text on a busy chat through gateway 0; returns the queued message's id. */
+static int64_t s_queue(const char *chat, const char *text) {
+    char *path = mem_printf("/api/v2/chats/%s/messages", chat);
+    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}],"
+                            "\"busy_behavior\":\"queue\"}",
+                            text);
+    json_t *r = s_post(0, path, body, 200);
+    assert_true(json_is_true(json_object_get(r, "queued")));
+    int64_t id = json_integer_value(json_object_get(json_object_get(r, "queued_message"), "id"));
+    assert_true(id > 0);
+    json_decref(r);
+    free(body);
+    free(path);
+    return id;
+}
+
+/* Deleting a queued message reaches an open stream as a queue_update without it: the stream
+ * learns of the change only from queue_version, which the delete trigger advances (the one
+ * guard of that counter on delete; test_chatstate_triggers.c checks it in the database). */
+static void test_stream_reports_a_deleted_queued_message(void **u) {
+    (void)u;
+    json_t *c =
+        s_post(0, "/api/v2/chats", "{\"content\":[{\"type\":\"text\",\"text\":\"busy\"}]}", 201);
+    const char *chat = json_string_value(json_object_get(c, "id"));
+    int64_t one = s_queue(chat, "one");
+    (void)s_queue(chat, "two");
+    sse_t *s = s_stream(0, chat, 0);
+    int at = sse_wait(s, 0, "queue_update", s_is_queue, "one,two", WAIT_MS);
+    if (at < 0) {
+        fail_msg("no queue_update with one,two (have %d events)", sse_count(s));
+    }
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/queue/%lld", cluster_url(s_cluster, 0), chat,
+             (long long)one);
+    proc_http_t r;
+    assert_int_equal(proc_http("DELETE", url, cluster_token(s_cluster), NULL, &r), 0);
+    assert_int_equal(r.status, 204);
+    proc_http_free(&r);
+    if (sse_wait(s, at + 1, "queue_update", s_is_queue, "two", WAIT_MS) < 0) {
+        fail_msg("the stream was not told that queued message %lld was deleted", (long long)one);
+    }
+    sse_close(&s);
+    json_decref(c);
+}
+
 static int s_setup(void **state) {
     (void)state;
     /* No workers: the test is the worker, publishing on the broker at s_pub. The gateways
@@ -385,6 +444,7 @@ int main(void) {
         cmocka_unit_test(test_resumed_stream_is_told_of_an_edit_before_its_resume_point),
         cmocka_unit_test(test_stream_rejects_bad_cursor_and_foreign_chat),
         cmocka_unit_test(test_watch_reports_lifecycle_of_all_chats),
+        cmocka_unit_test(test_stream_reports_a_deleted_queued_message),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
