@@ -13,16 +13,13 @@
 
 /* BEGIN with the transaction-local bounds; 0 or -1 (err filled, nothing left open). A bound
  * of 0 is left as the session has it. The values are integers, so they can stand in the
- * simple-protocol text. A lease transaction commits without waiting for its WAL flush: losing
- * one to a PostgreSQL crash only undoes a lease, which every fence then refuses
- * (ARCHITECTURE.md §6.2). */
+ * simple-protocol text. */
 static int s_begin(PGconn *conn, int64_t lock_ms, int64_t statement_ms, int64_t idle_ms, char *err,
                    int errlen) {
     char sql[320];
     int off = snprintf(sql, sizeof sql,
                        "BEGIN; SELECT set_config('lock_timeout', '%lld', true),"
-                       " set_config('idle_in_transaction_session_timeout', '%lld', true),"
-                       " set_config('synchronous_commit', 'off', true)",
+                       " set_config('idle_in_transaction_session_timeout', '%lld', true)",
                        (long long)lock_ms, (long long)idle_ms);
     if (statement_ms > 0) {
         snprintf(sql + off, sizeof sql - (size_t)off,
