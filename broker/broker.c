@@ -177,7 +177,7 @@ static void s_pump_publishers(self_t *self) {
         if (self->auth) {
             /* Gateways publish hints; only workers publish live parts (ARCHITECTURE.md §9
              * "Trust"). A key removed from the allow directory publishes nothing. */
-            s_sender_t who = s_sender(self, &f[0]);
+            s_sender_t who = s_sender(self, &f[1]);
             size_t part_len = strlen(PROTO_TOPIC_PART);
             bool part = zmq_msg_size(&f[0]) >= part_len &&
                         memcmp(zmq_msg_data(&f[0]), PROTO_TOPIC_PART, part_len) == 0;
@@ -266,7 +266,9 @@ static void s_handle_relay(self_t *self, zmq_msg_t *f, int n) {
         s_note(self, "broker_drop", d);
         return;
     }
-    s_sender_t who = s_sender(self, &f[0]);
+    /* The body carries the connection's metadata; the routing id frame the ROUTER makes up
+     * does not always. */
+    s_sender_t who = s_sender(self, &f[2]);
     if (!who.role) {
         s_forbid(self, &who, "relay");
         return;
