@@ -158,11 +158,16 @@ int auth_reload(auth_t *self) {
     if (!roles) {
         return -1;
     }
+    size_t gone = 0;
+    for (void *r = zhashx_first(self->roles); r; r = zhashx_next(self->roles)) {
+        gone += zhashx_lookup(roles, zhashx_cursor(self->roles)) == NULL;
+    }
     zhashx_destroy(&self->roles);
     self->roles = roles;
     self->signature = sig;
-    log_info("curve_allow_reloaded", "dir=%s keys=%zu", self->allow_dir, zhashx_size(roles));
-    return 1;
+    log_info("curve_allow_reloaded", "dir=%s keys=%zu revoked=%zu", self->allow_dir,
+             zhashx_size(roles), gone);
+    return gone ? AUTH_RELOAD_REVOKED : 1;
 }
 
 size_t auth_count(auth_t *self) {

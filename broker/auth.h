@@ -38,8 +38,11 @@ int auth_apply(auth_t *self, zsock_t *sock);
 /* The role of key (z85 text) if it is in the allow directory as last read, else NULL. */
 const char *auth_role(auth_t *self, const char *key);
 
-/* Re-reads the allow directory when it changed since the last read. Returns 1 when it was
- * re-read, 0 when unchanged, -1 when it cannot be read (the last map is kept). */
+/* Re-reads the allow directory when it changed since the last read. Returns
+ * AUTH_RELOAD_REVOKED when it was re-read and a key it held before is gone, 1 when it was
+ * re-read with no key gone, 0 when unchanged, -1 when it cannot be read (the last map is
+ * kept). */
+#define AUTH_RELOAD_REVOKED 2
 int auth_reload(auth_t *self);
 
 size_t auth_count(auth_t *self);             /* admitted keys */

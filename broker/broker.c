@@ -31,7 +31,9 @@ typedef struct {
     int64_t stats_interval_ms;
     int64_t next_stats_ms;
     int64_t next_expire_ms;
-    int64_t next_allow_ms; /* next look at the allow directory (CURVE) */
+    int64_t next_allow_ms;  /* next look at the allow directory (CURVE) */
+    char sub_endpoint[512]; /* to bind the XPUB again after a revocation */
+    int hwm;
     bool terminated;
 } self_t;
 
@@ -434,6 +436,57 @@ static void s_handle_pipe(self_t *self) {
     free(cmd);
 }
 
+/* Waits up to timeout_ms for the monitor to report that the listener closed. */
+static void s_wait_closed(zsock_t *monitor, int timeout_ms) {
+    zpoller_t *p = zpoller_new(monitor, NULL);
+    ASSERT(p);
+    if (zpoller_wait(p, timeout_ms) == monitor) {
+        zmsg_t *m = zmsg_recv(monitor); /* [event, value][address]: only CLOSED is asked for */
+        zmsg_destroy(&m);
+    }
+    zpoller_destroy(&p);
+}
+
+/* Revocation (ARCHITECTURE.md §9 "Trust"): libzmq cannot drop one subscriber of an XPUB, so
+ * when a key leaves the allow directory the XPUB is closed and bound again. Every subscriber
+ * reconnects within PROTO_RECONNECT_IVL_MS and handshakes again, and zauth refuses the
+ * revoked key; the others resend their subscriptions and lose only the hints in flight. The
+ * old listener must be gone before the endpoint is bound again (an ipc:// listener removes
+ * its file when it closes), so its close is awaited through a socket monitor. Returns 0, or
+ * -1 when the endpoint cannot be bound again (the broker then stops, to be restarted). */
+static int s_reopen_xpub(self_t *self) {
+    static int s_seq;
+    char mon[64];
+    snprintf(mon, sizeof mon, "inproc://broker-xpub-monitor-%d", ++s_seq);
+    char ep[512];
+    size_t len = sizeof ep;
+    if (zmq_getsockopt(self->xpub_h, ZMQ_LAST_ENDPOINT, ep, &len) != 0) {
+        snprintf(ep, sizeof ep, "%s", self->sub_endpoint);
+    }
+    zsock_t *monitor = NULL;
+    if (zmq_socket_monitor(self->xpub_h, mon, ZMQ_EVENT_CLOSED) == 0) {
+        monitor = zsock_new_pair(mon); /* CZMQ connects a PAIR by default */
+    }
+    if (zmq_unbind(self->xpub_h, ep) == 0 && monitor) {
+        s_wait_closed(monitor, 1000);
+    }
+    zmq_socket_monitor(self->xpub_h, NULL, 0);
+    zsock_destroy(&monitor);
+    zsock_destroy(&self->xpub);
+    int64_t deadline = id_now_ms() + 2000;
+    while (!(self->xpub = s_bind(ZMQ_XPUB, self->sub_endpoint, self->hwm, self->auth)) &&
+           id_now_ms() < deadline) {
+        zclock_sleep(20); /* the kernel may hold the port a moment after the close */
+    }
+    if (!self->xpub) {
+        log_error("broker_reopen_failed", "endpoint=%s", self->sub_endpoint);
+        return -1;
+    }
+    self->xpub_h = zsock_resolve(self->xpub);
+    log_info("broker_subscribers_reset", "reason=key_revoked endpoint=%s", self->sub_endpoint);
+    return 0;
+}
+
 static bool s_key_admitted(void *ctx, const char *key) {
     return auth_role(ctx, key) != NULL;
 }
@@ -445,8 +498,11 @@ static void s_reload_allow(self_t *self) {
     int rc = auth_reload(self->auth);
     if (rc < 0) {
         s_note(self, "curve_allow_unreadable", "action=kept_last");
-    } else if (rc == 1) {
+    } else if (rc == AUTH_RELOAD_REVOKED) {
         registry_retain(self->registry, s_key_admitted, self->auth);
+        if (s_reopen_xpub(self) != 0) {
+            self->terminated = true;
+        }
     }
 }
 
@@ -454,6 +510,8 @@ static void s_actor(zsock_t *pipe, void *args) {
     const broker_config_t *cfg = actor_args(args); /* valid until actor_ready only */
     self_t self = {.pipe = pipe, .auth = cfg->auth};
     int hwm = cfg->hwm_msgs > 0 ? cfg->hwm_msgs : BROKER_HWM_MSGS;
+    self.hwm = hwm;
+    snprintf(self.sub_endpoint, sizeof self.sub_endpoint, "%s", cfg->sub_endpoint);
     self.xsub = s_bind(ZMQ_XSUB, cfg->pub_endpoint, hwm, self.auth);
     self.xpub = s_bind(ZMQ_XPUB, cfg->sub_endpoint, hwm, self.auth);
     self.router = s_bind(ZMQ_ROUTER, cfg->relay_endpoint, hwm, self.auth);
@@ -528,6 +586,7 @@ static void s_actor(zsock_t *pipe, void *args) {
         }
         if (self.auth && now >= self.next_allow_ms) {
             s_reload_allow(&self);
+            items[2].socket = self.xpub_h; /* bound again after a revocation */
             self.next_allow_ms = now + BROKER_ALLOW_RELOAD_MS;
         }
         if (now >= self.next_stats_ms) {

@@ -350,6 +350,22 @@ static void test_removing_a_worker_certificate_cuts_it_off(void **u) {
     (void)u;
     char *w1 = s_worker_id(1);
     assert_int_equal(s_ask(w1), WIRE_STATUS_NO_EPISODE);
+    /* A subscription held with worker 1's key before the revocation, and one with the
+     * gateway's key: both read a chat's traffic now (the control). */
+    curve_t *k = s_keys(cluster_curve_dir(s_c), "worker1");
+    curve_t *gk = s_keys(cluster_curve_dir(s_c), "gateway0");
+    bus_subscriber_t *held = bus_subscriber_new_with(cluster_endpoint(s_c, "sub"), k);
+    bus_subscriber_t *kept = bus_subscriber_new_with(cluster_endpoint(s_c, "sub"), gk);
+    assert_int_equal(bus_subscriber_subscribe(held, "chat:"), 0);
+    assert_int_equal(bus_subscriber_subscribe(kept, "chat:"), 0);
+    char *before = s_create("before the revocation");
+    char *q = mem_printf("SELECT status FROM chats WHERE id = '%s'", before);
+    assert_true(cluster_wait(s_c, q, "waiting", WAIT_MS) >= 0);
+    free(q);
+    free(before);
+    int held_before = s_drain(held, 300);
+    assert_true(held_before > 0);
+    assert_true(s_drain(kept, 300) > 0);
     char path[600];
     snprintf(path, sizeof path, "%s/allow/worker1.cert", cluster_curve_dir(s_c));
     int64_t t0 = id_now_ms();
@@ -365,17 +381,31 @@ static void test_removing_a_worker_certificate_cuts_it_off(void **u) {
     assert_int_equal(st, WIRE_STATUS_NO_SUCH_WORKER);
     usleep(500 * 1000); /* more heartbeats: they stay refused */
     assert_int_equal(s_ask(w1), WIRE_STATUS_NO_SUCH_WORKER);
-    /* A new connection with that key is refused at the handshake: nothing to read. */
-    curve_t *k = s_keys(cluster_curve_dir(s_c), "worker1");
+    /* A new connection with that key is refused at the handshake, and the subscription it
+     * held was cut when the broker reset its subscribers: neither reads anything now, while
+     * the gateway's subscription (which reconnected by itself) still does. */
     bus_subscriber_t *sub = bus_subscriber_new_with(cluster_endpoint(s_c, "sub"), k);
     assert_int_equal(bus_subscriber_subscribe(sub, "chat:"), 0);
+    (void)s_drain(held, 300); /* what it got before the cut */
+    (void)s_drain(kept, 300);
     char *chat = s_create("after the revocation");
-    char *q = mem_printf("SELECT status FROM chats WHERE id = '%s'", chat);
+    q = mem_printf("SELECT status FROM chats WHERE id = '%s'", chat);
     assert_true(cluster_wait(s_c, q, "waiting", WAIT_MS) >= 0); /* worker 0 served it */
     free(q);
-    assert_int_equal(s_drain(sub, 300), 0);
+    int n_new = s_drain(sub, 300);
+    int n_held = s_drain(held, 300);
+    int n_kept = s_drain(kept, 300);
+    printf("after the revocation: new connection %d, held subscription %d (had %d before), "
+           "gateway %d messages\n",
+           n_new, n_held, held_before, n_kept);
+    assert_int_equal(n_new, 0);
+    assert_int_equal(n_held, 0);
+    assert_true(n_kept > 0);
     bus_subscriber_destroy(&sub);
+    bus_subscriber_destroy(&held);
+    bus_subscriber_destroy(&kept);
     curve_destroy(&k);
+    curve_destroy(&gk);
     free(chat);
     free(w1);
 }
