@@ -268,6 +268,10 @@ int main(int argc, char **argv) {
         config_destroy(&cfg);
         return 2;
     }
+    if (keys && strcmp(curve_role(keys), "gateway") != 0) {
+        /* The broker would refuse its catch-up requests (broker/README.md "Security"). */
+        log_warn("curve_role_mismatch", "role=%s expected=gateway", curve_role(keys));
+    }
     curve_set_default(keys);
     if (strcmp(cmd, "migrate") == 0) {
         rc = s_migrate(cfg);

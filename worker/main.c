@@ -54,6 +54,10 @@ int main(void) {
         config_destroy(&cfg);
         return 2;
     }
+    if (keys && strcmp(curve_role(keys), "worker") != 0) {
+        /* The broker would refuse its registrations and parts (broker/README.md "Security"). */
+        log_warn("curve_role_mismatch", "role=%s expected=worker", curve_role(keys));
+    }
     curve_set_default(keys);
     /* CZMQ's handler would only set zsys_interrupted and stop every zloop at once; the
      * shutdown must instead run in order, so signals are ours. */
