@@ -258,6 +258,21 @@ int main(int argc, char **argv) {
     const char *cmd = argc > 1 ? argv[1] : "serve";
     int rc;
     config_log(cfg);
+    /* CURVE on the bus when both key settings are given (ARCHITECTURE.md §9 "Trust"); one
+     * without the other, or an unusable file, is a configuration error. */
+    curve_t *keys = NULL;
+    char err[700];
+    if (curve_from_env(&keys, err, sizeof err) != 0) {
+        fprintf(stderr, "chatfleet-gateway: %s\n", err);
+        log_error("config_invalid", "detail=\"%s\"", err);
+        config_destroy(&cfg);
+        return 2;
+    }
+    if (keys && strcmp(curve_role(keys), "gateway") != 0) {
+        /* The broker would refuse its catch-up requests (broker/README.md "Security"). */
+        log_warn("curve_role_mismatch", "role=%s expected=gateway", curve_role(keys));
+    }
+    curve_set_default(keys);
     if (strcmp(cmd, "migrate") == 0) {
         rc = s_migrate(cfg);
     } else if (strcmp(cmd, "user-add") == 0 && argc == 3) {
@@ -268,6 +283,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: chatfleet-gateway [serve | migrate | user-add NAME]\n");
         rc = 2;
     }
+    curve_set_default(NULL);
+    curve_destroy(&keys);
     config_destroy(&cfg);
     return rc;
 }

@@ -3,6 +3,7 @@
 #include "actor.h"
 #include "id.h"
 #include "mem.h"
+#include "ratelog.h"
 #include "registry.h"
 #include "wire.h"
 
@@ -22,12 +23,17 @@ typedef struct {
     void *xpub_h;
     void *router_h;
     registry_t *registry;
+    auth_t *auth;       /* borrowed; NULL: plain bus */
+    ratelog_t *ratelog; /* lines about network input, at a bounded rate */
     wire_stats_t stats;
     int64_t subscription_events;
     int64_t started_ms;
     int64_t stats_interval_ms;
     int64_t next_stats_ms;
     int64_t next_expire_ms;
+    int64_t next_allow_ms;  /* next look at the allow directory (CURVE) */
+    char sub_endpoint[512]; /* to bind the XPUB again after a revocation */
+    int hwm;
     bool terminated;
 } self_t;
 
@@ -35,9 +41,13 @@ struct broker {
     zactor_t *actor;
 };
 
-static zsock_t *s_bind(int type, const char *endpoint, int hwm) {
+static zsock_t *s_bind(int type, const char *endpoint, int hwm, auth_t *auth) {
     zsock_t *s = zsock_new(type);
     if (!s) {
+        return NULL;
+    }
+    if (auth && auth_apply(auth, s) != 0) {
+        zsock_destroy(&s);
         return NULL;
     }
     zsock_set_linger(s, 0);
@@ -64,10 +74,55 @@ static void s_log_stats(self_t *self, const char *event) {
     s->uptime_ms = id_now_ms() - self->started_ms;
     log_info(event,
              "pub_in=%lld pub_out=%lld relay_in=%lld relay_out=%lld dropped=%lld workers=%lld "
-             "subscription_events=%lld uptime_ms=%lld",
+             "refused=%lld forbidden=%lld subscription_events=%lld log_suppressed=%lld "
+             "uptime_ms=%lld",
              (long long)s->pub_in, (long long)s->pub_out, (long long)s->relay_in,
              (long long)s->relay_out, (long long)s->dropped, (long long)s->workers,
-             (long long)self->subscription_events, (long long)s->uptime_ms);
+             (long long)s->refused, (long long)s->forbidden, (long long)self->subscription_events,
+             (long long)ratelog_suppressed_total(self->ratelog), (long long)s->uptime_ms);
+}
+
+/* Logs one line about network input (warn level), at most at the ratelog's rate per kind;
+ * kind must be a string literal. detail is preformatted key=value text. */
+static void s_note(self_t *self, const char *kind, const char *detail) {
+    int64_t suppressed = 0;
+    if (ratelog_allow(self->ratelog, kind, id_now_ms(), &suppressed)) {
+        log_warn(kind, "%s suppressed=%lld", detail, (long long)suppressed);
+    }
+}
+
+/* The authenticated sender of a received frame, with CURVE: its public key (z85) and, when
+ * that key is still in the allow directory, its role. Without CURVE both are "" (anyone). */
+typedef struct {
+    const char *key;
+    const char *role; /* NULL: the key is no longer admitted */
+} s_sender_t;
+
+static s_sender_t s_sender(self_t *self, zmq_msg_t *frame) {
+    s_sender_t who = {"", ""};
+    if (!self->auth) {
+        return who;
+    }
+    /* zauth answers the handshake with User-Id = the client's public key (z85); libzmq
+     * attaches it to every message of that connection. */
+    const char *key = zmq_msg_gets(frame, "User-Id");
+    who.key = key ? key : "";
+    who.role = auth_role(self->auth, who.key);
+    return who;
+}
+
+/* Whether the sender has role; without CURVE everyone has every role. */
+static bool s_is(const self_t *self, const s_sender_t *who, const char *role) {
+    return !self->auth || (who->role && strcmp(who->role, role) == 0);
+}
+
+/* Counts and notes a message refused for its sender's key or role. */
+static void s_forbid(self_t *self, const s_sender_t *who, const char *what) {
+    self->stats.forbidden++;
+    char d[200];
+    snprintf(d, sizeof d, "what=%s key=%s role=%s", what, who->key,
+             who->role ? (who->role[0] ? who->role : "(none)") : "(revoked)");
+    s_note(self, "broker_forbidden", d);
 }
 
 /* Receives every frame of the current message into frames[] (at most max kept; the rest are
@@ -115,9 +170,24 @@ static void s_pump_publishers(self_t *self) {
         if (n != 2 || zmq_msg_size(&f[0]) < plen || zmq_msg_size(&f[0]) > PROTO_TOPIC_MAX_BYTES ||
             memcmp(zmq_msg_data(&f[0]), PROTO_TOPIC_PREFIX, plen) != 0) {
             self->stats.dropped++;
-            log_debug("broker_drop", "reason=bad_pub_layout frames=%d", n);
+            char d[64];
+            snprintf(d, sizeof d, "reason=bad_pub_layout frames=%d", n);
+            s_note(self, "broker_drop", d);
             s_close_frames(f, n, 2);
             continue;
+        }
+        if (self->auth) {
+            /* Gateways publish hints; only workers publish live parts (ARCHITECTURE.md §9
+             * "Trust"). A key removed from the allow directory publishes nothing. */
+            s_sender_t who = s_sender(self, &f[1]);
+            size_t part_len = strlen(PROTO_TOPIC_PART);
+            bool part = zmq_msg_size(&f[0]) >= part_len &&
+                        memcmp(zmq_msg_data(&f[0]), PROTO_TOPIC_PART, part_len) == 0;
+            if (!s_is(self, &who, "worker") && (part || !s_is(self, &who, "gateway"))) {
+                s_forbid(self, &who, part ? "publish_part" : "publish_hint");
+                s_close_frames(f, n, 2);
+                continue;
+            }
         }
         /* The XPUB is lossy per subscriber (README "HWM policy"): this send does not block
          * and does not fail on a full subscriber pipe. */
@@ -193,7 +263,16 @@ static void s_handle_relay(self_t *self, zmq_msg_t *f, int n) {
     size_t route_len = zmq_msg_size(&f[0]);
     if (n != 3 || zmq_msg_size(&f[1]) > PROTO_ROUTE_MAX_BYTES) {
         self->stats.dropped++;
-        log_debug("broker_drop", "reason=bad_relay_layout frames=%d", n);
+        char d[64];
+        snprintf(d, sizeof d, "reason=bad_relay_layout frames=%d", n);
+        s_note(self, "broker_drop", d);
+        return;
+    }
+    /* The body carries the connection's metadata; the routing id frame the ROUTER makes up
+     * does not always. */
+    s_sender_t who = s_sender(self, &f[2]);
+    if (!who.role) {
+        s_forbid(self, &who, "relay");
         return;
     }
     wire_msg_t msg;
@@ -201,28 +280,64 @@ static void s_handle_relay(self_t *self, zmq_msg_t *f, int n) {
     if (wire_decode(zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), &msg, why, sizeof why) != 0) {
         self->stats.dropped++;
         char q[160];
-        log_warn("broker_drop", "reason=malformed detail=%s", log_quote(why, q, sizeof q));
+        char d[200];
+        snprintf(d, sizeof d, "reason=malformed detail=%s", log_quote(why, q, sizeof q));
+        s_note(self, "broker_drop", d);
         return;
     }
     int64_t now = id_now_ms();
     switch (msg.type) {
         case WIRE_REGISTER:
         case WIRE_HEARTBEAT: {
+            if (!s_is(self, &who, "worker")) {
+                s_forbid(self, &who, wire_type_name(msg.type));
+                break;
+            }
             int fresh = registry_touch(self->registry, msg.u.worker.worker_id, route, route_len,
-                                       msg.u.worker.heartbeat_ms, now);
+                                       who.key, msg.u.worker.heartbeat_ms, now);
+            if (fresh == REGISTRY_FULL) {
+                self->stats.refused++;
+                char d[160];
+                snprintf(d, sizeof d, "reason=registry_full worker_id=%s workers=%zu",
+                         msg.u.worker.worker_id, registry_size(self->registry));
+                s_note(self, "broker_refused", d);
+                break;
+            }
+            if (fresh == REGISTRY_KEY_MISMATCH) {
+                char d[120];
+                snprintf(d, sizeof d, "%s_of_another_key worker_id=%s", wire_type_name(msg.type),
+                         msg.u.worker.worker_id);
+                s_forbid(self, &who, d);
+                break;
+            }
+            if (fresh < 0) {
+                self->stats.dropped++;
+                s_note(self, "broker_drop", "reason=bad_route");
+                break;
+            }
             /* A heartbeat from a worker the broker does not know (it restarted, or expired
              * the worker) registers it again: workers need not notice a broker restart. */
-            if (fresh == 1) {
-                log_info("worker_registered", "worker_id=%s heartbeat_ms=%lld",
-                         msg.u.worker.worker_id, (long long)msg.u.worker.heartbeat_ms);
+            if (fresh != REGISTRY_KNOWN) {
+                char d[200];
+                snprintf(d, sizeof d, "worker_id=%s heartbeat_ms=%lld key=%s rerouted=%d",
+                         msg.u.worker.worker_id, (long long)msg.u.worker.heartbeat_ms,
+                         who.key[0] ? who.key : "(plain)", fresh == REGISTRY_REROUTED);
+                int64_t suppressed = 0;
+                if (ratelog_allow(self->ratelog, "worker_registered", now, &suppressed)) {
+                    log_info("worker_registered", "%s suppressed=%lld", d, (long long)suppressed);
+                }
             }
-            if (fresh == 1 || msg.type == WIRE_REGISTER) {
+            if (fresh != REGISTRY_KNOWN || msg.type == WIRE_REGISTER) {
                 wire_msg_t ack = {.type = WIRE_REGISTERED, .u.worker = msg.u.worker};
                 s_reply(self, route, route_len, &ack);
             }
             break;
         }
         case WIRE_RELAY_REQUEST: {
+            if (!s_is(self, &who, "gateway")) {
+                s_forbid(self, &who, "relay_request");
+                break;
+            }
             const registry_entry_t *w =
                 registry_lookup(self->registry, msg.u.request.worker_id, now);
             if (!w) {
@@ -242,6 +357,15 @@ static void s_handle_relay(self_t *self, zmq_msg_t *f, int n) {
             break;
         }
         case WIRE_RELAY_REPLY: {
+            /* Only the key bound to the worker id the reply names may answer for it. */
+            const registry_entry_t *w =
+                self->auth ? registry_lookup(self->registry, msg.u.reply.worker_id, now) : NULL;
+            if (self->auth && (!s_is(self, &who, "worker") || !w || strcmp(w->key, who.key) != 0)) {
+                char d[80];
+                snprintf(d, sizeof d, "relay_reply_for worker_id=%s", msg.u.reply.worker_id);
+                s_forbid(self, &who, d);
+                break;
+            }
             size_t to_len = zmq_msg_size(&f[1]);
             if (to_len == 0 || s_router_send(self, zmq_msg_data(&f[1]), to_len, "", 0,
                                              zmq_msg_data(&f[2]), zmq_msg_size(&f[2])) != 0) {
@@ -263,10 +387,13 @@ static void s_handle_relay(self_t *self, zmq_msg_t *f, int n) {
             }
             break;
         }
-        default:
+        default: {
             self->stats.dropped++;
-            log_warn("broker_drop", "reason=unexpected_type type=%s", wire_type_name(msg.type));
+            char d[64];
+            snprintf(d, sizeof d, "reason=unexpected_type type=%s", wire_type_name(msg.type));
+            s_note(self, "broker_drop", d);
             break;
+        }
     }
     wire_msg_clear(&msg);
 }
@@ -298,9 +425,10 @@ static void s_handle_pipe(self_t *self) {
         wire_stats_t *s = &self->stats;
         s->workers = (int64_t)registry_size(self->registry);
         s->uptime_ms = id_now_ms() - self->started_ms;
-        zsock_send(self->pipe, "8888888", (uint64_t)s->pub_in, (uint64_t)s->pub_out,
+        zsock_send(self->pipe, "888888888", (uint64_t)s->pub_in, (uint64_t)s->pub_out,
                    (uint64_t)s->relay_in, (uint64_t)s->relay_out, (uint64_t)s->dropped,
-                   (uint64_t)s->workers, (uint64_t)s->uptime_ms);
+                   (uint64_t)s->workers, (uint64_t)s->uptime_ms, (uint64_t)s->refused,
+                   (uint64_t)s->forbidden);
     } else {
         char q[64];
         log_warn("broker_unknown_command", "command=%s", log_quote(cmd, q, sizeof q));
@@ -308,13 +436,85 @@ static void s_handle_pipe(self_t *self) {
     free(cmd);
 }
 
+/* Waits up to timeout_ms for the monitor to report that the listener closed. */
+static void s_wait_closed(zsock_t *monitor, int timeout_ms) {
+    zpoller_t *p = zpoller_new(monitor, NULL);
+    ASSERT(p);
+    if (zpoller_wait(p, timeout_ms) == monitor) {
+        zmsg_t *m = zmsg_recv(monitor); /* [event, value][address]: only CLOSED is asked for */
+        zmsg_destroy(&m);
+    }
+    zpoller_destroy(&p);
+}
+
+/* Revocation (ARCHITECTURE.md §9 "Trust"): libzmq cannot drop one subscriber of an XPUB, so
+ * when a key leaves the allow directory the XPUB is closed and bound again. Every subscriber
+ * reconnects within PROTO_RECONNECT_IVL_MS and handshakes again, and zauth refuses the
+ * revoked key; the others resend their subscriptions and lose only the hints in flight. The
+ * old listener must be gone before the endpoint is bound again (an ipc:// listener removes
+ * its file when it closes), so its close is awaited through a socket monitor. Returns 0, or
+ * -1 when the endpoint cannot be bound again (the broker then stops, to be restarted). */
+static int s_reopen_xpub(self_t *self) {
+    static int s_seq;
+    char mon[64];
+    snprintf(mon, sizeof mon, "inproc://broker-xpub-monitor-%d", ++s_seq);
+    char ep[512];
+    size_t len = sizeof ep;
+    if (zmq_getsockopt(self->xpub_h, ZMQ_LAST_ENDPOINT, ep, &len) != 0) {
+        snprintf(ep, sizeof ep, "%s", self->sub_endpoint);
+    }
+    zsock_t *monitor = NULL;
+    if (zmq_socket_monitor(self->xpub_h, mon, ZMQ_EVENT_CLOSED) == 0) {
+        monitor = zsock_new_pair(mon); /* CZMQ connects a PAIR by default */
+    }
+    if (zmq_unbind(self->xpub_h, ep) == 0 && monitor) {
+        s_wait_closed(monitor, 1000);
+    }
+    zmq_socket_monitor(self->xpub_h, NULL, 0);
+    zsock_destroy(&monitor);
+    zsock_destroy(&self->xpub);
+    int64_t deadline = id_now_ms() + 2000;
+    while (!(self->xpub = s_bind(ZMQ_XPUB, self->sub_endpoint, self->hwm, self->auth)) &&
+           id_now_ms() < deadline) {
+        zclock_sleep(20); /* the kernel may hold the port a moment after the close */
+    }
+    if (!self->xpub) {
+        log_error("broker_reopen_failed", "endpoint=%s", self->sub_endpoint);
+        return -1;
+    }
+    self->xpub_h = zsock_resolve(self->xpub);
+    log_info("broker_subscribers_reset", "reason=key_revoked endpoint=%s", self->sub_endpoint);
+    return 0;
+}
+
+static bool s_key_admitted(void *ctx, const char *key) {
+    return auth_role(ctx, key) != NULL;
+}
+
+/* Rotation (ARCHITECTURE.md §9 "Trust"): the allow directory is re-read when it changed;
+ * the workers registered with a key that is gone are forgotten at once. zauth applies the
+ * same directory to new handshakes. */
+static void s_reload_allow(self_t *self) {
+    int rc = auth_reload(self->auth);
+    if (rc < 0) {
+        s_note(self, "curve_allow_unreadable", "action=kept_last");
+    } else if (rc == AUTH_RELOAD_REVOKED) {
+        registry_retain(self->registry, s_key_admitted, self->auth);
+        if (s_reopen_xpub(self) != 0) {
+            self->terminated = true;
+        }
+    }
+}
+
 static void s_actor(zsock_t *pipe, void *args) {
     const broker_config_t *cfg = actor_args(args); /* valid until actor_ready only */
-    self_t self = {.pipe = pipe};
+    self_t self = {.pipe = pipe, .auth = cfg->auth};
     int hwm = cfg->hwm_msgs > 0 ? cfg->hwm_msgs : BROKER_HWM_MSGS;
-    self.xsub = s_bind(ZMQ_XSUB, cfg->pub_endpoint, hwm);
-    self.xpub = s_bind(ZMQ_XPUB, cfg->sub_endpoint, hwm);
-    self.router = s_bind(ZMQ_ROUTER, cfg->relay_endpoint, hwm);
+    self.hwm = hwm;
+    snprintf(self.sub_endpoint, sizeof self.sub_endpoint, "%s", cfg->sub_endpoint);
+    self.xsub = s_bind(ZMQ_XSUB, cfg->pub_endpoint, hwm, self.auth);
+    self.xpub = s_bind(ZMQ_XPUB, cfg->sub_endpoint, hwm, self.auth);
+    self.router = s_bind(ZMQ_ROUTER, cfg->relay_endpoint, hwm, self.auth);
     if (!self.xsub || !self.xpub || !self.router) {
         zsock_destroy(&self.xsub);
         zsock_destroy(&self.xpub);
@@ -333,14 +533,16 @@ static void s_actor(zsock_t *pipe, void *args) {
     if (zmq_send(self.xsub_h, &all, 1, 0) < 0) {
         log_error("broker_subscribe_failed", "error=\"%s\"", zmq_strerror(zmq_errno()));
     }
-    self.registry = registry_new();
+    self.registry = registry_new(cfg->max_workers);
+    self.ratelog = ratelog_new();
     self.started_ms = id_now_ms();
     self.stats_interval_ms =
         cfg->stats_interval_ms > 0 ? cfg->stats_interval_ms : BROKER_STATS_INTERVAL_MS;
     self.next_stats_ms = self.started_ms + self.stats_interval_ms;
     self.next_expire_ms = self.started_ms + BROKER_EXPIRE_TICK_MS;
-    log_info("broker_ready", "pub=%s sub=%s relay=%s hwm=%d", cfg->pub_endpoint, cfg->sub_endpoint,
-             cfg->relay_endpoint, hwm);
+    self.next_allow_ms = self.started_ms + BROKER_ALLOW_RELOAD_MS;
+    log_info("broker_ready", "pub=%s sub=%s relay=%s hwm=%d curve=%s", cfg->pub_endpoint,
+             cfg->sub_endpoint, cfg->relay_endpoint, hwm, self.auth ? "on" : "off");
     actor_ready(pipe, args, 0);
 
     zmq_pollitem_t items[] = {
@@ -353,6 +555,9 @@ static void s_actor(zsock_t *pipe, void *args) {
         int64_t now = id_now_ms();
         int64_t next =
             self.next_expire_ms < self.next_stats_ms ? self.next_expire_ms : self.next_stats_ms;
+        if (self.auth && self.next_allow_ms < next) {
+            next = self.next_allow_ms;
+        }
         long timeout = next > now ? (long)(next - now) : 0;
         int rc = zmq_poll(items, 4, timeout);
         if (rc < 0) {
@@ -379,6 +584,11 @@ static void s_actor(zsock_t *pipe, void *args) {
             registry_expire(self.registry, now);
             self.next_expire_ms = now + BROKER_EXPIRE_TICK_MS;
         }
+        if (self.auth && now >= self.next_allow_ms) {
+            s_reload_allow(&self);
+            items[2].socket = self.xpub_h; /* bound again after a revocation */
+            self.next_allow_ms = now + BROKER_ALLOW_RELOAD_MS;
+        }
         if (now >= self.next_stats_ms) {
             s_log_stats(&self, "broker_stats");
             self.next_stats_ms = now + self.stats_interval_ms;
@@ -386,6 +596,7 @@ static void s_actor(zsock_t *pipe, void *args) {
     }
     s_log_stats(&self, "broker_stopped");
     registry_destroy(&self.registry);
+    ratelog_destroy(&self.ratelog);
     zsock_destroy(&self.xsub);
     zsock_destroy(&self.xpub);
     zsock_destroy(&self.router);

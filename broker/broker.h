@@ -13,8 +13,9 @@
  *                                       and then the actor exits at once; broker_new returns
  *                                       NULL then (proto/actor.h).
  *   zstr_send(actor, "LOG")             logs one broker_stats line; no reply.
- *   zstr_send(actor, "STATS")           replies "8888888": pub_in, pub_out, relay_in,
- *                                       relay_out, dropped, workers, uptime_ms.
+ *   zstr_send(actor, "STATS")           replies "888888888": pub_in, pub_out, relay_in,
+ *                                       relay_out, dropped, workers, uptime_ms, refused,
+ *                                       forbidden.
  *   zstr_send(actor, "$TERM")           logs the final counters, closes the sockets without
  *                                       lingering, and exits (broker_destroy sends it).
  * Nothing is sent unprompted. Unknown commands are logged and ignored.
@@ -24,6 +25,7 @@
 
 #include <czmq.h>
 
+#include "auth.h"
 #include "log.h"
 #include <stdint.h>
 
@@ -31,6 +33,7 @@
 #define BROKER_STATS_INTERVAL_MS 60000
 #define BROKER_HWM_MSGS          10000 /* per XSUB/XPUB pipe; see README "HWM policy" */
 #define BROKER_EXPIRE_TICK_MS    50    /* how often dead workers are swept */
+#define BROKER_ALLOW_RELOAD_MS   1000  /* how often the CURVE allow directory is looked at */
 
 typedef struct {
     const char *pub_endpoint;   /* publishers connect here (XSUB binds) */
@@ -38,6 +41,10 @@ typedef struct {
     const char *relay_endpoint; /* relay clients and workers connect here (ROUTER binds) */
     int64_t stats_interval_ms;
     int hwm_msgs;
+    size_t max_workers; /* registry bound; 0: REGISTRY_MAX_WORKERS */
+    /* CURVE on every socket (auth_new), or NULL for a plain bus. Borrowed: it must outlive
+     * the broker, and nothing else may use it while the broker runs. */
+    auth_t *auth;
 } broker_config_t;
 
 typedef struct broker broker_t;

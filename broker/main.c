@@ -1,9 +1,13 @@
 /* chatfleet-broker: reads the configuration, starts the broker actor, and stops it cleanly on
- * SIGTERM or SIGINT; SIGUSR1 logs the counters. See broker/README.md. */
+ * SIGTERM or SIGINT; SIGUSR1 logs the counters. `chatfleet-broker keygen` makes CURVE
+ * certificates. See broker/README.md. */
+#include "auth.h"
 #include "broker.h"
 #include "config.h"
+#include "curve.h"
 #include "mem.h"
 #include "protocol.h"
+#include "registry.h"
 
 #include <czmq.h>
 
@@ -28,7 +32,11 @@ static void s_on_signal(int sig) {
 static void s_usage(FILE *out) {
     fprintf(out, "usage: chatfleet-broker [--pub ENDPOINT] [--sub ENDPOINT] [--relay ENDPOINT]\n"
                  "                        [--stats-interval-ms N] [--hwm N] [--log LEVEL]\n"
-                 "Endpoints default to CHATFLEET_BROKER_PUB, _SUB and _RELAY.\n");
+                 "                        [--max-workers N]\n"
+                 "                        [--curve-server-key FILE --curve-allow-dir DIR]\n"
+                 "       chatfleet-broker keygen --role gateway|worker|broker NAME DIR\n"
+                 "Endpoints default to CHATFLEET_BROKER_PUB, _SUB and _RELAY; the CURVE\n"
+                 "settings to CHATFLEET_CURVE_SERVER_KEY and CHATFLEET_CURVE_ALLOW_DIR.\n");
 }
 
 static int s_positive(const char *flag, const char *v, long long max, long long *out) {
@@ -44,7 +52,37 @@ static int s_positive(const char *flag, const char *v, long long max, long long 
     return 0;
 }
 
+/* keygen --role ROLE NAME DIR: writes DIR/NAME.cert and DIR/NAME.cert_secret (0600). */
+static int s_keygen(int argc, char **argv) {
+    if (argc != 6 || !streq(argv[2], "--role")) {
+        s_usage(stderr);
+        return 2;
+    }
+    char err[512];
+    if (curve_keygen(argv[3], argv[4], argv[5], err, sizeof err) != 0) {
+        fprintf(stderr, "chatfleet-broker keygen: %s\n", err);
+        return 1;
+    }
+    curve_key_t key;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s.cert", argv[5], argv[4]);
+    if (curve_key_read(path, false, &key, err, sizeof err) != 0) {
+        fprintf(stderr, "chatfleet-broker keygen: %s\n", err);
+        return 1;
+    }
+    printf("%s %s %s/%s.cert_secret\n", path, key.public_txt, argv[5], argv[4]);
+    return 0;
+}
+
+static const char *s_env(const char *name) {
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && streq(argv[1], "keygen")) {
+        return s_keygen(argc, argv);
+    }
     config_t *cfg = config_new();
     if (!cfg) {
         return 2;
@@ -55,7 +93,10 @@ int main(int argc, char **argv) {
         .relay_endpoint = cfg->broker_relay,
         .stats_interval_ms = BROKER_STATS_INTERVAL_MS,
         .hwm_msgs = BROKER_HWM_MSGS,
+        .max_workers = REGISTRY_MAX_WORKERS,
     };
+    const char *server_key = s_env(AUTH_ENV_SERVER_KEY);
+    const char *allow_dir = s_env(AUTH_ENV_ALLOW_DIR);
     const char *level = cfg->log_level;
     /* Every option takes a value, so the options advance two at a time. */
     for (int i = 1; i < argc; i += 2) {
@@ -90,6 +131,16 @@ int main(int argc, char **argv) {
                 return 2;
             }
             bc.hwm_msgs = (int)n;
+        } else if (streq(a, "--max-workers")) {
+            if (s_positive(a, v, 10000000LL, &n) != 0) {
+                config_destroy(&cfg);
+                return 2;
+            }
+            bc.max_workers = (size_t)n;
+        } else if (streq(a, "--curve-server-key")) {
+            server_key = v;
+        } else if (streq(a, "--curve-allow-dir")) {
+            allow_dir = v;
         } else {
             s_usage(stderr);
             config_destroy(&cfg);
@@ -99,11 +150,37 @@ int main(int argc, char **argv) {
     if (log_init("broker", level) != 0) {
         fprintf(stderr, "chatfleet-broker: unknown log level %s\n", level);
     }
+    /* CURVE takes both settings; one without the other, or a file that cannot be used,
+     * is a configuration error (exit 2), never a silent fall-back to a plain bus. */
+    auth_t *auth = NULL;
+    if (server_key || allow_dir) {
+        char err[700];
+        if (!server_key || !allow_dir) {
+            fprintf(stderr,
+                    "chatfleet-broker: %s is set but %s is not: set both for CURVE, or neither "
+                    "for a plain bus\n",
+                    server_key ? AUTH_ENV_SERVER_KEY : AUTH_ENV_ALLOW_DIR,
+                    server_key ? AUTH_ENV_ALLOW_DIR : AUTH_ENV_SERVER_KEY);
+            config_destroy(&cfg);
+            return 2;
+        }
+        auth = auth_new(server_key, allow_dir, err, sizeof err);
+        if (!auth) {
+            fprintf(stderr, "chatfleet-broker: %s\n", err);
+            log_error("broker_config_invalid", "detail=\"%s\"", err);
+            config_destroy(&cfg);
+            return 2;
+        }
+        bc.auth = auth;
+    }
     log_info("broker_config",
              "pub=%s sub=%s relay=%s stats_interval_ms=%lld hwm=%d max_msg_bytes=%d "
-             "worker_liveness=%d",
+             "worker_liveness=%d max_workers=%zu curve=%s curve_server_key=%s "
+             "curve_public=%s curve_allow_dir=%s curve_allowed_keys=%zu",
              bc.pub_endpoint, bc.sub_endpoint, bc.relay_endpoint, (long long)bc.stats_interval_ms,
-             bc.hwm_msgs, PROTO_MSG_MAX_BYTES, PROTO_WORKER_LIVENESS);
+             bc.hwm_msgs, PROTO_MSG_MAX_BYTES, PROTO_WORKER_LIVENESS, bc.max_workers,
+             auth ? "on" : "off", auth ? server_key : "-", auth ? auth_public(auth) : "-",
+             auth ? allow_dir : "-", auth ? auth_count(auth) : (size_t)0);
 
     /* CZMQ's own handler would only set zsys_interrupted; ours also covers SIGUSR1 and
      * leaves the actor running until it is told to stop, so shutdown is one orderly path. */
@@ -119,6 +196,7 @@ int main(int argc, char **argv) {
     broker_t *b = broker_new(&bc);
     if (!b) {
         log_error("broker_start_failed", "reason=bind");
+        auth_destroy(&auth);
         config_destroy(&cfg);
         return 1;
     }
@@ -145,6 +223,7 @@ int main(int argc, char **argv) {
     log_info("broker_shutdown", "signal=%d", (int)s_stop);
     zpoller_destroy(&poller);
     broker_destroy(&b);
+    auth_destroy(&auth);
     config_destroy(&cfg);
     return status;
 }

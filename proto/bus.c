@@ -1,5 +1,6 @@
 /* bus: publisher and watermarking subscriber over the broker's XSUB/XPUB; see bus.h. */
 #include "bus.h"
+#include "curve.h"
 #include "id.h"
 #include "mem.h"
 
@@ -28,7 +29,8 @@ struct bus_subscriber {
     bus_sub_counters_t counters;
 };
 
-static void s_client_options(void *h) {
+/* Returns 0, or -1 when the CURVE keys could not be set (logged). */
+static int s_client_options(void *h, const curve_t *keys) {
     int ivl = PROTO_RECONNECT_IVL_MS;
     int zero = 0;
     int linger = PROTO_LINGER_MS;
@@ -36,15 +38,23 @@ static void s_client_options(void *h) {
     /* No exponential back-off: a restarted broker is found within one interval. */
     zmq_setsockopt(h, ZMQ_RECONNECT_IVL_MAX, &zero, sizeof zero);
     zmq_setsockopt(h, ZMQ_LINGER, &linger, sizeof linger);
+    return keys ? curve_apply(keys, h) : 0;
 }
 
 bus_publisher_t *bus_publisher_new(const char *endpoint) {
+    return bus_publisher_new_with(endpoint, curve_default());
+}
+
+bus_publisher_t *bus_publisher_new_with(const char *endpoint, const curve_t *keys) {
     zsock_t *sock = zsock_new(ZMQ_PUB);
     if (!sock) {
         return NULL;
     }
     void *h = zsock_resolve(sock);
-    s_client_options(h);
+    if (s_client_options(h, keys) != 0) {
+        zsock_destroy(&sock);
+        return NULL;
+    }
     int hwm = BUS_PUB_SNDHWM;
     int one = 1;
     zmq_setsockopt(h, ZMQ_SNDHWM, &hwm, sizeof hwm);
@@ -164,12 +174,19 @@ static void s_marks_free(void **item) {
 }
 
 bus_subscriber_t *bus_subscriber_new(const char *endpoint) {
+    return bus_subscriber_new_with(endpoint, curve_default());
+}
+
+bus_subscriber_t *bus_subscriber_new_with(const char *endpoint, const curve_t *keys) {
     zsock_t *sock = zsock_new(ZMQ_SUB);
     if (!sock) {
         return NULL;
     }
     void *h = zsock_resolve(sock);
-    s_client_options(h);
+    if (s_client_options(h, keys) != 0) {
+        zsock_destroy(&sock);
+        return NULL;
+    }
     int hwm = BUS_SUB_RCVHWM;
     int64_t max = PROTO_MSG_MAX_BYTES;
     zmq_setsockopt(h, ZMQ_RCVHWM, &hwm, sizeof hwm);

@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "curve.h"
 #include "hint.h"
 #include "wire.h"
 #include <czmq.h>
@@ -50,6 +51,9 @@ typedef struct {
  * Returns NULL on an invalid endpoint. Thread-safe: sends are serialised by a mutex, so one
  * publisher may serve every committing thread of a process. */
 bus_publisher_t *bus_publisher_new(const char *endpoint);
+/* The same with explicit CURVE keys (NULL: plain); bus_publisher_new uses curve_default().
+ * keys are applied at once and need not outlive the call. */
+bus_publisher_t *bus_publisher_new_with(const char *endpoint, const curve_t *keys);
 void bus_publisher_destroy(bus_publisher_t **self_p);
 
 /* Publishes a hint or part on its topic. Returns 0 when libzmq took it, -1 when it was
@@ -67,6 +71,7 @@ void bus_publisher_counters(bus_publisher_t *self, bus_pub_counters_t *out);
 /* A subscriber connected to endpoint (CHATFLEET_BROKER_SUB), with no subscriptions. Returns
  * NULL on an invalid endpoint. Not thread-safe: one owner (an actor) uses it. */
 bus_subscriber_t *bus_subscriber_new(const char *endpoint);
+bus_subscriber_t *bus_subscriber_new_with(const char *endpoint, const curve_t *keys);
 void bus_subscriber_destroy(bus_subscriber_t **self_p);
 
 /* Subscribes to, or unsubscribes from, a topic prefix (PROTO_TOPIC_* or a full topic).

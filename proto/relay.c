@@ -1,6 +1,7 @@
 /* relay: client and worker sides of the broker's relay ROUTER; see relay.h and README. */
 #include "relay.h"
 #include "actor.h"
+#include "curve.h"
 #include "id.h"
 #include "mem.h"
 
@@ -9,7 +10,7 @@
 
 /* Every relay message on a DEALER is [route][body] (README "Relay frames"). */
 
-static zsock_t *s_dealer(const char *endpoint) {
+static zsock_t *s_dealer(const char *endpoint, const curve_t *keys) {
     zsock_t *sock = zsock_new(ZMQ_DEALER);
     if (!sock) {
         return NULL;
@@ -27,6 +28,10 @@ static zsock_t *s_dealer(const char *endpoint) {
     /* Queue only on a live connection: a request or heartbeat made while the broker is down
      * fails now instead of arriving, stale, after the restart. */
     zmq_setsockopt(h, ZMQ_IMMEDIATE, &one, sizeof one);
+    if (keys && curve_apply(keys, h) != 0) {
+        zsock_destroy(&sock);
+        return NULL;
+    }
     if (zsock_connect(sock, "%s", endpoint) < 0) {
         log_error("relay_connect_failed", "endpoint=%s", endpoint);
         zsock_destroy(&sock);
@@ -127,7 +132,11 @@ struct relay_client {
 };
 
 relay_client_t *relay_client_new(const char *endpoint) {
-    zsock_t *sock = s_dealer(endpoint);
+    return relay_client_new_with(endpoint, curve_default());
+}
+
+relay_client_t *relay_client_new_with(const char *endpoint, const curve_t *keys) {
+    zsock_t *sock = s_dealer(endpoint, keys);
     if (!sock) {
         return NULL;
     }
@@ -169,7 +178,8 @@ int relay_client_fetch(relay_client_t *self, const char *worker_id, const wire_s
         int rc = s_recv(self->handle, NULL, NULL, &msg);
         if (rc == 1) {
             if (msg.type == WIRE_RELAY_REPLY &&
-                strcmp(msg.u.reply.request_id, req.u.request.request_id) == 0) {
+                strcmp(msg.u.reply.request_id, req.u.request.request_id) == 0 &&
+                strcmp(msg.u.reply.worker_id, worker_id) == 0) {
                 *reply = msg;
                 return 0;
             }
@@ -224,6 +234,7 @@ typedef struct {
     int64_t heartbeat_ms;
     relay_handler_fn *handler;
     void *ctx;
+    const curve_t *keys; /* applied in the actor when it starts, before actor_new returns */
 } s_args_t;
 
 struct relay_worker {
@@ -309,7 +320,7 @@ static void s_worker_input(s_worker_t *self) {
 
 static void s_worker_actor(zsock_t *pipe, void *start) {
     s_worker_t self = {.pipe = pipe, .args = *(s_args_t *)actor_args(start)};
-    self.sock = s_dealer(self.args.endpoint);
+    self.sock = s_dealer(self.args.endpoint, self.args.keys);
     if (!self.sock) {
         actor_ready(pipe, start, -1);
         return;
@@ -350,7 +361,13 @@ static void s_worker_actor(zsock_t *pipe, void *start) {
 
 relay_worker_t *relay_worker_new(const char *endpoint, const char *worker_id, int64_t heartbeat_ms,
                                  relay_handler_fn *handler, void *ctx) {
-    s_args_t args = {.heartbeat_ms = heartbeat_ms, .handler = handler, .ctx = ctx};
+    return relay_worker_new_with(endpoint, worker_id, heartbeat_ms, handler, ctx, curve_default());
+}
+
+relay_worker_t *relay_worker_new_with(const char *endpoint, const char *worker_id,
+                                      int64_t heartbeat_ms, relay_handler_fn *handler, void *ctx,
+                                      const curve_t *keys) {
+    s_args_t args = {.heartbeat_ms = heartbeat_ms, .handler = handler, .ctx = ctx, .keys = keys};
     if (!endpoint || !handler || !id_uuid_valid(worker_id) ||
         heartbeat_ms < PROTO_HEARTBEAT_MIN_MS || heartbeat_ms > PROTO_HEARTBEAT_MAX_MS ||
         strlen(endpoint) >= sizeof args.endpoint) {

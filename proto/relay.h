@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "curve.h"
 #include "wire.h"
 #include <czmq.h>
 
@@ -25,6 +26,9 @@ typedef struct relay_client relay_client_t;
 /* A client connected to endpoint (CHATFLEET_BROKER_RELAY). NULL on an invalid endpoint. Not
  * thread-safe: one owner uses it. */
 relay_client_t *relay_client_new(const char *endpoint);
+/* The same with explicit CURVE keys (NULL: plain); relay_client_new uses curve_default().
+ * keys are applied at once and need not outlive the call. */
+relay_client_t *relay_client_new_with(const char *endpoint, const curve_t *keys);
 void relay_client_destroy(relay_client_t **self_p);
 
 /* Asks worker_id for the parts of episode with seq > episode->after_seq, at most max_parts
@@ -60,6 +64,10 @@ typedef struct relay_worker relay_worker_t;
  */
 relay_worker_t *relay_worker_new(const char *endpoint, const char *worker_id, int64_t heartbeat_ms,
                                  relay_handler_fn *handler, void *ctx);
+/* The same with explicit CURVE keys (NULL: plain), applied before this returns. */
+relay_worker_t *relay_worker_new_with(const char *endpoint, const char *worker_id,
+                                      int64_t heartbeat_ms, relay_handler_fn *handler, void *ctx,
+                                      const curve_t *keys);
 void relay_worker_destroy(relay_worker_t **self_p);
 
 /* How many times the broker acknowledged a registration of this worker (it does so at start

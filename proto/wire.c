@@ -109,6 +109,8 @@ static const s_field_t s_stats[] = {
     S_F(wire_stats_t, dropped, "dropped", F_INT, 0, S_ANY),
     S_F(wire_stats_t, workers, "workers", F_INT, 0, S_ANY),
     S_F(wire_stats_t, uptime_ms, "uptime_ms", F_INT, 0, S_ANY),
+    S_F(wire_stats_t, refused, "refused", F_INT, 0, S_ANY),
+    S_F(wire_stats_t, forbidden, "forbidden", F_INT, 0, S_ANY),
 };
 
 #define S_N(t) (sizeof(t) / sizeof((t)[0]))

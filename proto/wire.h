@@ -109,6 +109,9 @@ typedef struct {
     int64_t dropped;   /* messages discarded: malformed, unroutable or over a high-water mark */
     int64_t workers;   /* live registered workers */
     int64_t uptime_ms;
+    int64_t refused;   /* registrations refused: the registry was full (broker --max-workers) */
+    int64_t forbidden; /* CURVE: traffic the sender's key or role may not send, or from a key
+                          no longer in the allow directory (ARCHITECTURE.md §9 "Trust") */
 } wire_stats_t;
 
 typedef struct {

@@ -7,6 +7,7 @@
  * once. SIGUSR1 logs the counters.
  */
 #include "config.h"
+#include "curve.h"
 #include "log.h"
 #include "status.h"
 #include "worker.h"
@@ -43,6 +44,21 @@ int main(void) {
         fprintf(stderr, "chatfleet-worker: unknown log level %s\n", cfg->log_level);
     }
     config_log(cfg);
+    /* CURVE on the bus when both key settings are given (ARCHITECTURE.md §9 "Trust"); one
+     * without the other, or an unusable file, is a configuration error. */
+    curve_t *keys = NULL;
+    char err[700];
+    if (curve_from_env(&keys, err, sizeof err) != 0) {
+        fprintf(stderr, "chatfleet-worker: %s\n", err);
+        log_error("config_invalid", "detail=\"%s\"", err);
+        config_destroy(&cfg);
+        return 2;
+    }
+    if (keys && strcmp(curve_role(keys), "worker") != 0) {
+        /* The broker would refuse its registrations and parts (broker/README.md "Security"). */
+        log_warn("curve_role_mismatch", "role=%s expected=worker", curve_role(keys));
+    }
+    curve_set_default(keys);
     /* CZMQ's handler would only set zsys_interrupted and stop every zloop at once; the
      * shutdown must instead run in order, so signals are ours. */
     zsys_handler_set(NULL);
@@ -68,6 +84,7 @@ int main(void) {
     worker_t *w = worker_new(cfg, &opts);
     if (!w) {
         config_destroy(&cfg);
+        curve_destroy(&keys);
         return 1;
     }
     /* /healthz and /metrics when CHATFLEET_WORKER_HTTP_LISTEN is set; the metrics text is
@@ -97,6 +114,8 @@ int main(void) {
     worker_log_counters(w);
     worker_destroy(&w);
     config_destroy(&cfg);
+    curve_set_default(NULL);
+    curve_destroy(&keys);
     log_info("worker_stopped", "clean=%d", rc == 0);
     return rc == 0 ? 0 : 1;
 }

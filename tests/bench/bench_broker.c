@@ -10,7 +10,12 @@
  * bus sends them (payload sizes 64 B and 1 KiB). Throughput: the publisher sends MESSAGES
  * as fast as the pipe accepts (ZMQ_XPUB_NODROP, blocking: back-pressure instead of loss on
  * the first hop); the figure is messages received per second, with any loss reported.
- * Latency: one message in flight at a time, timestamped with the monotonic clock. */
+ * Latency: one message in flight at a time, timestamped with the monotonic clock.
+ *
+ * A second broker runs with CURVE (ARCHITECTURE.md §9 "Trust": a server key, an allow
+ * directory holding the publisher's and subscriber's certificates, made for the run in a
+ * temporary directory); its rows and the curve / plain-broker ratios come from the same
+ * run, so the cost of CURVE is read against the same machine state. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -158,13 +163,64 @@ static void s_measure(s_link_t *l, size_t size, long messages, s_result_t *r) {
     free(in);
 }
 
-static void s_link_open(s_link_t *l, void *ctx, const char *pub_ep, const char *sub_ep,
-                        bool direct) {
+/* CURVE keys of the run: the broker's, and the clients' (one certificate each). */
+typedef struct {
+    char dir[64];
+    zcert_t *broker;
+    zcert_t *pub;
+    zcert_t *sub;
+} s_keys_t;
+
+static void s_keys_make(s_keys_t *k) {
+    snprintf(k->dir, sizeof k->dir, "/tmp/cfbench-curve.XXXXXX");
+    if (!mkdtemp(k->dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    char path[256];
+    snprintf(path, sizeof path, "%s/allow", k->dir);
+    zsys_dir_create("%s", path);
+    k->broker = zcert_new();
+    k->pub = zcert_new();
+    k->sub = zcert_new();
+    zcert_set_meta(k->broker, "role", "broker");
+    zcert_set_meta(k->pub, "role", "worker");
+    zcert_set_meta(k->sub, "role", "gateway");
+    snprintf(path, sizeof path, "%s/broker.cert", k->dir);
+    zcert_save(k->broker, path);
+    snprintf(path, sizeof path, "%s/allow/pub.cert", k->dir);
+    zcert_save_public(k->pub, path);
+    snprintf(path, sizeof path, "%s/allow/sub.cert", k->dir);
+    zcert_save_public(k->sub, path);
+}
+
+static void s_keys_destroy(s_keys_t *k) {
+    zcert_destroy(&k->broker);
+    zcert_destroy(&k->pub);
+    zcert_destroy(&k->sub);
+    zdir_t *d = zdir_new(k->dir, NULL);
+    if (d) {
+        zdir_remove(d, true);
+        zdir_destroy(&d);
+    }
+}
+
+static void s_link_open(s_link_t *l, void *ctx, const char *pub_ep, const char *sub_ep, bool direct,
+                        const s_keys_t *keys) {
     int one = 1;
     l->pub = zmq_socket(ctx, ZMQ_PUB);
     l->sub = zmq_socket(ctx, ZMQ_SUB);
     s_opts(l->pub);
     s_opts(l->sub);
+    if (keys) {
+        const char *server = zcert_public_txt(keys->broker);
+        zmq_setsockopt(l->pub, ZMQ_CURVE_SERVERKEY, server, 40);
+        zmq_setsockopt(l->pub, ZMQ_CURVE_PUBLICKEY, zcert_public_txt(keys->pub), 40);
+        zmq_setsockopt(l->pub, ZMQ_CURVE_SECRETKEY, zcert_secret_txt(keys->pub), 40);
+        zmq_setsockopt(l->sub, ZMQ_CURVE_SERVERKEY, server, 40);
+        zmq_setsockopt(l->sub, ZMQ_CURVE_PUBLICKEY, zcert_public_txt(keys->sub), 40);
+        zmq_setsockopt(l->sub, ZMQ_CURVE_SECRETKEY, zcert_secret_txt(keys->sub), 40);
+    }
     zmq_setsockopt(l->pub, ZMQ_XPUB_NODROP, &one, sizeof one);
     zmq_setsockopt(l->sub, ZMQ_SUBSCRIBE, "chat:", 5);
     if (direct) {
@@ -205,6 +261,18 @@ int main(int argc, char **argv) {
     char sub_ep[64];
     char relay_ep[64];
     char direct_ep[64];
+    char cpub_ep[64];
+    char csub_ep[64];
+    char crelay_ep[64];
+    snprintf(cpub_ep, sizeof cpub_ep, "tcp://127.0.0.1:%d", s_free_port());
+    snprintf(csub_ep, sizeof csub_ep, "tcp://127.0.0.1:%d", s_free_port());
+    snprintf(crelay_ep, sizeof crelay_ep, "tcp://127.0.0.1:%d", s_free_port());
+    s_keys_t keys;
+    s_keys_make(&keys);
+    char skey[128];
+    char allow[128];
+    snprintf(skey, sizeof skey, "%s/broker.cert_secret", keys.dir);
+    snprintf(allow, sizeof allow, "%s/allow", keys.dir);
     snprintf(pub_ep, sizeof pub_ep, "tcp://127.0.0.1:%d", s_free_port());
     snprintf(sub_ep, sizeof sub_ep, "tcp://127.0.0.1:%d", s_free_port());
     snprintf(relay_ep, sizeof relay_ep, "tcp://127.0.0.1:%d", s_free_port());
@@ -217,6 +285,14 @@ int main(int argc, char **argv) {
         perror("exec chatfleet-broker");
         _exit(127);
     }
+    pid_t cpid = fork();
+    if (cpid == 0) {
+        execl(broker, "chatfleet-broker", "--pub", cpub_ep, "--sub", csub_ep, "--relay", crelay_ep,
+              "--hwm", "100000", "--log", "warn", "--curve-server-key", skey, "--curve-allow-dir",
+              allow, (char *)NULL);
+        perror("exec chatfleet-broker");
+        _exit(127);
+    }
     void *ctx = zmq_ctx_new();
     size_t sizes[] = {64, 1024};
     printf("bench_broker: %ld messages per throughput run, %d latency samples, loopback TCP\n",
@@ -225,12 +301,16 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < 2; i++) {
         s_result_t direct;
         s_result_t via;
+        s_result_t curve;
         s_link_t l;
-        s_link_open(&l, ctx, direct_ep, direct_ep, true);
+        s_link_open(&l, ctx, direct_ep, direct_ep, true, NULL);
         s_measure(&l, sizes[i], messages, &direct);
         s_link_close(&l);
-        s_link_open(&l, ctx, pub_ep, sub_ep, false);
+        s_link_open(&l, ctx, pub_ep, sub_ep, false, NULL);
         s_measure(&l, sizes[i], messages, &via);
+        s_link_close(&l);
+        s_link_open(&l, ctx, cpub_ep, csub_ep, false, &keys);
+        s_measure(&l, sizes[i], messages, &curve);
         s_link_close(&l);
         printf("%-6zu %-7s %12.0f %8ld %10.1f %10.1f\n", sizes[i], "direct", direct.msgs_per_s,
                direct.lost, direct.p50_us, direct.p99_us);
@@ -239,10 +319,18 @@ int main(int argc, char **argv) {
         printf("%-6zu %-7s %12.2f %8s %10.2f %10.2f   (broker / direct)\n", sizes[i], "ratio",
                via.msgs_per_s / direct.msgs_per_s, "", via.p50_us / direct.p50_us,
                via.p99_us / direct.p99_us);
+        printf("%-6zu %-7s %12.0f %8ld %10.1f %10.1f\n", sizes[i], "curve", curve.msgs_per_s,
+               curve.lost, curve.p50_us, curve.p99_us);
+        printf("%-6zu %-7s %12.2f %8s %10.2f %10.2f   (curve broker / plain broker)\n", sizes[i],
+               "ratio", curve.msgs_per_s / via.msgs_per_s, "", curve.p50_us / via.p50_us,
+               curve.p99_us / via.p99_us);
     }
     zmq_ctx_term(ctx);
     kill(pid, SIGTERM);
+    kill(cpid, SIGTERM);
     int status = 0;
     waitpid(pid, &status, 0);
+    waitpid(cpid, &status, 0);
+    s_keys_destroy(&keys);
     return 0;
 }

@@ -1061,7 +1061,7 @@ static void test_broker_new_is_null_on_a_bound_endpoint_and_releases_what_it_bou
     (void)state;
     s_broker_t a;
     s_broker_init(&a, true);
-    broker_config_t ca = {a.pub, a.sub, a.relay, 1000, 0};
+    broker_config_t ca = {a.pub, a.sub, a.relay, 1000, 0, 0, NULL};
     broker_t *first = broker_new(&ca);
     assert_non_null(first);
     /* The relay endpoint is taken: broker_new fails, and the two endpoints it did bind are
@@ -1069,7 +1069,7 @@ static void test_broker_new_is_null_on_a_bound_endpoint_and_releases_what_it_bou
      * next broker binds them once that has happened (polled, bounded). */
     s_broker_t b;
     s_broker_init(&b, true);
-    broker_config_t cb = {b.pub, b.sub, a.relay, 1000, 0};
+    broker_config_t cb = {b.pub, b.sub, a.relay, 1000, 0, 0, NULL};
     assert_null(broker_new(&cb));
     cb.relay_endpoint = b.relay;
     broker_t *second = NULL;
@@ -1085,9 +1085,10 @@ static void test_broker_new_is_null_on_a_bound_endpoint_and_releases_what_it_bou
     for (int i = 0; i < 2; i++) {
         zactor_t *actor = broker_actor(both[i]);
         assert_int_equal(zstr_send(actor, "STATS"), 0);
-        uint64_t v[7];
-        assert_int_equal(
-            zsock_recv(actor, "8888888", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]), 0);
+        uint64_t v[9];
+        assert_int_equal(zsock_recv(actor, "888888888", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                                    &v[6], &v[7], &v[8]),
+                         0);
     }
     broker_destroy(&second);
     broker_destroy(&first);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,7 +38,8 @@ struct cluster {
     char sub[64];
     char relay[64];
     char urls[CLUSTER_GATEWAYS_MAX][64];
-    char **env; /* the full environment list every process gets */
+    char **env;      /* the full environment list every process gets */
+    char *curve_dir; /* keys and allow directory with CURVE, or NULL */
     proc_t broker;
     proc_t gateways[CLUSTER_GATEWAYS_MAX];
     proc_t workers[CLUSTER_WORKERS_MAX];
@@ -84,6 +86,47 @@ static void s_env(cluster_t *self, const cluster_opts_t *o) {
     }
 }
 
+/* Runs chatfleet-broker keygen for NAME in the cluster's key directory. */
+static void s_keygen(cluster_t *self, const char *role, const char *name) {
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/broker/chatfleet-broker", self->build);
+    char *argv[] = {bin, "keygen", "--role", (char *)role, (char *)name, self->curve_dir, NULL};
+    char *out = proc_output(argv, NULL);
+    if (!out) {
+        fprintf(stderr, "cluster: keygen %s %s failed\n", role, name);
+        abort();
+    }
+    free(out);
+    if (strcmp(role, "broker") != 0) { /* admitted: its public certificate in the allow directory */
+        char *cp[] = {"/bin/cp", mem_printf("%s/%s.cert", self->curve_dir, name),
+                      mem_printf("%s/allow/", self->curve_dir), NULL};
+        char *o = proc_output(cp, NULL);
+        ASSERT(o);
+        free(o);
+        free(cp[1]);
+        free(cp[2]);
+    }
+}
+
+static void s_curve(cluster_t *self, const cluster_opts_t *o) {
+    char tmpl[] = "/tmp/cfcurve.XXXXXX";
+    ASSERT(mkdtemp(tmpl));
+    self->curve_dir = mem_strdup(tmpl);
+    char *allow = mem_printf("%s/allow", self->curve_dir);
+    ASSERT(mkdir(allow, 0700) == 0);
+    free(allow);
+    s_keygen(self, "broker", "broker");
+    char name[32];
+    for (int i = 0; i < o->gateways; i++) {
+        snprintf(name, sizeof name, "gateway%d", i);
+        s_keygen(self, "gateway", name);
+    }
+    for (int i = 0; i < o->workers; i++) {
+        snprintf(name, sizeof name, "worker%d", i);
+        s_keygen(self, "worker", name);
+    }
+}
+
 void cluster_start(cluster_t *self, cluster_role_t role, int i) {
     proc_t *p = s_proc(self, role, i);
     ASSERT(p->pid == 0);
@@ -98,7 +141,7 @@ void cluster_start(cluster_t *self, cluster_role_t role, int i) {
                                                 : "worker/chatfleet-worker";
     snprintf(bin, sizeof bin, "%s/%s", self->build, sub);
     char listen[64] = "";
-    char *extra[64];
+    char *extra[72]; /* the environment (at most 63), listen, two key settings, NULL */
     int n = 0;
     for (; self->env[n]; n++) {
         extra[n] = self->env[n];
@@ -107,9 +150,24 @@ void cluster_start(cluster_t *self, cluster_role_t role, int i) {
         snprintf(listen, sizeof listen, "CHATFLEET_HTTP_LISTEN=127.0.0.1:%d", p->port);
         extra[n++] = listen;
     }
+    char *keys[2] = {NULL, NULL};
+    if (self->curve_dir && role == CLUSTER_BROKER) {
+        keys[0] = mem_printf("CHATFLEET_CURVE_SERVER_KEY=%s/broker.cert_secret", self->curve_dir);
+        keys[1] = mem_printf("CHATFLEET_CURVE_ALLOW_DIR=%s/allow", self->curve_dir);
+    } else if (self->curve_dir) {
+        keys[0] = mem_printf("CHATFLEET_CURVE_CERT=%s/%s%d.cert_secret", self->curve_dir,
+                             s_role_name(role), i);
+        keys[1] = mem_printf("CHATFLEET_CURVE_SERVER_PUBLIC=%s/broker.cert", self->curve_dir);
+    }
+    if (keys[0]) {
+        extra[n++] = keys[0];
+        extra[n++] = keys[1];
+    }
     extra[n] = NULL;
     char *argv[] = {bin, role == CLUSTER_GATEWAY ? "serve" : NULL, NULL};
     p->pid = proc_spawn(argv, extra, p->log);
+    free(keys[0]);
+    free(keys[1]);
     if (role == CLUSTER_GATEWAY) {
         char ready[96];
         snprintf(ready, sizeof ready, "%s/readyz", self->urls[i]);
@@ -253,6 +311,10 @@ cluster_t *cluster_new(const cluster_opts_t *o) {
     snprintf(self->sub, sizeof self->sub, "tcp://127.0.0.1:%d", proc_free_port());
     snprintf(self->relay, sizeof self->relay, "tcp://127.0.0.1:%d", proc_free_port());
     s_env(self, o);
+    const char *curve_env = getenv("CHATFLEET_TEST_CURVE");
+    if (o->curve || (curve_env && strcmp(curve_env, "1") == 0)) {
+        s_curve(self, o);
+    }
     self->ngateways = o->gateways;
     self->nworkers = o->workers;
     self->token = s_user(self);
@@ -302,6 +364,11 @@ int cluster_destroy(cluster_t **self_p) {
         free(self->env[i]);
     }
     free(self->env);
+    if (self->curve_dir) {
+        char *argv[] = {"/bin/rm", "-rf", self->curve_dir, NULL};
+        free(proc_output(argv, NULL)); /* best effort: a temporary directory */
+        free(self->curve_dir);
+    }
     free(self->token);
     free(self);
     *self_p = NULL;
@@ -331,6 +398,16 @@ pid_t cluster_pid(const cluster_t *self, cluster_role_t role, int i) {
 
 const char *cluster_log(const cluster_t *self, cluster_role_t role, int i) {
     return s_proc((cluster_t *)self, role, i)->log;
+}
+
+const char *cluster_endpoint(const cluster_t *self, const char *which) {
+    return strcmp(which, "pub") == 0   ? self->pub
+           : strcmp(which, "sub") == 0 ? self->sub
+                                       : self->relay;
+}
+
+const char *cluster_curve_dir(const cluster_t *self) {
+    return self->curve_dir;
 }
 
 const char *cluster_pg_log(const cluster_t *self) {

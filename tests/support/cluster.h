@@ -27,6 +27,12 @@ typedef struct {
     /* With private_pg: PostgreSQL's max_connections (written into its postgresql.conf after
      * pgcluster init, where the last setting wins); 0 keeps pgcluster's (300). */
     int pg_max_connections;
+    /* Nonzero: CURVE on the bus (ARCHITECTURE.md §9 "Trust"). The harness makes a broker key,
+     * one certificate per gateway and worker (role metadata), and an allow directory holding
+     * the gateways' and workers' public certificates, in a temporary directory; each process
+     * gets its own. The environment CHATFLEET_TEST_CURVE=1 turns it on for every cluster, so
+     * existing suites (test_chaos) run with CURVE unchanged. */
+    int curve;
 } cluster_opts_t;
 
 typedef enum { CLUSTER_BROKER = 0, CLUSTER_GATEWAY, CLUSTER_WORKER } cluster_role_t;
@@ -50,6 +56,13 @@ PGconn *cluster_db(cluster_t *self); /* the harness's own connection, for assert
 /* The process of (role, index): its pid (0 when not running) and its current log file. */
 pid_t cluster_pid(const cluster_t *self, cluster_role_t role, int index);
 const char *cluster_log(const cluster_t *self, cluster_role_t role, int index);
+
+/* The broker's endpoints: "pub" (publishers connect), "sub" (subscribers) or "relay". */
+const char *cluster_endpoint(const cluster_t *self, const char *which);
+
+/* With CURVE: the directory of the keys (DIR/broker.cert, DIR/gateway0.cert_secret,
+ * DIR/worker1.cert_secret, ... and DIR/allow/, the broker's allow directory); NULL without. */
+const char *cluster_curve_dir(const cluster_t *self);
 
 /* The server log of the cluster's own PostgreSQL (private_pg), or NULL on the fixture's. */
 const char *cluster_pg_log(const cluster_t *self);

@@ -228,7 +228,7 @@ static void test_stats_messages_roundtrip(void **state) {
     wire_msg_t out = s_roundtrip(&q);
     assert_int_equal(out.type, WIRE_STATS_REQUEST);
     wire_msg_t m = {.type = WIRE_STATS};
-    m.u.stats = (wire_stats_t){1, 2, 3, 4, 5, 6, 7};
+    m.u.stats = (wire_stats_t){1, 2, 3, 4, 5, 6, 7, 8, 9};
     out = s_roundtrip(&m);
     assert_memory_equal(&out.u.stats, &m.u.stats, sizeof m.u.stats);
 }
