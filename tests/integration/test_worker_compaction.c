@@ -51,6 +51,21 @@ static void s_push_text(const char *text, int delay_ms) {
     free(body);
 }
 
+/* The answer to a summary call: one whole chat.completion document (the summary request is
+ * not streamed), its first byte after delay_ms. */
+static void s_push_summary(const char *text, int delay_ms) {
+    char *body = mem_printf("{\"id\":\"s\",\"object\":\"chat.completion\",\"choices\":[{"
+                            "\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
+                            "\"%s\"},\"finish_reason\":\"stop\"}],\"usage\":{"
+                            "\"prompt_tokens\":50,\"completion_tokens\":3}}",
+                            text);
+    mockprov_reply_t *r = mockprov_reply_new(200, "application/json");
+    mockprov_reply_chunk(r, body, 5, delay_ms);
+    mockprov_reply_body(r, body + 5, 5, 0);
+    mockprov_push(s_mock, &r);
+    free(body);
+}
+
 /* A non-retryable failure (400), after delay_ms. */
 static void s_push_error(int delay_ms) {
     const char *body = "{\"error\":{\"message\":\"scripted\",\"type\":\"invalid_request_error\"}}";
@@ -171,7 +186,7 @@ static void test_compaction_from_waiting_summarizes_and_the_next_prompt_is_prune
     (void)u;
     char *chat = s_chat_with_turn("alpha question", "alpha answer");
     int before = mockprov_request_count(s_mock);
-    s_push_text("SUMMARY-W", 0);
+    s_push_summary("SUMMARY-W", 0);
     assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
     s_wait_idle(chat, "waiting");
     s_assert_one_triplet(chat, "SUMMARY-W");
@@ -182,6 +197,7 @@ static void test_compaction_from_waiting_summarizes_and_the_next_prompt_is_prune
     assert_true(s_has(sum, "alpha question") && s_has(sum, "alpha answer"));
     assert_true(s_has(sum, "Summarize the conversation above"));
     assert_false(s_has(sum, "\"tools\""));
+    assert_true(s_has(sum, "\"stream\":false"));
     free(sum);
     /* Nothing is left to compact. */
     assert_int_equal(s_http("POST", chat, "/compact", "{}"), 409);
@@ -211,7 +227,7 @@ static void test_compaction_from_error_replays_the_unanswered_message(void **u) 
     assert_int_equal(s_send(chat, "doomed question"), 200);
     s_wait_idle(chat, "error");
     int before = mockprov_request_count(s_mock);
-    s_push_text("SUMMARY-E0", 0);
+    s_push_summary("SUMMARY-E0", 0);
     assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
     s_wait_idle(chat, "waiting");
     s_wait_chat(chat, "last_error IS NULL", "t");
@@ -252,7 +268,7 @@ static void test_compaction_from_e1_keeps_the_queue_and_runs_it_after(void **u) 
                 " WHERE chat_id = chats.id)",
                 "error:1");
     int before = mockprov_request_count(s_mock);
-    s_push_text("SUMMARY-E1", 0);
+    s_push_summary("SUMMARY-E1", 0);
     s_push_text("queued answer", 0);
     assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
     s_wait_chat(chat,
@@ -285,7 +301,7 @@ static void test_compaction_from_e1_keeps_the_queue_and_runs_it_after(void **u) 
 static void s_held_then(const char *move) {
     char *chat = s_chat_with_turn("zeta question", "zeta answer");
     int before = mockprov_request_count(s_mock);
-    s_push_text("SUMMARY-LOST", 4000);
+    s_push_summary("SUMMARY-LOST", 4000);
     assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
     assert_int_equal(mockprov_wait_requests(s_mock, before + 1, WAIT_MS), 0);
     s_push_text("after answer", 0);
@@ -361,7 +377,7 @@ static void test_a_failed_summary_clears_the_request_and_the_next_turn_is_plain(
 static void test_a_request_with_nothing_to_compact_finishes_and_clears(void **u) {
     (void)u;
     char *chat = s_chat_with_turn("iota question", "iota answer");
-    s_push_text("SUMMARY-I", 0);
+    s_push_summary("SUMMARY-I", 0);
     assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
     s_wait_idle(chat, "waiting");
     assert_int_equal(s_http("POST", chat, "/compact", "{}"), 409);
@@ -394,8 +410,8 @@ static void test_worker_killed_during_the_summary_leaves_one_triplet(void **u) {
     (void)u;
     char *chat = s_chat_with_turn("lambda question", "lambda answer");
     int before = mockprov_request_count(s_mock);
-    s_push_text("SUMMARY-DEAD", 30000);
-    s_push_text("SUMMARY-K", 0);
+    s_push_summary("SUMMARY-DEAD", 30000);
+    s_push_summary("SUMMARY-K", 0);
     assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
     assert_int_equal(mockprov_wait_requests(s_mock, before + 1, WAIT_MS), 0);
     cluster_signal(s_cluster, CLUSTER_WORKER, 0, SIGKILL);
