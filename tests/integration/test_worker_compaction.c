@@ -25,6 +25,7 @@
 #include "mem.h"
 #include "mockprov.h"
 #include "proc.h"
+#include "sse.h"
 
 #define WAIT_MS 20000
 
@@ -426,6 +427,54 @@ static void test_worker_killed_during_the_summary_leaves_one_triplet(void **u) {
     free(chat);
 }
 
+/* A message_part event whose part is the compaction's progress, stamped manual. */
+static int s_is_progress(json_t *ev, void *ctx) {
+    (void)ctx;
+    const json_t *part =
+        json_object_get(json_object_get(json_object_get(ev, "data"), "message_part"), "part");
+    const char *type = json_string_value(json_object_get(part, "type"));
+    const char *status = json_string_value(json_object_get(part, "status"));
+    const char *source = json_string_value(json_object_get(part, "source"));
+    return type && status && source && !strcmp(type, "compaction") &&
+           !strcmp(status, "Summarizing...") && !strcmp(source, "manual");
+}
+
+/* A visible message event holding the chat_summarized call or result, stamped manual. */
+static int s_is_summarized(json_t *ev, void *ctx) {
+    char *text = json_dumps(json_object_get(ev, "data"), JSON_COMPACT);
+    int ok = text && strstr(text, "\"chat_summarized\"") && strstr(text, "\"source\":\"manual\"") &&
+             strstr(text, ctx);
+    free(text);
+    return ok;
+}
+
+static void test_a_stream_sees_the_progress_part_then_the_visible_pair(void **u) {
+    (void)u;
+    char *chat = s_chat_with_turn("mu question", "mu answer");
+    char url[512];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/stream", cluster_url(s_cluster, 0), chat);
+    sse_t *s = sse_open(url, cluster_token(s_cluster), 0);
+    assert_non_null(s);
+    s_push_summary("SUMMARY-S", 1500);
+    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
+    int at = sse_wait(s, 0, "message_part", s_is_progress, NULL, WAIT_MS);
+    assert_true(at >= 0);
+    assert_true(sse_wait(s, at, "message", s_is_summarized, "tool-call", WAIT_MS) >= 0);
+    assert_true(sse_wait(s, at, "message", s_is_summarized, "tool-result", WAIT_MS) >= 0);
+    s_wait_idle(chat, "waiting");
+    /* The summary's own text never reached the stream as a part. */
+    for (int i = 0; i < sse_count(s); i++) {
+        char *text = json_dumps(sse_get(s, i), JSON_COMPACT);
+        json_t *ev = sse_get(s, i);
+        if (!strcmp(json_string_value(json_object_get(ev, "event")), "message_part")) {
+            assert_null(strstr(text, "SUMMARY-S"));
+        }
+        free(text);
+    }
+    sse_close(&s);
+    free(chat);
+}
+
 static int s_setup(void **state) {
     (void)state;
     s_mock = mockprov_new();
@@ -465,6 +514,7 @@ int main(void) {
         cmocka_unit_test(test_a_failed_summary_clears_the_request_and_the_next_turn_is_plain),
         cmocka_unit_test(test_a_request_with_nothing_to_compact_finishes_and_clears),
         cmocka_unit_test(test_sim_answers_a_summary_request),
+        cmocka_unit_test(test_a_stream_sees_the_progress_part_then_the_visible_pair),
         cmocka_unit_test(test_worker_killed_during_the_summary_leaves_one_triplet),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
