@@ -363,7 +363,13 @@ static void s_schema_calls(s_act_t act, const json_t *schema, json_t *content) {
         v = schemagen_instance(schema, 0); /* unsupported by the generator: try it anyway */
     }
     jsonschema_destroy(&compiled);
-    char *text = act == S_UNSAFE ? mem_strdup("{\"output\":1,\"output\":2}") : s_args_text(v);
+    char *text = NULL;
+    if (act == S_UNSAFE) {
+        json_decref(v); /* the duplicate key is written by hand; s_args_text would steal v */
+        text = mem_strdup("{\"output\":1,\"output\":2}");
+    } else {
+        text = s_args_text(v);
+    }
     json_array_append_new(content, s_submit_part(text));
     if (act == S_DOUBLE) {
         json_array_append_new(content, s_submit_part(text));
