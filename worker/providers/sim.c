@@ -514,7 +514,8 @@ static void s_play(void *arg) {
 }
 
 /* The sim's summary (provider.h, summary): "Summary of N messages:" and the start of each user
- * and assistant text before the instruction (the last row), bounded and deterministic. */
+ * and assistant text before the instruction (the last row; rows without text are skipped),
+ * bounded and deterministic. */
 static char *s_summary(const json_t *msgs) {
     size_t n = json_array_size(msgs);
     char *acc = mem_printf("Summary of %zu messages:", n > 0 ? n - 1 : 0);
@@ -524,10 +525,12 @@ static char *s_summary(const json_t *msgs) {
             continue;
         }
         char *t = s_text_of(m);
-        char *next = mem_printf("%s %s: %.40s;", acc, s_role(m), t);
+        if (t[0]) { /* a row of tool calls only has nothing to say here */
+            char *next = mem_printf("%s %s: %.40s;", acc, s_role(m), t);
+            free(acc);
+            acc = next;
+        }
         free(t);
-        free(acc);
-        acc = next;
     }
     return acc;
 }
