@@ -1,6 +1,7 @@
 /* generation: see generation.h. */
 #include "generation.h"
 #include "batch.h"
+#include "compaction.h"
 #include "history.h"
 #include "jsonout.h"
 #include "jsonstrict.h"
@@ -28,6 +29,10 @@ char *generation_partial(const char *const *parts, size_t count) {
         json_t *p = json_loads(parts[i], 0, NULL);
         if (!json_is_object(p)) {
             json_decref(p);
+            continue;
+        }
+        if (!strcmp(s_str(p, "type"), COMPACTION_PART_TYPE)) {
+            json_decref(p); /* progress, never content (ARCHITECTURE.md §7.6) */
             continue;
         }
         if (!strcmp(s_str(p, "type"), "text")) {
@@ -106,6 +111,11 @@ static int s_commit_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     /* Nothing was queued: the chat waits, and the Abandon the runner would spawn next goes
      * in this bundle too (another worker takes the chat's next turn, ARCHITECTURE.md §7.3). */
     return chatstate_state(cs) == ES_W ? chatstate_abandon(cs, &after, err) : 0;
+}
+
+static int s_commit_compaction(chatstate_t *cs, void *arg, cs_error_t *err) {
+    s_args_t *a = arg;
+    return chatstate_commit_compaction(cs, a->fence, a->msgs, a->count, err);
 }
 
 static int s_enter_ra(chatstate_t *cs, void *arg, cs_error_t *err) {
@@ -414,7 +424,10 @@ static taskctx_rc_t s_model_failed(taskctx_t *ctx, PGconn *conn, const provider_
 }
 
 /* What a step that calls the model keeps between its phases (taskctx.h). */
-typedef struct {
+typedef struct s_gen s_gen_t;
+static taskctx_rc_t s_commit_summary(taskctx_t *ctx, PGconn *conn, provider_result_t *res);
+
+struct s_gen {
     history_t h;
     structured_turn_t turn;
     bool open; /* turn holds an open structured request */
@@ -425,12 +438,16 @@ typedef struct {
     s_stream_t stream;
     int64_t t0;             /* when the call began */
     int64_t commit_backoff; /* the next wait before the reply's commit is tried again */
-} s_gen_t;
+    bool compact;           /* a summary call for a compaction request (ARCHITECTURE.md §7.6) */
+    json_t *replay;         /* compact: the trailing user rows' contents, replayed after it */
+    char call_id[COMPACTION_CALL_ID_MAX]; /* compact: the chat_summarized call's id */
+};
 
 static void s_gen_free(void *arg) {
     s_gen_t *g = arg;
     json_decref(g->prompt);
     json_decref(g->tools);
+    json_decref(g->replay);
     structured_turn_close(&g->turn);
     history_clear(&g->h);
     free(g);
@@ -445,9 +462,10 @@ static taskctx_rc_t s_commit_phase(taskctx_t *ctx, PGconn *conn) {
     s_gen_t *g = ctx->body;
     provider_result_t *res = &ctx->call_res;
     json_t *kept = json_deep_copy(res->content); /* batch_reply screens content in place */
-    taskctx_rc_t rc =
-        conn ? s_commit_reply(ctx, conn, &g->h, g->open ? &g->turn : NULL, res, g->model_config_id)
-             : TASKCTX_RETRY;
+    taskctx_rc_t rc = !conn        ? TASKCTX_RETRY
+                      : g->compact ? s_commit_summary(ctx, conn, res)
+                                   : s_commit_reply(ctx, conn, &g->h, g->open ? &g->turn : NULL,
+                                                    res, g->model_config_id);
     if (rc != TASKCTX_RETRY) {
         json_decref(kept);
         provider_result_clear(res);
@@ -465,6 +483,17 @@ static taskctx_rc_t s_commit_phase(taskctx_t *ctx, PGconn *conn) {
     return TASKCTX_WAIT;
 }
 
+/* A summary without text would replace the history with nothing: it fails like a truncated
+ * reply (retryable), so the usual retry budget applies. */
+static void s_check_summary(taskctx_t *ctx) {
+    char *text = compaction_summary_text(ctx->call_res.content);
+    if (!text[0]) {
+        provider_result_clear(&ctx->call_res);
+        ctx->call_rc = provider_fail(&ctx->call_res, 0, true, -1, "summary: no text in the reply");
+    }
+    free(text);
+}
+
 /* The phase after a model call: commit the reply, or handle the failure. */
 static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
     s_gen_t *g = ctx->body;
@@ -478,6 +507,9 @@ static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
     }
     structured_turn_t *turn = g->open ? &g->turn : NULL;
     provider_result_t *res = &ctx->call_res;
+    if (ctx->call_rc == PROVIDER_OK && g->compact) {
+        s_check_summary(ctx);
+    }
     if (ctx->call_rc == PROVIDER_OK) {
         log_info("model_reply", "chat_id=%s provider=%s attempt=%lld ms=%lld parts=%zu finish=%s",
                  ctx->chat_id, g->model.provider, (long long)attempt, (long long)ms,
@@ -498,6 +530,41 @@ static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
     return rc;
 }
 
+/* A summary's text is not streamed: clients see the progress part instead. */
+static void s_on_summary_part(void *arg, const char *part_json) {
+    (void)arg;
+    (void)part_json;
+}
+
+/* The "Summarizing..." part of a summary call's episode (ARCHITECTURE.md §7.6). */
+static void s_progress(taskctx_t *ctx, int64_t attempt) {
+    s_gen_t *g = ctx->body;
+    char *part = compaction_progress_part(g->call_id);
+    (void)partbuf_add(ctx->env->partbuf, ctx->chat_id, ctx->fence.history_version, attempt,
+                      "assistant", part, strlen(part));
+    free(part);
+}
+
+/* The compaction CommitStep: the triplet, the replayed user rows, the request consumed. */
+static taskctx_rc_t s_commit_summary(taskctx_t *ctx, PGconn *conn, provider_result_t *res) {
+    s_gen_t *g = ctx->body;
+    char *summary = compaction_summary_text(res->content);
+    char *usage = res->usage ? jsonout_dumps(res->usage) : NULL;
+    compaction_step_t *step =
+        compaction_step_new(summary, g->replay, g->call_id, usage, g->model_config_id);
+    s_args_t a = {.fence = &ctx->fence};
+    a.msgs = compaction_step_rows(step, &a.count);
+    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_commit_compaction, &a, "CommitStep(compaction)");
+    if (rc == TASKCTX_DONE) {
+        log_info("compaction_committed", "chat_id=%s source=%s summary_bytes=%zu replayed=%zu",
+                 ctx->chat_id, COMPACTION_SOURCE, strlen(summary), json_array_size(g->replay));
+    }
+    compaction_step_destroy(&step);
+    free(usage);
+    free(summary);
+    return rc;
+}
+
 /* The model call of a recorded attempt, as the next phase. */
 static taskctx_rc_t s_start_call(taskctx_t *ctx, int64_t attempt) {
     s_gen_t *g = ctx->body;
@@ -514,9 +581,13 @@ static taskctx_rc_t s_start_call(taskctx_t *ctx, int64_t attempt) {
                              .attempt = attempt,
                              .chunk_ms = env->sim_chunk_ms,
                              .native_schema = turn && turn->native ? turn->fmt->schema : NULL,
-                             .native_name = turn && turn->native ? turn->fmt->name : NULL};
+                             .native_name = turn && turn->native ? turn->fmt->name : NULL,
+                             .summary = g->compact};
     g->stream = (s_stream_t){ctx, attempt};
-    ctx->on_part = s_on_part;
+    if (g->compact) {
+        s_progress(ctx, attempt);
+    }
+    ctx->on_part = g->compact ? s_on_summary_part : s_on_part;
     ctx->part_arg = &g->stream;
     g->t0 = id_now_ms();
     atomic_fetch_add(&env->counters.model_calls, 1);
@@ -537,7 +608,8 @@ static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn) {
 /* Takes h and turn over into the step's state and starts the first attempt (recorded
  * already when attempt > 0). */
 static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
-                                 structured_turn_t *turn, bool open, int64_t attempt) {
+                                 structured_turn_t *turn, bool open, int64_t attempt,
+                                 bool compact) {
     if (!json_is_object(h->model)) {
         return s_fail_request(ctx, conn, open ? turn->request_id : NULL, "configuration_error",
                               "config", "no model config is available");
@@ -553,8 +625,16 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
     }
     s_model_of(&g->h, &g->model);
     g->model_config_id = json_string_value(json_object_get(g->h.model, "id"));
-    g->prompt = s_prompt(&g->h, open ? &g->turn : NULL);
-    g->tools = s_tools_on_offer(g->h.dynamic_tools, open ? &g->turn : NULL);
+    g->compact = compact;
+    if (compact && compaction_call_id(g->call_id) != 0) {
+        ctx->body = g;
+        ctx->body_free = s_gen_free;
+        return TASKCTX_RETRY; /* no randomness: try the step again later */
+    }
+    g->prompt = compact ? compaction_prompt(g->h.messages, &g->replay)
+                        : s_prompt(&g->h, open ? &g->turn : NULL);
+    g->tools =
+        compact ? json_array() : s_tools_on_offer(g->h.dynamic_tools, open ? &g->turn : NULL);
     ctx->body = g;
     ctx->body_free = s_gen_free;
     return attempt > 0 ? s_start_call(ctx, attempt) : s_attempt(ctx, conn);
@@ -617,8 +697,10 @@ static int s_read_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     }
     /* Every write of this step also fences the attempt it read. */
     ctx->fence.generation_attempt = r->h.generation_attempt;
-    r->d = history_decide(r->h.messages, r->h.dynamic_tools, ctx->env->max_steps, &r->pending);
-    if (r->d != DECIDE_CALL_MODEL || r->h.request_id[0] || !json_is_object(r->h.model)) {
+    r->d = history_decide(r->h.messages, r->h.dynamic_tools, ctx->env->max_steps,
+                          r->h.compaction_requested, &r->pending);
+    bool plain = r->d == DECIDE_COMPACT || (r->d == DECIDE_CALL_MODEL && !r->h.request_id[0]);
+    if (!plain || !json_is_object(r->h.model)) {
         return TASKCTX_BUNDLE_EMPTY;
     }
     return chatstate_record_generation_attempt(cs, &ctx->fence, &r->attempt, err);
@@ -648,7 +730,10 @@ taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
     taskctx_rc_t rc = TASKCTX_QUIET;
     structured_turn_t turn = {0};
     bool open = false;
-    bool handled = h.request_id[0] && s_structured_step(ctx, conn, &h, &turn, &open, d, &rc);
+    /* A compaction is no step of the structured request: it neither offers the finalizer nor
+     * counts toward its budget. */
+    bool handled = d != DECIDE_COMPACT && h.request_id[0] &&
+                   s_structured_step(ctx, conn, &h, &turn, &open, d, &rc);
     structured_turn_t *t = open ? &turn : NULL;
     s_args_t a = {.fence = &ctx->fence};
     switch (handled ? -1 : (int)d) {
@@ -665,7 +750,8 @@ taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
             }
             break;
         case DECIDE_CALL_MODEL:
-            rc = s_call_model(ctx, conn, &h, &turn, open, r.attempt);
+        case DECIDE_COMPACT:
+            rc = s_call_model(ctx, conn, &h, &turn, open, r.attempt, d == DECIDE_COMPACT);
             break;
         default:
             break;

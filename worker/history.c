@@ -126,7 +126,8 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
         "SELECT status, coalesce(worker_id::text, ''), coalesce(runner_id::text, ''),"
         " history_version, generation_attempt, archived, coalesce(dynamic_tools, '[]')::text,"
         " coalesce(floor(extract(epoch FROM requires_action_deadline_at - now()) * 1000)::bigint,"
-        " 9223372036854775807), model_config_id::text FROM chats WHERE id = $1",
+        " 9223372036854775807), model_config_id::text, compaction_requested_at IS NOT NULL"
+        " FROM chats WHERE id = $1",
         1, p);
     if (!res) {
         return HISTORY_DB;
@@ -148,6 +149,7 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
     out->history_version = db_int64(res, 0, 3);
     out->generation_attempt = db_int64(res, 0, 4);
     out->deadline_in_ms = db_int64(res, 0, 7);
+    out->compaction_requested = db_bool(res, 0, 9);
     out->dynamic_tools = s_stored(PQgetvalue(res, 0, 6));
     if (!json_is_array(out->dynamic_tools)) {
         json_decref(out->dynamic_tools);
@@ -179,7 +181,8 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
         res = s_query(
             conn, chat_id,
             "SELECT json_build_object('id', id, 'role', role, 'content', content, 'control',"
-            " structured_output ->> 'type' IS NOT DISTINCT FROM 'structured-output-feedback')::text"
+            " structured_output ->> 'type' IS NOT DISTINCT FROM 'structured-output-feedback',"
+            " 'model_only', visibility = 'model', 'compressed', compressed)::text"
             " FROM chat_messages WHERE chat_id = $1 AND NOT deleted AND visibility <> 'user'"
             " AND (role = 'system' OR id >= coalesce((SELECT max(id) FROM chat_messages"
             " WHERE chat_id = $1 AND NOT deleted AND compressed AND role = 'user'"
@@ -263,8 +266,41 @@ static bool s_is_dynamic(const json_t *dynamic_tools, const char *name) {
     return false;
 }
 
+/* Whether an assistant row follows the latest boundary: messages start there, and the visible
+ * compressed pair of a boundary is not model-visible, so any assistant row counts. */
+static bool s_compactable(const json_t *messages) {
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        if (!strcmp(s_str(m, "role"), "assistant")) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether the history asks for no reply: its last row is an assistant row, or the rows after
+ * the latest context boundary are model-only user rows (the boundary and the unanswered user
+ * rows a compaction replayed after it, ARCHITECTURE.md §7.6). A control row (structured
+ * feedback) does ask for a reply. */
+static bool s_complete(const json_t *messages) {
+    size_t n = json_array_size(messages);
+    bool boundary = false;
+    while (n > 0) {
+        const json_t *m = json_array_get(messages, n - 1);
+        if (strcmp(s_str(m, "role"), "user") || !json_is_true(json_object_get(m, "model_only")) ||
+            json_is_true(json_object_get(m, "control"))) {
+            break;
+        }
+        boundary = boundary || json_is_true(json_object_get(m, "compressed"));
+        n--;
+    }
+    return boundary ||
+           (n > 0 && !strcmp(s_str(json_array_get(messages, n - 1), "role"), "assistant"));
+}
+
 decide_t history_decide(const json_t *messages, const json_t *dynamic_tools, int64_t max_steps,
-                        json_t **pending) {
+                        bool compact, json_t **pending) {
     if (pending) {
         *pending = NULL;
     }
@@ -327,7 +363,9 @@ decide_t history_decide(const json_t *messages, const json_t *dynamic_tools, int
         d = DECIDE_RUN_LOCAL;
     } else if (dynamic > 0) {
         d = DECIDE_REQUIRES_ACTION;
-    } else if (!strcmp(s_str(json_array_get(messages, n - 1), "role"), "assistant")) {
+    } else if (compact) {
+        d = s_compactable(messages) ? DECIDE_COMPACT : DECIDE_FINISH_TURN;
+    } else if (s_complete(messages)) {
         d = DECIDE_FINISH_TURN;
     } else if (max_steps > 0 && steps >= max_steps) {
         d = DECIDE_FINISH_TURN;
@@ -351,6 +389,8 @@ const char *history_decision_name(decide_t d) {
             return "requires_action";
         case DECIDE_FINISH_TURN:
             return "finish_turn";
+        case DECIDE_COMPACT:
+            return "compact";
     }
     return "?";
 }

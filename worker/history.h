@@ -27,11 +27,14 @@ typedef enum {
 typedef struct {
     int64_t history_version;
     int64_t generation_attempt;
-    int64_t deadline_in_ms; /* requires_action_deadline_at - now(), or INT64_MAX if unset */
-    json_t *dynamic_tools;  /* owned: the chat's declared tools, an array (maybe empty) */
-    json_t *messages;       /* owned: [{"id", "role", "content"}], model-visible, oldest first */
-    json_t *model;          /* owned: {"id","name","provider","model","base_url","api_key_env",
-                               "native_structured_output"} or null when none resolves */
+    int64_t deadline_in_ms;    /* requires_action_deadline_at - now(), or INT64_MAX if unset */
+    bool compaction_requested; /* compaction_requested_at is set (ARCHITECTURE.md §7.6) */
+    json_t *dynamic_tools;     /* owned: the chat's declared tools, an array (maybe empty) */
+    json_t *messages;          /* owned: [{"id", "role", "content", "control", "model_only",
+                                  "compressed"}], model-visible, from the latest context boundary
+                                  (system rows always), oldest first */
+    json_t *model;             /* owned: {"id","name","provider","model","base_url","api_key_env",
+                                  "native_structured_output"} or null when none resolves */
     /* The governing structured request (ARCHITECTURE.md §8): the latest real
      * user row (role user, not deleted, visibility not 'model') when it carries a request
      * and no receipt closes it yet. request_id is "" when none is open. */
@@ -61,15 +64,20 @@ typedef enum {
     DECIDE_RUN_LOCAL,       /* pending local (or unknown) tool calls: run and commit them */
     DECIDE_REQUIRES_ACTION, /* only dynamic tool calls are pending: wait for the client */
     DECIDE_FINISH_TURN,     /* nothing left to do for this history (or the step limit) */
+    DECIDE_COMPACT,         /* a compaction was requested and there is something to summarize */
 } decide_t;
 
 /* The next step for messages (as history_load returns them; control rows do not start a
  * turn). dynamic_tools is the chat's
- * declared tools (may be NULL). max_steps bounds assistant responses per turn. When the
- * result is DECIDE_RUN_LOCAL, *pending (when non-NULL) receives a new array of the pending
- * local tool-call parts, oldest first; otherwise it is set to NULL. */
+ * declared tools (may be NULL). max_steps bounds assistant responses per turn. compact: a
+ * compaction was requested; after the tool guards and before the completeness check it gives
+ * DECIDE_COMPACT when an assistant row follows the latest boundary, else DECIDE_FINISH_TURN
+ * (ARCHITECTURE.md §7.6). Trailing model-only user rows (a boundary and the user rows it
+ * replays) ask for no reply. When the result is DECIDE_RUN_LOCAL, *pending (when non-NULL)
+ * receives a new array of the pending local tool-call parts, oldest first; otherwise it is set
+ * to NULL. */
 decide_t history_decide(const json_t *messages, const json_t *dynamic_tools, int64_t max_steps,
-                        json_t **pending);
+                        bool compact, json_t **pending);
 
 const char *history_decision_name(decide_t d);
 

@@ -183,6 +183,25 @@ static bool s_stateless(chatmove_t move) {
     return move == MV_ACQUIRE || move == MV_ABANDON || move == MV_SET_TITLE;
 }
 
+bool chatmove_keeps_compaction(chatmove_t move) {
+    switch (move) {
+        case MV_SET_ARCHIVED_TRUE:
+        case MV_SET_ARCHIVED_FALSE:
+        case MV_SET_TITLE:
+        case MV_SEND_QUEUE:
+        case MV_DELETE_QUEUED:
+        case MV_REQUEST_COMPACTION:
+        case MV_ACQUIRE:
+        case MV_ABANDON:
+        case MV_RECORD_GENERATION_ATTEMPT:
+        case MV_RECORD_RETRY_STATE:
+        case MV_COMMIT_STEP:
+            return true;
+        default:
+            return false;
+    }
+}
+
 bool chatmove_allowed(exec_state_t from, chatmove_t move) {
     if (s_stateless(move)) {
         return from != ES_N;

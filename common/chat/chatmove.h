@@ -71,6 +71,14 @@ bool chatmove_allowed(exec_state_t from, chatmove_t move);
  * last queued" style variants give two permitted results). */
 bool chatmove_result_ok(exec_state_t from, chatmove_t move, exec_state_t to);
 
+/* Whether the move carries chats.compaction_requested_at forward (ARCHITECTURE.md §4.3, "The
+ * compaction marker"): the moves that keep an active turn alive (Acquire, Abandon, SetArchived,
+ * SetTitle, queueing or deleting a queued message, and the generation step's own
+ * RecordGenerationAttempt, RecordRetryState and CommitStep) and RequestCompaction, which sets it.
+ * Every other move clears it by construction, in cs_finish, so a request never replays on a
+ * later turn. */
+bool chatmove_keeps_compaction(chatmove_t move);
+
 /* Short names: "R0", "XE1", "Invalid"; "SendMessage(queue)", "FinishTurn". */
 const char *chatmove_state_name(exec_state_t state);
 const char *chatmove_name(chatmove_t move);

@@ -90,7 +90,8 @@ void chatstate_destroy(chatstate_t **self_p) {
     " snapshot_version, queue_version, retry_state_version,"                                       \
     " (worker_id IS NULL OR runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM chat_heartbeats h"      \
     " WHERE h.chat_id = c.id AND h.runner_id = c.runner_id AND h.heartbeat_at >"                   \
-    " statement_timestamp() - %lld * interval '1 millisecond')), owner_id::text"
+    " statement_timestamp() - %lld * interval '1 millisecond')), owner_id::text,"                  \
+    " compaction_requested_at IS NOT NULL"
 
 void cs_touch(chatstate_t *self) {
     self->row_fresh = false;
@@ -116,6 +117,7 @@ static int s_row_from(chatstate_t *self, PGresult *res, cs_error_t *err) {
     r->retry_state_version = db_int64(res, 0, 9);
     r->needs_owner = db_bool(res, 0, 10);
     snprintf(r->owner_id, sizeof r->owner_id, "%s", PQgetvalue(res, 0, 11));
+    r->compaction_requested = db_bool(res, 0, 12);
     PQclear(res);
     self->state = chatmove_classify(true, r->status, r->archived, r->queue_len > 0);
     self->row_fresh = true;
@@ -260,8 +262,20 @@ int cs_start(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, cs_err
     return 0;
 }
 
+/* The one place the compaction marker is cleared by construction (ARCHITECTURE.md §4.3). Only
+ * RequestCompaction sets it, and it carries it forward, so the flag of the row loaded when this
+ * move started tells whether there is anything to clear: a plain turn pays no statement. */
+static int s_clear_compaction(chatstate_t *self, chatmove_t move, cs_error_t *err) {
+    if (chatmove_keeps_compaction(move) || !self->row.compaction_requested) {
+        return 0;
+    }
+    const char *p[] = {self->chat_id};
+    return cs_exec(self, err, "UPDATE chats SET compaction_requested_at = NULL WHERE id = $1", 1,
+                   p);
+}
+
 int cs_finish(chatstate_t *self, exec_state_t from, chatmove_t move, cs_error_t *err) {
-    if (cs_load(self, err) != 0) {
+    if (s_clear_compaction(self, move, err) != 0 || cs_load(self, err) != 0) {
         return -1;
     }
     if (!chatmove_result_ok(from, move, self->state)) {

@@ -240,6 +240,12 @@ int chatstate_abandon(chatstate_t *self, const cs_fence_t *fence, cs_error_t *er
 
 int chatstate_commit_step(chatstate_t *self, const cs_fence_t *fence, const cs_message_t *msgs,
                           int count, cs_error_t *err);
+
+/* The compaction step (ARCHITECTURE.md §7.6): CommitStep of msgs (the compressed triplet and the
+ * replayed user rows) that also consumes the compaction request, clearing
+ * compaction_requested_at in the same transaction. CS_CONFLICT when no request is pending. */
+int chatstate_commit_compaction(chatstate_t *self, const cs_fence_t *fence,
+                                const cs_message_t *msgs, int count, cs_error_t *err);
 int chatstate_enter_requires_action(chatstate_t *self, const cs_fence_t *fence, cs_error_t *err);
 
 /* Inserts the partial suffix (may be empty), answers its open tool calls as interrupted,

@@ -22,6 +22,7 @@ typedef struct {
     int64_t retry_state_version;
     bool needs_owner;               /* no fresh lease holds the chat */
     char owner_id[ID_UUID_LEN + 1]; /* the user the chat belongs to */
+    bool compaction_requested;      /* compaction_requested_at is set */
 } cs_row_t;
 
 typedef struct {
@@ -68,7 +69,9 @@ void cs_touch(chatstate_t *self);
  * invalid state (CS_INVALID_STATE), the move table (CS_CONFLICT naming the state). */
 int cs_start(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, cs_error_t *err);
 
-/* Reloads and checks that the result is one the table permits for (from, move). */
+/* Clears compaction_requested_at when the move does not carry it forward
+ * (chatmove_keeps_compaction), then reloads and checks that the result is one the table permits
+ * for (from, move). */
 int cs_finish(chatstate_t *self, exec_state_t from, chatmove_t move, cs_error_t *err);
 
 /* Sets status (and clears last_error when clear_error) and bumps updated_at. */

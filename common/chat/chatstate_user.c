@@ -222,9 +222,7 @@ int chatstate_edit_message(chatstate_t *self, int64_t message_id, const cs_messa
         replacement.so_request_id = uuid;
     }
     int rc = s_truncate(self, p, err) ||
-             cs_exec(self, err,
-                     "UPDATE chats SET requires_action_deadline_at = NULL,"
-                     " compaction_requested_at = NULL WHERE id = $1",
+             cs_exec(self, err, "UPDATE chats SET requires_action_deadline_at = NULL WHERE id = $1",
                      1, p) ||
              cs_answer_pending(self, REASON_EDIT, err) ||
              cs_insert(self, &replacement, 0, NULL, err) ||
@@ -477,10 +475,8 @@ int chatstate_clear_context(chatstate_t *self, const char *created_by, cs_error_
         cs_answer_pending(self, REASON_NEW_MESSAGE, err) || cs_insert_all(self, triplet, 3, err);
     free(call);
     free(result);
-    if (rc != 0 ||
-        cs_exec(self, err, "UPDATE chats SET compaction_requested_at = NULL WHERE id = $1", 1, p) !=
-            0 ||
-        cs_set_status(self, "waiting", true, err) != 0) {
+    /* A pending compaction request is cleared by cs_finish (ClearContext does not carry it). */
+    if (rc != 0 || cs_set_status(self, "waiting", true, err) != 0) {
         return -1;
     }
     return cs_finish(self, from, MV_CLEAR_CONTEXT, err);

@@ -130,6 +130,24 @@ int chatstate_commit_step(chatstate_t *self, const cs_fence_t *fence, const cs_m
     return cs_finish(self, from, MV_COMMIT_STEP, err);
 }
 
+int chatstate_commit_compaction(chatstate_t *self, const cs_fence_t *fence,
+                                const cs_message_t *msgs, int count, cs_error_t *err) {
+    if (cs_start(self, MV_COMMIT_STEP, fence, err) != 0) {
+        return -1;
+    }
+    if (!self->row.compaction_requested) {
+        return cs_fail(self, err, CS_CONFLICT, "no compaction was requested");
+    }
+    exec_state_t from = self->state;
+    const char *p[] = {self->chat_id};
+    if (cs_insert_all(self, msgs, count, err) != 0 ||
+        cs_exec(self, err, "UPDATE chats SET compaction_requested_at = NULL WHERE id = $1", 1, p) !=
+            0) {
+        return -1;
+    }
+    return cs_finish(self, from, MV_COMMIT_STEP, err);
+}
+
 int chatstate_enter_requires_action(chatstate_t *self, const cs_fence_t *fence, cs_error_t *err) {
     if (cs_start(self, MV_ENTER_REQUIRES_ACTION, fence, err) != 0) {
         return -1;

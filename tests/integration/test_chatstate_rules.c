@@ -292,6 +292,109 @@ static void test_compaction_marks_the_chat_and_refuses_when_nothing_to_compact(v
              "true true 0 running");
 }
 
+/* An owned chat with one answered turn and a pending compaction request: R0, marked. */
+static void s_marked_chat(char chat[ID_UUID_LEN + 1]) {
+    s_new_chat(chat, true);
+    chatstate_t *cs = s_begin(chat);
+    cs_fence_t f;
+    s_fence(chat, "running", &f);
+    cs_message_t a = {.role = "assistant", .content = "[{\"type\":\"text\",\"text\":\"hi\"}]"};
+    cs_error_t err;
+    assert_int_equal(chatstate_commit_step(cs, &f, &a, 1, &err), 0);
+    assert_int_equal(chatstate_finish_turn(cs, &f, NULL, 0, &err), 0);
+    assert_int_equal(chatstate_request_compaction(cs, &err), 0);
+    s_commit(&cs, NULL);
+}
+
+#define MARKED "SELECT (compaction_requested_at IS NOT NULL)::text FROM chats WHERE id = '%s'"
+
+/* ARCHITECTURE.md §4.3: moves that keep the turn alive carry the request forward. */
+static void test_compaction_marker_survives_the_moves_that_keep_the_turn(void **u) {
+    (void)u;
+    char chat[ID_UUID_LEN + 1];
+    s_marked_chat(chat);
+    cs_fence_t f;
+    s_fence(chat, "running", &f);
+    cs_error_t err;
+    s_queue(chat, 1);
+    s_expect(chat, MARKED, "true");
+    chatstate_t *cs = s_begin(chat);
+    int64_t attempt = 0;
+    assert_int_equal(chatstate_record_generation_attempt(cs, &f, &attempt, &err), 0);
+    assert_int_equal(chatstate_record_retry_state(cs, &f, "{\"attempt\":1}", &err), 0);
+    cs_message_t a = {.role = "assistant", .content = "[{\"type\":\"text\",\"text\":\"x\"}]"};
+    assert_int_equal(chatstate_commit_step(cs, &f, &a, 1, &err), 0);
+    assert_int_equal(chatstate_set_title(cs, "kept", &err), 0);
+    char *qid = s_q("SELECT id FROM chat_queued_messages WHERE chat_id = '%s'", chat);
+    assert_int_equal(chatstate_delete_queued(cs, strtoll(qid, NULL, 10), &err), 0);
+    free(qid);
+    s_commit(&cs, NULL);
+    s_expect(chat, MARKED, "true");
+    cs = s_begin(chat);
+    assert_int_equal(chatstate_abandon(cs, &f, &err), 0);
+    assert_int_equal(chatstate_acquire(cs, WORKER, RUNNER, &err), 0);
+    s_commit(&cs, NULL);
+    s_expect(chat, MARKED, "true");
+    /* The compaction step consumes it, once. */
+    cs = s_begin(chat);
+    cs_message_t boundary = {.role = "user",
+                             .visibility = "model",
+                             .compressed = true,
+                             .content = "[{\"type\":\"text\",\"text\":\"summary\"}]"};
+    assert_int_equal(chatstate_commit_compaction(cs, &f, &boundary, 1, &err), 0);
+    s_commit(&cs, NULL);
+    s_expect(chat, MARKED, "false");
+    cs = s_begin(chat);
+    assert_int_equal(chatstate_commit_compaction(cs, &f, &boundary, 1, &err), -1);
+    assert_int_equal(err.rc, CS_CONFLICT);
+    chatstate_destroy(&cs);
+}
+
+/* Every other move that rewrites the execution state clears it by construction. */
+static void test_compaction_marker_is_cleared_by_every_other_move(void **u) {
+    (void)u;
+    static const char *const moves[] = {"FinishTurn",  "FinishError",         "Interrupt",
+                                        "EditMessage", "EnterRequiresAction", "Send(interrupt)"};
+    for (size_t i = 0; i < sizeof moves / sizeof moves[0]; i++) {
+        char chat[ID_UUID_LEN + 1];
+        s_marked_chat(chat);
+        cs_fence_t f;
+        s_fence(chat, "running", &f);
+        cs_error_t err;
+        chatstate_t *cs = s_begin(chat);
+        int rc = -1;
+        cs_message_t m = {.role = "user", .content = USER_MSG};
+        if (i == 0) {
+            rc = chatstate_finish_turn(cs, &f, NULL, 0, &err);
+        } else if (i == 1) {
+            rc = chatstate_finish_error(cs, &f, "{\"kind\":\"test\"}", NULL, 0, &err);
+        } else if (i == 2) {
+            rc = chatstate_interrupt(cs, "user", &err);
+        } else if (i == 3) {
+            char *mid = s_q("SELECT min(id) FROM chat_messages WHERE chat_id = '%s'", chat);
+            rc = chatstate_edit_message(cs, strtoll(mid, NULL, 10), &m, CS_EDIT_SET_FORMAT, &err);
+            free(mid);
+        } else if (i == 4) {
+            cs_message_t call = {.role = "assistant", .content = TOOL_CALL};
+            rc = chatstate_commit_step(cs, &f, &call, 1, &err) ||
+                 chatstate_enter_requires_action(cs, &f, &err);
+        } else {
+            int64_t mid;
+            int64_t qid;
+            rc = chatstate_send_message(cs, &m, CS_BUSY_INTERRUPT, 0, &mid, &qid, &err);
+        }
+        if (rc != 0) {
+            fail_msg("%s: %s", moves[i], err.message);
+        }
+        s_commit(&cs, NULL);
+        char *got = s_q(MARKED, chat);
+        if (strcmp(got, "false") != 0) {
+            fail_msg("%s left the compaction request set", moves[i]);
+        }
+        free(got);
+    }
+}
+
 static void test_clear_context_inserts_the_boundary_triplet_once(void **u) {
     (void)u;
     char chat[ID_UUID_LEN + 1];
@@ -520,6 +623,8 @@ int main(void) {
         cmocka_unit_test(test_promotion_answers_outstanding_calls_before_the_user_message),
         cmocka_unit_test(test_leaving_error_clears_last_error_but_archiving_keeps_it),
         cmocka_unit_test(test_compaction_marks_the_chat_and_refuses_when_nothing_to_compact),
+        cmocka_unit_test(test_compaction_marker_survives_the_moves_that_keep_the_turn),
+        cmocka_unit_test(test_compaction_marker_is_cleared_by_every_other_move),
         cmocka_unit_test(test_clear_context_inserts_the_boundary_triplet_once),
         cmocka_unit_test(test_tool_results_must_answer_exactly_the_pending_calls),
         cmocka_unit_test(test_create_without_user_message_waits_and_titles_fall_back),

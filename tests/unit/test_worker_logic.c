@@ -106,34 +106,61 @@ static json_t *s_msgs(const char *text) {
     return v;
 }
 
+/* ARCHITECTURE.md §7.6: the request is checked after the tool guards and before completeness;
+ * a boundary followed only by replayed (model-only) user rows asks for no reply. */
+static void test_decide_compaction_after_the_guards_and_the_boundary_completes(void **u) {
+    (void)u;
+    json_t *m = s_msgs("[{\"role\":\"user\",\"content\":[]},{\"role\":\"assistant\",\"content\":["
+                       "{\"type\":\"tool-call\",\"tool_call_id\":\"a\",\"tool_name\":\"time\"}]}]");
+    assert_int_equal(history_decide(m, NULL, 10, true, NULL), DECIDE_RUN_LOCAL);
+    json_array_append_new(m, s_msgs("{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
+                                    "\"tool_call_id\":\"a\",\"result\":1}]}"));
+    assert_int_equal(history_decide(m, NULL, 10, false, NULL), DECIDE_CALL_MODEL);
+    assert_int_equal(history_decide(m, NULL, 10, true, NULL), DECIDE_COMPACT);
+    json_decref(m);
+    /* Nothing after the boundary to summarize: the turn finishes (and the marker goes). */
+    m = s_msgs("[{\"role\":\"user\",\"model_only\":true,\"compressed\":true,\"content\":[]},"
+               "{\"role\":\"user\",\"model_only\":true,\"content\":[]}]");
+    assert_int_equal(history_decide(m, NULL, 10, true, NULL), DECIDE_FINISH_TURN);
+    assert_int_equal(history_decide(m, NULL, 10, false, NULL), DECIDE_FINISH_TURN);
+    /* A visible user row after it asks for a reply; a control row does too. */
+    json_array_append_new(m, s_msgs("{\"role\":\"user\",\"content\":[]}"));
+    assert_int_equal(history_decide(m, NULL, 10, false, NULL), DECIDE_CALL_MODEL);
+    json_decref(m);
+    m = s_msgs("[{\"role\":\"user\",\"model_only\":true,\"compressed\":true,\"content\":[]},"
+               "{\"role\":\"user\",\"model_only\":true,\"control\":true,\"content\":[]}]");
+    assert_int_equal(history_decide(m, NULL, 10, false, NULL), DECIDE_CALL_MODEL);
+    json_decref(m);
+}
+
 static void test_decide_covers_every_branch(void **u) {
     (void)u;
     json_t *dyn = s_msgs("[{\"name\":\"ask\"}]");
     json_t *pending = NULL;
     json_t *m = s_msgs("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}]");
-    assert_int_equal(history_decide(m, dyn, 10, &pending), DECIDE_CALL_MODEL);
+    assert_int_equal(history_decide(m, dyn, 10, false, &pending), DECIDE_CALL_MODEL);
     assert_null(pending);
     json_decref(m);
     m = s_msgs("[{\"role\":\"user\",\"content\":[]},"
                "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}]");
-    assert_int_equal(history_decide(m, dyn, 10, NULL), DECIDE_FINISH_TURN);
+    assert_int_equal(history_decide(m, dyn, 10, false, NULL), DECIDE_FINISH_TURN);
     json_decref(m);
     m = s_msgs("[{\"role\":\"user\",\"content\":[]},{\"role\":\"assistant\",\"content\":["
                "{\"type\":\"tool-call\",\"tool_call_id\":\"a\",\"tool_name\":\"time\"},"
                "{\"type\":\"tool-call\",\"tool_call_id\":\"b\",\"tool_name\":\"ask\"}]}]");
-    assert_int_equal(history_decide(m, dyn, 10, &pending), DECIDE_RUN_LOCAL);
+    assert_int_equal(history_decide(m, dyn, 10, false, &pending), DECIDE_RUN_LOCAL);
     assert_int_equal(json_array_size(pending), 1);
     assert_string_equal(json_string_value(json_object_get(json_array_get(pending, 0), "tool_name")),
                         "time");
     json_decref(pending);
     json_array_append_new(m, s_msgs("{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
                                     "\"tool_call_id\":\"a\",\"result\":1}]}"));
-    assert_int_equal(history_decide(m, dyn, 10, NULL), DECIDE_REQUIRES_ACTION);
+    assert_int_equal(history_decide(m, dyn, 10, false, NULL), DECIDE_REQUIRES_ACTION);
     json_array_append_new(m, s_msgs("{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
                                     "\"tool_call_id\":\"b\",\"result\":2}]}"));
-    assert_int_equal(history_decide(m, dyn, 10, NULL), DECIDE_CALL_MODEL);
+    assert_int_equal(history_decide(m, dyn, 10, false, NULL), DECIDE_CALL_MODEL);
     /* The step limit: one assistant response already counts against max_steps = 1. */
-    assert_int_equal(history_decide(m, dyn, 1, NULL), DECIDE_FINISH_TURN);
+    assert_int_equal(history_decide(m, dyn, 1, false, NULL), DECIDE_FINISH_TURN);
     json_decref(m);
     json_decref(dyn);
 }
@@ -279,6 +306,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runner_follows_the_event_processing_rules_in_order),
         cmocka_unit_test(test_decide_covers_every_branch),
+        cmocka_unit_test(test_decide_compaction_after_the_guards_and_the_boundary_completes),
         cmocka_unit_test(test_sim_parses_directives_and_strips_them),
         cmocka_unit_test(test_sim_is_deterministic_and_fails_as_scripted),
         cmocka_unit_test(test_sim_stall_ends_promptly_when_cancelled),

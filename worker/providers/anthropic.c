@@ -124,9 +124,10 @@ static json_t *s_tools(const json_t *tools) {
 
 static json_t *s_body(const provider_request_t *req) {
     json_t *system = json_array();
-    json_t *body = json_pack(
-        "{s:s, s:i, s:o, s:b}", "model", req->model->model ? req->model->model : "", "max_tokens",
-        ANTHROPIC_MAX_TOKENS, "messages", s_messages(req->messages, system), "stream", 1);
+    json_t *body =
+        json_pack("{s:s, s:i, s:o, s:b}", "model", req->model->model ? req->model->model : "",
+                  "max_tokens", ANTHROPIC_MAX_TOKENS, "messages", s_messages(req->messages, system),
+                  "stream", !req->summary);
     if (json_array_size(system) > 0) {
         json_object_set_new(body, "system", system);
     } else {
@@ -333,6 +334,46 @@ static httpstream_verdict_t s_on_event(void *arg, const char *event, const char 
     return v;
 }
 
+/* A non-streaming reply (a summary call, provider.h): one message object whose text blocks
+ * are kept, not streamed; a summary offers no tools, so other blocks are not read. */
+static httpstream_verdict_t s_on_whole(void *arg, const char *event, const char *data, size_t len) {
+    (void)event;
+    s_state_t *st = arg;
+    json_t *doc = httpstream_parse_event("anthropic", data, len);
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        return s_fail(st, "a response that is not a JSON object");
+    }
+    httpstream_verdict_t v = HTTPSTREAM_DONE;
+    if (!strcmp(s_str(doc, "type"), "error")) {
+        v = httpstream_stream_error("anthropic", json_object_get(doc, "error"), st->out);
+    } else if (!json_is_array(json_object_get(doc, "content"))) {
+        v = s_fail(st, "a message without content");
+    }
+    size_t i;
+    json_t *cb;
+    json_array_foreach(json_object_get(doc, "content"), i, cb) {
+        const char *text = s_str(cb, "text");
+        if (v != HTTPSTREAM_DONE || i >= ANTHROPIC_BLOCKS_MAX ||
+            strcmp(s_str(cb, "type"), "text")) {
+            continue;
+        }
+        st->blocks[i].kind = S_TEXT;
+        if (httpstream_buf_append(&st->blocks[i].buf, text, strlen(text),
+                                  ANTHROPIC_BLOCK_MAX_BYTES)) {
+            v = s_fail(st, "text block over its cap");
+        }
+    }
+    if (v == HTTPSTREAM_DONE) {
+        s_usage(st, json_object_get(doc, "usage"));
+        const json_t *reason = json_object_get(doc, "stop_reason");
+        httpstream_stop_reason(st->out,
+                               json_is_string(reason) ? json_string_value(reason) : "stop");
+    }
+    json_decref(doc);
+    return v;
+}
+
 /* The reply's parts in block order; a text block becomes one text part. */
 static json_t *s_content(s_state_t *st) {
     json_t *content = json_array();
@@ -382,14 +423,18 @@ void anthropic_start(provider_call_t *call, const provider_request_t *req) {
     }
     json_t *body = s_body(req);
     char *url = httpstream_url(req->model->base_url, ANTHROPIC_BASE_URL_DEFAULT, "/v1/messages");
-    const char *headers[] = {"Accept: text/event-stream", "anthropic-version: " ANTHROPIC_VERSION,
-                             key, NULL};
+    const char *headers[] = {req->summary ? "Accept: application/json"
+                                          : "Accept: text/event-stream",
+                             "anthropic-version: " ANTHROPIC_VERSION, key, NULL};
     s_state_t *st = mem_calloc(1, sizeof *st);
     st->on_part = call->on_part;
     st->ctx = call->part_ctx;
     st->out = &call->out;
-    httpstream_request_t hr = {
-        .url = url, .headers = headers, .mode = HTTPSTREAM_SSE, .on_event = s_on_event, .ctx = st};
+    httpstream_request_t hr = {.url = url,
+                               .headers = headers,
+                               .mode = req->summary ? HTTPSTREAM_WHOLE : HTTPSTREAM_SSE,
+                               .on_event = req->summary ? s_on_whole : s_on_event,
+                               .ctx = st};
     httpstream_exchange(call, "anthropic", hr, body, s_ok, st, s_state_destroy);
     json_decref(body);
     free(url);

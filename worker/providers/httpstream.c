@@ -148,6 +148,13 @@ static int s_line(httpstream_t *self) {
 }
 
 int httpstream_feed(httpstream_t *self, const char *data, size_t len) {
+    if (self->mode == HTTPSTREAM_WHOLE) {
+        if (self->state == HTTPSTREAM_CONTINUE &&
+            s_append(&self->line, &self->line_len, &self->line_cap, self->line_max, data, len)) {
+            self->state = -1;
+        }
+        return self->state;
+    }
     size_t i = 0;
     while (i < len && self->state == HTTPSTREAM_CONTINUE) {
         if (self->last_cr && data[i] == '\n') {
@@ -179,6 +186,8 @@ int httpstream_finish(httpstream_t *self) {
     }
     if (self->mode == HTTPSTREAM_NDJSON && self->line_len > 0) {
         s_line(self);
+    } else if (self->mode == HTTPSTREAM_WHOLE) {
+        s_dispatch(self, "", self->line ? self->line : "", self->line_len);
     }
     return self->state;
 }

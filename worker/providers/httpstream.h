@@ -33,7 +33,9 @@
 #define HTTPSTREAM_NET_ERROR_BYTES    256           /* libcurl's CURL_ERROR_SIZE */
 #define HTTPSTREAM_CALL_ID_BYTES      48            /* a generated tool-call id, NUL included */
 
-typedef enum { HTTPSTREAM_SSE, HTTPSTREAM_NDJSON } httpstream_mode_t;
+/* HTTPSTREAM_WHOLE: a non-streaming response; the whole body (bounded by the line cap) is one
+ * event, dispatched when the body ends. */
+typedef enum { HTTPSTREAM_SSE, HTTPSTREAM_NDJSON, HTTPSTREAM_WHOLE } httpstream_mode_t;
 
 /* What an event handler tells the stream. */
 typedef enum {
@@ -60,8 +62,9 @@ void httpstream_destroy(httpstream_t **self_p);
  * then ignored), or -1 when a line exceeded the cap (sticky). */
 int httpstream_feed(httpstream_t *self, const char *data, size_t len);
 
-/* End of input: an NDJSON line without its final newline is dispatched; an SSE event
- * without its blank line is dropped, as WHATWG says. Returns like httpstream_feed. */
+/* End of input: an NDJSON line without its final newline is dispatched, and so is a WHOLE
+ * body; an SSE event without its blank line is dropped, as WHATWG says. Returns like
+ * httpstream_feed. */
 int httpstream_finish(httpstream_t *self);
 
 /* A call's HTTP request. headers is a NULL-terminated list of "Name: value". */

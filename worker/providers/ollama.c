@@ -63,9 +63,10 @@ static void s_tool_results(json_t *out, const json_t *msg) {
 }
 
 static json_t *s_body(const provider_request_t *req) {
-    json_t *body = json_pack(
-        "{s:s, s:o, s:b}", "model", req->model->model ? req->model->model : "", "messages",
-        httpstream_chat_messages(req->messages, s_assistant, s_tool_results), "stream", 1);
+    json_t *body =
+        json_pack("{s:s, s:o, s:b}", "model", req->model->model ? req->model->model : "",
+                  "messages", httpstream_chat_messages(req->messages, s_assistant, s_tool_results),
+                  "stream", !req->summary);
     if (json_array_size(req->tools) > 0) {
         json_object_set_new(body, "tools", httpstream_function_tools(req->tools));
     }
@@ -235,7 +236,8 @@ void ollama_start(provider_call_t *call, const provider_request_t *req) {
         .on_part = call->on_part, .ctx = call->part_ctx, .out = &call->out, .calls = json_array()};
     httpstream_request_t hr = {.url = url,
                                .headers = headers,
-                               .mode = HTTPSTREAM_NDJSON,
+                               /* A summary is one object: the last line of a stream. */
+                               .mode = req->summary ? HTTPSTREAM_WHOLE : HTTPSTREAM_NDJSON,
                                .on_event = s_on_line,
                                .ctx = st};
     httpstream_exchange(call, "ollama", hr, body, s_ok, st, s_state_free);

@@ -69,9 +69,12 @@ static void s_tool_results(json_t *out, const json_t *msg) {
 
 static json_t *s_body(const provider_request_t *req) {
     json_t *body =
-        json_pack("{s:s, s:o, s:b, s:{s:b}}", "model", req->model->model ? req->model->model : "",
+        json_pack("{s:s, s:o, s:b}", "model", req->model->model ? req->model->model : "",
                   "messages", httpstream_chat_messages(req->messages, s_assistant, s_tool_results),
-                  "stream", 1, "stream_options", "include_usage", 1);
+                  "stream", !req->summary);
+    if (!req->summary) {
+        json_object_set_new(body, "stream_options", json_pack("{s:b}", "include_usage", 1));
+    }
     if (json_array_size(req->tools) > 0) {
         json_object_set_new(body, "tools", httpstream_function_tools(req->tools));
     }
@@ -172,8 +175,8 @@ static httpstream_verdict_t s_choice(s_state_t *st, const json_t *choice) {
     }
     if (json_is_string(json_object_get(choice, "finish_reason"))) {
         st->finished = true;
-        httpstream_stop_reason(st->out,
-                               json_string_value(json_object_get(choice, "finish_reason")));
+        const char *reason = json_string_value(json_object_get(choice, "finish_reason"));
+        httpstream_stop_reason(st->out, reason ? reason : "stop");
     }
     return v;
 }
@@ -207,6 +210,43 @@ static httpstream_verdict_t s_on_event(void *arg, const char *event, const char 
                       json_integer_value(json_object_get(usage, "completion_tokens")));
     }
     json_decref(chunk);
+    return v;
+}
+
+/* A non-streaming reply (a summary call, provider.h): one chat.completion object. Its text is
+ * kept, not streamed; a summary offers no tools, so tool calls are not read. */
+static httpstream_verdict_t s_on_whole(void *arg, const char *event, const char *data, size_t len) {
+    (void)event;
+    s_state_t *st = arg;
+    json_t *doc = httpstream_parse_event("openai", data, len);
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        return s_fail(st, "a response that is not a JSON object");
+    }
+    httpstream_verdict_t v = HTTPSTREAM_DONE;
+    const json_t *err = json_object_get(doc, "error");
+    const json_t *choice = json_array_get(json_object_get(doc, "choices"), 0);
+    const json_t *msg = json_object_get(choice, "message");
+    const char *text = json_string_value(json_object_get(msg, "content"));
+    if (err && !json_is_null(err)) {
+        v = httpstream_stream_error("openai", err, st->out);
+    } else if (!json_is_object(msg)) {
+        v = s_fail(st, "a response without choices[0].message");
+    } else if (text &&
+               httpstream_buf_append(&st->text, text, strlen(text), OPENAI_TEXT_MAX_BYTES)) {
+        v = s_fail(st, "reply text over its cap");
+    } else {
+        const char *reason = json_string_value(json_object_get(choice, "finish_reason"));
+        httpstream_stop_reason(st->out, reason ? reason : "stop");
+        const json_t *usage = json_object_get(doc, "usage");
+        st->usage = json_is_object(usage)
+                        ? json_pack("{s:I, s:I}", "input_tokens",
+                                    json_integer_value(json_object_get(usage, "prompt_tokens")),
+                                    "output_tokens",
+                                    json_integer_value(json_object_get(usage, "completion_tokens")))
+                        : NULL;
+    }
+    json_decref(doc);
     return v;
 }
 
@@ -263,13 +303,17 @@ void openai_start(provider_call_t *call, const provider_request_t *req) {
     }
     json_t *body = s_body(req);
     char *url = httpstream_url(req->model->base_url, OPENAI_BASE_URL_DEFAULT, "/chat/completions");
-    const char *headers[] = {"Accept: text/event-stream", auth, NULL};
+    const char *headers[] = {
+        req->summary ? "Accept: application/json" : "Accept: text/event-stream", auth, NULL};
     s_state_t *st = mem_calloc(1, sizeof *st);
     st->on_part = call->on_part;
     st->ctx = call->part_ctx;
     st->out = &call->out;
-    httpstream_request_t hr = {
-        .url = url, .headers = headers, .mode = HTTPSTREAM_SSE, .on_event = s_on_event, .ctx = st};
+    httpstream_request_t hr = {.url = url,
+                               .headers = headers,
+                               .mode = req->summary ? HTTPSTREAM_WHOLE : HTTPSTREAM_SSE,
+                               .on_event = req->summary ? s_on_whole : s_on_event,
+                               .ctx = st};
     httpstream_exchange(call, "openai", hr, body, s_ok, st, s_state_free);
     json_decref(body);
     free(url);

@@ -40,6 +40,10 @@ typedef struct {
      * Ollama format) and the reply's text is the JSON value; NULL: not requested. */
     const json_t *native_schema;
     const char *native_name; /* the schema's name, ^[A-Za-z0-9_-]{1,64}$ (OpenAI needs one) */
+    /* A compaction summary call (ARCHITECTURE.md §7.6): messages end with the summary
+     * instruction and no tools are offered. Network providers send it like any call; the sim
+     * answers with a deterministic summary of the messages before the instruction. */
+    bool summary;
 } provider_request_t;
 
 /* Receives one streamed part: a JSON object text such as {"type":"text","text":"Hel"}. */

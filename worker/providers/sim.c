@@ -363,7 +363,13 @@ static void s_schema_calls(s_act_t act, const json_t *schema, json_t *content) {
         v = schemagen_instance(schema, 0); /* unsupported by the generator: try it anyway */
     }
     jsonschema_destroy(&compiled);
-    char *text = act == S_UNSAFE ? mem_strdup("{\"output\":1,\"output\":2}") : s_args_text(v);
+    char *text = NULL;
+    if (act == S_UNSAFE) {
+        json_decref(v); /* the duplicate key is written by hand; s_args_text would steal v */
+        text = mem_strdup("{\"output\":1,\"output\":2}");
+    } else {
+        text = s_args_text(v);
+    }
     json_array_append_new(content, s_submit_part(text));
     if (act == S_DOUBLE) {
         json_array_append_new(content, s_submit_part(text));
@@ -507,6 +513,40 @@ static void s_play(void *arg) {
     }
 }
 
+/* The sim's summary (provider.h, summary): "Summary of N messages:" and the start of each user
+ * and assistant text before the instruction (the last row; rows without text are skipped),
+ * bounded and deterministic. */
+static char *s_summary(const json_t *msgs) {
+    size_t n = json_array_size(msgs);
+    char *acc = mem_printf("Summary of %zu messages:", n > 0 ? n - 1 : 0);
+    for (size_t i = 0; i + 1 < n && strlen(acc) < SIM_SUMMARY_MAX_BYTES; i++) {
+        const json_t *m = json_array_get(msgs, i);
+        if (strcmp(s_role(m), "user") && strcmp(s_role(m), "assistant")) {
+            continue;
+        }
+        char *t = s_text_of(m);
+        if (t[0]) { /* a row of tool calls only has nothing to say here */
+            char *next = mem_printf("%s %s: %.40s;", acc, s_role(m), t);
+            free(acc);
+            acc = next;
+        }
+        free(t);
+    }
+    return acc;
+}
+
+/* Plans a summary (req->summary) as text at the call's pace. */
+static void s_plan_summary(s_plan_t *plan, const provider_request_t *req, provider_result_t *out) {
+    json_t *content = json_array();
+    int64_t words = 0;
+    char *text = s_summary(req->messages);
+    s_stream_text(plan, text, req->chunk_ms, content, &words);
+    free(text);
+    out->content = content;
+    out->usage = json_pack("{s:I, s:I}", "input_tokens", (json_int_t)json_array_size(req->messages),
+                           "output_tokens", (json_int_t)words);
+}
+
 /* Plans the reply into plan and call->out; PROVIDER_ERROR for a scripted failure. */
 static provider_rc_t s_plan(s_plan_t *plan, const provider_request_t *req, provider_result_t *out) {
     const json_t *msgs = req->messages;
@@ -606,7 +646,9 @@ void sim_start(provider_call_t *call, const provider_request_t *req) {
     call->impl = plan;
     call->impl_free = s_plan_free;
     call->stop = s_plan_stop;
-    if (s_plan(plan, req, &call->out) != PROVIDER_OK) {
+    if (req->summary) {
+        s_plan_summary(plan, req, &call->out);
+    } else if (s_plan(plan, req, &call->out) != PROVIDER_OK) {
         provider_call_end(call, PROVIDER_ERROR);
         return;
     }

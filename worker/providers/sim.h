@@ -7,16 +7,18 @@
  * (schemagen.h) unless a schema directive scripts a mistake first. When the request carries
  * a native schema (provider.h), the reply is the JSON text of such an instance instead, the
  * schema directives scripting the same mistakes as text; a native schema together with tools
- * fails the call with 400, as a grammar-constrained server would.
+ * fails the call with 400, as a grammar-constrained server would. A summary request (provider.h)
+ * gets "Summary of N messages:" and the start of each user and assistant text, streamed as text.
  */
 #ifndef CHATFLEET_SIM_H
 #define CHATFLEET_SIM_H
 
 #include "provider.h"
 
-#define SIM_WORDS_DEFAULT 8     /* filler words after the echo of the prompt */
-#define SIM_WORDS_MAX     20000 /* [sim:words N] is clamped to this */
-#define SIM_REPEAT_MAX    1000  /* the xN of tool, dynamic and fail directives */
+#define SIM_WORDS_DEFAULT     8     /* filler words after the echo of the prompt */
+#define SIM_WORDS_MAX         20000 /* [sim:words N] is clamped to this */
+#define SIM_REPEAT_MAX        1000  /* the xN of tool, dynamic and fail directives */
+#define SIM_SUMMARY_MAX_BYTES 4096  /* a summary stops adding rows past this length */
 
 /* Parsed directives of one prompt (exposed for unit tests). */
 typedef struct {
