@@ -1,5 +1,5 @@
 /*
- * HTTPS on the gateway end to end (ARCHITECTURE.md §7.1, "Transport security"): a cluster of
+ * HTTPS on the gateway end to end (ARCHITECTURE.md §1.1, "Transport security"): a cluster of
  * real processes (the fixture's PostgreSQL, chatfleet-broker, a chatfleet-gateway serving
  * HTTPS with a certificate from a throwaway CA, two chatfleet-worker with the sim model) and
  * the chatfleet CLI. `ask --schema` over https with the CA file prints the validated value; a
@@ -61,36 +61,13 @@ static char *s_file(const char *path) {
     return buf;
 }
 
-/* Runs argv (NULL-terminated) with env ("K=V", NULL-terminated) added, stdout and stderr
- * into out_path; returns its exit status (fails past timeout_ms). */
+/* Runs argv with env added; its exit status (fails past timeout_ms). */
 static int s_run(char *const argv[], char *const env[], const char *out_path, int timeout_ms) {
-    unlink(out_path);
-    pid_t pid = fork();
-    ASSERT(pid >= 0);
-    if (pid == 0) {
-        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        for (int i = 0; env && env[i]; i++) {
-            char *kv = mem_strdup(env[i]);
-            char *eq = strchr(kv, '=');
-            *eq = '\0';
-            setenv(kv, eq + 1, 1);
-        }
-        execv(argv[0], argv);
-        _exit(127);
+    int rc = proc_run(argv, env, out_path, timeout_ms);
+    if (rc < 0) {
+        fail_msg("%s did not exit within %d ms (output in %s)", argv[0], timeout_ms, out_path);
     }
-    int64_t deadline = id_now_ms() + timeout_ms;
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (id_now_ms() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            fail_msg("%s did not exit within %d ms (output in %s)", argv[0], timeout_ms, out_path);
-        }
-        s_nap(10);
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return rc;
 }
 
 /* Runs `chatfleet ARGS...` against the cluster's gateway; returns the exit status and its

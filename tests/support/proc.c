@@ -67,6 +67,23 @@ pid_t proc_spawn(char *const argv[], char *const env[], const char *log_path) {
     return pid;
 }
 
+int proc_run(char *const argv[], char *const env[], const char *out_path, int timeout_ms) {
+    unlink(out_path);
+    pid_t pid = proc_spawn(argv, env, out_path);
+    int64_t deadline = id_now_ms() + timeout_ms;
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (id_now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000}; /* poll interval */
+        nanosleep(&ts, NULL);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 int proc_stop(pid_t pid, int timeout_ms) {
     kill(pid, SIGTERM);
     int64_t deadline = id_now_ms() + timeout_ms;

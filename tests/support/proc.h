@@ -25,6 +25,11 @@ pid_t proc_spawn(char *const argv[], char *const env[], const char *log_path);
 /* SIGTERM, then SIGKILL after timeout_ms; reaps the child. Returns its exit status or -1. */
 int proc_stop(pid_t pid, int timeout_ms);
 
+/* Runs argv with env added (as proc_spawn), stdout and stderr truncated into out_path, and
+ * waits for it: its exit status (128 + signal when killed by one), or -1 when it was still
+ * running after timeout_ms (it is killed then). */
+int proc_run(char *const argv[], char *const env[], const char *out_path, int timeout_ms);
+
 /* Runs argv to completion and returns its stdout (caller frees); NULL on failure. */
 char *proc_output(char *const argv[], char *const env[]);
 
