@@ -45,7 +45,7 @@ typedef struct {
     pthread_mutex_t relay_lock;      /* guards relay */
     metrics_t *metrics;
     /* The base URL the gateway advertises (the A2A agent card): CHATFLEET_PUBLIC_URL, or the
-     * scheme and listen address; never the request's Host (ARCHITECTURE.md §7.1). */
+     * scheme and listen address; never the request's Host (ARCHITECTURE.md §1.1). */
     const char *public_url;
 } gateway_t;
 

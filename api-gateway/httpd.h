@@ -10,7 +10,7 @@
  * complete within the body deadline, has its connection cut. A stream's response resumes
  * its suspended connection whenever it has bytes (feed.h).
  *
- * With TLS (ARCHITECTURE.md §7.1, "Transport security") libmicrohttpd speaks HTTPS through
+ * With TLS (ARCHITECTURE.md §1.1, "Transport security") libmicrohttpd speaks HTTPS through
  * GnuTLS on the same threads; the handshake counts as part of the request head, so a client
  * that never completes it is cut at the head deadline like any slow head.
  */

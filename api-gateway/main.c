@@ -2,7 +2,7 @@
  * chatfleet-gateway: the API gateway process (ARCHITECTURE.md §1.1, §11).
  *
  *   chatfleet-gateway [serve]       serve HTTP on CHATFLEET_HTTP_LISTEN (HTTPS with
- *                                   CHATFLEET_HTTP_TLS_CERT and _KEY, ARCHITECTURE.md §7.1)
+ *                                   CHATFLEET_HTTP_TLS_CERT and _KEY, ARCHITECTURE.md §1.1)
  *   chatfleet-gateway migrate       apply migrations and exit (safe to run concurrently)
  *   chatfleet-gateway user-add NAME create a user; print a new API token (only) on stdout
  */

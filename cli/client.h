@@ -5,7 +5,7 @@
  * An https base URL is spoken over TLS only (libcurl is limited to https for it, so nothing
  * falls back to plain HTTP), with the server's certificate and host name always verified,
  * against the CA file when one is given and the system's trust store otherwise
- * (ARCHITECTURE.md §7.1, "Transport security").
+ * (ARCHITECTURE.md §1.1, "Transport security").
  */
 #ifndef CHATFLEET_CLI_CLIENT_H
 #define CHATFLEET_CLI_CLIENT_H

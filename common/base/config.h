@@ -9,13 +9,13 @@
 #include <stdint.h>
 #include <stddef.h>
 
-/* TLS 1.3 and 1.2 only, GnuTLS's NORMAL cipher choices otherwise (ARCHITECTURE.md §7.1). */
+/* TLS 1.3 and 1.2 only, GnuTLS's NORMAL cipher choices otherwise (ARCHITECTURE.md §1.1). */
 #define CONFIG_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
 typedef struct {
     char *database_url; /* CHATFLEET_DATABASE_URL, required by DB users */
     char *http_listen;  /* CHATFLEET_HTTP_LISTEN */
-    /* The gateway's HTTPS (ARCHITECTURE.md §7.1, "Transport security"): both files or neither
+    /* The gateway's HTTPS (ARCHITECTURE.md §1.1, "Transport security"): both files or neither
      * (neither: plain HTTP). */
     char *http_tls_cert;       /* CHATFLEET_HTTP_TLS_CERT: PEM certificate chain file */
     char *http_tls_key;        /* CHATFLEET_HTTP_TLS_KEY: PEM private key file */

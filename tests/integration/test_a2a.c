@@ -9,7 +9,7 @@
  *
  * With --tls (ctest's test_a2a_tls) the gateway serves HTTPS with a certificate from a
  * throwaway CA (tlsca.h) and node trusts that CA through NODE_EXTRA_CA_CERTS; the card's
- * advertised URL is then https (the listen address; ARCHITECTURE.md §7.1), which the client
+ * advertised URL is then https (the listen address; ARCHITECTURE.md §1.1), which the client
  * follows for every call.
  */
 #include <setjmp.h>

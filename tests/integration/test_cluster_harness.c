@@ -2,7 +2,7 @@
  * by the other after its lease goes stale, and a restarted broker is used again.
  *
  * With --tls (ctest's test_cluster_harness_tls) the same run goes over TLS end to end
- * (ARCHITECTURE.md §7.1, "Transport security"): a private PostgreSQL serving a certificate
+ * (ARCHITECTURE.md §1.1, "Transport security"): a private PostgreSQL serving a certificate
  * from a throwaway CA and refusing TCP without TLS, every process's URL with
  * sslmode=verify-full and sslrootcert, and the gateway on HTTPS; the run then also checks
  * that every gateway and worker connection to PostgreSQL is encrypted. */
