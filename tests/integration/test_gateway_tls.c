@@ -6,8 +6,8 @@
  * wrong CA (flag or environment) or none exits 3 with a clear message before any request is
  * made; plain HTTP to the TLS port gets no HTTP answer; a TLS handshake that never completes
  * is cut at the head deadline; the agent card advertises the configured public URL whatever
- * the Host header says; partial, unreadable or wrong TLS settings stop the gateway at start
- * with the setting named.
+ * the Host header says; TLS 1.1 is refused while 1.2 and 1.3 are accepted; partial,
+ * unreadable or wrong TLS settings stop the gateway at start with the setting named.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -345,6 +345,49 @@ static void test_partial_unreadable_or_wrong_tls_settings_stop_the_gateway(void 
     free(other_key);
 }
 
+/* `openssl s_client` with only version (tls1_1, tls1_2, tls1_3) offered, at the lowest
+ * security level so that its own side allows TLS 1.1: 0 when the handshake succeeded. */
+static int s_handshake(int port, const char *version) {
+    char *cmd = mem_printf("echo | timeout 10 openssl s_client -connect 127.0.0.1:%d -%s"
+                           " -cipher 'DEFAULT:@SECLEVEL=0' -CAfile '%s' > test_gateway_tls.sc.out"
+                           " 2>&1",
+                           port, version, tlsca_ca(s_ca));
+    int rc = system(cmd);
+    free(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* TLS 1.2 and 1.3 are accepted and TLS 1.1 is refused; the same client gets TLS 1.1 from a
+ * gateway whose priorities allow it, so the refusal is the server's. */
+static void test_only_tls_1_2_and_1_3_are_accepted(void **u) {
+    (void)u;
+    int port = atoi(strrchr(cluster_url(s_cluster, 0), ':') + 1);
+    assert_int_equal(s_handshake(port, "tls1_3"), 0);
+    assert_int_equal(s_handshake(port, "tls1_2"), 0);
+    assert_int_not_equal(s_handshake(port, "tls1_1"), 0);
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/api-gateway/chatfleet-gateway", getenv("CHATFLEET_BUILD_DIR"));
+    char *argv[] = {bin, "serve", NULL};
+    int old_port = proc_free_port();
+    char *env[] = {mem_printf("CHATFLEET_DATABASE_URL=%s", cluster_db_url(s_cluster)),
+                   mem_printf("CHATFLEET_HTTP_LISTEN=127.0.0.1:%d", old_port),
+                   mem_printf("CHATFLEET_HTTP_TLS_CERT=%s", tlsca_cert(s_ca)),
+                   mem_printf("CHATFLEET_HTTP_TLS_KEY=%s", tlsca_key(s_ca)),
+                   mem_strdup("CHATFLEET_HTTP_TLS_PRIORITIES=NORMAL:+VERS-TLS1.1"),
+                   NULL};
+    pid_t pid = proc_spawn(argv, env, "test_gateway_tls.tls11.log");
+    char *ready = mem_printf("https://127.0.0.1:%d/healthz", old_port);
+    int up = proc_wait_https(ready, tlsca_ca(s_ca), 15000);
+    int old = up == 0 ? s_handshake(old_port, "tls1_1") : -1;
+    proc_stop(pid, 10000);
+    for (int i = 0; env[i]; i++) {
+        free(env[i]);
+    }
+    free(ready);
+    assert_int_equal(up, 0);
+    assert_int_equal(old, 0);
+}
+
 /* The effective config names the files and never prints key material. */
 static void test_config_line_names_the_files_and_no_key(void **u) {
     (void)u;
@@ -394,6 +437,7 @@ int main(void) {
         cmocka_unit_test(test_unfinished_tls_handshake_is_cut_at_the_head_deadline),
         cmocka_unit_test(test_agent_card_advertises_the_configured_url_despite_a_forged_host),
         cmocka_unit_test(test_partial_unreadable_or_wrong_tls_settings_stop_the_gateway),
+        cmocka_unit_test(test_only_tls_1_2_and_1_3_are_accepted),
         cmocka_unit_test(test_config_line_names_the_files_and_no_key),
     };
     int rc = cmocka_run_group_tests(tests, s_setup, s_teardown);
