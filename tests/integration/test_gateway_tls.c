@@ -171,6 +171,16 @@ static void test_wrong_ca_exits_3_with_a_clear_message_and_sends_nothing(void **
     assert_non_null(strstr(out, "certificate is not trusted"));
     free(out);
     free(ca);
+    /* A stream (watch dials the SSE endpoint directly) ends at once: no redials. */
+    int64_t t0 = id_now_ms();
+    rc = s_cli(&out, NULL, "--url", cluster_url(s_cluster, 0), "--cacert", tlsca_wrong_ca(s_ca),
+               "watch", NULL);
+    int64_t ms = id_now_ms() - t0;
+    printf("  watch ended after %lld ms: %s", (long long)ms, out);
+    assert_int_equal(rc, 3);
+    assert_non_null(strstr(out, "certificate is not trusted"));
+    assert_true(ms < 2000);
+    free(out);
     /* No CA file at all: the system store does not know the test CA either. */
     rc = s_cli(&out, NULL, "--url", cluster_url(s_cluster, 0), "chat", "list", NULL);
     assert_int_equal(rc, 3);
