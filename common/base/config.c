@@ -111,6 +111,24 @@ void config_destroy(config_t **self_p) {
     *self_p = NULL;
 }
 
+/* Replaces out[from, to) with "***" in place (out holds size bytes; a text that no longer
+ * fits is cut at the end). Returns the position after the stars. */
+static char *s_stars(char *out, size_t size, char *from, char *to) {
+    size_t tail = strlen(to) + 1;
+    size_t at = (size_t)(from - out) + 3;
+    if (at >= size) {
+        *from = '\0';
+        return from;
+    }
+    if (at + tail > size) {
+        tail = size - at;
+        to[tail - 1] = '\0';
+    }
+    memmove(out + at, to, tail);
+    memcpy(from, "***", 3);
+    return out + at;
+}
+
 /* Replaces the value after each "password=" in out (a URL query parameter or a keyword of
  * the key=value form, quoted or not) with "***". */
 static void s_redact_param(char *out, size_t size) {
@@ -128,24 +146,28 @@ static void s_redact_param(char *out, size_t size) {
         } else {
             end += strcspn(end, "& ");
         }
-        char tail[1024];
-        snprintf(tail, sizeof tail, "%s", end);
-        snprintf(p, size - (size_t)(p - out), "***%s", tail);
+        p = s_stars(out, size, p, end);
     }
 }
 
 void config_redact_url(const char *url, char *out, size_t size) {
-    snprintf(out, size, "%s", url ? url : "(unset)");
-    char *scheme = strstr(out, "://");
+    /* Redacted whole first, then cut to size: a cut never leaves part of a password. Each
+     * "***" replaces at least a separator ("user:@", "password=") of 2+ bytes, so twice the
+     * length is room enough. */
+    const char *src = url ? url : "(unset)";
+    size_t room = 2 * strlen(src) + 16;
+    char *full = mem_calloc(1, room);
+    snprintf(full, room, "%s", src);
+    char *scheme = strstr(full, "://");
     char *at = scheme ? strchr(scheme + 3, '@') : NULL;
     char *colon = scheme ? strchr(scheme + 3, ':') : NULL;
     char *slash = scheme ? strchr(scheme + 3, '/') : NULL;
     if (at && colon && colon < at && (!slash || at < slash)) {
-        char tail[1024];
-        snprintf(tail, sizeof tail, "%s", at);
-        snprintf(colon, size - (size_t)(colon - out), ":***%s", tail);
+        s_stars(full, room, colon + 1, at);
     }
-    s_redact_param(out, size);
+    s_redact_param(full, room);
+    snprintf(out, size, "%s", full);
+    free(full);
 }
 
 void config_log(const config_t *self) {

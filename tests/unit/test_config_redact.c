@@ -49,6 +49,30 @@ static void test_keyword_form_password_is_hidden(void **u) {
             "host=db password=*** sslmode=verify-full");
 }
 
+/* A buffer too small for the whole text cuts it, never overruns, and still hides. */
+static void test_small_buffer_is_cut_safely(void **u) {
+    (void)u;
+    char out[24];
+    config_redact_url("postgresql://a:b@db/c?password=s3cret", out, sizeof out);
+    assert_string_equal(out, "postgresql://a:***@db/c");
+    char tiny[8];
+    config_redact_url("host=db password=s3cret", tiny, sizeof tiny);
+    assert_string_equal(tiny, "host=db");
+    /* Empty values and many of them grow the text: never past the buffer. */
+    char many[64];
+    config_redact_url("postgresql://a:@db/c?password=&password=&password=&password=", many,
+                      sizeof many);
+    assert_string_equal(many, "postgresql://a:***@db/c?password=***&password=***&password=***&");
+    char edge[21];
+    config_redact_url("host=db password=s3cret x", edge, sizeof edge);
+    assert_string_equal(edge, "host=db password=***");
+    /* Cut inside the user:password part: still no byte of the password. */
+    char mid[20];
+    config_redact_url("postgresql://a:verylongsecret@db/c", mid, sizeof mid);
+    assert_string_equal(mid, "postgresql://a:***@");
+    assert_null(strstr(mid, "very"));
+}
+
 static void test_unset_is_named(void **u) {
     (void)u;
     s_check(NULL, "(unset)");
@@ -60,6 +84,7 @@ int main(void) {
         cmocka_unit_test(test_url_without_password_is_unchanged),
         cmocka_unit_test(test_password_parameter_is_hidden),
         cmocka_unit_test(test_keyword_form_password_is_hidden),
+        cmocka_unit_test(test_small_buffer_is_cut_safely),
         cmocka_unit_test(test_unset_is_named),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
