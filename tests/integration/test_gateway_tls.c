@@ -114,6 +114,31 @@ static void test_https_answers_with_the_ca_and_the_url_is_https(void **u) {
     assert_int_equal(proc_https("GET", url, NULL, NULL, tlsca_ca(s_ca), &r), 0);
     assert_int_equal(r.status, 200);
     proc_http_free(&r);
+    /* A body of most of the 1 MiB cap (50 text parts of 16,000 bytes) crosses many TLS
+     * records: read whole (201); one over the cap (70 parts) still gets its 413 over TLS. */
+    char *chats = mem_printf("%s/api/v2/chats", cluster_url(s_cluster, 0));
+    char *part = mem_calloc(1, 16001);
+    memset(part, 'x', 16000);
+    for (int big = 0; big < 2; big++) {
+        char *body = mem_strdup("{\"content\":[");
+        for (int i = 0; i < (big ? 70 : 50); i++) {
+            char *n =
+                mem_printf("%s%s{\"type\":\"text\",\"text\":\"%s\"}", body, i ? "," : "", part);
+            free(body);
+            body = n;
+        }
+        char *n = mem_printf("%s]}", body);
+        free(body);
+        body = n;
+        assert_int_equal(
+            proc_https("POST", chats, cluster_token(s_cluster), body, tlsca_ca(s_ca), &r), 0);
+        printf("  a %zu-byte body over https: HTTP %ld\n", strlen(body), r.status);
+        assert_int_equal(r.status, big ? 413 : 201);
+        proc_http_free(&r);
+        free(body);
+    }
+    free(part);
+    free(chats);
     /* The same server, trusted through a CA that did not sign its certificate: refused. */
     assert_int_equal(proc_https("GET", url, NULL, NULL, tlsca_wrong_ca(s_ca), &r), -1);
     assert_int_equal(r.status, 0);
