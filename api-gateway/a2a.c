@@ -49,6 +49,7 @@ static json_t *s_invalid(const char *field, const char *detail) {
 void a2a_agent_card(void *app, http_req_t *req, http_resp_t *resp) {
     (void)req;
     const gateway_t *gw = app;
+    ASSERT(gw->public_url); /* set by main.c (or a test's gateway) */
     /* The configured URL, never the Host header: a forged Host must not steer clients. */
     char *url = mem_printf("%s%s", gw->public_url, A2A_RPC_PATH);
     json_t *params = json_pack(
