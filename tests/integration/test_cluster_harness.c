@@ -17,8 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cluster.h"
+#include "id.h"
 #include "mem.h"
 #include "proc.h"
 #include "tlsca.h"
@@ -62,19 +64,25 @@ static void test_cluster_runs_turns_across_kills_and_broker_restarts(void **u) {
     assert_true(cluster_wait(c, q, "t", 15000) >= 0);
     free(q);
     char *owner = cluster_sql(c, "SELECT worker_id FROM chats WHERE id = '%s'", chat);
+    /* The owner logs chat_acquired just after its Acquire commits: read until it is there. */
     int victim = -1;
-    for (int i = 0; i < 2 && victim < 0; i++) {
-        char *id = NULL;
-        FILE *f = fopen(cluster_log(c, CLUSTER_WORKER, i), "r");
-        char line[4096];
-        while (f && !id && fgets(line, sizeof line, f)) {
-            if (strstr(line, "event=chat_acquired") && strstr(line, owner)) {
-                victim = i;
-                id = owner;
+    int64_t deadline = id_now_ms() + 5000;
+    while (victim < 0 && id_now_ms() < deadline) {
+        for (int i = 0; i < 2 && victim < 0; i++) {
+            FILE *f = fopen(cluster_log(c, CLUSTER_WORKER, i), "r");
+            char line[4096];
+            while (f && victim < 0 && fgets(line, sizeof line, f)) {
+                if (strstr(line, "event=chat_acquired") && strstr(line, owner)) {
+                    victim = i;
+                }
+            }
+            if (f) {
+                fclose(f);
             }
         }
-        if (f) {
-            fclose(f);
+        if (victim < 0) {
+            struct timespec ts = {0, 10 * 1000 * 1000}; /* poll interval */
+            nanosleep(&ts, NULL);
         }
     }
     assert_true(victim >= 0);
