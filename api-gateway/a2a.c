@@ -47,9 +47,11 @@ static json_t *s_invalid(const char *field, const char *detail) {
 }
 
 void a2a_agent_card(void *app, http_req_t *req, http_resp_t *resp) {
-    (void)app;
-    const char *host = http_header(req, "Host");
-    char *url = mem_printf("http://%s%s", host ? host : "127.0.0.1", A2A_RPC_PATH);
+    (void)req;
+    const gateway_t *gw = app;
+    ASSERT(gw->public_url); /* set by main.c (or a test's gateway) */
+    /* The configured URL, never the Host header: a forged Host must not steer clients. */
+    char *url = mem_printf("%s%s", gw->public_url, A2A_RPC_PATH);
     json_t *params = json_pack(
         "{s:i,s:s,s:s,s:i,s:s,s:[s,s],s:[s,s]}", "version", 1, "mode", "request-schema",
         "schemaDialect", "http://json-schema.org/draft-07/schema#", "maxSchemaBytes",

@@ -2,7 +2,8 @@
  * a2a: the gateway's A2A v1.0 JSON-RPC binding (ARCHITECTURE.md §8, "A2A", for the
  * structured-output extension; api-gateway/README.md "A2A" for the mapping).
  *
- *   GET  /.well-known/agent-card.json   the agent card (no auth), declaring the extension
+ *   GET  /.well-known/agent-card.json   the agent card (no auth), declaring the extension;
+ *                                       its URL is gateway_t.public_url (never the Host)
  *   POST /a2a                           JSON-RPC 2.0: SendMessage, SendStreamingMessage (SSE),
  *                                       GetTask, CancelTask, and the v0.3 names message/send,
  *                                       message/stream, tasks/get, tasks/cancel (v0.3 shapes)

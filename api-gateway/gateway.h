@@ -44,6 +44,9 @@ typedef struct {
     struct watch_cache *watch_cache; /* rows shared by watches (watch.h); NULL: none */
     pthread_mutex_t relay_lock;      /* guards relay */
     metrics_t *metrics;
+    /* The base URL the gateway advertises (the A2A agent card): CHATFLEET_PUBLIC_URL, or the
+     * scheme and listen address; never the request's Host (ARCHITECTURE.md §1.1). */
+    const char *public_url;
 } gateway_t;
 
 /* One transition (or several) applied to an open bundle; returns 0 or -1 with err set. */

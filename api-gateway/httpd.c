@@ -66,6 +66,9 @@ struct httpd {
     http_router_t router;
     httpd_limits_t limits;
     int port;
+    char *tls_cert; /* copies of the TLS material, alive as long as the daemon; or NULL */
+    char *tls_key;
+    char *tls_priorities;
     metrics_t *metrics;
     workpool_t *handlers;
     pthread_mutex_t lock; /* guards everything below */
@@ -403,8 +406,19 @@ static int s_parse_listen(const char *listen, struct sockaddr_in *addr) {
     return 0;
 }
 
-httpd_t *httpd_new(const char *listen, const httpd_limits_t *limits, const http_router_t *router,
-                   metrics_t *metrics) {
+/* Frees the TLS copies, the key wiped first. */
+static void s_tls_free(httpd_t *self) {
+    if (self->tls_key) {
+        memset(self->tls_key, 0, strlen(self->tls_key));
+    }
+    free(self->tls_key);
+    free(self->tls_cert);
+    free(self->tls_priorities);
+    self->tls_key = self->tls_cert = self->tls_priorities = NULL;
+}
+
+httpd_t *httpd_new(const char *listen, const httpd_limits_t *limits, const httpd_tls_t *tls,
+                   const http_router_t *router, metrics_t *metrics) {
     struct sockaddr_in addr;
     if (s_parse_listen(listen, &addr) != 0) {
         return NULL;
@@ -424,16 +438,38 @@ httpd_t *httpd_new(const char *listen, const httpd_limits_t *limits, const http_
         return NULL;
     }
     unsigned hard = (unsigned)limits->max_connections + S_HARD_MARGIN;
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    struct MHD_OptionItem tls_opts[4] = {{MHD_OPTION_END, 0, NULL}};
+    if (tls) {
+        self->tls_cert = mem_strdup(tls->cert_pem);
+        self->tls_key = mem_strdup(tls->key_pem);
+        self->tls_priorities = mem_strdup(tls->priorities);
+        flags |= MHD_USE_TLS;
+        tls_opts[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, self->tls_cert};
+        tls_opts[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, self->tls_key};
+        tls_opts[2] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, self->tls_priorities};
+        tls_opts[3] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    }
     self->daemon = MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-        s_access, self, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
-        s_completed, self, MHD_OPTION_NOTIFY_CONNECTION, s_notify, self,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)S_IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
-        hard, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)S_CONN_MEMORY_BYTES, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)(limits->io_threads > 1 ? limits->io_threads : 0), MHD_OPTION_END);
+        flags, 0, NULL, NULL, s_access, self, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_NOTIFY_COMPLETED, s_completed, self, MHD_OPTION_NOTIFY_CONNECTION, s_notify,
+        self, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)S_IDLE_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_LIMIT, hard, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)S_CONN_MEMORY_BYTES,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(limits->io_threads > 1 ? limits->io_threads : 0),
+        MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
     if (!self->daemon) {
-        log_error("http_start_failed", "listen=%s", listen);
+        if (tls) {
+            log_error("http_start_failed",
+                      "listen=%s tls=on reason=\"cannot bind, or libmicrohttpd refused the "
+                      "certificate, key or priorities (CHATFLEET_HTTP_TLS_CERT, "
+                      "CHATFLEET_HTTP_TLS_KEY, CHATFLEET_HTTP_TLS_PRIORITIES); its message is "
+                      "above\"",
+                      listen);
+        } else {
+            log_error("http_start_failed", "listen=%s", listen);
+        }
+        s_tls_free(self);
         workpool_destroy(&self->handlers);
         zhashx_destroy(&self->per_addr);
         free(self);
@@ -444,12 +480,13 @@ httpd_t *httpd_new(const char *listen, const httpd_limits_t *limits, const http_
     ASSERT(pthread_create(&self->sweeper, NULL, s_sweeper, self) == 0);
     char host[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &addr.sin_addr, host, sizeof host);
-    log_info("http_listening",
-             "listen=%s:%d mode=epoll io_threads=%d request_threads=%d max_connections=%d "
-             "max_per_address=%d head_timeout_ms=%lld body_timeout_ms=%lld",
-             host, self->port, limits->io_threads, limits->request_threads, limits->max_connections,
-             limits->max_per_address, (long long)limits->head_timeout_ms,
-             (long long)limits->body_timeout_ms);
+    log_info(
+        "http_listening",
+        "listen=%s:%d scheme=%s mode=epoll io_threads=%d request_threads=%d max_connections=%d "
+        "max_per_address=%d head_timeout_ms=%lld body_timeout_ms=%lld",
+        host, self->port, httpd_scheme(self), limits->io_threads, limits->request_threads,
+        limits->max_connections, limits->max_per_address, (long long)limits->head_timeout_ms,
+        (long long)limits->body_timeout_ms);
     return self;
 }
 
@@ -468,10 +505,15 @@ void httpd_destroy(httpd_t **self_p) {
     workpool_destroy(&self->handlers);
     MHD_stop_daemon(self->daemon);
     zhashx_destroy(&self->per_addr);
+    s_tls_free(self);
     pthread_cond_destroy(&self->stop_cv);
     pthread_mutex_destroy(&self->lock);
     free(self);
     *self_p = NULL;
+}
+
+const char *httpd_scheme(const httpd_t *self) {
+    return self->tls_cert ? "https" : "http";
 }
 
 int httpd_port(const httpd_t *self) {

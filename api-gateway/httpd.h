@@ -9,6 +9,10 @@
  * (from accept, or from the previous response on a kept-alive connection), or a body not
  * complete within the body deadline, has its connection cut. A stream's response resumes
  * its suspended connection whenever it has bytes (feed.h).
+ *
+ * With TLS (ARCHITECTURE.md §1.1, "Transport security") libmicrohttpd speaks HTTPS through
+ * GnuTLS on the same threads; the handshake counts as part of the request head, so a client
+ * that never completes it is cut at the head deadline like any slow head.
  */
 #ifndef CHATFLEET_HTTPD_H
 #define CHATFLEET_HTTPD_H
@@ -30,12 +34,23 @@ typedef struct {
     int request_threads;     /* threads that run handlers */
 } httpd_limits_t;
 
+/* HTTPS material, in memory (the gateway reads the files, main.c). */
+typedef struct {
+    const char *cert_pem;   /* certificate chain, PEM */
+    const char *key_pem;    /* private key, PEM */
+    const char *priorities; /* GnuTLS priority string (CONFIG_TLS_PRIORITIES by default) */
+} httpd_tls_t;
+
 typedef struct httpd httpd_t;
 
-/* Starts serving router on host:port (IPv4) within limits; every request is counted in
- * metrics (may be NULL). NULL (logged) when it cannot bind. */
-httpd_t *httpd_new(const char *listen, const httpd_limits_t *limits, const http_router_t *router,
-                   metrics_t *metrics);
+/* Starts serving router on host:port (IPv4) within limits, over HTTPS with tls (copied) or
+ * plain HTTP when tls is NULL; every request is counted in metrics (may be NULL). NULL
+ * (logged) when it cannot bind or libmicrohttpd refuses the TLS material. */
+httpd_t *httpd_new(const char *listen, const httpd_limits_t *limits, const httpd_tls_t *tls,
+                   const http_router_t *router, metrics_t *metrics);
+
+/* "https" or "http". */
+const char *httpd_scheme(const httpd_t *self);
 void httpd_destroy(httpd_t **self_p);
 
 /* The port actually bound (useful with port 0). */

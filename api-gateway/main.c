@@ -1,7 +1,8 @@
 /*
  * chatfleet-gateway: the API gateway process (ARCHITECTURE.md §1.1, §11).
  *
- *   chatfleet-gateway [serve]       serve HTTP on CHATFLEET_HTTP_LISTEN
+ *   chatfleet-gateway [serve]       serve HTTP on CHATFLEET_HTTP_LISTEN (HTTPS with
+ *                                   CHATFLEET_HTTP_TLS_CERT and _KEY, ARCHITECTURE.md §1.1)
  *   chatfleet-gateway migrate       apply migrations and exit (safe to run concurrently)
  *   chatfleet-gateway user-add NAME create a user; print a new API token (only) on stdout
  */
@@ -18,6 +19,7 @@
 #include "watch.h"
 #include "httpd.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <stdio.h>
@@ -178,7 +180,80 @@ static void s_teardown(gateway_t *gw, bus_publisher_t **pub) {
     metrics_destroy(&gw->metrics);
 }
 
-static int s_serve(const config_t *cfg) {
+#define S_PEM_MAX_BYTES (1024 * 1024) /* a certificate chain or key file; more is refused */
+
+/* Reads the PEM file named by setting (path) into *out, which must hold marker. 0, or -1
+ * with the setting, the path and the reason on stderr. */
+static int s_read_pem(const char *setting, const char *path, const char *marker, char **out) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "chatfleet-gateway: %s=%s: cannot read: %s\n", setting, path,
+                strerror(errno));
+        return -1;
+    }
+    char *buf = mem_calloc(1, S_PEM_MAX_BYTES + 1);
+    size_t n = fread(buf, 1, S_PEM_MAX_BYTES + 1, f);
+    int err = ferror(f);
+    fclose(f);
+    const char *why = err                    ? "read error"
+                      : n > S_PEM_MAX_BYTES  ? "larger than 1 MiB"
+                      : !strstr(buf, marker) ? "no PEM block of the expected kind"
+                                             : NULL;
+    if (why) {
+        fprintf(stderr, "chatfleet-gateway: %s=%s: %s (want %s)\n", setting, path, why, marker);
+        memset(buf, 0, S_PEM_MAX_BYTES + 1);
+        free(buf);
+        return -1;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return 0;
+}
+
+/* The TLS material the configuration names, read before anything else starts: 0 with
+ * *tls filled (or left NULL for plain HTTP), or -1 with the reason on stderr. */
+static int s_tls_load(const config_t *cfg, httpd_tls_t *tls, const httpd_tls_t **use) {
+    *use = NULL;
+    if (!cfg->http_tls_cert) {
+        return 0;
+    }
+    char *cert = NULL;
+    char *key = NULL;
+    if (s_read_pem("CHATFLEET_HTTP_TLS_CERT", cfg->http_tls_cert, "-----BEGIN CERTIFICATE-----",
+                   &cert) != 0 ||
+        s_read_pem("CHATFLEET_HTTP_TLS_KEY", cfg->http_tls_key, "PRIVATE KEY-----", &key) != 0) {
+        free(cert);
+        return -1;
+    }
+    *tls = (httpd_tls_t){cert, key, cfg->http_tls_priorities};
+    *use = tls;
+    return 0;
+}
+
+static void s_tls_free(httpd_tls_t *tls) {
+    if (tls->key_pem) {
+        memset((char *)tls->key_pem, 0, strlen(tls->key_pem));
+    }
+    free((char *)tls->key_pem);
+    free((char *)tls->cert_pem);
+    *tls = (httpd_tls_t){0};
+}
+
+/* The advertised base URL: CHATFLEET_PUBLIC_URL without a trailing slash, or the scheme and
+ * the listen address. */
+static char *s_public_url(const config_t *cfg) {
+    if (cfg->public_url) {
+        size_t n = strlen(cfg->public_url);
+        while (n > 0 && cfg->public_url[n - 1] == '/') {
+            n--;
+        }
+        return mem_strndup(cfg->public_url, n);
+    }
+    return mem_printf("%s://%s", cfg->http_tls_cert ? "https" : "http", cfg->http_listen);
+}
+
+static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
     PGconn *conn = s_connect(cfg, "chatfleet-gateway");
     if (!conn) {
         return 1;
@@ -198,6 +273,8 @@ static int s_serve(const config_t *cfg) {
         .watch_cache = watch_cache_new(),
         .relay_endpoint = cfg->broker_relay,
         .metrics = metrics_new()};
+    char *public_url = s_public_url(cfg);
+    gw.public_url = public_url;
     pthread_mutex_init(&gw.relay_lock, NULL);
     chatstate_configure(cfg->lease_stale_ms, 5 * 60 * 1000);
     gw.pool = pool_new(cfg->database_url, GATEWAY_POOL_SIZE, "chatfleet-gateway");
@@ -208,6 +285,7 @@ static int s_serve(const config_t *cfg) {
                 : !gw.pool ? "database unreachable"
                            : "no stream threads");
         s_teardown(&gw, &pub);
+        free(public_url);
         return 1;
     }
     int nroutes = 0;
@@ -219,10 +297,11 @@ static int s_serve(const config_t *cfg) {
                              .body_timeout_ms = cfg->http_body_timeout_ms,
                              .io_threads = (int)cfg->http_io_threads,
                              .request_threads = (int)cfg->http_threads};
-    s_httpd = httpd_new(cfg->http_listen, &limits, &router, gw.metrics);
+    s_httpd = httpd_new(cfg->http_listen, &limits, tls, &router, gw.metrics);
     if (!s_httpd) {
         free(routes);
         s_teardown(&gw, &pub);
+        free(public_url);
         return 1;
     }
     s_gauges(&gw);
@@ -241,7 +320,19 @@ static int s_serve(const config_t *cfg) {
     httpd_destroy(&httpd);
     free(routes);
     s_teardown(&gw, &pub);
+    free(public_url);
     return 0;
+}
+
+static int s_serve(const config_t *cfg) {
+    httpd_tls_t tls_mem = {0};
+    const httpd_tls_t *tls = NULL;
+    if (s_tls_load(cfg, &tls_mem, &tls) != 0) {
+        return 2;
+    }
+    int served = s_serve_with(cfg, tls);
+    s_tls_free(&tls_mem);
+    return served;
 }
 
 int main(int argc, char **argv) {

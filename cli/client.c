@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 const jsonstrict_limits_t client_limits = {
     .max_bytes = CLIENT_RESPONSE_MAX_BYTES,
@@ -25,6 +26,8 @@ const jsonstrict_limits_t client_limits = {
 struct client {
     char *base;
     char *token;
+    char *ca_file;
+    bool https;
     CURL *curl;
 };
 
@@ -34,7 +37,7 @@ typedef struct {
     bool overflow;
 } s_buf_t;
 
-client_t *client_new(const char *base_url, const char *token) {
+client_t *client_new(const char *base_url, const char *token, const char *ca_file) {
     if (!base_url || !*base_url) {
         return NULL;
     }
@@ -45,6 +48,8 @@ client_t *client_new(const char *base_url, const char *token) {
     }
     self->base = mem_strndup(base_url, n);
     self->token = token && *token ? mem_strdup(token) : NULL;
+    self->ca_file = ca_file && *ca_file ? mem_strdup(ca_file) : NULL;
+    self->https = strncasecmp(self->base, "https://", 8) == 0;
     self->curl = curl_easy_init();
     if (!self->curl) {
         client_destroy(&self);
@@ -62,6 +67,7 @@ void client_destroy(client_t **self_p) {
     }
     free(self->base);
     free(self->token);
+    free(self->ca_file);
     free(self);
     *self_p = NULL;
 }
@@ -72,6 +78,37 @@ const char *client_base(const client_t *self) {
 
 const char *client_token(const client_t *self) {
     return self->token;
+}
+
+void client_transport(const client_t *self, CURL *c) {
+    /* An https URL is only ever spoken over TLS; a redirect is never followed. */
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, self->https ? "https" : "http,https");
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(c, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+    if (self->ca_file) {
+        curl_easy_setopt(c, CURLOPT_CAINFO, self->ca_file);
+    }
+}
+
+void client_describe(const client_t *self, CURLcode rc, const char *errbuf, char *out,
+                     size_t size) {
+    const char *detail = errbuf && *errbuf ? errbuf : curl_easy_strerror(rc);
+    bool trust = rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
+                 rc == CURLE_SSL_ISSUER_ERROR;
+    if (trust) {
+        snprintf(out, size,
+                 "TLS: the gateway's certificate is not trusted: %s (trusted CAs: %s; set "
+                 "--cacert or CHATFLEET_CA_FILE to the CA that signed it)",
+                 detail, self->ca_file ? self->ca_file : "the system store");
+    } else if (rc == CURLE_SSL_CONNECT_ERROR) {
+        snprintf(out, size, "TLS handshake failed: %s (is the gateway serving https?)", detail);
+    } else if (rc == CURLE_UNSUPPORTED_PROTOCOL) {
+        snprintf(out, size, "%s (only http and https URLs are spoken)", detail);
+    } else {
+        snprintf(out, size, "%s", detail);
+    }
 }
 
 static size_t s_collect(char *ptr, size_t size, size_t nmemb, void *ud) {
@@ -100,7 +137,10 @@ long client_call(client_t *self, const char *method, const char *path, const jso
     }
     s_buf_t b = {0};
     CURL *c = self->curl;
+    char errbuf[CURL_ERROR_SIZE] = "";
     curl_easy_reset(c);
+    client_transport(self, c);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
@@ -114,8 +154,10 @@ long client_call(client_t *self, const char *method, const char *path, const jso
     CURLcode rc = curl_easy_perform(c);
     long status = -1;
     if (rc != CURLE_OK) {
+        char why[CURL_ERROR_SIZE + 256];
+        client_describe(self, rc, errbuf, why, sizeof why);
         fprintf(stderr, "chatfleet: %s %s: %s\n", method, url,
-                b.overflow ? "answer too large" : curl_easy_strerror(rc));
+                b.overflow ? "answer too large" : why);
     } else {
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
         jsonstrict_error_t err;

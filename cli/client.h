@@ -1,12 +1,18 @@
 /*
  * client: the chatfleet gateway's REST API over libcurl, for the chatfleet CLI. One client
- * holds the base URL and bearer token; each call is one request whose JSON answer is parsed
- * through the strict boundary (the server's text is untrusted like any other input).
+ * holds the base URL, bearer token and CA file; each call is one request whose JSON answer is
+ * parsed through the strict boundary (the server's text is untrusted like any other input).
+ * An https base URL is spoken over TLS only (libcurl is limited to https for it, so nothing
+ * falls back to plain HTTP), with the server's certificate and host name always verified,
+ * against the CA file when one is given and the system's trust store otherwise
+ * (ARCHITECTURE.md §1.1, "Transport security").
  */
 #ifndef CHATFLEET_CLI_CLIENT_H
 #define CHATFLEET_CLI_CLIENT_H
 
+#include <curl/curl.h>
 #include <jansson.h>
+#include <stddef.h>
 
 #include "jsonstrict.h"
 
@@ -19,9 +25,10 @@ typedef struct client client_t;
  * defaults because a message list or a long answer is bigger than one request. */
 extern const jsonstrict_limits_t client_limits;
 
-/* A client of base_url ("http://host:port", no trailing slash needed) with token (may be
- * NULL). NULL when base_url is empty. */
-client_t *client_new(const char *base_url, const char *token);
+/* A client of base_url ("http://host:port" or "https://host:port", no trailing slash
+ * needed) with token and ca_file (a PEM bundle of trusted CAs for https; either may be NULL).
+ * NULL when base_url is empty. */
+client_t *client_new(const char *base_url, const char *token, const char *ca_file);
 void client_destroy(client_t **self_p);
 
 const char *client_base(const client_t *self);
@@ -32,6 +39,14 @@ const char *client_token(const client_t *self);
  * parsed answer (NULL for an empty body); the caller json_decref()s it. */
 long client_call(client_t *self, const char *method, const char *path, const json_t *body,
                  json_t **out);
+
+/* Sets c's transport options for this client's base URL: allowed protocols, certificate
+ * and host verification, the CA file. Every request to the gateway goes through it. */
+void client_transport(const client_t *self, CURL *c);
+
+/* A one-line reason for a failed transfer (rc and libcurl's error buffer, may be empty),
+ * naming the CA file setting when the server's certificate was not trusted. */
+void client_describe(const client_t *self, CURLcode rc, const char *errbuf, char *out, size_t size);
 
 /* Prints the gateway's error envelope {"message","detail"?,"validations"?} to stderr, after
  * what (the operation). */

@@ -242,8 +242,9 @@ static int s_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_o
     return self->cancel && *self->cancel ? 1 : 0;
 }
 
-/* One dial; returns the HTTP status (0 when no answer arrived). */
-static long s_dial(clistream_t *self, CURL *c) {
+/* One dial; returns the HTTP status (0 when no answer arrived), the transfer's code in *rc
+ * and libcurl's error text in errbuf. */
+static long s_dial(clistream_t *self, CURL *c, CURLcode *rc, char errbuf[CURL_ERROR_SIZE]) {
     char *url = mem_printf("%s%s%safter_id=%lld", client_base(self->client), self->path,
                            strchr(self->path, '?') ? "&" : "?", (long long)self->after_id);
     struct curl_slist *h = curl_slist_append(NULL, "Accept: text/event-stream");
@@ -258,7 +259,10 @@ static long s_dial(clistream_t *self, CURL *c) {
     self->type[0] = '\0';
     self->event_id = 0;
     self->too_big = false;
+    errbuf[0] = '\0';
     curl_easy_reset(c);
+    client_transport(self->client, c);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -272,7 +276,7 @@ static long s_dial(clistream_t *self, CURL *c) {
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, s_progress);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, self);
     self->dials++;
-    curl_easy_perform(c);
+    *rc = curl_easy_perform(c);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(h);
@@ -301,7 +305,9 @@ clistream_end_t clistream_run(clistream_t *self, clistream_event_fn fn, void *ct
     clistream_end_t end = CLISTREAM_GAVE_UP;
     for (;;) {
         self->got_event = false;
-        long status = s_dial(self, c);
+        CURLcode rc = CURLE_OK;
+        char errbuf[CURL_ERROR_SIZE];
+        long status = s_dial(self, c, &rc, errbuf);
         if (self->stop) {
             end = CLISTREAM_STOPPED;
             break;
@@ -312,6 +318,15 @@ clistream_end_t clistream_run(clistream_t *self, clistream_event_fn fn, void *ct
         }
         if (status >= 400 && status < 500 && status != 408 && status != 425 && status != 429) {
             fprintf(stderr, "chatfleet: stream %s: HTTP %ld\n", self->path, status);
+            end = CLISTREAM_REJECTED;
+            break;
+        }
+        /* A certificate that is not trusted will not become trusted on a redial. */
+        if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
+            rc == CURLE_SSL_ISSUER_ERROR || rc == CURLE_UNSUPPORTED_PROTOCOL) {
+            char why[CURL_ERROR_SIZE + 256];
+            client_describe(self->client, rc, errbuf, why, sizeof why);
+            fprintf(stderr, "chatfleet: stream %s: %s\n", self->path, why);
             end = CLISTREAM_REJECTED;
             break;
         }

@@ -1,12 +1,14 @@
 /*
  * chatfleet: the command-line client of a chatfleet gateway (cli/README.md).
  *
- *   chatfleet [--url URL] [--token TOKEN] COMMAND ...
+ *   chatfleet [--url URL] [--token TOKEN] [--cacert FILE] COMMAND ...
  *
- * URL and token come from the flags or CHATFLEET_URL and CHATFLEET_TOKEN. This file only
+ * URL, token and CA file come from the flags or CHATFLEET_URL, CHATFLEET_TOKEN and
+ * CHATFLEET_CA_FILE. This file only
  * parses the command line; the work is in ask, command, clistream and client.
  */
 #include <curl/curl.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,14 +27,14 @@ static void s_on_sigint(int sig) {
 }
 
 static int s_usage(void) {
-    fputs("usage: chatfleet [--url URL] [--token TOKEN] COMMAND\n"
+    fputs("usage: chatfleet [--url URL] [--token TOKEN] [--cacert FILE] COMMAND\n"
           "  chat create [--title T] [TEXT]     chat list [--archived]\n"
           "  chat show ID                       chat send ID [--interrupt] TEXT\n"
           "  chat edit ID MESSAGE_ID TEXT       chat interrupt ID\n"
           "  chat archive ID [--undo]           chat queue ID [delete|promote QUEUED_ID]\n"
           "  watch [ID]\n"
           "  ask [--schema FILE|JSON] [--chat ID] [--tool NAME=COMMAND]... PROMPT\n"
-          "environment: CHATFLEET_URL, CHATFLEET_TOKEN\n",
+          "environment: CHATFLEET_URL, CHATFLEET_TOKEN, CHATFLEET_CA_FILE (PEM CAs for https)\n",
           stderr);
     return ASK_USAGE;
 }
@@ -103,12 +105,15 @@ static int s_dispatch(client_t *c, int argc, char **argv) {
 int main(int argc, char **argv) {
     const char *url = getenv("CHATFLEET_URL");
     const char *token = getenv("CHATFLEET_TOKEN");
+    const char *ca_file = getenv("CHATFLEET_CA_FILE");
     int i = 1;
     for (; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--url")) {
             url = argv[i + 1];
         } else if (!strcmp(argv[i], "--token")) {
             token = argv[i + 1];
+        } else if (!strcmp(argv[i], "--cacert")) {
+            ca_file = argv[i + 1];
         } else {
             break;
         }
@@ -120,13 +125,18 @@ int main(int argc, char **argv) {
         fputs("chatfleet: no gateway URL (--url or CHATFLEET_URL)\n", stderr);
         return ASK_USAGE;
     }
+    if (ca_file && *ca_file && access(ca_file, R_OK) != 0) {
+        fprintf(stderr, "chatfleet: CA file %s (--cacert or CHATFLEET_CA_FILE): %s\n", ca_file,
+                strerror(errno));
+        return ASK_USAGE;
+    }
     struct sigaction sa = {0};
     sa.sa_handler = s_on_sigint;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    client_t *c = client_new(url, token);
+    client_t *c = client_new(url, token, ca_file);
     int rc = c ? s_dispatch(c, argc - i, argv + i) : ASK_TRANSPORT;
     client_destroy(&c);
     curl_global_cleanup();

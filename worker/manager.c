@@ -57,7 +57,7 @@ typedef struct {
 
 typedef struct {
     leaseset_t *leases;
-    char url[1024];
+    char url[MANAGER_URL_MAX];
     char inbox[128];
     int64_t sync_ms;
     int64_t statement_timeout_ms;

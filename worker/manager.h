@@ -29,11 +29,14 @@
 #include "task.h"
 
 #define MANAGER_GC_INTERVAL_MS 1000 /* how often the part buffer is collected */
+/* The longest database URL the manager keeps (its parameters, sslrootcert paths included,
+ * pass through whole); worker_new refuses a longer one rather than cut it. */
+#define MANAGER_URL_MAX 4096
 
 typedef struct {
     taskctx_env_t *env;       /* borrowed; outlives the manager */
     leaseset_t *leases;       /* borrowed; outlives the manager */
-    const char *database_url; /* for the sync loop's connection */
+    const char *database_url; /* for the sync loop's connection (< MANAGER_URL_MAX bytes) */
     const char *broker_sub;   /* CHATFLEET_BROKER_SUB, for chat:update:<id> hints */
     int64_t sync_ms;          /* sync loop interval */
     int64_t statement_timeout_ms;

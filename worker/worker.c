@@ -87,6 +87,11 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
         log_error("worker_config", "reason=\"CHATFLEET_DATABASE_URL is required\"");
         return NULL;
     }
+    if (strlen(cfg->database_url) >= MANAGER_URL_MAX) {
+        log_error("worker_config", "reason=\"CHATFLEET_DATABASE_URL is longer than %d bytes\"",
+                  MANAGER_URL_MAX - 1);
+        return NULL;
+    }
     worker_t *self = mem_calloc(1, sizeof *self);
     ASSERT(id_uuid_new(self->id) == 0);
     self->opts = *opts;

@@ -4,6 +4,7 @@
 #include "mem.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,10 @@ config_t *config_new(void) {
     config_t *self = mem_calloc(1, sizeof *self);
     self->database_url = s_str("CHATFLEET_DATABASE_URL", NULL);
     self->http_listen = s_str("CHATFLEET_HTTP_LISTEN", "127.0.0.1:8080");
+    self->http_tls_cert = s_str("CHATFLEET_HTTP_TLS_CERT", NULL);
+    self->http_tls_key = s_str("CHATFLEET_HTTP_TLS_KEY", NULL);
+    self->http_tls_priorities = s_str("CHATFLEET_HTTP_TLS_PRIORITIES", CONFIG_TLS_PRIORITIES);
+    self->public_url = s_str("CHATFLEET_PUBLIC_URL", NULL);
     self->broker_pub = s_str("CHATFLEET_BROKER_PUB", "tcp://127.0.0.1:5601");
     self->broker_sub = s_str("CHATFLEET_BROKER_SUB", "tcp://127.0.0.1:5602");
     self->broker_relay = s_str("CHATFLEET_BROKER_RELAY", "tcp://127.0.0.1:5603");
@@ -66,6 +71,15 @@ config_t *config_new(void) {
         config_destroy(&self);
         return NULL;
     }
+    if (!self->http_tls_cert != !self->http_tls_key) {
+        fprintf(stderr,
+                "config: %s is set but %s is not: HTTPS needs both files, plain HTTP "
+                "neither\n",
+                self->http_tls_cert ? "CHATFLEET_HTTP_TLS_CERT" : "CHATFLEET_HTTP_TLS_KEY",
+                self->http_tls_cert ? "CHATFLEET_HTTP_TLS_KEY" : "CHATFLEET_HTTP_TLS_CERT");
+        config_destroy(&self);
+        return NULL;
+    }
     if (self->heartbeat_ms * 3 > self->lease_stale_ms) {
         fprintf(stderr,
                 "config: CHATFLEET_HEARTBEAT_MS=%lld must be at most a third of "
@@ -84,6 +98,10 @@ void config_destroy(config_t **self_p) {
     }
     free(self->database_url);
     free(self->http_listen);
+    free(self->http_tls_cert);
+    free(self->http_tls_key);
+    free(self->http_tls_priorities);
+    free(self->public_url);
     free(self->broker_pub);
     free(self->broker_sub);
     free(self->broker_relay);
@@ -93,29 +111,79 @@ void config_destroy(config_t **self_p) {
     *self_p = NULL;
 }
 
-/* Copies a URL with any password (user:secret@) replaced by "***". */
-static void s_redact(const char *url, char *out, size_t size) {
-    snprintf(out, size, "%s", url ? url : "(unset)");
-    char *scheme = strstr(out, "://");
-    char *at = scheme ? strchr(scheme + 3, '@') : NULL;
-    char *colon = scheme ? strchr(scheme + 3, ':') : NULL;
-    if (at && colon && colon < at) {
-        char tail[512];
-        snprintf(tail, sizeof tail, "%s", at);
-        snprintf(colon, size - (size_t)(colon - out), ":***%s", tail);
+/* Replaces out[from, to) with "***" in place (out holds size bytes; a text that no longer
+ * fits is cut at the end). Returns the position after the stars. */
+static char *s_stars(char *out, size_t size, char *from, char *to) {
+    size_t tail = strlen(to) + 1;
+    size_t at = (size_t)(from - out) + 3;
+    if (at >= size) {
+        *from = '\0';
+        return from;
+    }
+    if (at + tail > size) {
+        tail = size - at;
+        to[tail - 1] = '\0';
+    }
+    memmove(out + at, to, tail);
+    memcpy(from, "***", 3);
+    return out + at;
+}
+
+/* Replaces the value after each "password=" in out (a URL query parameter or a keyword of
+ * the key=value form, quoted or not) with "***". */
+static void s_redact_param(char *out, size_t size) {
+    for (char *p = out; (p = strstr(p, "password="));) {
+        bool starts = p == out || p[-1] == '?' || p[-1] == '&' || p[-1] == ' ';
+        p += strlen("password=");
+        if (!starts) {
+            continue;
+        }
+        char *end = p;
+        if (*end == '\'') {
+            for (end++; *end && *end != '\''; end += end[0] == '\\' && end[1] ? 2 : 1) {
+            }
+            end += *end ? 1 : 0;
+        } else {
+            end += strcspn(end, "& ");
+        }
+        p = s_stars(out, size, p, end);
     }
 }
 
+void config_redact_url(const char *url, char *out, size_t size) {
+    /* Redacted whole first, then cut to size: a cut never leaves part of a password. Each
+     * "***" replaces at least a separator ("user:@", "password=") of 2+ bytes, so twice the
+     * length is room enough. */
+    const char *src = url ? url : "(unset)";
+    size_t room = 2 * strlen(src) + 16;
+    char *full = mem_calloc(1, room);
+    snprintf(full, room, "%s", src);
+    char *scheme = strstr(full, "://");
+    char *at = scheme ? strchr(scheme + 3, '@') : NULL;
+    char *colon = scheme ? strchr(scheme + 3, ':') : NULL;
+    char *slash = scheme ? strchr(scheme + 3, '/') : NULL;
+    if (at && colon && colon < at && (!slash || at < slash)) {
+        s_stars(full, room, colon + 1, at);
+    }
+    s_redact_param(full, room);
+    snprintf(out, size, "%s", full);
+    free(full);
+}
+
 void config_log(const config_t *self) {
-    char url[512];
-    s_redact(self->database_url, url, sizeof url);
+    char url[1024];
+    config_redact_url(self->database_url, url, sizeof url);
     log_info("config",
-             "database_url=%s http_listen=%s broker_pub=%s broker_sub=%s broker_relay=%s "
+             "database_url=%s http_listen=%s http_tls_cert=%s http_tls_key=%s "
+             "http_tls_priorities=%s public_url=%s broker_pub=%s broker_sub=%s broker_relay=%s "
              "config=%s log=%s lease_stale_ms=%lld heartbeat_ms=%lld acquire_poll_ms=%lld "
              "stream_poll_ms=%lld queue_max=%lld http_max_connections=%lld "
              "http_max_per_address=%lld http_head_timeout_ms=%lld http_body_timeout_ms=%lld "
              "http_io_threads=%lld http_threads=%lld stream_threads=%lld streams_per_user=%lld",
-             url, self->http_listen, self->broker_pub, self->broker_sub, self->broker_relay,
+             url, self->http_listen, self->http_tls_cert ? self->http_tls_cert : "(unset)",
+             self->http_tls_key ? self->http_tls_key : "(unset)", self->http_tls_priorities,
+             self->public_url ? self->public_url : "(listen address)", self->broker_pub,
+             self->broker_sub, self->broker_relay,
              self->config_path ? self->config_path : "(built-in sim)", self->log_level,
              (long long)self->lease_stale_ms, (long long)self->heartbeat_ms,
              (long long)self->acquire_poll_ms, (long long)self->stream_poll_ms,

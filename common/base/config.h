@@ -7,20 +7,30 @@
 #define CHATFLEET_CONFIG_H
 
 #include <stdint.h>
+#include <stddef.h>
+
+/* TLS 1.3 and 1.2 only, GnuTLS's NORMAL cipher choices otherwise (ARCHITECTURE.md §1.1). */
+#define CONFIG_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
 typedef struct {
-    char *database_url;      /* CHATFLEET_DATABASE_URL, required by DB users */
-    char *http_listen;       /* CHATFLEET_HTTP_LISTEN */
-    char *broker_pub;        /* CHATFLEET_BROKER_PUB */
-    char *broker_sub;        /* CHATFLEET_BROKER_SUB */
-    char *broker_relay;      /* CHATFLEET_BROKER_RELAY */
-    char *config_path;       /* CHATFLEET_CONFIG, or NULL */
-    char *log_level;         /* CHATFLEET_LOG */
-    int64_t lease_stale_ms;  /* CHATFLEET_LEASE_STALE_MS */
-    int64_t heartbeat_ms;    /* CHATFLEET_HEARTBEAT_MS */
-    int64_t acquire_poll_ms; /* CHATFLEET_ACQUIRE_POLL_MS */
-    int64_t stream_poll_ms;  /* CHATFLEET_STREAM_POLL_MS */
-    int64_t queue_max;       /* CHATFLEET_QUEUE_MAX: queued messages per chat (429 beyond) */
+    char *database_url; /* CHATFLEET_DATABASE_URL, required by DB users */
+    char *http_listen;  /* CHATFLEET_HTTP_LISTEN */
+    /* The gateway's HTTPS (ARCHITECTURE.md §1.1, "Transport security"): both files or neither
+     * (neither: plain HTTP). */
+    char *http_tls_cert;       /* CHATFLEET_HTTP_TLS_CERT: PEM certificate chain file */
+    char *http_tls_key;        /* CHATFLEET_HTTP_TLS_KEY: PEM private key file */
+    char *http_tls_priorities; /* CHATFLEET_HTTP_TLS_PRIORITIES: GnuTLS priority string */
+    char *public_url;          /* CHATFLEET_PUBLIC_URL: the gateway's advertised base URL */
+    char *broker_pub;          /* CHATFLEET_BROKER_PUB */
+    char *broker_sub;          /* CHATFLEET_BROKER_SUB */
+    char *broker_relay;        /* CHATFLEET_BROKER_RELAY */
+    char *config_path;         /* CHATFLEET_CONFIG, or NULL */
+    char *log_level;           /* CHATFLEET_LOG */
+    int64_t lease_stale_ms;    /* CHATFLEET_LEASE_STALE_MS */
+    int64_t heartbeat_ms;      /* CHATFLEET_HEARTBEAT_MS */
+    int64_t acquire_poll_ms;   /* CHATFLEET_ACQUIRE_POLL_MS */
+    int64_t stream_poll_ms;    /* CHATFLEET_STREAM_POLL_MS */
+    int64_t queue_max;         /* CHATFLEET_QUEUE_MAX: queued messages per chat (429 beyond) */
     /* The gateway's HTTP admission (ARCHITECTURE.md §7.1, §10). */
     int64_t http_max_connections; /* CHATFLEET_HTTP_MAX_CONNECTIONS */
     int64_t http_max_per_address; /* CHATFLEET_HTTP_MAX_PER_ADDRESS */
@@ -37,7 +47,12 @@ typedef struct {
 config_t *config_new(void);
 void config_destroy(config_t **self_p);
 
-/* Logs one config line with every effective setting (the database password elided). */
+/* Logs one config line with every effective setting (the database password elided; TLS
+ * files by path, never their contents). */
 void config_log(const config_t *self);
+
+/* Copies a libpq connection string (URL or key=value form) into out with any password (in
+ * user:secret@, a password= parameter or a password keyword) replaced by "***". */
+void config_redact_url(const char *url, char *out, size_t size);
 
 #endif

@@ -72,6 +72,8 @@ const cases = {
     check(p.resultArtifactName === "kedi-structured-output", "artifact name");
     check(p.resultEncodings.includes("json-utf8") && p.resultEncodings.includes("protobuf-value"), "encodings");
     check(card.capabilities.streaming === true, "streaming");
+    // The gateway's own address (its listen address, scheme included), not a guess.
+    check(card.supportedInterfaces[0].url === `${base.replace(/\/$/, "")}/a2a`, "interface url");
     return `interface ${card.supportedInterfaces[0].url}`;
   },
 

@@ -179,6 +179,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     s_gw.pool = pool_new_unverified(FUZZ_CONNINFO, 1);
     s_gw.sink = hint_sink_log;
     s_gw.max_queue = 10;
+    s_gw.public_url = "https://chat.example.test";
     s_gw.hub = hub_new(FUZZ_BUS, FUZZ_POLL_MS, 100, &feed_hub_ops);
     ASSERT(s_gw.hub);
     s_gw.streams = workpool_new("fuzz_streams", 1);

@@ -6,6 +6,11 @@
  * without the client having run. Cases: agent card discovery, a text task, a structured
  * task whose raw json-utf8 artifact keeps 2^53 + 1 exactly, an invalid schemaJson that never
  * falls back, streaming, and cancel (text and structured).
+ *
+ * With --tls (ctest's test_a2a_tls) the gateway serves HTTPS with a certificate from a
+ * throwaway CA (tlsca.h) and node trusts that CA through NODE_EXTRA_CA_CERTS; the card's
+ * advertised URL is then https (the listen address; ARCHITECTURE.md §1.1), which the client
+ * follows for every call.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,10 +27,12 @@
 
 #include "cluster.h"
 #include "mem.h"
+#include "tlsca.h"
 
 #define S_NWORKERS 2
 
 static cluster_t *s_cluster;
+static tlsca_t *s_ca; /* --tls */
 static char s_build[512];
 static char s_source[512];
 static char s_js[600]; /* the npm prefix holding @a2a-js/sdk and the script */
@@ -50,10 +57,13 @@ static int s_install_client(void) {
     return 0;
 }
 
-/* Runs one case of the script; fails unless it printed "ok CASE". */
-static void s_case(const char *name) {
-    char *cmd = mem_printf("cd '%s' && timeout 80 node a2a_client.mjs '%s' '%s' %s 2>&1", s_js,
-                           cluster_url(s_cluster, 0), cluster_token(s_cluster), name);
+/* Runs one case of the script trusting ca (NULL: node's own store only); returns whether it
+ * printed "ok CASE" and exited 0. */
+static bool s_run_case(const char *name, const char *ca) {
+    char *cmd =
+        mem_printf("cd '%s' && NODE_EXTRA_CA_CERTS='%s' timeout 80 node a2a_client.mjs"
+                   " '%s' '%s' %s 2>&1",
+                   s_js, ca ? ca : "", cluster_url(s_cluster, 0), cluster_token(s_cluster), name);
     FILE *p = popen(cmd, "r");
     free(cmd);
     assert_non_null(p);
@@ -66,9 +76,21 @@ static void s_case(const char *name) {
         ok |= strncmp(line, want, strlen(want)) == 0;
     }
     int status = pclose(p);
-    if (!ok || status != 0) {
-        fail_msg("a2a_client.mjs %s failed (status %d)", name, status);
+    return ok && status == 0;
+}
+
+/* Runs one case; fails unless it passed. */
+static void s_case(const char *name) {
+    if (!s_run_case(name, s_ca ? tlsca_ca(s_ca) : NULL)) {
+        fail_msg("a2a_client.mjs %s failed", name);
     }
+}
+
+/* Over TLS (run only with --tls), a client that does not trust the test CA gets nothing: it
+ * never falls back. */
+static void test_without_the_ca_the_client_is_refused(void **u) {
+    (void)u;
+    assert_false(s_run_case("card", NULL));
 }
 
 static void test_agent_card_declares_the_structured_output_extension(void **u) {
@@ -121,7 +143,12 @@ static int s_setup(void **state) {
                          "CHATFLEET_STREAM_POLL_MS=200",
                          "CHATFLEET_LOG=info",
                          NULL};
-    cluster_opts_t o = {.name = "test_a2a", .gateways = 1, .workers = S_NWORKERS, .env = env};
+    cluster_opts_t o = {.name = s_ca ? "test_a2a_tls" : "test_a2a",
+                        .gateways = 1,
+                        .workers = S_NWORKERS,
+                        .env = env,
+                        .tls = s_ca,
+                        .https = s_ca != NULL};
     s_cluster = cluster_new(&o);
     return 0;
 }
@@ -130,11 +157,15 @@ static int s_teardown(void **state) {
     (void)state;
     /* Judges the client's cases, not how the cluster's processes stop. */
     (void)cluster_destroy(&s_cluster);
+    tlsca_destroy(&s_ca);
     return 0;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
+    if (argc > 1 && !strcmp(argv[1], "--tls")) {
+        s_ca = tlsca_new();
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_agent_card_declares_the_structured_output_extension),
         cmocka_unit_test(test_text_task_completes_with_the_answer),
@@ -143,6 +174,10 @@ int main(void) {
         cmocka_unit_test(test_streaming_message_sends_task_deltas_artifact_and_final_status),
         cmocka_unit_test(test_cancel_task_interrupts_the_turn),
         cmocka_unit_test(test_cancel_structured_task_reports_the_cancellation_receipt),
+        cmocka_unit_test(test_without_the_ca_the_client_is_refused),
     };
-    return cmocka_run_group_tests(tests, s_setup, s_teardown);
+    /* The last case needs TLS: the plain run leaves it out. */
+    size_t n = sizeof tests / sizeof tests[0] - (s_ca ? 0 : 1);
+    return _cmocka_run_group_tests(s_ca ? "test_a2a_tls" : "test_a2a", tests, n, s_setup,
+                                   s_teardown);
 }

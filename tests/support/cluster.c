@@ -38,6 +38,9 @@ struct cluster {
     char sub[64];
     char relay[64];
     char urls[CLUSTER_GATEWAYS_MAX][64];
+    char *ca;        /* the CA the harness trusts (https or pg_tls), or NULL */
+    char *cert;      /* the gateways' certificate and key with https, or NULL */
+    char *key;
     char **env;      /* the full environment list every process gets */
     char *curve_dir; /* keys and allow directory with CURVE, or NULL */
     proc_t broker;
@@ -141,7 +144,7 @@ void cluster_start(cluster_t *self, cluster_role_t role, int i) {
                                                 : "worker/chatfleet-worker";
     snprintf(bin, sizeof bin, "%s/%s", self->build, sub);
     char listen[64] = "";
-    char *extra[72]; /* the environment (at most 63), listen, two key settings, NULL */
+    char *extra[74]; /* the environment (at most 63), listen, two key and two TLS settings, NULL */
     int n = 0;
     for (; self->env[n]; n++) {
         extra[n] = self->env[n];
@@ -163,15 +166,23 @@ void cluster_start(cluster_t *self, cluster_role_t role, int i) {
         extra[n++] = keys[0];
         extra[n++] = keys[1];
     }
+    char *cert = NULL;
+    char *key = NULL;
+    if (role == CLUSTER_GATEWAY && self->cert) {
+        extra[n++] = cert = mem_printf("CHATFLEET_HTTP_TLS_CERT=%s", self->cert);
+        extra[n++] = key = mem_printf("CHATFLEET_HTTP_TLS_KEY=%s", self->key);
+    }
     extra[n] = NULL;
     char *argv[] = {bin, role == CLUSTER_GATEWAY ? "serve" : NULL, NULL};
     p->pid = proc_spawn(argv, extra, p->log);
     free(keys[0]);
     free(keys[1]);
+    free(cert);
+    free(key);
     if (role == CLUSTER_GATEWAY) {
         char ready[96];
         snprintf(ready, sizeof ready, "%s/readyz", self->urls[i]);
-        if (proc_wait_http(ready, 15000) != 0) {
+        if (proc_wait_https(ready, self->cert ? self->ca : NULL, 15000) != 0) {
             fprintf(stderr, "cluster: gateway %d did not become ready (see %s)\n", i, p->log);
             abort();
         }
@@ -240,16 +251,34 @@ static void s_private_pg(cluster_t *self, const cluster_opts_t *o) {
     if (o->pg_max_connections > 0) {
         s_pg_max_connections(self, o->pg_max_connections);
     }
+    if (o->pg_tls && cluster_pg_tls(self, tlsca_cert(o->tls), tlsca_key(o->tls)) != 0) {
+        fprintf(stderr, "cluster: pgcluster tls %s failed\n", self->pg_dir);
+        abort();
+    }
     out = s_pgcluster("start", self->pg_dir, NULL);
     if (!out) {
         fprintf(stderr, "cluster: pgcluster start %s failed\n", self->pg_dir);
         abort();
     }
     out[strcspn(out, "\r\n")] = '\0';
-    self->pg_admin = out;
-    char *slash = strrchr(self->pg_admin, '/');
+    char *slash = strrchr(out, '/');
     ASSERT(slash);
-    self->pg_url = mem_printf("%.*s/chatfleet", (int)(slash - self->pg_admin), self->pg_admin);
+    if (o->pg_tls) {
+        /* The host name the certificate names, verified against the test CA. */
+        char *at = strstr(out, "@127.0.0.1:");
+        ASSERT(at);
+        char *port = at + strlen("@127.0.0.1");
+        char *q = mem_printf("sslmode=verify-full&sslrootcert=%s", self->ca);
+        self->pg_admin = mem_printf("%.*s@localhost%.*s/postgres?%s", (int)(at - out), out,
+                                    (int)(slash - port), port, q);
+        self->pg_url = mem_printf("%.*s@localhost%.*s/chatfleet?%s", (int)(at - out), out,
+                                  (int)(slash - port), port, q);
+        free(q);
+        free(out);
+    } else {
+        self->pg_admin = out;
+        self->pg_url = mem_printf("%.*s/chatfleet", (int)(slash - out), out);
+    }
     PGconn *admin = db_connect(self->pg_admin, "cluster");
     ASSERT(admin);
     char err[256];
@@ -277,6 +306,18 @@ static void s_private_pg_destroy(cluster_t *self) {
     free(self->pg_admin);
 }
 
+int cluster_pg_tls(cluster_t *self, const char *cert, const char *key) {
+    ASSERT(self->pg_dir && self->ca);
+    const char *src = getenv("CHATFLEET_SOURCE_DIR");
+    ASSERT(src);
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/deploy/pgcluster", src);
+    char *argv[] = {bin, "tls", self->pg_dir, (char *)cert, (char *)key, NULL};
+    char *out = proc_output(argv, NULL);
+    free(out);
+    return out ? 0 : -1;
+}
+
 int64_t cluster_pg_restart(cluster_t *self) {
     ASSERT(self->pg_dir); /* only a private PostgreSQL may be restarted */
     int64_t t0 = id_now_ms();
@@ -293,7 +334,16 @@ cluster_t *cluster_new(const cluster_opts_t *o) {
     ASSERT(o->gateways >= 1 && o->gateways <= CLUSTER_GATEWAYS_MAX);
     ASSERT(o->workers >= 0 && o->workers <= CLUSTER_WORKERS_MAX);
     ASSERT(o->pg_max_connections == 0 || o->private_pg); /* the fixture's server is shared */
+    ASSERT(!(o->https || o->pg_tls) || o->tls);
+    ASSERT(!o->pg_tls || o->private_pg);
     cluster_t *self = mem_calloc(1, sizeof *self);
+    if (o->https || o->pg_tls) {
+        self->ca = mem_strdup(tlsca_ca(o->tls));
+    }
+    if (o->https) {
+        self->cert = mem_strdup(tlsca_cert(o->tls));
+        self->key = mem_strdup(tlsca_key(o->tls));
+    }
     snprintf(self->name, sizeof self->name, "%s", o->name ? o->name : "cluster");
     const char *build = getenv("CHATFLEET_BUILD_DIR");
     ASSERT(build);
@@ -321,8 +371,8 @@ cluster_t *cluster_new(const cluster_opts_t *o) {
     cluster_start(self, CLUSTER_BROKER, 0);
     for (int i = 0; i < o->gateways; i++) {
         self->gateways[i].port = proc_free_port();
-        snprintf(self->urls[i], sizeof self->urls[i], "http://127.0.0.1:%d",
-                 self->gateways[i].port);
+        snprintf(self->urls[i], sizeof self->urls[i], "%s://127.0.0.1:%d",
+                 self->cert ? "https" : "http", self->gateways[i].port);
         cluster_start(self, CLUSTER_GATEWAY, i);
     }
     for (int i = 0; i < o->workers; i++) {
@@ -370,6 +420,9 @@ int cluster_destroy(cluster_t **self_p) {
         free(self->curve_dir);
     }
     free(self->token);
+    free(self->ca);
+    free(self->cert);
+    free(self->key);
     free(self);
     *self_p = NULL;
     return unclean;
@@ -378,6 +431,10 @@ int cluster_destroy(cluster_t **self_p) {
 const char *cluster_url(const cluster_t *self, int gateway) {
     ASSERT(gateway >= 0 && gateway < self->ngateways);
     return self->urls[gateway];
+}
+
+const char *cluster_ca(const cluster_t *self) {
+    return self->ca;
 }
 
 const char *cluster_token(const cluster_t *self) {

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "tlsca.h"
+
 #define CLUSTER_GATEWAYS_MAX 4
 #define CLUSTER_WORKERS_MAX  8
 
@@ -33,6 +35,16 @@ typedef struct {
      * gets its own. The environment CHATFLEET_TEST_CURVE=1 turns it on for every cluster, so
      * existing suites (test_chaos) run with CURVE unchanged. */
     int curve;
+    /* A test CA (tlsca.h) for the two options below; the harness trusts its CA only. */
+    const tlsca_t *tls;
+    /* Nonzero (with tls): every gateway serves HTTPS with tls's localhost certificate, and
+     * cluster_url() is https://127.0.0.1:PORT. */
+    int https;
+    /* Nonzero (with tls and private_pg): PostgreSQL serves TLS with tls's localhost
+     * certificate and refuses TCP without it (deploy/pgcluster tls), and every URL, the
+     * processes' included, is postgresql://postgres@localhost:PORT/DB?sslmode=verify-full&
+     * sslrootcert=CA. */
+    int pg_tls;
 } cluster_opts_t;
 
 typedef enum { CLUSTER_BROKER = 0, CLUSTER_GATEWAY, CLUSTER_WORKER } cluster_role_t;
@@ -48,7 +60,8 @@ cluster_t *cluster_new(const cluster_opts_t *opts);
  * processes that did not exit cleanly on SIGTERM. */
 int cluster_destroy(cluster_t **self_p);
 
-const char *cluster_url(const cluster_t *self, int gateway); /* "http://127.0.0.1:PORT" */
+const char *cluster_url(const cluster_t *self, int gateway); /* "http(s)://127.0.0.1:PORT" */
+const char *cluster_ca(const cluster_t *self); /* the CA file clients trust, or NULL (plain) */
 const char *cluster_token(const cluster_t *self);
 const char *cluster_db_url(const cluster_t *self);
 PGconn *cluster_db(cluster_t *self); /* the harness's own connection, for assertions */
@@ -73,6 +86,10 @@ void cluster_signal(cluster_t *self, cluster_role_t role, int index, int sig);
 
 /* (Re)starts the process on its original endpoints; waits for a gateway to be ready. */
 void cluster_start(cluster_t *self, cluster_role_t role, int index);
+
+/* Serves the private PostgreSQL's TLS with cert and key from now on (pg_tls only): new
+ * connections see them; open ones keep theirs. Returns 0, or -1 when pgcluster failed. */
+int cluster_pg_tls(cluster_t *self, const char *cert, const char *key);
 
 /* Fast restart of the cluster's own PostgreSQL on the same port (private_pg only): every
  * connection is dropped, and the harness's own connection is reset. Returns the milliseconds

@@ -118,6 +118,7 @@ void gwrequest_gateway_init(gateway_t *gw) {
     gw->pool = pool_new_unverified(GWREQUEST_CONNINFO, 1);
     gw->sink = hint_sink_log;
     gw->max_queue = 10;
+    gw->public_url = GWREQUEST_PUBLIC_URL;
 }
 
 void gwrequest_gateway_free(gateway_t *gw) {

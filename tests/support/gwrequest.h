@@ -20,6 +20,7 @@
 #define GWREQUEST_USER_ID       "00000000-0000-4000-8000-0000000000aa" /* ...as this user */
 #define GWREQUEST_CHAT_ID       "00000000-0000-4000-8000-000000000001"
 #define GWREQUEST_CONNINFO      "host=/nonexistent/chatfleet-test dbname=chatfleet connect_timeout=1"
+#define GWREQUEST_PUBLIC_URL    "https://chat.example.test" /* the gateway's advertised URL */
 
 /* A query argument or header; tables of them end with {NULL, NULL}. */
 typedef struct {

@@ -67,6 +67,23 @@ pid_t proc_spawn(char *const argv[], char *const env[], const char *log_path) {
     return pid;
 }
 
+int proc_run(char *const argv[], char *const env[], const char *out_path, int timeout_ms) {
+    unlink(out_path);
+    pid_t pid = proc_spawn(argv, env, out_path);
+    int64_t deadline = id_now_ms() + timeout_ms;
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (id_now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000}; /* poll interval */
+        nanosleep(&ts, NULL);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 int proc_stop(pid_t pid, int timeout_ms) {
     kill(pid, SIGTERM);
     int64_t deadline = id_now_ms() + timeout_ms;
@@ -141,6 +158,11 @@ static size_t s_write(char *data, size_t size, size_t n, void *ctx) {
 
 int proc_http(const char *method, const char *url, const char *token, const char *body,
               proc_http_t *out) {
+    return proc_https(method, url, token, body, NULL, out);
+}
+
+int proc_https(const char *method, const char *url, const char *token, const char *body,
+               const char *ca_file, proc_http_t *out) {
     CURL *c = curl_easy_init();
     ASSERT(c);
     sink_t s = {mem_strdup(""), 0};
@@ -158,6 +180,11 @@ int proc_http(const char *method, const char *url, const char *token, const char
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 20000L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (ca_file) {
+        curl_easy_setopt(c, CURLOPT_CAINFO, ca_file);
+    }
     if (body) {
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     }
@@ -176,10 +203,14 @@ void proc_http_free(proc_http_t *r) {
 }
 
 int proc_wait_http(const char *url, int timeout_ms) {
+    return proc_wait_https(url, NULL, timeout_ms);
+}
+
+int proc_wait_https(const char *url, const char *ca_file, int timeout_ms) {
     int64_t deadline = id_now_ms() + timeout_ms;
     while (id_now_ms() < deadline) {
         proc_http_t r;
-        int rc = proc_http("GET", url, NULL, NULL, &r);
+        int rc = proc_https("GET", url, NULL, NULL, ca_file, &r);
         long st = r.status;
         proc_http_free(&r);
         if (rc == 0 && st == 200) {

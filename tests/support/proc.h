@@ -25,6 +25,11 @@ pid_t proc_spawn(char *const argv[], char *const env[], const char *log_path);
 /* SIGTERM, then SIGKILL after timeout_ms; reaps the child. Returns its exit status or -1. */
 int proc_stop(pid_t pid, int timeout_ms);
 
+/* Runs argv with env added (as proc_spawn), stdout and stderr truncated into out_path, and
+ * waits for it: its exit status (128 + signal when killed by one), or -1 when it was still
+ * running after timeout_ms (it is killed then). */
+int proc_run(char *const argv[], char *const env[], const char *out_path, int timeout_ms);
+
 /* Runs argv to completion and returns its stdout (caller frees); NULL on failure. */
 char *proc_output(char *const argv[], char *const env[]);
 
@@ -39,8 +44,15 @@ int proc_http(const char *method, const char *url, const char *token, const char
               proc_http_t *out);
 void proc_http_free(proc_http_t *r);
 
+/* proc_http, trusting the PEM CAs in ca_file for an https url (NULL: the system's store);
+ * the certificate and host name are always verified. */
+int proc_https(const char *method, const char *url, const char *token, const char *body,
+               const char *ca_file, proc_http_t *out);
+
 /* Polls url until it answers 200 or timeout_ms passes. Returns 0 when it did. */
 int proc_wait_http(const char *url, int timeout_ms);
+/* The same, trusting ca_file for an https url (as proc_https). */
+int proc_wait_https(const char *url, const char *ca_file, int timeout_ms);
 
 /* An established TCP connection to a local port, from /proc/net/tcp. */
 typedef struct {

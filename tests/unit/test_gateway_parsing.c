@@ -359,14 +359,15 @@ static void test_bodies_are_checked_before_the_database(void **u) {
     s_expect_unavailable("POST", "/api/v2/chats", NULL, NULL, good);
 }
 
-static void test_agent_card_names_the_host_it_was_asked_on(void **u) {
+/* The card names the configured URL (ARCHITECTURE.md §1.1), whatever Host the request says. */
+static void test_agent_card_names_the_configured_url_never_the_host(void **u) {
     (void)u;
-    static const gwrequest_kv_t host[] = {{"Host", "example.test:8080"}, {NULL, NULL}};
+    static const gwrequest_kv_t host[] = {{"Host", "evil.example:8080"}, {NULL, NULL}};
     json_t *j;
     assert_int_equal(s_real_call("GET", "/.well-known/agent-card.json", NULL, host, NULL, &j), 200);
     json_t *url =
         json_object_get(json_array_get(json_object_get(j, "supportedInterfaces"), 0), "url");
-    assert_string_equal(json_string_value(url), "http://example.test:8080/a2a");
+    assert_string_equal(json_string_value(url), GWREQUEST_PUBLIC_URL "/a2a");
     json_decref(j);
 }
 
@@ -691,7 +692,7 @@ int main(void) {
         cmocka_unit_test(test_message_list_ids_and_limit_are_checked),
         cmocka_unit_test(test_stream_cursor_and_last_event_id_are_checked),
         cmocka_unit_test(test_bodies_are_checked_before_the_database),
-        cmocka_unit_test(test_agent_card_names_the_host_it_was_asked_on),
+        cmocka_unit_test(test_agent_card_names_the_configured_url_never_the_host),
         cmocka_unit_test(test_numbers_are_ascii_digits_within_range_else_refused),
         cmocka_unit_test(test_every_numeric_query_parameter_is_parsed_strictly),
         cmocka_unit_test(test_field_paths_of_odd_keys_are_readable_and_unambiguous),
