@@ -38,8 +38,8 @@ struct cluster {
     char sub[64];
     char relay[64];
     char urls[CLUSTER_GATEWAYS_MAX][64];
-    char *ca;        /* the CA the harness trusts (https or pg_tls), or NULL */
-    char *cert;      /* the gateways' certificate and key with https, or NULL */
+    char *ca;   /* the CA the harness trusts (https or pg_tls), or NULL */
+    char *cert; /* the gateways' certificate and key with https, or NULL */
     char *key;
     char **env;      /* the full environment list every process gets */
     char *curve_dir; /* keys and allow directory with CURVE, or NULL */
