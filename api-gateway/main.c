@@ -352,18 +352,10 @@ int main(int argc, char **argv) {
     /* CURVE on the bus when both key settings are given (ARCHITECTURE.md §9 "Trust"); one
      * without the other, or an unusable file, is a configuration error. */
     curve_t *keys = NULL;
-    char err[700];
-    if (curve_from_env(&keys, err, sizeof err) != 0) {
-        fprintf(stderr, "chatfleet-gateway: %s\n", err);
-        log_error("config_invalid", "detail=\"%s\"", err);
+    if (curve_start("chatfleet-gateway", "gateway", &keys) != 0) {
         config_destroy(&cfg);
         return 2;
     }
-    if (keys && strcmp(curve_role(keys), "gateway") != 0) {
-        /* The broker would refuse its catch-up requests (broker/README.md "Security"). */
-        log_warn("curve_role_mismatch", "role=%s expected=gateway", curve_role(keys));
-    }
-    curve_set_default(keys);
     if (strcmp(cmd, "migrate") == 0) {
         rc = s_migrate(cfg);
     } else if (strcmp(cmd, "user-add") == 0 && argc == 3) {

@@ -199,3 +199,17 @@ int curve_keygen(const char *role, const char *name, const char *dir, char *err,
     }
     return 0;
 }
+
+int curve_start(const char *process, const char *role, curve_t **out) {
+    char err[700];
+    if (curve_from_env(out, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", process, err);
+        log_error("config_invalid", "detail=\"%s\"", err);
+        return -1;
+    }
+    if (*out && strcmp(curve_role(*out), role) != 0) {
+        log_warn("curve_role_mismatch", "role=%s expected=%s", curve_role(*out), role);
+    }
+    curve_set_default(*out);
+    return 0;
+}

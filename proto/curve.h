@@ -52,6 +52,12 @@ const char *curve_role(const curve_t *self);
  * cannot be read or is invalid: -1 with a message naming the setting and the file in err. */
 int curve_from_env(curve_t **out, char *err, size_t errlen);
 
+/* A process's start: curve_from_env, then the keys made the process-wide default. A
+ * certificate whose role is not role is logged (curve_role_mismatch: the broker would refuse
+ * that process's traffic) but kept. -1 when the settings are unusable: the reason is printed
+ * on stderr after "process: " and logged (config_invalid); the caller exits 2. */
+int curve_start(const char *process, const char *role, curve_t **out);
+
 /* The process-wide client keys (NULL: plain). Set once at start, before any bus socket is
  * made; the caller keeps ownership and destroys them after the last socket is closed. */
 void curve_set_default(const curve_t *self);

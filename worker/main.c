@@ -47,18 +47,10 @@ int main(void) {
     /* CURVE on the bus when both key settings are given (ARCHITECTURE.md §9 "Trust"); one
      * without the other, or an unusable file, is a configuration error. */
     curve_t *keys = NULL;
-    char err[700];
-    if (curve_from_env(&keys, err, sizeof err) != 0) {
-        fprintf(stderr, "chatfleet-worker: %s\n", err);
-        log_error("config_invalid", "detail=\"%s\"", err);
+    if (curve_start("chatfleet-worker", "worker", &keys) != 0) {
         config_destroy(&cfg);
         return 2;
     }
-    if (keys && strcmp(curve_role(keys), "worker") != 0) {
-        /* The broker would refuse its registrations and parts (broker/README.md "Security"). */
-        log_warn("curve_role_mismatch", "role=%s expected=worker", curve_role(keys));
-    }
-    curve_set_default(keys);
     /* CZMQ's handler would only set zsys_interrupted and stop every zloop at once; the
      * shutdown must instead run in order, so signals are ours. */
     zsys_handler_set(NULL);
