@@ -92,18 +92,6 @@ static int s_cli_wait(s_cli_t *c, int timeout_ms) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static char *s_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return mem_strdup("");
-    }
-    char *buf = mem_calloc(1, 1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* The committed text of the newest chat's assistant messages (what ask must print). */
 static char *s_last_chat(void) {
     return cluster_sql(s_cluster, "SELECT id FROM chats ORDER BY created_at DESC, id DESC LIMIT 1");
@@ -140,7 +128,7 @@ static void test_ask_text_piped_prints_exactly_the_answer(void **u) {
     s_cli_t c;
     s_cli_start(&c, "text", "ask", "[sim:words 6] hello cli", NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
-    char *out = s_file(c.out);
+    char *out = proc_file_text(c.out);
     char *chat = s_last_chat();
     char *answer = s_answer(chat);
     char *want = mem_printf("%s\n", answer);
@@ -160,8 +148,8 @@ static void test_ask_schema_piped_prints_exactly_the_value(void **u) {
                 "\"ratio\":{\"const\":0.1}},\"required\":[\"id\",\"ratio\"]}",
                 "give me the record", NULL);
     int rc = s_cli_wait(&c, S_TURN_MS);
-    char *out = s_file(c.out);
-    char *err = s_file(c.err);
+    char *out = proc_file_text(c.out);
+    char *err = proc_file_text(c.err);
     if (rc != 0) {
         fail_msg("ask --schema exited %d: %s", rc, err);
     }
@@ -186,7 +174,7 @@ static void test_stream_killed_mid_turn_is_redialed_without_duplicates(void **u)
     s_nap(300); /* the gap the client must survive: a dial or two fails */
     cluster_start(s_cluster, CLUSTER_GATEWAY, 0); /* on the same port */
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
-    char *out = s_file(c.out);
+    char *out = proc_file_text(c.out);
     char *answer = s_answer(chat);
     char *want = mem_printf("%s\n", answer);
     char *status = cluster_sql(s_cluster, "SELECT status FROM chats WHERE id = '%s'", chat);
@@ -207,8 +195,8 @@ static void test_dynamic_tool_round_trip_through_tool(void **u) {
                 "ask=cat > test_cli.tool.args; printf '{\"answer\":42}'",
                 "[sim:dynamic ask] should I ship it", NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
-    char *out = s_file(c.out);
-    char *args = s_file("test_cli.tool.args");
+    char *out = proc_file_text(c.out);
+    char *args = proc_file_text("test_cli.tool.args");
     assert_non_null(strstr(args, "question")); /* the call's arguments arrived on stdin */
     assert_non_null(strstr(out, "ask="));
     assert_non_null(strstr(out, "42"));
@@ -226,7 +214,7 @@ static void test_failed_turn_exits_1_with_the_error_on_stderr(void **u) {
     s_cli_t c;
     s_cli_start(&c, "fail", "ask", "[sim:fail 400] this fails", NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 1);
-    char *err = s_file(c.err);
+    char *err = proc_file_text(c.err);
     assert_non_null(strstr(err, "the turn failed"));
     free(err);
 }
@@ -237,8 +225,8 @@ static void test_failed_structured_request_exits_1_with_the_code(void **u) {
     s_cli_start(&c, "sfail", "ask", "--schema", "{\"type\":\"object\"}", "[sim:fail 400] no value",
                 NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 1);
-    char *err = s_file(c.err);
-    char *out = s_file(c.out);
+    char *err = proc_file_text(c.err);
+    char *out = proc_file_text(c.out);
     assert_non_null(strstr(err, "structured output failed: "));
     assert_null(strstr(err, "no_receipt")); /* a real receipt's code, not a missing one */
     assert_string_equal(out, "");
@@ -259,7 +247,7 @@ static void test_canceled_structured_request_exits_4_with_the_code(void **u) {
     assert_int_equal(r.status, 200);
     proc_http_free(&r);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 4);
-    char *err = s_file(c.err);
+    char *err = proc_file_text(c.err);
     assert_non_null(strstr(err, "structured output canceled: "));
     free(err);
     free(chat);
@@ -283,7 +271,7 @@ static void test_ctrl_c_interrupts_the_server_side_run(void **u) {
 
 /* Reads c's stdout as JSON (the test fails when it is not). */
 static json_t *s_out_json(const s_cli_t *c) {
-    char *out = s_file(c->out);
+    char *out = proc_file_text(c->out);
     json_t *v = json_loads(out, 0, NULL);
     if (!v) {
         fail_msg("%s printed no JSON: %s", c->out, out);
@@ -310,7 +298,7 @@ static void test_chat_subcommands(void **u) {
     json_decref(sent);
     s_cli_start(&c, "list", "chat", "list", NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
-    char *list = s_file(c.out);
+    char *list = proc_file_text(c.out);
     assert_non_null(strstr(list, id));
     s_cli_start(&c, "show", "chat", "show", id, NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);

@@ -59,18 +59,6 @@ static int s_port(const char *url) {
     return port;
 }
 
-static char *s_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return mem_strdup("");
-    }
-    char *buf = mem_calloc(1, 1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* Runs argv with env added; its exit status (fails past timeout_ms). */
 static int s_run(char *const argv[], char *const env[], const char *out_path, int timeout_ms) {
     int rc = proc_run(argv, env, out_path, timeout_ms);
@@ -106,7 +94,7 @@ static int s_cli(char **out, const char *const *env, ...) {
     for (int i = 0; i < k; i++) {
         free(e[i]);
     }
-    *out = s_file("test_gateway_tls.cli.out");
+    *out = proc_file_text("test_gateway_tls.cli.out");
     return rc;
 }
 
@@ -275,11 +263,11 @@ static void test_unfinished_tls_handshake_is_cut_at_the_head_deadline(void **u) 
     assert_true(ms >= S_HEAD_MS - 300 && ms < S_HEAD_MS + 3000);
     /* The cut is logged just after the socket is shut down: poll for the line. */
     int64_t deadline = id_now_ms() + 3000;
-    char *log = s_file(cluster_log(s_cluster, CLUSTER_GATEWAY, 0));
+    char *log = proc_file_text(cluster_log(s_cluster, CLUSTER_GATEWAY, 0));
     while (!strstr(log, "reason=head_timeout") && id_now_ms() < deadline) {
         free(log);
         s_nap(20);
-        log = s_file(cluster_log(s_cluster, CLUSTER_GATEWAY, 0));
+        log = proc_file_text(cluster_log(s_cluster, CLUSTER_GATEWAY, 0));
     }
     assert_non_null(strstr(log, "reason=head_timeout"));
     free(log);
@@ -343,7 +331,7 @@ static int s_gateway(char **out, const char *const *extra) {
     for (int i = 0; i < n; i++) {
         free(env[i]);
     }
-    *out = s_file("test_gateway_tls.gateway.out");
+    *out = proc_file_text("test_gateway_tls.gateway.out");
     return rc;
 }
 
@@ -436,7 +424,7 @@ static void test_only_tls_1_2_and_1_3_are_accepted(void **u) {
 /* The effective config names the files and never prints key material. */
 static void test_config_line_names_the_files_and_no_key(void **u) {
     (void)u;
-    char *log = s_file(cluster_log(s_cluster, CLUSTER_GATEWAY, 0));
+    char *log = proc_file_text(cluster_log(s_cluster, CLUSTER_GATEWAY, 0));
     char *want = mem_printf("http_tls_key=%s", tlsca_key(s_ca));
     assert_non_null(strstr(log, want));
     assert_non_null(strstr(log, "http_tls_priorities=NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"));

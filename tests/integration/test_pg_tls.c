@@ -31,18 +31,6 @@
 static cluster_t *s_cluster;
 static tlsca_t *s_ca;
 
-static char *s_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return mem_strdup("");
-    }
-    char *buf = mem_calloc(1, 1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* The cluster's URL with its host part's user given a password and sslrootcert replaced by
  * ca (NULL: kept). Caller frees. */
 static char *s_url(const char *password, const char *ca) {
@@ -75,7 +63,7 @@ static int s_process(const char *binary, const char *arg, const char *url, int t
     int rc = proc_run(argv, env, S_OUT, timeout_ms);
     free(db);
     free(listen);
-    *out = s_file(S_OUT);
+    *out = proc_file_text(S_OUT);
     return rc;
 }
 

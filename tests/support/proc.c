@@ -101,6 +101,18 @@ int proc_stop(pid_t pid, int timeout_ms) {
     return -1;
 }
 
+char *proc_file_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        return mem_strdup("");
+    }
+    char *buf = mem_calloc(1, 1 << 20);
+    size_t n = fread(buf, 1, (1 << 20) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
 char *proc_output(char *const argv[], char *const env[]) {
     int fds[2];
     ASSERT(pipe(fds) == 0);

@@ -33,6 +33,10 @@ int proc_run(char *const argv[], char *const env[], const char *out_path, int ti
 /* Runs argv to completion and returns its stdout (caller frees); NULL on failure. */
 char *proc_output(char *const argv[], char *const env[]);
 
+/* The text of the file at path, up to its first MiB (a process's output or log); "" when it
+ * cannot be opened. Caller frees. */
+char *proc_file_text(const char *path);
+
 typedef struct {
     long status;
     char *body; /* NUL-terminated; caller frees via proc_http_free() */
