@@ -27,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc.h"
+
 #include <czmq.h>
 
 #define S_TOPIC          "chat:update:0f8fad5b-d9cb-469f-a165-70867728950e"
@@ -238,21 +240,7 @@ static void s_link_close(s_link_t *l) {
 
 int main(int argc, char **argv) {
     char broker[1024];
-    const char *bd = getenv("CHATFLEET_BUILD_DIR");
-    if (argc > 1) {
-        snprintf(broker, sizeof broker, "%s", argv[1]);
-    } else if (bd) {
-        snprintf(broker, sizeof broker, "%s/broker/chatfleet-broker", bd);
-    } else {
-        char self[900];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        self[n > 0 ? n : 0] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = '\0';
-        }
-        snprintf(broker, sizeof broker, "%s/../broker/chatfleet-broker", self);
-    }
+    proc_build_path(argc > 1 ? argv[1] : NULL, "broker/chatfleet-broker", broker, sizeof broker);
     long messages = argc > 2 ? strtol(argv[2], NULL, 10) : 200000;
     if (messages <= 0) {
         messages = 200000;

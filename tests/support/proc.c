@@ -101,6 +101,24 @@ int proc_stop(pid_t pid, int timeout_ms) {
     return -1;
 }
 
+void proc_build_path(const char *given, const char *sub, char *out, size_t size) {
+    const char *bd = getenv("CHATFLEET_BUILD_DIR");
+    if (given) {
+        snprintf(out, size, "%s", given);
+    } else if (bd) {
+        snprintf(out, size, "%s/%s", bd, sub);
+    } else {
+        char self[900];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[n > 0 ? n : 0] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+        }
+        snprintf(out, size, "%s/../%s", self, sub);
+    }
+}
+
 char *proc_file_text(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) {

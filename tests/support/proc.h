@@ -33,6 +33,11 @@ int proc_run(char *const argv[], char *const env[], const char *out_path, int ti
 /* Runs argv to completion and returns its stdout (caller frees); NULL on failure. */
 char *proc_output(char *const argv[], char *const env[]);
 
+/* The path of a build-tree program into out: given when not NULL, else
+ * $CHATFLEET_BUILD_DIR/sub, else sub beside the calling executable's directory's parent
+ * (a bench run from BUILD/tests). */
+void proc_build_path(const char *given, const char *sub, char *out, size_t size);
+
 /* The text of the file at path, up to its first MiB (a process's output or log); "" when it
  * cannot be opened. Caller frees. */
 char *proc_file_text(const char *path);
