@@ -11,26 +11,35 @@
 
 #define S_ERR_LEN 200
 
-/* BEGIN with the transaction-local bounds; 0 or -1 (err filled, nothing left open). A bound
- * of 0 is left as the session has it. The values are integers, so they can stand in the
- * simple-protocol text. */
-static int s_begin(PGconn *conn, int64_t lock_ms, int64_t statement_ms, int64_t idle_ms, char *err,
-                   int errlen) {
-    char sql[320];
-    int off = snprintf(sql, sizeof sql,
+/* The text of BEGIN with the transaction-local bounds, for the simple protocol: the values are
+ * integers. A bound of 0 is left as the session has it. */
+static void s_begin_sql(char *sql, size_t cap, int64_t lock_ms, int64_t statement_ms,
+                        int64_t idle_ms) {
+    int off = snprintf(sql, cap,
                        "BEGIN; SELECT set_config('lock_timeout', '%lld', true),"
                        " set_config('idle_in_transaction_session_timeout', '%lld', true)",
                        (long long)lock_ms, (long long)idle_ms);
     if (statement_ms > 0) {
-        snprintf(sql + off, sizeof sql - (size_t)off,
-                 ", set_config('statement_timeout', '%lld', true)", (long long)statement_ms);
+        snprintf(sql + off, cap - (size_t)off, ", set_config('statement_timeout', '%lld', true)",
+                 (long long)statement_ms);
     }
+}
+
+static void s_error(PGconn *conn, const PGresult *res, char *err, int errlen) {
+    snprintf(err, (size_t)errlen, "%s",
+             res && PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res)
+                                                 : PQerrorMessage(conn));
+}
+
+/* BEGIN with the transaction-local bounds; 0 or -1 (err filled, nothing left open). */
+static int s_begin(PGconn *conn, int64_t lock_ms, int64_t statement_ms, int64_t idle_ms, char *err,
+                   int errlen) {
+    char sql[320];
+    s_begin_sql(sql, sizeof sql, lock_ms, statement_ms, idle_ms);
     PGresult *res = PQexec(conn, sql);
     int rc = PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : -1;
     if (rc != 0) {
-        snprintf(err, (size_t)errlen, "%s",
-                 res && PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res)
-                                                     : PQerrorMessage(conn));
+        s_error(conn, res, err, errlen);
     }
     PQclear(res);
     if (rc != 0 && PQtransactionStatus(conn) != PQTRANS_IDLE) {
@@ -51,84 +60,130 @@ static int s_commit(PGconn *conn, char *err, int errlen) {
     int rc =
         PQresultStatus(res) == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(res), "COMMIT") ? 0 : -1;
     if (rc != 0) {
-        snprintf(err, (size_t)errlen, "%s",
-                 res && PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res)
-                                                     : PQerrorMessage(conn));
+        s_error(conn, res, err, errlen);
     }
     PQclear(res);
     return rc;
 }
 
-static int s_cmp_slot(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a;
-    int32_t y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
+/* The batch's candidates as found by s_open. */
+typedef struct {
+    int32_t slots[2 * LEASEDB_BATCH_MAX]; /* free limiter slots, ascending */
+    bool vacant[2 * LEASEDB_BATCH_MAX];   /* no heartbeat row held the slot at all */
+    int nslots;                           /* -1 without the limiter */
+    PGresult *res;                        /* rows [first, first + nchats) are the chats: */
+    int first;                            /* (kind, ord, id, previous worker or ""), oldest */
+    int nchats;                           /* first */
+} s_found_t;
 
-/* Up to want slots of 1..max not held by a fresh heartbeat row, as of now, ascending; the
- * count, or -1. The scan starts at a random slot and wraps around, so that workers looking at
- * once mostly pick different slots and a scan stops early while free slots are plenty. Each
- * slot returned is also this transaction's by a transaction-scoped advisory lock taken without
- * waiting, so that workers acquiring at the same time skip each other's candidates instead of
- * waiting on each other's uncommitted inserts in the slot index (the index still decides). */
-static int s_free_slots(PGconn *conn, const leasedb_acquire_args_t *a, int want, int32_t *out,
-                        char *err, int errlen) {
-    uint32_t r = 0;
-    if (id_random(&r, sizeof r) != 0) {
-        r = (uint32_t)id_now_ms();
+/* Runnable chats without a fresh lease, oldest first, locked without waiting. */
+#define S_CHATS_SQL                                                                                \
+    "SELECT c.id, coalesce(c.worker_id::text, '') AS prev, c.updated_at FROM chats c"              \
+    " WHERE c.archived = false AND c.status IN ('running', 'interrupting', 'requires_action')"     \
+    " AND (c.worker_id IS NULL OR c.runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM"                \
+    " chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id = c.runner_id"                      \
+    " AND h.heartbeat_at > statement_timestamp() - %lld * interval '1 millisecond'))"              \
+    " ORDER BY c.updated_at, c.id LIMIT %s FOR UPDATE OF c SKIP LOCKED"
+
+/* Opens the acquisition transaction and finds its candidates in one round trip (ARCHITECTURE.md
+ * §6.2 steps 1-3): BEGIN with the bounds; with the limiter, up to want slots of 1..max not held
+ * by a fresh heartbeat row, as of now, scanned from a random start and wrapping around (so that
+ * workers looking at once mostly pick different slots, and a scan stops early while free slots
+ * are plenty), each also this transaction's by an advisory lock taken without waiting (so that
+ * concurrent acquisitions skip each other's candidates instead of waiting on each other's
+ * uncommitted inserts in the slot index, which still decides); then up to min(batch, slots)
+ * chats. Every value is an integer, so the simple protocol carries it in the text. 0 with the
+ * transaction open, or -1 with it rolled back (err filled). */
+static int s_open(PGconn *conn, const leasedb_acquire_args_t *a, int64_t idle, s_found_t *f,
+                  char *err, int errlen) {
+    memset(f, 0, sizeof *f);
+    f->nslots = -1;
+    char begin[320];
+    s_begin_sql(begin, sizeof begin,
+                a->lock_timeout_ms > 0 ? a->lock_timeout_ms : LEASEDB_LOCK_TIMEOUT_MS, 0, idle);
+    char *sql;
+    if (a->max_chats > 0) {
+        uint32_t r = 0;
+        if (id_random(&r, sizeof r) != 0) {
+            r = (uint32_t)id_now_ms();
+        }
+        long long start = 1 + (long long)(r % (uint64_t)a->max_chats);
+        int want = 2 * a->batch;
+        if ((int64_t)want > a->max_chats) {
+            want = (int)a->max_chats;
+        }
+        char limit[96];
+        snprintf(limit, sizeof limit, "least(%d, (SELECT count(*) FROM s))", a->batch);
+        char *chats = mem_printf(S_CHATS_SQL, (long long)a->lease_stale_ms, limit);
+        /* One statement, so that the chats' limit is the slots found: kind 0 rows are the
+         * slots (ascending), kind 1 the chats (oldest first). */
+        sql = mem_printf(
+            "%s; WITH s AS MATERIALIZED (SELECT g.s, EXISTS (SELECT 1 FROM chat_heartbeats h"
+            " WHERE h.slot = g.s) AS held FROM (SELECT generate_series(%lld, %lld)"
+            " UNION ALL SELECT generate_series(1, %lld - 1)) AS g(s)"
+            " WHERE NOT EXISTS (SELECT 1 FROM chat_heartbeats h WHERE h.slot = g.s"
+            " AND h.heartbeat_at > statement_timestamp() - %lld * interval '1 millisecond')"
+            " AND pg_try_advisory_xact_lock(%d, g.s) LIMIT %d)"
+            " SELECT 0 AS kind, s.s AS ord, s.s::text, s.held::text FROM s UNION ALL"
+            " SELECT 1, row_number() OVER (ORDER BY c.updated_at, c.id), c.id::text, c.prev"
+            " FROM (%s) c ORDER BY 1, 2",
+            begin, start, (long long)a->max_chats, start, (long long)a->lease_stale_ms,
+            LEASEDB_SLOT_LOCK_CLASS, want, chats);
+        free(chats);
+    } else {
+        char limit[16];
+        snprintf(limit, sizeof limit, "%d", a->batch);
+        char *chats = mem_printf(S_CHATS_SQL, (long long)a->lease_stale_ms, limit);
+        sql = mem_printf("%s; SELECT 1 AS kind, 0, c.id::text, c.prev FROM (%s) c"
+                         " ORDER BY c.updated_at, c.id",
+                         begin, chats);
+        free(chats);
     }
-    char start[16];
-    char max[24];
-    char stale[24];
-    char limit[16];
-    snprintf(start, sizeof start, "%lld", 1 + (long long)(r % (uint64_t)a->max_chats));
-    snprintf(max, sizeof max, "%lld", (long long)a->max_chats);
-    snprintf(stale, sizeof stale, "%lld", (long long)a->lease_stale_ms);
-    snprintf(limit, sizeof limit, "%d", want);
-    char lock_class[16];
-    snprintf(lock_class, sizeof lock_class, "%d", LEASEDB_SLOT_LOCK_CLASS);
-    const char *p[] = {start, max, stale, limit, lock_class};
-    db_err_t e;
-    PGresult *res = db_query(
-        conn, &e, err, errlen,
-        "SELECT g.s FROM (SELECT generate_series($1::int, $2::int)"
-        " UNION ALL SELECT generate_series(1, $1::int - 1)) AS g(s)"
-        " WHERE NOT EXISTS (SELECT 1 FROM chat_heartbeats h WHERE h.slot = g.s"
-        " AND h.heartbeat_at > statement_timestamp() - $3::bigint * interval '1 millisecond')"
-        " AND pg_try_advisory_xact_lock($5::int, g.s) LIMIT $4::int",
-        5, p);
-    if (!res) {
+    /* Every result is read, up to the NULL that ends the string's; the last is the rows. */
+    PGresult *last = NULL;
+    int rc = PQsendQuery(conn, sql) == 1 ? 0 : -1;
+    free(sql);
+    if (rc != 0) {
+        s_error(conn, NULL, err, errlen);
+    }
+    for (PGresult *res; (res = PQgetResult(conn)) != NULL;) {
+        ExecStatusType st = PQresultStatus(res);
+        if (rc == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+            s_error(conn, res, err, errlen);
+            rc = -1;
+        }
+        PQclear(last);
+        last = res;
+    }
+    if (rc == 0 && (!last || PQresultStatus(last) != PGRES_TUPLES_OK)) {
+        s_error(conn, last, err, errlen);
+        rc = -1;
+    }
+    if (rc != 0) {
+        PQclear(last);
+        if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
+            PQclear(PQexec(conn, "ROLLBACK"));
+        }
         return -1;
     }
-    int n = PQntuples(res);
-    for (int i = 0; i < n && i < want; i++) {
-        out[i] = (int32_t)db_int64(res, i, 0);
+    f->nslots = a->max_chats > 0 ? 0 : -1;
+    int n = PQntuples(last);
+    int first_chat = n;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(PQgetvalue(last, i, 0), "1")) {
+            first_chat = i;
+            break;
+        }
+        if (f->nslots < 2 * LEASEDB_BATCH_MAX) {
+            f->slots[f->nslots] = (int32_t)strtol(PQgetvalue(last, i, 2), NULL, 10);
+            f->vacant[f->nslots] = !strcmp(PQgetvalue(last, i, 3), "f");
+            f->nslots++;
+        }
     }
-    PQclear(res);
-    n = n < want ? n : want;
-    /* Ascending: every transaction claims slots in one global order (cs_slots_t). */
-    qsort(out, (size_t)n, sizeof *out, s_cmp_slot);
-    return n;
-}
-
-/* The chats of the batch, locked: (id, previous worker or ""), oldest first. */
-static PGresult *s_select(PGconn *conn, const leasedb_acquire_args_t *a, int limit, char *err,
-                          int errlen) {
-    char stale[24];
-    char lim[16];
-    snprintf(stale, sizeof stale, "%lld", (long long)a->lease_stale_ms);
-    snprintf(lim, sizeof lim, "%d", limit);
-    const char *p[] = {stale, lim};
-    db_err_t e;
-    return db_query(
-        conn, &e, err, errlen,
-        "SELECT c.id::text, coalesce(c.worker_id::text, '') FROM chats c"
-        " WHERE c.archived = false AND c.status IN ('running', 'interrupting', 'requires_action')"
-        " AND (c.worker_id IS NULL OR c.runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM"
-        " chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id = c.runner_id"
-        " AND h.heartbeat_at > statement_timestamp() - $1::bigint * interval '1 millisecond'))"
-        " ORDER BY c.updated_at, c.id LIMIT $2::int FOR UPDATE OF c SKIP LOCKED",
-        2, p);
+    f->res = last;
+    f->nchats = n - first_chat;
+    f->first = first_chat;
+    return 0;
 }
 
 /* Why one chat was not taken, for the loop below. */
@@ -140,8 +195,12 @@ typedef enum {
     S_BROKEN, /* the transaction or the connection failed */
 } s_outcome_t;
 
+/* Acquire of one chat. Nested (a savepoint of the batch's transaction), or alone: the only
+ * chat of its pass, whose bundle joins the transaction and commits it (or rolls it back),
+ * which saves the savepoint's round trips; its hints are then published already. */
 static s_outcome_t s_take(PGconn *conn, const leasedb_acquire_args_t *a, const char *chat,
-                          cs_slots_t *slots, leasedb_acquired_t *got, cs_hints_t *hints) {
+                          bool alone, cs_slots_t *slots, leasedb_acquired_t *got,
+                          cs_hints_t *hints) {
     if (slots && slots->next >= slots->count) {
         return S_NO_SLOT;
     }
@@ -149,9 +208,11 @@ static s_outcome_t s_take(PGconn *conn, const leasedb_acquire_args_t *a, const c
     ASSERT(id_uuid_new(runner) == 0);
     int tried = slots ? slots->next : 0;
     cs_error_t cerr;
-    chatstate_t *cs = chatstate_nest(conn, chat, &cerr);
+    chatstate_t *cs = alone ? chatstate_join(conn, chat, &cerr) : chatstate_nest(conn, chat, &cerr);
     int rc = cs ? chatstate_acquire_slot(cs, a->worker_id, runner, slots, &cerr) : -1;
-    if (rc == 0) {
+    if (rc == 0 && alone) {
+        rc = chatstate_commit(&cs, a->sink, &hints->update, &cerr);
+    } else if (rc == 0) {
         rc = chatstate_release(&cs, hints, &cerr);
     }
     chatstate_destroy(&cs);
@@ -162,7 +223,8 @@ static s_outcome_t s_take(PGconn *conn, const leasedb_acquire_args_t *a, const c
         got->after = hints->update;
         return S_TAKEN;
     }
-    if (PQstatus(conn) != CONNECTION_OK || PQtransactionStatus(conn) != PQTRANS_INTRANS) {
+    if (PQstatus(conn) != CONNECTION_OK ||
+        (!alone && PQtransactionStatus(conn) != PQTRANS_INTRANS)) {
         char q[320];
         log_warn("acquire_failed", "stage=acquire chat_id=%s reason=%s", chat,
                  log_quote(cerr.message, q, sizeof q));
@@ -173,7 +235,8 @@ static s_outcome_t s_take(PGconn *conn, const leasedb_acquire_args_t *a, const c
     log_debug("acquire_missed", "chat_id=%s rc=%d reason=%s", chat, (int)cerr.rc,
               log_quote(cerr.message, q, sizeof q));
     if (slot_tried && cerr.rc == CS_RETRY) {
-        return slots->next < slots->count ? S_RETRY : S_NO_SLOT;
+        /* Alone, the transaction is over: the next pass tries again. */
+        return slots->next < slots->count && !alone ? S_RETRY : S_NO_SLOT;
     }
     if (slot_tried && cerr.rc == CS_CONFLICT && slots->next >= slots->count) {
         return S_NO_SLOT;
@@ -181,62 +244,21 @@ static s_outcome_t s_take(PGconn *conn, const leasedb_acquire_args_t *a, const c
     return S_MISSED;
 }
 
-int leasedb_acquire(PGconn *conn, const leasedb_acquire_args_t *a, leasedb_batch_t *out) {
-    memset(out, 0, sizeof *out);
-    out->free_slots = -1;
-    ASSERT(a->batch >= 1 && a->batch <= LEASEDB_BATCH_MAX && a->lease_stale_ms > 0);
-    char err[S_ERR_LEN];
-    char q[S_ERR_LEN + 40];
-    bool limiter = a->max_chats > 0;
-    int64_t idle = a->idle_ms > 0 ? a->idle_ms : a->lease_stale_ms / 3;
-    if (s_begin(conn, a->lock_timeout_ms > 0 ? a->lock_timeout_ms : LEASEDB_LOCK_TIMEOUT_MS, 0,
-                idle > 0 ? idle : 1, err, sizeof err) != 0) {
-        log_warn("acquire_failed", "stage=begin reason=%s", log_quote(err, q, sizeof q));
-        return -1;
-    }
-    /* Twice the batch in candidates: a slot another worker claims first is replaced. */
-    int32_t cand[2 * LEASEDB_BATCH_MAX];
-    int ncand = 0;
-    int limit = a->batch;
-    if (limiter) {
-        int want = 2 * a->batch;
-        if ((int64_t)want > a->max_chats) {
-            want = (int)a->max_chats;
-        }
-        ncand = s_free_slots(conn, a, want, cand, err, sizeof err);
-        if (ncand < 0) {
-            log_warn("acquire_failed", "stage=slots reason=%s", log_quote(err, q, sizeof q));
-            PQclear(PQexec(conn, "ROLLBACK"));
-            return -1;
-        }
-        out->free_slots = ncand;
-        if (ncand == 0) {
-            PQclear(PQexec(conn, "ROLLBACK"));
-            return 0;
-        }
-        limit = ncand < limit ? ncand : limit;
-    }
-    PGresult *sel = s_select(conn, a, limit, err, sizeof err);
-    if (!sel) {
-        log_warn("acquire_failed", "stage=select reason=%s", log_quote(err, q, sizeof q));
-        PQclear(PQexec(conn, "ROLLBACK"));
-        return -1;
-    }
-    out->selected = PQntuples(sel);
-    cs_slots_t slots = {.slots = cand, .count = ncand};
-    cs_hints_t hints[LEASEDB_BATCH_MAX];
-    bool stop = false;
-    for (int i = 0; i < out->selected && !stop; i++) {
-        const char *chat = PQgetvalue(sel, i, 0);
+/* Takes the found chats one by one; the number taken, or -1 when the transaction broke. */
+static int s_take_all(PGconn *conn, const leasedb_acquire_args_t *a, const s_found_t *f,
+                      cs_slots_t *slots, cs_hints_t *hints, leasedb_batch_t *out) {
+    bool alone = out->selected == 1;
+    for (int i = 0; i < out->selected; i++) {
+        const char *chat = PQgetvalue(f->res, f->first + i, 2);
         leasedb_acquired_t *got = &out->chats[out->count];
         s_outcome_t o;
-        while ((o = s_take(conn, a, chat, limiter ? &slots : NULL, got, &hints[out->count])) ==
-               S_RETRY) {
+        while ((o = s_take(conn, a, chat, alone, slots, got, &hints[out->count])) == S_RETRY) {
             out->again = true;
         }
         switch (o) {
             case S_TAKEN:
-                snprintf(got->previous, sizeof got->previous, "%s", PQgetvalue(sel, i, 1));
+                snprintf(got->previous, sizeof got->previous, "%s",
+                         PQgetvalue(f->res, f->first + i, 3));
                 out->count++;
                 break;
             case S_MISSED:
@@ -248,17 +270,50 @@ int leasedb_acquire(PGconn *conn, const leasedb_acquire_args_t *a, leasedb_batch
                  * a new look at the slots. */
                 out->missed += out->selected - i;
                 out->again = true;
-                stop = true;
-                break;
+                return out->count;
             case S_BROKEN:
-                PQclear(sel);
-                PQclear(PQexec(conn, "ROLLBACK"));
                 out->count = 0;
                 return -1;
         }
     }
-    PQclear(sel);
-    if (out->count == 0) {
+    return out->count;
+}
+
+int leasedb_acquire(PGconn *conn, const leasedb_acquire_args_t *a, leasedb_batch_t *out) {
+    memset(out, 0, sizeof *out);
+    out->free_slots = -1;
+    ASSERT(a->batch >= 1 && a->batch <= LEASEDB_BATCH_MAX && a->lease_stale_ms > 0);
+    char err[S_ERR_LEN];
+    char q[S_ERR_LEN + 40];
+    int64_t idle = a->idle_ms > 0 ? a->idle_ms : a->lease_stale_ms / 3;
+    s_found_t f;
+    if (s_open(conn, a, idle > 0 ? idle : 1, &f, err, sizeof err) != 0) {
+        log_warn("acquire_failed", "stage=begin reason=%s", log_quote(err, q, sizeof q));
+        return -1;
+    }
+    out->free_slots = f.nslots;
+    out->selected = f.nchats;
+    if (f.nslots >= 0 && f.nchats > f.nslots) {
+        out->selected = f.nslots; /* the statement's limit already says so */
+    }
+    /* Twice the batch in candidates: a slot another worker claims first is replaced. */
+    cs_slots_t slots = {.slots = f.slots, .vacant = f.vacant, .count = f.nslots};
+    cs_hints_t hints[LEASEDB_BATCH_MAX];
+    bool alone = out->selected == 1;
+    int taken =
+        out->selected > 0 ? s_take_all(conn, a, &f, f.nslots >= 0 ? &slots : NULL, hints, out) : 0;
+    PQclear(f.res);
+    if (taken < 0 || (alone && taken == 0)) {
+        /* Broken, or the lone chat's bundle has ended the transaction already. */
+        if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
+            PQclear(PQexec(conn, "ROLLBACK"));
+        }
+        return taken < 0 ? -1 : 0;
+    }
+    if (alone) {
+        return 0; /* committed, and its hints published, by its bundle */
+    }
+    if (taken == 0) {
         PQclear(PQexec(conn, "ROLLBACK"));
         return 0;
     }

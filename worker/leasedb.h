@@ -65,8 +65,9 @@ typedef struct {
  * min(batch, free slots) of the oldest runnable chats without a fresh lease (FOR UPDATE OF c
  * SKIP LOCKED), applies Acquire with a new runner id to each in a nested bundle that claims
  * the next candidate slots in ascending order, commits, then publishes the hints. A chat
- * that cannot be taken is rolled back alone. Returns 0 (out filled, possibly with nothing
- * taken), or -1 when the transaction failed: nothing was taken, the failure is logged
+ * that cannot be taken is rolled back alone; a pass that found one chat takes it in a bundle
+ * that joins and commits the transaction (no savepoint). Returns 0 (out filled, possibly with
+ * nothing taken), or -1 when the transaction failed: nothing was taken, the failure is logged
  * (acquire_failed), and the connection may be broken. */
 int leasedb_acquire(PGconn *conn, const leasedb_acquire_args_t *args, leasedb_batch_t *out);
 

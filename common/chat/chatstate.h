@@ -220,6 +220,10 @@ int chatstate_acquire(chatstate_t *self, const char *worker_id, const char *runn
  * a cycle. */
 typedef struct {
     const int32_t *slots; /* candidates, ascending, each in 1..CHATFLEET_WORKER_MAX_CHATS */
+    /* Optional, per candidate: no heartbeat row held the slot at all when the caller looked,
+     * and runner ids are new. The stale-holder delete is then skipped: a row that appeared
+     * since is a concurrent claim, which the insert meets as a conflict. */
+    const bool *vacant;
     int count;
     int next;      /* in/out: the first candidate not tried yet */
     int32_t taken; /* out: the slot the heartbeat row holds; 0 when none */

@@ -16,6 +16,7 @@ static int s_claim_slot(chatstate_t *self, const char *runner_id, cs_slots_t *sl
                         const char *stale, cs_error_t *err) {
     slots->taken = 0;
     while (slots->next < slots->count) {
+        bool vacant = slots->vacant && slots->vacant[slots->next];
         int32_t slot = slots->slots[slots->next++];
         char text[16];
         snprintf(text, sizeof text, "%d", (int)slot);
@@ -25,7 +26,8 @@ static int s_claim_slot(chatstate_t *self, const char *runner_id, cs_slots_t *sl
          * keeps its slot; a renewal that comes after this delete finds no row and never
          * revives it (ARCHITECTURE.md §6.1). A row of this very runner (a reused runner id)
          * goes too: the insert below replaces it. */
-        if (cs_exec(self, err,
+        if (!vacant &&
+            cs_exec(self, err,
                     "DELETE FROM chat_heartbeats WHERE (chat_id = $1 AND runner_id = $2::uuid)"
                     " OR (slot = $3::int AND heartbeat_at <="
                     " statement_timestamp() - $4::bigint * interval '1 millisecond')",
