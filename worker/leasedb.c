@@ -176,7 +176,7 @@ static int s_open(PGconn *conn, const leasedb_acquire_args_t *a, int64_t idle, s
         }
         if (f->nslots < 2 * LEASEDB_BATCH_MAX) {
             f->slots[f->nslots] = (int32_t)strtol(PQgetvalue(last, i, 2), NULL, 10);
-            f->vacant[f->nslots] = !strcmp(PQgetvalue(last, i, 3), "f");
+            f->vacant[f->nslots] = !strcmp(PQgetvalue(last, i, 3), "false");
             f->nslots++;
         }
     }
