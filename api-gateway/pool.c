@@ -107,6 +107,7 @@ PGconn *pool_get_within(pool_t *self, int64_t timeout_ms) {
 }
 
 void pool_put(pool_t *self, PGconn *conn) {
+    db_flush(conn, NULL, 0); /* nothing is left sent ahead (db.h); ROLLBACK needs none */
     bool lost = PQstatus(conn) != CONNECTION_OK;
     if (lost) {
         log_warn("db_reconnect", "reason=\"connection lost\"");

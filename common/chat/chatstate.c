@@ -28,12 +28,20 @@ int cs_fail(chatstate_t *self, cs_error_t *err, cs_rc_t rc, const char *fmt, ...
     return -1;
 }
 
+/* After a read: every statement sent ahead has run (or failed), and whatever inserted rows
+ * it had has been handed to s_inserted. */
+static void s_sent_done(chatstate_t *self) {
+    self->insert_outs.count = 0;
+    self->insert_outs.head = 0;
+}
+
 PGresult *cs_query(chatstate_t *self, cs_error_t *err, const char *sql, int n,
                    const char *const *params) {
     db_err_t e;
     char msg[200];
     self->row_fresh = false;
     PGresult *res = db_query(self->conn, &e, msg, sizeof msg, sql, n, params);
+    s_sent_done(self);
     if (!res) {
         char q[240];
         log_warn("chatstate_query_failed", "chat_id=%s reason=%s", self->chat_id,
@@ -44,7 +52,18 @@ PGresult *cs_query(chatstate_t *self, cs_error_t *err, const char *sql, int n,
 }
 
 int cs_exec(chatstate_t *self, cs_error_t *err, const char *sql, int n, const char *const *params) {
-    PGresult *res = cs_query(self, err, sql, n, params);
+    /* Sent ahead: its result only matters as success, which the bundle's next read reports
+     * (ARCHITECTURE.md §4.4). */
+    self->row_fresh = false;
+    if (db_send(self->conn, sql, n, params, NULL, NULL) != 0) {
+        return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
+    }
+    return 0;
+}
+
+/* Runs a statement now (after whatever was sent ahead); 0 or -1 as cs_query. */
+static int s_exec_now(chatstate_t *self, cs_error_t *err, const char *sql) {
+    PGresult *res = cs_query(self, err, sql, 0, NULL);
     PQclear(res);
     return res ? 0 : -1;
 }
@@ -70,6 +89,7 @@ void chatstate_destroy(chatstate_t **self_p) {
     if (!self) {
         return;
     }
+    db_flush(self->conn, NULL, 0); /* what was sent ahead runs (or fails) first */
     if (self->open) {
         /* A nested bundle undoes only its own work; the caller's transaction goes on. */
         PQclear(PQexec(self->conn, self->nested ? "ROLLBACK TO SAVEPOINT chatstate_bundle;"
@@ -78,6 +98,7 @@ void chatstate_destroy(chatstate_t **self_p) {
     }
     free(self->inserted.ids);
     free(self->deleted.ids);
+    free(self->insert_outs.outs);
     free(self);
     *self_p = NULL;
 }
@@ -171,6 +192,7 @@ static chatstate_t *s_begin(PGconn *conn, const char *chat_id, s_start_t how, cs
                            " WHERE id = '%s'; SELECT " CS_ROW_COLUMNS " FROM chats c"
                            " WHERE id = '%s'",
                            start[how], chat_id, (long long)chatstate_lease_stale_ms, chat_id);
+    db_flush(conn, NULL, 0); /* nothing is sent ahead between bundles; PQexec needs none */
     PGresult *res = PQexec(conn, sql);
     free(sql);
     /* (Had a nested bundle's SAVEPOINT itself failed, its rollback fails too, harmlessly:
@@ -298,6 +320,19 @@ int cs_set_status(chatstate_t *self, const char *status, bool clear_error, cs_er
                    3, p);
 }
 
+/* The result of a message insert sent ahead: its id, in the order they were sent. */
+static void s_inserted(void *ctx, const PGresult *res) {
+    chatstate_t *self = ctx;
+    int64_t id = db_int64(res, 0, 0);
+    s_ids_push(&self->inserted, id);
+    if (self->insert_outs.head < self->insert_outs.count) {
+        int64_t *out = self->insert_outs.outs[self->insert_outs.head++];
+        if (out) {
+            *out = id;
+        }
+    }
+}
+
 int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64_t *id_out,
               cs_error_t *err) {
     char qid[24];
@@ -314,25 +349,28 @@ int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64
                        queued_id ? qid : NULL,
                        m->compressed ? "t" : "f",
                        m->response_format};
-    PGresult *res = cs_query(
-        self, err,
-        "INSERT INTO chat_messages (chat_id, role, visibility, content, created_by,"
-        " model_config_id, usage, structured_output_request_id, structured_output,"
-        " queued_message_id, compressed)"
-        " VALUES ($1, $2::chat_message_role, coalesce($3, 'both')::chat_message_visibility,"
-        " $4::jsonb, $5::uuid, $6::uuid, $7::jsonb, $8::uuid,"
-        " coalesce($9::jsonb, CASE WHEN $12::jsonb IS NULL THEN NULL ELSE jsonb_build_object("
-        "'type', 'structured-output-request', 'response_format', $12::jsonb) END),"
-        " $10::bigint, $11::boolean) RETURNING id",
-        12, p);
-    if (!res) {
-        return -1;
+    /* Sent ahead: the id reaches the inserted list (and *id_out) when the bundle next reads,
+     * which every transition does before it ends (cs_finish). */
+    self->row_fresh = false;
+    if (self->insert_outs.count == self->insert_outs.cap) {
+        self->insert_outs.cap = self->insert_outs.cap ? self->insert_outs.cap * 2 : 4;
+        self->insert_outs.outs = mem_realloc(
+            self->insert_outs.outs, (size_t)self->insert_outs.cap * sizeof *self->insert_outs.outs);
     }
-    int64_t id = db_int64(res, 0, 0);
-    PQclear(res);
-    s_ids_push(&self->inserted, id);
-    if (id_out) {
-        *id_out = id;
+    self->insert_outs.outs[self->insert_outs.count++] = id_out;
+    if (db_send(
+            self->conn,
+            "INSERT INTO chat_messages (chat_id, role, visibility, content, created_by,"
+            " model_config_id, usage, structured_output_request_id, structured_output,"
+            " queued_message_id, compressed)"
+            " VALUES ($1, $2::chat_message_role, coalesce($3, 'both')::chat_message_visibility,"
+            " $4::jsonb, $5::uuid, $6::uuid, $7::jsonb, $8::uuid,"
+            " coalesce($9::jsonb, CASE WHEN $12::jsonb IS NULL THEN NULL ELSE jsonb_build_object("
+            "'type', 'structured-output-request', 'response_format', $12::jsonb) END),"
+            " $10::bigint, $11::boolean) RETURNING id",
+            12, p, s_inserted, self) != 0) {
+        self->insert_outs.count--;
+        return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
     }
     return 0;
 }
@@ -505,7 +543,7 @@ static int s_end(chatstate_t *self, const char *sql, cs_hints_t *h, cs_error_t *
     } else if (cs_load(self, err) == 0) {
         s_hint_from_row(self, &h->update);
         h->ownership = chatmove_runnable(self->state) && self->row.needs_owner;
-        rc = cs_exec(self, err, sql, 0, NULL);
+        rc = s_exec_now(self, err, sql);
     }
     if (rc == 0) {
         self->open = false;

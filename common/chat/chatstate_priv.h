@@ -43,6 +43,12 @@ struct chatstate {
     exec_state_t state;
     cs_ids_t inserted;
     cs_ids_t deleted;
+    struct {
+        int64_t **outs; /* where each message insert sent ahead wants its id (NULL: nowhere) */
+        int count;
+        int cap;
+        int head; /* the next insert whose result comes back */
+    } insert_outs;
 };
 
 extern int64_t chatstate_lease_stale_ms;

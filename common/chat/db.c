@@ -15,8 +15,19 @@
  * the connection) which ids it has prepared. */
 #define DB_STATEMENTS_MAX 4096 /* distinct SQL texts; beyond this, statements run unprepared */
 
+#define DB_QUEUE_MAX 64 /* statements sent ahead (db_send) before a result is read */
+
+/* A message sent in pipeline mode whose result is not read yet. */
+typedef struct {
+    long prepare; /* >= 0: the PQsendPrepare of this statement id; -1: a statement */
+    db_result_fn *fn;
+    void *ctx;
+} queued_t;
+
 typedef struct {
     unsigned char prepared[DB_STATEMENTS_MAX / 8];
+    queued_t queue[DB_QUEUE_MAX];
+    int queued;
 } conn_state_t;
 
 static pthread_mutex_t s_stmt_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -33,7 +44,7 @@ static int s_event(PGEventId id, void *info, void *pass) {
         PGEventConnReset *e = info;
         conn_state_t *st = PQinstanceData(e->conn, s_event);
         if (st) {
-            memset(st, 0, sizeof *st); /* a new session has no prepared statements */
+            memset(st, 0, sizeof *st); /* a new session: no prepared statements, no queue */
         }
     } else if (id == PGEVT_CONNDESTROY) {
         PGEventConnDestroy *e = info;
@@ -59,24 +70,166 @@ static long s_stmt_id(const char *sql) {
     return id;
 }
 
-/* Runs sql prepared on conn when it can, unprepared otherwise. */
-static PGresult *s_exec(PGconn *conn, const char *sql, int n, const char *const *params) {
-    conn_state_t *st = PQinstanceData(conn, s_event);
-    long id = st ? s_stmt_id(sql) : -1;
+static bool s_is_prepared(const conn_state_t *st, long id) {
+    return st->prepared[id / 8] & (1u << (id % 8));
+}
+
+static void s_set_prepared(conn_state_t *st, long id, bool on) {
+    if (on) {
+        st->prepared[id / 8] |= (unsigned char)(1u << (id % 8));
+    } else {
+        st->prepared[id / 8] &= (unsigned char)~(1u << (id % 8));
+    }
+}
+
+static void s_enqueue(conn_state_t *st, long prepare, db_result_fn *fn, void *ctx) {
+    ASSERT(st->queued < DB_QUEUE_MAX);
+    st->queue[st->queued++] = (queued_t){.prepare = prepare, .fn = fn, .ctx = ctx};
+}
+
+/* Sends sql in pipeline mode (entered on the first): prepared once per connection and then
+ * run by name (unprepared when the registry is full). Queues its entries; 0 or -1 (nothing
+ * queued for it). */
+static int s_send(PGconn *conn, conn_state_t *st, const char *sql, int n, const char *const *params,
+                  db_result_fn *fn, void *ctx) {
+    if (PQpipelineStatus(conn) == PQ_PIPELINE_OFF && PQenterPipelineMode(conn) != 1) {
+        return -1;
+    }
+    long id = s_stmt_id(sql);
     if (id < 0) {
-        return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+        if (PQsendQueryParams(conn, sql, n, NULL, params, NULL, NULL, 0) != 1) {
+            return -1;
+        }
+        s_enqueue(st, -1, fn, ctx);
+        return 0;
     }
     char name[24];
     snprintf(name, sizeof name, "cf%ld", id);
-    if (!(st->prepared[id / 8] & (1u << (id % 8)))) {
-        PGresult *prep = PQprepare(conn, name, sql, n, NULL);
-        if (PQresultStatus(prep) != PGRES_COMMAND_OK) {
-            return prep; /* the caller reports it like any failed statement */
+    if (!s_is_prepared(st, id)) {
+        if (PQsendPrepare(conn, name, sql, n, NULL) != 1) {
+            return -1;
         }
-        PQclear(prep);
-        st->prepared[id / 8] |= (unsigned char)(1u << (id % 8));
+        s_set_prepared(st, id, true); /* undone when its result says it failed */
+        s_enqueue(st, id, NULL, NULL);
     }
-    return PQexecPrepared(conn, name, n, params, NULL, NULL, 0);
+    if (PQsendQueryPrepared(conn, name, n, params, NULL, NULL, 0) != 1) {
+        return -1;
+    }
+    s_enqueue(st, -1, fn, ctx);
+    return 0;
+}
+
+/* The next result of the pipeline and the NULL that ends it; NULL when the connection
+ * failed. */
+static PGresult *s_next(PGconn *conn) {
+    PGresult *res = PQgetResult(conn);
+    if (res) {
+        PGresult *extra;
+        while ((extra = PQgetResult(conn)) != NULL) {
+            PQclear(extra); /* a statement yields one result; never reached */
+        }
+    }
+    return res;
+}
+
+static bool s_ok(const PGresult *res) {
+    ExecStatusType t = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    return t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK;
+}
+
+/* Syncs the pipeline and reads every queued result in order, handing each successful
+ * statement's to its callback; leaves pipeline mode. Returns NULL when all succeeded, or the
+ * first failed result (the statements after it did not run). The last queued statement's
+ * own result goes to *last when last is given (NULL when it did not run). */
+static PGresult *s_drain(PGconn *conn, conn_state_t *st, PGresult **last) {
+    PGresult *failed = NULL;
+    if (last) {
+        *last = NULL;
+    }
+    bool sent = PQpipelineSync(conn) == 1;
+    int n = st->queued;
+    st->queued = 0;
+    for (int i = 0; i < n; i++) {
+        queued_t q = st->queue[i];
+        PGresult *res = sent ? s_next(conn) : NULL;
+        bool ok = s_ok(res);
+        if (q.prepare >= 0 && !ok) {
+            s_set_prepared(st, q.prepare, false);
+        }
+        if (!ok && !failed && (!res || PQresultStatus(res) != PGRES_PIPELINE_ABORTED)) {
+            failed = res ? res : PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
+            continue;
+        }
+        if (ok && q.fn) {
+            q.fn(q.ctx, res);
+        }
+        if (ok && last && i == n - 1) {
+            *last = res;
+            continue;
+        }
+        PQclear(res);
+    }
+    if (!failed && !sent) {
+        failed = PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
+    }
+    /* The sync's own result, then out of pipeline mode (a broken connection stays in it
+     * until it is reset, which clears the queue state too). */
+    for (PGresult *res; sent && (res = PQgetResult(conn)) != NULL;) {
+        bool sync = PQresultStatus(res) == PGRES_PIPELINE_SYNC;
+        PQclear(res);
+        if (sync) {
+            break;
+        }
+    }
+    PQexitPipelineMode(conn);
+    return failed;
+}
+
+/* db_query's error report of a failed result. */
+static void s_report(PGconn *conn, const PGresult *res, db_err_t *err, char *errbuf, int errlen) {
+    *err = db_classify(conn, res);
+    if (errbuf && errlen > 0) {
+        const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+        snprintf(errbuf, (size_t)errlen, "%s", msg ? msg : PQerrorMessage(conn));
+        char *nl = strchr(errbuf, '\n');
+        if (nl) {
+            *nl = '\0';
+        }
+    }
+}
+
+int db_send(PGconn *conn, const char *sql, int nparams, const char *const *params, db_result_fn *fn,
+            void *ctx) {
+    conn_state_t *st = PQinstanceData(conn, s_event);
+    if (!st || st->queued + 2 > DB_QUEUE_MAX) {
+        /* No statement cache on this connection, or a full queue: run it now. */
+        db_err_t e;
+        PGresult *res = db_query(conn, &e, NULL, 0, sql, nparams, params);
+        if (res && fn) {
+            fn(ctx, res);
+        }
+        PQclear(res);
+        return res ? 0 : -1;
+    }
+    if (s_send(conn, st, sql, nparams, params, fn, ctx) != 0) {
+        /* What was queued before still runs (or fails) at the next read. */
+        return -1;
+    }
+    return 0;
+}
+
+db_err_t db_flush(PGconn *conn, char *errbuf, int errlen) {
+    conn_state_t *st = PQinstanceData(conn, s_event);
+    if (!st || st->queued == 0) {
+        return DB_OK;
+    }
+    PGresult *failed = s_drain(conn, st, NULL);
+    db_err_t e = DB_OK;
+    if (failed) {
+        s_report(conn, failed, &e, errbuf, errlen);
+        PQclear(failed);
+    }
+    return e;
 }
 
 PGconn *db_connect(const char *url, const char *application_name) {
@@ -135,21 +288,30 @@ db_err_t db_classify(PGconn *conn, const PGresult *res) {
 
 PGresult *db_query(PGconn *conn, db_err_t *err, char *errbuf, int errlen, const char *sql,
                    int nparams, const char *const *params) {
-    PGresult *res = s_exec(conn, sql, nparams, params);
-    ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+    conn_state_t *st = PQinstanceData(conn, s_event);
+    PGresult *res = NULL;
+    if (!st) {
+        res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    } else {
+        /* With whatever was sent ahead, and its own first prepare: one round trip. */
+        PGresult *failed;
+        if (s_send(conn, st, sql, nparams, params, NULL, NULL) == 0) {
+            failed = s_drain(conn, st, &res);
+        } else {
+            failed = s_drain(conn, st, NULL);
+            if (!failed) {
+                failed = PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
+            }
+        }
+        if (failed) {
+            res = failed;
+        }
+    }
+    if (s_ok(res)) {
         *err = DB_OK;
         return res;
     }
-    *err = db_classify(conn, res);
-    if (errbuf && errlen > 0) {
-        const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-        snprintf(errbuf, (size_t)errlen, "%s", msg ? msg : PQerrorMessage(conn));
-        char *nl = strchr(errbuf, '\n');
-        if (nl) {
-            *nl = '\0';
-        }
-    }
+    s_report(conn, res, err, errbuf, errlen);
     PQclear(res);
     return NULL;
 }

@@ -1,7 +1,9 @@
 /*
  * db: thin, checked access to PostgreSQL through libpq.
  *
- * Every query is parameterised (PQexecParams); errors are classified by SQLSTATE so callers
+ * Every query is parameterised, prepared once per connection and then run by name, sent in
+ * libpq's pipeline mode so that a first prepare, and statements sent ahead (db_send), cost no
+ * round trip of their own; errors are classified by SQLSTATE so callers
  * can branch on the kind (serialization failure, lock timeout, lost connection) instead of
  * parsing messages. Results are owned by the caller and released with PQclear exactly once.
  */
@@ -29,6 +31,22 @@ PGconn *db_connect(const char *url, const char *application_name);
  * sets *err, and writes the server's message into errbuf (bounded by errlen). */
 PGresult *db_query(PGconn *conn, db_err_t *err, char *errbuf, int errlen, const char *sql,
                    int nparams, const char *const *params);
+
+/* Statements sent ahead (libpq pipeline mode, ARCHITECTURE.md §4.4): db_send sends one
+ * statement without waiting for its result; the next db_query on the connection joins them
+ * and one round trip runs them all, in order, or db_flush runs them on their own. A queued
+ * statement's failure is reported by that db_query (or db_flush) as its own, and the
+ * statements queued after it do not run. Meanwhile the connection is in pipeline mode: only
+ * db_send, db_query and db_flush may use it (not PQexec). fn (may be NULL) receives each
+ * successful result (owned by db) when it is read. Returns 0, or -1 when it could not be
+ * sent (what was queued before still runs at the next read). */
+typedef void db_result_fn(void *ctx, const PGresult *res);
+int db_send(PGconn *conn, const char *sql, int nparams, const char *const *params, db_result_fn *fn,
+            void *ctx);
+
+/* Runs what db_send queued on conn; DB_OK when nothing was queued or all of it succeeded,
+ * else the first failure's kind with its message in errbuf. */
+db_err_t db_flush(PGconn *conn, char *errbuf, int errlen);
 
 /* Runs a statement that returns no rows of interest. Returns DB_OK or the error kind. */
 db_err_t db_exec(PGconn *conn, char *errbuf, int errlen, const char *sql, int nparams,

@@ -1,0 +1,267 @@
+/*
+ * Statements sent ahead (common/chat/db.h db_send, ARCHITECTURE.md §4.4) on a real PostgreSQL:
+ * they run in order in one round trip with the next read, a failure among them is that read's
+ * failure and stops the rest, a failed first prepare is prepared again, a lost connection is
+ * reported as one, a chat's create bundle takes three round trips and a turn-ending reply six.
+ * Round trips are counted from libpq's own protocol trace: every Sync or simple Query the client
+ * sends is one wait for the server.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "chatstate.h"
+#include "db.h"
+#include "id.h"
+#include "mem.h"
+#include "testdb.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static testdb_t *s_db;
+static PGconn *s_conn;
+static char s_owner[ID_UUID_LEN + 1];
+
+/* Starts counting the round trips conn makes (its protocol trace into a temporary file). */
+static FILE *s_trace_start(PGconn *conn) {
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    PQtrace(conn, f);
+    PQsetTraceFlags(conn, PQTRACE_SUPPRESS_TIMESTAMPS);
+    return f;
+}
+
+/* Stops the trace; the number of Sync and Query messages the client sent. */
+static int s_trace_round_trips(PGconn *conn, FILE *f) {
+    PQuntrace(conn);
+    rewind(f);
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == 'F' && (strstr(line, "\tSync") || strstr(line, "\tQuery\t"))) {
+            n++;
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+static void s_must(const char *sql) {
+    char err[256];
+    if (testdb_try(s_conn, sql, err, sizeof err) != 0) {
+        fail_msg("%s: %s", sql, err);
+    }
+}
+
+typedef struct {
+    int values[8];
+    int count;
+} seen_t;
+
+static void s_record(void *ctx, const PGresult *res) {
+    seen_t *seen = ctx;
+    assert_true(seen->count < 8);
+    seen->values[seen->count++] = atoi(PQgetvalue(res, 0, 0));
+}
+
+static void test_statements_sent_ahead_run_in_order_in_one_round_trip(void **state) {
+    (void)state;
+    s_must("CREATE TABLE ahead_rows (n int)");
+    seen_t seen = {0};
+    FILE *trace = s_trace_start(s_conn);
+    const char *one[] = {"1"};
+    const char *two[] = {"2"};
+    const char *three[] = {"3"};
+    assert_int_equal(db_send(s_conn, "INSERT INTO ahead_rows VALUES ($1::int) RETURNING n", 1, one,
+                             s_record, &seen),
+                     0);
+    assert_int_equal(db_send(s_conn, "INSERT INTO ahead_rows VALUES ($1::int) RETURNING n", 1, two,
+                             s_record, &seen),
+                     0);
+    assert_int_equal(db_send(s_conn, "INSERT INTO ahead_rows VALUES ($1::int) RETURNING n", 1,
+                             three, s_record, &seen),
+                     0);
+    assert_int_equal(seen.count, 0); /* nothing is read before the next read */
+    db_err_t e;
+    PGresult *res = db_query(s_conn, &e, NULL, 0,
+                             "SELECT string_agg(n::text, ',' ORDER BY n) FROM ahead_rows", 0, NULL);
+    assert_int_equal(s_trace_round_trips(s_conn, trace), 1);
+    assert_non_null(res);
+    assert_string_equal(PQgetvalue(res, 0, 0), "1,2,3");
+    PQclear(res);
+    assert_int_equal(seen.count, 3);
+    assert_int_equal(seen.values[0], 1);
+    assert_int_equal(seen.values[1], 2);
+    assert_int_equal(seen.values[2], 3);
+    assert_int_equal(PQpipelineStatus(s_conn), PQ_PIPELINE_OFF);
+}
+
+static void test_a_failure_sent_ahead_is_the_next_reads_and_stops_the_rest(void **state) {
+    (void)state;
+    s_must("CREATE TABLE ahead_stop (n int)");
+    seen_t seen = {0};
+    assert_int_equal(db_send(s_conn, "BEGIN", 0, NULL, NULL, NULL), 0);
+    assert_int_equal(db_send(s_conn, "SELECT 1 / 0", 0, NULL, NULL, NULL), 0);
+    assert_int_equal(
+        db_send(s_conn, "INSERT INTO ahead_stop VALUES (7) RETURNING n", 0, NULL, s_record, &seen),
+        0);
+    db_err_t e;
+    char msg[200];
+    PGresult *res = db_query(s_conn, &e, msg, sizeof msg, "SELECT 42", 0, NULL);
+    assert_null(res);
+    assert_int_equal(e, DB_ERR_QUERY);
+    assert_non_null(strstr(msg, "division by zero"));
+    assert_int_equal(seen.count, 0); /* the insert after the failure never ran */
+    assert_int_equal(PQtransactionStatus(s_conn), PQTRANS_INERROR);
+    PQclear(PQexec(s_conn, "ROLLBACK"));
+    char *n = testdb_scalar(s_conn, "SELECT count(*) FROM ahead_stop");
+    assert_string_equal(n, "0");
+    free(n);
+    /* db_flush reports a failure the same way, and nothing queued is DB_OK. */
+    assert_int_equal(db_send(s_conn, "SELECT 1 / 0", 0, NULL, NULL, NULL), 0);
+    assert_int_equal(db_flush(s_conn, msg, sizeof msg), DB_ERR_QUERY);
+    assert_non_null(strstr(msg, "division by zero"));
+    assert_int_equal(db_flush(s_conn, msg, sizeof msg), DB_OK);
+}
+
+static void test_a_failed_first_prepare_is_prepared_again(void **state) {
+    (void)state;
+    const char *sql = "SELECT count(*) FROM ahead_later";
+    assert_int_equal(db_send(s_conn, sql, 0, NULL, NULL, NULL), 0);
+    char msg[200];
+    assert_int_equal(db_flush(s_conn, msg, sizeof msg), DB_ERR_QUERY);
+    assert_non_null(strstr(msg, "ahead_later"));
+    s_must("CREATE TABLE ahead_later (n int)");
+    /* Had the failed prepare been remembered, this would run a statement that is not there. */
+    db_err_t e;
+    PGresult *res = db_query(s_conn, &e, msg, sizeof msg, sql, 0, NULL);
+    if (!res) {
+        fail_msg("%s", msg);
+    }
+    assert_string_equal(PQgetvalue(res, 0, 0), "0");
+    PQclear(res);
+}
+
+static void test_a_connection_lost_with_statements_waiting_is_a_connection_error(void **state) {
+    (void)state;
+    PGconn *victim = testdb_connect(s_db);
+    char *pid = testdb_scalar(victim, "SELECT pg_backend_pid()");
+    assert_int_equal(db_send(victim, "SELECT 1", 0, NULL, NULL, NULL), 0);
+    char *kill = mem_printf("SELECT pg_terminate_backend(%s)", pid);
+    s_must(kill);
+    free(kill);
+    free(pid);
+    db_err_t e;
+    /* The terminated backend may still take the messages; either way nothing succeeds. */
+    PGresult *res = db_query(victim, &e, NULL, 0, "SELECT 2", 0, NULL);
+    assert_null(res);
+    assert_int_equal(e, DB_ERR_CONNECTION);
+    PQreset(victim);
+    assert_int_equal(PQstatus(victim), CONNECTION_OK);
+    res = db_query(victim, &e, NULL, 0, "SELECT 3", 0, NULL);
+    assert_non_null(res);
+    assert_string_equal(PQgetvalue(res, 0, 0), "3");
+    PQclear(res);
+    PQfinish(victim);
+}
+
+static void test_a_chat_create_takes_three_round_trips(void **state) {
+    (void)state;
+    cs_message_t first = {.role = "user", .content = "[{\"type\":\"text\",\"text\":\"hi\"}]"};
+    cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
+    cs_error_t err;
+    char chat[ID_UUID_LEN + 1];
+    FILE *trace = s_trace_start(s_conn);
+    int rc = chatstate_create(s_conn, &c, NULL, chat, &err);
+    int trips = s_trace_round_trips(s_conn, trace);
+    if (rc != 0) {
+        fail_msg("create: %s", err.message);
+    }
+    /* BEGIN with the chat row; the message with the check of the result; COMMIT. */
+    assert_int_equal(trips, 3);
+    char *sql = mem_printf("SELECT count(*) || ' ' || max(history_version) FROM chat_messages m"
+                           " JOIN chats c ON c.id = m.chat_id WHERE c.id = '%s'",
+                           chat);
+    char *got = testdb_scalar(s_conn, sql);
+    assert_non_null(got);
+    assert_string_equal(got, "1 1");
+    free(got);
+    free(sql);
+}
+
+/* The worker's bundle for a reply that ends a turn (generation.c): CommitStep, FinishTurn
+ * and Abandon in one transaction. */
+static void test_a_turn_ending_reply_takes_six_round_trips(void **state) {
+    (void)state;
+    static const char worker[] = "0b0b0b0b-0000-4000-8000-000000000001";
+    static const char runner[] = "0b0b0b0b-0000-4000-8000-000000000002";
+    cs_message_t first = {.role = "user", .content = "[{\"type\":\"text\",\"text\":\"hi\"}]"};
+    cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
+    cs_error_t err;
+    char chat[ID_UUID_LEN + 1];
+    assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
+    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    assert_non_null(cs);
+    assert_int_equal(chatstate_acquire(cs, worker, runner, &err), 0);
+    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
+    cs_fence_t f = {.status = "running", .history_version = -1, .generation_attempt = -1};
+    snprintf(f.worker_id, sizeof f.worker_id, "%s", worker);
+    snprintf(f.runner_id, sizeof f.runner_id, "%s", runner);
+    cs_message_t reply = {.role = "assistant",
+                          .content = "[{\"type\":\"text\",\"text\":\"hello\"}]"};
+    FILE *trace = s_trace_start(s_conn);
+    cs = chatstate_begin(s_conn, chat, &err);
+    int rc = cs ? chatstate_commit_step(cs, &f, &reply, 1, &err) : -1;
+    rc = rc == 0 ? chatstate_finish_turn(cs, &f, NULL, 0, &err) : rc;
+    rc = rc == 0 ? chatstate_abandon(cs, &f, &err) : rc;
+    rc = rc == 0 ? chatstate_commit(&cs, NULL, NULL, &err) : rc;
+    int trips = s_trace_round_trips(s_conn, trace);
+    chatstate_destroy(&cs);
+    if (rc != 0) {
+        fail_msg("turn end: %s", err.message);
+    }
+    /* BEGIN with the load; the reply with the check; the landing; its check; Abandon with its
+     * check; COMMIT. */
+    assert_int_equal(trips, 6);
+    char *sql = mem_printf("SELECT status || ' ' || (worker_id IS NULL) || ' ' ||"
+                           " (SELECT count(*) FROM chat_messages WHERE chat_id = c.id)"
+                           " FROM chats c WHERE id = '%s'",
+                           chat);
+    char *got = testdb_scalar(s_conn, sql);
+    assert_non_null(got);
+    assert_string_equal(got, "waiting true 2");
+    free(got);
+    free(sql);
+}
+
+static int s_group_setup(void **state) {
+    (void)state;
+    s_db = testdb_new();
+    s_conn = testdb_connect(s_db);
+    ASSERT(testdb_user_new(s_conn, "pipeline", s_owner) == 0);
+    return 0;
+}
+
+static int s_group_teardown(void **state) {
+    (void)state;
+    PQfinish(s_conn);
+    testdb_destroy(&s_db);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_statements_sent_ahead_run_in_order_in_one_round_trip),
+        cmocka_unit_test(test_a_failure_sent_ahead_is_the_next_reads_and_stops_the_rest),
+        cmocka_unit_test(test_a_failed_first_prepare_is_prepared_again),
+        cmocka_unit_test(test_a_connection_lost_with_statements_waiting_is_a_connection_error),
+        cmocka_unit_test(test_a_chat_create_takes_three_round_trips),
+        cmocka_unit_test(test_a_turn_ending_reply_takes_six_round_trips),
+    };
+    return cmocka_run_group_tests_name("db_pipeline", tests, s_group_setup, s_group_teardown);
+}
