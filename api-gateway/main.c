@@ -283,11 +283,11 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
     gw.pool = pool_new(cfg->database_url, GATEWAY_POOL_SIZE, "chatfleet-gateway");
     if (!pub || !gw.hub || !gw.pool || !gw.streams || !gw.mcp_servers) {
         fprintf(stderr, "chatfleet-gateway: cannot start (%s)\n",
-                !pub       ? "bad CHATFLEET_BROKER_PUB"
-                : !gw.hub  ? "bad CHATFLEET_BROKER_SUB"
-                : !gw.pool ? "database unreachable"
+                !pub              ? "bad CHATFLEET_BROKER_PUB"
+                : !gw.hub         ? "bad CHATFLEET_BROKER_SUB"
+                : !gw.pool        ? "database unreachable"
                 : !gw.mcp_servers ? "config file unreadable"
-                           : "no stream threads");
+                                  : "no stream threads");
         s_teardown(&gw, &pub);
         free(public_url);
         return 1;

@@ -146,11 +146,9 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     if (!body) {
         return;
     }
-    static const char *const fields[] = {"content",         "title",
-                                         "system_prompt",   "model",
-                                         "dynamic_tools",   "unsafe_dynamic_tools",
-                                         "response_format", "mcp_servers",
-                                         NULL};
+    static const char *const fields[] = {"content",         "title",         "system_prompt",
+                                         "model",           "dynamic_tools", "unsafe_dynamic_tools",
+                                         "response_format", "mcp_servers",   NULL};
     PGconn *conn = pool_get(gw->pool);
     char *content = NULL;
     char *tools = NULL;

@@ -358,8 +358,7 @@ static void s_on_part(void *arg, const char *part_json) {
                       s->attempt, "assistant", part_json, strlen(part_json));
 }
 
-static json_t *s_tools_on_offer(mcpset_t *mcp, const history_t *h,
-                                const structured_turn_t *turn) {
+static json_t *s_tools_on_offer(mcpset_t *mcp, const history_t *h, const structured_turn_t *turn) {
     if (turn && turn->native) {
         return json_array(); /* native mode: the schema constrains the text; no tools at all */
     }

@@ -256,10 +256,10 @@ static void s_start(mcp_t *self) {
     self->state = S_HANDSHAKE;
     self->handshake_deadline = id_now_ms() + MCP_HANDSHAKE_MS;
     self->init_id = ++self->next_id;
-    s_send(self, json_pack("{s:I, s:s, s:{s:s, s:{}, s:{s:s, s:s}}}", "id",
-                           (json_int_t)self->init_id, "method", "initialize", "params",
-                           "protocolVersion", MCP_PROTOCOL_VERSION, "capabilities", "clientInfo",
-                           "name", "chatfleet-worker", "version", "1"));
+    s_send(self,
+           json_pack("{s:I, s:s, s:{s:s, s:{}, s:{s:s, s:s}}}", "id", (json_int_t)self->init_id,
+                     "method", "initialize", "params", "protocolVersion", MCP_PROTOCOL_VERSION,
+                     "capabilities", "clientInfo", "name", "chatfleet-worker", "version", "1"));
 }
 
 static void s_list_page(mcp_t *self, const char *cursor) {
@@ -396,8 +396,9 @@ static int s_on_line(mcp_t *self, const char *line, size_t len) {
         if (!strcmp(method, "ping")) {
             json_object_set_new(reply, "result", json_object());
         } else {
-            json_object_set_new(reply, "error", json_pack("{s:i, s:s}", "code", -32601, "message",
-                                                          "method not supported by this client"));
+            json_object_set_new(reply, "error",
+                                json_pack("{s:i, s:s}", "code", -32601, "message",
+                                          "method not supported by this client"));
         }
         s_send(self, reply);
     } else if (method) {
@@ -454,16 +455,15 @@ static int64_t s_tick(mcp_t *self, int64_t now) {
             *pp = r->next;
             self->stats.timeouts++;
             if (r->sent) {
-                s_send(self, json_pack("{s:s, s:{s:I, s:s}}", "method", "notifications/cancelled",
-                                       "params", "requestId", (json_int_t)r->id, "reason",
-                                       "timed out"));
+                s_send(self,
+                       json_pack("{s:s, s:{s:I, s:s}}", "method", "notifications/cancelled",
+                                 "params", "requestId", (json_int_t)r->id, "reason", "timed out"));
             }
             json_t *e = r->sent ? s_error("MCP server %s did not answer within %lld ms", self->name,
                                           (long long)self->call_timeout_ms)
                                 : s_error("MCP server %s is not available: %s", self->name,
                                           self->last_failure[0] ? self->last_failure : "starting");
-            log_warn("mcp_call_timeout", "server=%s tool=%s sent=%d", self->name, r->tool,
-                     r->sent);
+            log_warn("mcp_call_timeout", "server=%s tool=%s sent=%d", self->name, r->tool, r->sent);
             s_end(self, r->done, r->arg, e, true);
             free(r->tool);
             json_decref(r->args);
@@ -473,6 +473,8 @@ static int64_t s_tick(mcp_t *self, int64_t now) {
         if (!r->sent && self->state == S_READY) {
             r->sent = true;
             self->stats.calls++;
+            log_info("mcp_call", "server=%s pid=%d tool=%s id=%llu", self->name, (int)self->pid,
+                     r->tool, (unsigned long long)r->id);
             s_send(self, json_pack("{s:I, s:s, s:{s:s, s:O}}", "id", (json_int_t)r->id, "method",
                                    "tools/call", "params", "name", r->tool, "arguments", r->args));
         }
@@ -538,8 +540,7 @@ static void *s_thread(void *arg) {
     while (self->calls) {
         s_req_t *r = self->calls;
         self->calls = r->next;
-        s_end(self, r->done, r->arg, s_error("MCP server %s is shutting down", self->name),
-              true);
+        s_end(self, r->done, r->arg, s_error("MCP server %s is shutting down", self->name), true);
         free(r->tool);
         json_decref(r->args);
         free(r);
@@ -568,8 +569,7 @@ mcp_t *mcp_new(const mcp_conf_t *conf) {
     self->from_fd = -1;
     self->backoff = MCP_BACKOFF_MIN_MS;
     pthread_mutex_init(&self->mu, NULL);
-    if (s_pipe(self->wake, true) != 0 ||
-        pthread_create(&self->thread, NULL, s_thread, self) != 0) {
+    if (s_pipe(self->wake, true) != 0 || pthread_create(&self->thread, NULL, s_thread, self) != 0) {
         log_error("mcp_start_failed", "server=%s", self->name);
         self->thread = 0;
         mcp_destroy(&self);

@@ -22,20 +22,20 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define MCP_LINE_MAX_BYTES    (4 * 1024 * 1024) /* one message from a server; longer: garbage */
-#define MCP_RESULT_MAX_BYTES  (64 * 1024)       /* a tool result as the model sees it */
-#define MCP_TOOLS_MAX         128               /* tools read from one server */
-#define MCP_LIST_PAGES_MAX    64                /* tools/list pages read from one server */
-#define MCP_HANDSHAKE_MS      15000             /* initialize and tools/list, all pages */
-#define MCP_BACKOFF_MIN_MS    500               /* the first restart's wait, doubled per failure */
-#define MCP_BACKOFF_MAX_MS    30000             /* the restart backoff's cap */
-#define MCP_PROTOCOL_VERSION  "2025-06-18"
-#define MCP_ARGS_MAX          64 /* arguments of a server's command */
+#define MCP_LINE_MAX_BYTES   (4 * 1024 * 1024) /* one message from a server; longer: garbage */
+#define MCP_RESULT_MAX_BYTES (64 * 1024)       /* a tool result as the model sees it */
+#define MCP_TOOLS_MAX        128               /* tools read from one server */
+#define MCP_LIST_PAGES_MAX   64                /* tools/list pages read from one server */
+#define MCP_HANDSHAKE_MS     15000             /* initialize and tools/list, all pages */
+#define MCP_BACKOFF_MIN_MS   500               /* the first restart's wait, doubled per failure */
+#define MCP_BACKOFF_MAX_MS   30000             /* the restart backoff's cap */
+#define MCP_PROTOCOL_VERSION "2025-06-18"
+#define MCP_ARGS_MAX         64 /* arguments of a server's command */
 
 /* How a server is started (the deployment's configuration, ARCHITECTURE.md §10). */
 typedef struct {
-    const char *name;    /* ^[a-z0-9-]{1,24}$: the tools' prefix (mcpset.h) */
-    const char *command; /* an executable path, or a name looked up in PATH */
+    const char *name;        /* ^[a-z0-9-]{1,24}$: the tools' prefix (mcpset.h) */
+    const char *command;     /* an executable path, or a name looked up in PATH */
     const char *const *args; /* NULL-terminated, without the command itself */
     int64_t call_timeout_ms; /* a tools/call's deadline */
 } mcp_conf_t;

@@ -104,9 +104,9 @@ struct taskctx {
     cancel_t *cancel;
     bool have_after;
     hint_update_t after;
-    taskctx_phase_fn *next;    /* TASKCTX_CALL and TASKCTX_WAIT: the phase that follows */
-    int64_t wait_ms;           /* TASKCTX_WAIT */
-    provider_request_t call;   /* TASKCTX_CALL; what it points to lives in body */
+    taskctx_phase_fn *next;  /* TASKCTX_CALL and TASKCTX_WAIT: the phase that follows */
+    int64_t wait_ms;         /* TASKCTX_WAIT */
+    provider_request_t call; /* TASKCTX_CALL; what it points to lives in body */
     /* TASKCTX_CALL: NULL for the model call in call; else the call this starts on the loop
      * (the step's MCP calls, mcpset.h), whose outcome arrives in call_rc and call_res alike.
      * The task clears it when it starts the call. */
