@@ -382,8 +382,8 @@ static int s_on_line(mcp_t *self, const char *line, size_t len) {
     jsonstrict_error_t e;
     if (jsonstrict_parse(line, len, &lim, &msg, &e) != 0 || !json_is_object(msg)) {
         char why[160];
-        snprintf(why, sizeof why, "garbage from the server: %s at \"%.80s\"",
-                 msg ? "not an object" : jsonstrict_code_name(e.code), msg ? "" : e.path);
+        snprintf(why, sizeof why, "garbage from the server: %s at byte %zu",
+                 msg ? "not an object" : jsonstrict_code_name(e.code), msg ? (size_t)0 : e.offset);
         json_decref(msg);
         s_down(self, why);
         return -1;
