@@ -1,7 +1,9 @@
 // A scripted MCP server over stdio for what the real servers never do: it pages tools/list
-// (two tools a page, three pages, opaque cursors), and its "garbage" tool answers with a line
-// that is not JSON. Everything else is plain MCP: initialize, tools/call of t1..t5 returns
-// "called tN with <arguments>". No dependencies (tests/integration/test_worker_mcp.c).
+// (two tools a page, opaque cursors), and scripted tools misbehave: "garbage" answers with a
+// line that is not JSON, "hang" never answers, "big" answers 100 KB, "exit" exits mid-call, and
+// "cancels" says how many notifications/cancelled arrived. Everything else is plain MCP:
+// initialize, tools/call of t1..t5 returns "called tN with <arguments>". No dependencies
+// (tests/integration/test_worker_mcp.c, tests/unit/test_mcp.c).
 import { createInterface } from "node:readline";
 
 const tools = [1, 2, 3, 4, 5].map((i) => ({
@@ -9,7 +11,10 @@ const tools = [1, 2, 3, 4, 5].map((i) => ({
   description: `tool ${i}`,
   inputSchema: { type: "object", properties: { x: { type: "string" } } },
 }));
-tools.push({ name: "garbage", description: "answers garbage", inputSchema: { type: "object" } });
+for (const name of ["garbage", "hang", "big", "exit", "cancels"]) {
+  tools.push({ name, description: `scripted: ${name}`, inputSchema: { type: "object" } });
+}
+let cancels = 0;
 const PAGE = 2;
 
 function send(msg) {
@@ -18,7 +23,16 @@ function send(msg) {
 
 createInterface({ input: process.stdin }).on("line", (line) => {
   const msg = JSON.parse(line);
+  if (msg.method === "notifications/cancelled") cancels++;
   if (msg.id === undefined) return; // notifications
+  const name = msg.method === "tools/call" ? msg.params.name : "";
+  if (name === "hang") return;
+  if (name === "exit") process.exit(3);
+  if (name === "big" || name === "cancels") {
+    const text = name === "big" ? "x".repeat(100000) : `cancels=${cancels}`;
+    send({ id: msg.id, result: { content: [{ type: "text", text }] } });
+    return;
+  }
   if (msg.method === "initialize") {
     send({ id: msg.id, result: { protocolVersion: msg.params.protocolVersion,
       capabilities: { tools: {} }, serverInfo: { name: "paged", version: "1" } } });
