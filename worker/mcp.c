@@ -6,6 +6,7 @@
 #include "jsonout.h"
 #include "jsonstrict.h"
 #include "log.h"
+#include "mcphttp.h"
 #include "mem.h"
 
 #include <errno.h>
@@ -52,6 +53,8 @@ struct mcp {
     char name[32];
     char *command;
     char *argv[MCP_ARGS_MAX + 2];
+    char *url;       /* Streamable HTTP, or NULL: stdio */
+    mcphttp_t *http; /* the HTTP transport (url set) */
     int64_t call_timeout_ms;
     pthread_t thread;
     pthread_mutex_t mu;
@@ -62,7 +65,8 @@ struct mcp {
     uint64_t next_id;
     json_t *tools;
     mcp_stats_t stats;
-    s_end_t *ends; /* to run after the lock is released */
+    s_end_t *ends;   /* to run after the lock is released */
+    json_t *cancels; /* ids of sent calls mcp_cancel took, for the I/O thread to announce */
     /* The child and the handshake (the I/O thread's, under mu too). */
     s_state_t state;
     pid_t pid;
@@ -99,11 +103,21 @@ static json_t *s_error(const char *fmt, ...) {
     return json_pack("{s:s}", "error", text);
 }
 
-/* Appends msg as one line to the write buffer. */
+/* Sends msg: one POST over HTTP, or a line appended to the write buffer of the stdin pipe. */
 static void s_send(mcp_t *self, json_t *msg) {
     json_object_set_new(msg, "jsonrpc", json_string("2.0"));
+    uint64_t id = json_object_get(msg, "method") && json_is_integer(json_object_get(msg, "id"))
+                      ? (uint64_t)json_integer_value(json_object_get(msg, "id"))
+                      : 0;
     char *text = jsonout_dumps(msg);
     json_decref(msg);
+    if (self->http) {
+        if (self->state != S_DOWN) {
+            mcphttp_post(self->http, text, id);
+        }
+        free(text);
+        return;
+    }
     size_t n = strlen(text);
     if (self->to_fd < 0 || self->wlen + n + 1 > S_WBUF_MAX_BYTES) {
         free(text); /* the server is down, or not reading: its calls will time out */
@@ -128,6 +142,9 @@ static void s_flush(mcp_t *self) {
 }
 
 static void s_close_child(mcp_t *self) {
+    if (self->http) {
+        mcphttp_reset(self->http);
+    }
     if (self->pid > 0) {
         kill(-self->pid, SIGKILL); /* its process group: an npx wrapper's children too */
         int st;
@@ -245,14 +262,18 @@ static int s_spawn(mcp_t *self) {
 /* Starts the server and its handshake: initialize first (MCP "Lifecycle"). */
 static void s_start(mcp_t *self) {
     self->stats.starts++;
-    if (s_spawn(self) != 0) {
+    if (self->http) {
+        log_info("mcp_started", "server=%s url=%s", self->name, self->url);
+    } else if (s_spawn(self) != 0) {
         char why[160];
         snprintf(why, sizeof why, "cannot start %s: %s", self->command, strerror(errno));
         s_down(self, why);
         return;
     }
-    log_info("mcp_started", "server=%s pid=%d command=%s", self->name, (int)self->pid,
-             self->command);
+    if (!self->http) {
+        log_info("mcp_started", "server=%s pid=%d command=%s", self->name, (int)self->pid,
+                 self->command);
+    }
     self->state = S_HANDSHAKE;
     self->handshake_deadline = id_now_ms() + MCP_HANDSHAKE_MS;
     self->init_id = ++self->next_id;
@@ -346,6 +367,11 @@ static void s_on_response(mcp_t *self, const json_t *msg, uint64_t id) {
         if (!json_is_object(json_object_get(msg, "result"))) {
             s_down(self, "initialize failed");
             return;
+        }
+        if (self->http) {
+            mcphttp_set_protocol(self->http,
+                                 json_string_value(json_object_get(json_object_get(msg, "result"),
+                                                                   "protocolVersion")));
         }
         s_send(self, json_pack("{s:s}", "method", "notifications/initialized"));
         s_list_start(self);
@@ -444,6 +470,16 @@ static void s_read(mcp_t *self) {
     }
 }
 
+/* Tells the server a request it was sent is cancelled (MCP "Cancellation"), and drops its
+ * HTTP transfer. I/O thread. */
+static void s_announce_cancel(mcp_t *self, uint64_t id, const char *reason) {
+    if (self->http) {
+        mcphttp_abort(self->http, id);
+    }
+    s_send(self, json_pack("{s:s, s:{s:I, s:s}}", "method", "notifications/cancelled", "params",
+                           "requestId", (json_int_t)id, "reason", reason));
+}
+
 /* Sends the calls that waited for the server, and ends those past their deadline. Returns
  * the nearest deadline left. */
 static int64_t s_tick(mcp_t *self, int64_t now) {
@@ -455,9 +491,7 @@ static int64_t s_tick(mcp_t *self, int64_t now) {
             *pp = r->next;
             self->stats.timeouts++;
             if (r->sent) {
-                s_send(self,
-                       json_pack("{s:s, s:{s:I, s:s}}", "method", "notifications/cancelled",
-                                 "params", "requestId", (json_int_t)r->id, "reason", "timed out"));
+                s_announce_cancel(self, r->id, "timed out");
             }
             json_t *e = r->sent ? s_error("MCP server %s did not answer within %lld ms", self->name,
                                           (long long)self->call_timeout_ms)
@@ -497,6 +531,29 @@ static void s_run_ends(mcp_t *self) {
     pthread_mutex_lock(&self->mu);
 }
 
+static void s_drain(mcp_t *self) {
+    char drain[64];
+    while (read(self->wake[0], drain, sizeof drain) > 0) {
+    }
+}
+
+static void s_on_http_message(void *arg, const char *text, size_t len) {
+    (void)s_on_line(arg, text, len); /* a failure resets the transport, which drops the rest */
+}
+
+/* One turn of the loop over HTTP: waits for transfers or a wake-up, then moves them on. */
+static void s_http_turn(mcp_t *self, int wait_ms) {
+    pthread_mutex_unlock(&self->mu);
+    mcphttp_wait(self->http, self->wake[0], wait_ms);
+    pthread_mutex_lock(&self->mu);
+    s_drain(self);
+    char why[160];
+    if (self->state != S_DOWN &&
+        mcphttp_perform(self->http, s_on_http_message, self, why, sizeof why) != 0) {
+        s_down(self, why);
+    }
+}
+
 static void *s_thread(void *arg) {
     mcp_t *self = arg;
     pthread_mutex_lock(&self->mu);
@@ -508,6 +565,12 @@ static void *s_thread(void *arg) {
         if (self->state == S_HANDSHAKE && now >= self->handshake_deadline) {
             s_down(self, "the handshake timed out");
         }
+        size_t k;
+        json_t *id;
+        json_array_foreach(self->cancels, k, id) {
+            s_announce_cancel(self, (uint64_t)json_integer_value(id), "the turn was cancelled");
+        }
+        json_array_clear(self->cancels);
         int64_t next = s_tick(self, now);
         if (self->state == S_DOWN && self->restart_at < next) {
             next = self->restart_at;
@@ -520,17 +583,20 @@ static void *s_thread(void *arg) {
         if (self->stop) {
             break;
         }
+        int64_t wait = next == INT64_MAX ? 1000 : next - id_now_ms();
+        int wait_ms = (int)(wait < 0 ? 0 : wait > 1000 ? 1000 : wait);
+        if (self->http) {
+            s_http_turn(self, wait_ms);
+            continue;
+        }
         struct pollfd fds[3] = {{.fd = self->wake[0], .events = POLLIN},
                                 {.fd = self->from_fd, .events = POLLIN},
                                 {.fd = self->wlen > 0 ? self->to_fd : -1, .events = POLLOUT}};
-        int64_t wait = next == INT64_MAX ? 1000 : next - id_now_ms();
         pthread_mutex_unlock(&self->mu);
-        (void)poll(fds, 3, (int)(wait < 0 ? 0 : wait > 1000 ? 1000 : wait));
+        (void)poll(fds, 3, wait_ms);
         pthread_mutex_lock(&self->mu);
         if (fds[0].revents) {
-            char drain[64];
-            while (read(self->wake[0], drain, sizeof drain) > 0) {
-            }
+            s_drain(self);
         }
         if (self->from_fd >= 0 && fds[1].revents) {
             s_read(self);
@@ -558,8 +624,13 @@ static void s_wake(mcp_t *self) {
 mcp_t *mcp_new(const mcp_conf_t *conf) {
     mcp_t *self = mem_calloc(1, sizeof *self);
     snprintf(self->name, sizeof self->name, "%s", conf->name);
-    self->command = mem_strdup(conf->command);
-    self->argv[0] = mem_strdup(conf->command);
+    self->cancels = json_array();
+    if (conf->url) {
+        self->url = mem_strdup(conf->url);
+        self->http = mcphttp_new(conf->url, conf->headers);
+    }
+    self->command = mem_strdup(conf->command ? conf->command : "");
+    self->argv[0] = mem_strdup(self->command);
     for (int i = 0; conf->args && conf->args[i] && i < MCP_ARGS_MAX; i++) {
         self->argv[i + 1] = mem_strdup(conf->args[i]);
     }
@@ -599,6 +670,9 @@ void mcp_destroy(mcp_t **self_p) {
         free(self->argv[i]);
     }
     free(self->command);
+    free(self->url);
+    mcphttp_destroy(&self->http);
+    json_decref(self->cancels);
     free(self->rbuf);
     free(self->wbuf);
     json_decref(self->tools);
@@ -644,9 +718,7 @@ bool mcp_cancel(mcp_t *self, uint64_t id) {
         if (r->id == id) {
             *pp = r->next;
             if (r->sent) {
-                s_send(self, json_pack("{s:s, s:{s:I, s:s}}", "method", "notifications/cancelled",
-                                       "params", "requestId", (json_int_t)id, "reason",
-                                       "the turn was cancelled"));
+                json_array_append_new(self->cancels, json_integer((json_int_t)id));
             }
             free(r->tool);
             json_decref(r->args);

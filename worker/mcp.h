@@ -1,14 +1,16 @@
 /*
- * mcp: one client connection to one MCP server over the stdio transport (ARCHITECTURE.md §7.7):
- * JSON-RPC 2.0, one message per line, on the standard input and output of a child process the
- * connection starts itself. It runs the handshake (initialize, notifications/initialized), reads
- * the tool list (tools/list, following nextCursor), and carries any number of tools/call
- * requests at once, each with a deadline; a call that is cancelled or runs out of time is
- * answered locally and the server is told with notifications/cancelled.
+ * mcp: one client connection to one MCP server (ARCHITECTURE.md §7.7): JSON-RPC 2.0 over the
+ * stdio transport (one message per line, on the standard input and output of a child process
+ * the connection starts itself) or the Streamable HTTP transport (mcphttp.h). It runs the handshake
+ * (initialize, notifications/initialized), reads the tool list (tools/list, following nextCursor),
+ * and carries any number of tools/call requests at once, each with a deadline; a call that is
+ * cancelled or runs out of time is answered locally and the server is told with
+ * notifications/cancelled.
  *
- * One I/O thread per connection owns the child: it writes requests, reads and screens every
- * message with the strict JSON boundary, and restarts the server with backoff when it exits,
- * writes garbage or does not finish its handshake. Every call in flight on a server that fails
+ * One I/O thread per connection owns the child (or the HTTP transfers): it writes requests,
+ * reads and screens every message with the strict JSON boundary, and restarts the server (a
+ * new HTTP session) with backoff when it exits or its transfer fails, it writes garbage, or it
+ * does not finish its handshake. Every call in flight on a server that fails
  * ends with an error; a call never waits past its deadline. The number of threads does not
  * grow with the calls in flight.
  *
@@ -32,12 +34,15 @@
 #define MCP_PROTOCOL_VERSION "2025-06-18"
 #define MCP_ARGS_MAX         64 /* arguments of a server's command */
 
-/* How a server is started (the deployment's configuration, ARCHITECTURE.md §10). */
+/* How a server is reached (the deployment's configuration, ARCHITECTURE.md §10): a command
+ * over stdio, or a URL over Streamable HTTP (mcphttp.h). */
 typedef struct {
-    const char *name;        /* ^[a-z0-9-]{1,24}$: the tools' prefix (mcpset.h) */
-    const char *command;     /* an executable path, or a name looked up in PATH */
-    const char *const *args; /* NULL-terminated, without the command itself */
-    int64_t call_timeout_ms; /* a tools/call's deadline */
+    const char *name;           /* ^[a-z0-9-]{1,24}$: the tools' prefix (mcpset.h) */
+    const char *command;        /* stdio: an executable path, or a name looked up in PATH */
+    const char *const *args;    /* stdio: NULL-terminated, without the command itself */
+    const char *url;            /* Streamable HTTP (command NULL): the MCP endpoint */
+    const char *const *headers; /* Streamable HTTP: "Name: value", NULL-terminated */
+    int64_t call_timeout_ms;    /* a tools/call's deadline */
 } mcp_conf_t;
 
 typedef struct mcp mcp_t;

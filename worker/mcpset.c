@@ -16,6 +16,7 @@
 typedef struct {
     char name[32];
     int64_t timeout_ms;
+    bool http; /* Streamable HTTP, else stdio */
     mcp_t *conn;
 } s_server_t;
 
@@ -51,52 +52,102 @@ static char *s_read(const char *path, size_t *len) {
     return buf;
 }
 
-/* Checks one server's entry and starts its connection. */
+#define S_HEADERS_MAX 32 /* headers of an HTTP server */
+
+/* The HTTP fields of an entry: url, and headers as "Name: value" lines into lines (each
+ * owned). Returns the reason of the first fault (its field into *bad), or NULL. */
+static const char *s_http(const json_t *v, const char **bad, char *lines[S_HEADERS_MAX + 1]) {
+    const json_t *url = json_object_get(v, "url");
+    const json_t *headers = json_object_get(v, "headers");
+    const char *u = json_string_value(url);
+    *bad = "url";
+    if (!u || (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))) {
+        return "must be an http:// or https:// URL";
+    }
+    *bad = "headers";
+    if (headers && (!json_is_object(headers) || json_object_size(headers) > S_HEADERS_MAX)) {
+        return "must be an object of at most 32 header values by name";
+    }
+    const char *key;
+    json_t *h;
+    int n = 0;
+    json_object_foreach((json_t *)headers, key, h) {
+        const char *value = json_string_value(h);
+        bool ok = value && key[0] && !strpbrk(value, "\r\n");
+        for (const char *c = key; ok && *c; c++) {
+            ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+                 *c == '-';
+        }
+        if (!ok) {
+            return "each header needs a name of letters, digits and '-' and a one-line string";
+        }
+        lines[n++] = mem_printf("%s: %s", key, value);
+    }
+    return NULL;
+}
+
+/* Checks one server's entry and starts its connection: "command" (stdio) or "url" (Streamable
+ * HTTP), exactly one. */
 static int s_add(mcpset_t *self, const char *name, const json_t *v, char *err, size_t size) {
     const json_t *cmd = json_object_get(v, "command");
     const json_t *args = json_object_get(v, "args");
     const json_t *to = json_object_get(v, "timeout_ms");
     const char *bad = NULL;
     const char *why = NULL;
+    char *lines[S_HEADERS_MAX + 1] = {0};
     if (!s_name_ok(name, 24, false)) {
         why = "a server name must match ^[a-z0-9-]{1,24}$";
     } else if (!json_is_object(v)) {
         why = "must be an object";
-    } else if (!json_is_string(cmd) || !json_string_length(cmd)) {
+    } else if (!cmd == !json_object_get(v, "url")) {
+        why = "needs exactly one of command (stdio) and url (Streamable HTTP)";
+    } else if (cmd && (!json_is_string(cmd) || !json_string_length(cmd))) {
         bad = "command", why = "must be a non-empty string";
-    } else if (args && (!json_is_array(args) || json_array_size(args) > MCP_ARGS_MAX)) {
-        bad = "args", why = "must be an array of at most 64 strings";
+    } else if (args && (!cmd || !json_is_array(args) || json_array_size(args) > MCP_ARGS_MAX)) {
+        bad = "args", why = "must be an array of at most 64 strings, with command";
     } else if (to && (!json_is_integer(to) || json_integer_value(to) < 1)) {
         bad = "timeout_ms", why = "must be a positive integer";
+    } else if (!cmd) {
+        why = s_http(v, &bad, lines);
     }
     for (size_t i = 0; !why && i < json_array_size(args); i++) {
         if (!json_is_string(json_array_get(args, i))) {
             snprintf(err, size, "mcp_servers.%s.args[%zu]: must be a string", name, i);
-            return -1;
+            why = "";
         }
     }
-    if (why) {
-        snprintf(err, size, "mcp_servers.%s%s%s: %s", name, bad ? "." : "", bad ? bad : "", why);
-        return -1;
-    }
-    if (self->count == MCPSET_SERVERS_MAX) {
+    if (!why && self->count == MCPSET_SERVERS_MAX) {
         snprintf(err, size, "mcp_servers: at most %d servers", MCPSET_SERVERS_MAX);
-        return -1;
+        why = "";
+    }
+    if (why && why[0]) {
+        snprintf(err, size, "mcp_servers.%s%s%s: %s", name, bad ? "." : "", bad ? bad : "", why);
     }
     const char *argv[MCP_ARGS_MAX + 1] = {0};
-    for (size_t i = 0; i < json_array_size(args); i++) {
+    for (size_t i = 0; !why && i < json_array_size(args); i++) {
         argv[i] = json_string_value(json_array_get(args, i));
     }
     s_server_t *s = &self->servers[self->count];
-    snprintf(s->name, sizeof s->name, "%s", name);
-    s->timeout_ms = to ? json_integer_value(to) : MCPSET_TIMEOUT_DEFAULT_MS;
-    mcp_conf_t conf = {.name = name,
-                       .command = json_string_value(cmd),
-                       .args = argv,
-                       .call_timeout_ms = s->timeout_ms};
-    s->conn = mcp_new(&conf);
-    if (!s->conn) {
-        snprintf(err, size, "mcp_servers.%s: cannot start its connection", name);
+    if (!why) {
+        snprintf(s->name, sizeof s->name, "%s", name);
+        s->timeout_ms = to ? json_integer_value(to) : MCPSET_TIMEOUT_DEFAULT_MS;
+        s->http = !cmd;
+        mcp_conf_t conf = {.name = name,
+                           .command = json_string_value(cmd),
+                           .args = argv,
+                           .url = json_string_value(json_object_get(v, "url")),
+                           .headers = (const char *const *)lines,
+                           .call_timeout_ms = s->timeout_ms};
+        s->conn = mcp_new(&conf);
+        if (!s->conn) {
+            snprintf(err, size, "mcp_servers.%s: cannot start its connection", name);
+            why = "";
+        }
+    }
+    for (int i = 0; lines[i]; i++) {
+        free(lines[i]);
+    }
+    if (why) {
         return -1;
     }
     self->count++;
@@ -156,8 +207,9 @@ void mcpset_destroy(mcpset_t **self_p) {
 void mcpset_log(const mcpset_t *self) {
     log_info("mcp_config", "servers=%d", self->count);
     for (int i = 0; i < self->count; i++) {
-        log_info("mcp_config", "server=%s timeout_ms=%lld transport=stdio", self->servers[i].name,
-                 (long long)self->servers[i].timeout_ms);
+        log_info("mcp_config", "server=%s timeout_ms=%lld transport=%s", self->servers[i].name,
+                 (long long)self->servers[i].timeout_ms,
+                 self->servers[i].http ? "streamable-http" : "stdio");
     }
 }
 

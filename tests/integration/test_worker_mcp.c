@@ -38,6 +38,24 @@ static char s_config[256];
 static char s_dir[64]; /* the filesystem server's directory */
 static char s_npm[600];
 static char s_source[512];
+static int s_http_port;
+static pid_t s_http_pid; /* tests/mcp/http_server.mjs: server-everything over Streamable HTTP */
+static char s_http_log[128];
+
+#define HTTP_TOKEN "mcp-test-token"
+
+/* (Re)starts the Streamable HTTP server on its port and waits until it listens. */
+static void s_http_start(void) {
+    char script[600];
+    char port[16];
+    snprintf(script, sizeof script, "%s/tests/mcp/http_server.mjs", s_source);
+    snprintf(port, sizeof port, "%d", s_http_port);
+    char *argv[] = {"/usr/bin/env", "node", script, s_npm, port, HTTP_TOKEN, NULL};
+    s_http_pid = proc_spawn(argv, NULL, s_http_log);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", s_http_port);
+    ASSERT(proc_wait_http(url, 20000) == 0);
+}
 
 /* --- The mock's replies (OpenAI Chat Completions streams). --- */
 
@@ -384,6 +402,66 @@ static void s_refused(const char *extra, const char *field) {
     free(body);
 }
 
+static void test_a_streamable_http_server_answers_a_call(void **state) {
+    (void)state;
+    s_push_call("call_web", "mcp__web__echo", "{\"message\":\"over http\"}");
+    s_push_text("http done");
+    char chat[ID_UUID_LEN + 1];
+    s_create("[\"web\"]", "echo over http", chat);
+    s_wait_waiting(chat);
+    char *content = NULL;
+    assert_int_equal(s_results(chat, "call_web", &content), 1);
+    printf("  result: %s\n", content);
+    assert_non_null(strstr(content, "Echo: over http"));
+    assert_non_null(strstr(content, "\"is_error\": false"));
+    free(content);
+    /* Every request but an initialize carried the session and the negotiated version (and
+     * the configured Authorization header: the server answers 401 without it). */
+    char *log = proc_file_text(s_http_log);
+    assert_non_null(log);
+    int initializes = 0;
+    int in_session = 0;
+    for (char *line = log; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) {
+            *nl = 0;
+        }
+        if (strstr(line, "session=- protocol=-")) {
+            initializes++;
+        } else {
+            assert_non_null(strstr(line, "protocol=2025-06-18"));
+            in_session++;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    printf("  http requests: %d initialize, %d in a session\n", initializes, in_session);
+    assert_true(initializes >= 1 && in_session >= 3);
+    free(log);
+}
+
+static void test_an_expired_http_session_is_an_error_then_renewed(void **state) {
+    (void)state;
+    /* A restarted server knows no session: the next call gets 404, which fails that call
+     * and makes the worker initialize again; the call after it succeeds. */
+    (void)proc_stop(s_http_pid, 5000);
+    s_http_start();
+    s_push_call("call_stale", "mcp__web__echo", "{\"message\":\"stale\"}");
+    s_push_call("call_fresh", "mcp__web__echo", "{\"message\":\"fresh\"}");
+    s_push_text("session renewed");
+    char chat[ID_UUID_LEN + 1];
+    s_create("[\"web\"]", "survive a server restart", chat);
+    s_wait_waiting(chat);
+    char *content = NULL;
+    assert_int_equal(s_results(chat, "call_stale", &content), 1);
+    printf("  result: %s\n", content);
+    assert_non_null(strstr(content, "session expired"));
+    free(content);
+    assert_int_equal(s_results(chat, "call_fresh", &content), 1);
+    printf("  result: %s\n", content);
+    assert_non_null(strstr(content, "Echo: fresh"));
+    free(content);
+}
+
 static void test_create_refuses_servers_the_deployment_does_not_have(void **state) {
     (void)state;
     s_refused("\"mcp_servers\":[\"everything\",\"nope\"]", "mcp_servers[1]");
@@ -423,6 +501,9 @@ static int s_setup(void **state) {
     snprintf(s_source, sizeof s_source, "%s", source);
     s_mock = mockprov_new();
     ASSERT(s_mock);
+    s_http_port = proc_free_port();
+    snprintf(s_http_log, sizeof s_http_log, "test_worker_mcp.http.%d.log", (int)getpid());
+    s_http_start();
     snprintf(s_dir, sizeof s_dir, "/tmp/cf-mcp-files.XXXXXX");
     ASSERT(mkdtemp(s_dir));
     snprintf(s_config, sizeof s_config, "/tmp/cf-mcp-%d.json", (int)getpid());
@@ -438,8 +519,10 @@ static int s_setup(void **state) {
             "\"timeout_ms\":1500},"
             "\"files\":{\"command\":\"node\",\"args\":[\"%s/node_modules/"
             "@modelcontextprotocol/server-filesystem/dist/index.js\",\"%s\"]},"
-            "\"paged\":{\"command\":\"node\",\"args\":[\"%s/tests/mcp/paged_server.mjs\"]}}}",
-            mockprov_url(s_mock), s_npm, ev, s_npm, ev, s_npm, s_dir, s_source);
+            "\"paged\":{\"command\":\"node\",\"args\":[\"%s/tests/mcp/paged_server.mjs\"]},"
+            "\"web\":{\"url\":\"http://127.0.0.1:%d/mcp\",\"headers\":{\"Authorization\":"
+            "\"Bearer " HTTP_TOKEN "\"}}}}",
+            mockprov_url(s_mock), s_npm, ev, s_npm, ev, s_npm, s_dir, s_source, s_http_port);
     fclose(f);
     char *cfg = mem_printf("CHATFLEET_CONFIG=%s", s_config);
     const char *env[] = {cfg, "MOCK_KEY=sk-test", NULL};
@@ -447,8 +530,9 @@ static int s_setup(void **state) {
     s_cluster = cluster_new(&o);
     free(cfg);
     /* The tools a step offers are those of the servers ready by then: wait for all four. */
-    const char *names[] = {"server=everything ", "server=slow ", "server=files ", "server=paged "};
-    for (int i = 0; i < 4; i++) {
+    const char *names[] = {"server=everything ", "server=slow ", "server=files ", "server=paged ",
+                           "server=web "};
+    for (int i = 0; i < 5; i++) {
         free(s_wait_log(0, "event=mcp_ready ", names[i]));
     }
     return 0;
@@ -458,6 +542,7 @@ static int s_teardown(void **state) {
     (void)state;
     int unclean = cluster_destroy(&s_cluster);
     mockprov_destroy(&s_mock);
+    (void)proc_stop(s_http_pid, 5000);
     unlink(s_config);
     char *cmd = mem_printf("rm -rf '%s'", s_dir);
     (void)!system(cmd);
@@ -480,6 +565,8 @@ int main(void) {
         cmocka_unit_test(test_a_server_killed_mid_call_gives_an_error_result_and_the_turn_goes_on),
         cmocka_unit_test(test_a_server_that_never_answers_gives_a_timeout_result),
         cmocka_unit_test(test_a_worker_killed_during_an_mcp_call_commits_one_result_after_takeover),
+        cmocka_unit_test(test_a_streamable_http_server_answers_a_call),
+        cmocka_unit_test(test_an_expired_http_session_is_an_error_then_renewed),
         cmocka_unit_test(test_create_refuses_servers_the_deployment_does_not_have),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
