@@ -180,6 +180,19 @@ static long s_results(const char *chat, const char *id, char **content) {
     return v;
 }
 
+/* Asserts that call id of chat has exactly one result, that it holds want, and that its
+ * is_error is is_error (-1: either). */
+static void s_expect(const char *chat, const char *id, const char *want, int is_error) {
+    char *content = NULL;
+    assert_int_equal(s_results(chat, id, &content), 1);
+    printf("  result: %s\n", content);
+    assert_non_null(strstr(content, want));
+    if (is_error >= 0) {
+        assert_non_null(strstr(content, is_error ? "\"is_error\": true" : "\"is_error\": false"));
+    }
+    free(content);
+}
+
 /* Waits until the worker's log has a line holding every needle after byte from; returns the
  * line (caller frees). */
 static char *s_wait_log(size_t from, const char *a, const char *b) {
@@ -230,12 +243,7 @@ static void test_a_model_call_of_an_mcp_tool_gets_the_real_result(void **state) 
     char chat[ID_UUID_LEN + 1];
     s_create("[\"everything\"]", "echo something", chat);
     s_wait_waiting(chat);
-    char *content = NULL;
-    assert_int_equal(s_results(chat, "call_echo", &content), 1);
-    printf("  result: %s\n", content);
-    assert_non_null(strstr(content, "Echo: hello from the model"));
-    assert_non_null(strstr(content, "\"is_error\": false"));
-    free(content);
+    s_expect(chat, "call_echo", "Echo: hello from the model", 0);
     json_t *names = s_offered(first);
     assert_true(s_has_name(names, "mcp__everything__echo"));
     assert_true(s_has_name(names, "time"));
@@ -277,11 +285,7 @@ static void test_the_filesystem_server_reads_a_file_of_its_directory(void **stat
     char chat[ID_UUID_LEN + 1];
     s_create("[\"files\",\"everything\"]", "read the note", chat);
     s_wait_waiting(chat);
-    char *content = NULL;
-    assert_int_equal(s_results(chat, "call_read", &content), 1);
-    printf("  result: %s\n", content);
-    assert_non_null(strstr(content, "the contents of note.txt"));
-    free(content);
+    s_expect(chat, "call_read", "the contents of note.txt", 0);
 }
 
 static void test_every_page_of_tools_list_is_offered(void **state) {
@@ -299,10 +303,7 @@ static void test_every_page_of_tools_list_is_offered(void **state) {
         assert_true(s_has_name(names, want[i]));
     }
     json_decref(names);
-    char *content = NULL;
-    assert_int_equal(s_results(chat, "call_t5", &content), 1);
-    assert_non_null(strstr(content, "called t5 with {\\\"x\\\":\\\"y\\\"}"));
-    free(content);
+    s_expect(chat, "call_t5", "called t5 with {\\\"x\\\":\\\"y\\\"}", 0);
 }
 
 static void test_garbage_from_a_server_is_an_error_result_and_it_restarts(void **state) {
@@ -313,16 +314,9 @@ static void test_garbage_from_a_server_is_an_error_result_and_it_restarts(void *
     char chat[ID_UUID_LEN + 1];
     s_create("[\"paged\"]", "garbage please", chat);
     s_wait_waiting(chat);
-    char *content = NULL;
-    assert_int_equal(s_results(chat, "call_g", &content), 1);
-    printf("  result: %s\n", content);
-    assert_non_null(strstr(content, "garbage from the server"));
-    assert_non_null(strstr(content, "\"is_error\": true"));
-    free(content);
+    s_expect(chat, "call_g", "garbage from the server", 1);
     /* The restarted server answers the next call of the same turn. */
-    assert_int_equal(s_results(chat, "call_after", &content), 1);
-    assert_non_null(strstr(content, "called t1"));
-    free(content);
+    s_expect(chat, "call_after", "called t1", 0);
 }
 
 static void test_a_server_killed_mid_call_gives_an_error_result_and_the_turn_goes_on(void **state) {
@@ -339,12 +333,7 @@ static void test_a_server_killed_mid_call_gives_an_error_result_and_the_turn_goe
     printf("  killing MCP server pid %d mid-call\n", (int)pid);
     assert_int_equal(kill(pid, SIGKILL), 0);
     s_wait_waiting(chat);
-    char *content = NULL;
-    assert_int_equal(s_results(chat, "call_long", &content), 1);
-    printf("  result: %s\n", content);
-    assert_non_null(strstr(content, "failed during the call"));
-    assert_non_null(strstr(content, "\"is_error\": true"));
-    free(content);
+    s_expect(chat, "call_long", "failed during the call", 1);
     char *n = cluster_sql(s_cluster,
                           "SELECT count(*) FROM chat_messages WHERE chat_id = '%s' AND role ="
                           " 'assistant' AND content::text LIKE '%%went on after the crash%%'",
@@ -361,12 +350,36 @@ static void test_a_server_that_never_answers_gives_a_timeout_result(void **state
     char chat[ID_UUID_LEN + 1];
     s_create("[\"slow\"]", "never answered", chat);
     s_wait_waiting(chat);
-    char *content = NULL;
-    assert_int_equal(s_results(chat, "call_slow", &content), 1);
-    printf("  result: %s\n", content);
-    assert_non_null(strstr(content, "did not answer within 1500 ms"));
-    assert_non_null(strstr(content, "\"is_error\": true"));
-    free(content);
+    s_expect(chat, "call_slow", "did not answer within 1500 ms", 1);
+}
+
+static void test_an_interrupt_during_an_mcp_call_ends_the_turn_at_once(void **state) {
+    (void)state;
+    size_t from = s_log_size();
+    s_push_call("call_int", "mcp__everything__trigger-long-running-operation",
+                "{\"duration\":60,\"steps\":60}");
+    char chat[ID_UUID_LEN + 1];
+    s_create("[\"everything\"]", "interrupt me", chat);
+    free(s_wait_log(from, "event=mcp_call ", "tool=trigger-long-running-operation"));
+    int64_t t0 = id_now_ms();
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/interrupt", cluster_url(s_cluster, 0), chat);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), "{}", &r), 0);
+    assert_int_equal(r.status, 200);
+    proc_http_free(&r);
+    s_wait_waiting(chat);
+    printf("  waiting %lld ms after the interrupt (the call would have run 60 s)\n",
+           (long long)(id_now_ms() - t0));
+    /* The cancelled call committed no result of the server's. */
+    char *n =
+        cluster_sql(s_cluster,
+                    "SELECT count(*) FROM chat_messages WHERE chat_id = '%s' AND role = 'tool'"
+                    " AND content::text LIKE '%%Long running operation completed%%'",
+                    chat);
+    assert_string_equal(n, "0");
+    free(n);
+    assert_true(s_results(chat, "call_int", NULL) <= 1);
 }
 
 static void
@@ -383,11 +396,7 @@ test_a_worker_killed_during_an_mcp_call_commits_one_result_after_takeover(void *
     assert_int_equal(s_results(chat, "call_takeover", NULL), 0);
     cluster_start(s_cluster, CLUSTER_WORKER, 0);
     s_wait_waiting(chat);
-    char *content = NULL;
-    assert_int_equal(s_results(chat, "call_takeover", &content), 1);
-    printf("  result: %s\n", content);
-    assert_non_null(strstr(content, "Long running operation completed"));
-    free(content);
+    s_expect(chat, "call_takeover", "Long running operation completed", 0);
 }
 
 /* POST /chats with a text message and extra (members of the body) is refused with a 400
@@ -409,12 +418,7 @@ static void test_a_streamable_http_server_answers_a_call(void **state) {
     char chat[ID_UUID_LEN + 1];
     s_create("[\"web\"]", "echo over http", chat);
     s_wait_waiting(chat);
-    char *content = NULL;
-    assert_int_equal(s_results(chat, "call_web", &content), 1);
-    printf("  result: %s\n", content);
-    assert_non_null(strstr(content, "Echo: over http"));
-    assert_non_null(strstr(content, "\"is_error\": false"));
-    free(content);
+    s_expect(chat, "call_web", "Echo: over http", 0);
     /* Every request but an initialize carried the session and the negotiated version (and
      * the configured Authorization header: the server answers 401 without it). */
     char *log = proc_file_text(s_http_log);
@@ -451,15 +455,8 @@ static void test_an_expired_http_session_is_an_error_then_renewed(void **state) 
     char chat[ID_UUID_LEN + 1];
     s_create("[\"web\"]", "survive a server restart", chat);
     s_wait_waiting(chat);
-    char *content = NULL;
-    assert_int_equal(s_results(chat, "call_stale", &content), 1);
-    printf("  result: %s\n", content);
-    assert_non_null(strstr(content, "session expired"));
-    free(content);
-    assert_int_equal(s_results(chat, "call_fresh", &content), 1);
-    printf("  result: %s\n", content);
-    assert_non_null(strstr(content, "Echo: fresh"));
-    free(content);
+    s_expect(chat, "call_stale", "session expired", 1);
+    s_expect(chat, "call_fresh", "Echo: fresh", 0);
 }
 
 static void test_create_refuses_servers_the_deployment_does_not_have(void **state) {
@@ -564,6 +561,7 @@ int main(void) {
         cmocka_unit_test(test_garbage_from_a_server_is_an_error_result_and_it_restarts),
         cmocka_unit_test(test_a_server_killed_mid_call_gives_an_error_result_and_the_turn_goes_on),
         cmocka_unit_test(test_a_server_that_never_answers_gives_a_timeout_result),
+        cmocka_unit_test(test_an_interrupt_during_an_mcp_call_ends_the_turn_at_once),
         cmocka_unit_test(test_a_worker_killed_during_an_mcp_call_commits_one_result_after_takeover),
         cmocka_unit_test(test_a_streamable_http_server_answers_a_call),
         cmocka_unit_test(test_an_expired_http_session_is_an_error_then_renewed),

@@ -114,6 +114,16 @@ static void s_call(mcp_t *m, const char *tool, const char *args, int64_t ms, s_d
     printf("  %s: %s%s\n", tool, d->is_error ? "error " : "", d->text);
 }
 
+/* Calls tool and asserts the answer holds want and is (or is not) an error. */
+static void s_expect(mcp_t *m, const char *tool, const char *args, int64_t ms, const char *want,
+                     bool is_error) {
+    s_done_t d;
+    s_call(m, tool, args, ms, &d);
+    assert_true(d.is_error == is_error);
+    assert_non_null(strstr(d.text, want));
+    s_done_clear(&d);
+}
+
 static void test_every_page_of_tools_list_is_read(void **state) {
     (void)state;
     mcp_t *m = s_paged();
@@ -129,16 +139,8 @@ static void test_every_page_of_tools_list_is_read(void **state) {
 static void test_a_call_gets_its_result_and_an_oversized_one_is_an_error(void **state) {
     (void)state;
     mcp_t *m = s_paged();
-    s_done_t d;
-    s_call(m, "t2", "{\"x\":\"1\"}", 10000, &d);
-    assert_false(d.is_error);
-    assert_non_null(strstr(d.text, "called t2 with {\\\"x\\\":\\\"1\\\"}"));
-    s_done_clear(&d);
-    s_call(m, "big", "{}", 10000, &d);
-    assert_true(d.is_error);
-    assert_non_null(strstr(d.text, "too large"));
-    assert_true(strlen(d.text) < 512);
-    s_done_clear(&d);
+    s_expect(m, "t2", "{\"x\":\"1\"}", 10000, "called t2 with {\\\"x\\\":\\\"1\\\"}", false);
+    s_expect(m, "big", "{}", 10000, "bytes (the cap is 65536)", true); /* 100 KB of text */
     mcp_destroy(&m);
 }
 
@@ -146,14 +148,8 @@ static void test_a_timed_out_call_is_an_error_and_the_server_hears_of_it(void **
     (void)state;
     mcp_t *m = s_paged();
     s_wait_tools(m, 10);
-    s_done_t d;
-    s_call(m, "hang", "{}", 300, &d);
-    assert_true(d.is_error);
-    assert_non_null(strstr(d.text, "did not answer within"));
-    s_done_clear(&d);
-    s_call(m, "cancels", "{}", 10000, &d);
-    assert_non_null(strstr(d.text, "cancels=1"));
-    s_done_clear(&d);
+    s_expect(m, "hang", "{}", 300, "did not answer within", true);
+    s_expect(m, "cancels", "{}", 10000, "cancels=1", false);
     mcp_stats_t st;
     mcp_stats(m, &st);
     assert_int_equal(st.timeouts, 1);
@@ -176,10 +172,7 @@ static void test_a_cancelled_call_never_ends_and_the_server_hears_of_it(void **s
     assert_int_equal(st.calls, 1);
     assert_true(mcp_cancel(m, id));
     assert_false(mcp_cancel(m, id)); /* taken once */
-    s_done_t c;
-    s_call(m, "cancels", "{}", 10000, &c);
-    assert_non_null(strstr(c.text, "cancels=1"));
-    s_done_clear(&c);
+    s_expect(m, "cancels", "{}", 10000, "cancels=1", false);
     mcp_destroy(&m);
     assert_int_equal(d.runs, 0); /* not even at shutdown */
     s_done_clear(&d);
@@ -188,14 +181,8 @@ static void test_a_cancelled_call_never_ends_and_the_server_hears_of_it(void **s
 static void test_a_server_that_exits_mid_call_is_an_error_and_restarts(void **state) {
     (void)state;
     mcp_t *m = s_paged();
-    s_done_t d;
-    s_call(m, "exit", "{}", 10000, &d);
-    assert_true(d.is_error);
-    assert_non_null(strstr(d.text, "failed during the call: the server exited"));
-    s_done_clear(&d);
-    s_call(m, "t1", "{}", 10000, &d); /* waits for the restart */
-    assert_false(d.is_error);
-    s_done_clear(&d);
+    s_expect(m, "exit", "{}", 10000, "failed during the call: the server exited", true);
+    s_expect(m, "t1", "{}", 10000, "called t1", false); /* waits for the restart */
     mcp_stats_t st;
     mcp_stats(m, &st);
     assert_int_equal(st.starts, 2);
@@ -206,11 +193,7 @@ static void test_a_server_that_exits_mid_call_is_an_error_and_restarts(void **st
 static void test_a_command_that_cannot_start_ends_calls_at_their_deadline(void **state) {
     (void)state;
     mcp_t *m = s_start("/nonexistent/mcp-server", NULL);
-    s_done_t d;
-    s_call(m, "t1", "{}", 300, &d);
-    assert_true(d.is_error);
-    assert_non_null(strstr(d.text, "is not available: cannot start"));
-    s_done_clear(&d);
+    s_expect(m, "t1", "{}", 300, "is not available: cannot start", true);
     mcp_destroy(&m);
 }
 
