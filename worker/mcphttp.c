@@ -60,6 +60,9 @@ static void s_queue(mcphttp_t *self, const char *text, size_t len) {
 /* Takes the complete events out of an SSE answer: each event's data lines, joined by newlines,
  * are one message (event names and ids are not needed: every event here is a message). */
 static void s_sse(mcphttp_t *self, s_xfer_t *x, bool final) {
+    if (!x->buf) {
+        return; /* nothing has arrived yet */
+    }
     size_t start = 0;
     for (;;) {
         char *end = NULL;
