@@ -160,6 +160,15 @@ static void s_wait_waiting(const char *chat) {
     free(q);
 }
 
+/* A turn of a new chat enabling servers whose first message is text: the calls pushed before
+ * are the model's, then its closing reply; returns once the chat waits. */
+static void s_run_turn(const char *servers, const char *text, const char *reply,
+                       char chat[ID_UUID_LEN + 1]) {
+    s_push_text(reply);
+    s_create(servers, text, chat);
+    s_wait_waiting(chat);
+}
+
 /* The tool rows answering call id in chat: how many, and the last one's content. */
 static long s_results(const char *chat, const char *id, char **content) {
     char *n = cluster_sql(s_cluster,
@@ -239,10 +248,8 @@ static void test_a_model_call_of_an_mcp_tool_gets_the_real_result(void **state) 
     (void)state;
     int first = mockprov_request_count(s_mock);
     s_push_call("call_echo", "mcp__everything__echo", "{\"message\":\"hello from the model\"}");
-    s_push_text("the echo came back");
     char chat[ID_UUID_LEN + 1];
-    s_create("[\"everything\"]", "echo something", chat);
-    s_wait_waiting(chat);
+    s_run_turn("[\"everything\"]", "echo something", "the echo came back", chat);
     s_expect(chat, "call_echo", "Echo: hello from the model", 0);
     json_t *names = s_offered(first);
     assert_true(s_has_name(names, "mcp__everything__echo"));
@@ -259,10 +266,8 @@ static void test_a_model_call_of_an_mcp_tool_gets_the_real_result(void **state) 
 static void test_a_chat_without_servers_is_offered_no_mcp_tool(void **state) {
     (void)state;
     int first = mockprov_request_count(s_mock);
-    s_push_text("plain");
     char chat[ID_UUID_LEN + 1];
-    s_create("[]", "no tools from servers", chat);
-    s_wait_waiting(chat);
+    s_run_turn("[]", "no tools from servers", "plain", chat);
     json_t *names = s_offered(first);
     for (size_t i = 0; i < json_array_size(names); i++) {
         assert_null(strstr(json_string_value(json_array_get(names, i)), "mcp__"));
@@ -281,10 +286,8 @@ static void test_the_filesystem_server_reads_a_file_of_its_directory(void **stat
     char *args = mem_printf("{\"path\":\"%s\"}", path);
     s_push_call("call_read", "mcp__files__read_text_file", args);
     free(args);
-    s_push_text("read it");
     char chat[ID_UUID_LEN + 1];
-    s_create("[\"files\",\"everything\"]", "read the note", chat);
-    s_wait_waiting(chat);
+    s_run_turn("[\"files\",\"everything\"]", "read the note", "read it", chat);
     s_expect(chat, "call_read", "the contents of note.txt", 0);
 }
 
@@ -292,10 +295,8 @@ static void test_every_page_of_tools_list_is_offered(void **state) {
     (void)state;
     int first = mockprov_request_count(s_mock);
     s_push_call("call_t5", "mcp__paged__t5", "{\"x\":\"y\"}");
-    s_push_text("paged done");
     char chat[ID_UUID_LEN + 1];
-    s_create("[\"paged\"]", "use the last page", chat);
-    s_wait_waiting(chat);
+    s_run_turn("[\"paged\"]", "use the last page", "paged done", chat);
     json_t *names = s_offered(first);
     const char *want[] = {"mcp__paged__t1", "mcp__paged__t2", "mcp__paged__t3",
                           "mcp__paged__t4", "mcp__paged__t5", "mcp__paged__garbage"};
@@ -310,10 +311,8 @@ static void test_garbage_from_a_server_is_an_error_result_and_it_restarts(void *
     (void)state;
     s_push_call("call_g", "mcp__paged__garbage", "{}");
     s_push_call("call_after", "mcp__paged__t1", "{\"x\":\"again\"}");
-    s_push_text("after garbage");
     char chat[ID_UUID_LEN + 1];
-    s_create("[\"paged\"]", "garbage please", chat);
-    s_wait_waiting(chat);
+    s_run_turn("[\"paged\"]", "garbage please", "after garbage", chat);
     s_expect(chat, "call_g", "garbage from the server", 1);
     /* The restarted server answers the next call of the same turn. */
     s_expect(chat, "call_after", "called t1", 0);
@@ -346,10 +345,8 @@ static void test_a_server_that_never_answers_gives_a_timeout_result(void **state
     (void)state;
     s_push_call("call_slow", "mcp__slow__trigger-long-running-operation",
                 "{\"duration\":60,\"steps\":2}");
-    s_push_text("went on after the timeout");
     char chat[ID_UUID_LEN + 1];
-    s_create("[\"slow\"]", "never answered", chat);
-    s_wait_waiting(chat);
+    s_run_turn("[\"slow\"]", "never answered", "went on after the timeout", chat);
     s_expect(chat, "call_slow", "did not answer within 1500 ms", 1);
 }
 
@@ -414,10 +411,8 @@ static void s_refused(const char *extra, const char *field) {
 static void test_a_streamable_http_server_answers_a_call(void **state) {
     (void)state;
     s_push_call("call_web", "mcp__web__echo", "{\"message\":\"over http\"}");
-    s_push_text("http done");
     char chat[ID_UUID_LEN + 1];
-    s_create("[\"web\"]", "echo over http", chat);
-    s_wait_waiting(chat);
+    s_run_turn("[\"web\"]", "echo over http", "http done", chat);
     s_expect(chat, "call_web", "Echo: over http", 0);
     /* Every request but an initialize carried the session and the negotiated version (and
      * the configured Authorization header: the server answers 401 without it). */
@@ -451,10 +446,8 @@ static void test_an_expired_http_session_is_an_error_then_renewed(void **state) 
     s_http_start();
     s_push_call("call_stale", "mcp__web__echo", "{\"message\":\"stale\"}");
     s_push_call("call_fresh", "mcp__web__echo", "{\"message\":\"fresh\"}");
-    s_push_text("session renewed");
     char chat[ID_UUID_LEN + 1];
-    s_create("[\"web\"]", "survive a server restart", chat);
-    s_wait_waiting(chat);
+    s_run_turn("[\"web\"]", "survive a server restart", "session renewed", chat);
     s_expect(chat, "call_stale", "session expired", 1);
     s_expect(chat, "call_fresh", "Echo: fresh", 0);
 }
