@@ -21,6 +21,7 @@
 
 #include "id.h"
 #include "mcp.h"
+#include "mcpset.h"
 #include "mem.h"
 
 #define WAIT_MS 20000
@@ -197,6 +198,46 @@ static void test_a_command_that_cannot_start_ends_calls_at_their_deadline(void *
     mcp_destroy(&m);
 }
 
+/* mcpset_new on a config file holding text: NULL with err naming want, or a set when want is
+ * NULL. */
+static void s_config(const char *text, const char *want) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/cf-mcpset-%d.json", (int)getpid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    char err[256] = "";
+    mcpset_t *set = mcpset_new(path, err, sizeof err);
+    unlink(path);
+    if (!want) {
+        assert_non_null(set);
+        mcpset_destroy(&set);
+        return;
+    }
+    printf("  %s\n", err);
+    assert_null(set);
+    assert_non_null(strstr(err, want));
+}
+
+static void test_a_malformed_server_entry_is_refused_with_its_field_path(void **state) {
+    (void)state;
+    s_config("{\"models\":[]}", NULL);
+    s_config("{\"mcp_servers\":{\"ok\":{\"url\":\"http://127.0.0.1:1/mcp\"}}}", NULL);
+    s_config("{\"mcp_servers\":[]}", "mcp_servers: must be an object");
+    s_config("{\"mcp_servers\":{\"Bad_Name\":{\"command\":\"x\"}}}", "mcp_servers.Bad_Name:");
+    s_config("{\"mcp_servers\":{\"a\":{}}}", "mcp_servers.a: needs exactly one of command");
+    s_config("{\"mcp_servers\":{\"a\":{\"command\":\"x\",\"url\":\"http://h/\"}}}",
+             "mcp_servers.a: needs exactly one");
+    s_config("{\"mcp_servers\":{\"a\":{\"command\":\"x\",\"args\":[\"y\",3]}}}",
+             "mcp_servers.a.args[1]: must be a string");
+    s_config("{\"mcp_servers\":{\"a\":{\"command\":\"x\",\"timeout_ms\":0}}}",
+             "mcp_servers.a.timeout_ms:");
+    s_config("{\"mcp_servers\":{\"a\":{\"url\":\"ftp://h/\"}}}", "mcp_servers.a.url:");
+    s_config("{\"mcp_servers\":{\"a\":{\"url\":\"http://h/\",\"headers\":{\"X\":\"a\\r\\nb\"}}}}",
+             "mcp_servers.a.headers:");
+}
+
 int main(void) {
     const char *source = getenv("CHATFLEET_SOURCE_DIR");
     if (system("node --version > /dev/null 2>&1") != 0) {
@@ -211,6 +252,7 @@ int main(void) {
         cmocka_unit_test(test_a_cancelled_call_never_ends_and_the_server_hears_of_it),
         cmocka_unit_test(test_a_server_that_exits_mid_call_is_an_error_and_restarts),
         cmocka_unit_test(test_a_command_that_cannot_start_ends_calls_at_their_deadline),
+        cmocka_unit_test(test_a_malformed_server_entry_is_refused_with_its_field_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
