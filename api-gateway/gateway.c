@@ -375,7 +375,8 @@ json_t *gateway_rows(PGconn *conn, const char *sql, int n, const char *const *pa
     " 'last_error', c.last_error, 'retry_state', c.retry_state,"                                   \
     " 'requires_action_deadline_at', c.requires_action_deadline_at,"                               \
     " 'created_at', c.created_at, 'updated_at', c.updated_at,"                                     \
-    " 'snapshot_version', c.snapshot_version, 'dynamic_tools', c.dynamic_tools))"                  \
+    " 'snapshot_version', c.snapshot_version, 'dynamic_tools', c.dynamic_tools,"                   \
+    " 'mcp_servers', c.mcp_servers))"                                                              \
     " || jsonb_build_object('last_turn_summary', NULL, 'summary', NULL, 'children', '[]'::jsonb)"
 
 const char *const gateway_chat_json_sql = GATEWAY_CHAT_JSON;

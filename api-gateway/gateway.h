@@ -47,6 +47,9 @@ typedef struct {
     /* The base URL the gateway advertises (the A2A agent card): CHATFLEET_PUBLIC_URL, or the
      * scheme and listen address; never the request's Host (ARCHITECTURE.md §1.1). */
     const char *public_url;
+    /* The deployment's MCP servers by name (models_mcp_servers): what a chat may enable at
+     * creation (ARCHITECTURE.md §7.7). */
+    json_t *mcp_servers;
 } gateway_t;
 
 /* One transition (or several) applied to an open bundle; returns 0 or -1 with err set. */

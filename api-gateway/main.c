@@ -178,6 +178,8 @@ static void s_teardown(gateway_t *gw, bus_publisher_t **pub) {
     pthread_mutex_destroy(&gw->relay_lock);
     bus_publisher_destroy(pub);
     metrics_destroy(&gw->metrics);
+    json_decref(gw->mcp_servers);
+    gw->mcp_servers = NULL;
 }
 
 #define S_PEM_MAX_BYTES (1024 * 1024) /* a certificate chain or key file; more is refused */
@@ -272,18 +274,20 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
         .streams = workpool_new("streams", (int)cfg->stream_threads),
         .watch_cache = watch_cache_new(),
         .relay_endpoint = cfg->broker_relay,
-        .metrics = metrics_new()};
+        .metrics = metrics_new(),
+        .mcp_servers = models_mcp_servers(cfg->config_path)};
     char *public_url = s_public_url(cfg);
     gw.public_url = public_url;
     pthread_mutex_init(&gw.relay_lock, NULL);
     chatstate_configure(cfg->lease_stale_ms, 5 * 60 * 1000);
     gw.pool = pool_new(cfg->database_url, GATEWAY_POOL_SIZE, "chatfleet-gateway");
-    if (!pub || !gw.hub || !gw.pool || !gw.streams) {
+    if (!pub || !gw.hub || !gw.pool || !gw.streams || !gw.mcp_servers) {
         fprintf(stderr, "chatfleet-gateway: cannot start (%s)\n",
-                !pub       ? "bad CHATFLEET_BROKER_PUB"
-                : !gw.hub  ? "bad CHATFLEET_BROKER_SUB"
-                : !gw.pool ? "database unreachable"
-                           : "no stream threads");
+                !pub              ? "bad CHATFLEET_BROKER_PUB"
+                : !gw.hub         ? "bad CHATFLEET_BROKER_SUB"
+                : !gw.pool        ? "database unreachable"
+                : !gw.mcp_servers ? "config file unreadable"
+                                  : "no stream threads");
         s_teardown(&gw, &pub);
         free(public_url);
         return 1;

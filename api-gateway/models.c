@@ -160,3 +160,23 @@ int models_sync(PGconn *conn, const char *path) {
     json_decref(root);
     return rc;
 }
+
+json_t *models_mcp_servers(const char *path) {
+    json_t *names = json_object();
+    size_t len = 0;
+    char *text = path ? s_read(path, &len) : NULL;
+    json_t *root = NULL;
+    if (path && (!text || jsonstrict_parse(text, len, NULL, &root, NULL) != 0)) {
+        free(text);
+        json_decref(names);
+        return NULL;
+    }
+    free(text);
+    const char *name;
+    json_t *v;
+    json_object_foreach(json_object_get(root, "mcp_servers"), name, v) {
+        json_object_set_new(names, name, json_true());
+    }
+    json_decref(root);
+    return names;
+}

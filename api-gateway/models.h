@@ -5,10 +5,16 @@
 #ifndef CHATFLEET_MODELS_H
 #define CHATFLEET_MODELS_H
 
+#include <jansson.h>
 #include <libpq-fe.h>
 
 /* Reads path (NULL: the built-in sim model only), validates every entry, and upserts them
  * with exactly one default. Returns 0, or -1 after printing the field path and reason. */
 int models_sync(PGconn *conn, const char *path);
+
+/* The names of the MCP servers the config file at path configures ("mcp_servers", an object by
+ * name; the worker checks the entries, ARCHITECTURE.md §7.7): a new object whose keys are the
+ * names, empty when path is NULL or the file has none, NULL when the file cannot be read. */
+json_t *models_mcp_servers(const char *path);
 
 #endif

@@ -54,6 +54,7 @@ static int s_dynamic_tools(json_t *tools, const char *key, http_resp_t *resp) {
             ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                  c == '_' || c == '-';
         }
+        ok = ok && strncmp(name, "mcp__", 5) != 0; /* reserved for MCP tools (§7.7) */
         for (size_t k = 0; ok && k < i; k++) {
             ok = strcmp(name,
                         json_string_value(json_object_get(json_array_get(tools, k), "name"))) != 0;
@@ -61,7 +62,8 @@ static int s_dynamic_tools(json_t *tools, const char *key, http_resp_t *resp) {
         if (!ok) {
             char ff[128];
             snprintf(ff, sizeof ff, "%s.name", f);
-            http_invalid(resp, ff, "must match ^[A-Za-z0-9_-]{1,64}$ and be unique");
+            http_invalid(resp, ff,
+                         "must match ^[A-Za-z0-9_-]{1,64}$, not begin with mcp__ and be unique");
             return -1;
         }
         json_t *d = json_object_get(t, "description");
@@ -73,6 +75,36 @@ static int s_dynamic_tools(json_t *tools, const char *key, http_resp_t *resp) {
             http_invalid(resp, ff,
                          d && !json_is_string(d) ? "must be a string"
                                                  : "must be a JSON Schema object");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+#define MCP_SERVERS_MAX 16 /* servers one chat may enable */
+
+/* Checks mcp_servers: unique names of servers the deployment configures (ARCHITECTURE.md
+ * §7.7). Errors name the element at fault. */
+static int s_mcp_servers(const gateway_t *gw, json_t *v, http_resp_t *resp) {
+    if (!json_is_array(v) || json_array_size(v) > MCP_SERVERS_MAX) {
+        http_invalid(resp, "mcp_servers", "must be an array of at most 16 server names");
+        return -1;
+    }
+    size_t i;
+    json_t *s;
+    json_array_foreach(v, i, s) {
+        char f[64];
+        snprintf(f, sizeof f, "mcp_servers[%zu]", i);
+        const char *name = json_string_value(s);
+        bool dup = false;
+        for (size_t k = 0; name && k < i; k++) {
+            dup = dup || !strcmp(name, json_string_value(json_array_get(v, k)));
+        }
+        if (!name || dup || !json_object_get(gw->mcp_servers, name)) {
+            http_invalid(resp, f,
+                         !name ? "must be a string"
+                         : dup ? "names a server twice"
+                               : "is not an MCP server of this deployment");
             return -1;
         }
     }
@@ -114,10 +146,9 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     if (!body) {
         return;
     }
-    static const char *const fields[] = {"content",         "title",
-                                         "system_prompt",   "model",
-                                         "dynamic_tools",   "unsafe_dynamic_tools",
-                                         "response_format", NULL};
+    static const char *const fields[] = {"content",         "title",         "system_prompt",
+                                         "model",           "dynamic_tools", "unsafe_dynamic_tools",
+                                         "response_format", "mcp_servers",   NULL};
     PGconn *conn = pool_get(gw->pool);
     char *content = NULL;
     char *tools = NULL;
@@ -128,6 +159,8 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     const char *dyn_key =
         json_object_get(body, "dynamic_tools") ? "dynamic_tools" : "unsafe_dynamic_tools";
     json_t *dyn = json_object_get(body, dyn_key);
+    json_t *mcp = json_object_get(body, "mcp_servers");
+    char *mcp_text = NULL;
     if (gateway_only_fields(body, fields, "", resp) != 0) {
         goto done;
     }
@@ -148,6 +181,7 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     if (!(content = gateway_content(json_object_get(body, "content"), "content", true, resp)) ||
         (dyn && s_dynamic_tools(dyn, dyn_key, resp) != 0) ||
         gateway_format(body, dyn, &format, resp) != 0 ||
+        (mcp && s_mcp_servers(gw, mcp, resp) != 0) ||
         s_model(conn, json_object_get(body, "model"), model_id, resp) != 0) {
         goto done;
     }
@@ -156,6 +190,7 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
         goto done;
     }
     tools = dyn ? jsonout_dumps(dyn) : NULL;
+    mcp_text = mcp ? jsonout_dumps(mcp) : NULL;
     cs_message_t first = {.role = "user",
                           .content = content,
                           .created_by = req->user_id,
@@ -168,6 +203,7 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
                      .model_config_id = model_id,
                      .system_prompt = json_string_value(sys),
                      .dynamic_tools = tools,
+                     .mcp_servers = mcp_text,
                      .messages = &first,
                      .message_count = json_array_size(json_object_get(body, "content")) ? 1 : 0};
     char chat_id[ID_UUID_LEN + 1];
@@ -184,6 +220,7 @@ done:
     gateway_format_clear(&format);
     free(content);
     free(tools);
+    free(mcp_text);
     json_decref(body);
     pool_put(gw->pool, conn);
 }

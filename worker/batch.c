@@ -2,6 +2,7 @@
 #include "batch.h"
 #include "jsonout.h"
 #include "jsonstrict.h"
+#include "mcpset.h"
 #include "mem.h"
 #include "tools.h"
 
@@ -82,6 +83,7 @@ typedef struct {
     const structured_turn_t *turn; /* NULL: no structured request is open */
     const char *batch_error;       /* the batch is refused as a whole (structured only) */
     bool replay;                   /* calls read back from history, not this step's reply */
+    const json_t *answers;         /* {tool_call_id: {"result", "is_error"}} of MCP calls */
     bool candidate;                /* out: a valid submission was accepted */
 } s_answer_t;
 
@@ -155,6 +157,13 @@ static void s_answer(batch_t *r, const json_t *calls, s_answer_t *an) {
                          true, NULL, NULL);
         } else if (finalizer && an->turn) {
             s_submit(r, an, c);
+        } else if (mcpset_is_tool(name)) {
+            /* Answered by the step that makes the call (mcpset.h); left pending until then. */
+            const json_t *a = json_object_get(an->answers, s_str(c, "tool_call_id"));
+            if (a) {
+                s_add_result(r, c, json_incref(json_object_get(a, "result")),
+                             json_is_true(json_object_get(a, "is_error")), NULL, NULL);
+            }
         } else if (!s_is_dynamic(an->dynamic_tools, name)) {
             bool is_error = false;
             json_t *result = tools_run(name, json_object_get(c, "args"), &is_error);
@@ -251,8 +260,9 @@ static const char *s_native(const structured_turn_t *t, const json_t *content, c
 }
 
 void batch_pending(batch_t *self, const json_t *pending, const json_t *dynamic_tools,
-                   const structured_turn_t *turn) {
-    s_answer_t an = {.dynamic_tools = dynamic_tools, .turn = turn, .replay = true};
+                   const structured_turn_t *turn, const json_t *answers) {
+    s_answer_t an = {
+        .dynamic_tools = dynamic_tools, .turn = turn, .replay = true, .answers = answers};
     s_answer(self, pending, &an);
 }
 

@@ -4,7 +4,8 @@
  * step metadata while a structured request is open; then one tool row per call the worker
  * answers: local tools run, refused arguments and refused batches answered with bounded
  * errors, the finalizer's submission checked (an acknowledgment plus candidate metadata, or
- * the validator's first issues). Calls of declared dynamic tools are left to the client. In
+ * the validator's first issues). Calls of declared dynamic tools are left to the client, and
+ * MCP calls to a step of their own (ARCHITECTURE.md §7.7). In
  * native mode (structured.h) the reply's text is the submission: the step row carries the
  * checked value as the candidate, or the invalid_output rejection and its reason; any tool
  * call refuses the batch.
@@ -42,8 +43,10 @@ void batch_reply(batch_t *self, json_t *content, const char *finish, const char 
 
 /* Builds the answers to pending calls read back from history (DECIDE_RUN_LOCAL). A pending
  * finalizer is answered with an error: a submission is checked only in the step that made
- * it, so a stored placeholder can never pass as arguments. */
+ * it, so a stored placeholder can never pass as arguments. MCP calls (mcpset.h) are answered
+ * from answers ({tool_call_id: {"result", "is_error"}}, may be NULL) and otherwise left
+ * pending, here as in batch_reply. */
 void batch_pending(batch_t *self, const json_t *pending, const json_t *dynamic_tools,
-                   const structured_turn_t *turn);
+                   const structured_turn_t *turn, const json_t *answers);
 
 #endif

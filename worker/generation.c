@@ -6,6 +6,7 @@
 #include "jsonout.h"
 #include "jsonstrict.h"
 #include "log.h"
+#include "mcpset.h"
 #include "mem.h"
 #include "outformat.h"
 #include "provider.h"
@@ -252,12 +253,69 @@ static bool s_has_tool_call(const json_t *content) {
     return false;
 }
 
-/* Pending local calls read back from history (DECIDE_RUN_LOCAL). */
-static taskctx_rc_t s_run_pending(taskctx_t *ctx, PGconn *conn, const json_t *pending,
-                                  const json_t *dynamic_tools, const structured_turn_t *turn) {
+/* A step's MCP calls between their phases (ARCHITECTURE.md §7.7). */
+typedef struct {
+    json_t *calls;   /* the pending MCP calls */
+    json_t *enabled; /* the chat's MCP servers */
+} s_mcp_t;
+
+static void s_mcp_free(void *arg) {
+    s_mcp_t *m = arg;
+    json_decref(m->calls);
+    json_decref(m->enabled);
+    free(m);
+}
+
+static provider_call_t *s_mcp_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
+    s_mcp_t *m = ctx->body;
+    return mcpset_start(ctx->env->mcp, ctx->env->loop, m->calls, m->enabled, done, arg);
+}
+
+/* The phase after the MCP calls: their results in one CommitStep. A database failure runs
+ * the step again from its read (the calls are made again; the fence lets one result in). */
+static taskctx_rc_t s_mcp_commit(taskctx_t *ctx, PGconn *conn) {
+    s_mcp_t *m = ctx->body;
+    if (ctx->call_rc == PROVIDER_CANCELLED) {
+        return TASKCTX_QUIET;
+    }
+    if (!conn || ctx->call_rc != PROVIDER_OK) {
+        return TASKCTX_RETRY;
+    }
     batch_t *b = batch_new();
-    batch_pending(b, pending, dynamic_tools, turn);
+    batch_pending(b, m->calls, NULL, NULL, ctx->call_res.content);
+    log_info("mcp_results", "chat_id=%s calls=%zu", ctx->chat_id, json_array_size(m->calls));
+    provider_result_clear(&ctx->call_res);
     return s_commit_batch(ctx, conn, &b, false);
+}
+
+/* Pending calls read back from history (DECIDE_RUN_LOCAL): local ones answered here; once
+ * only MCP calls are left, they are made on the loop with no connection held, and the phase
+ * after commits their results. */
+static taskctx_rc_t s_run_pending(taskctx_t *ctx, PGconn *conn, const json_t *pending,
+                                  const history_t *h, const structured_turn_t *turn) {
+    json_t *mcp = json_array();
+    size_t i;
+    json_t *c;
+    json_array_foreach(pending, i, c) {
+        if (mcpset_is_tool(s_str(c, "tool_name"))) {
+            json_array_append(mcp, c);
+        }
+    }
+    if (json_array_size(mcp) < json_array_size(pending)) {
+        json_decref(mcp);
+        batch_t *b = batch_new();
+        batch_pending(b, pending, h->dynamic_tools, turn, NULL);
+        return s_commit_batch(ctx, conn, &b, false);
+    }
+    s_mcp_t *m = mem_calloc(1, sizeof *m);
+    m->calls = mcp;
+    m->enabled = json_incref(h->mcp_servers);
+    ctx->body = m;
+    ctx->body_free = s_mcp_free;
+    ctx->call_start = s_mcp_start;
+    ctx->next = s_mcp_commit;
+    log_info("mcp_calls", "chat_id=%s calls=%zu", ctx->chat_id, json_array_size(mcp));
+    return TASKCTX_CALL;
 }
 
 /* One model reply in one CommitStep (batch.h). */
@@ -300,11 +358,15 @@ static void s_on_part(void *arg, const char *part_json) {
                       s->attempt, "assistant", part_json, strlen(part_json));
 }
 
-static json_t *s_tools_on_offer(const json_t *dynamic_tools, const structured_turn_t *turn) {
+static json_t *s_tools_on_offer(mcpset_t *mcp, const history_t *h, const structured_turn_t *turn) {
     if (turn && turn->native) {
         return json_array(); /* native mode: the schema constrains the text; no tools at all */
     }
+    const json_t *dynamic_tools = h->dynamic_tools;
     json_t *tools = tools_local_specs();
+    json_t *remote = mcpset_specs(mcp, h->mcp_servers);
+    json_array_extend(tools, remote);
+    json_decref(remote);
     size_t i;
     json_t *t;
     json_array_foreach(dynamic_tools, i, t) {
@@ -634,7 +696,7 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
     g->prompt = compact ? compaction_prompt(g->h.messages, &g->replay)
                         : s_prompt(&g->h, open ? &g->turn : NULL);
     g->tools =
-        compact ? json_array() : s_tools_on_offer(g->h.dynamic_tools, open ? &g->turn : NULL);
+        compact ? json_array() : s_tools_on_offer(ctx->env->mcp, &g->h, open ? &g->turn : NULL);
     ctx->body = g;
     ctx->body_free = s_gen_free;
     return attempt > 0 ? s_start_call(ctx, attempt) : s_attempt(ctx, conn);
@@ -738,7 +800,7 @@ taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
     s_args_t a = {.fence = &ctx->fence};
     switch (handled ? -1 : (int)d) {
         case DECIDE_RUN_LOCAL:
-            rc = s_run_pending(ctx, conn, pending, h.dynamic_tools, t);
+            rc = s_run_pending(ctx, conn, pending, &h, t);
             break;
         case DECIDE_REQUIRES_ACTION:
             rc = taskctx_bundle(ctx, conn, s_enter_ra, &a, "EnterRequiresAction");

@@ -22,6 +22,7 @@ static json_t *s_stored(const char *text) {
 
 void history_clear(history_t *h) {
     json_decref(h->dynamic_tools);
+    json_decref(h->mcp_servers);
     json_decref(h->messages);
     json_decref(h->model);
     json_decref(h->evidence);
@@ -126,7 +127,8 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
         "SELECT status, coalesce(worker_id::text, ''), coalesce(runner_id::text, ''),"
         " history_version, generation_attempt, archived, coalesce(dynamic_tools, '[]')::text,"
         " coalesce(floor(extract(epoch FROM requires_action_deadline_at - now()) * 1000)::bigint,"
-        " 9223372036854775807), model_config_id::text, compaction_requested_at IS NOT NULL"
+        " 9223372036854775807), model_config_id::text, compaction_requested_at IS NOT NULL,"
+        " coalesce(mcp_servers, '[]')::text"
         " FROM chats WHERE id = $1",
         1, p);
     if (!res) {
@@ -154,6 +156,11 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
     if (!json_is_array(out->dynamic_tools)) {
         json_decref(out->dynamic_tools);
         out->dynamic_tools = json_array();
+    }
+    out->mcp_servers = s_stored(PQgetvalue(res, 0, 10));
+    if (!json_is_array(out->mcp_servers)) {
+        json_decref(out->mcp_servers);
+        out->mcp_servers = json_array();
     }
     char *model_id = db_text(res, 0, 8) ? mem_strdup(db_text(res, 0, 8)) : NULL;
     PQclear(res);

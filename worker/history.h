@@ -30,6 +30,7 @@ typedef struct {
     int64_t deadline_in_ms;    /* requires_action_deadline_at - now(), or INT64_MAX if unset */
     bool compaction_requested; /* compaction_requested_at is set (ARCHITECTURE.md §7.6) */
     json_t *dynamic_tools;     /* owned: the chat's declared tools, an array (maybe empty) */
+    json_t *mcp_servers;       /* owned: the MCP servers the chat enabled, names (mcpset.h) */
     json_t *messages;          /* owned: [{"id", "role", "content", "control", "model_only",
                                   "compressed"}], model-visible, from the latest context boundary
                                   (system rows always), oldest first */

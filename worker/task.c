@@ -318,8 +318,12 @@ static void s_call_start(void *arg) {
         return;
     }
     self->wait = S_CALL;
-    self->call = provider_start(self->ctx.env->loop, &self->ctx.call, self->ctx.on_part,
-                                self->ctx.part_arg, s_call_done, self);
+    taskctx_t *ctx = &self->ctx;
+    provider_call_t *(*start)(taskctx_t *, provider_done_fn *, void *) = ctx->call_start;
+    ctx->call_start = NULL;
+    self->call = start ? start(ctx, s_call_done, self)
+                       : provider_start(ctx->env->loop, &ctx->call, ctx->on_part, ctx->part_arg,
+                                        s_call_done, self);
 }
 
 /* What follows a phase that returned rc. */

@@ -76,5 +76,6 @@ void taskctx_reset(taskctx_t *ctx) {
     ctx->body = NULL;
     ctx->body_free = NULL;
     ctx->next = NULL;
+    ctx->call_start = NULL;
     provider_result_clear(&ctx->call_res);
 }

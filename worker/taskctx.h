@@ -84,6 +84,7 @@ typedef struct {
     int64_t retry_max_ms;  /* cap of the model retry backoff */
     int64_t sim_chunk_ms;  /* the sim provider's default pace */
     int64_t ra_default_ms; /* deadline used when requires_action has none recorded */
+    struct mcpset *mcp;    /* the deployment's MCP servers (mcpset.h); never NULL */
     taskctx_counters_t counters;
 } taskctx_env_t;
 
@@ -103,9 +104,13 @@ struct taskctx {
     cancel_t *cancel;
     bool have_after;
     hint_update_t after;
-    taskctx_phase_fn *next;    /* TASKCTX_CALL and TASKCTX_WAIT: the phase that follows */
-    int64_t wait_ms;           /* TASKCTX_WAIT */
-    provider_request_t call;   /* TASKCTX_CALL; what it points to lives in body */
+    taskctx_phase_fn *next;  /* TASKCTX_CALL and TASKCTX_WAIT: the phase that follows */
+    int64_t wait_ms;         /* TASKCTX_WAIT */
+    provider_request_t call; /* TASKCTX_CALL; what it points to lives in body */
+    /* TASKCTX_CALL: NULL for the model call in call; else the call this starts on the loop
+     * (the step's MCP calls, mcpset.h), whose outcome arrives in call_rc and call_res alike.
+     * The task clears it when it starts the call. */
+    provider_call_t *(*call_start)(taskctx_t *ctx, provider_done_fn *done, void *done_arg);
     provider_part_fn *on_part; /* TASKCTX_CALL: receives the streamed parts, on the loop */
     void *part_arg;
     provider_rc_t call_rc;         /* the call's outcome, for next */

@@ -9,6 +9,7 @@
 #include "leaseset.h"
 #include "log.h"
 #include "manager.h"
+#include "mcpset.h"
 #include "mem.h"
 #include "partbuf.h"
 #include "relay.h"
@@ -128,6 +129,15 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
         worker_destroy(&self);
         return NULL;
     }
+    /* The deployment's MCP servers, one connection each, started now (ARCHITECTURE.md §7.7). */
+    char why[256] = "";
+    env->mcp = mcpset_new(cfg->config_path, why, sizeof why);
+    if (!env->mcp) {
+        log_error("worker_config", "reason=\"%s\"", why);
+        worker_destroy(&self);
+        return NULL;
+    }
+    mcpset_log(env->mcp);
     env->partbuf = self->partbuf;
     env->sink = bus_publisher_sink(self->pub);
     snprintf(env->inbox, sizeof env->inbox, "inproc://chatfleet-manager-%s", self->id);
@@ -210,6 +220,7 @@ void worker_destroy(worker_t **self_p) {
     leaseset_destroy(&self->leases);
     /* Every task has ended (manager_destroy waited): no job or loop callback is left. */
     dbexec_destroy(&self->env.exec);
+    mcpset_destroy(&self->env.mcp); /* before the loop: its last answers are posted there */
     evloop_destroy(&self->env.loop);
     zsock_destroy(&self->env.done);
     if (self->env.pool) {

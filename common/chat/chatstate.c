@@ -640,16 +640,18 @@ int chatstate_create(PGconn *conn, const cs_create_t *c, const hint_sink_t *sink
                        c->model_config_id,
                        c->system_prompt,
                        c->dynamic_tools,
-                       first_user};
-    PGresult *res = cs_query(
-        self, err,
-        "INSERT INTO chats (id, owner_id, title, title_source, status, model_config_id,"
-        " system_prompt, dynamic_tools) SELECT $1, $2::uuid, coalesce($3, left(regexp_replace("
-        "(SELECT e.p ->> 'text' FROM jsonb_array_elements($9::jsonb) e(p)"
-        " WHERE e.p ->> 'type' = 'text' LIMIT 1), '\\s+', ' ', 'g'), 80), 'New Chat'),"
-        " $4::chat_title_source, $5::chat_status, $6::uuid, $7, $8::jsonb"
-        " WHERE NOT EXISTS (SELECT 1 FROM chats WHERE id = $1) RETURNING id",
-        9, p);
+                       first_user,
+                       c->mcp_servers};
+    PGresult *res =
+        cs_query(self, err,
+                 "INSERT INTO chats (id, owner_id, title, title_source, status, model_config_id,"
+                 " system_prompt, dynamic_tools, mcp_servers) SELECT $1, $2::uuid, coalesce($3,"
+                 " left(regexp_replace("
+                 "(SELECT e.p ->> 'text' FROM jsonb_array_elements($9::jsonb) e(p)"
+                 " WHERE e.p ->> 'type' = 'text' LIMIT 1), '\\s+', ' ', 'g'), 80), 'New Chat'),"
+                 " $4::chat_title_source, $5::chat_status, $6::uuid, $7, $8::jsonb, $10::jsonb"
+                 " WHERE NOT EXISTS (SELECT 1 FROM chats WHERE id = $1) RETURNING id",
+                 10, p);
     if (res && PQntuples(res) != 1) {
         cs_fail(self, err, CS_CONFLICT, "chat %s already exists: Create is not allowed", id);
     }

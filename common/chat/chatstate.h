@@ -80,6 +80,7 @@ typedef struct {
     const char *model_config_id;
     const char *system_prompt; /* becomes a model-only system message */
     const char *dynamic_tools; /* JSON array */
+    const char *mcp_servers;   /* JSON array of MCP server names (ARCHITECTURE.md §7.7), or NULL */
     const cs_message_t *messages;
     int message_count;
 } cs_create_t;

@@ -179,6 +179,8 @@ chaos_config_t chaos_config_from_env(int seconds, int chats, int slow_turns, con
         long s = strtol(v, NULL, 10);
         c.slow_seconds = s >= 4 && s < 86400 ? (int)s : c.slow_seconds;
     }
+    v = getenv("CHATFLEET_CHAOS_MCP");
+    c.mcp = v && !strcmp(v, "1");
     return c;
 }
 
@@ -619,7 +621,9 @@ static void s_act(client_t *cl) {
     if (roll < 28) {
         s_send(cl, LEDGER_SEND, "", -1);
     } else if (roll < 38) {
-        s_send(cl, LEDGER_SEND, "[sim:tool time]", -1);
+        /* With an MCP server, half the tool turns call its tool (an MCP step, §7.7). */
+        bool mcp = cl->run->cfg.mcp && s_rand(&cl->rng) % 2;
+        s_send(cl, LEDGER_SEND, mcp ? "[sim:tool mcp__chaos__t1]" : "[sim:tool time]", -1);
     } else if (roll < 46) {
         s_send(cl, LEDGER_SEND, "[sim:dynamic ask]", -1);
     } else if (roll < 62) {
@@ -669,6 +673,9 @@ static void s_create(run_t *r, int chat) {
     json_t *body = json_pack("{s:[{s:s,s:s}],s:[{s:s,s:s,s:{s:s}}]}", "content", "type", "text",
                              "text", text, "dynamic_tools", "name", "ask", "description",
                              "Ask the client", "input_schema", "type", "object");
+    if (r->cfg.mcp) {
+        json_object_set_new(body, "mcp_servers", json_pack("[s]", "chaos"));
+    }
     char *b = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     char url[160];
@@ -992,10 +999,33 @@ int chaos_run(const chaos_config_t *cfg) {
                                       "CHATFLEET_LOG=info",
                                       "CHATFLEET_WORKER_DB_CONNS=" CHAOS_STR(CHAOS_WORKER_DB_CONNS),
                                       NULL};
+    /* With mcp: the config file naming the sim model and the chaos MCP server. */
+    const char *env_mcp[sizeof env / sizeof env[0] + 1];
+    char config[128] = "";
+    char *config_env = NULL;
+    if (cfg->mcp) {
+        snprintf(config, sizeof config, "/tmp/cfchaos-mcp-%d.json", (int)getpid());
+        FILE *f = fopen(config, "w");
+        ASSERT(f);
+        const char *src = getenv("CHATFLEET_SOURCE_DIR");
+        fprintf(f,
+                "{\"models\":[{\"name\":\"sim\",\"provider\":\"sim\",\"model\":\"sim\","
+                "\"default\":true}],\"mcp_servers\":{\"chaos\":{\"command\":\"node\","
+                "\"args\":[\"%s/tests/mcp/paged_server.mjs\"],\"timeout_ms\":5000}}}",
+                src ? src : ".");
+        fclose(f);
+        config_env = mem_printf("CHATFLEET_CONFIG=%s", config);
+        size_t n = 0;
+        for (; env[n]; n++) {
+            env_mcp[n] = env[n];
+        }
+        env_mcp[n] = config_env;
+        env_mcp[n + 1] = NULL;
+    }
     cluster_opts_t o = {.name = cfg->name,
                         .gateways = CHAOS_GATEWAYS,
                         .workers = CHAOS_WORKERS,
-                        .env = env,
+                        .env = cfg->mcp ? env_mcp : env,
                         .private_pg = 1};
     int64_t boot = id_now_ms();
     r->cluster = cluster_new(&o);
@@ -1005,8 +1035,9 @@ int chaos_run(const chaos_config_t *cfg) {
     for (int g = 0; g < CHAOS_GATEWAYS; g++) {
         atomic_store(&r->gw_up[g], 1);
     }
-    printf("chaos: cluster up in %lld ms (private PostgreSQL %s)\n",
-           (long long)(id_now_ms() - boot), cluster_db_url(r->cluster));
+    printf("chaos: cluster up in %lld ms (private PostgreSQL %s)%s\n",
+           (long long)(id_now_ms() - boot), cluster_db_url(r->cluster),
+           cfg->mcp ? ", MCP server chaos on every chat" : "");
     char calls_log[128];
     snprintf(calls_log, sizeof calls_log, "%s.calls.log", cfg->name);
     r->ledger = ledger_new(cfg->chats, calls_log);
@@ -1076,6 +1107,10 @@ int chaos_run(const chaos_config_t *cfg) {
     }
     ledger_destroy(&r->ledger);
     int unclean = cluster_destroy(&r->cluster);
+    if (config_env) {
+        unlink(config);
+        free(config_env);
+    }
     if (unclean) {
         printf("chaos: %d processes did not exit cleanly on SIGTERM\n", unclean);
     }

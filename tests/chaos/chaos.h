@@ -15,11 +15,15 @@ typedef struct {
     int slow_turns;   /* chats of the slow phase, one slow turn each (0: no slow phase) */
     int slow_seconds; /* how long the slow phase's worker faults run */
     const char *name; /* log file prefix */
+    /* Nonzero: every chat enables an MCP server (tests/mcp/paged_server.mjs over stdio, node
+     * only) and the workload calls its tool too (ARCHITECTURE.md §7.7). */
+    int mcp;
 } chaos_config_t;
 
 /* The configuration from CHATFLEET_CHAOS_SEED (default: the clock), CHATFLEET_CHAOS_SECONDS
  * (default seconds), CHATFLEET_CHAOS_CHATS (default chats), CHATFLEET_CHAOS_SLOW_TURNS
- * (default slow_turns, 0..LEDGER_SLOW_MAX) and CHATFLEET_CHAOS_SLOW_SECONDS (default 12). */
+ * (default slow_turns, 0..LEDGER_SLOW_MAX), CHATFLEET_CHAOS_SLOW_SECONDS (default 12) and
+ * CHATFLEET_CHAOS_MCP (1: mcp). */
 chaos_config_t chaos_config_from_env(int seconds, int chats, int slow_turns, const char *name);
 
 /* Runs it and prints progress, the schedule and each invariant with its counts. Returns the

@@ -3,6 +3,7 @@
 #include "provider.h"
 #include "id.h"
 #include "jsonout.h"
+#include "mem.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,6 +34,19 @@ void provider_result_clear(provider_result_t *r) {
 }
 
 /* --- Calls in progress. --- */
+
+provider_call_t *provider_call_new(evloop_t *loop, provider_part_fn *on_part, void *part_ctx,
+                                   provider_done_fn *done, void *ctx) {
+    provider_call_t *call = mem_calloc(1, sizeof *call);
+    call->loop = loop;
+    call->on_part = on_part;
+    call->part_ctx = part_ctx;
+    call->done = done;
+    call->ctx = ctx;
+    call->out.retry_after_ms = -1;
+    call->starting = true;
+    return call;
+}
 
 static void s_end_now(provider_call_t *call, provider_rc_t rc) {
     if (call->impl_free) {

@@ -111,6 +111,12 @@ struct provider_call {
     provider_rc_t deferred_rc;
 };
 
+/* A new call in its starting state (starting is true: an end is deferred until the caller
+ * clears it), for provider_start and for work that the generation task waits for as a call
+ * (worker/mcpset.h). Never NULL. */
+provider_call_t *provider_call_new(evloop_t *loop, provider_part_fn *on_part, void *part_ctx,
+                                   provider_done_fn *done, void *ctx);
+
 /* Ends the call: frees impl, runs done with rc and out, frees the call. Deferred to the
  * loop's next turn when the provider is still inside its start function. */
 void provider_call_end(provider_call_t *call, provider_rc_t rc);

@@ -32,14 +32,7 @@ static s_start_fn *s_find(const char *name) {
 provider_call_t *provider_start(evloop_t *loop, const provider_request_t *req,
                                 provider_part_fn *on_part, void *part_ctx, provider_done_fn *done,
                                 void *ctx) {
-    provider_call_t *call = mem_calloc(1, sizeof *call);
-    call->loop = loop;
-    call->on_part = on_part;
-    call->part_ctx = part_ctx;
-    call->done = done;
-    call->ctx = ctx;
-    call->out.retry_after_ms = -1;
-    call->starting = true;
+    provider_call_t *call = provider_call_new(loop, on_part, part_ctx, done, ctx);
     const char *p = req->model && req->model->provider ? req->model->provider : "";
     s_start_fn *start = s_find(p);
     if (start) {
