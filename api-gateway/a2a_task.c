@@ -166,7 +166,9 @@ typedef struct {
 static void s_structured(json_t *row, const char *tid, bool legacy, s_view_t *v) {
     json_t *r = json_object_get(row, "receipt");
     const char *st = json_string_value(json_object_get(r, "status"));
-    const char *code = json_string_value(json_object_get(r, "code"));
+    /* {"error":{"code"}}; a receipt written before that shape has "code" at the top. */
+    const char *code = json_string_value(json_object_get(json_object_get(r, "error"), "code"));
+    code = code ? code : json_string_value(json_object_get(r, "code"));
     const char *fmt = json_string_value(json_object_get(row, "fmt"));
     json_t *value = json_object_get(r, "value");
     bool raw = !fmt || strcmp(fmt, A2A_FORMAT_PROTOBUF) != 0;

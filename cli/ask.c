@@ -167,7 +167,11 @@ static void s_finish_line(s_ask_t *a) {
 
 static void s_on_receipt(s_ask_t *a, json_t *so) {
     const char *status = json_string_value(json_object_get(so, "status"));
-    const char *code = json_string_value(json_object_get(so, "code"));
+    /* {"error":{"code","message"}}; a receipt written before that shape has "code" only. */
+    json_t *error = json_object_get(so, "error");
+    const char *code = json_string_value(json_object_get(error, "code"));
+    const char *message = json_string_value(json_object_get(error, "message"));
+    code = code ? code : json_string_value(json_object_get(so, "code"));
     json_t *value = json_object_get(so, "value");
     a->done = true;
     if (status && !strcmp(status, "succeeded") && value) {
@@ -194,8 +198,8 @@ static void s_on_receipt(s_ask_t *a, json_t *so) {
     }
     bool canceled = status && !strcmp(status, "canceled");
     s_finish_line(a);
-    fprintf(stderr, "chatfleet: structured output %s: %s\n", canceled ? "canceled" : "failed",
-            code ? code : "unknown");
+    fprintf(stderr, "chatfleet: structured output %s: %s%s%s\n", canceled ? "canceled" : "failed",
+            code ? code : "unknown", message ? ": " : "", message ? message : "");
     a->rc = canceled ? ASK_CANCELED : ASK_FAILED;
 }
 

@@ -111,7 +111,7 @@ static void test_sim_native_request_succeeds_with_a_text_value_and_no_tools(void
     (void)u;
     char *chat = s_create("sim-native", "n?");
     json_t *so = s_receipt(chat, "succeeded");
-    assert_null(json_object_get(so, "code"));
+    assert_null(json_object_get(json_object_get(so, "error"), "code"));
     /* The sim fails a native call that also offers tools (400): success means none. */
     assert_true(json_is_integer(json_object_get(json_object_get(so, "value"), "n")));
     assert_int_equal(json_object_size(json_object_get(so, "value")), 1);
@@ -130,7 +130,8 @@ static void test_sim_native_prose_and_invalid_values_exhaust_the_budget(void **u
     (void)u;
     char *chat = s_create("sim-native", "n? [sim:schema-text 1] [sim:schema-wrong 2]");
     json_t *so = s_receipt(chat, "failed");
-    assert_string_equal(json_string_value(json_object_get(so, "code")), "validation_exhausted");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(so, "error"), "code")),
+                        "validation_exhausted");
     assert_int_equal(
         s_count(chat,
                 "structured_output ->> 'rejection' = 'invalid_output' AND role = 'assistant'"),
@@ -172,7 +173,8 @@ static void test_openai_native_invalid_json_three_times_is_validation_exhausted(
     s_push(OA_TEXT("\"{\\\"n\\\":1,\\\"n\\\":2}\""));
     char *chat = s_create("openai-native", "n?");
     json_t *so = s_receipt(chat, "failed");
-    assert_string_equal(json_string_value(json_object_get(so, "code")), "validation_exhausted");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(so, "error"), "code")),
+                        "validation_exhausted");
     assert_null(json_object_get(so, "value"));
     json_decref(so);
     assert_int_equal(mockprov_request_count(s_mock) - before, 3);
