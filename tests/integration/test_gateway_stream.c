@@ -154,6 +154,26 @@ static void s_part(const char *chat, int64_t seq, const char *text) {
     free(json);
 }
 
+/* The bootstrap ends with preview_reset, as the reference's sync does from local state that
+ * starts at zero (api-shapes.md §4.3, step 7): after the snapshot's status, carrying only
+ * type and chat_id (§4.2). */
+static void test_stream_bootstrap_sends_preview_reset_after_the_snapshot(void **u) {
+    (void)u;
+    json_t *c =
+        s_post(0, "/api/v2/chats", "{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}", 201);
+    const char *chat = json_string_value(json_object_get(c, "id"));
+    sse_t *s = s_stream(0, chat, 0);
+    int st = s_want(s, 0, "status");
+    int pr = s_want(s, 0, "preview_reset");
+    assert_true(pr > st);
+    json_t *data = json_object_get(sse_get(s, pr), "data");
+    assert_int_equal(json_object_size(data), 2);
+    assert_string_equal(json_string_value(json_object_get(data, "type")), "preview_reset");
+    assert_string_equal(json_string_value(json_object_get(data, "chat_id")), chat);
+    sse_close(&s);
+    json_decref(c);
+}
+
 static void test_stream_follows_a_scripted_turn(void **u) {
     (void)u;
     json_t *c =
@@ -440,6 +460,7 @@ static int s_teardown(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stream_bootstrap_sends_preview_reset_after_the_snapshot),
         cmocka_unit_test(test_stream_follows_a_scripted_turn),
         cmocka_unit_test(test_resumed_stream_is_told_of_an_edit_before_its_resume_point),
         cmocka_unit_test(test_stream_rejects_bad_cursor_and_foreign_chat),
