@@ -50,6 +50,15 @@ static json_t *s_rows(PGconn *conn, const char *sql, int n, const char *const *p
     return rows;
 }
 
+/* The first row of a two-parameter query ($1, $2), as a new reference; NULL when there is
+ * none (or on a failed read, *failed set). */
+static json_t *s_first_row(PGconn *conn, const char *sql, const char *const p[2], bool *failed) {
+    json_t *rows = s_rows(conn, sql, 2, p, failed);
+    json_t *row = json_incref(json_array_get(rows, 0));
+    json_decref(rows);
+    return row;
+}
+
 const char *a2a_task_state_name(const char *v1_state, bool legacy) {
     static const char *const map[][2] = {
         {"TASK_STATE_SUBMITTED", "submitted"}, {"TASK_STATE_WORKING", "working"},
@@ -318,17 +327,14 @@ static json_t *s_queued_row(PGconn *conn, const char *qid, const char *user_id, 
     if (*failed) {
         return NULL;
     }
-    rows = s_rows(
+    return s_first_row(
         conn,
         "SELECT jsonb_build_object('chat_id', q.chat_id, 'rid',"
         " q.structured_output_request_id, 'status', c.status, 'queued', NULL, 'ts', " A2A_TASK_ISO(
             "q.created_at") ")"
                             " FROM chat_queued_messages q JOIN chats c ON c.id = q.chat_id"
                             " WHERE q.id = $1::bigint AND c.owner_id = $2::uuid",
-        2, p, failed);
-    json_t *row = json_incref(json_array_get(rows, 0));
-    json_decref(rows);
-    return row;
+        p, failed);
 }
 
 int a2a_task_id_canonical(const char *text, char out[A2A_TASK_ID_MAX]) {
@@ -361,19 +367,16 @@ static bool s_digits(const char *s) {
  * as long as the chat is the owner's. */
 static json_t *s_outcome_row(PGconn *conn, const char *task_id, const char *user_id, bool *failed) {
     const char *p[] = {task_id, user_id};
-    json_t *rows = s_rows(conn,
-                          "SELECT jsonb_build_object('chat_id', o.context_id, 'ts', " A2A_TASK_ISO(
-                              "o.created_at") ", 'outcome', jsonb_strip_nulls(jsonb_build_object("
-                                              "'state', o.state, 'code', o.code, 'message',"
-                                              " o.message, 'detail', o.detail)))"
-                                              " FROM a2a_task_outcomes o WHERE o.task_id = $1"
-                                              " AND o.owner_id = $2::uuid AND (o.task_id LIKE"
-                                              " 'r%' OR EXISTS (SELECT 1 FROM chats c WHERE"
-                                              " c.id = o.context_id AND c.owner_id = o.owner_id))",
-                          2, p, failed);
-    json_t *row = json_incref(json_array_get(rows, 0));
-    json_decref(rows);
-    return row;
+    return s_first_row(conn,
+                       "SELECT jsonb_build_object('chat_id', o.context_id, 'ts', " A2A_TASK_ISO(
+                           "o.created_at") ", 'outcome', jsonb_strip_nulls(jsonb_build_object("
+                                           "'state', o.state, 'code', o.code, 'message',"
+                                           " o.message, 'detail', o.detail)))"
+                                           " FROM a2a_task_outcomes o WHERE o.task_id = $1"
+                                           " AND o.owner_id = $2::uuid AND (o.task_id LIKE"
+                                           " 'r%' OR EXISTS (SELECT 1 FROM chats c WHERE"
+                                           " c.id = o.context_id AND c.owner_id = o.owner_id))",
+                       p, failed);
 }
 
 /* The task's own row: its user message's turn, or its queued message. */
@@ -390,9 +393,7 @@ static json_t *s_task_row(PGconn *conn, const char *task_id, const char *user_id
     }
     if (!*failed && s_digits(mid)) {
         const char *p[] = {mid, user_id};
-        json_t *rows = s_rows(conn, s_turn_sql, 2, p, failed);
-        row = json_incref(json_array_get(rows, 0));
-        json_decref(rows);
+        row = s_first_row(conn, s_turn_sql, p, failed);
     }
     return row;
 }

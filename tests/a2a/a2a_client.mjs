@@ -6,33 +6,12 @@
 // the script to kill -9 the gateway at BASE_URL (resubscribe_after_kill).
 // Cases: card, text, structured, invalid_schema_json, output_modes, stream, cancel,
 // structured_cancel, cancel_durable, list_pages, jsonrpc, resubscribe_after_kill.
-import {
-  ClientFactory,
-  ClientFactoryOptions,
-  JsonRpcTransportFactory,
-} from "@a2a-js/sdk/client";
+import { EXT, check, connect, run, sleep, waitState } from "./a2a_common.mjs";
 
-const [base, token, ...only] = process.argv.slice(2);
-const EXT = "https://docs.kedi-lang.org/a2a/extensions/structured-output/v1/";
+const { base, only, other, authFetch, client, client2 } = await connect();
 const STATE = { SUBMITTED: 1, WORKING: 2, COMPLETED: 3, FAILED: 4, CANCELED: 5 };
-const other = process.env.A2A_OTHER;
 const ROLE_USER = 1;
 const BIG = "9007199254740993"; // 2^53 + 1: a double would read 9007199254740992
-
-const authFetch = (url, init = {}) => {
-  const headers = new Headers(init.headers);
-  headers.set("Authorization", `Bearer ${token}`);
-  return fetch(url, { ...init, headers });
-};
-const factory = new ClientFactory(
-  ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-    transports: [new JsonRpcTransportFactory({ fetchImpl: authFetch })],
-  }),
-);
-
-function check(cond, what) {
-  if (!cond) throw new Error(`check failed: ${what}`);
-}
 
 let n = 0;
 function message(text, extra = {}) {
@@ -51,20 +30,6 @@ function structured(text, schemaJson, extra = {}) {
     metadata: { kediStructuredOutput: { version: 1, resultEncoding: "json-utf8", schemaJson, ...extra } },
   };
 }
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function waitState(client, id, states, ms = 20000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const t = await client.getTask({ id });
-    if (states.includes(t.status.state) || Date.now() > end) return t;
-    await sleep(100);
-  }
-}
-
-const client = await factory.createFromUrl(base);
-const client2 = other ? await factory.createFromUrl(other) : null;
 
 // One raw JSON-RPC POST to BASE_URL/a2a (no client: notifications and batches); returns the
 // HTTP status and the parsed body (null when there is none).
@@ -352,8 +317,4 @@ const cases = {
   },
 };
 
-for (const name of only.length ? only : Object.keys(cases)) {
-  const t0 = Date.now();
-  const detail = await cases[name]();
-  console.log(`ok ${name} (${Date.now() - t0} ms): ${detail}`);
-}
+await run(cases, only);

@@ -5,49 +5,17 @@
 // As a2a_client.mjs: BASE_URL_2 is a second gateway of the cluster; one "ok CASE ..." line per
 // passing case; "kill gateway 0" asks the driving test to kill -9 the gateway at BASE_URL.
 // Cases: card, text, invalid_schema_json, stream, cancel_durable, resubscribe_after_kill.
-import {
-  ClientFactory,
-  ClientFactoryOptions,
-  JsonRpcTransportFactory,
-} from "@a2a-js/sdk/client";
+import { EXT, check, connect, run, sleep, waitState } from "./a2a_common.mjs";
 
-const [base, token, ...only] = process.argv.slice(2);
-const other = process.env.A2A_OTHER;
-const EXT = "https://docs.kedi-lang.org/a2a/extensions/structured-output/v1/";
-
-const authFetch = (url, init = {}) => {
-  const headers = new Headers(init.headers);
-  headers.set("Authorization", `Bearer ${token}`);
-  return fetch(url, { ...init, headers });
-};
-const factory = new ClientFactory(
-  ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-    transports: [new JsonRpcTransportFactory({ fetchImpl: authFetch })],
-  }),
-);
-
-function check(cond, what) {
-  if (!cond) throw new Error(`check failed: ${what}`);
-}
+const { base, only, other, client, client2 } = await connect();
 
 let n = 0;
 function message(text, extra = {}) {
   return { kind: "message", messageId: `v03-${process.pid}-${++n}`, role: "user", parts: [{ kind: "text", text }], ...extra };
 }
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function waitState(client, id, states, ms = 20000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const t = await client.getTask({ id });
-    if (states.includes(t.status.state) || Date.now() > end) return t;
-    await sleep(100);
-  }
-}
 
-const client = await factory.createFromUrl(base);
-const client2 = other ? await factory.createFromUrl(other) : null;
 
 const cases = {
   async card() {
@@ -135,8 +103,4 @@ const cases = {
   },
 };
 
-for (const name of only.length ? only : Object.keys(cases)) {
-  const t0 = Date.now();
-  const detail = await cases[name]();
-  console.log(`ok ${name} (${Date.now() - t0} ms): ${detail}`);
-}
+await run(cases, only);

@@ -45,15 +45,17 @@ static char s_source[512];
 static char s_js[600]; /* the npm prefix holding @a2a-js/sdk and the script */
 static const char *s_script;
 
-/* npm install of the client's version into the build directory; the script is copied beside
- * node_modules so that its bare import resolves there. Any failure fails the whole group. */
+/* npm install of the client's version into the build directory; the script and
+ * a2a_common.mjs are copied beside node_modules so that their bare imports resolve there. Any
+ * failure fails the whole group. */
 static int s_install_client(void) {
     const char *version = s_v03 ? "0.3" : "1.3";
     s_script = s_v03 ? "a2a_client_v03.mjs" : "a2a_client.mjs";
     snprintf(s_js, sizeof s_js, "%s/a2a-js-%s", s_build, version);
     char *cmd = mem_printf("mkdir -p '%s' && npm install --no-audit --no-fund --prefix '%s'"
-                           " @a2a-js/sdk@%s > '%s/npm.log' 2>&1 && cp '%s/tests/a2a/%s' '%s/'",
-                           s_js, s_js, version, s_js, s_source, s_script, s_js);
+                           " @a2a-js/sdk@%s > '%s/npm.log' 2>&1 && cp '%s/tests/a2a/%s'"
+                           " '%s/tests/a2a/a2a_common.mjs' '%s/'",
+                           s_js, s_js, version, s_js, s_source, s_script, s_source, s_js);
     int rc = system(cmd);
     free(cmd);
     if (rc != 0) {

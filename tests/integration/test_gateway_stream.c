@@ -154,13 +154,17 @@ static void s_part(const char *chat, int64_t seq, const char *text) {
     free(json);
 }
 
+/* A new chat whose first message is "hi" (the created Chat; the caller frees it). */
+static json_t *s_new_chat(void) {
+    return s_post(0, "/api/v2/chats", "{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}", 201);
+}
+
 /* The bootstrap ends with preview_reset, as the reference's sync does from local state that
  * starts at zero (api-shapes.md §4.3, step 7): after the snapshot's status, carrying only
  * type and chat_id (§4.2). */
 static void test_stream_bootstrap_sends_preview_reset_after_the_snapshot(void **u) {
     (void)u;
-    json_t *c =
-        s_post(0, "/api/v2/chats", "{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}", 201);
+    json_t *c = s_new_chat();
     const char *chat = json_string_value(json_object_get(c, "id"));
     sse_t *s = s_stream(0, chat, 0);
     int st = s_want(s, 0, "status");
@@ -185,8 +189,7 @@ static int s_fail(chatstate_t *cs, const char *chat, cs_error_t *err) {
  * §4.3, step 4), {"type":"error","chat_id","error":ChatError}. */
 static void test_stream_sends_the_persisted_error_of_a_chat_in_error(void **u) {
     (void)u;
-    json_t *c =
-        s_post(0, "/api/v2/chats", "{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}", 201);
+    json_t *c = s_new_chat();
     const char *chat = json_string_value(json_object_get(c, "id"));
     s_worker(chat, s_acquire);
     s_worker(chat, s_fail);
@@ -204,8 +207,7 @@ static void test_stream_sends_the_persisted_error_of_a_chat_in_error(void **u) {
 
 static void test_stream_follows_a_scripted_turn(void **u) {
     (void)u;
-    json_t *c =
-        s_post(0, "/api/v2/chats", "{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}", 201);
+    json_t *c = s_new_chat();
     const char *chat = json_string_value(json_object_get(c, "id"));
     sse_t *a = s_stream(0, chat, 0);
     /* The snapshot: the user message, the (empty) queue, the status. */
