@@ -1,6 +1,7 @@
 /* a2a: agent card and JSON-RPC dispatch; see a2a.h. */
 #include "a2a.h"
 #include "a2a_list.h"
+#include "a2a_push.h"
 #include "a2a_stream.h"
 #include "a2a_task.h"
 #include "db.h"
@@ -88,7 +89,7 @@ void a2a_agent_card(void *app, http_req_t *req, http_resp_t *resp) {
                   "name", "chatfleet", "description",
                   "Durable AI agent chats; a context is a chat, a task is one turn.", "version",
                   "0.1.0", "supportedInterfaces", "url", url, "protocolBinding", "JSONRPC",
-                  "protocolVersion", "1.0", "capabilities", "streaming", 1, "pushNotifications", 0,
+                  "protocolVersion", "1.0", "capabilities", "streaming", 1, "pushNotifications", 1,
                   "extensions", "uri", A2A_EXTENSION_URI, "description",
                   "Per-request JSON Schema (Draft-07) results as one artifact.", "required", 0,
                   "params", params, "securitySchemes", "bearer", "httpAuthSecurityScheme", "scheme",
@@ -689,6 +690,30 @@ static bool s_is(const char *method, const char *v1, const char *v03) {
     return !strcmp(method, v1) || (v03 && !strcmp(method, v03));
 }
 
+/* The push notification config method's operation (v1 and v0.3 names), or -1. */
+static int s_push_op(const char *method) {
+    static const struct {
+        const char *name;
+        a2a_push_op_t op;
+    } ops[] = {
+        {"CreateTaskPushNotificationConfig", A2A_PUSH_CREATE},
+        {"tasks/pushNotificationConfig/set", A2A_PUSH_CREATE},
+        {"GetTaskPushNotificationConfig", A2A_PUSH_GET},
+        {"tasks/pushNotificationConfig/get", A2A_PUSH_GET},
+        {"ListTaskPushNotificationConfigs", A2A_PUSH_LIST},
+        {"ListTaskPushNotificationConfig", A2A_PUSH_LIST},
+        {"tasks/pushNotificationConfig/list", A2A_PUSH_LIST},
+        {"DeleteTaskPushNotificationConfig", A2A_PUSH_DELETE},
+        {"tasks/pushNotificationConfig/delete", A2A_PUSH_DELETE},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        if (!strcmp(method, ops[i].name)) {
+            return (int)ops[i].op;
+        }
+    }
+    return -1;
+}
+
 /* Runs one call (a JSON object) and answers it through c, whose resp and batch are set. */
 static void s_dispatch(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *rpc) {
     json_t *id = json_object_get(rpc, "id");
@@ -726,6 +751,18 @@ static void s_dispatch(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *rpc)
             s_result(c, result);
         } else if (code == -2) {
             s_error(c, RPC_INTERNAL, "Internal error", NULL);
+        }
+    } else if (s_push_op(method) >= 0) {
+        PGconn *conn = pool_get(gw->pool);
+        json_t *result = NULL;
+        int code = a2a_push_rpc(conn, req->user_id, (a2a_push_op_t)s_push_op(method), params, !v1,
+                                &result, &data);
+        pool_put(gw->pool, conn);
+        if (code == 0) {
+            s_result(c, result);
+        } else if (code != RPC_INVALID_PARAMS) {
+            s_error(c, code, code == A2A_TASK_NOT_FOUND ? "Task not found" : "Internal error",
+                    NULL);
         }
     } else if (s_is(method, "GetTask", "tasks/get") || s_is(method, "CancelTask", "tasks/cancel") ||
                s_is(method, "SubscribeToTask", "tasks/resubscribe")) {

@@ -5,7 +5,7 @@
 // case and exits non-zero on the first failure. A line "kill gateway 0" asks the test driving
 // the script to kill -9 the gateway at BASE_URL (resubscribe_after_kill).
 // Cases: card, text, structured, invalid_schema_json, output_modes, stream, cancel,
-// structured_cancel, cancel_durable, list_pages, jsonrpc, resubscribe_after_kill.
+// structured_cancel, cancel_durable, list_pages, jsonrpc, push, resubscribe_after_kill.
 import { EXT, check, connect, run, sleep, waitState } from "./a2a_common.mjs";
 
 const { base, only, other, authFetch, client, client2 } = await connect();
@@ -282,6 +282,79 @@ const cases = {
     const noid = await rpc({ jsonrpc: "1.0", method: "ListTasks", params: {} });
     check(noid.body.error.code === -32600 && noid.body.id === null, "an invalid request is answered even without id");
     return `notification ran (${before} -> ${after}); batch of 4 -> 3 answers`;
+  },
+
+  async push() {
+    // A webhook this script runs gets each state change of a task once, or again with the same
+    // delivery id, with the configured authentication, across a kill -9 of gateway 0.
+    check(client2, "A2A_OTHER names a second gateway");
+    const http = await import("node:http");
+    const got = [];
+    let refuse = 1; // the first delivery is answered 503: it is retried, with the same id
+    const refused = [];
+    const server = http.createServer((req, res) => {
+      let body = "";
+      req.on("data", (c) => (body += c));
+      req.on("end", () => {
+        const u = JSON.parse(body).statusUpdate;
+        if (refuse-- > 0) {
+          refused.push(req.headers["x-a2a-delivery-id"]);
+          res.writeHead(503);
+          res.end();
+          return;
+        }
+        got.push({
+          id: req.headers["x-a2a-delivery-id"],
+          auth: req.headers["authorization"],
+          token: req.headers["x-a2a-notification-token"],
+          type: req.headers["content-type"],
+          task: u.taskId,
+          state: u.status.state,
+          mid: u.metadata?.chatfleetDeliveryId,
+        });
+        res.writeHead(200);
+        res.end();
+      });
+    });
+    await new Promise((r) => server.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${server.address().port}/hook`;
+    const until = async (cond, ms = 30000) => {
+      const end = Date.now() + ms;
+      while (!cond() && Date.now() < end) await sleep(50);
+      return cond();
+    };
+    const task = await client.sendMessage({
+      message: message("[sim:slow 100] [sim:words 60] push me"),
+      configuration: { returnImmediately: true },
+    });
+    const cfg = await client.createTaskPushNotificationConfig({
+      taskId: task.id, id: "hook-1", url, token: "tok-1",
+      authentication: { scheme: "Bearer", credentials: "s3cret" },
+    });
+    check(cfg.id === "hook-1" && cfg.taskId === task.id && cfg.url === url, `the config: ${JSON.stringify(cfg)}`);
+    const again = await client2.getTaskPushNotificationConfig({ taskId: task.id, id: "hook-1" });
+    check(again.url === url && again.token === "tok-1" && again.authentication.scheme === "Bearer", "GetTaskPushNotificationConfig elsewhere");
+    const listed = await client2.listTaskPushNotificationConfig({ taskId: task.id, pageSize: 0, pageToken: "" });
+    check(listed.configs.length === 1 && listed.configs[0].id === "hook-1", `the list: ${JSON.stringify(listed)}`);
+    check(await until(() => got.some((g) => g.state === "TASK_STATE_WORKING")), "WORKING delivered");
+    console.log("kill gateway 0");
+    check(await until(() => got.some((g) => g.state === "TASK_STATE_COMPLETED")), `COMPLETED delivered after the kill: ${JSON.stringify(got)}`);
+    await sleep(500); // nothing more may come
+    const ids = [...new Set(got.map((g) => g.id))];
+    check(ids.length === 2 && ids[0] === `${task.id}/TASK_STATE_WORKING` && ids[1] === `${task.id}/TASK_STATE_COMPLETED`, `each state once, in order: ${ids}`);
+    for (const g of got) {
+      check(g.auth === "Bearer s3cret" && g.token === "tok-1" && g.task === task.id, `authenticated: ${JSON.stringify(g)}`);
+      check(g.mid === g.id && g.id === `${task.id}/${g.state}`, `a stable id per state: ${JSON.stringify(g)}`);
+      check(g.type === "application/a2a+json", "the media type");
+    }
+    check(refused.length === 1 && refused[0] === ids[0], `the refused delivery came again: ${refused}`);
+    await client2.deleteTaskPushNotificationConfig({ taskId: task.id, id: "hook-1" });
+    const e = await codeOf(client2.getTaskPushNotificationConfig({ taskId: task.id, id: "hook-1" }));
+    check(e && e.code === -32001, `deleted: ${JSON.stringify(e)}`);
+    const bad = await codeOf(client2.createTaskPushNotificationConfig({ taskId: task.id, url: "ftp://x" }));
+    check(bad && bad.code === -32602, `a non-http URL is invalid params: ${JSON.stringify(bad)}`);
+    server.close();
+    return `${got.length} deliveries, ids ${ids.join(", ")}`;
   },
 
   async resubscribe_after_kill() {

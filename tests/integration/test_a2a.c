@@ -153,6 +153,11 @@ static void test_notifications_are_never_answered_and_batches_answer_each_call(v
     s_case("jsonrpc");
 }
 
+static void test_push_receiver_gets_each_state_once_across_a_gateway_kill(void **u) {
+    (void)u;
+    s_case("push");
+}
+
 static void test_subscribe_after_a_gateway_kill_ends_with_the_complete_artifact(void **u) {
     (void)u;
     s_case("resubscribe_after_kill");
@@ -226,6 +231,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_canceled_tasks_read_canceled_on_another_gateway),
         cmocka_unit_test(test_list_tasks_pages_newest_first_each_task_once),
         cmocka_unit_test(test_notifications_are_never_answered_and_batches_answer_each_call),
+        cmocka_unit_test(test_push_receiver_gets_each_state_once_across_a_gateway_kill),
         cmocka_unit_test(test_subscribe_after_a_gateway_kill_ends_with_the_complete_artifact),
         cmocka_unit_test(test_without_the_ca_the_client_is_refused),
     };
