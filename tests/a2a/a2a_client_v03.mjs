@@ -4,7 +4,8 @@
 //   A2A_OTHER=BASE_URL_2 node a2a_client_v03.mjs BASE_URL TOKEN [CASE...]
 // As a2a_client.mjs: BASE_URL_2 is a second gateway of the cluster; one "ok CASE ..." line per
 // passing case; "kill gateway 0" asks the driving test to kill -9 the gateway at BASE_URL.
-// Cases: card, text, invalid_schema_json, stream, cancel_durable, resubscribe_after_kill.
+// Cases: card, text, invalid_schema_json, stream, cancel_durable, push_configs,
+// resubscribe_after_kill.
 import { EXT, check, connect, run, sleep, waitState } from "./a2a_common.mjs";
 
 const { base, only, other, client, client2 } = await connect();
@@ -73,6 +74,26 @@ const cases = {
     const got = await client2.getTask({ id: task.id });
     check(got.status.state === "canceled", `tasks/get on the other gateway: ${got.status.state}`);
     return `task ${task.id} canceled, read on ${other}`;
+  },
+
+  async push_configs() {
+    // The v0.3 shapes of the push notification config methods (set, get, list, delete).
+    const task = await client.sendMessage({ message: message("configs in v0.3") });
+    const url = "http://127.0.0.1:9/hook"; // never reached: the task has ended
+    const set = await client.setTaskPushNotificationConfig({
+      taskId: task.id,
+      pushNotificationConfig: { id: "v03-hook", url, token: "t", authentication: { schemes: ["Bearer"], credentials: "c" } },
+    });
+    check(set.taskId === task.id && set.pushNotificationConfig.id === "v03-hook", `set: ${JSON.stringify(set)}`);
+    check(set.pushNotificationConfig.authentication.schemes[0] === "Bearer", "the v0.3 authentication shape");
+    const got = await client2.getTaskPushNotificationConfig({ id: task.id, pushNotificationConfigId: "v03-hook" });
+    check(got.pushNotificationConfig.url === url, `get on the other gateway: ${JSON.stringify(got)}`);
+    const list = await client2.listTaskPushNotificationConfig({ id: task.id });
+    check(Array.isArray(list) && list.length === 1 && list[0].pushNotificationConfig.id === "v03-hook", `list: ${JSON.stringify(list)}`);
+    await client2.deleteTaskPushNotificationConfig({ id: task.id, pushNotificationConfigId: "v03-hook" });
+    const after = await client2.listTaskPushNotificationConfig({ id: task.id });
+    check(after.length === 0, "deleted");
+    return `task ${task.id}: set, get, list, delete`;
   },
 
   async resubscribe_after_kill() {

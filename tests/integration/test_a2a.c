@@ -158,6 +158,11 @@ static void test_push_receiver_gets_each_state_once_across_a_gateway_kill(void *
     s_case("push");
 }
 
+static void test_push_configs_in_the_v03_shapes(void **u) {
+    (void)u;
+    s_case("push_configs");
+}
+
 static void test_subscribe_after_a_gateway_kill_ends_with_the_complete_artifact(void **u) {
     (void)u;
     s_case("resubscribe_after_kill");
@@ -242,6 +247,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_invalid_schema_json_fails_the_task_never_falling_back_to_schema),
         cmocka_unit_test(test_streaming_message_sends_task_deltas_artifact_and_final_status),
         cmocka_unit_test(test_canceled_tasks_read_canceled_on_another_gateway),
+        cmocka_unit_test(test_push_configs_in_the_v03_shapes),
         cmocka_unit_test(test_subscribe_after_a_gateway_kill_ends_with_the_complete_artifact),
     };
     if (s_v03) {
