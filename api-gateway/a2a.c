@@ -2,9 +2,9 @@
 #include "a2a.h"
 #include "a2a_list.h"
 #include "a2a_push.h"
+#include "a2a_send.h"
 #include "a2a_stream.h"
 #include "a2a_task.h"
-#include "db.h"
 #include "jsonout.h"
 #include "jsonstrict.h"
 #include "log.h"
@@ -29,9 +29,8 @@ enum {
     A2A_CONTENT_TYPE_NOT_SUPPORTED = -32005,
 };
 
-#define A2A_META_KEY "kediStructuredOutput"
-#define S_XSTR(x)    #x
-#define S_STR(x)     S_XSTR(x)
+#define S_XSTR(x) #x
+#define S_STR(x)  S_XSTR(x)
 
 /* One JSON-RPC call being answered: alone (the HTTP answer is its response), in a batch (its
  * response joins the batch's array) or a notification (no id member: it runs, and nothing
@@ -106,305 +105,6 @@ void a2a_agent_card(void *app, http_req_t *req, http_resp_t *resp) {
     http_json(resp, 200, card);
 }
 
-/* The message's text: its text parts joined (v1 {"text"} or v0.3 {"kind":"text"}). */
-static char *s_text(json_t *message, json_t **data) {
-    json_t *parts = json_object_get(message, "parts");
-    if (!json_is_array(parts) || json_array_size(parts) == 0) {
-        *data = s_invalid("params.message.parts", "must be a non-empty array of text parts");
-        return NULL;
-    }
-    char *text = mem_strdup("");
-    size_t i;
-    json_t *p;
-    json_array_foreach(parts, i, p) {
-        const char *t = json_string_value(json_object_get(p, "text"));
-        if (!t) {
-            free(text);
-            char *f = mem_printf("params.message.parts[%zu]", i);
-            *data = s_invalid(f, "only text parts are accepted");
-            free(f);
-            return NULL;
-        }
-        char *n = mem_printf("%s%s%s", text, i ? "\n" : "", t);
-        free(text);
-        text = n;
-    }
-    return text;
-}
-
-static bool s_lists_extension(json_t *message) {
-    size_t i;
-    json_t *e;
-    json_array_foreach(json_object_get(message, "extensions"), i, e) {
-        if (json_is_string(e) && !strcmp(json_string_value(e), A2A_EXTENSION_URI)) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* The extension's second rule: a structured request lists application/json among the output
- * modes it accepts. */
-static bool s_accepts_json(json_t *conf) {
-    size_t i;
-    json_t *m;
-    json_array_foreach(json_object_get(conf, "acceptedOutputModes"), i, m) {
-        if (json_is_string(m) && !strcmp(json_string_value(m), "application/json")) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* The request's schema per the extension: schemaJson authoritative (never falling back
- * when invalid), the legacy schema object only when schemaJson is absent. Returns a new
- * reference, or NULL with *data naming the field. */
-static json_t *s_schema(json_t *meta, bool *raw, json_t **data) {
-    json_t *enc = json_object_get(meta, "resultEncoding");
-    json_t *ver = json_object_get(meta, "version");
-    json_t *sj = json_object_get(meta, "schemaJson");
-    json_t *legacy = json_object_get(meta, "schema");
-    const char *f = "params.metadata." A2A_META_KEY;
-    if (!json_is_object(meta) || (ver && (!json_is_integer(ver) || json_integer_value(ver) != 1))) {
-        *data = s_invalid(json_is_object(meta) ? "params.metadata." A2A_META_KEY ".version" : f,
-                          "must be an object with version 1");
-        return NULL;
-    }
-    if (enc && (!json_is_string(enc) || (strcmp(json_string_value(enc), "json-utf8") &&
-                                         strcmp(json_string_value(enc), "protobuf-value")))) {
-        *data = s_invalid("params.metadata." A2A_META_KEY ".resultEncoding",
-                          "must be json-utf8 or protobuf-value");
-        return NULL;
-    }
-    *raw = enc && !strcmp(json_string_value(enc), "json-utf8");
-    json_t *schema = NULL;
-    jsonstrict_error_t err;
-    if (sj) {
-        if (!json_is_string(sj) ||
-            jsonstrict_parse(json_string_value(sj), json_string_length(sj),
-                             &jsonstrict_limits_schema, &schema, &err) != 0) {
-            char *d = mem_printf("not a JSON schema document: %s",
-                                 json_is_string(sj) ? err.message : "must be a string");
-            *data = s_invalid("params.metadata." A2A_META_KEY ".schemaJson", d);
-            free(d);
-            return NULL;
-        }
-        return schema;
-    }
-    char *text = legacy ? jsonout_dumps(legacy) : NULL;
-    if (!text || !json_is_object(legacy) || strlen(text) > JSONSTRICT_SCHEMA_MAX_BYTES) {
-        *data = s_invalid("params.metadata." A2A_META_KEY ".schema",
-                          text ? "must be a schema object within maxSchemaBytes"
-                               : "schemaJson or schema is required");
-        free(text);
-        return NULL;
-    }
-    free(text);
-    return json_incref(legacy);
-}
-
-/* What one SendMessage asks for, validated before anything is written. */
-typedef struct {
-    char *content; /* JSON array of parts */
-    gateway_format_t format;
-    const char *context_id; /* the canonical form in context_buf, or NULL for a new chat */
-    char context_buf[ID_UUID_LEN + 1];
-    const char *schema_field; /* where the request's schema came from, for its errors */
-    bool blocking;
-} s_send_t;
-
-/* A field a gateway helper named in the REST body that s_parse_send builds, as the field
- * of the JSON-RPC request that the client sent: the schema's own path goes under the member
- * it came from (schema_field; for schemaJson, the rest of the path is inside the document
- * the string holds), the rest of response_format is the extension's metadata, content is
- * the message's parts. */
-static char *s_request_field(const char *f, const char *schema_field) {
-    static const char inner[] = "response_format.json_schema.schema";
-    size_t n = strlen(inner);
-    if (schema_field && !strncmp(f, inner, n) && (f[n] == '\0' || f[n] == '.' || f[n] == '[')) {
-        return mem_printf("%s%s", schema_field, f + n);
-    }
-    if (!strncmp(f, "response_format", strlen("response_format"))) {
-        return mem_strdup("params.metadata." A2A_META_KEY);
-    }
-    if (!strncmp(f, "content", strlen("content"))) {
-        return mem_strdup("params.message.parts");
-    }
-    return mem_strdup(f);
-}
-
-/* An HTTP-style validation failure of a gateway helper, as JSON-RPC error data whose fields
- * name the JSON-RPC request (s_request_field). */
-static json_t *s_from_http(http_resp_t *h, const char *schema_field) {
-    json_t *d = h->body ? json_loads(h->body, 0, NULL) : NULL;
-    free(h->body);
-    h->body = NULL;
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(d, "validations"), i, v) {
-        const char *f = json_string_value(json_object_get(v, "field"));
-        if (f) {
-            char *nf = s_request_field(f, schema_field);
-            json_object_set_new(v, "field", json_string(nf));
-            free(nf);
-        }
-    }
-    return d ? d : s_invalid("params", "invalid");
-}
-
-#define S_SEND_MODES (-2) /* s_parse_send: the accepted output modes exclude application/json */
-
-/* Validates a SendMessage's params into s: 0, -1 (invalid params) or S_SEND_MODES, with *data
- * naming the field. */
-static int s_parse_send(json_t *params, bool legacy, s_send_t *s, json_t **data) {
-    json_t *msg = json_object_get(params, "message");
-    json_t *conf = json_object_get(params, "configuration");
-    json_t *meta = json_object_get(json_object_get(params, "metadata"), A2A_META_KEY);
-    if (!json_is_object(msg)) {
-        *data = s_invalid("params.message", "is required");
-        return -1;
-    }
-    if (json_object_get(msg, "taskId")) {
-        *data = s_invalid("params.message.taskId", "a finished turn cannot be continued; send a new"
-                                                   " message in the context");
-        return -1;
-    }
-    /* A context id in any letter case names the same chat; from here on it is lower-case,
-     * as the bus topics and every id this agent answers with are. */
-    json_t *ctx = json_object_get(msg, "contextId");
-    s->context_id = NULL;
-    if (ctx) {
-        if (gateway_chat_id(json_string_value(ctx), s->context_buf) != 0) {
-            *data = s_invalid("params.message.contextId", "must be a context id from this agent");
-            return -1;
-        }
-        s->context_id = s->context_buf;
-    }
-    s->blocking = legacy ? !json_is_false(json_object_get(conf, "blocking"))
-                         : !json_is_true(json_object_get(conf, "returnImmediately"));
-    char *text = s_text(msg, data);
-    if (!text) {
-        return -1;
-    }
-    json_t *body = json_pack("{s:[{s:s,s:s}]}", "content", "type", "text", "text", text);
-    free(text);
-    int rc = 0;
-    if (meta) {
-        bool raw = false;
-        json_t *schema = NULL;
-        if (!s_lists_extension(msg)) {
-            *data = s_invalid("params.message.extensions",
-                              "a structured request lists " A2A_EXTENSION_URI);
-            rc = -1;
-        } else if (!s_accepts_json(conf)) {
-            *data = s_invalid("params.configuration.acceptedOutputModes",
-                              "a structured request accepts application/json");
-            rc = S_SEND_MODES;
-        } else if (!(schema = s_schema(meta, &raw, data))) {
-            rc = -1;
-        } else {
-            s->schema_field = json_object_get(meta, "schemaJson")
-                                  ? "params.metadata." A2A_META_KEY ".schemaJson"
-                                  : "params.metadata." A2A_META_KEY ".schema";
-            json_object_set_new(body, "response_format",
-                                json_pack("{s:s,s:{s:s,s:o}}", "type", "json_schema", "json_schema",
-                                          "name", raw ? A2A_FORMAT_JSON_UTF8 : A2A_FORMAT_PROTOBUF,
-                                          "schema", schema));
-        }
-    }
-    http_resp_t h = {0};
-    if (rc == 0 &&
-        (!(s->content = gateway_content(json_object_get(body, "content"), "content", false, &h)) ||
-         gateway_format(body, NULL, &s->format, &h) != 0)) {
-        *data = s_from_http(&h, s->schema_field);
-        rc = -1;
-    }
-    json_decref(body);
-    return rc;
-}
-
-static int s_default_model(PGconn *conn, char id[ID_UUID_LEN + 1]) {
-    db_err_t e;
-    PGresult *res =
-        db_query(conn, &e, NULL, 0, "SELECT id FROM model_configs WHERE is_default", 0, NULL);
-    int ok = res && PQntuples(res) == 1;
-    if (ok) {
-        snprintf(id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
-    }
-    PQclear(res);
-    return ok ? 0 : -1;
-}
-
-/* A new chat whose first message is the task; its id is that message's. */
-static int s_create(gateway_t *gw, PGconn *conn, const http_req_t *req, s_send_t *s,
-                    char chat_id[ID_UUID_LEN + 1], char task_id[A2A_TASK_ID_MAX]) {
-    char model[ID_UUID_LEN + 1];
-    if (s_default_model(conn, model) != 0) {
-        return -1;
-    }
-    cs_message_t m = {.role = "user",
-                      .content = s->content,
-                      .created_by = req->user_id,
-                      .model_config_id = model,
-                      .response_format = s->format.json,
-                      .so_request_id = s->format.structured ? s->format.request_id : NULL};
-    cs_create_t c = {
-        .owner_id = req->user_id, .model_config_id = model, .messages = &m, .message_count = 1};
-    cs_error_t err;
-    if (chatstate_create(conn, &c, &gw->sink, chat_id, &err) != 0) {
-        log_warn("a2a_create_failed", "message=%s", err.message);
-        return -1;
-    }
-    const char *p[] = {chat_id};
-    db_err_t e;
-    PGresult *res = db_query(conn, &e, NULL, 0,
-                             "SELECT min(id) FROM chat_messages WHERE chat_id = $1 AND"
-                             " role = 'user'",
-                             1, p);
-    int ok = res && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0);
-    if (ok) {
-        snprintf(task_id, A2A_TASK_ID_MAX, "%s", PQgetvalue(res, 0, 0));
-    }
-    PQclear(res);
-    return ok ? 0 : -1;
-}
-
-typedef struct {
-    cs_message_t msg;
-    int max_queue;
-    int64_t message_id;
-    int64_t queued_id;
-} s_turn_t;
-
-static int s_send_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
-    s_turn_t *t = ctx;
-    return chatstate_send_message(cs, &t->msg, CS_BUSY_QUEUE, t->max_queue, &t->message_id,
-                                  &t->queued_id, err);
-}
-
-/* A message in an existing context: the task is the message, or its queued row. */
-static int s_append(gateway_t *gw, PGconn *conn, const http_req_t *req, s_send_t *s,
-                    char task_id[A2A_TASK_ID_MAX], http_resp_t *h) {
-    http_req_t r = *req;
-    r.params[0] = s->context_id;
-    s_turn_t t = {.msg = {.role = "user",
-                          .content = s->content,
-                          .created_by = req->user_id,
-                          .response_format = s->format.json,
-                          .so_request_id = s->format.structured ? s->format.request_id : NULL},
-                  .max_queue = gw->max_queue};
-    if (gateway_bundle(gw, conn, &r, s_send_step, &t, NULL, h) != 0) {
-        return -1;
-    }
-    if (t.message_id) {
-        snprintf(task_id, A2A_TASK_ID_MAX, "%lld", (long long)t.message_id);
-    } else {
-        snprintf(task_id, A2A_TASK_ID_MAX, "q%lld", (long long)t.queued_id);
-    }
-    return 0;
-}
-
-/* Reads the task, waiting up to wait_ms for it to end; the answer goes to resp. */
 static void s_sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000 * 1000};
     nanosleep(&ts, NULL);
@@ -452,7 +152,7 @@ static const char *s_data_detail(json_t *data) {
  * the request becomes a task "r<n>" that has failed with code invalid_schema, its message and
  * metadata naming the field. In the request's context when it is the caller's, else in a
  * context of its own. 0 with task_id and context set, or -1 (c answered). */
-static int s_refuse(gateway_t *gw, const http_req_t *req, s_call_t *c, const s_send_t *s,
+static int s_refuse(gateway_t *gw, const http_req_t *req, s_call_t *c, const a2a_send_t *s,
                     json_t *data, char task_id[A2A_TASK_ID_MAX], char context[ID_UUID_LEN + 1]) {
     const char *field = s_data_field(data);
     const char *detail = s_data_detail(data);
@@ -504,11 +204,11 @@ static bool s_schema_field(const char *f) {
 
 static void s_send(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *params, bool legacy,
                    bool streaming) {
-    s_send_t s = {0};
+    a2a_send_t s = {0};
     json_t *data = NULL;
     char chat_id[ID_UUID_LEN + 1] = "";
     char task_id[A2A_TASK_ID_MAX] = "";
-    int prc = s_parse_send(params, legacy, &s, &data);
+    int prc = a2a_send_parse(params, legacy, &s, &data);
     bool refused = false;
     if (prc == -1 && s_schema_field(s_data_field(data))) {
         refused = s_refuse(gw, req, c, &s, data, task_id, chat_id) == 0;
@@ -519,7 +219,7 @@ static void s_send(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *params, 
             return; /* answered */
         }
     } else if (prc != 0) {
-        if (prc == S_SEND_MODES) {
+        if (prc == A2A_SEND_MODES) {
             s_error(c, A2A_CONTENT_TYPE_NOT_SUPPORTED, "Incompatible content types", data);
         } else {
             s_error(c, RPC_INVALID_PARAMS, "Invalid params", data);
@@ -535,9 +235,9 @@ static void s_send(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *params, 
         /* the failed task is the answer */
     } else if (s.context_id) {
         snprintf(chat_id, sizeof chat_id, "%s", s.context_id);
-        rc = s_append(gw, conn, req, &s, task_id, &h);
+        rc = a2a_send_append(gw, conn, req, &s, task_id, &h);
     } else {
-        rc = s_create(gw, conn, req, &s, chat_id, task_id);
+        rc = a2a_send_create(gw, conn, req, &s, chat_id, task_id);
     }
     pool_put(gw->pool, conn);
     free(s.content);
@@ -548,7 +248,7 @@ static void s_send(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *params, 
         s_error(c, missing ? RPC_INVALID_PARAMS : RPC_INTERNAL,
                 missing ? "Invalid params" : "The message could not be stored",
                 missing ? s_invalid("params.message.contextId", "no such context")
-                        : s_from_http(&h, NULL));
+                        : a2a_send_error_data(&h, NULL));
         free(h.body);
         return;
     }
