@@ -14,9 +14,10 @@
 #include "a2a_task.h"
 #include "gateway.h"
 
-#define A2A_META_KEY   "kediStructuredOutput"
-#define A2A_SEND_MODES (-2) /* a2a_send_parse: the accepted output modes exclude application/json  \
-                             */
+#define A2A_META_KEY "kediStructuredOutput"
+#define A2A_SEND_MODES                                                                             \
+    (-2) /* a2a_send_parse: the accepted output modes exclude application/json                     \
+          */
 
 /* What one SendMessage asks for. */
 typedef struct {
