@@ -1,8 +1,10 @@
 /* a2a: agent card and JSON-RPC dispatch; see a2a.h. */
 #include "a2a.h"
+#include "a2a_list.h"
+#include "a2a_push.h"
+#include "a2a_send.h"
 #include "a2a_stream.h"
 #include "a2a_task.h"
-#include "db.h"
 #include "jsonout.h"
 #include "jsonstrict.h"
 #include "log.h"
@@ -24,22 +26,45 @@ enum {
     A2A_TASK_NOT_FOUND = -32001,
     A2A_TASK_NOT_CANCELABLE = -32002,
     A2A_UNSUPPORTED_OPERATION = -32004,
+    A2A_CONTENT_TYPE_NOT_SUPPORTED = -32005,
 };
 
-#define A2A_META_KEY "kediStructuredOutput"
+#define S_XSTR(x) #x
+#define S_STR(x)  S_XSTR(x)
 
-static void s_result(http_resp_t *resp, json_t *id, json_t *result) {
-    http_json(resp, 200, json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", id, "result", result));
+/* One JSON-RPC call being answered: alone (the HTTP answer is its response), in a batch (its
+ * response joins the batch's array) or a notification (no id member: it runs, and nothing
+ * is ever sent for it, not even an error; JSON-RPC 2.0 §4.1). */
+typedef struct {
+    http_resp_t *resp;
+    json_t *id;    /* borrowed; json_null() when absent */
+    bool notify;   /* a notification */
+    json_t *batch; /* the batch's responses, or NULL for a single call */
+} s_call_t;
+
+static void s_answer(s_call_t *c, json_t *response) {
+    if (c->notify) {
+        json_decref(response);
+    } else if (c->batch) {
+        json_array_append_new(c->batch, response);
+    } else {
+        http_json(c->resp, 200, response);
+    }
 }
 
-static void s_error(http_resp_t *resp, json_t *id, int code, const char *message, json_t *data) {
+/* Answers with result (stolen). */
+static void s_result(s_call_t *c, json_t *result) {
+    s_answer(c, json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", c->id, "result", result));
+}
+
+/* Answers with an error (data stolen, may be NULL). */
+static void s_error(s_call_t *c, int code, const char *message, json_t *data) {
     json_t *e = json_pack("{s:i,s:s}", "code", code, "message", message);
     if (data) {
         json_object_set_new(e, "data", data);
     }
-    http_json(
-        resp, 200,
-        json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error", e));
+    s_answer(c, json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", c->id ? c->id : json_null(),
+                          "error", e));
 }
 
 static json_t *s_invalid(const char *field, const char *detail) {
@@ -63,7 +88,7 @@ void a2a_agent_card(void *app, http_req_t *req, http_resp_t *resp) {
                   "name", "chatfleet", "description",
                   "Durable AI agent chats; a context is a chat, a task is one turn.", "version",
                   "0.1.0", "supportedInterfaces", "url", url, "protocolBinding", "JSONRPC",
-                  "protocolVersion", "1.0", "capabilities", "streaming", 1, "pushNotifications", 0,
+                  "protocolVersion", "1.0", "capabilities", "streaming", 1, "pushNotifications", 1,
                   "extensions", "uri", A2A_EXTENSION_URI, "description",
                   "Per-request JSON Schema (Draft-07) results as one artifact.", "required", 0,
                   "params", params, "securitySchemes", "bearer", "httpAuthSecurityScheme", "scheme",
@@ -71,285 +96,13 @@ void a2a_agent_card(void *app, http_req_t *req, http_resp_t *resp) {
                   "defaultInputModes", "text/plain", "defaultOutputModes", "text/plain",
                   "application/json", "skills", "id", "chat", "name", "chat", "description",
                   "Answers in a durable chat, optionally as a JSON value.", "tags", "chat");
+    /* The v0.3 card's members too, for v0.3 clients (the v1 client reads supportedInterfaces
+     * first and ignores them). */
+    json_object_set_new(card, "url", json_string(url));
+    json_object_set_new(card, "preferredTransport", json_string("JSONRPC"));
+    json_object_set_new(card, "protocolVersion", json_string("0.3.0"));
     free(url);
     http_json(resp, 200, card);
-}
-
-/* The message's text: its text parts joined (v1 {"text"} or v0.3 {"kind":"text"}). */
-static char *s_text(json_t *message, json_t **data) {
-    json_t *parts = json_object_get(message, "parts");
-    if (!json_is_array(parts) || json_array_size(parts) == 0) {
-        *data = s_invalid("params.message.parts", "must be a non-empty array of text parts");
-        return NULL;
-    }
-    char *text = mem_strdup("");
-    size_t i;
-    json_t *p;
-    json_array_foreach(parts, i, p) {
-        const char *t = json_string_value(json_object_get(p, "text"));
-        if (!t) {
-            free(text);
-            char *f = mem_printf("params.message.parts[%zu]", i);
-            *data = s_invalid(f, "only text parts are accepted");
-            free(f);
-            return NULL;
-        }
-        char *n = mem_printf("%s%s%s", text, i ? "\n" : "", t);
-        free(text);
-        text = n;
-    }
-    return text;
-}
-
-static bool s_lists_extension(json_t *message) {
-    size_t i;
-    json_t *e;
-    json_array_foreach(json_object_get(message, "extensions"), i, e) {
-        if (json_is_string(e) && !strcmp(json_string_value(e), A2A_EXTENSION_URI)) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* The request's schema per the extension: schemaJson authoritative (never falling back
- * when invalid), the legacy schema object only when schemaJson is absent. Returns a new
- * reference, or NULL with *data naming the field. */
-static json_t *s_schema(json_t *meta, bool *raw, json_t **data) {
-    json_t *enc = json_object_get(meta, "resultEncoding");
-    json_t *ver = json_object_get(meta, "version");
-    json_t *sj = json_object_get(meta, "schemaJson");
-    json_t *legacy = json_object_get(meta, "schema");
-    const char *f = "params.metadata." A2A_META_KEY;
-    if (!json_is_object(meta) || (ver && (!json_is_integer(ver) || json_integer_value(ver) != 1))) {
-        *data = s_invalid(json_is_object(meta) ? "params.metadata." A2A_META_KEY ".version" : f,
-                          "must be an object with version 1");
-        return NULL;
-    }
-    if (enc && (!json_is_string(enc) || (strcmp(json_string_value(enc), "json-utf8") &&
-                                         strcmp(json_string_value(enc), "protobuf-value")))) {
-        *data = s_invalid("params.metadata." A2A_META_KEY ".resultEncoding",
-                          "must be json-utf8 or protobuf-value");
-        return NULL;
-    }
-    *raw = enc && !strcmp(json_string_value(enc), "json-utf8");
-    json_t *schema = NULL;
-    jsonstrict_error_t err;
-    if (sj) {
-        if (!json_is_string(sj) ||
-            jsonstrict_parse(json_string_value(sj), json_string_length(sj),
-                             &jsonstrict_limits_schema, &schema, &err) != 0) {
-            char *d = mem_printf("not a JSON schema document: %s",
-                                 json_is_string(sj) ? err.message : "must be a string");
-            *data = s_invalid("params.metadata." A2A_META_KEY ".schemaJson", d);
-            free(d);
-            return NULL;
-        }
-        return schema;
-    }
-    char *text = legacy ? jsonout_dumps(legacy) : NULL;
-    if (!text || !json_is_object(legacy) || strlen(text) > JSONSTRICT_SCHEMA_MAX_BYTES) {
-        *data = s_invalid("params.metadata." A2A_META_KEY ".schema",
-                          text ? "must be a schema object within maxSchemaBytes"
-                               : "schemaJson or schema is required");
-        free(text);
-        return NULL;
-    }
-    free(text);
-    return json_incref(legacy);
-}
-
-/* What one SendMessage asks for, validated before anything is written. */
-typedef struct {
-    char *content; /* JSON array of parts */
-    gateway_format_t format;
-    const char *context_id; /* the canonical form in context_buf, or NULL for a new chat */
-    char context_buf[ID_UUID_LEN + 1];
-    const char *schema_field; /* where the request's schema came from, for its errors */
-    bool blocking;
-} s_send_t;
-
-/* A field a gateway helper named in the REST body that s_parse_send builds, as the field
- * of the JSON-RPC request that the client sent: the schema's own path goes under the member
- * it came from (schema_field; for schemaJson, the rest of the path is inside the document
- * the string holds), the rest of response_format is the extension's metadata, content is
- * the message's parts. */
-static char *s_request_field(const char *f, const char *schema_field) {
-    static const char inner[] = "response_format.json_schema.schema";
-    size_t n = strlen(inner);
-    if (schema_field && !strncmp(f, inner, n) && (f[n] == '\0' || f[n] == '.' || f[n] == '[')) {
-        return mem_printf("%s%s", schema_field, f + n);
-    }
-    if (!strncmp(f, "response_format", strlen("response_format"))) {
-        return mem_strdup("params.metadata." A2A_META_KEY);
-    }
-    if (!strncmp(f, "content", strlen("content"))) {
-        return mem_strdup("params.message.parts");
-    }
-    return mem_strdup(f);
-}
-
-/* An HTTP-style validation failure of a gateway helper, as JSON-RPC error data whose fields
- * name the JSON-RPC request (s_request_field). */
-static json_t *s_from_http(http_resp_t *h, const char *schema_field) {
-    json_t *d = h->body ? json_loads(h->body, 0, NULL) : NULL;
-    free(h->body);
-    h->body = NULL;
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(d, "validations"), i, v) {
-        const char *f = json_string_value(json_object_get(v, "field"));
-        if (f) {
-            char *nf = s_request_field(f, schema_field);
-            json_object_set_new(v, "field", json_string(nf));
-            free(nf);
-        }
-    }
-    return d ? d : s_invalid("params", "invalid");
-}
-
-static int s_parse_send(json_t *params, bool legacy, s_send_t *s, json_t **data) {
-    json_t *msg = json_object_get(params, "message");
-    json_t *conf = json_object_get(params, "configuration");
-    json_t *meta = json_object_get(json_object_get(params, "metadata"), A2A_META_KEY);
-    if (!json_is_object(msg)) {
-        *data = s_invalid("params.message", "is required");
-        return -1;
-    }
-    if (json_object_get(msg, "taskId")) {
-        *data = s_invalid("params.message.taskId", "a finished turn cannot be continued; send a new"
-                                                   " message in the context");
-        return -1;
-    }
-    /* A context id in any letter case names the same chat; from here on it is lower-case,
-     * as the bus topics and every id this agent answers with are. */
-    json_t *ctx = json_object_get(msg, "contextId");
-    s->context_id = NULL;
-    if (ctx) {
-        if (gateway_chat_id(json_string_value(ctx), s->context_buf) != 0) {
-            *data = s_invalid("params.message.contextId", "must be a context id from this agent");
-            return -1;
-        }
-        s->context_id = s->context_buf;
-    }
-    s->blocking = legacy ? !json_is_false(json_object_get(conf, "blocking"))
-                         : !json_is_true(json_object_get(conf, "returnImmediately"));
-    char *text = s_text(msg, data);
-    if (!text) {
-        return -1;
-    }
-    json_t *body = json_pack("{s:[{s:s,s:s}]}", "content", "type", "text", "text", text);
-    free(text);
-    int rc = 0;
-    if (meta) {
-        bool raw = false;
-        json_t *schema = NULL;
-        if (!s_lists_extension(msg)) {
-            *data = s_invalid("params.message.extensions",
-                              "a structured request lists " A2A_EXTENSION_URI);
-            rc = -1;
-        } else if (!(schema = s_schema(meta, &raw, data))) {
-            rc = -1;
-        } else {
-            s->schema_field = json_object_get(meta, "schemaJson")
-                                  ? "params.metadata." A2A_META_KEY ".schemaJson"
-                                  : "params.metadata." A2A_META_KEY ".schema";
-            json_object_set_new(body, "response_format",
-                                json_pack("{s:s,s:{s:s,s:o}}", "type", "json_schema", "json_schema",
-                                          "name", raw ? A2A_FORMAT_JSON_UTF8 : A2A_FORMAT_PROTOBUF,
-                                          "schema", schema));
-        }
-    }
-    http_resp_t h = {0};
-    if (rc == 0 &&
-        (!(s->content = gateway_content(json_object_get(body, "content"), "content", false, &h)) ||
-         gateway_format(body, NULL, &s->format, &h) != 0)) {
-        *data = s_from_http(&h, s->schema_field);
-        rc = -1;
-    }
-    json_decref(body);
-    return rc;
-}
-
-static int s_default_model(PGconn *conn, char id[ID_UUID_LEN + 1]) {
-    db_err_t e;
-    PGresult *res =
-        db_query(conn, &e, NULL, 0, "SELECT id FROM model_configs WHERE is_default", 0, NULL);
-    int ok = res && PQntuples(res) == 1;
-    if (ok) {
-        snprintf(id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
-    }
-    PQclear(res);
-    return ok ? 0 : -1;
-}
-
-/* A new chat whose first message is the task; its id is that message's. */
-static int s_create(gateway_t *gw, PGconn *conn, const http_req_t *req, s_send_t *s,
-                    char chat_id[ID_UUID_LEN + 1], char task_id[A2A_TASK_ID_MAX]) {
-    char model[ID_UUID_LEN + 1];
-    if (s_default_model(conn, model) != 0) {
-        return -1;
-    }
-    cs_message_t m = {.role = "user",
-                      .content = s->content,
-                      .created_by = req->user_id,
-                      .model_config_id = model,
-                      .response_format = s->format.json,
-                      .so_request_id = s->format.structured ? s->format.request_id : NULL};
-    cs_create_t c = {
-        .owner_id = req->user_id, .model_config_id = model, .messages = &m, .message_count = 1};
-    cs_error_t err;
-    if (chatstate_create(conn, &c, &gw->sink, chat_id, &err) != 0) {
-        log_warn("a2a_create_failed", "message=%s", err.message);
-        return -1;
-    }
-    const char *p[] = {chat_id};
-    db_err_t e;
-    PGresult *res = db_query(conn, &e, NULL, 0,
-                             "SELECT min(id) FROM chat_messages WHERE chat_id = $1 AND"
-                             " role = 'user'",
-                             1, p);
-    int ok = res && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0);
-    if (ok) {
-        snprintf(task_id, A2A_TASK_ID_MAX, "%s", PQgetvalue(res, 0, 0));
-    }
-    PQclear(res);
-    return ok ? 0 : -1;
-}
-
-typedef struct {
-    cs_message_t msg;
-    int max_queue;
-    int64_t message_id;
-    int64_t queued_id;
-} s_turn_t;
-
-static int s_send_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
-    s_turn_t *t = ctx;
-    return chatstate_send_message(cs, &t->msg, CS_BUSY_QUEUE, t->max_queue, &t->message_id,
-                                  &t->queued_id, err);
-}
-
-/* A message in an existing context: the task is the message, or its queued row. */
-static int s_append(gateway_t *gw, PGconn *conn, const http_req_t *req, s_send_t *s,
-                    char task_id[A2A_TASK_ID_MAX], http_resp_t *h) {
-    http_req_t r = *req;
-    r.params[0] = s->context_id;
-    s_turn_t t = {.msg = {.role = "user",
-                          .content = s->content,
-                          .created_by = req->user_id,
-                          .response_format = s->format.json,
-                          .so_request_id = s->format.structured ? s->format.request_id : NULL},
-                  .max_queue = gw->max_queue};
-    if (gateway_bundle(gw, conn, &r, s_send_step, &t, NULL, h) != 0) {
-        return -1;
-    }
-    if (t.message_id) {
-        snprintf(task_id, A2A_TASK_ID_MAX, "%lld", (long long)t.message_id);
-    } else {
-        snprintf(task_id, A2A_TASK_ID_MAX, "q%lld", (long long)t.queued_id);
-    }
-    return 0;
 }
 
 static void s_sleep_ms(int ms) {
@@ -357,9 +110,9 @@ static void s_sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
-/* Reads the task, waiting up to wait_ms for it to end; the answer goes to resp. */
-static void s_reply_task(gateway_t *gw, const http_req_t *req, http_resp_t *resp, json_t *id,
-                         const char *task_id, bool legacy, bool wrap, int64_t wait_ms) {
+/* Reads the task, waiting up to wait_ms for it to end, and answers c with it. */
+static void s_reply_task(gateway_t *gw, const http_req_t *req, s_call_t *c, const char *task_id,
+                         bool legacy, bool wrap, int64_t wait_ms) {
     int64_t deadline = id_now_ms() + wait_ms;
     a2a_task_t t;
     for (;;) {
@@ -367,7 +120,7 @@ static void s_reply_task(gateway_t *gw, const http_req_t *req, http_resp_t *resp
         a2a_lookup_t rc = a2a_task_load(conn, task_id, req->user_id, legacy, &t);
         pool_put(gw->pool, conn);
         if (rc != A2A_TASK_FOUND) {
-            s_error(resp, id, rc == A2A_TASK_MISSING ? A2A_TASK_NOT_FOUND : RPC_INTERNAL,
+            s_error(c, rc == A2A_TASK_MISSING ? A2A_TASK_NOT_FOUND : RPC_INTERNAL,
                     rc == A2A_TASK_MISSING ? "Task not found" : "Internal error", NULL);
             return;
         }
@@ -377,102 +130,253 @@ static void s_reply_task(gateway_t *gw, const http_req_t *req, http_resp_t *resp
         json_decref(t.task);
         s_sleep_ms(A2A_POLL_MS);
     }
-    s_result(resp, id, wrap && !legacy ? json_pack("{s:o}", "task", t.task) : t.task);
+    s_result(c, wrap && !legacy ? json_pack("{s:o}", "task", t.task) : t.task);
 }
 
-static void s_send(gateway_t *gw, http_req_t *req, http_resp_t *resp, json_t *id, json_t *params,
-                   bool legacy, bool streaming) {
-    s_send_t s = {0};
+/* The field a validation failure names: data's own, or its first validation's. */
+static const char *s_data_field(json_t *data) {
+    const char *f = json_string_value(json_object_get(data, "field"));
+    return f ? f
+             : json_string_value(json_object_get(
+                   json_array_get(json_object_get(data, "validations"), 0), "field"));
+}
+
+static const char *s_data_detail(json_t *data) {
+    const char *d = json_string_value(json_object_get(data, "detail"));
+    return d ? d
+             : json_string_value(json_object_get(
+                   json_array_get(json_object_get(data, "validations"), 0), "detail"));
+}
+
+/* An invalid schema fails the task rather than reaching a model (the extension, "Request"):
+ * the request becomes a task "r<n>" that has failed with code invalid_schema, its message and
+ * metadata naming the field. In the request's context when it is the caller's, else in a
+ * context of its own. 0 with task_id and context set, or -1 (c answered). */
+static int s_refuse(gateway_t *gw, const http_req_t *req, s_call_t *c, const a2a_send_t *s,
+                    json_t *data, char task_id[A2A_TASK_ID_MAX], char context[ID_UUID_LEN + 1]) {
+    const char *field = s_data_field(data);
+    const char *detail = s_data_detail(data);
+    char *message = mem_printf("structured output failed: invalid_schema: %s: %s", field,
+                               detail ? detail : "invalid");
+    json_t *m = json_pack("{s:s,s:s}", "field", field, "detail", detail ? detail : "invalid");
+    char *meta = jsonout_dumps(m);
+    json_decref(m);
+    PGconn *conn = pool_get(gw->pool);
+    int rc = 0;
+    if (s->context_id) {
+        const char *p[] = {s->context_id, req->user_id};
+        http_resp_t h = {0};
+        json_t *rows = gateway_rows(conn,
+                                    "SELECT to_jsonb(id) FROM chats WHERE id = $1::uuid"
+                                    " AND owner_id = $2::uuid",
+                                    2, p, &h);
+        free(h.body);
+        rc = json_array_size(rows) == 1 ? 0 : rows ? 1 : -1;
+        json_decref(rows);
+        snprintf(context, ID_UUID_LEN + 1, "%s", s->context_id);
+    } else {
+        rc = id_uuid_new(context);
+    }
+    if (rc == 0) {
+        rc = a2a_task_refuse(conn, req->user_id, context, "invalid_schema", message, meta, task_id);
+    }
+    pool_put(gw->pool, conn);
+    free(message);
+    free(meta);
+    if (rc == 1) {
+        s_error(c, RPC_INVALID_PARAMS, "Invalid params",
+                s_invalid("params.message.contextId", "no such context"));
+        return -1;
+    }
+    if (rc != 0) {
+        s_error(c, RPC_INTERNAL, "The task could not be stored", NULL);
+        return -1;
+    }
+    log_info("a2a_task_refused", "context_id=%s task_id=%s code=invalid_schema field=%s", context,
+             task_id, field);
+    return 0;
+}
+
+static bool s_schema_field(const char *f) {
+    static const char prefix[] = "params.metadata." A2A_META_KEY ".schema";
+    return f && !strncmp(f, prefix, sizeof prefix - 1);
+}
+
+static void s_send(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *params, bool legacy,
+                   bool streaming) {
+    a2a_send_t s = {0};
     json_t *data = NULL;
-    if (s_parse_send(params, legacy, &s, &data) != 0) {
-        s_error(resp, id, RPC_INVALID_PARAMS, "Invalid params", data);
+    char chat_id[ID_UUID_LEN + 1] = "";
+    char task_id[A2A_TASK_ID_MAX] = "";
+    int prc = a2a_send_parse(params, legacy, &s, &data);
+    bool refused = false;
+    if (prc == -1 && s_schema_field(s_data_field(data))) {
+        refused = s_refuse(gw, req, c, &s, data, task_id, chat_id) == 0;
+        json_decref(data);
+        if (!refused) {
+            free(s.content);
+            gateway_format_clear(&s.format);
+            return; /* answered */
+        }
+    } else if (prc != 0) {
+        if (prc == A2A_SEND_MODES) {
+            s_error(c, A2A_CONTENT_TYPE_NOT_SUPPORTED, "Incompatible content types", data);
+        } else {
+            s_error(c, RPC_INVALID_PARAMS, "Invalid params", data);
+        }
         free(s.content);
         gateway_format_clear(&s.format);
         return;
     }
     PGconn *conn = pool_get(gw->pool);
-    char chat_id[ID_UUID_LEN + 1] = "";
-    char task_id[A2A_TASK_ID_MAX] = "";
     http_resp_t h = {0};
-    int rc = -1;
-    if (s.context_id) {
+    int rc = 0;
+    if (refused) {
+        /* the failed task is the answer */
+    } else if (s.context_id) {
         snprintf(chat_id, sizeof chat_id, "%s", s.context_id);
-        rc = s_append(gw, conn, req, &s, task_id, &h);
+        rc = a2a_send_append(gw, conn, req, &s, task_id, &h);
     } else {
-        rc = s_create(gw, conn, req, &s, chat_id, task_id);
+        rc = a2a_send_create(gw, conn, req, &s, chat_id, task_id);
     }
     pool_put(gw->pool, conn);
     free(s.content);
+    bool structured = s.format.structured;
     gateway_format_clear(&s.format);
     if (rc != 0) {
         bool missing = h.status == 404;
-        s_error(resp, id, missing ? RPC_INVALID_PARAMS : RPC_INTERNAL,
+        s_error(c, missing ? RPC_INVALID_PARAMS : RPC_INTERNAL,
                 missing ? "Invalid params" : "The message could not be stored",
                 missing ? s_invalid("params.message.contextId", "no such context")
-                        : s_from_http(&h, NULL));
+                        : a2a_send_error_data(&h, NULL));
         free(h.body);
         return;
     }
     log_info("a2a_task_started", "chat_id=%s task_id=%s structured=%d", chat_id, task_id,
-             s.format.structured);
-    if (streaming) {
-        a2a_stream_start(gw, req, resp, id, task_id, chat_id, legacy);
+             structured);
+    if (streaming && !c->notify) {
+        a2a_stream_start(gw, req, c->resp, c->id, task_id, chat_id, legacy);
         return;
     }
-    s_reply_task(gw, req, resp, id, task_id, legacy, true, s.blocking ? A2A_BLOCKING_MAX_MS : 0);
+    s_reply_task(gw, req, c, task_id, legacy, true,
+                 s.blocking && !c->notify ? A2A_BLOCKING_MAX_MS : 0);
 }
 
 typedef struct {
-    int64_t queued_id;
+    PGconn *conn;
+    const char *user_id;
+    const char *task_id;    /* canonical, as the client named it */
+    const a2a_task_t *task; /* as read before the bundle */
+    int64_t queued_id;      /* the queued message to delete, or 0: interrupt the turn */
 } s_cancel_t;
 
-static int s_cancel_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
-    s_cancel_t *c = ctx;
-    return c->queued_id ? chatstate_delete_queued(cs, c->queued_id, err)
-                        : chatstate_interrupt(cs, "user_cancel", err);
+/* In the cancel's bundle (the chat's row locked): the task's turn is still the chat's last
+ * one. A turn that ended before the lock was taken is not interrupted in its successor's
+ * place. */
+static bool s_still_running(PGconn *conn, const char *context_id, const char *message_id) {
+    const char *p[] = {context_id, message_id};
+    http_resp_t h = {0};
+    json_t *rows = gateway_rows(conn,
+                                "SELECT to_jsonb(count(*)) FROM chat_messages WHERE chat_id ="
+                                " $1::uuid AND role = 'user' AND NOT deleted AND visibility <>"
+                                " 'model' AND id > $2::bigint",
+                                2, p, &h);
+    free(h.body);
+    bool ok = rows && json_integer_value(json_array_get(rows, 0)) == 0;
+    json_decref(rows);
+    return ok;
 }
 
-/* CancelTask: a queued task is deleted from the queue, a running one interrupted. A text
- * turn keeps no cancellation record, so the answer says CANCELED once the interrupt is
- * committed; a structured turn reports its cancellation receipt. */
-static void s_cancel(gateway_t *gw, http_req_t *req, http_resp_t *resp, json_t *id,
-                     const char *task_id, bool legacy) {
+/* Interrupts the turn (or deletes the queued message) and records the cancellation, in one
+ * transaction: the outcome is committed with the move or not at all. */
+static int s_cancel_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
+    s_cancel_t *c = ctx;
+    const a2a_task_t *t = c->task;
+    if (!c->queued_id && t->message_id[0] &&
+        !s_still_running(c->conn, t->context_id, t->message_id)) {
+        err->rc = CS_CONFLICT;
+        snprintf(err->message, sizeof err->message, "the task's turn has ended");
+        return -1;
+    }
+    if ((c->queued_id ? chatstate_delete_queued(cs, c->queued_id, err)
+                      : chatstate_interrupt(cs, "user_cancel", err)) != 0) {
+        return -1;
+    }
+    int rc = a2a_task_outcome_put(c->conn, c->user_id, c->task_id, t->context_id, "canceled", NULL,
+                                  NULL, NULL);
+    if (rc == 0 && t->message_id[0] && strcmp(t->message_id, c->task_id) != 0) {
+        rc = a2a_task_outcome_put(c->conn, c->user_id, t->message_id, t->context_id, "canceled",
+                                  NULL, NULL, NULL); /* a promoted "q<id>": both names */
+    }
+    if (rc != 0) {
+        err->rc = CS_DB;
+        snprintf(err->message, sizeof err->message, "the cancellation could not be recorded");
+    }
+    return rc;
+}
+
+/* CancelTask: a queued task is deleted from the queue, a running one interrupted, and the
+ * cancellation committed with the move (a2a_task_outcome_put), so every later read on any
+ * gateway says CANCELED; the answer is the task read back after the commit. */
+static void s_cancel(gateway_t *gw, http_req_t *req, s_call_t *c, const char *task_id,
+                     bool legacy) {
     PGconn *conn = pool_get(gw->pool);
     a2a_task_t t;
     a2a_lookup_t rc = a2a_task_load(conn, task_id, req->user_id, legacy, &t);
     if (rc != A2A_TASK_FOUND || t.terminal) {
         pool_put(gw->pool, conn);
         json_decref(t.task);
-        s_error(resp, id, rc == A2A_TASK_FOUND ? A2A_TASK_NOT_CANCELABLE : A2A_TASK_NOT_FOUND,
+        s_error(c, rc == A2A_TASK_FOUND ? A2A_TASK_NOT_CANCELABLE : A2A_TASK_NOT_FOUND,
                 rc == A2A_TASK_FOUND ? "Task cannot be canceled" : "Task not found", NULL);
         return;
     }
-    s_cancel_t c = {0};
+    s_cancel_t cc = {.conn = conn, .user_id = req->user_id, .task_id = task_id, .task = &t};
     if (!strcmp(t.state, "TASK_STATE_SUBMITTED") && task_id[0] == 'q' &&
-        gateway_int_parse(task_id + 1, 1, INT64_MAX, &c.queued_id) != 0) {
-        c.queued_id = 0; /* unreachable: the id is canonical (s_task_id) */
+        gateway_int_parse(task_id + 1, 1, INT64_MAX, &cc.queued_id) != 0) {
+        cc.queued_id = 0; /* unreachable: the id is canonical (s_task_id) */
     }
     http_req_t r = *req;
     r.params[0] = t.context_id;
     http_resp_t h = {0};
-    int brc = gateway_bundle(gw, conn, &r, s_cancel_step, &c, NULL, &h);
+    int brc = gateway_bundle(gw, conn, &r, s_cancel_step, &cc, NULL, &h);
     pool_put(gw->pool, conn);
     free(h.body);
+    json_decref(t.task);
     if (brc != 0) {
-        json_decref(t.task);
-        s_error(resp, id, A2A_TASK_NOT_CANCELABLE, "Task cannot be canceled", NULL);
+        s_error(c, A2A_TASK_NOT_CANCELABLE, "Task cannot be canceled", NULL);
         return;
     }
-    json_t *status = json_object_get(t.task, "status");
-    json_object_set_new(status, "state",
-                        json_string(a2a_task_state_name("TASK_STATE_CANCELED", legacy)));
-    json_object_del(status, "message");
-    s_result(resp, id, t.task);
+    log_info("a2a_task_canceled", "chat_id=%s task_id=%s", t.context_id, task_id);
+    s_reply_task(gw, req, c, task_id, legacy, false, 0);
 }
 
-/* The task id of GetTask and CancelTask in its canonical form (a2a_task_id_canonical) in
- * buf: NULL with *data set when it is not a string, NULL with *data NULL when no task of this
- * agent can have it (the answer is then "Task not found", as for an unknown task). */
+/* SubscribeToTask (v0.3 tasks/resubscribe): the task's stream from any gateway, the current
+ * Task first; a task already ended cannot be subscribed to (UnsupportedOperationError). */
+static void s_subscribe(gateway_t *gw, http_req_t *req, s_call_t *c, const char *task_id,
+                        bool legacy) {
+    PGconn *conn = pool_get(gw->pool);
+    a2a_task_t t;
+    a2a_lookup_t rc = a2a_task_load(conn, task_id, req->user_id, legacy, &t);
+    pool_put(gw->pool, conn);
+    json_decref(t.task);
+    if (rc != A2A_TASK_FOUND) {
+        s_error(c, rc == A2A_TASK_MISSING ? A2A_TASK_NOT_FOUND : RPC_INTERNAL,
+                rc == A2A_TASK_MISSING ? "Task not found" : "Internal error", NULL);
+    } else if (t.terminal) {
+        s_error(c, A2A_UNSUPPORTED_OPERATION, "The task has ended; read it with GetTask",
+                json_pack("{s:s}", "state", t.state));
+    } else if (c->notify || c->batch) {
+        s_error(c, A2A_UNSUPPORTED_OPERATION, "A stream cannot be part of a batch", NULL);
+    } else {
+        log_info("a2a_task_subscribed", "chat_id=%s task_id=%s", t.context_id, task_id);
+        a2a_stream_start(gw, req, c->resp, c->id, task_id, t.context_id, legacy);
+    }
+}
+
+/* The task id of GetTask, CancelTask and SubscribeToTask in its canonical form
+ * (a2a_task_id_canonical) in buf: NULL with *data set when it is not a string, NULL with
+ * *data NULL when no task of this agent can have it (the answer is then "Task not found", as
+ * for an unknown task). */
 static const char *s_task_id(json_t *params, char buf[A2A_TASK_ID_MAX], json_t **data) {
     const char *tid = json_string_value(json_object_get(params, "id"));
     if (!tid) {
@@ -482,47 +386,102 @@ static const char *s_task_id(json_t *params, char buf[A2A_TASK_ID_MAX], json_t *
     return a2a_task_id_canonical(tid, buf) == 0 ? buf : NULL;
 }
 
-static void s_dispatch(gateway_t *gw, http_req_t *req, http_resp_t *resp, json_t *rpc) {
+static bool s_is(const char *method, const char *v1, const char *v03) {
+    return !strcmp(method, v1) || (v03 && !strcmp(method, v03));
+}
+
+/* The push notification config method's operation (v1 and v0.3 names), or -1. */
+static int s_push_op(const char *method) {
+    static const struct {
+        const char *name;
+        a2a_push_op_t op;
+    } ops[] = {
+        {"CreateTaskPushNotificationConfig", A2A_PUSH_CREATE},
+        {"tasks/pushNotificationConfig/set", A2A_PUSH_CREATE},
+        {"GetTaskPushNotificationConfig", A2A_PUSH_GET},
+        {"tasks/pushNotificationConfig/get", A2A_PUSH_GET},
+        {"ListTaskPushNotificationConfigs", A2A_PUSH_LIST},
+        {"ListTaskPushNotificationConfig", A2A_PUSH_LIST},
+        {"tasks/pushNotificationConfig/list", A2A_PUSH_LIST},
+        {"DeleteTaskPushNotificationConfig", A2A_PUSH_DELETE},
+        {"tasks/pushNotificationConfig/delete", A2A_PUSH_DELETE},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        if (!strcmp(method, ops[i].name)) {
+            return (int)ops[i].op;
+        }
+    }
+    return -1;
+}
+
+/* Runs one call (a JSON object) and answers it through c, whose resp and batch are set. */
+static void s_dispatch(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *rpc) {
     json_t *id = json_object_get(rpc, "id");
     const char *method = json_string_value(json_object_get(rpc, "method"));
     json_t *params = json_object_get(rpc, "params");
-    if (!json_is_string(json_object_get(rpc, "jsonrpc")) ||
+    if (!json_is_object(rpc) || !json_is_string(json_object_get(rpc, "jsonrpc")) ||
         strcmp(json_string_value(json_object_get(rpc, "jsonrpc")), "2.0") || !method ||
         (id && !json_is_string(id) && !json_is_integer(id) && !json_is_null(id))) {
-        s_error(resp, json_is_string(id) || json_is_integer(id) ? id : NULL, RPC_INVALID_REQUEST,
-                "Invalid Request", NULL);
+        /* Answered even without an id: only a valid request can be a notification. */
+        c->id = json_is_string(id) || json_is_integer(id) ? id : json_null();
+        s_error(c, RPC_INVALID_REQUEST, "Invalid Request", NULL);
         return;
     }
-    id = id ? id : json_null();
+    c->notify = id == NULL;
+    c->id = id ? id : json_null();
     bool v1 = !strchr(method, '/');
     if (!json_is_object(params)) {
-        s_error(resp, id, RPC_INVALID_PARAMS, "Invalid params", s_invalid("params", "object"));
+        s_error(c, RPC_INVALID_PARAMS, "Invalid params", s_invalid("params", "object"));
         return;
     }
     json_t *data = NULL;
     const char *tid = NULL;
     char tid_buf[A2A_TASK_ID_MAX];
-    if (!strcmp(method, "SendMessage") || !strcmp(method, "message/send")) {
-        s_send(gw, req, resp, id, params, !v1, false);
-    } else if (!strcmp(method, "SendStreamingMessage") || !strcmp(method, "message/stream")) {
-        s_send(gw, req, resp, id, params, !v1, true);
-    } else if (!strcmp(method, "GetTask") || !strcmp(method, "tasks/get")) {
-        if ((tid = s_task_id(params, tid_buf, &data))) {
-            s_reply_task(gw, req, resp, id, tid, !v1, false, 0);
-        } else if (!data) {
-            s_error(resp, id, A2A_TASK_NOT_FOUND, "Task not found", NULL);
+    bool streaming = s_is(method, "SendStreamingMessage", "message/stream");
+    if (streaming && c->batch) {
+        s_error(c, A2A_UNSUPPORTED_OPERATION, "A stream cannot be part of a batch", NULL);
+    } else if (streaming || s_is(method, "SendMessage", "message/send")) {
+        s_send(gw, req, c, params, !v1, streaming);
+    } else if (s_is(method, "ListTasks", NULL)) {
+        PGconn *conn = pool_get(gw->pool);
+        json_t *result = NULL;
+        int code = a2a_list_tasks(conn, req->user_id, params, &result, &data);
+        pool_put(gw->pool, conn);
+        if (code == 0) {
+            s_result(c, result);
+        } else if (code == -2) {
+            s_error(c, RPC_INTERNAL, "Internal error", NULL);
         }
-    } else if (!strcmp(method, "CancelTask") || !strcmp(method, "tasks/cancel")) {
+    } else if (s_push_op(method) >= 0) {
+        PGconn *conn = pool_get(gw->pool);
+        json_t *result = NULL;
+        int code = a2a_push_rpc(conn, req->user_id, (a2a_push_op_t)s_push_op(method), params, !v1,
+                                &result, &data);
+        pool_put(gw->pool, conn);
+        if (code == 0) {
+            s_result(c, result);
+        } else if (code != RPC_INVALID_PARAMS) {
+            s_error(c, code, code == A2A_TASK_NOT_FOUND ? "Task not found" : "Internal error",
+                    NULL);
+        }
+    } else if (s_is(method, "GetTask", "tasks/get") || s_is(method, "CancelTask", "tasks/cancel") ||
+               s_is(method, "SubscribeToTask", "tasks/resubscribe")) {
         if ((tid = s_task_id(params, tid_buf, &data))) {
-            s_cancel(gw, req, resp, id, tid, !v1);
+            if (s_is(method, "GetTask", "tasks/get")) {
+                s_reply_task(gw, req, c, tid, !v1, false, 0);
+            } else if (s_is(method, "CancelTask", "tasks/cancel")) {
+                s_cancel(gw, req, c, tid, !v1);
+            } else {
+                s_subscribe(gw, req, c, tid, !v1);
+            }
         } else if (!data) {
-            s_error(resp, id, A2A_TASK_NOT_FOUND, "Task not found", NULL);
+            s_error(c, A2A_TASK_NOT_FOUND, "Task not found", NULL);
         }
     } else {
-        s_error(resp, id, RPC_NO_METHOD, "Method not found", NULL);
+        s_error(c, RPC_NO_METHOD, "Method not found", NULL);
     }
     if (data) {
-        s_error(resp, id, RPC_INVALID_PARAMS, "Invalid params", data);
+        s_error(c, RPC_INVALID_PARAMS, "Invalid params", data);
     }
 }
 
@@ -531,11 +490,12 @@ static void s_dispatch(gateway_t *gw, http_req_t *req, http_resp_t *resp, json_t
  * params naming the field, like a REST 400, with the request's id when a lenient read finds
  * one. */
 static void s_refused(const http_req_t *req, http_resp_t *resp, const jsonstrict_error_t *err) {
+    s_call_t c = {.resp = resp, .id = json_null()};
     bool syntax = err->code == JSONSTRICT_E_TOO_LARGE || err->code == JSONSTRICT_E_SYNTAX ||
                   err->code == JSONSTRICT_E_TRAILING || err->code == JSONSTRICT_E_UTF8 ||
                   err->code == JSONSTRICT_E_SURROGATE;
     if (syntax) {
-        s_error(resp, NULL, RPC_PARSE, "Parse error",
+        s_error(&c, RPC_PARSE, "Parse error",
                 json_pack("{s:s,s:I}", "detail", err->message, "offset", (json_int_t)err->offset));
         return;
     }
@@ -551,10 +511,37 @@ static void s_refused(const http_req_t *req, http_resp_t *resp, const jsonstrict
     char *field = gateway_error_field(req, err);
     char detail[JSONSTRICT_MESSAGE_MAX + 40];
     snprintf(detail, sizeof detail, "%s (at byte %zu)", err->message, err->offset);
-    s_error(resp, id, RPC_INVALID_PARAMS, "Invalid params", s_invalid(field, detail));
+    c.id = id ? id : json_null();
+    s_error(&c, RPC_INVALID_PARAMS, "Invalid params", s_invalid(field, detail));
     free(field);
     json_decref(id);
     json_decref(loose);
+}
+
+/* A batch (JSON-RPC 2.0 §6): each call runs in order and the answer is the array of the
+ * responses to those that are not notifications; nothing at all (204) when every call was
+ * one. An empty array, or one longer than A2A_BATCH_MAX, is one Invalid Request. */
+static void s_batch(gateway_t *gw, http_req_t *req, http_resp_t *resp, json_t *calls) {
+    s_call_t c = {.resp = resp, .id = json_null()};
+    if (json_array_size(calls) == 0 || json_array_size(calls) > A2A_BATCH_MAX) {
+        s_error(&c, RPC_INVALID_REQUEST, "Invalid Request",
+                json_pack("{s:s,s:s}", "field", "", "detail",
+                          "a batch holds 1 to " S_STR(A2A_BATCH_MAX) " calls"));
+        return;
+    }
+    json_t *answers = json_array();
+    size_t i;
+    json_t *rpc;
+    json_array_foreach(calls, i, rpc) {
+        s_call_t one = {.resp = resp, .batch = answers};
+        s_dispatch(gw, req, &one, rpc);
+    }
+    if (json_array_size(answers) == 0) {
+        json_decref(answers);
+        http_json(resp, 204, NULL);
+    } else {
+        http_json(resp, 200, answers);
+    }
 }
 
 void a2a_rpc(void *app, http_req_t *req, http_resp_t *resp) {
@@ -564,10 +551,14 @@ void a2a_rpc(void *app, http_req_t *req, http_resp_t *resp) {
         s_refused(req, resp, &err);
         return;
     }
-    if (!json_is_object(rpc)) {
-        s_error(resp, NULL, RPC_INVALID_REQUEST, "Invalid Request", NULL);
+    if (json_is_array(rpc)) {
+        s_batch(app, req, resp, rpc);
     } else {
-        s_dispatch(app, req, resp, rpc);
+        s_call_t c = {.resp = resp, .id = json_null()};
+        s_dispatch(app, req, &c, rpc);
+        if (c.notify && resp->status == 0 && !resp->raw) {
+            http_json(resp, 204, NULL); /* a notification: run, never answered */
+        }
     }
     json_decref(rpc);
 }

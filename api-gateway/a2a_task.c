@@ -21,15 +21,26 @@ static const char *const s_turn_sql =
     " FROM chat_messages m JOIN chats c ON c.id = m.chat_id"
     " WHERE m.id = $1::bigint AND c.owner_id = $2::uuid AND m.role = 'user')"
     " SELECT jsonb_build_object('id', t.id, 'chat_id', t.chat_id, 'rid', t.rid, 'fmt', t.fmt,"
-    " 'status', t.status, 'over', t.next_id IS NOT NULL, 'receipt', (SELECT r.structured_output"
-    " FROM chat_messages r WHERE r.structured_output_request_id = t.rid"
-    " AND r.structured_output ->> 'type' = 'structured-output-outcome'),"
-    " 'text', (SELECT string_agg(p.part ->> 'text', '' ORDER BY a.id, p.ord)"
-    " FROM chat_messages a CROSS JOIN LATERAL jsonb_array_elements(a.content)"
-    " WITH ORDINALITY AS p(part, ord) WHERE a.chat_id = t.chat_id AND a.role = 'assistant'"
-    " AND NOT a.deleted AND a.id > t.id AND (t.next_id IS NULL OR a.id < t.next_id)"
-    " AND (a.structured_output ->> 'type') IS DISTINCT FROM 'structured-output-outcome'"
-    " AND p.part ->> 'type' = 'text')) FROM t";
+    " 'status', t.status, 'over', t.next_id IS NOT NULL, 'ts', " A2A_TASK_ISO(
+        "(SELECT"
+        " max(a.created_at) FROM chat_messages a WHERE a.chat_id = t.chat_id AND a.id >= t.id"
+        " AND (t.next_id IS NULL OR a.id < t.next_id))") ", 'receipt', (SELECT r.structured_output"
+                                                         " FROM chat_messages r WHERE "
+                                                         "r.structured_output_request_id = t.rid"
+                                                         " AND r.structured_output ->> 'type' = "
+                                                         "'structured-output-outcome'),"
+                                                         " 'text', (SELECT string_agg(p.part ->> "
+                                                         "'text', '' ORDER BY a.id, p.ord)"
+                                                         " FROM chat_messages a CROSS JOIN LATERAL "
+                                                         "jsonb_array_elements(a.content)"
+                                                         " WITH ORDINALITY AS p(part, ord) WHERE "
+                                                         "a.chat_id = t.chat_id AND a.role = "
+                                                         "'assistant'"
+                                                         " AND NOT a.deleted AND a.id > t.id AND "
+                                                         "(t.next_id IS NULL OR a.id < t.next_id)"
+                                                         " AND (a.structured_output ->> 'type') IS "
+                                                         "DISTINCT FROM 'structured-output-outcome'"
+                                                         " AND p.part ->> 'type' = 'text')) FROM t";
 
 static json_t *s_rows(PGconn *conn, const char *sql, int n, const char *const *p, bool *failed) {
     http_resp_t ignore = {0};
@@ -37,6 +48,15 @@ static json_t *s_rows(PGconn *conn, const char *sql, int n, const char *const *p
     free(ignore.body);
     *failed = rows == NULL;
     return rows;
+}
+
+/* The first row of a two-parameter query ($1, $2), as a new reference; NULL when there is
+ * none (or on a failed read, *failed set). */
+static json_t *s_first_row(PGconn *conn, const char *sql, const char *const p[2], bool *failed) {
+    json_t *rows = s_rows(conn, sql, 2, p, failed);
+    json_t *row = json_incref(json_array_get(rows, 0));
+    json_decref(rows);
+    return row;
 }
 
 const char *a2a_task_state_name(const char *v1_state, bool legacy) {
@@ -155,7 +175,9 @@ typedef struct {
 static void s_structured(json_t *row, const char *tid, bool legacy, s_view_t *v) {
     json_t *r = json_object_get(row, "receipt");
     const char *st = json_string_value(json_object_get(r, "status"));
-    const char *code = json_string_value(json_object_get(r, "code"));
+    /* {"error":{"code"}}; a receipt written before that shape has "code" at the top. */
+    const char *code = json_string_value(json_object_get(json_object_get(r, "error"), "code"));
+    code = code ? code : json_string_value(json_object_get(r, "code"));
     const char *fmt = json_string_value(json_object_get(row, "fmt"));
     json_t *value = json_object_get(r, "value");
     bool raw = !fmt || strcmp(fmt, A2A_FORMAT_PROTOBUF) != 0;
@@ -196,6 +218,17 @@ static void s_text(json_t *row, const char *tid, bool legacy, s_view_t *v) {
     }
 }
 
+/* A recorded outcome (a2a_task_outcomes) decides over the rows: a canceled text turn reads
+ * canceled, a refused request failed with its code and message. */
+static void s_outcome(json_t *o, s_view_t *v) {
+    const char *state = json_string_value(json_object_get(o, "state"));
+    const char *code = json_string_value(json_object_get(o, "code"));
+    const char *message = json_string_value(json_object_get(o, "message"));
+    v->state = state && !strcmp(state, "canceled") ? "TASK_STATE_CANCELED" : "TASK_STATE_FAILED";
+    snprintf(v->code, sizeof v->code, "%s", code ? code : "");
+    v->message = message ? mem_strdup(message) : NULL;
+}
+
 static json_t *s_status(const s_view_t *v, const char *tid, const char *ctx, bool legacy) {
     json_t *status = json_pack("{s:s}", "state", a2a_task_state_name(v->state, legacy));
     char *text =
@@ -228,19 +261,40 @@ static void s_build(json_t *row, const char *tid, bool legacy, a2a_task_t *out) 
     if (json_is_null(json_object_get(row, "queued"))) {
         v.state = "TASK_STATE_SUBMITTED";
     }
-    if (json_string_value(json_object_get(row, "rid"))) {
+    json_t *outcome = json_object_get(row, "outcome");
+    bool canceled =
+        outcome && !strcmp(json_string_value(json_object_get(outcome, "state")), "canceled");
+    if (outcome && !(canceled && json_string_value(json_object_get(row, "rid")))) {
+        s_outcome(outcome, &v);
+    } else if (json_string_value(json_object_get(row, "rid"))) {
         s_structured(row, tid, legacy, &v);
     } else if (!json_object_get(row, "queued")) {
         s_text(row, tid, legacy, &v);
     }
-    json_t *task = json_pack("{s:s,s:s,s:o,s:[]}", "id", tid, "contextId", ctx, "status",
-                             s_status(&v, tid, ctx, legacy), "artifacts");
+    if (canceled && strcmp(v.state, "TASK_STATE_CANCELED") != 0) {
+        /* A structured turn canceled before its worker wrote the cancellation receipt. */
+        v.state = "TASK_STATE_CANCELED";
+        json_decref(v.artifact);
+        v.artifact = NULL;
+        snprintf(v.code, sizeof v.code, "canceled");
+    }
+    json_t *st = s_status(&v, tid, ctx, legacy);
+    const char *ts = json_string_value(json_object_get(row, "ts"));
+    if (ts) {
+        json_object_set_new(st, "timestamp", json_string(ts));
+    }
+    json_t *task =
+        json_pack("{s:s,s:s,s:o,s:[]}", "id", tid, "contextId", ctx, "status", st, "artifacts");
     if (v.artifact) {
         json_array_append_new(json_object_get(task, "artifacts"), v.artifact);
     }
     if (v.code[0]) {
-        json_object_set_new(task, "metadata",
-                            json_pack("{s:{s:s}}", "kediStructuredOutput", "code", v.code));
+        json_t *so = json_pack("{s:s}", "code", v.code);
+        json_t *detail = json_object_get(outcome, "detail");
+        if (json_is_object(detail)) {
+            json_object_update(so, detail);
+        }
+        json_object_set_new(task, "metadata", json_pack("{s:o}", "kediStructuredOutput", so));
     }
     if (legacy) {
         json_object_set_new(task, "kind", json_string("task"));
@@ -273,24 +327,25 @@ static json_t *s_queued_row(PGconn *conn, const char *qid, const char *user_id, 
     if (*failed) {
         return NULL;
     }
-    rows = s_rows(conn,
-                  "SELECT jsonb_build_object('chat_id', q.chat_id, 'rid',"
-                  " q.structured_output_request_id, 'status', c.status, 'queued', NULL)"
-                  " FROM chat_queued_messages q JOIN chats c ON c.id = q.chat_id"
-                  " WHERE q.id = $1::bigint AND c.owner_id = $2::uuid",
-                  2, p, failed);
-    json_t *row = json_incref(json_array_get(rows, 0));
-    json_decref(rows);
-    return row;
+    return s_first_row(
+        conn,
+        "SELECT jsonb_build_object('chat_id', q.chat_id, 'rid',"
+        " q.structured_output_request_id, 'status', c.status, 'queued', NULL, 'ts', " A2A_TASK_ISO(
+            "q.created_at") ")"
+                            " FROM chat_queued_messages q JOIN chats c ON c.id = q.chat_id"
+                            " WHERE q.id = $1::bigint AND c.owner_id = $2::uuid",
+        p, failed);
 }
 
 int a2a_task_id_canonical(const char *text, char out[A2A_TASK_ID_MAX]) {
-    bool queued = text[0] == 'q' || text[0] == 'Q';
+    char prefix = text[0] == 'q' || text[0] == 'Q'   ? 'q'
+                  : text[0] == 'r' || text[0] == 'R' ? 'r'
+                                                     : '\0';
     int64_t id = 0;
-    if (gateway_int_parse(text + (queued ? 1 : 0), 1, INT64_MAX, &id) != 0) {
+    if (gateway_int_parse(text + (prefix ? 1 : 0), 1, INT64_MAX, &id) != 0) {
         return -1;
     }
-    snprintf(out, A2A_TASK_ID_MAX, "%s%lld", queued ? "q" : "", (long long)id);
+    snprintf(out, A2A_TASK_ID_MAX, "%.1s%lld", prefix ? &prefix : "", (long long)id);
     return 0;
 }
 
@@ -307,35 +362,106 @@ static bool s_digits(const char *s) {
     return true;
 }
 
+/* The recorded outcome of task_id, as a row s_build reads alone or merged into the task's
+ * own row; NULL when there is none (or on a failed read, *failed set). A chat's outcome lives
+ * as long as the chat is the owner's. */
+static json_t *s_outcome_row(PGconn *conn, const char *task_id, const char *user_id, bool *failed) {
+    const char *p[] = {task_id, user_id};
+    return s_first_row(conn,
+                       "SELECT jsonb_build_object('chat_id', o.context_id, 'ts', " A2A_TASK_ISO(
+                           "o.created_at") ", 'outcome', jsonb_strip_nulls(jsonb_build_object("
+                                           "'state', o.state, 'code', o.code, 'message',"
+                                           " o.message, 'detail', o.detail)))"
+                                           " FROM a2a_task_outcomes o WHERE o.task_id = $1"
+                                           " AND o.owner_id = $2::uuid AND (o.task_id LIKE"
+                                           " 'r%' OR EXISTS (SELECT 1 FROM chats c WHERE"
+                                           " c.id = o.context_id AND c.owner_id = o.owner_id))",
+                       p, failed);
+}
+
+/* The task's own row: its user message's turn, or its queued message. */
+static json_t *s_task_row(PGconn *conn, const char *task_id, const char *user_id, char *mid,
+                          size_t midlen, bool *failed) {
+    json_t *row = NULL;
+    snprintf(mid, midlen, "%s", task_id);
+    if (task_id[0] == 'q' && s_digits(task_id + 1)) {
+        mid[0] = '\0';
+        row = s_queued_row(conn, task_id + 1, user_id, mid, midlen, failed);
+        if (row) {
+            return row;
+        }
+    }
+    if (!*failed && s_digits(mid)) {
+        const char *p[] = {mid, user_id};
+        row = s_first_row(conn, s_turn_sql, p, failed);
+    }
+    return row;
+}
+
 a2a_lookup_t a2a_task_load(PGconn *conn, const char *task_id, const char *user_id, bool legacy,
                            a2a_task_t *out) {
     memset(out, 0, sizeof *out);
-    char mid[A2A_TASK_ID_MAX];
     bool failed = false;
+    json_t *outcome = s_outcome_row(conn, task_id, user_id, &failed);
     json_t *row = NULL;
-    snprintf(mid, sizeof mid, "%s", task_id);
-    if (task_id[0] == 'q' && s_digits(task_id + 1)) {
-        mid[0] = '\0';
-        row = s_queued_row(conn, task_id + 1, user_id, mid, sizeof mid, &failed);
-        if (row) {
-            s_build(row, task_id, legacy, out);
-            json_decref(row);
-            return A2A_TASK_FOUND;
-        }
-    }
-    if (!failed && s_digits(mid)) {
-        const char *p[] = {mid, user_id};
-        json_t *rows = s_rows(conn, s_turn_sql, 2, p, &failed);
-        row = json_incref(json_array_get(rows, 0));
-        json_decref(rows);
+    if (!failed && task_id[0] != 'r') {
+        row = s_task_row(conn, task_id, user_id, out->message_id, sizeof out->message_id, &failed);
     }
     if (failed) {
+        json_decref(outcome);
+        json_decref(row);
         return A2A_TASK_DB_ERROR;
     }
+    if (row && outcome) {
+        /* The later of the two times: an interrupted turn may commit text after the cancel. */
+        const char *a = json_string_value(json_object_get(row, "ts"));
+        const char *b = json_string_value(json_object_get(outcome, "ts"));
+        if (b && (!a || strcmp(b, a) > 0)) {
+            json_object_set(row, "ts", json_object_get(outcome, "ts"));
+        }
+        json_object_set(row, "outcome", json_object_get(outcome, "outcome"));
+    } else if (outcome) {
+        row = json_incref(outcome);
+    }
+    json_decref(outcome);
     if (!row) {
         return A2A_TASK_MISSING;
     }
     s_build(row, task_id, legacy, out);
     json_decref(row);
     return A2A_TASK_FOUND;
+}
+
+int a2a_task_outcome_put(PGconn *conn, const char *user_id, const char *task_id,
+                         const char *context_id, const char *state, const char *code,
+                         const char *message, const char *detail) {
+    const char *p[] = {user_id, task_id, context_id, state, code, message, detail};
+    bool failed = false;
+    json_t *rows = s_rows(conn,
+                          "INSERT INTO a2a_task_outcomes (owner_id, task_id, context_id, state,"
+                          " code, message, detail) VALUES ($1::uuid, $2, $3::uuid, $4, $5, $6,"
+                          " $7::jsonb) ON CONFLICT (owner_id, task_id) DO NOTHING"
+                          " RETURNING to_jsonb(task_id)",
+                          7, p, &failed);
+    json_decref(rows);
+    return failed ? -1 : 0;
+}
+
+int a2a_task_refuse(PGconn *conn, const char *user_id, const char *context_id, const char *code,
+                    const char *message, const char *detail, char task_id[A2A_TASK_ID_MAX]) {
+    const char *p[] = {user_id, context_id, code, message, detail};
+    bool failed = false;
+    json_t *rows = s_rows(conn,
+                          "INSERT INTO a2a_task_outcomes (owner_id, task_id, context_id, state,"
+                          " code, message, detail) VALUES ($1::uuid, 'r' ||"
+                          " nextval('a2a_refused_task_seq'), $2::uuid, 'failed', $3, $4,"
+                          " $5::jsonb) RETURNING to_jsonb(task_id)",
+                          5, p, &failed);
+    const char *id = json_string_value(json_array_get(rows, 0));
+    int rc = id ? 0 : -1;
+    if (id) {
+        snprintf(task_id, A2A_TASK_ID_MAX, "%s", id);
+    }
+    json_decref(rows);
+    return rc;
 }

@@ -8,6 +8,7 @@
  */
 #include "config.h"
 #include "db.h"
+#include "a2a_push.h"
 #include "gateway.h"
 #include "log.h"
 #include "mem.h"
@@ -308,6 +309,11 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
         free(public_url);
         return 1;
     }
+    /* A2A push deliveries (a2a_push.h): from the database, so any gateway sends them. */
+    a2a_pusher_t *pusher = a2a_pusher_new(gw.pool);
+    if (!pusher) {
+        log_warn("a2a_pusher_failed", "push notifications wait for another gateway");
+    }
     s_gauges(&gw);
     signal(SIGTERM, s_on_signal);
     signal(SIGINT, s_on_signal);
@@ -319,6 +325,7 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
     /* Streams end first (and no new one opens), so that no connection is left suspended when
      * the server stops; then the server, whose handlers finish; then what they used. */
     hub_close_all(gw.hub);
+    a2a_pusher_destroy(&pusher);
     httpd_t *httpd = s_httpd;
     s_httpd = NULL;
     httpd_destroy(&httpd);

@@ -387,7 +387,7 @@ static void s_interrupt(void *app, http_req_t *req, http_resp_t *resp) {
 }
 
 static void s_compact(void *app, http_req_t *req, http_resp_t *resp) {
-    s_simple(app, req, resp, s_compact_step, NULL, 202);
+    s_simple(app, req, resp, s_compact_step, NULL, 200);
 }
 
 static void s_clear(void *app, http_req_t *req, http_resp_t *resp) {

@@ -285,6 +285,35 @@ static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
     json_decref(body);
 }
 
+/* The edit found no active user message in the caller's chat: the reference's answers
+ * (api-shapes.md §2.1), 400 "Only user messages can be edited." for another role's message,
+ * else 404 "Chat message not found."; a chat that is not the caller's keeps its 404. */
+static void s_edit_missing(PGconn *conn, const http_req_t *req, int64_t id, http_resp_t *resp) {
+    char mid[24];
+    snprintf(mid, sizeof mid, "%lld", (long long)id);
+    const char *p[] = {req->params[0], mid, req->user_id};
+    http_resp_t h = {0};
+    json_t *rows = gateway_rows(conn,
+                                "SELECT jsonb_build_object('role', m.role) FROM chats c LEFT JOIN"
+                                " chat_messages m ON m.chat_id = c.id AND m.id = $2::bigint AND"
+                                " NOT m.deleted AND m.visibility <> 'model' WHERE c.id = $1::uuid"
+                                " AND c.owner_id = $3::uuid",
+                                3, p, &h);
+    free(h.body);
+    if (json_array_size(rows) == 1) {
+        const char *role = json_string_value(json_object_get(json_array_get(rows, 0), "role"));
+        free(resp->body);
+        resp->body = NULL;
+        if (role && strcmp(role, "user") != 0) {
+            http_error(resp, 400, "Only user messages can be edited.", NULL);
+        } else {
+            http_error(resp, 404, "Chat message not found.",
+                       "Message does not belong to this chat.");
+        }
+    }
+    json_decref(rows);
+}
+
 static void s_edit(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     json_t *body = NULL;
@@ -298,8 +327,14 @@ static void s_edit(void *app, http_req_t *req, http_resp_t *resp) {
         return;
     }
     s.conn = pool_get(gw->pool);
-    if (s_format(&s, req, body, true) == 0 &&
-        gateway_bundle(gw, s.conn, req, s_edit_step, &s, NULL, resp) == 0) {
+    int rc = s_format(&s, req, body, true);
+    if (rc == 0 && gateway_bundle(gw, s.conn, req, s_edit_step, &s, NULL, resp) != 0) {
+        rc = -1;
+        if (resp->status == 404) {
+            s_edit_missing(s.conn, req, s.edit_id, resp);
+        }
+    }
+    if (rc == 0) {
         json_t *rows = s_inserted_rows(&s);
         if (rows) {
             json_t *out =

@@ -305,11 +305,11 @@ static void s_sync(stream_t *s) {
         s_emit(s, "retry", json_pack("{s:o}", "retry", json_loads(db_text(res, 0, 8), 0, NULL)), 0);
     }
     PQclear(PQexec(conn, "COMMIT"));
+    /* Step (7) of the reference's sync (api-shapes.md §4.3), from local state that starts at
+     * zero: the bootstrap sends preview_reset too, so a client starts every preview clean. */
     if (hv != s->history_version || (ga != s->generation_attempt && ga != 0)) {
         s->last_seq = 0;
-        if (s->initialized) {
-            s_emit(s, "preview_reset", json_object(), 0);
-        }
+        s_emit(s, "preview_reset", json_object(), 0);
     }
     s->snapshot_version = snap;
     s->history_version = hv;

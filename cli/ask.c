@@ -42,6 +42,7 @@ typedef struct {
     bool ends_newline;
     bool any_text;
     json_t *handled; /* tool_call_id -> true */
+    char *last_text; /* the newest committed assistant message's text, or NULL */
 } s_ask_t;
 
 static char *s_cat(char *a, const char *b) {
@@ -137,6 +138,8 @@ static void s_on_assistant(s_ask_t *a, json_t *m) {
             s_out(a, text + strlen(before));
         }
     } /* else a rewrite that deltas cannot express: suppressed (cli/README.md) */
+    free(a->last_text);
+    a->last_text = mem_strdup(text);
     free(p->text);
     p->text = text;
     free(a->shown);
@@ -165,9 +168,28 @@ static void s_finish_line(s_ask_t *a) {
     }
 }
 
+/* In native structured mode the model's answer is the JSON value itself, already printed as
+ * it streamed: on a terminal it is not printed a second time as the fenced block. True when
+ * the newest committed assistant text is exactly that value (read through the strict
+ * boundary). */
+static bool s_shown_as_text(const s_ask_t *a, json_t *value) {
+    json_t *shown = NULL;
+    if (!a->last_text ||
+        jsonstrict_parse(a->last_text, strlen(a->last_text), NULL, &shown, NULL) != 0) {
+        return false;
+    }
+    bool same = json_equal(shown, value);
+    json_decref(shown);
+    return same;
+}
+
 static void s_on_receipt(s_ask_t *a, json_t *so) {
     const char *status = json_string_value(json_object_get(so, "status"));
-    const char *code = json_string_value(json_object_get(so, "code"));
+    /* {"error":{"code","message"}}; a receipt written before that shape has "code" only. */
+    json_t *error = json_object_get(so, "error");
+    const char *code = json_string_value(json_object_get(error, "code"));
+    const char *message = json_string_value(json_object_get(error, "message"));
+    code = code ? code : json_string_value(json_object_get(so, "code"));
     json_t *value = json_object_get(so, "value");
     a->done = true;
     if (status && !strcmp(status, "succeeded") && value) {
@@ -183,7 +205,9 @@ static void s_on_receipt(s_ask_t *a, json_t *so) {
         char *text = jsonout_dumps(value);
         if (a->opts->tty) {
             s_finish_line(a);
-            fprintf(stdout, "```json\n%s\n```\n", text);
+            if (!s_shown_as_text(a, value)) {
+                fprintf(stdout, "```json\n%s\n```\n", text);
+            }
         } else {
             fprintf(stdout, "%s\n", text);
         }
@@ -194,8 +218,8 @@ static void s_on_receipt(s_ask_t *a, json_t *so) {
     }
     bool canceled = status && !strcmp(status, "canceled");
     s_finish_line(a);
-    fprintf(stderr, "chatfleet: structured output %s: %s\n", canceled ? "canceled" : "failed",
-            code ? code : "unknown");
+    fprintf(stderr, "chatfleet: structured output %s: %s%s%s\n", canceled ? "canceled" : "failed",
+            code ? code : "unknown", message ? ": " : "", message ? message : "");
     a->rc = canceled ? ASK_CANCELED : ASK_FAILED;
 }
 
@@ -495,6 +519,7 @@ static void s_free(s_ask_t *a) {
         free(a->printed[i].text);
     }
     free(a->episode);
+    free(a->last_text);
     free(a->shown);
     json_decref(a->handled);
     jsonschema_destroy(&a->compiled);

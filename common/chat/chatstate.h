@@ -201,7 +201,9 @@ int chatstate_reconcile_invalid(chatstate_t *self, cs_error_t *err);
 
 /* Writes the terminal receipt of a structured request into the open bundle: status is
  * "succeeded" (value_json is the validated value, JSON null included), "failed" or
- * "canceled" (code names why). Not a transition of its own: it goes in the bundle of the
+ * "canceled" (code names why; the row's structured_output is then {"request_id","status",
+ * "error":{"code","message"}}, the message a fixed sentence per code, api-shapes.md §6). Not a
+ * transition of its own: it goes in the bundle of the
  * FinishTurn, FinishError or FinishInterruption that ends the request, before it. A UUID
  * that already has a receipt is left alone (*written false, still 0). */
 int chatstate_receipt(chatstate_t *self, const char *request_id, const char *status,

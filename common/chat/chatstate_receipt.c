@@ -15,12 +15,32 @@
     " structured_output_request_id, structured_output)"                                            \
     " SELECT $1, 'assistant', 'user', jsonb_build_array(jsonb_build_object('type', 'text',"        \
     " 'text', $5::text)), $2::uuid, jsonb_strip_nulls(jsonb_build_object('type',"                  \
-    " 'structured-output-outcome', 'request_id', $2::text, 'status', $3::text, 'code',"            \
-    " $4::text)) || CASE WHEN $3::text = 'succeeded' THEN jsonb_build_object('value',"             \
-    " $6::jsonb) ELSE '{}'::jsonb END"                                                             \
+    " 'structured-output-outcome', 'request_id', $2::text, 'status', $3::text)) || CASE WHEN"      \
+    " $3::text = 'succeeded' THEN jsonb_build_object('value', $6::jsonb) ELSE"                     \
+    " jsonb_build_object('error', jsonb_build_object('code', $4::text, 'message', $7::text)) END"  \
     " WHERE NOT EXISTS (SELECT 1 FROM chat_messages r WHERE"                                       \
     " r.structured_output_request_id = $2::uuid"                                                   \
     " AND r.structured_output ->> 'type' = 'structured-output-outcome') RETURNING id"
+
+/* The error message of a failed or canceled receipt: a fixed sentence per code, never text
+ * from a provider or a model (api-shapes.md §6: the message is sanitized). */
+static const char *s_error_message(const char *code) {
+    static const char *const messages[][2] = {
+        {"not_produced", "The model did not produce the structured output."},
+        {"validation_exhausted", "The output did not match the schema after every repair."},
+        {"generation_failed", "The model call failed."},
+        {"configuration_error", "The model configuration cannot produce structured output."},
+        {"interrupted", "The request was interrupted."},
+        {"superseded", "An edit replaced the request."},
+        {"queue_deleted", "The queued request was deleted."},
+    };
+    for (size_t i = 0; i < sizeof messages / sizeof messages[0]; i++) {
+        if (!strcmp(messages[i][0], code)) {
+            return messages[i][1];
+        }
+    }
+    return "The structured output request did not succeed.";
+}
 
 int chatstate_receipt(chatstate_t *self, const char *request_id, const char *status,
                       const char *code, const char *value_json, bool *written, cs_error_t *err) {
@@ -36,10 +56,16 @@ int chatstate_receipt(chatstate_t *self, const char *request_id, const char *sta
     if (!id_uuid_valid(request_id) || !ok) {
         return cs_fail(self, err, CS_BAD_INPUT, "receipt: bad request id, status or code");
     }
-    char *text =
-        value_json ? mem_strdup(value_json) : mem_printf("Structured output %s: %s.", status, code);
-    const char *p[] = {self->chat_id, request_id, status, code, text, value_json};
-    PGresult *res = cs_query(self, err, CS_RECEIPT_SQL, 6, p);
+    char *text = value_json ? mem_strdup(value_json)
+                            : mem_printf("The structured output request %s (%s).", status, code);
+    const char *p[] = {self->chat_id,
+                       request_id,
+                       status,
+                       code,
+                       text,
+                       value_json,
+                       value_json ? NULL : s_error_message(code)};
+    PGresult *res = cs_query(self, err, CS_RECEIPT_SQL, 7, p);
     free(text);
     if (!res) {
         return -1;

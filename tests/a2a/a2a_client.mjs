@@ -1,33 +1,17 @@
-// Drives chatfleet's A2A endpoint with the official JavaScript client (@a2a-js/sdk).
-//   node a2a_client.mjs BASE_URL TOKEN [CASE...]
-// Prints one "ok CASE ..." line per passing case and exits non-zero on the first failure.
-// Cases: card, text, structured, invalid_schema_json, stream, cancel, structured_cancel.
-import {
-  ClientFactory,
-  ClientFactoryOptions,
-  JsonRpcTransportFactory,
-} from "@a2a-js/sdk/client";
+// Drives chatfleet's A2A endpoint with the official JavaScript client (@a2a-js/sdk 1.x, the
+// v1.0 protocol).
+//   A2A_OTHER=BASE_URL_2 node a2a_client.mjs BASE_URL TOKEN [CASE...]
+// BASE_URL_2 is a second gateway of the same cluster. Prints one "ok CASE ..." line per passing
+// case and exits non-zero on the first failure. A line "kill gateway 0" asks the test driving
+// the script to kill -9 the gateway at BASE_URL (resubscribe_after_kill).
+// Cases: card, text, structured, invalid_schema_json, output_modes, stream, cancel,
+// structured_cancel, cancel_durable, list_pages, jsonrpc, push, resubscribe_after_kill.
+import { EXT, check, connect, run, sleep, waitState } from "./a2a_common.mjs";
 
-const [base, token, ...only] = process.argv.slice(2);
-const EXT = "https://docs.kedi-lang.org/a2a/extensions/structured-output/v1/";
-const STATE = { WORKING: 2, COMPLETED: 3, FAILED: 4, CANCELED: 5 };
+const { base, only, other, authFetch, client, client2 } = await connect();
+const STATE = { SUBMITTED: 1, WORKING: 2, COMPLETED: 3, FAILED: 4, CANCELED: 5 };
 const ROLE_USER = 1;
 const BIG = "9007199254740993"; // 2^53 + 1: a double would read 9007199254740992
-
-const authFetch = (url, init = {}) => {
-  const headers = new Headers(init.headers);
-  headers.set("Authorization", `Bearer ${token}`);
-  return fetch(url, { ...init, headers });
-};
-const factory = new ClientFactory(
-  ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-    transports: [new JsonRpcTransportFactory({ fetchImpl: authFetch })],
-  }),
-);
-
-function check(cond, what) {
-  if (!cond) throw new Error(`check failed: ${what}`);
-}
 
 let n = 0;
 function message(text, extra = {}) {
@@ -47,18 +31,30 @@ function structured(text, schemaJson, extra = {}) {
   };
 }
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function waitState(client, id, states, ms = 20000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const t = await client.getTask({ id });
-    if (states.includes(t.status.state) || Date.now() > end) return t;
-    await sleep(100);
-  }
+// One raw JSON-RPC POST to BASE_URL/a2a (no client: notifications and batches); returns the
+// HTTP status and the parsed body (null when there is none).
+async function rpc(body) {
+  const r = await authFetch(`${base.replace(/\/$/, "")}/a2a`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await r.text();
+  return { status: r.status, body: text ? JSON.parse(text) : null };
 }
 
-const client = await factory.createFromUrl(base);
+// ListTasks through the client. Its request encoder writes an unset status as "UNRECOGNIZED",
+// so the unfiltered default (TASK_STATE_UNSPECIFIED, 0) is passed explicitly.
+const listTasks = (c, params) => c.listTasks({ status: 0, ...params });
+
+async function codeOf(promise) {
+  try {
+    await promise;
+  } catch (e) {
+    return { code: e.envelopeCode ?? e.code, data: e.data, message: e.message };
+  }
+  return null;
+}
 
 const cases = {
   async card() {
@@ -107,21 +103,44 @@ const cases = {
   },
 
   async invalid_schema_json() {
-    // schemaJson is authoritative: invalid text fails even with a valid legacy schema.
-    const req = structured("never runs", '{"type":', { schema: { type: "object" } });
-    let err = null;
-    try {
-      await client.sendMessage(req);
-    } catch (e) {
-      err = e;
-    }
-    check(err, "an invalid schemaJson is refused, never falling back to schema");
-    // Exactly: JSON-RPC invalid params, naming the schemaJson field (not schema).
-    const code = err.envelopeCode ?? err.code;
-    check(code === -32602, `invalid params (-32602), got ${code}: ${err.message}`);
-    const field = err.data?.field ?? "";
-    check(field === "params.metadata.kediStructuredOutput.schemaJson", `the error names schemaJson, got "${field}"`);
-    return `${code} ${field}`;
+    // schemaJson is authoritative: invalid text fails the task (the extension: invalid schemas
+    // fail the task rather than reaching a model), never falling back to the valid schema.
+    const task = await client.sendMessage(structured("never runs", '{"type":', { schema: { type: "object" } }));
+    check(task.status.state === STATE.FAILED, `the task failed (state ${task.status.state})`);
+    const so = task.metadata?.kediStructuredOutput ?? {};
+    check(so.code === "invalid_schema", `code invalid_schema, got ${JSON.stringify(so)}`);
+    check(so.field === "params.metadata.kediStructuredOutput.schemaJson", `the error names schemaJson, got "${so.field}"`);
+    check(task.artifacts.length === 0, "no artifact");
+    const msg = task.status.message.parts[0].content.value;
+    check(msg.includes("invalid_schema") && msg.includes("schemaJson"), `the status message says why: ${msg}`);
+    // A schema that parses but is not a Draft-07 schema fails the same way, naming its path.
+    const bad = await client.sendMessage(structured("never runs", '{"type":"object","properties":{"a":{"type":"nonsense"}}}'));
+    check(bad.status.state === STATE.FAILED, "an invalid schema document fails");
+    const f = bad.metadata.kediStructuredOutput.field;
+    check(f.startsWith("params.metadata.kediStructuredOutput.schemaJson.properties.a"), `names the keyword: ${f}`);
+    // The failure is durable: read back on the other gateway, and listed.
+    const again = await (client2 ?? client).getTask({ id: task.id });
+    check(again.status.state === STATE.FAILED && again.metadata.kediStructuredOutput.code === "invalid_schema", "GetTask elsewhere says failed");
+    // A request naming no schema at all is still invalid params, not a task.
+    const e = await codeOf(client.sendMessage(structured("x", undefined, { version: "1" })));
+    check(e && e.code === -32602, `a bad version is invalid params: ${JSON.stringify(e)}`);
+    return `${task.id} failed: ${so.field}; ${bad.id}: ${f}`;
+  },
+
+  async output_modes() {
+    // The extension's second rule: a structured request accepts application/json.
+    const req = structured("x", '{"type":"object"}');
+    req.configuration.acceptedOutputModes = ["text/plain"];
+    const e = await codeOf(client.sendMessage(req));
+    check(e && e.code === -32005, `ContentTypeNotSupported (-32005), got ${JSON.stringify(e)}`);
+    check(e.data?.field === "params.configuration.acceptedOutputModes", `names the field: ${JSON.stringify(e.data)}`);
+    delete req.configuration.acceptedOutputModes;
+    const e2 = await codeOf(client.sendMessage(req));
+    check(e2 && e2.code === -32005, `absent modes are refused too, got ${JSON.stringify(e2)}`);
+    // A text request needs no output mode.
+    const t = await client.sendMessage({ message: message("plain"), configuration: { acceptedOutputModes: ["text/plain"] } });
+    check(t.status.state === STATE.COMPLETED, "a text request with text/plain completes");
+    return `${e.code} ${e.data.field}`;
   },
 
   async stream() {
@@ -182,10 +201,193 @@ const cases = {
     check(t.artifacts.length === 0, "no artifact for a canceled request");
     return `task ${task.id}`;
   },
+
+  async cancel_durable() {
+    // A text turn canceled on one gateway reads CANCELED on the other, by GetTask and ListTasks,
+    // and stays so after the chat has gone back to waiting.
+    check(client2, "A2A_OTHER names a second gateway");
+    const task = await client.sendMessage({
+      message: message("[sim:slow 100] [sim:words 300] cancel me durably"),
+      configuration: { returnImmediately: true },
+    });
+    await waitState(client, task.id, [STATE.WORKING]);
+    const canceled = await client.cancelTask({ id: task.id });
+    check(canceled.status.state === STATE.CANCELED, `canceled (state ${canceled.status.state})`);
+    await sleep(1000); // the worker ends the interrupted turn; the chat is back in waiting
+    const got = await client2.getTask({ id: task.id });
+    check(got.status.state === STATE.CANCELED, `GetTask on the other gateway: ${got.status.state}`);
+    const listed = await listTasks(client2, { contextId: task.contextId });
+    const row = listed.tasks.find((t) => t.id === task.id);
+    check(row && row.status.state === STATE.CANCELED, `ListTasks on the other gateway: ${JSON.stringify(row?.status)}`);
+    const byState = await listTasks(client2, { status: STATE.CANCELED });
+    check(byState.tasks.some((t) => t.id === task.id) && byState.tasks.every((t) => t.status.state === STATE.CANCELED), "the status filter");
+    // A queued turn canceled: deleted from the queue, and still a canceled task.
+    const first = await client.sendMessage({ message: message("[sim:slow 100] [sim:words 100] busy", { contextId: task.contextId }), configuration: { returnImmediately: true } });
+    const queued = await client.sendMessage({ message: message("queued behind", { contextId: task.contextId }), configuration: { returnImmediately: true } });
+    check(queued.id.startsWith("q") && queued.status.state === STATE.SUBMITTED, `a queued task: ${queued.id} ${queued.status.state}`);
+    const qc = await client.cancelTask({ id: queued.id });
+    check(qc.status.state === STATE.CANCELED, "the queued task canceled");
+    check((await client2.getTask({ id: queued.id })).status.state === STATE.CANCELED, "read back elsewhere");
+    await client.cancelTask({ id: first.id });
+    return `task ${task.id} and queued ${queued.id} canceled, read on ${other}`;
+  },
+
+  async list_pages() {
+    // Three tasks in a fresh context, listed two at a time, newest first, each once.
+    const a = await client.sendMessage({ message: message("one") });
+    const b = await client.sendMessage({ message: message("two", { contextId: a.contextId }) });
+    const c = await client.sendMessage({ message: message("three", { contextId: a.contextId }) });
+    const p1 = await listTasks(client2, { contextId: a.contextId, pageSize: 2 });
+    check(p1.tasks.length === 2 && p1.totalSize === 3 && p1.pageSize === 2, `page 1: ${p1.tasks.length} of ${p1.totalSize}`);
+    check(p1.nextPageToken !== "", "a next page token");
+    check(p1.tasks[0].id === c.id && p1.tasks[1].id === b.id, `newest first: ${p1.tasks.map((t) => t.id)}`);
+    check(p1.tasks.every((t) => t.artifacts.length === 0), "no artifacts unless asked");
+    const p2 = await listTasks(client2, { contextId: a.contextId, pageSize: 2, pageToken: p1.nextPageToken, includeArtifacts: true });
+    check(p2.tasks.length === 1 && p2.tasks[0].id === a.id && p2.nextPageToken === "", `page 2: ${p2.tasks.map((t) => t.id)} "${p2.nextPageToken}"`);
+    check(p2.tasks[0].artifacts.length === 1, "artifacts when asked");
+    const e = await codeOf(listTasks(client, { pageSize: 101 }));
+    check(e && e.code === -32602, `pageSize 101 is invalid params: ${JSON.stringify(e)}`);
+    const e2 = await codeOf(listTasks(client, { pageToken: "not-a-token" }));
+    check(e2 && e2.code === -32602, "a forged page token is invalid params");
+    return `${p1.tasks.map((t) => t.id)} | ${p2.tasks.map((t) => t.id)}`;
+  },
+
+  async jsonrpc() {
+    // JSON-RPC 2.0 itself: a notification runs and is never answered; batches.
+    const ctx = (await client.sendMessage({ message: message("context for notifications") })).contextId;
+    const before = (await listTasks(client, { contextId: ctx })).totalSize;
+    const note = await rpc({ jsonrpc: "2.0", method: "SendMessage", params: { message: { messageId: "n1", role: "ROLE_USER", contextId: ctx, parts: [{ text: "a notification" }] } } });
+    check(note.status === 204 && note.body === null, `a notification gets no answer: ${note.status} ${JSON.stringify(note.body)}`);
+    const after = (await listTasks(client, { contextId: ctx })).totalSize;
+    check(after === before + 1, `the notification ran: ${before} -> ${after}`);
+    const unknown = await rpc({ jsonrpc: "2.0", method: "NoSuchMethod", params: {} });
+    check(unknown.status === 204 && unknown.body === null, "even an unknown method's notification is not answered");
+    const batch = await rpc([
+      { jsonrpc: "2.0", id: 1, method: "ListTasks", params: { contextId: ctx, pageSize: 1 } },
+      { jsonrpc: "2.0", method: "ListTasks", params: {} },
+      { jsonrpc: "2.0", id: "two", method: "NoSuchMethod", params: {} },
+      1,
+    ]);
+    check(batch.status === 200 && Array.isArray(batch.body) && batch.body.length === 3, `three answers: ${JSON.stringify(batch.body)}`);
+    const [r1, r2, r3] = batch.body;
+    check(r1.id === 1 && r1.result.tasks.length === 1, "the first call's result");
+    check(r2.id === "two" && r2.error.code === -32601, "method not found, by id");
+    check(r3.id === null && r3.error.code === -32600, "a non-object is an Invalid Request");
+    const empty = await rpc([]);
+    check(!Array.isArray(empty.body) && empty.body.error.code === -32600, "an empty batch is one Invalid Request");
+    const notes = await rpc([{ jsonrpc: "2.0", method: "ListTasks", params: {} }]);
+    check(notes.status === 204 && notes.body === null, "a batch of notifications gets nothing");
+    const stream = await rpc([{ jsonrpc: "2.0", id: 9, method: "SendStreamingMessage", params: {} }]);
+    check(stream.body[0].error.code === -32004, "no stream inside a batch");
+    const noid = await rpc({ jsonrpc: "1.0", method: "ListTasks", params: {} });
+    check(noid.body.error.code === -32600 && noid.body.id === null, "an invalid request is answered even without id");
+    return `notification ran (${before} -> ${after}); batch of 4 -> 3 answers`;
+  },
+
+  async push() {
+    // A webhook this script runs gets each state change of a task once, or again with the same
+    // delivery id, with the configured authentication, across a kill -9 of gateway 0.
+    check(client2, "A2A_OTHER names a second gateway");
+    const http = await import("node:http");
+    const got = [];
+    let refuse = 1; // the first delivery is answered 503: it is retried, with the same id
+    const refused = [];
+    const server = http.createServer((req, res) => {
+      let body = "";
+      req.on("data", (c) => (body += c));
+      req.on("end", () => {
+        const u = JSON.parse(body).statusUpdate;
+        if (refuse-- > 0) {
+          refused.push(req.headers["x-a2a-delivery-id"]);
+          res.writeHead(503);
+          res.end();
+          return;
+        }
+        got.push({
+          id: req.headers["x-a2a-delivery-id"],
+          auth: req.headers["authorization"],
+          token: req.headers["x-a2a-notification-token"],
+          type: req.headers["content-type"],
+          task: u.taskId,
+          state: u.status.state,
+          mid: u.metadata?.chatfleetDeliveryId,
+        });
+        res.writeHead(200);
+        res.end();
+      });
+    });
+    await new Promise((r) => server.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${server.address().port}/hook`;
+    const until = async (cond, ms = 30000) => {
+      const end = Date.now() + ms;
+      while (!cond() && Date.now() < end) await sleep(50);
+      return cond();
+    };
+    const task = await client.sendMessage({
+      message: message("[sim:slow 100] [sim:words 60] push me"),
+      configuration: { returnImmediately: true },
+    });
+    const cfg = await client.createTaskPushNotificationConfig({
+      taskId: task.id, id: "hook-1", url, token: "tok-1",
+      authentication: { scheme: "Bearer", credentials: "s3cret" },
+    });
+    check(cfg.id === "hook-1" && cfg.taskId === task.id && cfg.url === url, `the config: ${JSON.stringify(cfg)}`);
+    const again = await client2.getTaskPushNotificationConfig({ taskId: task.id, id: "hook-1" });
+    check(again.url === url && again.token === "tok-1" && again.authentication.scheme === "Bearer", "GetTaskPushNotificationConfig elsewhere");
+    const listed = await client2.listTaskPushNotificationConfig({ taskId: task.id, pageSize: 0, pageToken: "" });
+    check(listed.configs.length === 1 && listed.configs[0].id === "hook-1", `the list: ${JSON.stringify(listed)}`);
+    check(await until(() => got.some((g) => g.state === "TASK_STATE_WORKING")), "WORKING delivered");
+    console.log("kill gateway 0");
+    check(await until(() => got.some((g) => g.state === "TASK_STATE_COMPLETED")), `COMPLETED delivered after the kill: ${JSON.stringify(got)}`);
+    await sleep(500); // nothing more may come
+    const ids = [...new Set(got.map((g) => g.id))];
+    check(ids.length === 2 && ids[0] === `${task.id}/TASK_STATE_WORKING` && ids[1] === `${task.id}/TASK_STATE_COMPLETED`, `each state once, in order: ${ids}`);
+    for (const g of got) {
+      check(g.auth === "Bearer s3cret" && g.token === "tok-1" && g.task === task.id, `authenticated: ${JSON.stringify(g)}`);
+      check(g.mid === g.id && g.id === `${task.id}/${g.state}`, `a stable id per state: ${JSON.stringify(g)}`);
+      check(g.type === "application/a2a+json", "the media type");
+    }
+    check(refused.length === 1 && refused[0] === ids[0], `the refused delivery came again: ${refused}`);
+    await client2.deleteTaskPushNotificationConfig({ taskId: task.id, id: "hook-1" });
+    const e = await codeOf(client2.getTaskPushNotificationConfig({ taskId: task.id, id: "hook-1" }));
+    check(e && e.code === -32001, `deleted: ${JSON.stringify(e)}`);
+    const bad = await codeOf(client2.createTaskPushNotificationConfig({ taskId: task.id, url: "ftp://x" }));
+    check(bad && bad.code === -32602, `a non-http URL is invalid params: ${JSON.stringify(bad)}`);
+    server.close();
+    return `${got.length} deliveries, ids ${ids.join(", ")}`;
+  },
+
+  async resubscribe_after_kill() {
+    // A stream on gateway 0; gateway 0 killed mid-task; SubscribeToTask on gateway 1 ends
+    // with the complete artifact, each event once.
+    check(client2, "A2A_OTHER names a second gateway");
+    const it = client.sendMessageStream({ message: message("[sim:slow 100] [sim:words 60] survive the kill") })[Symbol.asyncIterator]();
+    const first = (await it.next()).value.payload;
+    check(first.$case === "task", "the first event is the task");
+    const id = first.value.id;
+    await waitState(client2, id, [STATE.WORKING]);
+    console.log("kill gateway 0");
+    try {
+      while (!(await it.next()).done);
+    } catch (e) {
+      // the connection died with the gateway
+    }
+    const events = [];
+    for await (const ev of client2.resubscribeTask({ id })) events.push(ev.payload);
+    check(events[0].$case === "task" && events[0].value.id === id, "SubscribeToTask starts with the task");
+    check(events[0].value.status.state === STATE.WORKING, `still working when resubscribed: ${events[0].value.status.state}`);
+    const arts = events.filter((e) => e.$case === "artifactUpdate");
+    const finals = events.filter((e) => e.$case === "statusUpdate" && e.value.status.state === STATE.COMPLETED);
+    check(arts.length === 1 && finals.length === 1, `one artifact, one final status: ${arts.length} ${finals.length}`);
+    check(events[events.length - 1] === finals[0], "the final status ends the stream");
+    const answer = arts[0].value.artifact.parts[0].content.value;
+    const got = await client2.getTask({ id });
+    check(got.artifacts[0].parts[0].content.value === answer, "the artifact is the task's whole answer");
+    check(answer.startsWith("Echo: survive the kill.") && answer.split(" ").length > 20, `the complete answer: ${answer}`);
+    const e = await codeOf((async () => { for await (const _ of client2.resubscribeTask({ id })); })());
+    check(e && e.code === -32004, `a finished task cannot be subscribed to: ${JSON.stringify(e)}`);
+    return `task ${id}: ${events.length} events after the kill, ${answer.length} bytes`;
+  },
 };
 
-for (const name of only.length ? only : Object.keys(cases)) {
-  const t0 = Date.now();
-  const detail = await cases[name]();
-  console.log(`ok ${name} (${Date.now() - t0} ms): ${detail}`);
-}
+await run(cases, only);

@@ -1,16 +1,21 @@
 /*
  * A2A end to end with the official JavaScript client: real processes (the fixture's
- * PostgreSQL, chatfleet-broker, chatfleet-gateway, two chatfleet-worker with the sim model)
- * and tests/a2a/a2a_client.mjs on @a2a-js/sdk, installed with npm into the build directory
- * at test time. No npm, no network or no node fails the test loudly: it never passes
- * without the client having run. Cases: agent card discovery, a text task, a structured
- * task whose raw json-utf8 artifact keeps 2^53 + 1 exactly, an invalid schemaJson that never
- * falls back, streaming, and cancel (text and structured).
+ * PostgreSQL, chatfleet-broker, two chatfleet-gateway, two chatfleet-worker with the sim model)
+ * and two scripts on @a2a-js/sdk from npm, installed into the build directory at test time:
+ * tests/a2a/a2a_client.mjs on 1.3.x (the v1.0 protocol) and tests/a2a/a2a_client_v03.mjs on
+ * 0.3.x (the v0.3 method names and shapes). No npm, no network or no node fails the test
+ * loudly: it never passes without the clients having run. Cases: agent card discovery, a text
+ * task, a structured task whose raw json-utf8 artifact keeps 2^53 + 1 exactly, an invalid
+ * schemaJson that fails the task (never falling back), application/json required, streaming,
+ * cancel (text and structured) read back CANCELED on the other gateway by GetTask and
+ * ListTasks, ListTasks pages, JSON-RPC notifications and batches, and SubscribeToTask on the
+ * other gateway after the first is killed mid-task (the script prints "kill gateway 0"; this
+ * program kills it with SIGKILL and restarts it after the case).
  *
  * With --tls (ctest's test_a2a_tls) the gateway serves HTTPS with a certificate from a
  * throwaway CA (tlsca.h) and node trusts that CA through NODE_EXTRA_CA_CERTS; the card's
  * advertised URL is then https (the listen address; ARCHITECTURE.md §1.1), which the client
- * follows for every call.
+ * follows for every call. With --v03 (ctest's test_a2a_v03) the 0.3.x client runs its cases.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +23,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,37 +39,43 @@
 
 static cluster_t *s_cluster;
 static tlsca_t *s_ca; /* --tls */
+static bool s_v03;    /* --v03: the 0.3.x client */
 static char s_build[512];
 static char s_source[512];
 static char s_js[600]; /* the npm prefix holding @a2a-js/sdk and the script */
+static const char *s_script;
 
-/* npm install into the build directory; the script is copied beside node_modules so that
- * its bare import resolves there. Any failure fails the whole group. */
+/* npm install of the client's version into the build directory; the script and
+ * a2a_common.mjs are copied beside node_modules so that their bare imports resolve there. Any
+ * failure fails the whole group. */
 static int s_install_client(void) {
-    snprintf(s_js, sizeof s_js, "%s/a2a-js", s_build);
+    const char *version = s_v03 ? "0.3" : "1.3";
+    s_script = s_v03 ? "a2a_client_v03.mjs" : "a2a_client.mjs";
+    snprintf(s_js, sizeof s_js, "%s/a2a-js-%s", s_build, version);
     char *cmd = mem_printf("mkdir -p '%s' && npm install --no-audit --no-fund --prefix '%s'"
-                           " @a2a-js/sdk > '%s/npm.log' 2>&1 && cp '%s/tests/a2a/a2a_client.mjs'"
-                           " '%s/'",
-                           s_js, s_js, s_js, s_source, s_js);
+                           " @a2a-js/sdk@%s > '%s/npm.log' 2>&1 && cp '%s/tests/a2a/%s'"
+                           " '%s/tests/a2a/a2a_common.mjs' '%s/'",
+                           s_js, s_js, version, s_js, s_source, s_script, s_source, s_js);
     int rc = system(cmd);
     free(cmd);
     if (rc != 0) {
         fprintf(stderr,
-                "npm install of @a2a-js/sdk failed (see %s/npm.log); this test needs"
+                "npm install of @a2a-js/sdk@%s failed (see %s/npm.log); this test needs"
                 " npm and the registry\n",
-                s_js);
+                version, s_js);
         return -1;
     }
     return 0;
 }
 
-/* Runs one case of the script trusting ca (NULL: node's own store only); returns whether it
- * printed "ok CASE" and exited 0. */
+/* Runs one case of the script trusting ca (NULL: node's own store only), with the second
+ * gateway as A2A_OTHER; kills gateway 0 when the script asks and restarts it after the case.
+ * Returns whether it printed "ok CASE" and exited 0. */
 static bool s_run_case(const char *name, const char *ca) {
-    char *cmd =
-        mem_printf("cd '%s' && NODE_EXTRA_CA_CERTS='%s' timeout 80 node a2a_client.mjs"
-                   " '%s' '%s' %s 2>&1",
-                   s_js, ca ? ca : "", cluster_url(s_cluster, 0), cluster_token(s_cluster), name);
+    char *cmd = mem_printf("cd '%s' && NODE_EXTRA_CA_CERTS='%s' A2A_OTHER='%s' timeout 80 node"
+                           " %s '%s' '%s' %s 2>&1",
+                           s_js, ca ? ca : "", cluster_url(s_cluster, 1), s_script,
+                           cluster_url(s_cluster, 0), cluster_token(s_cluster), name);
     FILE *p = popen(cmd, "r");
     free(cmd);
     assert_non_null(p);
@@ -71,18 +83,26 @@ static bool s_run_case(const char *name, const char *ca) {
     char want[64];
     snprintf(want, sizeof want, "ok %s ", name);
     bool ok = false;
+    bool killed = false;
     while (fgets(line, sizeof line, p)) {
         printf("  node: %s", line);
         ok |= strncmp(line, want, strlen(want)) == 0;
+        if (!killed && !strcmp(line, "kill gateway 0\n")) {
+            cluster_signal(s_cluster, CLUSTER_GATEWAY, 0, SIGKILL);
+            killed = true;
+        }
     }
     int status = pclose(p);
+    if (killed) {
+        cluster_start(s_cluster, CLUSTER_GATEWAY, 0);
+    }
     return ok && status == 0;
 }
 
 /* Runs one case; fails unless it passed. */
 static void s_case(const char *name) {
     if (!s_run_case(name, s_ca ? tlsca_ca(s_ca) : NULL)) {
-        fail_msg("a2a_client.mjs %s failed", name);
+        fail_msg("%s %s failed", s_script, name);
     }
 }
 
@@ -108,9 +128,44 @@ static void test_structured_task_returns_one_raw_artifact_with_a_large_integer_i
     s_case("structured");
 }
 
-static void test_invalid_schema_json_never_falls_back_to_schema(void **u) {
+static void test_invalid_schema_json_fails_the_task_never_falling_back_to_schema(void **u) {
     (void)u;
     s_case("invalid_schema_json");
+}
+
+static void test_structured_request_must_accept_application_json(void **u) {
+    (void)u;
+    s_case("output_modes");
+}
+
+static void test_canceled_tasks_read_canceled_on_another_gateway(void **u) {
+    (void)u;
+    s_case("cancel_durable");
+}
+
+static void test_list_tasks_pages_newest_first_each_task_once(void **u) {
+    (void)u;
+    s_case("list_pages");
+}
+
+static void test_notifications_are_never_answered_and_batches_answer_each_call(void **u) {
+    (void)u;
+    s_case("jsonrpc");
+}
+
+static void test_push_receiver_gets_each_state_once_across_a_gateway_kill(void **u) {
+    (void)u;
+    s_case("push");
+}
+
+static void test_push_configs_in_the_v03_shapes(void **u) {
+    (void)u;
+    s_case("push_configs");
+}
+
+static void test_subscribe_after_a_gateway_kill_ends_with_the_complete_artifact(void **u) {
+    (void)u;
+    s_case("resubscribe_after_kill");
 }
 
 static void test_streaming_message_sends_task_deltas_artifact_and_final_status(void **u) {
@@ -143,8 +198,10 @@ static int s_setup(void **state) {
                          "CHATFLEET_STREAM_POLL_MS=200",
                          "CHATFLEET_LOG=info",
                          NULL};
-    cluster_opts_t o = {.name = s_ca ? "test_a2a_tls" : "test_a2a",
-                        .gateways = 1,
+    cluster_opts_t o = {.name = s_ca    ? "test_a2a_tls"
+                                : s_v03 ? "test_a2a_v03"
+                                        : "test_a2a",
+                        .gateways = 2,
                         .workers = S_NWORKERS,
                         .env = env,
                         .tls = s_ca,
@@ -166,16 +223,37 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--tls")) {
         s_ca = tlsca_new();
     }
+    s_v03 = argc > 1 && !strcmp(argv[1], "--v03");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_agent_card_declares_the_structured_output_extension),
         cmocka_unit_test(test_text_task_completes_with_the_answer),
         cmocka_unit_test(test_structured_task_returns_one_raw_artifact_with_a_large_integer_intact),
-        cmocka_unit_test(test_invalid_schema_json_never_falls_back_to_schema),
+        cmocka_unit_test(test_invalid_schema_json_fails_the_task_never_falling_back_to_schema),
+        cmocka_unit_test(test_structured_request_must_accept_application_json),
         cmocka_unit_test(test_streaming_message_sends_task_deltas_artifact_and_final_status),
         cmocka_unit_test(test_cancel_task_interrupts_the_turn),
         cmocka_unit_test(test_cancel_structured_task_reports_the_cancellation_receipt),
+        cmocka_unit_test(test_canceled_tasks_read_canceled_on_another_gateway),
+        cmocka_unit_test(test_list_tasks_pages_newest_first_each_task_once),
+        cmocka_unit_test(test_notifications_are_never_answered_and_batches_answer_each_call),
+        cmocka_unit_test(test_push_receiver_gets_each_state_once_across_a_gateway_kill),
+        cmocka_unit_test(test_subscribe_after_a_gateway_kill_ends_with_the_complete_artifact),
         cmocka_unit_test(test_without_the_ca_the_client_is_refused),
     };
+    /* The v0.3 client's cases: the same behaviour through the v0.3 names and shapes. */
+    const struct CMUnitTest v03[] = {
+        cmocka_unit_test(test_agent_card_declares_the_structured_output_extension),
+        cmocka_unit_test(test_text_task_completes_with_the_answer),
+        cmocka_unit_test(test_invalid_schema_json_fails_the_task_never_falling_back_to_schema),
+        cmocka_unit_test(test_streaming_message_sends_task_deltas_artifact_and_final_status),
+        cmocka_unit_test(test_canceled_tasks_read_canceled_on_another_gateway),
+        cmocka_unit_test(test_push_configs_in_the_v03_shapes),
+        cmocka_unit_test(test_subscribe_after_a_gateway_kill_ends_with_the_complete_artifact),
+    };
+    if (s_v03) {
+        return _cmocka_run_group_tests("test_a2a_v03", v03, sizeof v03 / sizeof v03[0], s_setup,
+                                       s_teardown);
+    }
     /* The last case needs TLS: the plain run leaves it out. */
     size_t n = sizeof tests / sizeof tests[0] - (s_ca ? 0 : 1);
     return _cmocka_run_group_tests(s_ca ? "test_a2a_tls" : "test_a2a", tests, n, s_setup,

@@ -468,12 +468,42 @@ static void test_message_cursors_page_both_ways_and_reject_crossed_cursors(void 
     free(chat);
 }
 
-static void test_compact_is_accepted_then_409_when_nothing_to_compact(void **u) {
+/* api-shapes.md §2.1: editing a message of another role is 400 "Only user messages can be
+ * edited." and changes nothing; an id that names no message of the chat is 404 "Chat message
+ * not found." with the reference's detail. */
+static void test_editing_an_assistant_message_is_400_only_user_messages(void **u) {
+    (void)u;
+    static const char *const answer[] = {"an answer", NULL};
+    char *chat = s_waiting_chat(answer);
+    char *aid = s_db_value("SELECT max(id) FROM chat_messages WHERE chat_id = '%s' AND role ="
+                           " 'assistant'",
+                           chat);
+    char *path = mem_printf("/api/v2/chats/%s/messages/%s", chat, aid);
+    char *d0 = s_digest(chat);
+    json_t *e = s_call("PATCH", path, "{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}", 400);
+    assert_string_equal(s_str(e, "message"), "Only user messages can be edited.");
+    json_decref(e);
+    s_unchanged(chat, d0, "editing an assistant message");
+    free(path);
+    path = mem_printf("/api/v2/chats/%s/messages/999999999", chat);
+    e = s_call("PATCH", path, "{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}", 404);
+    assert_string_equal(s_str(e, "message"), "Chat message not found.");
+    assert_string_equal(s_str(e, "detail"), "Message does not belong to this chat.");
+    json_decref(e);
+    free(d0);
+    free(path);
+    free(aid);
+    free(chat);
+}
+
+static void
+test_compact_answers_200_with_the_running_chat_then_409_when_nothing_to_compact(void **u) {
     (void)u;
     static const char *const answer[] = {"an answer", NULL};
     char *chat = s_waiting_chat(answer);
     char *path = mem_printf("/api/v2/chats/%s/compact", chat);
-    json_t *c = s_call("POST", path, NULL, 202);
+    /* api-shapes.md §2: 200 with the Chat (the summary is written later, by a worker). */
+    json_t *c = s_call("POST", path, NULL, 200);
     assert_string_equal(s_str(c, "status"), "running");
     assert_string_equal(s_str(c, "id"), chat);
     json_decref(c);
@@ -1273,7 +1303,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat_list_pages_by_limit_and_after_id_and_filters_archived),
         cmocka_unit_test(test_message_cursors_page_both_ways_and_reject_crossed_cursors),
-        cmocka_unit_test(test_compact_is_accepted_then_409_when_nothing_to_compact),
+        cmocka_unit_test(
+            test_compact_answers_200_with_the_running_chat_then_409_when_nothing_to_compact),
+        cmocka_unit_test(test_editing_an_assistant_message_is_400_only_user_messages),
         cmocka_unit_test(test_clear_shows_the_boundary_pair_and_a_second_clear_is_409),
         cmocka_unit_test(test_compact_right_after_clear_is_409_nothing_to_compact),
         cmocka_unit_test(test_reconcile_invalid_lands_in_error_and_a_second_is_409),

@@ -154,10 +154,60 @@ static void s_part(const char *chat, int64_t seq, const char *text) {
     free(json);
 }
 
+/* A new chat whose first message is "hi" (the created Chat; the caller frees it). */
+static json_t *s_new_chat(void) {
+    return s_post(0, "/api/v2/chats", "{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}", 201);
+}
+
+/* The bootstrap ends with preview_reset, as the reference's sync does from local state that
+ * starts at zero (api-shapes.md §4.3, step 7): after the snapshot's status, carrying only
+ * type and chat_id (§4.2). */
+static void test_stream_bootstrap_sends_preview_reset_after_the_snapshot(void **u) {
+    (void)u;
+    json_t *c = s_new_chat();
+    const char *chat = json_string_value(json_object_get(c, "id"));
+    sse_t *s = s_stream(0, chat, 0);
+    int st = s_want(s, 0, "status");
+    int pr = s_want(s, 0, "preview_reset");
+    assert_true(pr > st);
+    json_t *data = json_object_get(sse_get(s, pr), "data");
+    assert_int_equal(json_object_size(data), 2);
+    assert_string_equal(json_string_value(json_object_get(data, "type")), "preview_reset");
+    assert_string_equal(json_string_value(json_object_get(data, "chat_id")), chat);
+    sse_close(&s);
+    json_decref(c);
+}
+
+static int s_fail(chatstate_t *cs, const char *chat, cs_error_t *err) {
+    cs_fence_t f;
+    s_fence(chat, &f);
+    return chatstate_finish_error(cs, &f, "{\"message\":\"model failed\",\"kind\":\"generic\"}",
+                                  NULL, 0, err);
+}
+
+/* A chat in error: the stream sends status error and the persisted error (api-shapes.md
+ * §4.3, step 4), {"type":"error","chat_id","error":ChatError}. */
+static void test_stream_sends_the_persisted_error_of_a_chat_in_error(void **u) {
+    (void)u;
+    json_t *c = s_new_chat();
+    const char *chat = json_string_value(json_object_get(c, "id"));
+    s_worker(chat, s_acquire);
+    s_worker(chat, s_fail);
+    sse_t *s = s_stream(0, chat, 0);
+    assert_true(sse_wait(s, 0, "status", s_is_status, "error", WAIT_MS) >= 0);
+    int e = s_want(s, 0, "error");
+    json_t *data = json_object_get(sse_get(s, e), "data");
+    assert_string_equal(json_string_value(json_object_get(data, "chat_id")), chat);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(data, "error"), "message")),
+        "model failed");
+    sse_close(&s);
+    json_decref(c);
+}
+
 static void test_stream_follows_a_scripted_turn(void **u) {
     (void)u;
-    json_t *c =
-        s_post(0, "/api/v2/chats", "{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}", 201);
+    json_t *c = s_new_chat();
     const char *chat = json_string_value(json_object_get(c, "id"));
     sse_t *a = s_stream(0, chat, 0);
     /* The snapshot: the user message, the (empty) queue, the status. */
@@ -440,7 +490,9 @@ static int s_teardown(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stream_bootstrap_sends_preview_reset_after_the_snapshot),
         cmocka_unit_test(test_stream_follows_a_scripted_turn),
+        cmocka_unit_test(test_stream_sends_the_persisted_error_of_a_chat_in_error),
         cmocka_unit_test(test_resumed_stream_is_told_of_an_edit_before_its_resume_point),
         cmocka_unit_test(test_stream_rejects_bad_cursor_and_foreign_chat),
         cmocka_unit_test(test_watch_reports_lifecycle_of_all_chats),

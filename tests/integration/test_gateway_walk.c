@@ -198,8 +198,9 @@ static const struct {
     [EP_TOOL_RESULTS] = {"tool_results", "POST", "/api/v2/chats/%1$s/tool-results",
                          "{\"results\":[{\"tool_call_id\":\"dyn_1\",\"output\":{\"ok\":true}}]}",
                          204, false},
-    /* The gateway answers 202: the compaction runs later on a worker (ARCHITECTURE.md §11). */
-    [EP_COMPACT] = {"compact", "POST", "/api/v2/chats/%1$s/compact", NULL, 202, false},
+    /* 200 with the chat, as api-shapes.md §2 says; the compaction runs later on a worker
+     * (ARCHITECTURE.md §11). */
+    [EP_COMPACT] = {"compact", "POST", "/api/v2/chats/%1$s/compact", NULL, 200, false},
     [EP_CLEAR] = {"clear", "POST", "/api/v2/chats/%1$s/clear", NULL, 200, false},
     [EP_RECONCILE] = {"reconcile", "POST", "/api/v2/chats/%1$s/reconcile-invalid", NULL, 200,
                       false},

@@ -394,6 +394,25 @@ static void s_assert_rpc_invalid(json_t *rpc, const char *lit, const char *field
     }
 }
 
+/* A schemaJson whose number the policy refuses: the extension fails the task (an invalid
+ * schema never reaches a model), and the failed task names the field and says why in its
+ * metadata (ARCHITECTURE.md §8, "A2A"). */
+static void s_assert_task_refused(json_t *rpc, const char *lit, const char *field,
+                                  const char *detail) {
+    json_t *task = json_object_get(json_object_get(rpc, "result"), "task");
+    const char *state =
+        json_string_value(json_object_get(json_object_get(task, "status"), "state"));
+    json_t *so = json_object_get(json_object_get(task, "metadata"), "kediStructuredOutput");
+    const char *code = json_string_value(json_object_get(so, "code"));
+    const char *f = json_string_value(json_object_get(so, "field"));
+    const char *d = json_string_value(json_object_get(so, "detail"));
+    if (!state || strcmp(state, "TASK_STATE_FAILED") || !code || strcmp(code, "invalid_schema") ||
+        !f || strcmp(f, field) || !d || !strstr(d, detail)) {
+        char *t = jsonout_dumps(rpc);
+        fail_msg("%s: want a failed task naming %s with \"%s\", got %s", lit, field, detail, t);
+    }
+}
+
 /* A number the policy refuses anywhere in the JSON-RPC request: the endpoint parses the whole
  * request at the boundary (a2a_rpc); the request is valid JSON, so the answer is Invalid
  * params (-32602) with the request's id, naming the field like the REST 400s, with the
@@ -516,8 +535,9 @@ static void test_a2a_structured_output_schemas_are_refused_or_read_back(void **u
             const char *enc = legacy ? "protobuf-value" : "json-utf8";
             char *body = mem_printf(
                 "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"SendMessage\",\"params\":"
-                "{" S_A2A_MESSAGE
-                ",\"metadata\":{\"kediStructuredOutput\":{\"version\":1,\"resultEncoding\":\"%s\","
+                "{" S_A2A_MESSAGE ",\"configuration\":{\"acceptedOutputModes\":"
+                "[\"application/json\"]},\"metadata\":{\"kediStructuredOutput\":{\"version\":1,"
+                "\"resultEncoding\":\"%s\","
                 "%s%s%s}}}}",
                 enc, legacy ? "\"schema\":{\"const\":" : "\"schemaJson\":\"{\\\"const\\\":", lit,
                 legacy ? "}" : "}\"");
@@ -530,10 +550,10 @@ static void test_a2a_structured_output_schemas_are_refused_or_read_back(void **u
                         (size_t)(strstr(body, "{\"const\":") - body + strlen("{\"const\":")),
                         "params.metadata.kediStructuredOutput.schema.const");
                 } else {
-                    s_assert_rpc_invalid(rpc, lit,
-                                         "params.metadata.kediStructuredOutput.schemaJson",
-                                         "not a JSON schema document: ");
-                    s_assert_rpc_invalid(
+                    s_assert_task_refused(rpc, lit,
+                                          "params.metadata.kediStructuredOutput.schemaJson",
+                                          "not a JSON schema document: ");
+                    s_assert_task_refused(
                         rpc, lit, "params.metadata.kediStructuredOutput.schemaJson", "PostgreSQL");
                 }
                 assert_int_equal(s_count_chats(), chats);

@@ -172,7 +172,15 @@ static void test_queue_deletion_cancels_at_once_and_leaves_the_fence(void **u) {
     json_t *so = s_receipt(listing, request_id);
     assert_non_null(so);
     assert_string_equal(json_string_value(json_object_get(so, "status")), "canceled");
-    assert_string_equal(json_string_value(json_object_get(so, "code")), "queue_deleted");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(so, "error"), "code")),
+                        "queue_deleted");
+    /* The reference shape: {"request_id","status","error":{"code","message"}}, the message a
+     * fixed sentence (sanitized), nothing else. */
+    assert_int_equal(json_object_size(so), 3);
+    assert_string_equal(json_string_value(json_object_get(so, "request_id")), request_id);
+    assert_int_equal(json_object_size(json_object_get(so, "error")), 2);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(so, "error"), "message")),
+                        "The queued request was deleted.");
     json_decref(listing);
     char *fence1 = s_scalar("SELECT history_version || '/' || generation_attempt FROM chats"
                             " WHERE id = '%s'",
@@ -226,7 +234,8 @@ static void test_edit_preserves_replaces_and_clears_with_superseded_receipts(voi
     json_t *l1 = s_messages(chat);
     json_t *so = s_receipt(l1, r0);
     assert_non_null(so);
-    assert_string_equal(json_string_value(json_object_get(so, "code")), "superseded");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(so, "error"), "code")),
+                        "superseded");
     json_decref(l1);
     /* Explicit text: cleared. */
     snprintf(path, sizeof path, "/api/v2/chats/%s/messages/%lld", chat, (long long)second);
@@ -279,7 +288,8 @@ static void test_interrupt_and_promotion_carry_and_close_the_request(void **u) {
     l = s_messages(chat);
     json_t *so = s_receipt(l, rid);
     assert_non_null(so);
-    assert_string_equal(json_string_value(json_object_get(so, "code")), "interrupted");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(so, "error"), "code")),
+                        "interrupted");
     json_decref(l);
     free(rid);
     free(chat);

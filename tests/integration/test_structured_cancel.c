@@ -108,7 +108,9 @@ static void test_queue_deletion_during_a_dynamic_wait_cancels_at_once(void **u) 
     json_t *streamed =
         json_object_get(json_object_get(json_object_get(sse_get(stream, i), "data"), "message"),
                         "structured_output");
-    assert_string_equal(json_string_value(json_object_get(streamed, "code")), "queue_deleted");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(streamed, "error"), "code")),
+        "queue_deleted");
     /* REST shows the same receipt. */
     json_t *listing = s_call("GET", path, NULL, 200);
     json_t *rest = NULL;

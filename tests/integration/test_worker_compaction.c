@@ -188,7 +188,7 @@ static void test_compaction_from_waiting_summarizes_and_the_next_prompt_is_prune
     char *chat = s_chat_with_turn("alpha question", "alpha answer");
     int before = mockprov_request_count(s_mock);
     s_push_summary("SUMMARY-W", 0);
-    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
+    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 200);
     s_wait_idle(chat, "waiting");
     s_assert_one_triplet(chat, "SUMMARY-W");
     /* One summary call and no assistant follow-up. */
@@ -229,7 +229,7 @@ static void test_compaction_from_error_replays_the_unanswered_message(void **u) 
     s_wait_idle(chat, "error");
     int before = mockprov_request_count(s_mock);
     s_push_summary("SUMMARY-E0", 0);
-    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
+    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 200);
     s_wait_idle(chat, "waiting");
     s_wait_chat(chat, "last_error IS NULL", "t");
     s_assert_one_triplet(chat, "SUMMARY-E0");
@@ -271,7 +271,7 @@ static void test_compaction_from_e1_keeps_the_queue_and_runs_it_after(void **u) 
     int before = mockprov_request_count(s_mock);
     s_push_summary("SUMMARY-E1", 0);
     s_push_text("queued answer", 0);
-    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
+    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 200);
     s_wait_chat(chat,
                 "(SELECT count(*) FROM chat_messages WHERE chat_id = chats.id"
                 " AND content::text LIKE '%queued answer%')",
@@ -303,7 +303,7 @@ static void s_held_then(const char *move) {
     char *chat = s_chat_with_turn("zeta question", "zeta answer");
     int before = mockprov_request_count(s_mock);
     s_push_summary("SUMMARY-LOST", 4000);
-    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
+    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 200);
     assert_int_equal(mockprov_wait_requests(s_mock, before + 1, WAIT_MS), 0);
     s_push_text("after answer", 0);
     if (!strcmp(move, "interrupt")) {
@@ -353,7 +353,7 @@ static void test_a_failed_summary_clears_the_request_and_the_next_turn_is_plain(
     char *chat = s_chat_with_turn("eta question", "eta answer");
     int before = mockprov_request_count(s_mock);
     s_push_error(0);
-    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
+    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 200);
     s_wait_idle(chat, "error");
     assert_int_equal(s_count(chat, "compressed"), 0);
     s_push_text("theta answer", 0);
@@ -379,7 +379,7 @@ static void test_a_request_with_nothing_to_compact_finishes_and_clears(void **u)
     (void)u;
     char *chat = s_chat_with_turn("iota question", "iota answer");
     s_push_summary("SUMMARY-I", 0);
-    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
+    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 200);
     s_wait_idle(chat, "waiting");
     assert_int_equal(s_http("POST", chat, "/compact", "{}"), 409);
     int before = mockprov_request_count(s_mock);
@@ -401,7 +401,7 @@ static void test_sim_answers_a_summary_request(void **u) {
     (void)u;
     char *chat = s_create("sim", "kappa question");
     s_wait_idle(chat, "waiting");
-    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
+    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 200);
     s_wait_idle(chat, "waiting");
     s_assert_one_triplet(chat, "Summary of 3 messages: user: kappa question;");
     free(chat);
@@ -413,7 +413,7 @@ static void test_worker_killed_during_the_summary_leaves_one_triplet(void **u) {
     int before = mockprov_request_count(s_mock);
     s_push_summary("SUMMARY-DEAD", 30000);
     s_push_summary("SUMMARY-K", 0);
-    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
+    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 200);
     assert_int_equal(mockprov_wait_requests(s_mock, before + 1, WAIT_MS), 0);
     cluster_signal(s_cluster, CLUSTER_WORKER, 0, SIGKILL);
     cluster_start(s_cluster, CLUSTER_WORKER, 0);
@@ -456,7 +456,7 @@ static void test_a_stream_sees_the_progress_part_then_the_visible_pair(void **u)
     sse_t *s = sse_open(url, cluster_token(s_cluster), 0);
     assert_non_null(s);
     s_push_summary("SUMMARY-S", 1500);
-    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
+    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 200);
     int at = sse_wait(s, 0, "message_part", s_is_progress, NULL, WAIT_MS);
     assert_true(at >= 0);
     assert_true(sse_wait(s, at, "message", s_is_summarized, "tool-call", WAIT_MS) >= 0);

@@ -107,11 +107,49 @@ static long s_count(const char *chat, const char *where) {
     return v;
 }
 
+static int s_occurrences(const char *text, const char *needle) {
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle)) {
+        n++;
+    }
+    return n;
+}
+
+/* `chatfleet ask --schema` on a terminal (a pty from script(1)) in native mode: the model's
+ * answer is the JSON value, shown as it streams, and not printed again as the fenced block
+ * (issue 19); the value's one member appears once. */
+static void test_cli_on_a_terminal_prints_a_native_value_once(void **u) {
+    (void)u;
+    if (access("/usr/bin/script", X_OK) != 0) {
+        skip(); /* util-linux's script(1) gives the CLI a terminal */
+    }
+    char cli[600];
+    proc_build_path(NULL, "cli/chatfleet", cli, sizeof cli);
+    char *line = mem_printf("'%s' ask --schema '" SCHEMA "' 'n?'", cli);
+    char *url = mem_printf("CHATFLEET_URL=%s", cluster_url(s_cluster, 0));
+    char *token = mem_printf("CHATFLEET_TOKEN=%s", cluster_token(s_cluster));
+    char out[64];
+    snprintf(out, sizeof out, "test_worker_native.tty.%d.out", (int)getpid());
+    char *const argv[] = {"/usr/bin/script", "-qec", line, "/dev/null", NULL};
+    char *const env[] = {url, token, NULL};
+    int rc = proc_run(argv, env, out, 30000);
+    char *text = proc_file_text(out);
+    printf("  tty: %s\n", text);
+    if (rc != 0 || s_occurrences(text, "\"n\"") != 1 || strstr(text, "```json")) {
+        fail_msg("want the value once and no fenced copy (exit %d): %s", rc, text);
+    }
+    unlink(out);
+    free(text);
+    free(token);
+    free(url);
+    free(line);
+}
+
 static void test_sim_native_request_succeeds_with_a_text_value_and_no_tools(void **u) {
     (void)u;
     char *chat = s_create("sim-native", "n?");
     json_t *so = s_receipt(chat, "succeeded");
-    assert_null(json_object_get(so, "code"));
+    assert_null(json_object_get(json_object_get(so, "error"), "code"));
     /* The sim fails a native call that also offers tools (400): success means none. */
     assert_true(json_is_integer(json_object_get(json_object_get(so, "value"), "n")));
     assert_int_equal(json_object_size(json_object_get(so, "value")), 1);
@@ -130,7 +168,8 @@ static void test_sim_native_prose_and_invalid_values_exhaust_the_budget(void **u
     (void)u;
     char *chat = s_create("sim-native", "n? [sim:schema-text 1] [sim:schema-wrong 2]");
     json_t *so = s_receipt(chat, "failed");
-    assert_string_equal(json_string_value(json_object_get(so, "code")), "validation_exhausted");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(so, "error"), "code")),
+                        "validation_exhausted");
     assert_int_equal(
         s_count(chat,
                 "structured_output ->> 'rejection' = 'invalid_output' AND role = 'assistant'"),
@@ -172,7 +211,8 @@ static void test_openai_native_invalid_json_three_times_is_validation_exhausted(
     s_push(OA_TEXT("\"{\\\"n\\\":1,\\\"n\\\":2}\""));
     char *chat = s_create("openai-native", "n?");
     json_t *so = s_receipt(chat, "failed");
-    assert_string_equal(json_string_value(json_object_get(so, "code")), "validation_exhausted");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(so, "error"), "code")),
+                        "validation_exhausted");
     assert_null(json_object_get(so, "value"));
     json_decref(so);
     assert_int_equal(mockprov_request_count(s_mock) - before, 3);
@@ -230,6 +270,7 @@ static int s_teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sim_native_request_succeeds_with_a_text_value_and_no_tools),
+        cmocka_unit_test(test_cli_on_a_terminal_prints_a_native_value_once),
         cmocka_unit_test(test_sim_native_prose_and_invalid_values_exhaust_the_budget),
         cmocka_unit_test(test_openai_native_request_carries_response_format_and_no_tools),
         cmocka_unit_test(test_openai_native_invalid_json_three_times_is_validation_exhausted),

@@ -165,9 +165,10 @@ static bool s_validates(const char *schema, const json_t *value) {
 static void s_assert_outcome(const json_t *so, const char *status, const char *code) {
     assert_string_equal(json_string_value(json_object_get(so, "status")), status);
     if (code) {
-        assert_string_equal(json_string_value(json_object_get(so, "code")), code);
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(so, "error"), "code")), code);
     } else {
-        assert_null(json_object_get(so, "code"));
+        assert_null(json_object_get(json_object_get(so, "error"), "code"));
     }
 }
 

@@ -1,0 +1,56 @@
+/*
+ * a2a_push: A2A push notifications (A2A v1.0 §3.1.7-3.1.10, §4.3; ARCHITECTURE.md §8, "A2A
+ * push notifications"). The configuration methods read and write a2a_push_configs; the pusher
+ * is one thread per gateway that delivers each configured task's state changes to its webhook
+ * from that table, so a delivery survives any gateway's restart or kill -9.
+ *
+ * A delivery is an HTTP POST of a StreamResponse {"statusUpdate":{taskId, contextId, status,
+ * metadata:{"chatfleetDeliveryId"}}} with Content-Type application/a2a+json, the config's
+ * authentication ("Authorization: <scheme> <credentials>"), its token
+ * (X-A2A-Notification-Token) and the delivery id (X-A2A-Delivery-Id: "<task>/<state>"): each
+ * state of a task is delivered once, or again with the same id when a pusher died between the
+ * webhook's answer and its record (the receiver deduplicates by the id). A turn that ended
+ * before WORKING was delivered delivers WORKING first. Failures are retried with backoff
+ * (A2A_PUSH_BACKOFF_MS doubling up to A2A_PUSH_BACKOFF_MAX_MS), at most A2A_PUSH_ATTEMPTS
+ * times in a row.
+ */
+#ifndef CHATFLEET_A2A_PUSH_H
+#define CHATFLEET_A2A_PUSH_H
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+
+#include "pool.h"
+
+#define A2A_PUSH_POLL_MS        200  /* how often the pusher looks for due deliveries */
+#define A2A_PUSH_TIMEOUT_MS     5000 /* one webhook POST, connection included */
+#define A2A_PUSH_CLAIM_MS       8000 /* a claim outlives one POST; then it is anyone's */
+#define A2A_PUSH_BACKOFF_MS     500  /* the first retry's delay; doubles per failure */
+#define A2A_PUSH_BACKOFF_MAX_MS 30000
+#define A2A_PUSH_ATTEMPTS       12 /* failures in a row before a config is given up */
+#define A2A_PUSH_BATCH          16 /* configs claimed per pass */
+
+typedef enum {
+    A2A_PUSH_CREATE = 0,
+    A2A_PUSH_GET,
+    A2A_PUSH_LIST,
+    A2A_PUSH_DELETE,
+} a2a_push_op_t;
+
+/* One configuration method for user_id (params as the v1 binding sends them; legacy: the v0.3
+ * shapes, {"taskId","pushNotificationConfig":{...}} and "pushNotificationConfigId"). Returns 0
+ * with *result set; or a JSON-RPC error code (-32602 with *data naming the field, -32001 when
+ * the task or the config is not the caller's, -32603 on a database error). */
+int a2a_push_rpc(PGconn *conn, const char *user_id, a2a_push_op_t op, json_t *params, bool legacy,
+                 json_t **result, json_t **data);
+
+typedef struct a2a_pusher a2a_pusher_t;
+
+/* Starts the pusher thread on pool's connections. NULL on failure. */
+a2a_pusher_t *a2a_pusher_new(pool_t *pool);
+
+/* Stops the thread (a POST in flight ends at its timeout) and frees it; NULL-safe. */
+void a2a_pusher_destroy(a2a_pusher_t **self_p);
+
+#endif

@@ -1,0 +1,304 @@
+/* a2a_send: SendMessage's params and store; see a2a_send.h. */
+#include "a2a_send.h"
+#include "db.h"
+#include "jsonout.h"
+#include "jsonstrict.h"
+#include "log.h"
+#include "mem.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static json_t *s_invalid(const char *field, const char *detail) {
+    return json_pack("{s:s,s:s}", "field", field, "detail", detail);
+}
+
+/* The message's text: its text parts joined (v1 {"text"} or v0.3 {"kind":"text"}). */
+static char *s_text(json_t *message, json_t **data) {
+    json_t *parts = json_object_get(message, "parts");
+    if (!json_is_array(parts) || json_array_size(parts) == 0) {
+        *data = s_invalid("params.message.parts", "must be a non-empty array of text parts");
+        return NULL;
+    }
+    char *text = mem_strdup("");
+    size_t i;
+    json_t *p;
+    json_array_foreach(parts, i, p) {
+        const char *t = json_string_value(json_object_get(p, "text"));
+        if (!t) {
+            free(text);
+            char *f = mem_printf("params.message.parts[%zu]", i);
+            *data = s_invalid(f, "only text parts are accepted");
+            free(f);
+            return NULL;
+        }
+        char *n = mem_printf("%s%s%s", text, i ? "\n" : "", t);
+        free(text);
+        text = n;
+    }
+    return text;
+}
+
+static bool s_lists_extension(json_t *message) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(message, "extensions"), i, e) {
+        if (json_is_string(e) && !strcmp(json_string_value(e), A2A_EXTENSION_URI)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The extension's second rule: a structured request lists application/json among the output
+ * modes it accepts. */
+static bool s_accepts_json(json_t *conf) {
+    size_t i;
+    json_t *m;
+    json_array_foreach(json_object_get(conf, "acceptedOutputModes"), i, m) {
+        if (json_is_string(m) && !strcmp(json_string_value(m), "application/json")) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The request's schema per the extension: schemaJson authoritative (never falling back
+ * when invalid), the legacy schema object only when schemaJson is absent. Returns a new
+ * reference, or NULL with *data naming the field. */
+static json_t *s_schema(json_t *meta, bool *raw, json_t **data) {
+    json_t *enc = json_object_get(meta, "resultEncoding");
+    json_t *ver = json_object_get(meta, "version");
+    json_t *sj = json_object_get(meta, "schemaJson");
+    json_t *legacy = json_object_get(meta, "schema");
+    const char *f = "params.metadata." A2A_META_KEY;
+    if (!json_is_object(meta) || (ver && (!json_is_integer(ver) || json_integer_value(ver) != 1))) {
+        *data = s_invalid(json_is_object(meta) ? "params.metadata." A2A_META_KEY ".version" : f,
+                          "must be an object with version 1");
+        return NULL;
+    }
+    if (enc && (!json_is_string(enc) || (strcmp(json_string_value(enc), "json-utf8") &&
+                                         strcmp(json_string_value(enc), "protobuf-value")))) {
+        *data = s_invalid("params.metadata." A2A_META_KEY ".resultEncoding",
+                          "must be json-utf8 or protobuf-value");
+        return NULL;
+    }
+    *raw = enc && !strcmp(json_string_value(enc), "json-utf8");
+    json_t *schema = NULL;
+    jsonstrict_error_t err;
+    if (sj) {
+        if (!json_is_string(sj) ||
+            jsonstrict_parse(json_string_value(sj), json_string_length(sj),
+                             &jsonstrict_limits_schema, &schema, &err) != 0) {
+            char *d = mem_printf("not a JSON schema document: %s",
+                                 json_is_string(sj) ? err.message : "must be a string");
+            *data = s_invalid("params.metadata." A2A_META_KEY ".schemaJson", d);
+            free(d);
+            return NULL;
+        }
+        return schema;
+    }
+    char *text = legacy ? jsonout_dumps(legacy) : NULL;
+    if (!text || !json_is_object(legacy) || strlen(text) > JSONSTRICT_SCHEMA_MAX_BYTES) {
+        *data = s_invalid("params.metadata." A2A_META_KEY ".schema",
+                          text ? "must be a schema object within maxSchemaBytes"
+                               : "schemaJson or schema is required");
+        free(text);
+        return NULL;
+    }
+    free(text);
+    return json_incref(legacy);
+}
+
+/* A field a gateway helper named in the REST body that s_parse_send builds, as the field
+ * of the JSON-RPC request that the client sent: the schema's own path goes under the member
+ * it came from (schema_field; for schemaJson, the rest of the path is inside the document
+ * the string holds), the rest of response_format is the extension's metadata, content is
+ * the message's parts. */
+static char *s_request_field(const char *f, const char *schema_field) {
+    static const char inner[] = "response_format.json_schema.schema";
+    size_t n = strlen(inner);
+    if (schema_field && !strncmp(f, inner, n) && (f[n] == '\0' || f[n] == '.' || f[n] == '[')) {
+        return mem_printf("%s%s", schema_field, f + n);
+    }
+    if (!strncmp(f, "response_format", strlen("response_format"))) {
+        return mem_strdup("params.metadata." A2A_META_KEY);
+    }
+    if (!strncmp(f, "content", strlen("content"))) {
+        return mem_strdup("params.message.parts");
+    }
+    return mem_strdup(f);
+}
+
+/* An HTTP-style validation failure of a gateway helper, as JSON-RPC error data whose fields
+ * name the JSON-RPC request (s_request_field). */
+json_t *a2a_send_error_data(http_resp_t *h, const char *schema_field) {
+    json_t *d = h->body ? json_loads(h->body, 0, NULL) : NULL;
+    free(h->body);
+    h->body = NULL;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(d, "validations"), i, v) {
+        const char *f = json_string_value(json_object_get(v, "field"));
+        if (f) {
+            char *nf = s_request_field(f, schema_field);
+            json_object_set_new(v, "field", json_string(nf));
+            free(nf);
+        }
+    }
+    return d ? d : s_invalid("params", "invalid");
+}
+
+/* Validates a SendMessage's params into s: 0, -1 (invalid params) or A2A_SEND_MODES, with *data
+ * naming the field. */
+int a2a_send_parse(json_t *params, bool legacy, a2a_send_t *s, json_t **data) {
+    json_t *msg = json_object_get(params, "message");
+    json_t *conf = json_object_get(params, "configuration");
+    json_t *meta = json_object_get(json_object_get(params, "metadata"), A2A_META_KEY);
+    if (!json_is_object(msg)) {
+        *data = s_invalid("params.message", "is required");
+        return -1;
+    }
+    if (json_object_get(msg, "taskId")) {
+        *data = s_invalid("params.message.taskId", "a finished turn cannot be continued; send a new"
+                                                   " message in the context");
+        return -1;
+    }
+    /* A context id in any letter case names the same chat; from here on it is lower-case,
+     * as the bus topics and every id this agent answers with are. */
+    json_t *ctx = json_object_get(msg, "contextId");
+    s->context_id = NULL;
+    if (ctx) {
+        if (gateway_chat_id(json_string_value(ctx), s->context_buf) != 0) {
+            *data = s_invalid("params.message.contextId", "must be a context id from this agent");
+            return -1;
+        }
+        s->context_id = s->context_buf;
+    }
+    s->blocking = legacy ? !json_is_false(json_object_get(conf, "blocking"))
+                         : !json_is_true(json_object_get(conf, "returnImmediately"));
+    char *text = s_text(msg, data);
+    if (!text) {
+        return -1;
+    }
+    json_t *body = json_pack("{s:[{s:s,s:s}]}", "content", "type", "text", "text", text);
+    free(text);
+    int rc = 0;
+    if (meta) {
+        bool raw = false;
+        json_t *schema = NULL;
+        if (!s_lists_extension(msg)) {
+            *data = s_invalid("params.message.extensions",
+                              "a structured request lists " A2A_EXTENSION_URI);
+            rc = -1;
+        } else if (!s_accepts_json(conf)) {
+            *data = s_invalid("params.configuration.acceptedOutputModes",
+                              "a structured request accepts application/json");
+            rc = A2A_SEND_MODES;
+        } else if (!(schema = s_schema(meta, &raw, data))) {
+            rc = -1;
+        } else {
+            s->schema_field = json_object_get(meta, "schemaJson")
+                                  ? "params.metadata." A2A_META_KEY ".schemaJson"
+                                  : "params.metadata." A2A_META_KEY ".schema";
+            json_object_set_new(body, "response_format",
+                                json_pack("{s:s,s:{s:s,s:o}}", "type", "json_schema", "json_schema",
+                                          "name", raw ? A2A_FORMAT_JSON_UTF8 : A2A_FORMAT_PROTOBUF,
+                                          "schema", schema));
+        }
+    }
+    http_resp_t h = {0};
+    if (rc == 0 &&
+        (!(s->content = gateway_content(json_object_get(body, "content"), "content", false, &h)) ||
+         gateway_format(body, NULL, &s->format, &h) != 0)) {
+        *data = a2a_send_error_data(&h, s->schema_field);
+        rc = -1;
+    }
+    json_decref(body);
+    return rc;
+}
+
+static int s_default_model(PGconn *conn, char id[ID_UUID_LEN + 1]) {
+    db_err_t e;
+    PGresult *res =
+        db_query(conn, &e, NULL, 0, "SELECT id FROM model_configs WHERE is_default", 0, NULL);
+    int ok = res && PQntuples(res) == 1;
+    if (ok) {
+        snprintf(id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
+    }
+    PQclear(res);
+    return ok ? 0 : -1;
+}
+
+/* A new chat whose first message is the task; its id is that message's. */
+int a2a_send_create(gateway_t *gw, PGconn *conn, const http_req_t *req, a2a_send_t *s,
+                    char chat_id[ID_UUID_LEN + 1], char task_id[A2A_TASK_ID_MAX]) {
+    char model[ID_UUID_LEN + 1];
+    if (s_default_model(conn, model) != 0) {
+        return -1;
+    }
+    cs_message_t m = {.role = "user",
+                      .content = s->content,
+                      .created_by = req->user_id,
+                      .model_config_id = model,
+                      .response_format = s->format.json,
+                      .so_request_id = s->format.structured ? s->format.request_id : NULL};
+    cs_create_t c = {
+        .owner_id = req->user_id, .model_config_id = model, .messages = &m, .message_count = 1};
+    cs_error_t err;
+    if (chatstate_create(conn, &c, &gw->sink, chat_id, &err) != 0) {
+        log_warn("a2a_create_failed", "message=%s", err.message);
+        return -1;
+    }
+    const char *p[] = {chat_id};
+    db_err_t e;
+    PGresult *res = db_query(conn, &e, NULL, 0,
+                             "SELECT min(id) FROM chat_messages WHERE chat_id = $1 AND"
+                             " role = 'user'",
+                             1, p);
+    int ok = res && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0);
+    if (ok) {
+        snprintf(task_id, A2A_TASK_ID_MAX, "%s", PQgetvalue(res, 0, 0));
+    }
+    PQclear(res);
+    return ok ? 0 : -1;
+}
+
+typedef struct {
+    cs_message_t msg;
+    int max_queue;
+    int64_t message_id;
+    int64_t queued_id;
+} s_turn_t;
+
+static int s_send_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
+    s_turn_t *t = ctx;
+    return chatstate_send_message(cs, &t->msg, CS_BUSY_QUEUE, t->max_queue, &t->message_id,
+                                  &t->queued_id, err);
+}
+
+/* A message in an existing context: the task is the message, or its queued row. */
+int a2a_send_append(gateway_t *gw, PGconn *conn, const http_req_t *req, a2a_send_t *s,
+                    char task_id[A2A_TASK_ID_MAX], http_resp_t *h) {
+    http_req_t r = *req;
+    r.params[0] = s->context_id;
+    s_turn_t t = {.msg = {.role = "user",
+                          .content = s->content,
+                          .created_by = req->user_id,
+                          .response_format = s->format.json,
+                          .so_request_id = s->format.structured ? s->format.request_id : NULL},
+                  .max_queue = gw->max_queue};
+    if (gateway_bundle(gw, conn, &r, s_send_step, &t, NULL, h) != 0) {
+        return -1;
+    }
+    if (t.message_id) {
+        snprintf(task_id, A2A_TASK_ID_MAX, "%lld", (long long)t.message_id);
+    } else {
+        snprintf(task_id, A2A_TASK_ID_MAX, "q%lld", (long long)t.queued_id);
+    }
+    return 0;
+}
+
+/* Reads the task, waiting up to wait_ms for it to end; the answer goes to resp. */

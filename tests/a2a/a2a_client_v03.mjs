@@ -1,0 +1,127 @@
+// Drives chatfleet's A2A endpoint with the official JavaScript client at v0.3 (@a2a-js/sdk
+// 0.3.x: the v0.3 method names message/send, message/stream, tasks/get, tasks/cancel,
+// tasks/resubscribe, and the v0.3 shapes).
+//   A2A_OTHER=BASE_URL_2 node a2a_client_v03.mjs BASE_URL TOKEN [CASE...]
+// As a2a_client.mjs: BASE_URL_2 is a second gateway of the cluster; one "ok CASE ..." line per
+// passing case; "kill gateway 0" asks the driving test to kill -9 the gateway at BASE_URL.
+// Cases: card, text, invalid_schema_json, stream, cancel_durable, push_configs,
+// resubscribe_after_kill.
+import { EXT, check, connect, run, sleep, waitState } from "./a2a_common.mjs";
+
+const { base, only, other, client, client2 } = await connect();
+
+let n = 0;
+function message(text, extra = {}) {
+  return { kind: "message", messageId: `v03-${process.pid}-${++n}`, role: "user", parts: [{ kind: "text", text }], ...extra };
+}
+
+
+
+
+const cases = {
+  async card() {
+    const card = await client.getAgentCard();
+    check(card.url === `${base.replace(/\/$/, "")}/a2a`, `the v0.3 url: ${card.url}`);
+    check(card.capabilities.extensions.some((e) => e.uri === EXT), "the extension");
+    return card.url;
+  },
+
+  async text() {
+    const task = await client.sendMessage({ message: message("hello from v0.3") });
+    check(task.kind === "task" && task.status.state === "completed", `completed: ${task.status.state}`);
+    const text = task.artifacts[0].parts[0].text;
+    check(text.includes("Echo: hello from v0.3."), `the answer: ${text}`);
+    const again = await client.getTask({ id: task.id });
+    check(again.status.state === "completed" && again.contextId === task.contextId, "tasks/get");
+    return `task ${task.id}`;
+  },
+
+  async invalid_schema_json() {
+    const task = await client.sendMessage({
+      message: message("never runs", { extensions: [EXT] }),
+      configuration: { acceptedOutputModes: ["application/json"] },
+      metadata: { kediStructuredOutput: { version: 1, resultEncoding: "json-utf8", schemaJson: '{"type":', schema: { type: "object" } } },
+    });
+    check(task.status.state === "failed", `the task failed: ${task.status.state}`);
+    check(task.metadata.kediStructuredOutput.code === "invalid_schema", "code invalid_schema");
+    check(task.metadata.kediStructuredOutput.field === "params.metadata.kediStructuredOutput.schemaJson", "names schemaJson");
+    return `${task.id} ${task.status.state}`;
+  },
+
+  async stream() {
+    const events = [];
+    for await (const ev of client.sendMessageStream({ message: message("[sim:slow 20] [sim:words 12] v03 stream") })) {
+      events.push(ev);
+    }
+    check(events[0].kind === "task", "the first event is the task");
+    const last = events[events.length - 1];
+    check(last.kind === "status-update" && last.final && last.status.state === "completed", "ends completed, final");
+    const art = events.find((e) => e.kind === "artifact-update");
+    check(art && art.artifact.parts[0].text.startsWith("Echo: v03 stream."), "the artifact");
+    return `${events.length} events`;
+  },
+
+  async cancel_durable() {
+    check(client2, "A2A_OTHER names a second gateway");
+    const task = await client.sendMessage({
+      message: message("[sim:slow 100] [sim:words 300] cancel me in v0.3"),
+      configuration: { blocking: false },
+    });
+    await waitState(client, task.id, ["working"]);
+    const canceled = await client.cancelTask({ id: task.id });
+    check(canceled.status.state === "canceled", `canceled: ${canceled.status.state}`);
+    await sleep(1000);
+    const got = await client2.getTask({ id: task.id });
+    check(got.status.state === "canceled", `tasks/get on the other gateway: ${got.status.state}`);
+    return `task ${task.id} canceled, read on ${other}`;
+  },
+
+  async push_configs() {
+    // The v0.3 shapes of the push notification config methods (set, get, list, delete).
+    const task = await client.sendMessage({ message: message("configs in v0.3") });
+    const url = "http://127.0.0.1:9/hook"; // never reached: the task has ended
+    const set = await client.setTaskPushNotificationConfig({
+      taskId: task.id,
+      pushNotificationConfig: { id: "v03-hook", url, token: "t", authentication: { schemes: ["Bearer"], credentials: "c" } },
+    });
+    check(set.taskId === task.id && set.pushNotificationConfig.id === "v03-hook", `set: ${JSON.stringify(set)}`);
+    check(set.pushNotificationConfig.authentication.schemes[0] === "Bearer", "the v0.3 authentication shape");
+    const got = await client2.getTaskPushNotificationConfig({ id: task.id, pushNotificationConfigId: "v03-hook" });
+    check(got.pushNotificationConfig.url === url, `get on the other gateway: ${JSON.stringify(got)}`);
+    const list = await client2.listTaskPushNotificationConfig({ id: task.id });
+    check(Array.isArray(list) && list.length === 1 && list[0].pushNotificationConfig.id === "v03-hook", `list: ${JSON.stringify(list)}`);
+    await client2.deleteTaskPushNotificationConfig({ id: task.id, pushNotificationConfigId: "v03-hook" });
+    const after = await client2.listTaskPushNotificationConfig({ id: task.id });
+    check(after.length === 0, "deleted");
+    return `task ${task.id}: set, get, list, delete`;
+  },
+
+  async resubscribe_after_kill() {
+    check(client2, "A2A_OTHER names a second gateway");
+    const it = client.sendMessageStream({ message: message("[sim:slow 100] [sim:words 60] v03 survives") })[Symbol.asyncIterator]();
+    const first = (await it.next()).value;
+    check(first.kind === "task", "the first event is the task");
+    const id = first.id;
+    await waitState(client2, id, ["working"]);
+    console.log("kill gateway 0");
+    try {
+      while (!(await it.next()).done);
+    } catch (e) {
+      // the connection died with the gateway
+    }
+    const events = [];
+    for await (const ev of client2.resubscribeTask({ id })) events.push(ev);
+    check(events[0].kind === "task" && events[0].id === id && events[0].status.state === "working", "tasks/resubscribe starts with the working task");
+    const arts = events.filter((e) => e.kind === "artifact-update");
+    const finals = events.filter((e) => e.kind === "status-update" && e.final);
+    check(arts.length === 1 && finals.length === 1 && finals[0].status.state === "completed", `one artifact, one final: ${arts.length} ${finals.length}`);
+    check(events[events.length - 1] === finals[0], "the final status ends the stream");
+    const answer = arts[0].artifact.parts[0].text;
+    check(answer.startsWith("Echo: v03 survives.") && answer.split(" ").length > 20, `the complete answer: ${answer}`);
+    const got = await client2.getTask({ id });
+    check(got.artifacts[0].parts[0].text === answer, "the artifact is the task's answer");
+    return `task ${id}: ${events.length} events after the kill`;
+  },
+};
+
+await run(cases, only);
