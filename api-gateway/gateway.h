@@ -47,6 +47,9 @@ typedef struct {
     /* The base URL the gateway advertises (the A2A agent card): CHATFLEET_PUBLIC_URL, or the
      * scheme and listen address; never the request's Host (ARCHITECTURE.md §1.1). */
     const char *public_url;
+    /* The operator console's files (console.h), or NULL: not served. */
+    const char *console_dir;
+    int64_t lease_stale_ms; /* CHATFLEET_LEASE_STALE_MS, for the admin API's lease view */
 } gateway_t;
 
 /* One transition (or several) applied to an open bundle; returns 0 or -1 with err set. */
