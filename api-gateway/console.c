@@ -100,12 +100,7 @@ static void s_root(void *app, http_req_t *req, http_resp_t *resp) {
     (void)req;
     resp->status = 302;
     resp->raw = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
-    MHD_add_response_header(resp->raw, "Location", "/console/");
-}
-
-static void s_index(void *app, http_req_t *req, http_resp_t *resp) {
-    (void)req;
-    s_serve(app, "index.html", resp);
+    MHD_add_response_header(resp->raw, "Location", "/console/index.html");
 }
 
 static void s_file(void *app, http_req_t *req, http_resp_t *resp) {
@@ -114,7 +109,6 @@ static void s_file(void *app, http_req_t *req, http_resp_t *resp) {
 
 const http_route_t console_route_table[] = {
     {"GET", "/console", s_root, true},
-    {"GET", "/console/", s_index, true},
     {"GET", "/console/{}", s_file, true},
 };
 const int console_route_count = sizeof console_route_table / sizeof console_route_table[0];

@@ -1,6 +1,7 @@
 /*
  * console: serves the operator console's static files (console/ in the repository;
- * ARCHITECTURE.md §11, "Operator console") under /console/: index.html, JS modules and CSS
+ * ARCHITECTURE.md §11, "Operator console") under /console/ (/console redirects to
+ * /console/index.html; a path ending in '/' matches no route): index.html, JS modules and CSS
  * read from the directory CHATFLEET_CONSOLE_DIR (default: the source tree's console/), no
  * build step. Open routes: the page signs in with a token it sends on every API call. Only
  * a plain file name of the directory is served (letters, digits, '-', '_', one extension of

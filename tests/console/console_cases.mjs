@@ -36,9 +36,9 @@ try {
   page.on("pageerror", (e) => errors.push(String(e)));
   page.setDefaultTimeout(30000);
 
-  // Sign in: /console redirects to /console/, the sign-in form, then the chat list.
+  // Sign in: /console redirects to /console/index.html, the sign-in form, then the chat list.
   await page.goto(`${url}/console`);
-  assert.ok(page.url().endsWith("/console/"), page.url());
+  assert.ok(page.url().endsWith("/console/index.html"), page.url());
   await page.waitForSelector("#signin:not([hidden])");
   await shot(page, "01-signin");
   await page.type("#token", token);
@@ -71,7 +71,7 @@ try {
   const long = await api("POST", "/api/v2/chats", {
     content: [{ type: "text", text: "A long one [sim:slow 250] [sim:words 400]" }],
   });
-  await page.goto(`${url}/console/#/cluster`);
+  await page.goto(`${url}/console/index.html#/cluster`);
   await page.waitForSelector(`#workers tr[data-chat="${long.id}"]`);
   const before = await page.$eval(`#workers tr[data-chat="${long.id}"]`, (e) => e.dataset.worker);
   const staleMs = Number(await text(page, "#lease-stale"));
@@ -91,7 +91,7 @@ try {
   console.log(`step takeover from=${before} to=${after} ms=${tookMs} stale=${staleMs}`);
 
   // Interrupt and archive from the chat view.
-  await page.goto(`${url}/console/#/chats/${long.id}`);
+  await page.goto(`${url}/console/index.html#/chats/${long.id}`);
   await page.waitForFunction(() => document.getElementById("chat-status").textContent === "running");
   await page.click("#interrupt");
   await page.waitForFunction(() => document.getElementById("chat-status").textContent === "waiting");

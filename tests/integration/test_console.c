@@ -166,15 +166,15 @@ static void test_cluster_view_lists_a_held_chat_under_its_worker_with_a_fresh_le
 
 static void test_console_files_are_served_and_nothing_else(void **u) {
     (void)u;
-    proc_http_t r = s_get("/console/", NULL);
+    proc_http_t r = s_get("/console/index.html", NULL);
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.body, "<script type=\"module\" src=\"app.js\">"));
     proc_http_free(&r);
     r = s_get("/console/app.js", NULL);
     assert_int_equal(r.status, 200);
     proc_http_free(&r);
-    const char *refused[] = {"/console/..", "/console/.hidden.js", "/console/README.md",
-                             "/console/nothere.js", "/console/a%2F..%2Fb.js"};
+    const char *refused[] = {"/console/",          "/console/..",         "/console/.hidden.js",
+                             "/console/README.md", "/console/nothere.js", "/console/a%2F..%2Fb.js"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         r = s_get(refused[i], NULL);
         assert_int_equal(r.status, 404);
