@@ -28,6 +28,7 @@
 
 #include "cluster.h"
 #include "mem.h"
+#include "nodejs.h"
 #include "proc.h"
 
 #define S_NWORKERS 2
@@ -48,21 +49,15 @@ static int s_install(const char *build, const char *source) {
     }
     snprintf(s_dir, sizeof s_dir, "%s/console-test", build);
     snprintf(s_out, sizeof s_out, "%s/console-artifacts", build);
-    char *cmd = mem_printf("mkdir -p '%s' '%s' && npm install --no-audit --no-fund --prefix '%s'"
-                           " puppeteer-core > '%s/npm.log' 2>&1 && cp"
-                           " '%s/tests/console/console_cases.mjs' '%s/'",
-                           s_dir, s_out, s_dir, s_dir, source, s_dir);
-    int rc = system(cmd);
-    free(cmd);
+    int rc = nodejs_install(s_dir, "puppeteer-core");
     if (rc != 0) {
-        if (system("npm ping > /dev/null 2>&1") != 0) {
-            fprintf(stderr, "the npm registry cannot be reached: skipped\n");
-            return 77;
-        }
-        fprintf(stderr, "npm install of puppeteer-core failed (see %s/npm.log)\n", s_dir);
-        return -1;
+        return rc;
     }
-    return 0;
+    char *cmd = mem_printf("mkdir -p '%s' && cp '%s/tests/console/console_cases.mjs' '%s/'", s_out,
+                           source, s_dir);
+    rc = system(cmd);
+    free(cmd);
+    return rc == 0 ? 0 : -1;
 }
 
 /* A new user's token from `chatfleet-gateway user-add [--admin] NAME` (caller frees). */
@@ -200,26 +195,24 @@ static void s_kill_worker(const char *id) {
     fail_msg("no worker has id %s", id);
 }
 
+/* A "KILL_WORKER ID" line kills that worker. */
+static void s_on_line(void *ctx, const char *line) {
+    (void)ctx;
+    if (!strncmp(line, "KILL_WORKER ", 12)) {
+        char id[64];
+        snprintf(id, sizeof id, "%.*s", (int)strcspn(line + 12, "\n"), line + 12);
+        s_kill_worker(id);
+    }
+}
+
 static void test_console_in_chromium_signs_in_streams_and_shows_a_takeover(void **u) {
     (void)u;
     char *cmd = mem_printf("cd '%s' && CHROMIUM='%s' timeout 170 node console_cases.mjs '%s' '%s'"
-                           " '%s' 2>&1",
+                           " '%s'",
                            s_dir, s_chromium, cluster_url(s_cluster, 0), s_admin_token, s_out);
-    FILE *p = popen(cmd, "r");
+    bool ok = nodejs_run(cmd, "ok console ", s_on_line, NULL);
     free(cmd);
-    assert_non_null(p);
-    char line[8192];
-    bool ok = false;
-    while (fgets(line, sizeof line, p)) {
-        printf("  node: %s", line);
-        ok |= strncmp(line, "ok console ", 11) == 0;
-        if (!strncmp(line, "KILL_WORKER ", 12)) {
-            line[strcspn(line, "\n")] = '\0';
-            s_kill_worker(line + 12);
-        }
-    }
-    int status = pclose(p);
-    if (!ok || status != 0) {
+    if (!ok) {
         fail_msg("console_cases.mjs failed (screenshots in %s)", s_out);
     }
 }

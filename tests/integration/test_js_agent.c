@@ -24,6 +24,7 @@
 
 #include "cluster.h"
 #include "mem.h"
+#include "nodejs.h"
 
 static cluster_t *s_cluster;
 static char s_js[600]; /* the npm prefix: node_modules and pkg/, a copy of clients/js */
@@ -31,49 +32,36 @@ static char s_js[600]; /* the npm prefix: node_modules and pkg/, a copy of clien
 /* 0 installed, 77 the registry is unreachable, -1 any other failure. */
 static int s_install(const char *build, const char *source) {
     snprintf(s_js, sizeof s_js, "%s/js-agent", build);
-    char *cmd = mem_printf("mkdir -p '%s' && npm install --no-audit --no-fund --prefix '%s'"
-                           " ai@7 zod > '%s/npm.log' 2>&1",
-                           s_js, s_js, s_js);
-    int rc = system(cmd);
-    free(cmd);
+    int rc = nodejs_install(s_js, "ai@7 zod");
     if (rc != 0) {
-        if (system("npm ping > /dev/null 2>&1") != 0) {
-            fprintf(stderr, "the npm registry cannot be reached: skipped\n");
-            return 77;
-        }
-        fprintf(stderr, "npm install of ai@7 and zod failed (see %s/npm.log)\n", s_js);
-        return -1;
+        return rc;
     }
     /* The package below node_modules' directory, so that its bare imports resolve there. */
-    cmd = mem_printf("rm -rf '%s/pkg' && cp -r '%s/clients/js' '%s/pkg'", s_js, source, s_js);
+    char *cmd = mem_printf("rm -rf '%s/pkg' && cp -r '%s/clients/js' '%s/pkg'", s_js, source, s_js);
     rc = system(cmd);
     free(cmd);
     return rc == 0 ? 0 : -1;
 }
 
-/* Runs one case; fails unless it printed "ok CASE" and exited 0. A "KILL_GATEWAY" line
- * kills the gateway with SIGKILL and starts it again on its port. */
-static void s_case(const char *name) {
-    char *cmd = mem_printf("cd '%s/pkg' && timeout 120 node test/agent_cases.mjs '%s' '%s' %s 2>&1",
-                           s_js, cluster_url(s_cluster, 0), cluster_token(s_cluster), name);
-    FILE *p = popen(cmd, "r");
-    free(cmd);
-    assert_non_null(p);
-    char line[8192];
-    char want[64];
-    snprintf(want, sizeof want, "ok %s ", name);
-    bool ok = false;
-    while (fgets(line, sizeof line, p)) {
-        printf("  node: %s", line);
-        ok |= strncmp(line, want, strlen(want)) == 0;
-        if (!strcmp(line, "KILL_GATEWAY\n")) {
-            cluster_signal(s_cluster, CLUSTER_GATEWAY, 0, SIGKILL);
-            cluster_start(s_cluster, CLUSTER_GATEWAY, 0);
-            printf("  harness: gateway killed and restarted\n");
-        }
+/* A "KILL_GATEWAY" line kills the gateway with SIGKILL and starts it again on its port. */
+static void s_on_line(void *ctx, const char *line) {
+    (void)ctx;
+    if (!strcmp(line, "KILL_GATEWAY\n")) {
+        cluster_signal(s_cluster, CLUSTER_GATEWAY, 0, SIGKILL);
+        cluster_start(s_cluster, CLUSTER_GATEWAY, 0);
+        printf("  harness: gateway killed and restarted\n");
     }
-    int status = pclose(p);
-    if (!ok || status != 0) {
+}
+
+/* Runs one case; fails unless it printed "ok CASE" and exited 0. */
+static void s_case(const char *name) {
+    char *cmd = mem_printf("cd '%s/pkg' && timeout 120 node test/agent_cases.mjs '%s' '%s' %s",
+                           s_js, cluster_url(s_cluster, 0), cluster_token(s_cluster), name);
+    char *want = mem_printf("ok %s ", name);
+    bool ok = nodejs_run(cmd, want, s_on_line, NULL);
+    free(want);
+    free(cmd);
+    if (!ok) {
         fail_msg("agent_cases.mjs %s failed", name);
     }
 }
