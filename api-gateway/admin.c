@@ -2,7 +2,9 @@
 #include "admin.h"
 #include "db.h"
 #include "mem.h"
+#include "relay.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,34 @@ static const char s_cluster_sql[] =
     " 'awaiting_owner', (SELECT count(*) FROM chats WHERE NOT archived AND worker_id IS NULL"
     " AND status IN ('running', 'interrupting', 'requires_action')))";
 
+/* How long the cluster view waits for the broker's counters: short, since stream catch-ups
+ * share the gateway's one relay client (and its lock) meanwhile. */
+#define S_BROKER_TIMEOUT_MS 250
+
+/* The broker's counters (wire_stats_t, proto/README.md "Counters") through the gateway's
+ * relay client, or {"reachable": false} when it did not answer in time. */
+static json_t *s_broker(gateway_t *gw) {
+    wire_stats_t st;
+    int rc = -1;
+    pthread_mutex_lock(&gw->relay_lock);
+    if (!gw->relay && gw->relay_endpoint) {
+        gw->relay = relay_client_new(gw->relay_endpoint);
+    }
+    if (gw->relay) {
+        rc = relay_client_stats(gw->relay, S_BROKER_TIMEOUT_MS, &st);
+    }
+    pthread_mutex_unlock(&gw->relay_lock);
+    if (rc != 0) {
+        return json_pack("{s:b}", "reachable", 0);
+    }
+    return json_pack("{s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "reachable", 1, "workers",
+                     (json_int_t)st.workers, "uptime_ms", (json_int_t)st.uptime_ms, "pub_in",
+                     (json_int_t)st.pub_in, "pub_out", (json_int_t)st.pub_out, "relay_in",
+                     (json_int_t)st.relay_in, "relay_out", (json_int_t)st.relay_out, "dropped",
+                     (json_int_t)st.dropped, "refused", (json_int_t)st.refused, "forbidden",
+                     (json_int_t)st.forbidden);
+}
+
 /* 0 when the caller is an admin; else -1 with 403 (or 500) in resp. */
 static int s_require_admin(PGconn *conn, const http_req_t *req, http_resp_t *resp) {
     const char *p[] = {req->user_id};
@@ -51,17 +81,21 @@ static int s_require_admin(PGconn *conn, const http_req_t *req, http_resp_t *res
 static void s_cluster(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     PGconn *conn = pool_get(gw->pool);
+    json_t *rows = NULL;
     if (s_require_admin(conn, req, resp) == 0) {
         char stale[32];
         snprintf(stale, sizeof stale, "%lld", (long long)gw->lease_stale_ms);
         const char *p[] = {stale};
-        json_t *rows = gateway_rows(conn, s_cluster_sql, 1, p, resp);
-        if (rows) {
-            http_json(resp, 200, json_incref(json_array_get(rows, 0)));
-            json_decref(rows);
-        }
+        rows = gateway_rows(conn, s_cluster_sql, 1, p, resp);
     }
     pool_put(gw->pool, conn);
+    if (rows) {
+        /* Asked after the connection went back to the pool: the broker may be slow. */
+        json_t *view = json_incref(json_array_get(rows, 0));
+        json_object_set_new(view, "broker", s_broker(gw)); /* steals the new object */
+        http_json(resp, 200, view);
+        json_decref(rows);
+    }
 }
 
 const http_route_t admin_route_table[] = {

@@ -1,6 +1,7 @@
 // cluster: the operator's view of the deployment from GET /api/v2/admin/cluster (admin.h),
 // polled every POLL_MS while shown: each worker with the chats it holds and their leases
-// (heartbeat age, fresh or stale), chats per status, runnable chats awaiting an owner, and
+// (heartbeat age, fresh or stale), chats per status, runnable chats awaiting an owner, the
+// broker's counters (registered workers, uptime, dropped and forbidden messages), and
 // the acquisitions and takeovers seen between polls (a chat held by another worker than at
 // the previous poll is a takeover).
 
@@ -54,6 +55,12 @@ export class ClusterView {
       .map(([k, v]) => `${k} ${v}`)
       .join(", ");
     $("awaiting").textContent = String(view.awaiting_owner ?? 0);
+    const b = view.broker ?? {};
+    $("broker").textContent = b.reachable
+      ? `reachable, ${b.workers} worker(s) registered, up ${Math.round(b.uptime_ms / 1000)} s, ` +
+        `${b.pub_out} hints and parts forwarded, ${b.dropped} dropped, ${b.forbidden} forbidden`
+      : "not reachable from this gateway";
+    $("broker").className = b.reachable ? "" : "error";
     this.s_render(view.workers ?? []);
     this.s_diff(view.workers ?? []);
   }

@@ -75,6 +75,8 @@ try {
   await page.waitForSelector(`#workers tr[data-chat="${long.id}"]`);
   const before = await page.$eval(`#workers tr[data-chat="${long.id}"]`, (e) => e.dataset.worker);
   const staleMs = Number(await text(page, "#lease-stale"));
+  const broker = await text(page, "#broker");
+  assert.ok(broker.startsWith("reachable, 2 worker(s) registered"), broker);
   await shot(page, "05-cluster");
   const killedAt = Date.now();
   console.log(`KILL_WORKER ${before}`);

@@ -3,13 +3,13 @@
  * processes (the fixture's PostgreSQL, chatfleet-broker, chatfleet-gateway, two
  * chatfleet-worker with the sim model). The admin API is checked over HTTP (an operator made
  * with `chatfleet-gateway user-add --admin`, an ordinary user gets 403, the view lists a
- * held chat under its worker with a fresh lease). The console runs in headless Chromium
- * (Debian's chromium, driven by puppeteer-core installed from npm into the build tree) by
- * tests/console/console_cases.mjs: sign in, a chat streaming into the page as the worker
- * produces it, the cluster view showing a killed worker's chat taken over by the other
- * worker within the lease, interrupt and archive, no console errors; screenshots of each
- * view in BUILD/console-artifacts/. Exit 77 (skipped) only when chromium is not installed
- * or the npm registry cannot be reached.
+ * held chat under its worker with a fresh lease, and the broker's counters). The console
+ * runs in headless Chromium (Debian's chromium, driven by puppeteer-core installed from npm
+ * into the build tree) by tests/console/console_cases.mjs: sign in, a chat streaming into the page
+ * as the worker produces it, the cluster view showing a killed worker's chat taken over by the
+ * other worker within the lease, interrupt and archive, no console errors; screenshots of each view
+ * in BUILD/console-artifacts/. Exit 77 (skipped) only when chromium is not installed or the npm
+ * registry cannot be reached.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -152,6 +153,22 @@ static void test_cluster_view_lists_a_held_chat_under_its_worker_with_a_fresh_le
     assert_true(json_integer_value(json_object_get(lease, "heartbeat_age_ms")) <= 3000);
     json_decref(view);
     free(worker);
+    /* The broker's counters: both workers registered (a counter read may answer the previous
+     * request, so the first reads may predate the registrations). */
+    json_int_t registered = -1;
+    for (int tries = 0; tries < 100 && registered != S_NWORKERS; tries++) {
+        proc_http_free(&r);
+        r = s_get("/api/v2/admin/cluster", s_admin_token);
+        view = json_loads(r.body, 0, NULL);
+        json_t *broker = json_object_get(view, "broker");
+        assert_true(json_is_true(json_object_get(broker, "reachable")));
+        registered = json_integer_value(json_object_get(broker, "workers"));
+        json_decref(view);
+        if (registered != S_NWORKERS) {
+            nanosleep(&(struct timespec){.tv_nsec = 100 * 1000 * 1000}, NULL);
+        }
+    }
+    assert_int_equal(registered, S_NWORKERS);
     proc_http_free(&r);
     url = mem_printf("%s/api/v2/chats/%s/interrupt", cluster_url(s_cluster, 0), chat);
     assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), NULL, &r), 0);
