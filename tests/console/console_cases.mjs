@@ -71,6 +71,9 @@ try {
   const long = await api("POST", "/api/v2/chats", {
     content: [{ type: "text", text: "A long one [sim:slow 250] [sim:words 400]" }],
   });
+  // Created elsewhere, it reaches the open list through the watch, running.
+  await page.waitForSelector(`#chat-list li[data-chat="${long.id}"] .status.running`);
+  console.log("step watch");
   await page.goto(`${url}/console/index.html#/cluster`);
   await page.waitForSelector(`#workers tr[data-chat="${long.id}"]`);
   const before = await page.$eval(`#workers tr[data-chat="${long.id}"]`, (e) => e.dataset.worker);

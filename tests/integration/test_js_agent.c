@@ -5,7 +5,8 @@
  * build directory at test time. Exit 77 (skipped) only when the npm registry cannot be
  * reached; any other install failure fails. Cases: model listing, generate() text, stream()
  * deltas in order with a finish carrying usage, a client tool round trip, structured output
- * (zod and JSON Schema) and the validation_exhausted receipt as a typed error, abort
+ * (zod and JSON Schema) and the validation_exhausted receipt as a typed error, a failed turn
+ * as ChatfleetChatError, abort
  * interrupting the server-side run, and the gateway killed mid-stream and restarted with
  * the stream resumed, no text repeated or missing.
  */
@@ -96,6 +97,11 @@ static void test_validation_exhausted_receipt_raises_its_typed_error(void **u) {
     s_case("structured_failure");
 }
 
+static void test_a_failed_turn_raises_the_chat_error_with_its_kind_and_status(void **u) {
+    (void)u;
+    s_case("chat_error");
+}
+
 static void test_abort_interrupts_the_server_side_run(void **u) {
     (void)u;
     s_case("abort");
@@ -134,6 +140,7 @@ int main(void) {
         cmocka_unit_test(test_client_tool_runs_locally_and_its_result_reaches_the_server),
         cmocka_unit_test(test_structured_output_returns_the_validated_value),
         cmocka_unit_test(test_validation_exhausted_receipt_raises_its_typed_error),
+        cmocka_unit_test(test_a_failed_turn_raises_the_chat_error_with_its_kind_and_status),
         cmocka_unit_test(test_abort_interrupts_the_server_side_run),
         cmocka_unit_test(test_gateway_killed_mid_stream_resumes_without_repeated_or_missing_text),
     };

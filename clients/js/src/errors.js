@@ -25,14 +25,17 @@ export class ChatfleetApiError extends ChatfleetError {
   }
 }
 
-/** The turn ended in the chat's error state (the server's last_error: kind, message). */
+/** The turn ended in the chat's error state (the server's last_error: kind, message, the
+ * provider's HTTP status, retryable). */
 export class ChatfleetChatError extends ChatfleetError {
-  /** @param {{chatId:string, kind?:string, message?:string, retryable?:boolean}} o */
-  constructor({ chatId, kind, message, retryable }) {
+  /** @param {{chatId:string, kind?:string, message?:string, retryable?:boolean,
+   *   statusCode?:number}} o */
+  constructor({ chatId, kind, message, retryable, statusCode }) {
     super(`chat ${chatId} failed: ${kind || "error"}${message ? `: ${message}` : ""}`);
     this.chatId = chatId;
     this.kind = kind || "error";
     this.retryable = Boolean(retryable);
+    this.statusCode = statusCode;
   }
 }
 

@@ -233,6 +233,7 @@ export class Turn {
         kind: e.kind,
         message: e.message ?? e.detail,
         retryable: e.retryable,
+        statusCode: e.status,
       });
     }
     // waiting: the end of the turn, unless nothing of it was seen yet (a status replayed

@@ -9,6 +9,7 @@ import { z } from "zod";
 import {
   ChatfleetAbortError,
   ChatfleetAgent,
+  ChatfleetChatError,
   ChatfleetClient,
   ChatfleetStructuredOutputError,
   receiptFailure,
@@ -174,6 +175,20 @@ const cases = {
     assert.ok(streamErr instanceof ChatfleetStructuredOutputError, String(streamErr));
     assert.equal(streamErr.code, "validation_exhausted");
     return `code=${err.code}`;
+  },
+
+  async chat_error() {
+    // A provider failure the server does not retry ends the turn in the error state.
+    const agent = new ChatfleetAgent({ baseUrl: url, token });
+    const err = await agent.generate({ prompt: "fail [sim:fail 400]" }).then(
+      () => assert.fail("generate() resolved"),
+      (e) => e,
+    );
+    assert.ok(err instanceof ChatfleetChatError, `${err?.name}: ${err?.message}`);
+    assert.equal(err.kind, "provider");
+    assert.equal(err.statusCode, 400);
+    assert.equal(err.retryable, false);
+    return `kind=${err.kind} status=${err.statusCode}`;
   },
 
   async abort() {
