@@ -4,11 +4,11 @@
  * and clients/js/test/agent_cases.mjs on the real ai@7 and zod, installed with npm into the
  * build directory at test time. Exit 77 (skipped) only when the npm registry cannot be
  * reached; any other install failure fails. Cases: model listing, generate() text, stream()
- * deltas in order with a finish carrying usage, a client tool round trip, structured output
- * (zod and JSON Schema) and the validation_exhausted receipt as a typed error, a failed turn
- * as ChatfleetChatError, abort
- * interrupting the server-side run, and the gateway killed mid-stream and restarted with
- * the stream resumed, no text repeated or missing.
+ * deltas in order with a finish carrying usage, a client tool round trip, a server-side tool
+ * as a provider-executed call and result, structured output (zod and JSON Schema) and the
+ * validation_exhausted receipt as a typed error, a failed turn as ChatfleetChatError, abort
+ * interrupting the server-side run, and the gateway killed mid-stream and restarted with the
+ * stream resumed, no text repeated or missing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -87,6 +87,11 @@ static void test_client_tool_runs_locally_and_its_result_reaches_the_server(void
     s_case("tool");
 }
 
+static void test_a_server_side_tool_streams_as_a_provider_executed_call_and_result(void **u) {
+    (void)u;
+    s_case("server_tool");
+}
+
 static void test_structured_output_returns_the_validated_value(void **u) {
     (void)u;
     s_case("structured");
@@ -138,6 +143,7 @@ int main(void) {
         cmocka_unit_test(test_generate_returns_the_committed_text_and_reuses_the_chat),
         cmocka_unit_test(test_stream_yields_deltas_in_order_and_a_finish_with_usage),
         cmocka_unit_test(test_client_tool_runs_locally_and_its_result_reaches_the_server),
+        cmocka_unit_test(test_a_server_side_tool_streams_as_a_provider_executed_call_and_result),
         cmocka_unit_test(test_structured_output_returns_the_validated_value),
         cmocka_unit_test(test_validation_exhausted_receipt_raises_its_typed_error),
         cmocka_unit_test(test_a_failed_turn_raises_the_chat_error_with_its_kind_and_status),

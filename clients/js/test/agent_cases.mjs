@@ -114,6 +114,24 @@ const cases = {
     return `steps=${r.steps.length} text=${JSON.stringify(r.text)}`;
   },
 
+  async server_tool() {
+    // A tool the worker runs itself streams as a provider-executed call and its result.
+    const agent = new ChatfleetAgent({ baseUrl: url, token });
+    const r = await agent.stream({ prompt: "what time is it [sim:tool time]" });
+    const parts = [];
+    for await (const part of r.fullStream) parts.push(part);
+    const call = parts.find((p) => p.type === "tool-call");
+    const result = parts.find((p) => p.type === "tool-result");
+    assert.ok(call, JSON.stringify(parts.map((p) => p.type)));
+    assert.equal(call.toolName, "time");
+    assert.equal(call.providerExecuted, true);
+    assert.ok(result, JSON.stringify(parts.map((p) => p.type)));
+    assert.equal(result.toolCallId, call.toolCallId);
+    assert.equal(parts.filter((p) => p.type === "tool-call").length, 1);
+    assert.ok((await r.text).startsWith("Tool results: time="), await r.text);
+    return `result=${JSON.stringify(result.output)}`;
+  },
+
   async structured() {
     const City = z.object({ city: z.string(), population: z.number().int() });
     const agent = new ChatfleetAgent({ baseUrl: url, token, output: Output.object({ schema: City }) });
