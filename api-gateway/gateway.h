@@ -50,6 +50,9 @@ typedef struct {
     /* The deployment's MCP servers by name (models_mcp_servers): what a chat may enable at
      * creation (ARCHITECTURE.md §7.7). */
     json_t *mcp_servers;
+    /* The operator console's files (console.h), or NULL: not served. */
+    const char *console_dir;
+    int64_t lease_stale_ms; /* CHATFLEET_LEASE_STALE_MS, for the admin API's lease view */
 } gateway_t;
 
 /* One transition (or several) applied to an open bundle; returns 0 or -1 with err set. */

@@ -4,7 +4,9 @@
  *   chatfleet-gateway [serve]       serve HTTP on CHATFLEET_HTTP_LISTEN (HTTPS with
  *                                   CHATFLEET_HTTP_TLS_CERT and _KEY, ARCHITECTURE.md §1.1)
  *   chatfleet-gateway migrate       apply migrations and exit (safe to run concurrently)
- *   chatfleet-gateway user-add NAME create a user; print a new API token (only) on stdout
+ *   chatfleet-gateway user-add [--admin] NAME
+ *                                   create a user (an operator with --admin: the admin API);
+ *                                   print a new API token (only) on stdout
  */
 #include "config.h"
 #include "db.h"
@@ -55,7 +57,9 @@ static int s_migrate(const config_t *cfg) {
     return applied < 0 ? 1 : 0;
 }
 
-static int s_user_add(const config_t *cfg, const char *name) {
+/* Creates user name (an operator when admin: the admin API's is_admin, 0006_user_admin.sql)
+ * and prints its new token. */
+static int s_user_add(const config_t *cfg, const char *name, bool admin) {
     PGconn *conn = s_connect(cfg, "chatfleet-gateway user-add");
     if (!conn) {
         return 1;
@@ -69,19 +73,19 @@ static int s_user_add(const config_t *cfg, const char *name) {
         snprintf(token + 3 + 2 * i, 3, "%02x", raw[i]);
     }
     char err[256];
-    const char *p[] = {uid, name, tid, token};
+    const char *p[] = {uid, name, tid, token, admin ? "true" : "false"};
     /* Only the SHA-256 of the token is stored (PostgreSQL's sha256()). */
     db_err_t rc = db_exec(conn, err, sizeof err,
-                          "WITH u AS (INSERT INTO users (id, name) VALUES ($1, $2) RETURNING id)"
-                          " INSERT INTO api_tokens (id, user_id, token_sha256) SELECT $3, u.id,"
-                          " sha256(convert_to($4, 'UTF8')) FROM u",
-                          4, p);
+                          "WITH u AS (INSERT INTO users (id, name, is_admin) VALUES ($1, $2, $5)"
+                          " RETURNING id) INSERT INTO api_tokens (id, user_id, token_sha256)"
+                          " SELECT $3, u.id, sha256(convert_to($4, 'UTF8')) FROM u",
+                          5, p);
     PQfinish(conn);
     if (rc != DB_OK) {
         fprintf(stderr, "chatfleet-gateway: user-add %s failed: %s\n", name, err);
         return 1;
     }
-    log_info("user_added", "user_id=%s name=%s", uid, name);
+    log_info("user_added", "user_id=%s name=%s admin=%s", uid, name, admin ? "true" : "false");
     printf("%s\n", token);
     return 0;
 }
@@ -279,6 +283,12 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
         .mcp_servers = models_mcp_servers(cfg->config_path)};
     char *public_url = s_public_url(cfg);
     gw.public_url = public_url;
+    gw.lease_stale_ms = cfg->lease_stale_ms;
+    /* The console's files: CHATFLEET_CONSOLE_DIR, "off" for none, or the source tree's
+     * console/ (ARCHITECTURE.md §11, "Operator console"). */
+    gw.console_dir = !cfg->console_dir                 ? CHATFLEET_CONSOLE_DIR_DEFAULT
+                     : strcmp(cfg->console_dir, "off") ? cfg->console_dir
+                                                       : NULL;
     pthread_mutex_init(&gw.relay_lock, NULL);
     chatstate_configure(cfg->lease_stale_ms, 5 * 60 * 1000);
     gw.pool = pool_new(cfg->database_url, GATEWAY_POOL_SIZE, "chatfleet-gateway");
@@ -370,11 +380,13 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "migrate") == 0) {
         rc = s_migrate(cfg);
     } else if (strcmp(cmd, "user-add") == 0 && argc == 3) {
-        rc = s_user_add(cfg, argv[2]);
+        rc = s_user_add(cfg, argv[2], false);
+    } else if (strcmp(cmd, "user-add") == 0 && argc == 4 && !strcmp(argv[2], "--admin")) {
+        rc = s_user_add(cfg, argv[3], true);
     } else if (strcmp(cmd, "serve") == 0) {
         rc = s_serve(cfg);
     } else {
-        fprintf(stderr, "usage: chatfleet-gateway [serve | migrate | user-add NAME]\n");
+        fprintf(stderr, "usage: chatfleet-gateway [serve | migrate | user-add [--admin] NAME]\n");
         rc = 2;
     }
     curve_set_default(NULL);

@@ -1,13 +1,29 @@
-/* routes: joins the route tables of routes_chat.c and routes_message.c; see routes.h. */
+/* routes: joins the route tables of routes_chat.c, routes_message.c, admin.c and console.c;
+ * see routes.h. */
 #include "routes.h"
+#include "admin.h"
+#include "console.h"
 #include "mem.h"
 
 #include <string.h>
 
 http_route_t *routes_all(int *count) {
-    *count = chat_route_count + message_route_count;
+    const struct {
+        const http_route_t *table;
+        int n;
+    } tables[] = {{chat_route_table, chat_route_count},
+                  {message_route_table, message_route_count},
+                  {admin_route_table, admin_route_count},
+                  {console_route_table, console_route_count}};
+    *count = 0;
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        *count += tables[i].n;
+    }
     http_route_t *all = mem_calloc((size_t)*count, sizeof *all);
-    memcpy(all, chat_route_table, (size_t)chat_route_count * sizeof *all);
-    memcpy(all + chat_route_count, message_route_table, (size_t)message_route_count * sizeof *all);
+    int at = 0;
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        memcpy(all + at, tables[i].table, (size_t)tables[i].n * sizeof *all);
+        at += tables[i].n;
+    }
     return all;
 }

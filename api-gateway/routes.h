@@ -1,7 +1,8 @@
 /*
  * routes: the gateway's route tables. routes_chat.c holds the chat-level routes (create,
  * list, get, update, interrupt, tool-results, compact, clear, reconcile-invalid, models,
- * health); routes_message.c the message and queue routes; routes.c joins them.
+ * health); routes_message.c the message and queue routes; admin.c the admin API; console.c
+ * the operator console's files; routes.c joins them.
  */
 #ifndef CHATFLEET_ROUTES_H
 #define CHATFLEET_ROUTES_H

@@ -42,6 +42,7 @@ config_t *config_new(void) {
     self->http_tls_key = s_str("CHATFLEET_HTTP_TLS_KEY", NULL);
     self->http_tls_priorities = s_str("CHATFLEET_HTTP_TLS_PRIORITIES", CONFIG_TLS_PRIORITIES);
     self->public_url = s_str("CHATFLEET_PUBLIC_URL", NULL);
+    self->console_dir = s_str("CHATFLEET_CONSOLE_DIR", NULL);
     self->broker_pub = s_str("CHATFLEET_BROKER_PUB", "tcp://127.0.0.1:5601");
     self->broker_sub = s_str("CHATFLEET_BROKER_SUB", "tcp://127.0.0.1:5602");
     self->broker_relay = s_str("CHATFLEET_BROKER_RELAY", "tcp://127.0.0.1:5603");
@@ -102,6 +103,7 @@ void config_destroy(config_t **self_p) {
     free(self->http_tls_key);
     free(self->http_tls_priorities);
     free(self->public_url);
+    free(self->console_dir);
     free(self->broker_pub);
     free(self->broker_sub);
     free(self->broker_relay);
@@ -175,14 +177,16 @@ void config_log(const config_t *self) {
     config_redact_url(self->database_url, url, sizeof url);
     log_info("config",
              "database_url=%s http_listen=%s http_tls_cert=%s http_tls_key=%s "
-             "http_tls_priorities=%s public_url=%s broker_pub=%s broker_sub=%s broker_relay=%s "
+             "http_tls_priorities=%s public_url=%s console_dir=%s broker_pub=%s broker_sub=%s "
+             "broker_relay=%s "
              "config=%s log=%s lease_stale_ms=%lld heartbeat_ms=%lld acquire_poll_ms=%lld "
              "stream_poll_ms=%lld queue_max=%lld http_max_connections=%lld "
              "http_max_per_address=%lld http_head_timeout_ms=%lld http_body_timeout_ms=%lld "
              "http_io_threads=%lld http_threads=%lld stream_threads=%lld streams_per_user=%lld",
              url, self->http_listen, self->http_tls_cert ? self->http_tls_cert : "(unset)",
              self->http_tls_key ? self->http_tls_key : "(unset)", self->http_tls_priorities,
-             self->public_url ? self->public_url : "(listen address)", self->broker_pub,
+             self->public_url ? self->public_url : "(listen address)",
+             self->console_dir ? self->console_dir : "(built-in)", self->broker_pub,
              self->broker_sub, self->broker_relay,
              self->config_path ? self->config_path : "(built-in sim)", self->log_level,
              (long long)self->lease_stale_ms, (long long)self->heartbeat_ms,

@@ -21,6 +21,7 @@ typedef struct {
     char *http_tls_key;        /* CHATFLEET_HTTP_TLS_KEY: PEM private key file */
     char *http_tls_priorities; /* CHATFLEET_HTTP_TLS_PRIORITIES: GnuTLS priority string */
     char *public_url;          /* CHATFLEET_PUBLIC_URL: the gateway's advertised base URL */
+    char *console_dir;         /* CHATFLEET_CONSOLE_DIR: the console's files, "off", or NULL */
     char *broker_pub;          /* CHATFLEET_BROKER_PUB */
     char *broker_sub;          /* CHATFLEET_BROKER_SUB */
     char *broker_relay;        /* CHATFLEET_BROKER_RELAY */

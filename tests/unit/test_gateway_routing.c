@@ -492,10 +492,11 @@ static void test_real_paths_resolve_to_their_routes(void **u) {
     free(routes);
 }
 
-static void test_only_probes_metrics_and_the_agent_card_are_open(void **u) {
+static void test_only_probes_metrics_the_agent_card_and_the_console_files_are_open(void **u) {
     (void)u;
-    static const char *const open[] = {"/healthz", "/readyz", "/metrics",
-                                       "/.well-known/agent-card.json"};
+    static const char *const open[] = {"/healthz", "/readyz",
+                                       "/metrics", "/.well-known/agent-card.json",
+                                       "/console", "/console/{}"};
     http_route_t *routes;
     http_router_t r = s_recording_router(&routes);
     for (int i = 0; i < r.nroutes; i++) {
@@ -544,7 +545,7 @@ int main(void) {
         cmocka_unit_test(test_route_table_has_no_duplicate_method_and_pattern),
         cmocka_unit_test(test_every_route_is_reached_by_a_path_of_its_own),
         cmocka_unit_test(test_real_paths_resolve_to_their_routes),
-        cmocka_unit_test(test_only_probes_metrics_and_the_agent_card_are_open),
+        cmocka_unit_test(test_only_probes_metrics_the_agent_card_and_the_console_files_are_open),
     };
     return cmocka_run_group_tests(tests, s_setup, NULL);
 }

@@ -1,0 +1,24 @@
+/*
+ * console: serves the operator console's static files (console/ in the repository;
+ * ARCHITECTURE.md §11, "Operator console") under /console/ (/console redirects to
+ * /console/index.html; a path ending in '/' matches no route): index.html, JS modules and CSS
+ * read from the directory CHATFLEET_CONSOLE_DIR (default: the source tree's console/), no
+ * build step. Open routes: the page signs in with a token it sends on every API call. Only
+ * a plain file name of the directory is served (letters, digits, '-', '_', one extension of
+ * html, js, css, svg), at most CONSOLE_FILE_MAX_BYTES; anything else is 404.
+ */
+#ifndef CHATFLEET_CONSOLE_H
+#define CHATFLEET_CONSOLE_H
+
+#include "gateway.h"
+
+#define CONSOLE_FILE_MAX_BYTES (1024 * 1024) /* a console file larger than this is 404 */
+
+extern const http_route_t console_route_table[];
+extern const int console_route_count;
+
+/* The content type of a console file name, or NULL when the name is not one the console
+ * serves (exposed for unit tests). */
+const char *console_content_type(const char *name);
+
+#endif

@@ -1,0 +1,119 @@
+// The operator console in headless Chromium (puppeteer-core), against a real cluster; run by
+// tests/integration/test_console.c. Usage: node console_cases.mjs URL ADMIN_TOKEN OUT_DIR.
+// Prints "KILL_WORKER <worker_id>" when the harness must kill the worker holding the long
+// chat, then "ok console ..." when every check held; screenshots of each view go to OUT_DIR.
+
+import assert from "node:assert/strict";
+import puppeteer from "puppeteer-core";
+
+const [url, token, out] = process.argv.slice(2);
+const chromium = process.env.CHROMIUM || "/usr/bin/chromium";
+const errors = [];
+
+async function api(method, path, body) {
+  const res = await fetch(url + path, {
+    method,
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  assert.ok(res.ok, `${method} ${path}: ${res.status}`);
+  return res.status === 204 ? undefined : res.json();
+}
+
+const text = (page, sel) => page.$eval(sel, (e) => e.textContent);
+const shot = (page, name) => page.screenshot({ path: `${out}/${name}.png`, fullPage: true });
+
+const browser = await puppeteer.launch({
+  executablePath: chromium,
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+});
+let rc = 1;
+try {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 900 });
+  page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
+  page.on("pageerror", (e) => errors.push(String(e)));
+  page.setDefaultTimeout(30000);
+
+  // Sign in: /console redirects to /console/index.html, the sign-in form, then the chat list.
+  await page.goto(`${url}/console`);
+  assert.ok(page.url().endsWith("/console/index.html"), page.url());
+  await page.waitForSelector("#signin:not([hidden])");
+  await shot(page, "01-signin");
+  await page.type("#token", token);
+  await page.click("#signin-form button");
+  await page.waitForSelector("#chats:not([hidden])");
+  await shot(page, "02-chats");
+  console.log("step signin");
+
+  // A chat started from the page streams into it while the worker produces it: text seen
+  // while running is a strict prefix of the committed answer.
+  await page.type("#new-text", "Tell me a story [sim:slow 60] [sim:words 100]");
+  await page.click("#new-chat button");
+  await page.waitForFunction(() => /^#\/chats\/[0-9a-f-]{36}$/.test(location.hash));
+  const chatId = await page.evaluate(() => location.hash.slice(8));
+  await page.waitForFunction(() => document.getElementById("live").textContent.length > 30);
+  const partial = await text(page, "#live");
+  const statusWhileStreaming = await text(page, "#chat-status");
+  await shot(page, "03-chat-streaming");
+  await page.waitForSelector('#messages li[data-role="assistant"]', { timeout: 60000 });
+  await page.waitForFunction(() => document.getElementById("chat-status").textContent === "waiting");
+  const answer = (await text(page, '#messages li[data-role="assistant"]')).replace(/^assistant/, "");
+  assert.equal(statusWhileStreaming, "running");
+  assert.ok(answer.startsWith(partial) && partial.length < answer.length, `${partial} / ${answer}`);
+  assert.ok(await page.$(`#chat-list li[data-chat="${chatId}"]`), "the chat is not in the list");
+  await shot(page, "04-chat-done");
+  console.log(`step stream partial=${partial.length} answer=${answer.length}`);
+
+  // The cluster view: a long chat's lease under its worker; that worker killed, the view
+  // shows the chat taken over by another worker, within the lease (plus the acquire poll).
+  const long = await api("POST", "/api/v2/chats", {
+    content: [{ type: "text", text: "A long one [sim:slow 250] [sim:words 400]" }],
+  });
+  // Created elsewhere, it reaches the open list through the watch, running.
+  await page.waitForSelector(`#chat-list li[data-chat="${long.id}"] .status.running`);
+  console.log("step watch");
+  await page.goto(`${url}/console/index.html#/cluster`);
+  await page.waitForSelector(`#workers tr[data-chat="${long.id}"]`);
+  const before = await page.$eval(`#workers tr[data-chat="${long.id}"]`, (e) => e.dataset.worker);
+  const staleMs = Number(await text(page, "#lease-stale"));
+  const broker = await text(page, "#broker");
+  assert.ok(broker.startsWith("reachable, 2 worker(s) registered"), broker);
+  await shot(page, "05-cluster");
+  const killedAt = Date.now();
+  console.log(`KILL_WORKER ${before}`);
+  const takeover = `#takeovers li.takeover[data-chat="${long.id}"][data-from="${before}"]`;
+  await page.waitForSelector(takeover, { timeout: 60000 });
+  const tookMs = Date.now() - killedAt;
+  const after = await page.$eval(takeover, (e) => e.dataset.to);
+  assert.notEqual(after, before);
+  await page.waitForSelector(`#workers table[data-worker="${after}"] tr[data-chat="${long.id}"] td.fresh`);
+  // The lease goes stale after staleMs; an acquirer finds it within its poll (500 ms in the
+  // harness), and the page polls every second: this bound is generous for a loaded machine.
+  assert.ok(tookMs < staleMs + 15000, `the takeover showed after ${tookMs} ms`);
+  await shot(page, "06-takeover");
+  console.log(`step takeover from=${before} to=${after} ms=${tookMs} stale=${staleMs}`);
+
+  // Interrupt and archive from the chat view.
+  await page.goto(`${url}/console/index.html#/chats/${long.id}`);
+  await page.waitForFunction(() => document.getElementById("chat-status").textContent === "running");
+  await page.click("#interrupt");
+  await page.waitForFunction(() => document.getElementById("chat-status").textContent === "waiting");
+  await page.click("#archive");
+  await page.waitForFunction(() => location.hash === "#/chats");
+  await page.waitForSelector(`#chat-list li.archived[data-chat="${long.id}"]`);
+  assert.equal((await api("GET", `/api/v2/chats/${long.id}`)).archived, true);
+  await shot(page, "07-archived");
+  console.log("step interrupt_archive");
+
+  assert.deepEqual(errors, [], "console errors");
+  console.log(`ok console takeover_ms=${tookMs} stale_ms=${staleMs}`);
+  rc = 0;
+} catch (e) {
+  console.error(`FAIL console: ${e?.stack ?? e}`);
+  if (errors.length) console.error(`console errors: ${JSON.stringify(errors)}`);
+} finally {
+  await browser.close();
+}
+process.exit(rc);
