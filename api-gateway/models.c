@@ -33,10 +33,16 @@ static int s_bad(const char *path, size_t i, const char *field, const char *why)
 }
 
 static int s_check(const char *path, size_t i, json_t *m) {
-    static const char *const fields[] = {
-        "name",        "provider", "model",         "base_url",
-        "api_key_env", "default",  "context_limit", "native_structured_output",
-        NULL};
+    static const char *const fields[] = {"name",
+                                         "provider",
+                                         "model",
+                                         "base_url",
+                                         "api_key_env",
+                                         "default",
+                                         "context_limit",
+                                         "native_structured_output",
+                                         "compression_threshold",
+                                         NULL};
     const char *key;
     json_t *v;
     json_object_foreach(m, key, v) {
@@ -59,6 +65,15 @@ static int s_check(const char *path, size_t i, json_t *m) {
     }
     if (!json_is_string(json_object_get(m, "model"))) {
         return s_bad(path, i, "model", "must be a string");
+    }
+    const json_t *cl = json_object_get(m, "context_limit");
+    if (cl && !(json_is_integer(cl) && json_integer_value(cl) > 0)) {
+        return s_bad(path, i, "context_limit", "must be a positive integer (tokens)");
+    }
+    const json_t *ct = json_object_get(m, "compression_threshold");
+    if (ct &&
+        !(json_is_integer(ct) && json_integer_value(ct) >= 0 && json_integer_value(ct) <= 100)) {
+        return s_bad(path, i, "compression_threshold", "must be an integer from 0 to 100");
     }
     return 0;
 }
@@ -123,6 +138,11 @@ int models_sync(PGconn *conn, const char *path) {
         if (json_is_integer(cl)) {
             snprintf(limit, sizeof limit, "%lld", (long long)json_integer_value(cl));
         }
+        char threshold[8] = "";
+        json_t *ct = json_object_get(m, "compression_threshold");
+        if (json_is_integer(ct)) {
+            snprintf(threshold, sizeof threshold, "%d", (int)json_integer_value(ct));
+        }
         const char *p[] = {id,
                            json_string_value(json_object_get(m, "name")),
                            json_string_value(json_object_get(m, "provider")),
@@ -131,18 +151,19 @@ int models_sync(PGconn *conn, const char *path) {
                            json_string_value(json_object_get(m, "api_key_env")),
                            i == dflt ? "t" : "f",
                            limit[0] ? limit : NULL,
-                           json_is_true(json_object_get(m, "native_structured_output")) ? "t"
-                                                                                        : "f"};
+                           json_is_true(json_object_get(m, "native_structured_output")) ? "t" : "f",
+                           threshold[0] ? threshold : NULL};
         rc = db_exec(conn, err, sizeof err,
                      "INSERT INTO model_configs (id, name, provider, model, base_url, api_key_env,"
-                     " is_default, context_limit, native_structured_output) VALUES ($1, $2, $3,"
-                     " $4, $5, $6, $7::boolean, $8::bigint, $9::boolean) ON CONFLICT (name) DO"
+                     " is_default, context_limit, native_structured_output, compression_threshold)"
+                     " VALUES ($1, $2, $3, $4, $5, $6, $7::boolean, $8::bigint, $9::boolean,"
+                     " $10::int) ON CONFLICT (name) DO"
                      " UPDATE SET provider = EXCLUDED.provider, model = EXCLUDED.model,"
                      " base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env,"
                      " is_default = EXCLUDED.is_default, context_limit = EXCLUDED.context_limit,"
                      " native_structured_output = EXCLUDED.native_structured_output,"
-                     " updated_at = now()",
-                     9, p) == DB_OK
+                     " compression_threshold = EXCLUDED.compression_threshold, updated_at = now()",
+                     10, p) == DB_OK
                  ? 0
                  : -1;
         if (rc == 0) {

@@ -55,8 +55,33 @@ static int s_num(const char *name, int64_t dflt, int64_t min, int64_t *out) {
 
 static int s_options(worker_options_t *o);
 
+/* The compaction settings: the override's name (at most COMPACTION_MODEL_NAME_MAX - 1
+ * bytes) and the default threshold (0..100). */
+static int s_compaction(compaction_config_t *c) {
+    const char *model = getenv("CHATFLEET_COMPACTION_MODEL");
+    if (model && strlen(model) >= sizeof c->model) {
+        fprintf(stderr, "config: CHATFLEET_COMPACTION_MODEL must be at most %zu bytes\n",
+                sizeof c->model - 1);
+        return -1;
+    }
+    snprintf(c->model, sizeof c->model, "%s", model ? model : "");
+    int64_t pct = 0;
+    if (s_num("CHATFLEET_COMPACTION_THRESHOLD_PERCENT", 70, 0, &pct) != 0) {
+        return -1;
+    }
+    if (pct > 100) {
+        fprintf(stderr,
+                "config: CHATFLEET_COMPACTION_THRESHOLD_PERCENT must be at most 100 (got"
+                " %lld)\n",
+                (long long)pct);
+        return -1;
+    }
+    c->default_threshold = (int)pct;
+    return 0;
+}
+
 int worker_options_load(worker_options_t *o) {
-    int rc = s_options(o);
+    int rc = s_options(o) || s_compaction(&o->compaction) ? -1 : 0;
     /* Limiter slots are PostgreSQL integers (chat_heartbeats.slot). */
     if (rc == 0 && o->max_chats > INT32_MAX) {
         fprintf(stderr, "config: CHATFLEET_WORKER_MAX_CHATS must be at most %d (got %lld)\n",
@@ -137,6 +162,7 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
     env->retry_max_ms = opts->retry_max_ms;
     env->sim_chunk_ms = opts->sim_chunk_ms;
     env->ra_default_ms = opts->ra_deadline_ms;
+    env->compaction = opts->compaction;
     manager_args_t ma = {.env = env,
                          .leases = self->leases,
                          .database_url = cfg->database_url,
@@ -175,12 +201,15 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
     log_info("worker_started",
              "worker_id=%s max_chats=%lld sync_ms=%lld max_retries=%lld max_steps=%lld "
              "retry_base_ms=%lld retry_max_ms=%lld sim_chunk_ms=%lld "
-             "requires_action_deadline_ms=%lld drain_ms=%lld db_conns=%lld task_conns=%d",
+             "requires_action_deadline_ms=%lld drain_ms=%lld db_conns=%lld task_conns=%d "
+             "compaction_model=%s compaction_threshold_percent=%d",
              self->id, (long long)opts->max_chats, (long long)opts->sync_ms,
              (long long)opts->max_retries, (long long)opts->max_steps,
              (long long)opts->retry_base_ms, (long long)opts->retry_max_ms,
              (long long)opts->sim_chunk_ms, (long long)opts->ra_deadline_ms,
-             (long long)opts->drain_ms, (long long)opts->db_conns, task_conns);
+             (long long)opts->drain_ms, (long long)opts->db_conns, task_conns,
+             opts->compaction.model[0] ? opts->compaction.model : "-",
+             opts->compaction.default_threshold);
     return self;
 }
 
