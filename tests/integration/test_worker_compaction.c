@@ -12,7 +12,8 @@
  * reply's usage over the binding trigger compacts before the next model call (source
  * "automatic", the summary on the override) and the turn goes on on the pruned prompt; a first
  * reply after the summary still over it is the terminal error; the override trigger binds
- * when the chat trigger is off; the owner's threshold wins over the model's; kill -9 during
+ * when the chat trigger is off; the owner's threshold, set through PUT /chats/config/user-
+ * compaction-thresholds/{model}, wins over the model's; kill -9 during
  * an automatic summary leaves one triplet.
  */
 #include <setjmp.h>
@@ -617,28 +618,28 @@ static void test_the_override_trigger_binds_below_a_disabled_chat_trigger(void *
 static void test_the_owner_threshold_wins_over_the_model_threshold(void **u) {
     (void)u;
     char *chat = s_auto_chat("auto", "chi question", 600);
-    char *ok = cluster_sql(s_cluster,
-                           "INSERT INTO user_compaction_thresholds (user_id, model_config_id,"
-                           " threshold_percent) SELECT owner_id, model_config_id, 90 FROM chats"
-                           " WHERE id = '%s' RETURNING 'ok'",
-                           chat);
-    assert_string_equal(ok, "ok");
-    free(ok);
+    const char *path = "/config/user-compaction-thresholds/auto";
+    assert_int_equal(s_http("PUT", NULL, path, "{\"threshold_percent\":101}"), 400);
+    assert_int_equal(s_http("PUT", NULL, "/config/user-compaction-thresholds/nope",
+                            "{\"threshold_percent\":90}"),
+                     404);
+    assert_int_equal(s_http("PUT", NULL, path, "{\"threshold_percent\":90}"), 200);
     int before = mockprov_request_count(s_mock);
     s_push_reply("psi answer", 0, 600); /* 610 < 900 */
     s_turn(chat, "psi question", "waiting");
     assert_int_equal(mockprov_request_count(s_mock) - before, 1);
-    ok = cluster_sql(s_cluster,
-                     "UPDATE user_compaction_thresholds SET threshold_percent = 10 RETURNING 'ok'");
-    assert_string_equal(ok, "ok");
-    free(ok);
+    assert_int_equal(s_http("PUT", NULL, path, "{\"threshold_percent\":10}"), 200);
+    char *got = cluster_sql(s_cluster, "SELECT threshold_percent FROM user_compaction_thresholds");
+    assert_string_equal(got, "10");
+    free(got);
     s_push_summary("SUMMARY-OWNER", 0);
     s_push_reply("omega answer", 0, 100);
     s_turn(chat, "omega question", "waiting");
     s_assert_trigger(chat, "10:1000:1000:mockcompact");
-    ok = cluster_sql(s_cluster, "DELETE FROM user_compaction_thresholds RETURNING 'ok'");
-    assert_string_equal(ok, "ok");
-    free(ok);
+    assert_int_equal(s_http("DELETE", NULL, path, NULL), 204);
+    got = cluster_sql(s_cluster, "SELECT count(*) FROM user_compaction_thresholds");
+    assert_string_equal(got, "0");
+    free(got);
     free(chat);
 }
 
