@@ -352,8 +352,48 @@ static void s_queue_promote(void *app, http_req_t *req, http_resp_t *resp) {
     s_queue_op(app, req, resp, true);
 }
 
+/* The sums of the usage the chat's messages carry (ARCHITECTURE.md §7.7): every row with
+ * usage, deleted ones included (their tokens were spent), grouped by the row's model config;
+ * the ROLLUP row is the chat's total. */
+static void s_usage(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    PGconn *conn = pool_get(gw->pool);
+    json_t *chat = gateway_chat_json(conn, req->params[0], req->user_id, resp);
+    const char *p[] = {req->params[0]};
+    json_t *rows =
+        chat ? gateway_rows(
+                   conn,
+                   "SELECT jsonb_build_object('model', CASE WHEN grouping(mc.name) = 1 THEN NULL"
+                   " ELSE coalesce(mc.name, '') END, 'messages', count(*),"
+                   " 'input_tokens', coalesce(sum((m.usage ->> 'input_tokens')::bigint), 0),"
+                   " 'output_tokens', coalesce(sum((m.usage ->> 'output_tokens')::bigint), 0),"
+                   " 'cache_read_tokens', coalesce(sum((m.usage ->> 'cache_read_tokens')::bigint),"
+                   " 0), 'cache_creation_tokens', coalesce(sum((m.usage ->>"
+                   " 'cache_creation_tokens')::bigint), 0), 'reasoning_tokens',"
+                   " coalesce(sum((m.usage ->> 'reasoning_tokens')::bigint), 0),"
+                   " 'total_cost_micros', coalesce(sum((m.usage ->> 'total_cost_micros')::bigint),"
+                   " 0)) FROM chat_messages m LEFT JOIN model_configs mc ON mc.id ="
+                   " m.model_config_id WHERE m.chat_id = $1::uuid AND m.usage IS NOT NULL"
+                   " GROUP BY ROLLUP (mc.name) ORDER BY grouping(mc.name), mc.name",
+                   1, p, resp)
+             : NULL;
+    pool_put(gw->pool, conn);
+    if (rows) {
+        /* The last row is the total; with no usage at all it is the only one. */
+        size_t n = json_array_size(rows);
+        json_t *total = json_incref(json_array_get(rows, n - 1));
+        json_object_del(total, "model");
+        json_array_remove(rows, n - 1);
+        json_object_set_new(total, "chat_id", json_string(req->params[0]));
+        json_object_set_new(total, "by_model", rows);
+        http_json(resp, 200, total);
+    }
+    json_decref(chat);
+}
+
 const http_route_t message_route_table[] = {
     {"GET", "/api/v2/chats/{}/messages", s_list, false},
+    {"GET", "/api/v2/chats/{}/usage", s_usage, false},
     {"POST", "/api/v2/chats/{}/messages", s_send, false},
     {"PATCH", "/api/v2/chats/{}/messages/{}", s_edit, false},
     {"DELETE", "/api/v2/chats/{}/queue/{}", s_queue_delete, false},

@@ -3,6 +3,7 @@
 #include "id.h"
 #include "jsonout.h"
 #include "mem.h"
+#include "usage.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,19 +127,6 @@ static int64_t s_int(const json_t *obj, const char *key) {
     return json_is_integer(v) && json_integer_value(v) >= 0 ? (int64_t)json_integer_value(v) : -1;
 }
 
-int64_t compaction_context_tokens(const json_t *usage) {
-    int64_t ctx = s_int(usage, "context_tokens");
-    if (ctx >= 0) {
-        return ctx;
-    }
-    int64_t in = s_int(usage, "input_tokens");
-    int64_t out = s_int(usage, "output_tokens");
-    if (in < 0 && out < 0) {
-        return -1;
-    }
-    return (in > 0 ? in : 0) + (out > 0 ? out : 0);
-}
-
 compaction_gate_t compaction_gate(const json_t *messages, const json_t *summary,
                                   const compaction_trigger_t *t, int64_t *tokens) {
     *tokens = -1;
@@ -150,7 +138,7 @@ compaction_gate_t compaction_gate(const json_t *messages, const json_t *summary,
             json_is_true(json_object_get(m, "compressed"))) {
             continue;
         }
-        int64_t n = compaction_context_tokens(json_object_get(m, "usage"));
+        int64_t n = usage_context_tokens(json_object_get(m, "usage"));
         if (n >= 0) {
             *tokens = n;
             replies++;

@@ -59,11 +59,6 @@ typedef struct {
  * and an override whose window is override_limit (-1: no override resolves; 0: unknown). */
 compaction_trigger_t compaction_trigger(int64_t chat_limit, int threshold, int64_t override_limit);
 
-/* The context size a stored usage object reports, in tokens: "context_tokens" when the
- * provider reported it, else input_tokens + output_tokens (the next prompt holds both).
- * -1 when usage holds neither. */
-int64_t compaction_context_tokens(const json_t *usage);
-
 typedef enum {
     COMPACTION_GATE_NONE = 0,   /* below the binding point, no usage known, or no trigger */
     COMPACTION_GATE_RUN,        /* compact automatically before calling the model */
@@ -71,13 +66,13 @@ typedef enum {
 } compaction_gate_t;
 
 /* The automatic gate before a model call. messages: history_t.messages (from the latest
- * boundary; assistant rows carry "usage"); summary: the chat_summarized result that follows
- * the latest boundary, or NULL when that boundary is a clear or there is none. The latest
- * usage is the newest uncompressed assistant row's after the boundary (a summary's own usage
- * sits on its compressed call row, which is never model-visible). Still over limit: that row
- * is the first reply after a summary recorded under the same threshold and trigger window,
- * and the threshold is not 0 ("always compact"). *tokens receives the context size read (-1:
- * none). */
+ * boundary; assistant rows carry "usage", read by usage_context_tokens); summary: the
+ * chat_summarized result that follows the latest boundary, or NULL when that boundary is a clear or
+ * there is none. The latest usage is the newest uncompressed assistant row's after the boundary (a
+ * summary's own usage sits on its compressed call row, which is never model-visible). Still over
+ * limit: that row is the first reply after a summary recorded under the same threshold and trigger
+ * window, and the threshold is not 0 ("always compact"). *tokens receives the context size read
+ * (-1: none). */
 compaction_gate_t compaction_gate(const json_t *messages, const json_t *summary,
                                   const compaction_trigger_t *t, int64_t *tokens);
 

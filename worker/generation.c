@@ -11,6 +11,7 @@
 #include "provider.h"
 #include "structured.h"
 #include "tools.h"
+#include "usage.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -445,6 +446,7 @@ struct s_gen {
     structured_turn_t turn;
     bool open; /* turn holds an open structured request */
     provider_model_t model;
+    const json_t *model_cfg; /* the config model was made from (in h): its prices, its window */
     const char *model_config_id;
     json_t *prompt;
     json_t *tools;
@@ -509,6 +511,19 @@ static void s_check_summary(taskctx_t *ctx) {
     free(text);
 }
 
+/* The reply's usage as it is stored (ARCHITECTURE.md §7.7): context size, the model's window
+ * and the cost from its prices; counted by model for /metrics. */
+static void s_price(taskctx_t *ctx) {
+    s_gen_t *g = ctx->body;
+    provider_result_t *res = &ctx->call_res;
+    const json_t *cl = json_object_get(g->model_cfg, "context_limit");
+    json_t *priced = usage_priced(res->usage, json_object_get(g->model_cfg, "prices"),
+                                  json_is_integer(cl) ? (int64_t)json_integer_value(cl) : 0);
+    json_decref(res->usage);
+    res->usage = priced;
+    usagemeter_add(ctx->env->usage, g->model.name, res->usage);
+}
+
 /* The phase after a model call: commit the reply, or handle the failure. */
 static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
     s_gen_t *g = ctx->body;
@@ -526,6 +541,7 @@ static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
         s_check_summary(ctx);
     }
     if (ctx->call_rc == PROVIDER_OK) {
+        s_price(ctx);
         log_info("model_reply", "chat_id=%s provider=%s attempt=%lld ms=%lld parts=%zu finish=%s",
                  ctx->chat_id, g->model.provider, (long long)attempt, (long long)ms,
                  json_array_size(res->content), res->finish[0] ? res->finish : "stop");
@@ -650,7 +666,8 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
         g->turn.request_id = g->h.request_id; /* it borrowed from the history that moved */
     }
     /* The override makes only the summary: the rows keep the chat's model. */
-    s_model_of(compact && g->h.summarizer ? g->h.summarizer : g->h.model, &g->model);
+    g->model_cfg = compact && g->h.summarizer ? g->h.summarizer : g->h.model;
+    s_model_of(g->model_cfg, &g->model);
     g->model_config_id = json_string_value(json_object_get(g->h.model, "id"));
     g->compact = compact;
     g->source = source;

@@ -125,7 +125,8 @@ static int s_load_request(PGconn *conn, const char *chat_id, history_t *out) {
     "json_build_object('id', m.id, 'name', m.name, 'provider', m.provider, 'model', m.model,"      \
     " 'base_url', m.base_url, 'api_key_env', m.api_key_env, 'native_structured_output',"           \
     " m.native_structured_output, 'context_limit', m.context_limit, 'compression_threshold',"      \
-    " m.compression_threshold, 'user_threshold', (SELECT u.threshold_percent FROM"                 \
+    " m.compression_threshold, 'prices', m.prices, 'user_threshold', (SELECT u.threshold_percent " \
+    "FROM"                                                                                         \
     " user_compaction_thresholds u JOIN chats c ON c.owner_id = u.user_id WHERE c.id ="            \
     " $2::uuid AND u.model_config_id = m.id))::text"
 

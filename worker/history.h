@@ -36,8 +36,8 @@ typedef struct {
                                   boundary (system rows always), oldest first */
     json_t *model;             /* owned: {"id","name","provider","model","base_url","api_key_env",
                                   "native_structured_output","context_limit",
-                                  "compression_threshold","user_threshold"} or null when none
-                                  resolves */
+                                  "compression_threshold","prices","user_threshold"} or null
+                                  when none resolves */
     /* Automatic compaction (ARCHITECTURE.md §7.6). */
     json_t *summarizer; /* owned: the compaction model override's config (the shape of model),
                            or NULL when none is configured or it does not resolve */

@@ -26,6 +26,7 @@
 #include "hint.h"
 #include "partbuf.h"
 #include "provider.h"
+#include "usagemeter.h"
 
 #include <czmq.h>
 #include <pthread.h>
@@ -86,6 +87,7 @@ typedef struct {
     int64_t sim_chunk_ms;           /* the sim provider's default pace */
     int64_t ra_default_ms;          /* deadline used when requires_action has none recorded */
     compaction_config_t compaction; /* automatic compaction's settings (ARCHITECTURE.md §7.6) */
+    usagemeter_t *usage;            /* tokens and cost by model (ARCHITECTURE.md §7.7) */
     taskctx_counters_t counters;
 } taskctx_env_t;
 

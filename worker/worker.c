@@ -163,6 +163,7 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
     env->sim_chunk_ms = opts->sim_chunk_ms;
     env->ra_default_ms = opts->ra_deadline_ms;
     env->compaction = opts->compaction;
+    env->usage = usagemeter_new();
     manager_args_t ma = {.env = env,
                          .leases = self->leases,
                          .database_url = cfg->database_url,
@@ -246,6 +247,7 @@ void worker_destroy(worker_t **self_p) {
     }
     dbpool_destroy(&self->env.pool);
     partbuf_destroy(&self->partbuf);
+    usagemeter_destroy(&self->env.usage);
     bus_publisher_destroy(&self->pub);
     free(self);
     *self_p = NULL;
@@ -368,7 +370,8 @@ static char *s_capacity_metrics(worker_t *self, char *text) {
 char *worker_metrics(worker_t *self) {
     s_reading_t r;
     s_read(self, &r);
-    return s_capacity_metrics(self, s_model_metrics(self, s_counter_metrics(self, &r)));
+    char *text = s_capacity_metrics(self, s_model_metrics(self, s_counter_metrics(self, &r)));
+    return usagemeter_metrics(self->env.usage, self->id, text);
 }
 
 static char *s_counter_metrics(worker_t *self, const s_reading_t *rp) {

@@ -5,6 +5,10 @@
 ALTER TABLE model_configs ADD COLUMN compression_threshold int
     CHECK (compression_threshold BETWEEN 0 AND 100);
 
+-- Usage and cost (ARCHITECTURE.md §7.7): USD per million tokens, {"input", "output",
+-- "cache_read"?, "cache_write"?}; the worker stamps each reply's cost from them.
+ALTER TABLE model_configs ADD COLUMN prices jsonb CHECK (jsonb_typeof(prices) = 'object');
+
 CREATE TABLE user_compaction_thresholds (
     user_id uuid NOT NULL REFERENCES users (id) ON DELETE CASCADE,
     model_config_id uuid NOT NULL REFERENCES model_configs (id) ON DELETE CASCADE,
