@@ -80,34 +80,6 @@ static int s_dynamic_tools(json_t *tools, const char *key, http_resp_t *resp) {
 }
 
 /* Resolves the optional model name to a config id (the default when omitted). */
-static int s_model(PGconn *conn, json_t *model, char id[ID_UUID_LEN + 1], http_resp_t *resp) {
-    if (model && !json_is_string(model)) {
-        http_invalid(resp, "model", "must be a model config name");
-        return -1;
-    }
-    const char *p[] = {model ? json_string_value(model) : NULL};
-    db_err_t e;
-    PGresult *res = db_query(conn, &e, NULL, 0,
-                             "SELECT id FROM model_configs WHERE ($1::text IS NULL AND is_default)"
-                             " OR name = $1",
-                             1, p);
-    if (!res) {
-        http_error(resp, 500, "Internal error.", "database unavailable");
-        return -1;
-    }
-    int n = PQntuples(res);
-    if (n == 1) {
-        snprintf(id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
-    }
-    PQclear(res);
-    if (n != 1) {
-        http_invalid(resp, "model",
-                     model ? "no model config has this name" : "no default model is configured");
-        return -1;
-    }
-    return 0;
-}
-
 static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     json_t *body = gateway_body(req, resp, false);
@@ -148,7 +120,7 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     if (!(content = gateway_content(json_object_get(body, "content"), "content", true, resp)) ||
         (dyn && s_dynamic_tools(dyn, dyn_key, resp) != 0) ||
         gateway_format(body, dyn, &format, resp) != 0 ||
-        s_model(conn, json_object_get(body, "model"), model_id, resp) != 0) {
+        gateway_model_id(conn, json_object_get(body, "model"), model_id, resp) != 0) {
         goto done;
     }
     if (format.structured && json_array_size(json_object_get(body, "content")) == 0) {

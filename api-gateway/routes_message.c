@@ -123,6 +123,7 @@ typedef struct {
     http_resp_t *resp;
     gateway_format_t format;
     cs_edit_format_t edit_format;
+    char model_id[ID_UUID_LEN + 1]; /* the model the message asks for, by configured name */
 } send_t;
 
 /* Collects what the bundle inserted and deleted before it is committed and freed. */
@@ -184,17 +185,14 @@ static json_t *s_find(json_t *rows, int64_t id) {
     return NULL;
 }
 
-/* Parses {content, busy_behavior?} shared by send and edit. */
+/* Parses {content, busy_behavior?, model?, response_format?} shared by send and edit (the
+ * model and the format are read against the database by s_format). */
 static int s_parse(http_req_t *req, http_resp_t *resp, json_t **body, send_t *s, bool edit) {
     static const char *const send_fields[] = {"content", "busy_behavior", "model",
                                               "response_format", NULL};
     static const char *const edit_fields[] = {"content", "model", "response_format", NULL};
     if (!(*body = gateway_body(req, resp, false)) ||
         gateway_only_fields(*body, edit ? edit_fields : send_fields, "", resp) != 0) {
-        return -1;
-    }
-    if (json_object_get(*body, "model")) {
-        http_invalid(resp, "model", "changing the model per message is not supported yet");
         return -1;
     }
     json_t *busy = json_object_get(*body, "busy_behavior");
@@ -216,6 +214,15 @@ static int s_parse(http_req_t *req, http_resp_t *resp, json_t **body, send_t *s,
  * bad format changes nothing). For an edit, an omitted or null format preserves the edited
  * message's, {"type":"text"} clears it and a json_schema replaces it. */
 static int s_format(send_t *s, const http_req_t *req, json_t *body, bool edit) {
+    /* A model by its configured name: the message's turn runs on it, and it becomes the
+     * chat's model when the message enters the history (ARCHITECTURE.md §7.1). */
+    json_t *model = json_object_get(body, "model");
+    if (model) {
+        if (gateway_model_id(s->conn, model, s->model_id, s->resp) != 0) {
+            return -1;
+        }
+        s->msg.model_config_id = s->model_id;
+    }
     json_t *tools = NULL;
     if (json_object_get(body, "response_format")) {
         const char *p[] = {req->params[0], req->user_id};

@@ -6,7 +6,9 @@
  * the value; the requests the worker sent carry the finalizer tool and the replayed result.
  * Usage (ARCHITECTURE.md §7.7): each reply's usage priced from the configured prices, the
  * per-chat totals over GET /chats/{id}/usage equal to the sum of the messages, and the
- * worker's cost counter by model equal to what the messages of that model hold.
+ * worker's cost counter by model equal to what the messages of that model hold. A model per
+ * message: a queued message naming another model runs on it (the mock records which wire),
+ * and so does an edit; the chat records its last model.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -342,6 +344,88 @@ static void test_usage_is_priced_totalled_per_chat_and_counted_by_model(void **u
     free(o);
 }
 
+/* METHOD the chat's path with body: the status. */
+static long s_call(const char *method, const char *chat, const char *path, const char *body) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s%s", cluster_url(s_cluster, 0), chat, path);
+    proc_http_t r;
+    assert_int_equal(proc_http(method, url, cluster_token(s_cluster), body, &r), 0);
+    long status = r.status;
+    proc_http_free(&r);
+    return status;
+}
+
+/* The path of the mock's latest request (caller frees). */
+static char *s_last_path(void) {
+    json_t *req = mockprov_request(s_mock, mockprov_request_count(s_mock) - 1);
+    char *path = mem_strdup(json_string_value(json_object_get(req, "path")));
+    json_decref(req);
+    return path;
+}
+
+static void test_a_message_with_another_model_runs_on_it_and_the_chat_records_it(void **u) {
+    (void)u;
+    /* The first turn is slow, so that the next message waits in the queue. */
+    mockprov_reply_t *r = mockprov_reply_new(200, s_wires[0].type);
+    mockprov_reply_chunk(r, s_wires[0].text, 1, 1500);
+    mockprov_reply_body(r, s_wires[0].text + 1, 7, 0);
+    mockprov_push(s_mock, &r);
+    s_push(s_wires[1].type, s_wires[1].text);
+    json_t *c = s_post("/api/v2/chats", "{\"content\":[{\"type\":\"text\",\"text\":\"first\"}],"
+                                        "\"model\":\"openai-mock\"}");
+    char *chat = mem_strdup(json_string_value(json_object_get(c, "id")));
+    json_decref(c);
+    assert_int_equal(
+        s_call("POST", chat, "/messages",
+               "{\"content\":[{\"type\":\"text\",\"text\":\"x\"}],\"model\":\"nope\"}"),
+        400);
+    assert_int_equal(s_call("POST", chat, "/messages",
+                            "{\"content\":[{\"type\":\"text\",\"text\":\"queued\"}],"
+                            "\"model\":\"anthropic-mock\"}"),
+                     200);
+    char *q = mem_printf("SELECT count(*) || ':' || (SELECT status FROM chats WHERE id = '%s')"
+                         " FROM chat_messages WHERE chat_id = '%s' AND role = 'assistant'",
+                         chat, chat);
+    assert_true(cluster_wait(s_cluster, q, "2:waiting", WAIT_MS) >= 0);
+    free(q);
+    /* The queued message ran on its own model, which the chat and the rows now record. */
+    char *path = s_last_path();
+    assert_string_equal(path, "/v1/messages");
+    free(path);
+    char *rec = cluster_sql(s_cluster,
+                            "SELECT (SELECT name FROM model_configs WHERE id = c.model_config_id)"
+                            " || ':' || (SELECT string_agg(coalesce(mc.name, '-'), ',' ORDER BY"
+                            " m.id) FROM chat_messages m LEFT JOIN model_configs mc ON mc.id ="
+                            " m.model_config_id WHERE m.chat_id = c.id AND m.role IN ('user',"
+                            " 'assistant')) FROM chats c WHERE c.id = '%s'",
+                            chat);
+    assert_string_equal(rec,
+                        "anthropic-mock:openai-mock,openai-mock,anthropic-mock,anthropic-mock");
+    free(rec);
+    /* An edit with a model runs on that one. */
+    s_push(s_wires[2].type, s_wires[2].text);
+    char *mid = cluster_sql(s_cluster,
+                            "SELECT min(id) FROM chat_messages WHERE chat_id = '%s' AND role ="
+                            " 'user'",
+                            chat);
+    char *edit_path = mem_printf("/messages/%s", mid);
+    assert_int_equal(s_call("PATCH", chat, edit_path,
+                            "{\"content\":[{\"type\":\"text\",\"text\":\"edited\"}],"
+                            "\"model\":\"ollama-mock\"}"),
+                     200);
+    q = mem_printf("SELECT (SELECT name FROM model_configs WHERE id = model_config_id) || ':' ||"
+                   " status FROM chats WHERE id = '%s'",
+                   chat);
+    assert_true(cluster_wait(s_cluster, q, "ollama-mock:waiting", WAIT_MS) >= 0);
+    free(q);
+    path = s_last_path();
+    assert_string_equal(path, "/api/chat");
+    free(path);
+    free(edit_path);
+    free(mid);
+    free(chat);
+}
+
 static int s_setup(void **state) {
     (void)state;
     s_mock = mockprov_new();
@@ -384,6 +468,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_wire_format_answers_text_and_structured_requests),
         cmocka_unit_test(test_usage_is_priced_totalled_per_chat_and_counted_by_model),
+        cmocka_unit_test(test_a_message_with_another_model_runs_on_it_and_the_chat_records_it),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
