@@ -10,6 +10,7 @@
 #include "outformat.h"
 #include "provider.h"
 #include "structured.h"
+#include "title.h"
 #include "tools.h"
 #include "usage.h"
 
@@ -457,6 +458,12 @@ struct s_gen {
                                COMPACTION_AUTOMATIC; NULL for any other call */
     bool compact;           /* source is set */
     json_t *replay;         /* compact: the trailing user rows' contents, replayed after it */
+    /* The title call that goes first on a new chat's first step (ARCHITECTURE.md §7.8). */
+    outformat_t *title_fmt;
+    json_t *title_prompt;
+    json_t *no_tools;
+    provider_model_t title_model;
+    int64_t first_attempt; /* the main call's recorded attempt (0: not recorded yet) */
     char call_id[COMPACTION_CALL_ID_MAX]; /* compact: the chat_summarized call's id */
 };
 
@@ -465,6 +472,9 @@ static void s_gen_free(void *arg) {
     json_decref(g->prompt);
     json_decref(g->tools);
     json_decref(g->replay);
+    outformat_destroy(&g->title_fmt);
+    json_decref(g->title_prompt);
+    json_decref(g->no_tools);
     structured_turn_close(&g->turn);
     history_clear(&g->h);
     free(g);
@@ -511,17 +521,17 @@ static void s_check_summary(taskctx_t *ctx) {
     free(text);
 }
 
-/* The reply's usage as it is stored (ARCHITECTURE.md §7.7): context size, the model's window
- * and the cost from its prices; counted by model for /metrics. */
-static void s_price(taskctx_t *ctx) {
-    s_gen_t *g = ctx->body;
+/* The reply's usage as it is stored (ARCHITECTURE.md §7.7): context size, the window and the
+ * cost from the prices of cfg, the config of the model that answered (named name); counted by
+ * model for /metrics. */
+static void s_price(taskctx_t *ctx, const json_t *cfg, const char *name) {
     provider_result_t *res = &ctx->call_res;
-    const json_t *cl = json_object_get(g->model_cfg, "context_limit");
-    json_t *priced = usage_priced(res->usage, json_object_get(g->model_cfg, "prices"),
+    const json_t *cl = json_object_get(cfg, "context_limit");
+    json_t *priced = usage_priced(res->usage, json_object_get(cfg, "prices"),
                                   json_is_integer(cl) ? (int64_t)json_integer_value(cl) : 0);
     json_decref(res->usage);
     res->usage = priced;
-    usagemeter_add(ctx->env->usage, g->model.name, res->usage);
+    usagemeter_add(ctx->env->usage, name, res->usage);
 }
 
 /* The phase after a model call: commit the reply, or handle the failure. */
@@ -541,7 +551,7 @@ static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
         s_check_summary(ctx);
     }
     if (ctx->call_rc == PROVIDER_OK) {
-        s_price(ctx);
+        s_price(ctx, g->model_cfg, g->model.name);
         log_info("model_reply", "chat_id=%s provider=%s attempt=%lld ms=%lld parts=%zu finish=%s",
                  ctx->chat_id, g->model.provider, (long long)attempt, (long long)ms,
                  json_array_size(res->content), res->finish[0] ? res->finish : "stop");
@@ -561,8 +571,8 @@ static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
     return rc;
 }
 
-/* A summary's text is not streamed: clients see the progress part instead. */
-static void s_on_summary_part(void *arg, const char *part_json) {
+/* A summary's or a title's text is not streamed (a summary shows its progress part). */
+static void s_on_hidden_part(void *arg, const char *part_json) {
     (void)arg;
     (void)part_json;
 }
@@ -627,7 +637,7 @@ static taskctx_rc_t s_start_call(taskctx_t *ctx, int64_t attempt) {
     if (g->compact) {
         s_progress(ctx, attempt);
     }
-    ctx->on_part = g->compact ? s_on_summary_part : s_on_part;
+    ctx->on_part = g->compact ? s_on_hidden_part : s_on_part;
     ctx->part_arg = &g->stream;
     g->t0 = id_now_ms();
     atomic_fetch_add(&env->counters.model_calls, 1);
@@ -643,6 +653,92 @@ static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn) {
     s_args_t a = {.fence = &ctx->fence};
     taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_record_attempt, &a, "RecordGenerationAttempt");
     return rc == TASKCTX_DONE ? s_start_call(ctx, a.attempt) : rc;
+}
+
+/* --- The title (ARCHITECTURE.md §7.8). --- */
+
+typedef struct {
+    const char *title;
+    bool applied;
+} s_title_t;
+
+static int s_set_title(chatstate_t *cs, void *arg, cs_error_t *err) {
+    s_title_t *t = arg;
+    return chatstate_set_generated_title(cs, t->title, &t->applied, err);
+}
+
+/* After the title call: a title that passes its schema is written (never over a user title);
+ * anything else leaves the fallback. Either way the step's model call follows. */
+static taskctx_rc_t s_after_title(taskctx_t *ctx, PGconn *conn) {
+    s_gen_t *g = ctx->body;
+    if (ctx->call_rc == PROVIDER_CANCELLED) {
+        return TASKCTX_QUIET;
+    }
+    char reason[STRUCTURED_REASON_MAX];
+    char *title = NULL;
+    if (ctx->call_rc != PROVIDER_OK) {
+        snprintf(reason, sizeof reason, "%s", ctx->call_res.error);
+    } else {
+        s_price(ctx, g->h.title_model ? g->h.title_model : g->h.model, g->title_model.name);
+        title = title_from_reply(g->title_fmt, ctx->call_res.content, ctx->call_res.finish, reason,
+                                 sizeof reason);
+    }
+    provider_result_clear(&ctx->call_res);
+    s_title_t t = {.title = title};
+    taskctx_rc_t rc =
+        title && conn ? taskctx_bundle(ctx, conn, s_set_title, &t, "SetTitle") : TASKCTX_DONE;
+    char q[STRUCTURED_REASON_MAX + 8];
+    if (t.applied) {
+        log_info("title_generated", "chat_id=%s model=%s title=%s", ctx->chat_id,
+                 g->title_model.name, log_quote(title, q, sizeof q));
+    } else {
+        log_warn("title_not_generated", "chat_id=%s model=%s reason=%s", ctx->chat_id,
+                 g->title_model.name,
+                 log_quote(title ? "a user title, or the write failed" : reason, q, sizeof q));
+    }
+    free(title);
+    if (rc == TASKCTX_QUIET) {
+        return rc;
+    }
+    return g->first_attempt > 0 ? s_start_call(ctx, g->first_attempt) : s_attempt(ctx, conn);
+}
+
+/* Whether this step makes the chat's title first: a fallback title, the chat's first step
+ * (no reply yet, nothing attempted), and a first message with text. */
+static bool s_title_wanted(const history_t *h) {
+    if (!h->title_fallback || h->generation_attempt != 0) {
+        return false;
+    }
+    size_t i;
+    json_t *m;
+    json_array_foreach(h->messages, i, m) {
+        if (!strcmp(s_str(m, "role"), "assistant")) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Starts the title call on the title model (the chat's when none is configured); the step's
+ * own call follows in s_after_title. */
+static taskctx_rc_t s_start_title(taskctx_t *ctx, int64_t attempt) {
+    s_gen_t *g = ctx->body;
+    g->first_attempt = attempt;
+    s_model_of(g->h.title_model ? g->h.title_model : g->h.model, &g->title_model);
+    g->no_tools = json_array();
+    ctx->call = (provider_request_t){.model = &g->title_model,
+                                     .messages = g->title_prompt,
+                                     .tools = g->no_tools,
+                                     .attempt = 1,
+                                     .chunk_ms = ctx->env->sim_chunk_ms,
+                                     .native_schema = g->title_fmt->schema,
+                                     .native_name = TITLE_SCHEMA_NAME,
+                                     .title = true};
+    ctx->on_part = s_on_hidden_part;
+    ctx->part_arg = NULL;
+    atomic_fetch_add(&ctx->env->counters.model_calls, 1);
+    ctx->next = s_after_title;
+    return TASKCTX_CALL;
 }
 
 /* Takes h and turn over into the step's state and starts the first attempt (recorded
@@ -682,6 +778,10 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
         compact ? json_array() : s_tools_on_offer(g->h.dynamic_tools, open ? &g->turn : NULL);
     ctx->body = g;
     ctx->body_free = s_gen_free;
+    if (!compact && s_title_wanted(&g->h) && (g->title_prompt = title_prompt(g->h.messages))) {
+        g->title_fmt = title_format_new();
+        return s_start_title(ctx, attempt);
+    }
     return attempt > 0 ? s_start_call(ctx, attempt) : s_attempt(ctx, conn);
 }
 
@@ -752,7 +852,8 @@ typedef struct {
 static int s_read_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     s_read_t *r = arg;
     taskctx_t *ctx = r->ctx;
-    r->hr = history_read_locked(r->conn, ctx->chat_id, &ctx->fence, &ctx->env->compaction, &r->h);
+    r->hr = history_read_locked(r->conn, ctx->chat_id, &ctx->fence, &ctx->env->compaction,
+                                ctx->env->title_model, &r->h);
     if (r->hr != HISTORY_OK) {
         return TASKCTX_BUNDLE_EMPTY;
     }

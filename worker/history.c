@@ -26,6 +26,7 @@ void history_clear(history_t *h) {
     json_decref(h->model);
     json_decref(h->evidence);
     json_decref(h->summarizer);
+    json_decref(h->title_model);
     json_decref(h->summary);
     free(h->response_format);
     memset(h, 0, sizeof *h);
@@ -139,7 +140,8 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
         "SELECT status, coalesce(worker_id::text, ''), coalesce(runner_id::text, ''),"
         " history_version, generation_attempt, archived, coalesce(dynamic_tools, '[]')::text,"
         " coalesce(floor(extract(epoch FROM requires_action_deadline_at - now()) * 1000)::bigint,"
-        " 9223372036854775807), model_config_id::text, compaction_requested_at IS NOT NULL"
+        " 9223372036854775807), model_config_id::text, compaction_requested_at IS NOT NULL,"
+        " title_source = 'fallback'"
         " FROM chats WHERE id = $1",
         1, p);
     if (!res) {
@@ -163,6 +165,7 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
     out->generation_attempt = db_int64(res, 0, 4);
     out->deadline_in_ms = db_int64(res, 0, 7);
     out->compaction_requested = db_bool(res, 0, 9);
+    out->title_fallback = db_bool(res, 0, 10);
     out->dynamic_tools = s_stored(PQgetvalue(res, 0, 6));
     if (!json_is_array(out->dynamic_tools)) {
         json_decref(out->dynamic_tools);
@@ -274,22 +277,34 @@ static int s_threshold(const json_t *model, int dflt) {
 /* The reads automatic compaction needs (ARCHITECTURE.md §7.6), inside the open transaction:
  * the override's config, the latest boundary's summary result, and the binding trigger.
  * Returns 0, or -1 on a database failure. */
+/* The config of the model named name (history_t.model's shape) into *out, or NULL when name
+ * is "" or no config has it (logged as event). Returns 0, or -1 on a database failure. */
+static int s_model_named(PGconn *conn, const char *chat_id, const char *name, const char *event,
+                         json_t **out) {
+    *out = NULL;
+    if (!name[0]) {
+        return 0;
+    }
+    const char *p[] = {name, chat_id};
+    PGresult *res = s_query(conn, chat_id,
+                            "SELECT " S_MODEL_JSON " FROM model_configs m WHERE m.name = $1", 2, p);
+    if (!res) {
+        return -1;
+    }
+    *out = PQntuples(res) == 1 ? s_stored(PQgetvalue(res, 0, 0)) : NULL;
+    PQclear(res);
+    if (!*out) {
+        char q[160];
+        log_warn(event, "chat_id=%s model=%s", chat_id, log_quote(name, q, sizeof q));
+    }
+    return 0;
+}
+
 static int s_load_compaction(PGconn *conn, const char *chat_id, const compaction_config_t *cc,
                              history_t *out) {
-    if (cc->model[0]) {
-        const char *p[] = {cc->model, chat_id};
-        PGresult *res = s_query(
-            conn, chat_id, "SELECT " S_MODEL_JSON " FROM model_configs m WHERE m.name = $1", 2, p);
-        if (!res) {
-            return -1;
-        }
-        out->summarizer = PQntuples(res) == 1 ? s_stored(PQgetvalue(res, 0, 0)) : NULL;
-        PQclear(res);
-        if (!out->summarizer) {
-            char q[160];
-            log_warn("compaction_model_unresolved", "chat_id=%s model=%s", chat_id,
-                     log_quote(cc->model, q, sizeof q));
-        }
+    if (s_model_named(conn, chat_id, cc->model, "compaction_model_unresolved", &out->summarizer) !=
+        0) {
+        return -1;
     }
     const char *p[] = {chat_id};
     PGresult *res = s_query(
@@ -316,10 +331,14 @@ static int s_load_compaction(PGconn *conn, const char *chat_id, const compaction
 }
 
 history_rc_t history_read_locked(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
-                                 const compaction_config_t *cc, history_t *out) {
+                                 const compaction_config_t *cc, const char *title_model,
+                                 history_t *out) {
     memset(out, 0, sizeof *out);
     history_rc_t rc = s_read(conn, chat_id, fence, true, out);
-    if (rc == HISTORY_OK && s_load_compaction(conn, chat_id, cc, out) != 0) {
+    if (rc == HISTORY_OK &&
+        (s_load_compaction(conn, chat_id, cc, out) != 0 ||
+         (out->title_fallback && s_model_named(conn, chat_id, title_model, "title_model_unresolved",
+                                               &out->title_model) != 0))) {
         history_clear(out);
         return HISTORY_DB;
     }

@@ -44,6 +44,10 @@ typedef struct {
     json_t *summary;    /* owned: the result of the chat_summarized call that follows the latest
                            boundary, or NULL (no boundary, or it is a clear) */
     compaction_trigger_t trigger; /* the binding automatic trigger */
+    /* Titles (ARCHITECTURE.md §7.8). */
+    bool title_fallback; /* the chat's title is still the fallback */
+    json_t *title_model; /* owned: the title model's config (CHATFLEET_TITLE_MODEL), or NULL
+                            when none is configured or it does not resolve */
     /* The governing structured request (ARCHITECTURE.md §8): the latest real
      * user row (role user, not deleted, visibility not 'model') when it carries a request
      * and no receipt closes it yet. request_id is "" when none is open. */
@@ -64,10 +68,12 @@ history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *f
  * row lock in and ends (a bundle: the reads then see exactly what the bundle's writes build
  * on), plus what automatic compaction needs: the override's config (cc->model; one that does
  * not resolve is logged and ignored), the latest summary's result, and the binding trigger
- * (the owner's threshold for the chat's model, else the model's, else cc's default). On
+ * (the owner's threshold for the chat's model, else the model's, else cc's default), and
+ * whether the title is the fallback, with title_model's config (a name, "" for none). On
  * failure the caller's transaction is failed or left as it was; out holds nothing. */
 history_rc_t history_read_locked(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
-                                 const compaction_config_t *cc, history_t *out);
+                                 const compaction_config_t *cc, const char *title_model,
+                                 history_t *out);
 
 void history_clear(history_t *h);
 

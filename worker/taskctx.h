@@ -88,6 +88,7 @@ typedef struct {
     int64_t ra_default_ms;          /* deadline used when requires_action has none recorded */
     compaction_config_t compaction; /* automatic compaction's settings (ARCHITECTURE.md §7.6) */
     usagemeter_t *usage;            /* tokens and cost by model (ARCHITECTURE.md §7.7) */
+    char title_model[COMPACTION_MODEL_NAME_MAX]; /* CHATFLEET_TITLE_MODEL; "": the chat's */
     taskctx_counters_t counters;
 } taskctx_env_t;
 

@@ -65,6 +65,7 @@ static int s_compaction(compaction_config_t *c) {
         return -1;
     }
     snprintf(c->model, sizeof c->model, "%s", model ? model : "");
+
     int64_t pct = 0;
     if (s_num("CHATFLEET_COMPACTION_THRESHOLD_PERCENT", 70, 0, &pct) != 0) {
         return -1;
@@ -80,8 +81,20 @@ static int s_compaction(compaction_config_t *c) {
     return 0;
 }
 
+/* The title model's name (ARCHITECTURE.md §7.8), bounded like the compaction model's. */
+static int s_title_model(worker_options_t *o) {
+    const char *title = getenv("CHATFLEET_TITLE_MODEL");
+    if (title && strlen(title) >= sizeof o->title_model) {
+        fprintf(stderr, "config: CHATFLEET_TITLE_MODEL must be at most %zu bytes\n",
+                sizeof o->title_model - 1);
+        return -1;
+    }
+    snprintf(o->title_model, sizeof o->title_model, "%s", title ? title : "");
+    return 0;
+}
+
 int worker_options_load(worker_options_t *o) {
-    int rc = s_options(o) || s_compaction(&o->compaction) ? -1 : 0;
+    int rc = s_options(o) || s_compaction(&o->compaction) || s_title_model(o) ? -1 : 0;
     /* Limiter slots are PostgreSQL integers (chat_heartbeats.slot). */
     if (rc == 0 && o->max_chats > INT32_MAX) {
         fprintf(stderr, "config: CHATFLEET_WORKER_MAX_CHATS must be at most %d (got %lld)\n",
@@ -163,6 +176,7 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
     env->sim_chunk_ms = opts->sim_chunk_ms;
     env->ra_default_ms = opts->ra_deadline_ms;
     env->compaction = opts->compaction;
+    snprintf(env->title_model, sizeof env->title_model, "%s", opts->title_model);
     env->usage = usagemeter_new();
     manager_args_t ma = {.env = env,
                          .leases = self->leases,
@@ -203,14 +217,14 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
              "worker_id=%s max_chats=%lld sync_ms=%lld max_retries=%lld max_steps=%lld "
              "retry_base_ms=%lld retry_max_ms=%lld sim_chunk_ms=%lld "
              "requires_action_deadline_ms=%lld drain_ms=%lld db_conns=%lld task_conns=%d "
-             "compaction_model=%s compaction_threshold_percent=%d",
+             "compaction_model=%s compaction_threshold_percent=%d title_model=%s",
              self->id, (long long)opts->max_chats, (long long)opts->sync_ms,
              (long long)opts->max_retries, (long long)opts->max_steps,
              (long long)opts->retry_base_ms, (long long)opts->retry_max_ms,
              (long long)opts->sim_chunk_ms, (long long)opts->ra_deadline_ms,
              (long long)opts->drain_ms, (long long)opts->db_conns, task_conns,
              opts->compaction.model[0] ? opts->compaction.model : "-",
-             opts->compaction.default_threshold);
+             opts->compaction.default_threshold, opts->title_model[0] ? opts->title_model : "-");
     return self;
 }
 

@@ -73,6 +73,33 @@ int chatstate_set_title(chatstate_t *self, const char *title, cs_error_t *err) {
     return cs_finish(self, from, MV_SET_TITLE, err);
 }
 
+int chatstate_set_generated_title(chatstate_t *self, const char *title, bool *applied,
+                                  cs_error_t *err) {
+    *applied = false;
+    if (cs_start(self, MV_SET_TITLE, NULL, err) != 0) {
+        return -1;
+    }
+    size_t n = title ? strlen(title) : 0;
+    if (n == 0 || n > CS_TITLE_MAX_BYTES) {
+        return cs_fail(self, err, CS_BAD_INPUT, "title: must be a string of 1 to %d bytes",
+                       CS_TITLE_MAX_BYTES);
+    }
+    exec_state_t from = self->state;
+    const char *p[] = {self->chat_id, title};
+    PGresult *res = cs_query(self, err,
+                             "UPDATE chats SET title = $2, title_source = 'generated',"
+                             " title_updated_at = now() WHERE id = $1 AND title_source <> 'user'"
+                             " RETURNING 1",
+                             2, p);
+    if (!res) {
+        return -1;
+    }
+    *applied = PQntuples(res) == 1;
+    PQclear(res);
+    self->title_set = *applied;
+    return cs_finish(self, from, MV_SET_TITLE, err);
+}
+
 /* W, E0: the message enters history at once and the chat runs. */
 static int s_send_direct(chatstate_t *self, const cs_message_t *m, int64_t *message_id,
                          cs_error_t *err) {

@@ -442,13 +442,14 @@ static int s_setup(void **state) {
             "\"base_url\":\"%s\",\"api_key_env\":\"MOCK_KEY\",\"context_limit\":200000,"
             "\"prices\":{\"input\":3,\"output\":15,\"cache_read\":0.3}},"
             "{\"name\":\"ollama-mock\",\"provider\":\"ollama\",\"model\":\"llama\","
-            "\"base_url\":\"%s\"}]}",
+            "\"base_url\":\"%s\"},{\"name\":\"sim\",\"provider\":\"sim\",\"model\":\"sim\"}]}",
             m, m, m);
     fclose(f);
     char *cfg = mem_printf("CHATFLEET_CONFIG=%s", s_config);
     s_status_port = proc_free_port();
     char *listen = mem_printf("CHATFLEET_WORKER_HTTP_LISTEN=127.0.0.1:%d", s_status_port);
-    const char *env[] = {cfg, "MOCK_KEY=sk-test", listen, NULL};
+    /* Titles on the sim, so that the mock's scripted replies are the turns' only. */
+    const char *env[] = {cfg, "MOCK_KEY=sk-test", listen, "CHATFLEET_TITLE_MODEL=sim", NULL};
     cluster_opts_t o = {.name = "test_worker_providers", .gateways = 1, .workers = 1, .env = env};
     s_cluster = cluster_new(&o);
     free(cfg);
