@@ -109,6 +109,10 @@ typedef struct {
 int gateway_format(json_t *body, json_t *dynamic_tools, gateway_format_t *out, http_resp_t *resp);
 void gateway_format_clear(gateway_format_t *f);
 
+/* The id of the model config named name (the default's when name is NULL) into id: 1, 0 when
+ * none has it, or -1 with a 500 in resp. */
+int gateway_model_find(PGconn *conn, const char *name, char id[ID_UUID_LEN + 1], http_resp_t *resp);
+
 /* The id of the model config body's "model" names (a string), or the default's when model is
  * NULL. 0, or -1 with a 400 naming "model" (not a string, no such name, no default) or a 500. */
 int gateway_model_id(PGconn *conn, const json_t *model, char id[ID_UUID_LEN + 1],

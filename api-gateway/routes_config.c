@@ -16,27 +16,13 @@
     " t.threshold_percent, 'updated_at', t.updated_at) FROM user_compaction_thresholds t"          \
     " JOIN model_configs m ON m.id = t.model_config_id WHERE t.user_id = $1::uuid"
 
-/* The model config the path names (its name, or its id) into id. 0, or -1 with a 404 or a
- * 500 in resp. */
-static int s_model_id(PGconn *conn, const char *ref, char id[ID_UUID_LEN + 1], http_resp_t *resp) {
-    const char *p[] = {ref};
-    db_err_t e;
-    PGresult *res = db_query(conn, &e, NULL, 0,
-                             "SELECT id FROM model_configs WHERE name = $1 OR id::text = $1", 1, p);
-    if (!res) {
-        http_error(resp, 500, "Internal error.", "database unavailable");
-        return -1;
+/* The model config the path names (by its name) into id. 0, or -1 with a 404 or a 500. */
+static int s_model_id(PGconn *conn, const char *name, char id[ID_UUID_LEN + 1], http_resp_t *resp) {
+    int found = gateway_model_find(conn, name, id, resp);
+    if (found == 0) {
+        http_error(resp, 404, "Model config not found.", "no model config has this name");
     }
-    int n = PQntuples(res);
-    if (n == 1) {
-        snprintf(id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
-    }
-    PQclear(res);
-    if (n != 1) {
-        http_error(resp, 404, "Model config not found.", "no model config has this name or id");
-        return -1;
-    }
-    return 0;
+    return found == 1 ? 0 : -1;
 }
 
 /* GET: every threshold the caller set, by model name. */

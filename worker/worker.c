@@ -57,15 +57,21 @@ static int s_options(worker_options_t *o);
 
 /* The compaction settings: the override's name (at most COMPACTION_MODEL_NAME_MAX - 1
  * bytes) and the default threshold (0..100). */
-static int s_compaction(compaction_config_t *c) {
-    const char *model = getenv("CHATFLEET_COMPACTION_MODEL");
-    if (model && strlen(model) >= sizeof c->model) {
-        fprintf(stderr, "config: CHATFLEET_COMPACTION_MODEL must be at most %zu bytes\n",
-                sizeof c->model - 1);
+/* A model config name from the environment variable var into out (size bytes; "" unset). */
+static int s_name(const char *var, char *out, size_t size) {
+    const char *v = getenv(var);
+    if (v && strlen(v) >= size) {
+        fprintf(stderr, "config: %s must be at most %zu bytes\n", var, size - 1);
         return -1;
     }
-    snprintf(c->model, sizeof c->model, "%s", model ? model : "");
+    snprintf(out, size, "%s", v ? v : "");
+    return 0;
+}
 
+static int s_compaction(compaction_config_t *c) {
+    if (s_name("CHATFLEET_COMPACTION_MODEL", c->model, sizeof c->model) != 0) {
+        return -1;
+    }
     int64_t pct = 0;
     if (s_num("CHATFLEET_COMPACTION_THRESHOLD_PERCENT", 70, 0, &pct) != 0) {
         return -1;
@@ -81,20 +87,11 @@ static int s_compaction(compaction_config_t *c) {
     return 0;
 }
 
-/* The title model's name (ARCHITECTURE.md §7.8), bounded like the compaction model's. */
-static int s_title_model(worker_options_t *o) {
-    const char *title = getenv("CHATFLEET_TITLE_MODEL");
-    if (title && strlen(title) >= sizeof o->title_model) {
-        fprintf(stderr, "config: CHATFLEET_TITLE_MODEL must be at most %zu bytes\n",
-                sizeof o->title_model - 1);
-        return -1;
-    }
-    snprintf(o->title_model, sizeof o->title_model, "%s", title ? title : "");
-    return 0;
-}
-
 int worker_options_load(worker_options_t *o) {
-    int rc = s_options(o) || s_compaction(&o->compaction) || s_title_model(o) ? -1 : 0;
+    int rc = s_options(o) || s_compaction(&o->compaction) ||
+                     s_name("CHATFLEET_TITLE_MODEL", o->title_model, sizeof o->title_model)
+                 ? -1
+                 : 0;
     /* Limiter slots are PostgreSQL integers (chat_heartbeats.slot). */
     if (rc == 0 && o->max_chats > INT32_MAX) {
         fprintf(stderr, "config: CHATFLEET_WORKER_MAX_CHATS must be at most %d (got %lld)\n",
