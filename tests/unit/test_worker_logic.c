@@ -20,6 +20,7 @@
 #include "id.h"
 #include "runner.h"
 #include "sim.h"
+#include "title.h"
 
 #define CHAT "2b1f6a8e-54c4-4c57-9b43-5f1f3c9d2a10"
 #define W1   "11111111-1111-4111-8111-111111111111"
@@ -287,6 +288,47 @@ static void test_sim_is_deterministic_and_fails_as_scripted(void **u) {
     cancel_destroy(&c);
 }
 
+/* [sim:usage N] scripts the reply's input tokens; a title call answers {"title": the first
+ * six words}, and its scripted failures. */
+static void test_sim_scripts_usage_and_answers_titles(void **u) {
+    (void)u;
+    provider_model_t model = {.provider = "sim"};
+    json_t *m = s_msgs("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+                       "\"[sim:usage 900] one two three four five six seven\"}]}]");
+    provider_request_t req = {.model = &model, .messages = m, .attempt = 1};
+    cancel_t *c = cancel_new();
+    provider_result_t r;
+    assert_int_equal(provider_generate(&req, c, NULL, NULL, &r), PROVIDER_OK);
+    assert_int_equal(json_integer_value(json_object_get(r.usage, "input_tokens")), 900);
+    provider_result_clear(&r);
+    req.title = true;
+    assert_int_equal(provider_generate(&req, c, NULL, NULL, &r), PROVIDER_OK);
+    outformat_t *fmt = title_format_new();
+    char reason[200];
+    char *title = title_from_reply(fmt, r.content, r.finish, reason, sizeof reason);
+    assert_string_equal(title, "one two three four five six");
+    free(title);
+    provider_result_clear(&r);
+    json_decref(m);
+    m = s_msgs("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+               "\"[sim:title-invalid] hi\"}]}]");
+    req.messages = m;
+    assert_int_equal(provider_generate(&req, c, NULL, NULL, &r), PROVIDER_OK);
+    assert_null(title_from_reply(fmt, r.content, r.finish, reason, sizeof reason));
+    assert_non_null(strstr(reason, "title"));
+    provider_result_clear(&r);
+    json_decref(m);
+    m = s_msgs("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+               "\"[sim:title-fail] hi\"}]}]");
+    req.messages = m;
+    assert_int_equal(provider_generate(&req, c, NULL, NULL, &r), PROVIDER_ERROR);
+    assert_int_equal(r.status, 400);
+    provider_result_clear(&r);
+    json_decref(m);
+    outformat_destroy(&fmt);
+    cancel_destroy(&c);
+}
+
 typedef struct {
     cancel_t *cancel;
     provider_rc_t rc;
@@ -366,6 +408,7 @@ int main(void) {
         cmocka_unit_test(test_decide_compaction_after_the_guards_and_the_boundary_completes),
         cmocka_unit_test(test_sim_parses_directives_and_strips_them),
         cmocka_unit_test(test_sim_is_deterministic_and_fails_as_scripted),
+        cmocka_unit_test(test_sim_scripts_usage_and_answers_titles),
         cmocka_unit_test(test_sim_stall_ends_promptly_when_cancelled),
         cmocka_unit_test(test_partial_merges_text_deltas),
         cmocka_unit_test(test_partial_keeps_reals_in_their_shortest_form),
