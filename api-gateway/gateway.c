@@ -401,3 +401,42 @@ json_t *gateway_chat_json(PGconn *conn, const char *chat_id, const char *user_id
     }
     return chat;
 }
+
+/* The model config by name (the default when model is NULL); see gateway.h. */
+int gateway_model_find(PGconn *conn, const char *name, char id[ID_UUID_LEN + 1],
+                       http_resp_t *resp) {
+    const char *p[] = {name};
+    db_err_t e;
+    PGresult *res = db_query(conn, &e, NULL, 0,
+                             "SELECT id FROM model_configs WHERE ($1::text IS NULL AND is_default)"
+                             " OR name = $1",
+                             1, p);
+    if (!res) {
+        http_error(resp, 500, "Internal error.", "database unavailable");
+        return -1;
+    }
+    int n = PQntuples(res);
+    if (n == 1) {
+        snprintf(id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
+    }
+    PQclear(res);
+    return n == 1;
+}
+
+int gateway_model_id(PGconn *conn, const json_t *model, char id[ID_UUID_LEN + 1],
+                     http_resp_t *resp) {
+    if (model && !json_is_string(model)) {
+        http_invalid(resp, "model", "must be a model config name");
+        return -1;
+    }
+    int found = gateway_model_find(conn, model ? json_string_value(model) : NULL, id, resp);
+    if (found < 0) {
+        return -1;
+    }
+    if (!found) {
+        http_invalid(resp, "model",
+                     model ? "no model config has this name" : "no default model is configured");
+        return -1;
+    }
+    return 0;
+}

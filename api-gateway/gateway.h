@@ -48,7 +48,7 @@ typedef struct {
      * scheme and listen address; never the request's Host (ARCHITECTURE.md §1.1). */
     const char *public_url;
     /* The deployment's MCP servers by name (models_mcp_servers): what a chat may enable at
-     * creation (ARCHITECTURE.md §7.7). */
+     * creation (ARCHITECTURE.md §7.9). */
     json_t *mcp_servers;
     /* The operator console's files (console.h), or NULL: not served. */
     const char *console_dir;
@@ -114,6 +114,15 @@ typedef struct {
  * finalizer's name for a structured request. 0, or -1 with a 400 naming the exact field. */
 int gateway_format(json_t *body, json_t *dynamic_tools, gateway_format_t *out, http_resp_t *resp);
 void gateway_format_clear(gateway_format_t *f);
+
+/* The id of the model config named name (the default's when name is NULL) into id: 1, 0 when
+ * none has it, or -1 with a 500 in resp. */
+int gateway_model_find(PGconn *conn, const char *name, char id[ID_UUID_LEN + 1], http_resp_t *resp);
+
+/* The id of the model config body's "model" names (a string), or the default's when model is
+ * NULL. 0, or -1 with a 400 naming "model" (not a string, no such name, no default) or a 500. */
+int gateway_model_id(PGconn *conn, const json_t *model, char id[ID_UUID_LEN + 1],
+                     http_resp_t *resp);
 
 /* Runs SQL returning one JSON text column; returns the parsed rows as a JSON array (or NULL
  * on a database error, with a 500 in resp). */

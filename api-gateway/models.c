@@ -3,6 +3,7 @@
 #include "db.h"
 #include "id.h"
 #include "jsonstrict.h"
+#include "jsonout.h"
 #include "log.h"
 #include "mem.h"
 
@@ -32,11 +33,49 @@ static int s_bad(const char *path, size_t i, const char *field, const char *why)
     return -1;
 }
 
+/* prices: {"input", "output", "cache_read"?, "cache_write"?}, USD per million tokens. */
+static int s_check_prices(const char *path, size_t i, const json_t *prices) {
+    static const char *const keys[] = {"input", "output", "cache_read", "cache_write", NULL};
+    if (!prices) {
+        return 0;
+    }
+    if (!json_is_object(prices)) {
+        return s_bad(path, i, "prices", "must be an object of USD per million tokens");
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)prices, key, v) {
+        bool known = false;
+        for (int k = 0; keys[k] && !known; k++) {
+            known = !strcmp(keys[k], key);
+        }
+        char field[64];
+        snprintf(field, sizeof field, "prices.%.40s", key);
+        if (!known) {
+            return s_bad(path, i, field, "is not a known field");
+        }
+        if (!json_is_number(v) || json_number_value(v) < 0) {
+            return s_bad(path, i, field, "must be a number >= 0 (USD per million tokens)");
+        }
+    }
+    if (!json_object_get(prices, "input") || !json_object_get(prices, "output")) {
+        return s_bad(path, i, "prices", "must have both input and output");
+    }
+    return 0;
+}
+
 static int s_check(const char *path, size_t i, json_t *m) {
-    static const char *const fields[] = {
-        "name",        "provider", "model",         "base_url",
-        "api_key_env", "default",  "context_limit", "native_structured_output",
-        NULL};
+    static const char *const fields[] = {"name",
+                                         "provider",
+                                         "model",
+                                         "base_url",
+                                         "api_key_env",
+                                         "default",
+                                         "context_limit",
+                                         "native_structured_output",
+                                         "compression_threshold",
+                                         "prices",
+                                         NULL};
     const char *key;
     json_t *v;
     json_object_foreach(m, key, v) {
@@ -60,7 +99,16 @@ static int s_check(const char *path, size_t i, json_t *m) {
     if (!json_is_string(json_object_get(m, "model"))) {
         return s_bad(path, i, "model", "must be a string");
     }
-    return 0;
+    const json_t *cl = json_object_get(m, "context_limit");
+    if (cl && !(json_is_integer(cl) && json_integer_value(cl) > 0)) {
+        return s_bad(path, i, "context_limit", "must be a positive integer (tokens)");
+    }
+    const json_t *ct = json_object_get(m, "compression_threshold");
+    if (ct &&
+        !(json_is_integer(ct) && json_integer_value(ct) >= 0 && json_integer_value(ct) <= 100)) {
+        return s_bad(path, i, "compression_threshold", "must be an integer from 0 to 100");
+    }
+    return s_check_prices(path, i, json_object_get(m, "prices"));
 }
 
 int models_sync(PGconn *conn, const char *path) {
@@ -123,6 +171,13 @@ int models_sync(PGconn *conn, const char *path) {
         if (json_is_integer(cl)) {
             snprintf(limit, sizeof limit, "%lld", (long long)json_integer_value(cl));
         }
+        json_t *pj = json_object_get(m, "prices");
+        char *prices = pj ? jsonout_dumps(pj) : NULL;
+        char threshold[8] = "";
+        json_t *ct = json_object_get(m, "compression_threshold");
+        if (json_is_integer(ct)) {
+            snprintf(threshold, sizeof threshold, "%d", (int)json_integer_value(ct));
+        }
         const char *p[] = {id,
                            json_string_value(json_object_get(m, "name")),
                            json_string_value(json_object_get(m, "provider")),
@@ -131,24 +186,28 @@ int models_sync(PGconn *conn, const char *path) {
                            json_string_value(json_object_get(m, "api_key_env")),
                            i == dflt ? "t" : "f",
                            limit[0] ? limit : NULL,
-                           json_is_true(json_object_get(m, "native_structured_output")) ? "t"
-                                                                                        : "f"};
+                           json_is_true(json_object_get(m, "native_structured_output")) ? "t" : "f",
+                           threshold[0] ? threshold : NULL,
+                           prices};
         rc = db_exec(conn, err, sizeof err,
                      "INSERT INTO model_configs (id, name, provider, model, base_url, api_key_env,"
-                     " is_default, context_limit, native_structured_output) VALUES ($1, $2, $3,"
-                     " $4, $5, $6, $7::boolean, $8::bigint, $9::boolean) ON CONFLICT (name) DO"
+                     " is_default, context_limit, native_structured_output, compression_threshold,"
+                     " prices) VALUES ($1, $2, $3, $4, $5, $6, $7::boolean, $8::bigint,"
+                     " $9::boolean, $10::int, $11::jsonb) ON CONFLICT (name) DO"
                      " UPDATE SET provider = EXCLUDED.provider, model = EXCLUDED.model,"
                      " base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env,"
                      " is_default = EXCLUDED.is_default, context_limit = EXCLUDED.context_limit,"
                      " native_structured_output = EXCLUDED.native_structured_output,"
-                     " updated_at = now()",
-                     9, p) == DB_OK
+                     " compression_threshold = EXCLUDED.compression_threshold,"
+                     " prices = EXCLUDED.prices, updated_at = now()",
+                     11, p) == DB_OK
                  ? 0
                  : -1;
         if (rc == 0) {
             log_info("model_config", "name=%s provider=%s model=%s default=%d", p[1], p[2], p[3],
                      i == dflt);
         }
+        free(prices);
     }
     if (rc == 0 && db_exec(conn, err, sizeof err, "COMMIT", 0, NULL) != DB_OK) {
         rc = -1;

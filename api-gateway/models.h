@@ -13,7 +13,7 @@
 int models_sync(PGconn *conn, const char *path);
 
 /* The names of the MCP servers the config file at path configures ("mcp_servers", an object by
- * name; the worker checks the entries, ARCHITECTURE.md §7.7): a new object whose keys are the
+ * name; the worker checks the entries, ARCHITECTURE.md §7.9): a new object whose keys are the
  * names, empty when path is NULL or the file has none, NULL when the file cannot be read. */
 json_t *models_mcp_servers(const char *path);
 

@@ -1,5 +1,5 @@
-/* routes: joins the route tables of routes_chat.c, routes_message.c, admin.c and console.c;
- * see routes.h. */
+/* routes: joins the route tables of routes_config.c, routes_chat.c, routes_message.c, admin.c
+ * and console.c; see routes.h. */
 #include "routes.h"
 #include "admin.h"
 #include "console.h"
@@ -11,7 +11,8 @@ http_route_t *routes_all(int *count) {
     const struct {
         const http_route_t *table;
         int n;
-    } tables[] = {{chat_route_table, chat_route_count},
+    } tables[] = {{config_route_table, config_route_count},
+                  {chat_route_table, chat_route_count},
                   {message_route_table, message_route_count},
                   {admin_route_table, admin_route_count},
                   {console_route_table, console_route_count}};

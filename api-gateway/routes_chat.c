@@ -54,7 +54,7 @@ static int s_dynamic_tools(json_t *tools, const char *key, http_resp_t *resp) {
             ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                  c == '_' || c == '-';
         }
-        ok = ok && strncmp(name, "mcp__", 5) != 0; /* reserved for MCP tools (§7.7) */
+        ok = ok && strncmp(name, "mcp__", 5) != 0; /* reserved for MCP tools (§7.9) */
         for (size_t k = 0; ok && k < i; k++) {
             ok = strcmp(name,
                         json_string_value(json_object_get(json_array_get(tools, k), "name"))) != 0;
@@ -84,7 +84,7 @@ static int s_dynamic_tools(json_t *tools, const char *key, http_resp_t *resp) {
 #define MCP_SERVERS_MAX 16 /* servers one chat may enable */
 
 /* Checks mcp_servers: unique names of servers the deployment configures (ARCHITECTURE.md
- * §7.7). Errors name the element at fault. */
+ * §7.9). Errors name the element at fault. */
 static int s_mcp_servers(const gateway_t *gw, json_t *v, http_resp_t *resp) {
     if (!json_is_array(v) || json_array_size(v) > MCP_SERVERS_MAX) {
         http_invalid(resp, "mcp_servers", "must be an array of at most 16 server names");
@@ -112,34 +112,6 @@ static int s_mcp_servers(const gateway_t *gw, json_t *v, http_resp_t *resp) {
 }
 
 /* Resolves the optional model name to a config id (the default when omitted). */
-static int s_model(PGconn *conn, json_t *model, char id[ID_UUID_LEN + 1], http_resp_t *resp) {
-    if (model && !json_is_string(model)) {
-        http_invalid(resp, "model", "must be a model config name");
-        return -1;
-    }
-    const char *p[] = {model ? json_string_value(model) : NULL};
-    db_err_t e;
-    PGresult *res = db_query(conn, &e, NULL, 0,
-                             "SELECT id FROM model_configs WHERE ($1::text IS NULL AND is_default)"
-                             " OR name = $1",
-                             1, p);
-    if (!res) {
-        http_error(resp, 500, "Internal error.", "database unavailable");
-        return -1;
-    }
-    int n = PQntuples(res);
-    if (n == 1) {
-        snprintf(id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
-    }
-    PQclear(res);
-    if (n != 1) {
-        http_invalid(resp, "model",
-                     model ? "no model config has this name" : "no default model is configured");
-        return -1;
-    }
-    return 0;
-}
-
 static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     json_t *body = gateway_body(req, resp, false);
@@ -182,7 +154,7 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
         (dyn && s_dynamic_tools(dyn, dyn_key, resp) != 0) ||
         gateway_format(body, dyn, &format, resp) != 0 ||
         (mcp && s_mcp_servers(gw, mcp, resp) != 0) ||
-        s_model(conn, json_object_get(body, "model"), model_id, resp) != 0) {
+        gateway_model_id(conn, json_object_get(body, "model"), model_id, resp) != 0) {
         goto done;
     }
     if (format.structured && json_array_size(json_object_get(body, "content")) == 0) {

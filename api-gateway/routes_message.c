@@ -123,6 +123,7 @@ typedef struct {
     http_resp_t *resp;
     gateway_format_t format;
     cs_edit_format_t edit_format;
+    char model_id[ID_UUID_LEN + 1]; /* the model the message asks for, by configured name */
 } send_t;
 
 /* Collects what the bundle inserted and deleted before it is committed and freed. */
@@ -184,17 +185,14 @@ static json_t *s_find(json_t *rows, int64_t id) {
     return NULL;
 }
 
-/* Parses {content, busy_behavior?} shared by send and edit. */
+/* Parses {content, busy_behavior?, model?, response_format?} shared by send and edit (the
+ * model and the format are read against the database by s_format). */
 static int s_parse(http_req_t *req, http_resp_t *resp, json_t **body, send_t *s, bool edit) {
     static const char *const send_fields[] = {"content", "busy_behavior", "model",
                                               "response_format", NULL};
     static const char *const edit_fields[] = {"content", "model", "response_format", NULL};
     if (!(*body = gateway_body(req, resp, false)) ||
         gateway_only_fields(*body, edit ? edit_fields : send_fields, "", resp) != 0) {
-        return -1;
-    }
-    if (json_object_get(*body, "model")) {
-        http_invalid(resp, "model", "changing the model per message is not supported yet");
         return -1;
     }
     json_t *busy = json_object_get(*body, "busy_behavior");
@@ -216,6 +214,15 @@ static int s_parse(http_req_t *req, http_resp_t *resp, json_t **body, send_t *s,
  * bad format changes nothing). For an edit, an omitted or null format preserves the edited
  * message's, {"type":"text"} clears it and a json_schema replaces it. */
 static int s_format(send_t *s, const http_req_t *req, json_t *body, bool edit) {
+    /* A model by its configured name: the message's turn runs on it, and it becomes the
+     * chat's model when the message enters the history (ARCHITECTURE.md §7.1). */
+    json_t *model = json_object_get(body, "model");
+    if (model) {
+        if (gateway_model_id(s->conn, model, s->model_id, s->resp) != 0) {
+            return -1;
+        }
+        s->msg.model_config_id = s->model_id;
+    }
     json_t *tools = NULL;
     if (json_object_get(body, "response_format")) {
         const char *p[] = {req->params[0], req->user_id};
@@ -387,8 +394,48 @@ static void s_queue_promote(void *app, http_req_t *req, http_resp_t *resp) {
     s_queue_op(app, req, resp, true);
 }
 
+/* The sums of the usage the chat's messages carry (ARCHITECTURE.md §7.7): every row with
+ * usage, deleted ones included (their tokens were spent), grouped by the row's model config;
+ * the ROLLUP row is the chat's total. */
+static void s_usage(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    PGconn *conn = pool_get(gw->pool);
+    json_t *chat = gateway_chat_json(conn, req->params[0], req->user_id, resp);
+    const char *p[] = {req->params[0]};
+    json_t *rows =
+        chat ? gateway_rows(
+                   conn,
+                   "SELECT jsonb_build_object('model', CASE WHEN grouping(mc.name) = 1 THEN NULL"
+                   " ELSE coalesce(mc.name, '') END, 'messages', count(*),"
+                   " 'input_tokens', coalesce(sum((m.usage ->> 'input_tokens')::bigint), 0),"
+                   " 'output_tokens', coalesce(sum((m.usage ->> 'output_tokens')::bigint), 0),"
+                   " 'cache_read_tokens', coalesce(sum((m.usage ->> 'cache_read_tokens')::bigint),"
+                   " 0), 'cache_creation_tokens', coalesce(sum((m.usage ->>"
+                   " 'cache_creation_tokens')::bigint), 0), 'reasoning_tokens',"
+                   " coalesce(sum((m.usage ->> 'reasoning_tokens')::bigint), 0),"
+                   " 'total_cost_micros', coalesce(sum((m.usage ->> 'total_cost_micros')::bigint),"
+                   " 0)) FROM chat_messages m LEFT JOIN model_configs mc ON mc.id ="
+                   " m.model_config_id WHERE m.chat_id = $1::uuid AND m.usage IS NOT NULL"
+                   " GROUP BY ROLLUP (mc.name) ORDER BY grouping(mc.name), mc.name",
+                   1, p, resp)
+             : NULL;
+    pool_put(gw->pool, conn);
+    if (rows) {
+        /* The last row is the total; with no usage at all it is the only one. */
+        size_t n = json_array_size(rows);
+        json_t *total = json_incref(json_array_get(rows, n - 1));
+        json_object_del(total, "model");
+        json_array_remove(rows, n - 1);
+        json_object_set_new(total, "chat_id", json_string(req->params[0]));
+        json_object_set_new(total, "by_model", rows);
+        http_json(resp, 200, total);
+    }
+    json_decref(chat);
+}
+
 const http_route_t message_route_table[] = {
     {"GET", "/api/v2/chats/{}/messages", s_list, false},
+    {"GET", "/api/v2/chats/{}/usage", s_usage, false},
     {"POST", "/api/v2/chats/{}/messages", s_send, false},
     {"PATCH", "/api/v2/chats/{}/messages/{}", s_edit, false},
     {"DELETE", "/api/v2/chats/{}/queue/{}", s_queue_delete, false},

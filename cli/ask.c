@@ -394,6 +394,12 @@ json_t *ask_load_schema(const char *arg) {
 /* The body of a create or send: content, response_format and (create) dynamic tools. */
 static json_t *s_body(const ask_opts_t *o, json_t *schema, bool create) {
     json_t *body = json_pack("{s:[{s:s,s:s}]}", "content", "type", "text", "text", o->prompt);
+    if (o->model) {
+        json_object_set_new(body, "model", json_string(o->model));
+    }
+    if (create && o->system) {
+        json_object_set_new(body, "system_prompt", json_string(o->system));
+    }
     if (schema) {
         json_object_set_new(body, "response_format",
                             json_pack("{s:s,s:{s:s,s:O}}", "type", "json_schema", "json_schema",
@@ -525,6 +531,33 @@ static void s_free(s_ask_t *a) {
     jsonschema_destroy(&a->compiled);
 }
 
+/* -v: the chat's usage totals (GET /chats/{id}/usage) as one line on stderr. */
+static void s_print_usage(s_ask_t *a) {
+    char *path = mem_printf("/api/v2/chats/%s/usage", a->chat_id);
+    json_t *u = NULL;
+    long st = client_call(a->client, "GET", path, NULL, &u);
+    if (st == 200) {
+        fprintf(stderr, "usage: chat=%s", a->chat_id);
+        const char *keys[] = {"messages",
+                              "input_tokens",
+                              "output_tokens",
+                              "cache_read_tokens",
+                              "cache_creation_tokens",
+                              "reasoning_tokens",
+                              "total_cost_micros",
+                              NULL};
+        for (int k = 0; keys[k]; k++) {
+            fprintf(stderr, " %s=%lld", keys[k],
+                    (long long)json_integer_value(json_object_get(u, keys[k])));
+        }
+        fputc('\n', stderr);
+    } else {
+        client_print_error("usage", st, u);
+    }
+    json_decref(u);
+    free(path);
+}
+
 int ask_run(client_t *client, const ask_opts_t *opts, volatile sig_atomic_t *cancel) {
     s_ask_t a = {.client = client,
                  .opts = opts,
@@ -552,6 +585,9 @@ int ask_run(client_t *client, const ask_opts_t *opts, volatile sig_atomic_t *can
     json_t *body = s_body(opts, schema, !opts->chat_id);
     int rc = (opts->chat_id ? s_send(&a, body) : s_create(&a, body)) == 0 ? s_follow(&a, cancel)
                                                                           : ASK_TRANSPORT;
+    if (opts->verbose && a.chat_id[0]) {
+        s_print_usage(&a);
+    }
     json_decref(body);
     json_decref(schema);
     s_free(&a);

@@ -41,7 +41,10 @@ typedef struct {
     ask_tool_t tools[ASK_TOOLS_MAX];
     int ntools;
     const char *prompt;
-    bool tty; /* render for a terminal */
+    const char *model;  /* --model: a model config name, or NULL for the chat's (default) */
+    const char *system; /* --system: the new chat's system prompt, or NULL */
+    bool verbose;       /* -v: the chat's usage totals on stderr after the turn */
+    bool tty;           /* render for a terminal */
 } ask_opts_t;
 
 /* Runs the turn; returns the exit status above. cancel is set by the SIGINT handler. */

@@ -16,13 +16,14 @@ static void s_print(const json_t *v) {
     free(t);
 }
 
-/* One call; prints the answer (or the error) and maps it to an exit status. */
+/* One call; prints the answer (or the error) and maps it to an exit status. want 0: any
+ * 2xx. */
 static int s_call(client_t *c, const char *method, const char *path, json_t *body, long want) {
     json_t *out = NULL;
     long st = client_call(c, method, path, body, &out);
     json_decref(body);
     int rc = CMD_OK;
-    if (st != want) {
+    if (want ? st != want : st < 200 || st > 299) {
         client_print_error(path, st, out);
         rc = CMD_REFUSED;
     } else if (out) {
@@ -47,12 +48,42 @@ static json_t *s_content(const char *text) {
     return json_pack("[{s:s,s:s}]", "type", "text", "text", text);
 }
 
+/* Reads the leading "--NAME VALUE" options among names (NULL-terminated) into body under
+ * the keys of the same index (a "--interrupt" flag sets busy_behavior); returns the index of
+ * the first other word, or -1 for an option without its value. */
+static int s_options(int argc, char **argv, const char *const *names, const char *const *keys,
+                     json_t *body) {
+    int i = 0;
+    while (i < argc) {
+        if (!strcmp(argv[i], "--interrupt")) {
+            json_object_set_new(body, "busy_behavior", json_string("interrupt"));
+            i++;
+            continue;
+        }
+        int k = 0;
+        while (names[k] && strcmp(names[k], argv[i])) {
+            k++;
+        }
+        if (!names[k]) {
+            break;
+        }
+        if (i + 1 >= argc) {
+            return -1;
+        }
+        json_object_set_new(body, keys[k], json_string(argv[i + 1]));
+        i += 2;
+    }
+    return i;
+}
+
 static int s_create(client_t *c, int argc, char **argv) {
     json_t *body = json_object();
-    int i = 0;
-    if (argc >= 2 && !strcmp(argv[0], "--title")) {
-        json_object_set_new(body, "title", json_string(argv[1]));
-        i = 2;
+    static const char *const names[] = {"--title", "--model", "--system", NULL};
+    static const char *const keys[] = {"title", "model", "system_prompt", NULL};
+    int i = s_options(argc, argv, names, keys, body);
+    if (i < 0) {
+        json_decref(body);
+        return CMD_USAGE;
     }
     if (i < argc) {
         char *text = s_join(argc, argv, i);
@@ -108,13 +139,21 @@ static int s_show(client_t *c, const char *id) {
     return rc;
 }
 
-static int s_send(client_t *c, const char *id, int argc, char **argv) {
-    bool interrupt = argc > 0 && !strcmp(argv[0], "--interrupt");
-    char *text = s_join(argc, argv, interrupt ? 1 : 0);
-    json_t *body = json_pack("{s:o,s:s}", "content", s_content(text), "busy_behavior",
-                             interrupt ? "interrupt" : "queue");
-    char *path = mem_printf("/api/v2/chats/%s/messages", id);
-    int rc = s_call(c, "POST", path, body, 200);
+/* send and edit: [--interrupt] [--model M] TEXT (an edit takes no --interrupt). */
+static int s_send(client_t *c, const char *id, const char *edit_id, int argc, char **argv) {
+    static const char *const names[] = {"--model", NULL};
+    static const char *const keys[] = {"model", NULL};
+    json_t *body = json_object();
+    int i = s_options(argc, argv, names, keys, body);
+    if (i < 0 || i >= argc || (edit_id && json_object_get(body, "busy_behavior"))) {
+        json_decref(body);
+        return CMD_USAGE;
+    }
+    char *text = s_join(argc, argv, i);
+    json_object_set_new(body, "content", s_content(text));
+    char *path = edit_id ? mem_printf("/api/v2/chats/%s/messages/%s", id, edit_id)
+                         : mem_printf("/api/v2/chats/%s/messages", id);
+    int rc = s_call(c, edit_id ? "PATCH" : "POST", path, body, 200);
     free(path);
     free(text);
     return rc;
@@ -147,21 +186,23 @@ static int s_chat_op(client_t *c, const char *op, const char *id, int argc, char
         return s_show(c, id);
     }
     if (!strcmp(op, "send") && argc > 0) {
-        return s_send(c, id, argc, argv);
+        return s_send(c, id, NULL, argc, argv);
+    }
+    if (!strcmp(op, "edit") && argc >= 2) {
+        return s_send(c, id, argv[0], argc - 1, argv + 1);
     }
     if (!strcmp(op, "queue")) {
         return s_queue(c, id, argc, argv);
     }
     char *path = NULL;
     int rc = CMD_USAGE;
-    if (!strcmp(op, "edit") && argc >= 2) {
-        char *text = s_join(argc, argv, 1);
-        path = mem_printf("/api/v2/chats/%s/messages/%s", id, argv[0]);
-        rc = s_call(c, "PATCH", path, json_pack("{s:o}", "content", s_content(text)), 200);
-        free(text);
-    } else if (!strcmp(op, "interrupt")) {
-        path = mem_printf("/api/v2/chats/%s/interrupt", id);
-        rc = s_call(c, "POST", path, NULL, 200);
+    if (!strcmp(op, "interrupt") || !strcmp(op, "clear") || !strcmp(op, "compact")) {
+        /* compact is accepted and done later by a worker: any 2xx is success. */
+        path = mem_printf("/api/v2/chats/%s/%s", id, op);
+        rc = s_call(c, "POST", path, NULL, strcmp(op, "compact") ? 200 : 0);
+    } else if (!strcmp(op, "usage")) {
+        path = mem_printf("/api/v2/chats/%s/usage", id);
+        rc = s_call(c, "GET", path, NULL, 200);
     } else if (!strcmp(op, "archive")) {
         bool undo = argc > 0 && !strcmp(argv[0], "--undo");
         path = mem_printf("/api/v2/chats/%s", id);

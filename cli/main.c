@@ -28,12 +28,16 @@ static void s_on_sigint(int sig) {
 
 static int s_usage(void) {
     fputs("usage: chatfleet [--url URL] [--token TOKEN] [--cacert FILE] COMMAND\n"
-          "  chat create [--title T] [TEXT]     chat list [--archived]\n"
-          "  chat show ID                       chat send ID [--interrupt] TEXT\n"
-          "  chat edit ID MESSAGE_ID TEXT       chat interrupt ID\n"
+          "  chat create [--title T] [--model M] [--system S] [TEXT]\n"
+          "  chat list [--archived]             chat show ID\n"
+          "  chat send ID [--interrupt] [--model M] TEXT\n"
+          "  chat edit ID MESSAGE_ID [--model M] TEXT\n"
+          "  chat interrupt ID                  chat compact ID\n"
+          "  chat clear ID                      chat usage ID\n"
           "  chat archive ID [--undo]           chat queue ID [delete|promote QUEUED_ID]\n"
           "  watch [ID]\n"
-          "  ask [--schema FILE|JSON] [--chat ID] [--tool NAME=COMMAND]... PROMPT\n"
+          "  ask [-v] [--model M] [--system S] [--schema FILE|JSON] [--chat ID]\n"
+          "      [--tool NAME=COMMAND]... PROMPT\n"
           "environment: CHATFLEET_URL, CHATFLEET_TOKEN, CHATFLEET_CA_FILE (PEM CAs for https)\n",
           stderr);
     return ASK_USAGE;
@@ -42,10 +46,14 @@ static int s_usage(void) {
 /* Parses ask's options into o; returns 0, or -1 on a usage error. prompt is argv's tail. */
 static int s_ask_opts(int argc, char **argv, ask_opts_t *o, char **prompt) {
     int i = 0;
-    for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
+    for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "--")) {
             i++;
             break;
+        }
+        if (!strcmp(argv[i], "-v")) {
+            o->verbose = true;
+            continue;
         }
         if (i + 1 >= argc) {
             return -1;
@@ -55,6 +63,10 @@ static int s_ask_opts(int argc, char **argv, ask_opts_t *o, char **prompt) {
             o->schema = v;
         } else if (!strcmp(argv[i - 1], "--chat")) {
             o->chat_id = v;
+        } else if (!strcmp(argv[i - 1], "--model")) {
+            o->model = v;
+        } else if (!strcmp(argv[i - 1], "--system")) {
+            o->system = v;
         } else if (!strcmp(argv[i - 1], "--tool") && strchr(v, '=') && o->ntools < ASK_TOOLS_MAX) {
             char *eq = strchr(v, '=');
             argv[i][eq - v] = '\0';

@@ -5,7 +5,7 @@
  * answers: local tools run, refused arguments and refused batches answered with bounded
  * errors, the finalizer's submission checked (an acknowledgment plus candidate metadata, or
  * the validator's first issues). Calls of declared dynamic tools are left to the client, and
- * MCP calls to a step of their own (ARCHITECTURE.md §7.7). In
+ * MCP calls to a step of their own (ARCHITECTURE.md §7.9). In
  * native mode (structured.h) the reply's text is the submission: the step row carries the
  * checked value as the candidate, or the invalid_output rejection and its reason; any tool
  * call refuses the batch.

@@ -3,6 +3,7 @@
 #include "id.h"
 #include "jsonout.h"
 #include "mem.h"
+#include "usage.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,10 +63,10 @@ json_t *compaction_prompt(const json_t *messages, json_t **replay) {
     return prompt;
 }
 
-char *compaction_progress_part(const char *call_id) {
+char *compaction_progress_part(const char *call_id, const char *source) {
     json_t *p = json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", COMPACTION_PART_TYPE, "tool_name",
-                          COMPACTION_TOOL, "tool_call_id", call_id, "source", COMPACTION_SOURCE,
-                          "status", "Summarizing...");
+                          COMPACTION_TOOL, "tool_call_id", call_id, "source", source, "status",
+                          "Summarizing...");
     char *text = jsonout_dumps(p);
     json_decref(p);
     return text;
@@ -94,6 +95,94 @@ char *compaction_summary_text(const json_t *content) {
     return acc;
 }
 
+/* --- The automatic trigger. --- */
+
+compaction_trigger_t compaction_trigger(int64_t chat_limit, int threshold, int64_t override_limit) {
+    compaction_trigger_t t = {.context_limit = chat_limit > 0 ? chat_limit : 0,
+                              .chat_point = -1,
+                              .override_point = -1,
+                              .threshold_percent = threshold};
+    if (t.context_limit > 0 && threshold < COMPACTION_THRESHOLD_OFF_PERCENT) {
+        t.chat_point = t.context_limit * threshold / 100;
+    }
+    if (override_limit > 0 && t.context_limit > 0) {
+        int64_t point = override_limit * COMPACTION_OVERRIDE_WINDOW_PERCENT / 100;
+        /* Beyond the chat model's window the prompt could never get there. */
+        if (point <= t.context_limit) {
+            t.override_point = point;
+        }
+    }
+    if (t.override_point >= 0 && (t.chat_point < 0 || t.override_point < t.chat_point)) {
+        t.override_binds = true;
+        t.threshold_percent = COMPACTION_OVERRIDE_WINDOW_PERCENT;
+        t.trigger_limit = override_limit;
+    } else if (t.chat_point >= 0) {
+        t.trigger_limit = t.context_limit;
+    }
+    return t;
+}
+
+static int64_t s_int(const json_t *obj, const char *key) {
+    const json_t *v = json_object_get(obj, key);
+    return json_is_integer(v) && json_integer_value(v) >= 0 ? (int64_t)json_integer_value(v) : -1;
+}
+
+compaction_gate_t compaction_gate(const json_t *messages, const json_t *summary,
+                                  const compaction_trigger_t *t, int64_t *tokens) {
+    *tokens = -1;
+    size_t replies = 0; /* assistant rows with usage after the boundary, up to the latest */
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        if (strcmp(s_str(m, "role"), "assistant") ||
+            json_is_true(json_object_get(m, "compressed"))) {
+            continue;
+        }
+        int64_t n = usage_context_tokens(json_object_get(m, "usage"));
+        if (n >= 0) {
+            *tokens = n;
+            replies++;
+        }
+    }
+    if (*tokens < 0 || t->trigger_limit <= 0) {
+        return COMPACTION_GATE_NONE;
+    }
+    int64_t point = t->override_binds ? t->override_point : t->chat_point;
+    if (*tokens < point) {
+        return COMPACTION_GATE_NONE;
+    }
+    /* A summary made under another trigger is no failed compaction: compact again. */
+    if (summary && replies == 1 && t->threshold_percent > 0 &&
+        s_int(summary, "threshold_percent") == t->threshold_percent &&
+        s_int(summary, "trigger_context_limit_tokens") == t->trigger_limit) {
+        return COMPACTION_GATE_OVER_LIMIT;
+    }
+    return COMPACTION_GATE_RUN;
+}
+
+char *compaction_over_limit_error(const compaction_trigger_t *t, int64_t tokens) {
+    bool chat = !t->override_binds || (t->chat_point >= 0 && tokens >= t->chat_point);
+    bool over = t->override_binds || (t->override_point >= 0 && tokens >= t->override_point);
+    const char *fix = chat && over ? "raise the owner's compaction threshold for this model or"
+                                     " configure a compaction model with a larger context window"
+                      : chat       ? "raise the owner's compaction threshold for this model"
+                                   : "configure a compaction model with a larger context window";
+    char *msg =
+        mem_printf("the conversation is still over the compaction limit after it was"
+                   " summarized (%lld tokens, trigger at %d%% of %lld): %s",
+                   (long long)tokens, t->threshold_percent, (long long)t->trigger_limit, fix);
+    json_t *e =
+        json_pack("{s:s, s:s, s:I, s:i, s:I}", "kind", "context_limit", "message", msg,
+                  "context_tokens", (json_int_t)tokens, "threshold_percent", t->threshold_percent,
+                  "trigger_context_limit_tokens", (json_int_t)t->trigger_limit);
+    free(msg);
+    char *text = jsonout_dumps(e);
+    json_decref(e);
+    return text;
+}
+
+/* --- The compaction step. --- */
+
 #define S_ROWS_MAX 3 /* the triplet; replayed rows come after it */
 
 struct compaction_step {
@@ -112,8 +201,9 @@ static void s_add(compaction_step_t *self, cs_message_t row, json_t *v) {
 }
 
 compaction_step_t *compaction_step_new(const char *summary, const json_t *replay,
-                                       const char *call_id, const char *usage,
-                                       const char *model_config_id) {
+                                       const compaction_meta_t *meta) {
+    const char *call_id = meta->call_id;
+    const compaction_trigger_t *t = meta->trigger;
     compaction_step_t *self = mem_calloc(1, sizeof *self);
     size_t cap = S_ROWS_MAX + json_array_size(replay);
     self->rows = mem_calloc(cap, sizeof *self->rows);
@@ -128,14 +218,18 @@ compaction_step_t *compaction_step_new(const char *summary, const json_t *replay
           (cs_message_t){.role = "assistant",
                          .visibility = "user",
                          .compressed = true,
-                         .usage = usage,
-                         .model_config_id = model_config_id},
+                         .usage = meta->usage,
+                         .model_config_id = meta->model_config_id},
           json_pack("[{s:s, s:s, s:s, s:{s:s}}]", "type", "tool-call", "tool_call_id", call_id,
-                    "tool_name", COMPACTION_TOOL, "args", "source", COMPACTION_SOURCE));
+                    "tool_name", COMPACTION_TOOL, "args", "source", meta->source));
     s_add(self, (cs_message_t){.role = "tool", .visibility = "user", .compressed = true},
-          json_pack("[{s:s, s:s, s:s, s:{s:s, s:s, s:I}}]", "type", "tool-result", "tool_call_id",
-                    call_id, "tool_name", COMPACTION_TOOL, "result", "source", COMPACTION_SOURCE,
-                    "summary", summary, "replayed_messages", (json_int_t)json_array_size(replay)));
+          json_pack("[{s:s, s:s, s:s, s:{s:s, s:s, s:I, s:i, s:I, s:I, s:s}}]", "type",
+                    "tool-result", "tool_call_id", call_id, "tool_name", COMPACTION_TOOL, "result",
+                    "source", meta->source, "summary", summary, "replayed_messages",
+                    (json_int_t)json_array_size(replay), "threshold_percent", t->threshold_percent,
+                    "trigger_context_limit_tokens", (json_int_t)t->trigger_limit,
+                    "context_limit_tokens", (json_int_t)t->context_limit, "summary_model",
+                    meta->summary_model ? meta->summary_model : ""));
     size_t i;
     json_t *content;
     json_array_foreach(replay, i, content) {

@@ -11,7 +11,9 @@
 #include "outformat.h"
 #include "provider.h"
 #include "structured.h"
+#include "title.h"
 #include "tools.h"
+#include "usage.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +79,7 @@ typedef struct {
      * structured request open), so FinishTurn, and Abandon when the chat is left waiting,
      * follow in the same bundle. */
     bool finish;
+    bool automatic; /* the compaction CommitStep of an automatic compaction */
 } s_args_t;
 
 static int s_receipt(chatstate_t *cs, const s_args_t *a, cs_error_t *err) {
@@ -114,9 +117,12 @@ static int s_commit_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     return chatstate_state(cs) == ES_W ? chatstate_abandon(cs, &after, err) : 0;
 }
 
+/* A manual compaction consumes the request; an automatic one is an ordinary CommitStep (no
+ * request can be pending while the chat runs: RequestCompaction needs W, E0 or E1). */
 static int s_commit_compaction(chatstate_t *cs, void *arg, cs_error_t *err) {
     s_args_t *a = arg;
-    return chatstate_commit_compaction(cs, a->fence, a->msgs, a->count, err);
+    return a->automatic ? chatstate_commit_step(cs, a->fence, a->msgs, a->count, err)
+                        : chatstate_commit_compaction(cs, a->fence, a->msgs, a->count, err);
 }
 
 static int s_enter_ra(chatstate_t *cs, void *arg, cs_error_t *err) {
@@ -152,12 +158,10 @@ static int s_record_retry(chatstate_t *cs, void *arg, cs_error_t *err) {
 
 /* --- The structured turn. --- */
 
-/* FinishError with a failed receipt (code); the error is for people, the code for clients. */
-static taskctx_rc_t s_fail_request(taskctx_t *ctx, PGconn *conn, const char *request_id,
-                                   const char *code, const char *kind, const char *why) {
-    json_t *e = json_pack("{s:s, s:s}", "kind", kind, "message", why);
-    char *ej = jsonout_dumps(e);
-    json_decref(e);
+/* FinishError with error_json (JSON text), and a failed receipt (code) when request_id is
+ * set; the error is for people, the code for clients. */
+static taskctx_rc_t s_finish_failed(taskctx_t *ctx, PGconn *conn, const char *request_id,
+                                    const char *code, const char *ej) {
     s_args_t a = {.fence = &ctx->fence,
                   .error_json = ej,
                   .receipt_id = request_id,
@@ -167,6 +171,16 @@ static taskctx_rc_t s_fail_request(taskctx_t *ctx, PGconn *conn, const char *req
     if (rc == TASKCTX_DONE) {
         atomic_fetch_add(&ctx->env->counters.turns_failed, 1);
     }
+    return rc;
+}
+
+/* s_finish_failed with the error {kind, message: why}. */
+static taskctx_rc_t s_fail_request(taskctx_t *ctx, PGconn *conn, const char *request_id,
+                                   const char *code, const char *kind, const char *why) {
+    json_t *e = json_pack("{s:s, s:s}", "kind", kind, "message", why);
+    char *ej = jsonout_dumps(e);
+    json_decref(e);
+    taskctx_rc_t rc = s_finish_failed(ctx, conn, request_id, code, ej);
     free(ej);
     return rc;
 }
@@ -253,7 +267,7 @@ static bool s_has_tool_call(const json_t *content) {
     return false;
 }
 
-/* A step's MCP calls between their phases (ARCHITECTURE.md §7.7). */
+/* A step's MCP calls between their phases (ARCHITECTURE.md §7.9). */
 typedef struct {
     json_t *calls;   /* the pending MCP calls */
     json_t *enabled; /* the chat's MCP servers */
@@ -422,13 +436,14 @@ static char *s_error_json(const provider_result_t *r, int64_t attempt, bool retr
     return text;
 }
 
-static void s_model_of(const history_t *h, provider_model_t *model) {
-    const char *key_env = json_string_value(json_object_get(h->model, "api_key_env"));
+/* The provider's view of a model config (history_t.model's shape); strings borrow from cfg. */
+static void s_model_of(const json_t *cfg, provider_model_t *model) {
+    const char *key_env = json_string_value(json_object_get(cfg, "api_key_env"));
     *model = (provider_model_t){
-        .name = s_str(h->model, "name"),
-        .provider = s_str(h->model, "provider"),
-        .model = s_str(h->model, "model"),
-        .base_url = json_string_value(json_object_get(h->model, "base_url")),
+        .name = s_str(cfg, "name"),
+        .provider = s_str(cfg, "provider"),
+        .model = s_str(cfg, "model"),
+        .base_url = json_string_value(json_object_get(cfg, "base_url")),
         .api_key = key_env ? getenv(key_env) : NULL,
     };
 }
@@ -494,14 +509,23 @@ struct s_gen {
     structured_turn_t turn;
     bool open; /* turn holds an open structured request */
     provider_model_t model;
+    const json_t *model_cfg; /* the config model was made from (in h): its prices, its window */
     const char *model_config_id;
     json_t *prompt;
     json_t *tools;
     s_stream_t stream;
     int64_t t0;             /* when the call began */
     int64_t commit_backoff; /* the next wait before the reply's commit is tried again */
-    bool compact;           /* a summary call for a compaction request (ARCHITECTURE.md §7.6) */
+    const char *source;     /* a summary call (ARCHITECTURE.md §7.6): COMPACTION_MANUAL or
+                               COMPACTION_AUTOMATIC; NULL for any other call */
+    bool compact;           /* source is set */
     json_t *replay;         /* compact: the trailing user rows' contents, replayed after it */
+    /* The title call that goes first on a new chat's first step (ARCHITECTURE.md §7.8). */
+    outformat_t *title_fmt;
+    json_t *title_prompt;
+    json_t *no_tools;
+    provider_model_t title_model;
+    int64_t first_attempt; /* the main call's recorded attempt (0: not recorded yet) */
     char call_id[COMPACTION_CALL_ID_MAX]; /* compact: the chat_summarized call's id */
 };
 
@@ -510,6 +534,9 @@ static void s_gen_free(void *arg) {
     json_decref(g->prompt);
     json_decref(g->tools);
     json_decref(g->replay);
+    outformat_destroy(&g->title_fmt);
+    json_decref(g->title_prompt);
+    json_decref(g->no_tools);
     structured_turn_close(&g->turn);
     history_clear(&g->h);
     free(g);
@@ -556,6 +583,19 @@ static void s_check_summary(taskctx_t *ctx) {
     free(text);
 }
 
+/* The reply's usage as it is stored (ARCHITECTURE.md §7.7): context size, the window and the
+ * cost from the prices of cfg, the config of the model that answered (named name); counted by
+ * model for /metrics. */
+static void s_price(taskctx_t *ctx, const json_t *cfg, const char *name) {
+    provider_result_t *res = &ctx->call_res;
+    const json_t *cl = json_object_get(cfg, "context_limit");
+    json_t *priced = usage_priced(res->usage, json_object_get(cfg, "prices"),
+                                  json_is_integer(cl) ? (int64_t)json_integer_value(cl) : 0);
+    json_decref(res->usage);
+    res->usage = priced;
+    usagemeter_add(ctx->env->usage, name, res->usage);
+}
+
 /* The phase after a model call: commit the reply, or handle the failure. */
 static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
     s_gen_t *g = ctx->body;
@@ -573,6 +613,7 @@ static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
         s_check_summary(ctx);
     }
     if (ctx->call_rc == PROVIDER_OK) {
+        s_price(ctx, g->model_cfg, g->model.name);
         log_info("model_reply", "chat_id=%s provider=%s attempt=%lld ms=%lld parts=%zu finish=%s",
                  ctx->chat_id, g->model.provider, (long long)attempt, (long long)ms,
                  json_array_size(res->content), res->finish[0] ? res->finish : "stop");
@@ -592,8 +633,8 @@ static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
     return rc;
 }
 
-/* A summary's text is not streamed: clients see the progress part instead. */
-static void s_on_summary_part(void *arg, const char *part_json) {
+/* A summary's or a title's text is not streamed (a summary shows its progress part). */
+static void s_on_hidden_part(void *arg, const char *part_json) {
     (void)arg;
     (void)part_json;
 }
@@ -601,7 +642,7 @@ static void s_on_summary_part(void *arg, const char *part_json) {
 /* The "Summarizing..." part of a summary call's episode (ARCHITECTURE.md §7.6). */
 static void s_progress(taskctx_t *ctx, int64_t attempt) {
     s_gen_t *g = ctx->body;
-    char *part = compaction_progress_part(g->call_id);
+    char *part = compaction_progress_part(g->call_id, g->source);
     (void)partbuf_add(ctx->env->partbuf, ctx->chat_id, ctx->fence.history_version, attempt,
                       "assistant", part, strlen(part));
     free(part);
@@ -612,14 +653,23 @@ static taskctx_rc_t s_commit_summary(taskctx_t *ctx, PGconn *conn, provider_resu
     s_gen_t *g = ctx->body;
     char *summary = compaction_summary_text(res->content);
     char *usage = res->usage ? jsonout_dumps(res->usage) : NULL;
-    compaction_step_t *step =
-        compaction_step_new(summary, g->replay, g->call_id, usage, g->model_config_id);
-    s_args_t a = {.fence = &ctx->fence};
+    compaction_meta_t meta = {.call_id = g->call_id,
+                              .source = g->source,
+                              .usage = usage,
+                              .model_config_id = g->model_config_id,
+                              .summary_model = g->model.name,
+                              .trigger = &g->h.trigger};
+    compaction_step_t *step = compaction_step_new(summary, g->replay, &meta);
+    s_args_t a = {.fence = &ctx->fence, .automatic = !strcmp(g->source, COMPACTION_AUTOMATIC)};
     a.msgs = compaction_step_rows(step, &a.count);
     taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_commit_compaction, &a, "CommitStep(compaction)");
     if (rc == TASKCTX_DONE) {
-        log_info("compaction_committed", "chat_id=%s source=%s summary_bytes=%zu replayed=%zu",
-                 ctx->chat_id, COMPACTION_SOURCE, strlen(summary), json_array_size(g->replay));
+        log_info("compaction_committed",
+                 "chat_id=%s source=%s summary_model=%s summary_bytes=%zu replayed=%zu"
+                 " threshold_percent=%d trigger_context_limit_tokens=%lld",
+                 ctx->chat_id, g->source, g->model.name, strlen(summary),
+                 json_array_size(g->replay), g->h.trigger.threshold_percent,
+                 (long long)g->h.trigger.trigger_limit);
     }
     compaction_step_destroy(&step);
     free(usage);
@@ -649,7 +699,7 @@ static taskctx_rc_t s_start_call(taskctx_t *ctx, int64_t attempt) {
     if (g->compact) {
         s_progress(ctx, attempt);
     }
-    ctx->on_part = g->compact ? s_on_summary_part : s_on_part;
+    ctx->on_part = g->compact ? s_on_hidden_part : s_on_part;
     ctx->part_arg = &g->stream;
     g->t0 = id_now_ms();
     atomic_fetch_add(&env->counters.model_calls, 1);
@@ -667,11 +717,99 @@ static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn) {
     return rc == TASKCTX_DONE ? s_start_call(ctx, a.attempt) : rc;
 }
 
+/* --- The title (ARCHITECTURE.md §7.8). --- */
+
+typedef struct {
+    const char *title;
+    bool applied;
+} s_title_t;
+
+static int s_set_title(chatstate_t *cs, void *arg, cs_error_t *err) {
+    s_title_t *t = arg;
+    return chatstate_set_generated_title(cs, t->title, &t->applied, err);
+}
+
+/* After the title call: a title that passes its schema is written (never over a user title);
+ * anything else leaves the fallback. Either way the step's model call follows. */
+static taskctx_rc_t s_after_title(taskctx_t *ctx, PGconn *conn) {
+    s_gen_t *g = ctx->body;
+    if (ctx->call_rc == PROVIDER_CANCELLED) {
+        return TASKCTX_QUIET;
+    }
+    char reason[STRUCTURED_REASON_MAX];
+    char *title = NULL;
+    if (ctx->call_rc != PROVIDER_OK) {
+        snprintf(reason, sizeof reason, "%s", ctx->call_res.error);
+    } else {
+        s_price(ctx, g->h.title_model ? g->h.title_model : g->h.model, g->title_model.name);
+        title = title_from_reply(g->title_fmt, ctx->call_res.content, ctx->call_res.finish, reason,
+                                 sizeof reason);
+    }
+    provider_result_clear(&ctx->call_res);
+    s_title_t t = {.title = title};
+    taskctx_rc_t rc =
+        title && conn ? taskctx_bundle(ctx, conn, s_set_title, &t, "SetTitle") : TASKCTX_DONE;
+    char q[STRUCTURED_REASON_MAX + 8];
+    if (t.applied) {
+        log_info("title_generated", "chat_id=%s model=%s title=%s", ctx->chat_id,
+                 g->title_model.name, log_quote(title, q, sizeof q));
+    } else {
+        log_warn("title_not_generated", "chat_id=%s model=%s reason=%s", ctx->chat_id,
+                 g->title_model.name,
+                 log_quote(title ? "a user title, or the write failed" : reason, q, sizeof q));
+    }
+    free(title);
+    if (rc == TASKCTX_QUIET) {
+        return rc;
+    }
+    return g->first_attempt > 0 ? s_start_call(ctx, g->first_attempt) : s_attempt(ctx, conn);
+}
+
+/* Whether this step makes the chat's title first: a fallback title, the chat's first step
+ * (no reply yet, nothing attempted), and a first message with text. */
+static bool s_title_wanted(const history_t *h) {
+    if (!h->title_fallback || h->generation_attempt != 0) {
+        return false;
+    }
+    size_t i;
+    json_t *m;
+    json_array_foreach(h->messages, i, m) {
+        if (!strcmp(s_str(m, "role"), "assistant")) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Starts the title call on the title model (the chat's when none is configured); the step's
+ * own call follows in s_after_title. */
+static taskctx_rc_t s_start_title(taskctx_t *ctx, int64_t attempt) {
+    s_gen_t *g = ctx->body;
+    g->first_attempt = attempt;
+    s_model_of(g->h.title_model ? g->h.title_model : g->h.model, &g->title_model);
+    g->no_tools = json_array();
+    ctx->call = (provider_request_t){.model = &g->title_model,
+                                     .messages = g->title_prompt,
+                                     .tools = g->no_tools,
+                                     .attempt = 1,
+                                     .chunk_ms = ctx->env->sim_chunk_ms,
+                                     .native_schema = g->title_fmt->schema,
+                                     .native_name = TITLE_SCHEMA_NAME,
+                                     .title = true};
+    ctx->on_part = s_on_hidden_part;
+    ctx->part_arg = NULL;
+    atomic_fetch_add(&ctx->env->counters.model_calls, 1);
+    ctx->next = s_after_title;
+    return TASKCTX_CALL;
+}
+
 /* Takes h and turn over into the step's state and starts the first attempt (recorded
- * already when attempt > 0). */
+ * already when attempt > 0). source: a summary call of that compaction source (on the
+ * compaction model override when one resolves, ARCHITECTURE.md §7.6), or NULL. */
 static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
                                  structured_turn_t *turn, bool open, int64_t attempt,
-                                 bool compact) {
+                                 const char *source) {
+    bool compact = source != NULL;
     if (!json_is_object(h->model)) {
         return s_fail_request(ctx, conn, open ? turn->request_id : NULL, "configuration_error",
                               "config", "no model config is available");
@@ -685,9 +823,12 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
     if (open) {
         g->turn.request_id = g->h.request_id; /* it borrowed from the history that moved */
     }
-    s_model_of(&g->h, &g->model);
+    /* The override makes only the summary: the rows keep the chat's model. */
+    g->model_cfg = compact && g->h.summarizer ? g->h.summarizer : g->h.model;
+    s_model_of(g->model_cfg, &g->model);
     g->model_config_id = json_string_value(json_object_get(g->h.model, "id"));
     g->compact = compact;
+    g->source = source;
     if (compact && compaction_call_id(g->call_id) != 0) {
         ctx->body = g;
         ctx->body_free = s_gen_free;
@@ -699,6 +840,10 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
         compact ? json_array() : s_tools_on_offer(ctx->env->mcp, &g->h, open ? &g->turn : NULL);
     ctx->body = g;
     ctx->body_free = s_gen_free;
+    if (!compact && s_title_wanted(&g->h) && (g->title_prompt = title_prompt(g->h.messages))) {
+        g->title_fmt = title_format_new();
+        return s_start_title(ctx, attempt);
+    }
     return attempt > 0 ? s_start_call(ctx, attempt) : s_attempt(ctx, conn);
 }
 
@@ -735,6 +880,20 @@ static bool s_structured_step(taskctx_t *ctx, PGconn *conn, const history_t *h,
     return true;
 }
 
+/* The terminal "still over limit" error (ARCHITECTURE.md §7.6), with a failed receipt when a
+ * structured request is open. */
+static taskctx_rc_t s_over_limit(taskctx_t *ctx, PGconn *conn, const compaction_trigger_t *t,
+                                 int64_t tokens, const char *request_id) {
+    char *ej = compaction_over_limit_error(t, tokens);
+    log_warn(
+        "compaction_over_limit",
+        "chat_id=%s context_tokens=%lld threshold_percent=%d trigger_context_limit_tokens=%lld",
+        ctx->chat_id, (long long)tokens, t->threshold_percent, (long long)t->trigger_limit);
+    taskctx_rc_t rc = s_finish_failed(ctx, conn, request_id, "generation_failed", ej);
+    free(ej);
+    return rc;
+}
+
 /* What a step's first bundle read, decided and recorded. */
 typedef struct {
     taskctx_t *ctx;
@@ -744,6 +903,8 @@ typedef struct {
     decide_t d;
     json_t *pending;
     int64_t attempt; /* > 0: RecordGenerationAttempt is in the bundle */
+    int64_t tokens;  /* the latest context size the automatic gate read (-1: none) */
+    bool automatic;  /* DECIDE_COMPACT came from the automatic gate */
 } s_read_t;
 
 /* The step's reads under the chat row lock and, when the step is a plain model call (no
@@ -753,14 +914,27 @@ typedef struct {
 static int s_read_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     s_read_t *r = arg;
     taskctx_t *ctx = r->ctx;
-    r->hr = history_read_locked(r->conn, ctx->chat_id, &ctx->fence, &r->h);
+    r->hr = history_read_locked(r->conn, ctx->chat_id, &ctx->fence, &ctx->env->compaction,
+                                ctx->env->title_model, &r->h);
     if (r->hr != HISTORY_OK) {
         return TASKCTX_BUNDLE_EMPTY;
     }
     /* Every write of this step also fences the attempt it read. */
     ctx->fence.generation_attempt = r->h.generation_attempt;
-    r->d = history_decide(r->h.messages, r->h.dynamic_tools, ctx->env->max_steps,
-                          r->h.compaction_requested, &r->pending);
+    bool resume = r->h.summary && !strcmp(s_str(r->h.summary, "source"), COMPACTION_AUTOMATIC);
+    unsigned flags = (r->h.compaction_requested ? HISTORY_COMPACTION_REQUESTED : 0) |
+                     (resume ? HISTORY_RESUME_AFTER_SUMMARY : 0);
+    r->d =
+        history_decide(r->h.messages, r->h.dynamic_tools, ctx->env->max_steps, flags, &r->pending);
+    /* The automatic gate, while preparing a model call (ARCHITECTURE.md §7.6). */
+    if (r->d == DECIDE_CALL_MODEL) {
+        compaction_gate_t gate =
+            compaction_gate(r->h.messages, r->h.summary, &r->h.trigger, &r->tokens);
+        r->automatic = gate == COMPACTION_GATE_RUN;
+        r->d = gate == COMPACTION_GATE_RUN          ? DECIDE_COMPACT
+               : gate == COMPACTION_GATE_OVER_LIMIT ? DECIDE_OVER_LIMIT
+                                                    : r->d;
+    }
     bool plain = r->d == DECIDE_COMPACT || (r->d == DECIDE_CALL_MODEL && !r->h.request_id[0]);
     if (!plain || !json_is_object(r->h.model)) {
         return TASKCTX_BUNDLE_EMPTY;
@@ -773,7 +947,7 @@ taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
         return TASKCTX_RETRY;
     }
     ctx->fence.generation_attempt = -1;
-    s_read_t r = {.ctx = ctx, .conn = conn, .hr = HISTORY_DB};
+    s_read_t r = {.ctx = ctx, .conn = conn, .hr = HISTORY_DB, .tokens = -1};
     taskctx_rc_t brc = taskctx_bundle(ctx, conn, s_read_step, &r, "RecordGenerationAttempt");
     if (brc != TASKCTX_DONE || r.hr != HISTORY_OK) {
         if (r.hr == HISTORY_FENCED) {
@@ -786,9 +960,10 @@ taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
     history_t h = r.h;
     json_t *pending = r.pending;
     decide_t d = r.d;
-    log_info("generation_step", "chat_id=%s history_version=%lld attempt=%lld decision=%s",
+    log_info("generation_step",
+             "chat_id=%s history_version=%lld attempt=%lld decision=%s context_tokens=%lld",
              ctx->chat_id, (long long)h.history_version, (long long)h.generation_attempt,
-             history_decision_name(d));
+             history_decision_name(d), (long long)r.tokens);
     taskctx_rc_t rc = TASKCTX_QUIET;
     structured_turn_t turn = {0};
     bool open = false;
@@ -811,9 +986,15 @@ taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
                 atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
             }
             break;
+        case DECIDE_OVER_LIMIT:
+            rc = s_over_limit(ctx, conn, &h.trigger, r.tokens, open ? turn.request_id : NULL);
+            break;
         case DECIDE_CALL_MODEL:
+            rc = s_call_model(ctx, conn, &h, &turn, open, r.attempt, NULL);
+            break;
         case DECIDE_COMPACT:
-            rc = s_call_model(ctx, conn, &h, &turn, open, r.attempt, d == DECIDE_COMPACT);
+            rc = s_call_model(ctx, conn, &h, &turn, open, r.attempt,
+                              r.automatic ? COMPACTION_AUTOMATIC : COMPACTION_MANUAL);
             break;
         default:
             break;

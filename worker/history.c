@@ -26,6 +26,9 @@ void history_clear(history_t *h) {
     json_decref(h->messages);
     json_decref(h->model);
     json_decref(h->evidence);
+    json_decref(h->summarizer);
+    json_decref(h->title_model);
+    json_decref(h->summary);
     free(h->response_format);
     memset(h, 0, sizeof *h);
 }
@@ -118,6 +121,17 @@ static int s_load_request(PGconn *conn, const char *chat_id, history_t *out) {
     return 0;
 }
 
+/* A model config row (alias m) as the JSON history_t.model describes; $2 is the chat, whose
+ * owner's threshold for that model is user_threshold. */
+#define S_MODEL_JSON                                                                               \
+    "json_build_object('id', m.id, 'name', m.name, 'provider', m.provider, 'model', m.model,"      \
+    " 'base_url', m.base_url, 'api_key_env', m.api_key_env, 'native_structured_output',"           \
+    " m.native_structured_output, 'context_limit', m.context_limit, 'compression_threshold',"      \
+    " m.compression_threshold, 'prices', m.prices, 'user_threshold', (SELECT u.threshold_percent " \
+    "FROM"                                                                                         \
+    " user_compaction_thresholds u JOIN chats c ON c.owner_id = u.user_id WHERE c.id ="            \
+    " $2::uuid AND u.model_config_id = m.id))::text"
+
 /* The reads of history_load inside a transaction the caller opened and ends. */
 static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
                            bool with_messages, history_t *out) {
@@ -128,7 +142,7 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
         " history_version, generation_attempt, archived, coalesce(dynamic_tools, '[]')::text,"
         " coalesce(floor(extract(epoch FROM requires_action_deadline_at - now()) * 1000)::bigint,"
         " 9223372036854775807), model_config_id::text, compaction_requested_at IS NOT NULL,"
-        " coalesce(mcp_servers, '[]')::text"
+        " coalesce(mcp_servers, '[]')::text, title_source = 'fallback'"
         " FROM chats WHERE id = $1",
         1, p);
     if (!res) {
@@ -152,6 +166,7 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
     out->generation_attempt = db_int64(res, 0, 4);
     out->deadline_in_ms = db_int64(res, 0, 7);
     out->compaction_requested = db_bool(res, 0, 9);
+    out->title_fallback = db_bool(res, 0, 11);
     out->dynamic_tools = s_stored(PQgetvalue(res, 0, 6));
     if (!json_is_array(out->dynamic_tools)) {
         json_decref(out->dynamic_tools);
@@ -165,14 +180,11 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
     char *model_id = db_text(res, 0, 8) ? mem_strdup(db_text(res, 0, 8)) : NULL;
     PQclear(res);
     if (with_messages) {
-        const char *mp[] = {model_id};
+        const char *mp[] = {model_id, chat_id};
         res = s_query(conn, chat_id,
-                      "SELECT json_build_object('id', id, 'name', name, 'provider', provider,"
-                      " 'model', model, 'base_url', base_url, 'api_key_env', api_key_env,"
-                      " 'native_structured_output', native_structured_output)::text"
-                      " FROM model_configs WHERE id = $1::uuid OR is_default"
-                      " ORDER BY (id = $1::uuid) IS TRUE DESC LIMIT 1",
-                      1, mp);
+                      "SELECT " S_MODEL_JSON " FROM model_configs m WHERE id = $1::uuid OR"
+                      " is_default ORDER BY (id = $1::uuid) IS TRUE DESC LIMIT 1",
+                      2, mp);
         if (!res) {
             free(model_id);
             history_clear(out);
@@ -189,7 +201,7 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
             conn, chat_id,
             "SELECT json_build_object('id', id, 'role', role, 'content', content, 'control',"
             " structured_output ->> 'type' IS NOT DISTINCT FROM 'structured-output-feedback',"
-            " 'model_only', visibility = 'model', 'compressed', compressed)::text"
+            " 'model_only', visibility = 'model', 'compressed', compressed, 'usage', usage)::text"
             " FROM chat_messages WHERE chat_id = $1 AND NOT deleted AND visibility <> 'user'"
             " AND (role = 'system' OR id >= coalesce((SELECT max(id) FROM chat_messages"
             " WHERE chat_id = $1 AND NOT deleted AND compressed AND role = 'user'"
@@ -251,10 +263,92 @@ history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *f
     return rc;
 }
 
+static int64_t s_limit(const json_t *model) {
+    const json_t *v = json_object_get(model, "context_limit");
+    return json_is_integer(v) && json_integer_value(v) > 0 ? (int64_t)json_integer_value(v) : 0;
+}
+
+/* The owner's threshold for the chat's model, else the model's, else the default. */
+static int s_threshold(const json_t *model, int dflt) {
+    const char *keys[] = {"user_threshold", "compression_threshold"};
+    for (int k = 0; k < 2; k++) {
+        const json_t *v = json_object_get(model, keys[k]);
+        if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= 100) {
+            return (int)json_integer_value(v);
+        }
+    }
+    return dflt;
+}
+
+/* The reads automatic compaction needs (ARCHITECTURE.md §7.6), inside the open transaction:
+ * the override's config, the latest boundary's summary result, and the binding trigger.
+ * Returns 0, or -1 on a database failure. */
+/* The config of the model named name (history_t.model's shape) into *out, or NULL when name
+ * is "" or no config has it (logged as event). Returns 0, or -1 on a database failure. */
+static int s_model_named(PGconn *conn, const char *chat_id, const char *name, const char *event,
+                         json_t **out) {
+    *out = NULL;
+    if (!name[0]) {
+        return 0;
+    }
+    const char *p[] = {name, chat_id};
+    PGresult *res = s_query(conn, chat_id,
+                            "SELECT " S_MODEL_JSON " FROM model_configs m WHERE m.name = $1", 2, p);
+    if (!res) {
+        return -1;
+    }
+    *out = PQntuples(res) == 1 ? s_stored(PQgetvalue(res, 0, 0)) : NULL;
+    PQclear(res);
+    if (!*out) {
+        char q[160];
+        log_warn(event, "chat_id=%s model=%s", chat_id, log_quote(name, q, sizeof q));
+    }
+    return 0;
+}
+
+static int s_load_compaction(PGconn *conn, const char *chat_id, const compaction_config_t *cc,
+                             history_t *out) {
+    if (s_model_named(conn, chat_id, cc->model, "compaction_model_unresolved", &out->summarizer) !=
+        0) {
+        return -1;
+    }
+    const char *p[] = {chat_id};
+    PGresult *res = s_query(
+        conn, chat_id,
+        "SELECT (content -> 0 -> 'result')::text FROM chat_messages WHERE chat_id = $1"
+        " AND NOT deleted AND compressed AND role = 'tool'"
+        " AND content -> 0 ->> 'tool_name' = '" COMPACTION_TOOL "' AND id > coalesce((SELECT"
+        " max(id) FROM chat_messages WHERE chat_id = $1 AND NOT deleted AND compressed AND"
+        " role = 'user' AND visibility = 'model'), 0) ORDER BY id LIMIT 1",
+        1, p);
+    if (!res) {
+        return -1;
+    }
+    out->summary = PQntuples(res) == 1 ? s_stored(PQgetvalue(res, 0, 0)) : NULL;
+    if (out->summary && !json_is_object(out->summary)) {
+        json_decref(out->summary);
+        out->summary = NULL;
+    }
+    PQclear(res);
+    out->trigger =
+        compaction_trigger(s_limit(out->model), s_threshold(out->model, cc->default_threshold),
+                           out->summarizer ? s_limit(out->summarizer) : -1);
+    return 0;
+}
+
 history_rc_t history_read_locked(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
+                                 const compaction_config_t *cc, const char *title_model,
                                  history_t *out) {
     memset(out, 0, sizeof *out);
-    return s_read(conn, chat_id, fence, true, out);
+    history_rc_t rc = s_read(conn, chat_id, fence, true, out);
+    if (rc == HISTORY_OK &&
+        (s_load_compaction(conn, chat_id, cc, out) != 0 ||
+         (out->title_fallback && s_model_named(conn, chat_id, title_model, "title_model_unresolved",
+                                               &out->title_model) != 0))) {
+        history_clear(out);
+        return HISTORY_DB;
+    }
+    return rc;
 }
 
 static const char *s_str(const json_t *obj, const char *key) {
@@ -288,9 +382,10 @@ static bool s_compactable(const json_t *messages) {
 
 /* Whether the history asks for no reply: its last row is an assistant row, or the rows after
  * the latest context boundary are model-only user rows (the boundary and the unanswered user
- * rows a compaction replayed after it, ARCHITECTURE.md §7.6). A control row (structured
- * feedback) does ask for a reply. */
-static bool s_complete(const json_t *messages) {
+ * rows a compaction replayed after it, ARCHITECTURE.md §7.6), unless resume says that boundary
+ * is an automatic summary made in the middle of a turn. A control row (structured feedback)
+ * does ask for a reply. */
+static bool s_complete(const json_t *messages, bool resume) {
     size_t n = json_array_size(messages);
     bool boundary = false;
     while (n > 0) {
@@ -302,12 +397,14 @@ static bool s_complete(const json_t *messages) {
         boundary = boundary || json_is_true(json_object_get(m, "compressed"));
         n--;
     }
-    return boundary ||
-           (n > 0 && !strcmp(s_str(json_array_get(messages, n - 1), "role"), "assistant"));
+    if (boundary) {
+        return !resume;
+    }
+    return (n > 0 && !strcmp(s_str(json_array_get(messages, n - 1), "role"), "assistant"));
 }
 
 decide_t history_decide(const json_t *messages, const json_t *dynamic_tools, int64_t max_steps,
-                        bool compact, json_t **pending) {
+                        unsigned flags, json_t **pending) {
     if (pending) {
         *pending = NULL;
     }
@@ -370,9 +467,9 @@ decide_t history_decide(const json_t *messages, const json_t *dynamic_tools, int
         d = DECIDE_RUN_LOCAL;
     } else if (dynamic > 0) {
         d = DECIDE_REQUIRES_ACTION;
-    } else if (compact) {
+    } else if (flags & HISTORY_COMPACTION_REQUESTED) {
         d = s_compactable(messages) ? DECIDE_COMPACT : DECIDE_FINISH_TURN;
-    } else if (s_complete(messages)) {
+    } else if (s_complete(messages, flags & HISTORY_RESUME_AFTER_SUMMARY)) {
         d = DECIDE_FINISH_TURN;
     } else if (max_steps > 0 && steps >= max_steps) {
         d = DECIDE_FINISH_TURN;
@@ -398,6 +495,8 @@ const char *history_decision_name(decide_t d) {
             return "finish_turn";
         case DECIDE_COMPACT:
             return "compact";
+        case DECIDE_OVER_LIMIT:
+            return "over_limit";
     }
     return "?";
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "chatstate.h"
+#include "compaction.h"
 
 #define HISTORY_MAX_MESSAGES 100000 /* rows one load reads; a longer history fails the load */
 
@@ -32,10 +33,22 @@ typedef struct {
     json_t *dynamic_tools;     /* owned: the chat's declared tools, an array (maybe empty) */
     json_t *mcp_servers;       /* owned: the MCP servers the chat enabled, names (mcpset.h) */
     json_t *messages;          /* owned: [{"id", "role", "content", "control", "model_only",
-                                  "compressed"}], model-visible, from the latest context boundary
-                                  (system rows always), oldest first */
+                                  "compressed", "usage"}], model-visible, from the latest context
+                                  boundary (system rows always), oldest first */
     json_t *model;             /* owned: {"id","name","provider","model","base_url","api_key_env",
-                                  "native_structured_output"} or null when none resolves */
+                                  "native_structured_output","context_limit",
+                                  "compression_threshold","prices","user_threshold"} or null
+                                  when none resolves */
+    /* Automatic compaction (ARCHITECTURE.md §7.6). */
+    json_t *summarizer; /* owned: the compaction model override's config (the shape of model),
+                           or NULL when none is configured or it does not resolve */
+    json_t *summary;    /* owned: the result of the chat_summarized call that follows the latest
+                           boundary, or NULL (no boundary, or it is a clear) */
+    compaction_trigger_t trigger; /* the binding automatic trigger */
+    /* Titles (ARCHITECTURE.md §7.8). */
+    bool title_fallback; /* the chat's title is still the fallback */
+    json_t *title_model; /* owned: the title model's config (CHATFLEET_TITLE_MODEL), or NULL
+                            when none is configured or it does not resolve */
     /* The governing structured request (ARCHITECTURE.md §8): the latest real
      * user row (role user, not deleted, visibility not 'model') when it carries a request
      * and no receipt closes it yet. request_id is "" when none is open. */
@@ -54,8 +67,13 @@ history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *f
 
 /* history_load's reads (with messages) inside a transaction the caller opened, holds the chat
  * row lock in and ends (a bundle: the reads then see exactly what the bundle's writes build
- * on). On failure the caller's transaction is failed or left as it was; out holds nothing. */
+ * on), plus what automatic compaction needs: the override's config (cc->model; one that does
+ * not resolve is logged and ignored), the latest summary's result, and the binding trigger
+ * (the owner's threshold for the chat's model, else the model's, else cc's default), and
+ * whether the title is the fallback, with title_model's config (a name, "" for none). On
+ * failure the caller's transaction is failed or left as it was; out holds nothing. */
 history_rc_t history_read_locked(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
+                                 const compaction_config_t *cc, const char *title_model,
                                  history_t *out);
 
 void history_clear(history_t *h);
@@ -66,19 +84,25 @@ typedef enum {
     DECIDE_REQUIRES_ACTION, /* only dynamic tool calls are pending: wait for the client */
     DECIDE_FINISH_TURN,     /* nothing left to do for this history (or the step limit) */
     DECIDE_COMPACT,         /* a compaction was requested and there is something to summarize */
+    DECIDE_OVER_LIMIT,      /* still over the compaction limit after a summary: FinishError */
 } decide_t;
 
+/* history_decide's flags. */
+#define HISTORY_COMPACTION_REQUESTED 1u /* compaction_requested_at is set */
+#define HISTORY_RESUME_AFTER_SUMMARY 2u /* the latest boundary is an automatic summary */
+
 /* The next step for messages (as history_load returns them; control rows do not start a
- * turn). dynamic_tools is the chat's
- * declared tools (may be NULL). max_steps bounds assistant responses per turn. compact: a
- * compaction was requested; after the tool guards and before the completeness check it gives
- * DECIDE_COMPACT when an assistant row follows the latest boundary, else DECIDE_FINISH_TURN
- * (ARCHITECTURE.md §7.6). Trailing model-only user rows (a boundary and the user rows it
- * replays) ask for no reply. When the result is DECIDE_RUN_LOCAL, *pending (when non-NULL)
- * receives a new array of the pending local tool-call parts, oldest first; otherwise it is set
- * to NULL. */
+ * turn). dynamic_tools is the chat's declared tools (may be NULL). max_steps bounds assistant
+ * responses per turn. HISTORY_COMPACTION_REQUESTED in flags: after the tool guards and before
+ * the completeness check it gives DECIDE_COMPACT when an assistant row follows the latest
+ * boundary, else DECIDE_FINISH_TURN (ARCHITECTURE.md §7.6). Trailing model-only user rows (a
+ * boundary and the user rows it replays) ask for no reply, unless HISTORY_RESUME_AFTER_SUMMARY
+ * says the boundary is an automatic summary, made in the middle of a turn that goes on. The
+ * automatic gate is the caller's (compaction_gate, on DECIDE_CALL_MODEL). When the result is
+ * DECIDE_RUN_LOCAL, *pending (when non-NULL) receives a new array of the pending local
+ * tool-call parts, oldest first; otherwise it is set to NULL. */
 decide_t history_decide(const json_t *messages, const json_t *dynamic_tools, int64_t max_steps,
-                        bool compact, json_t **pending);
+                        unsigned flags, json_t **pending);
 
 const char *history_decision_name(decide_t d);
 

@@ -1,6 +1,6 @@
 /* mcp: one MCP server over stdio; see mcp.h. The protocol is the MCP specification's
  * (modelcontextprotocol.io, "Base Protocol", "Lifecycle", "Transports: stdio", "Tools",
- * "Cancellation"); what the worker makes of it is ARCHITECTURE.md §7.7. */
+ * "Cancellation"); what the worker makes of it is ARCHITECTURE.md §7.9. */
 #include "mcp.h"
 #include "id.h"
 #include "jsonout.h"

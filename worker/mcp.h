@@ -1,5 +1,5 @@
 /*
- * mcp: one client connection to one MCP server (ARCHITECTURE.md §7.7): JSON-RPC 2.0 over the
+ * mcp: one client connection to one MCP server (ARCHITECTURE.md §7.9): JSON-RPC 2.0 over the
  * stdio transport (one message per line, on the standard input and output of a child process
  * the connection starts itself) or the Streamable HTTP transport (mcphttp.h). It runs the handshake
  * (initialize, notifications/initialized), reads the tool list (tools/list, following nextCursor),

@@ -1,5 +1,5 @@
 /*
- * mcphttp: the MCP Streamable HTTP transport for one server (ARCHITECTURE.md §7.7), used by
+ * mcphttp: the MCP Streamable HTTP transport for one server (ARCHITECTURE.md §7.9), used by
  * mcp.c in place of a child process. Each JSON-RPC message is one POST to the server's URL
  * with Accept: application/json, text/event-stream; the answer is one JSON document, or an SSE
  * stream whose data events are messages (a request's response among them), or 202 with no

@@ -1,5 +1,5 @@
 /*
- * mcpset: the deployment's MCP servers (ARCHITECTURE.md §7.7), one connection each (mcp.h) per
+ * mcpset: the deployment's MCP servers (ARCHITECTURE.md §7.9), one connection each (mcp.h) per
  * worker, shared by every chat. It names their tools for the model, mcp__<server>__<tool>, a
  * prefix no local, dynamic or finalizer tool can have (the gateway refuses dynamic tools named
  * so), and runs a step's pending MCP calls on the event loop as one asynchronous call that the

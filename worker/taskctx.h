@@ -19,12 +19,14 @@
 
 #include "cancel.h"
 #include "chatstate.h"
+#include "compaction.h"
 #include "dbexec.h"
 #include "dbpool.h"
 #include "evloop.h"
 #include "hint.h"
 #include "partbuf.h"
 #include "provider.h"
+#include "usagemeter.h"
 
 #include <czmq.h>
 #include <pthread.h>
@@ -76,15 +78,18 @@ typedef struct {
     zsock_t *done;  /* PUSH to the manager's inbox, for task ends; under done_lock */
     pthread_mutex_t done_lock;
     partbuf_t *partbuf;
-    hint_sink_t sink;      /* where committed hints go (the bus publisher) */
-    char inbox[128];       /* the manager's inbox endpoint (inproc) */
-    int64_t max_retries;   /* generation retries per history version (25) */
-    int64_t max_steps;     /* assistant responses per turn (1200) */
-    int64_t retry_base_ms; /* first model retry backoff, doubled per attempt */
-    int64_t retry_max_ms;  /* cap of the model retry backoff */
-    int64_t sim_chunk_ms;  /* the sim provider's default pace */
-    int64_t ra_default_ms; /* deadline used when requires_action has none recorded */
-    struct mcpset *mcp;    /* the deployment's MCP servers (mcpset.h); never NULL */
+    hint_sink_t sink;               /* where committed hints go (the bus publisher) */
+    char inbox[128];                /* the manager's inbox endpoint (inproc) */
+    int64_t max_retries;            /* generation retries per history version (25) */
+    int64_t max_steps;              /* assistant responses per turn (1200) */
+    int64_t retry_base_ms;          /* first model retry backoff, doubled per attempt */
+    int64_t retry_max_ms;           /* cap of the model retry backoff */
+    int64_t sim_chunk_ms;           /* the sim provider's default pace */
+    int64_t ra_default_ms;          /* deadline used when requires_action has none recorded */
+    compaction_config_t compaction; /* automatic compaction's settings (ARCHITECTURE.md §7.6) */
+    usagemeter_t *usage;            /* tokens and cost by model (ARCHITECTURE.md §7.7) */
+    char title_model[COMPACTION_MODEL_NAME_MAX]; /* CHATFLEET_TITLE_MODEL; "": the chat's */
+    struct mcpset *mcp; /* the deployment's MCP servers (mcpset.h); never NULL */
     taskctx_counters_t counters;
 } taskctx_env_t;
 

@@ -56,8 +56,43 @@ static int s_num(const char *name, int64_t dflt, int64_t min, int64_t *out) {
 
 static int s_options(worker_options_t *o);
 
+/* The compaction settings: the override's name (at most COMPACTION_MODEL_NAME_MAX - 1
+ * bytes) and the default threshold (0..100). */
+/* A model config name from the environment variable var into out (size bytes; "" unset). */
+static int s_name(const char *var, char *out, size_t size) {
+    const char *v = getenv(var);
+    if (v && strlen(v) >= size) {
+        fprintf(stderr, "config: %s must be at most %zu bytes\n", var, size - 1);
+        return -1;
+    }
+    snprintf(out, size, "%s", v ? v : "");
+    return 0;
+}
+
+static int s_compaction(compaction_config_t *c) {
+    if (s_name("CHATFLEET_COMPACTION_MODEL", c->model, sizeof c->model) != 0) {
+        return -1;
+    }
+    int64_t pct = 0;
+    if (s_num("CHATFLEET_COMPACTION_THRESHOLD_PERCENT", 70, 0, &pct) != 0) {
+        return -1;
+    }
+    if (pct > 100) {
+        fprintf(stderr,
+                "config: CHATFLEET_COMPACTION_THRESHOLD_PERCENT must be at most 100 (got"
+                " %lld)\n",
+                (long long)pct);
+        return -1;
+    }
+    c->default_threshold = (int)pct;
+    return 0;
+}
+
 int worker_options_load(worker_options_t *o) {
-    int rc = s_options(o);
+    int rc = s_options(o) || s_compaction(&o->compaction) ||
+                     s_name("CHATFLEET_TITLE_MODEL", o->title_model, sizeof o->title_model)
+                 ? -1
+                 : 0;
     /* Limiter slots are PostgreSQL integers (chat_heartbeats.slot). */
     if (rc == 0 && o->max_chats > INT32_MAX) {
         fprintf(stderr, "config: CHATFLEET_WORKER_MAX_CHATS must be at most %d (got %lld)\n",
@@ -129,7 +164,7 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
         worker_destroy(&self);
         return NULL;
     }
-    /* The deployment's MCP servers, one connection each, started now (ARCHITECTURE.md §7.7). */
+    /* The deployment's MCP servers, one connection each, started now (ARCHITECTURE.md §7.9). */
     char why[256] = "";
     env->mcp = mcpset_new(cfg->config_path, why, sizeof why);
     if (!env->mcp) {
@@ -147,6 +182,9 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
     env->retry_max_ms = opts->retry_max_ms;
     env->sim_chunk_ms = opts->sim_chunk_ms;
     env->ra_default_ms = opts->ra_deadline_ms;
+    env->compaction = opts->compaction;
+    snprintf(env->title_model, sizeof env->title_model, "%s", opts->title_model);
+    env->usage = usagemeter_new();
     manager_args_t ma = {.env = env,
                          .leases = self->leases,
                          .database_url = cfg->database_url,
@@ -185,12 +223,15 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
     log_info("worker_started",
              "worker_id=%s max_chats=%lld sync_ms=%lld max_retries=%lld max_steps=%lld "
              "retry_base_ms=%lld retry_max_ms=%lld sim_chunk_ms=%lld "
-             "requires_action_deadline_ms=%lld drain_ms=%lld db_conns=%lld task_conns=%d",
+             "requires_action_deadline_ms=%lld drain_ms=%lld db_conns=%lld task_conns=%d "
+             "compaction_model=%s compaction_threshold_percent=%d title_model=%s",
              self->id, (long long)opts->max_chats, (long long)opts->sync_ms,
              (long long)opts->max_retries, (long long)opts->max_steps,
              (long long)opts->retry_base_ms, (long long)opts->retry_max_ms,
              (long long)opts->sim_chunk_ms, (long long)opts->ra_deadline_ms,
-             (long long)opts->drain_ms, (long long)opts->db_conns, task_conns);
+             (long long)opts->drain_ms, (long long)opts->db_conns, task_conns,
+             opts->compaction.model[0] ? opts->compaction.model : "-",
+             opts->compaction.default_threshold, opts->title_model[0] ? opts->title_model : "-");
     return self;
 }
 
@@ -228,6 +269,7 @@ void worker_destroy(worker_t **self_p) {
     }
     dbpool_destroy(&self->env.pool);
     partbuf_destroy(&self->partbuf);
+    usagemeter_destroy(&self->env.usage);
     bus_publisher_destroy(&self->pub);
     free(self);
     *self_p = NULL;
@@ -350,7 +392,8 @@ static char *s_capacity_metrics(worker_t *self, char *text) {
 char *worker_metrics(worker_t *self) {
     s_reading_t r;
     s_read(self, &r);
-    return s_capacity_metrics(self, s_model_metrics(self, s_counter_metrics(self, &r)));
+    char *text = s_capacity_metrics(self, s_model_metrics(self, s_counter_metrics(self, &r)));
+    return usagemeter_metrics(self->env.usage, self->id, text);
 }
 
 static char *s_counter_metrics(worker_t *self, const s_reading_t *rp) {

@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "compaction.h"
 #include "config.h"
 #include "id.h"
 
@@ -32,6 +33,10 @@ typedef struct {
     int64_t db_conns;       /* CHATFLEET_WORKER_DB_CONNS: every PostgreSQL connection of the
                                worker (acquirer, heartbeater and sync loop one each, the task
                                jobs the rest); ARCHITECTURE.md §6.5 */
+    compaction_config_t compaction;              /* CHATFLEET_COMPACTION_MODEL and
+                                                    CHATFLEET_COMPACTION_THRESHOLD_PERCENT (§7.6) */
+    char title_model[COMPACTION_MODEL_NAME_MAX]; /* CHATFLEET_TITLE_MODEL (§7.8); "": the
+                                                    chat's model */
 } worker_options_t;
 
 /* Reads the options from the environment over their defaults. Returns -1 and prints the

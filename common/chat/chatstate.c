@@ -372,6 +372,16 @@ int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64
         self->insert_outs.count--;
         return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
     }
+    /* A user message that names a model: the chat's turn runs on it from now on, so the chat
+     * records it as its last model (ARCHITECTURE.md §7.1). */
+    if (m->model_config_id && !strcmp(m->role, "user") &&
+        (!m->visibility || strcmp(m->visibility, "model")) && !m->compressed) {
+        const char *mp[] = {self->chat_id, m->model_config_id};
+        if (cs_exec(self, err, "UPDATE chats SET model_config_id = $2::uuid WHERE id = $1", 2,
+                    mp) != 0) {
+            return -1;
+        }
+    }
     return 0;
 }
 

@@ -80,7 +80,7 @@ typedef struct {
     const char *model_config_id;
     const char *system_prompt; /* becomes a model-only system message */
     const char *dynamic_tools; /* JSON array */
-    const char *mcp_servers;   /* JSON array of MCP server names (ARCHITECTURE.md §7.7), or NULL */
+    const char *mcp_servers;   /* JSON array of MCP server names (ARCHITECTURE.md §7.9), or NULL */
     const cs_message_t *messages;
     int message_count;
 } cs_create_t;
@@ -161,6 +161,13 @@ int chatstate_set_archived(chatstate_t *self, bool archived, cs_error_t *err);
  * state, the invalid one included, and the state is left as it was. A title that is not 1
  * to CS_TITLE_MAX_BYTES bytes is CS_BAD_INPUT naming the field "title". */
 int chatstate_set_title(chatstate_t *self, const char *title, cs_error_t *err);
+
+/* A generated title (ARCHITECTURE.md §7.8): written only over a fallback or generated title,
+ * never over a user one (the ranking fallback < generated < user); title_updated_at now,
+ * updated_at untouched. *applied says whether it was written (only then is the title hint
+ * set). Metadata like chatstate_set_title, and the same bounds. */
+int chatstate_set_generated_title(chatstate_t *self, const char *title, bool *applied,
+                                  cs_error_t *err);
 
 /* Inserts the user message or queues it; max_queue caps the queue (0: no cap). On success
  * *queued_id is the new queued row (or 0) and *message_id the row that entered history

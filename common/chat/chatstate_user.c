@@ -52,7 +52,11 @@ int chatstate_set_archived(chatstate_t *self, bool archived, cs_error_t *err) {
     return cs_finish(self, from, mv, err);
 }
 
-int chatstate_set_title(chatstate_t *self, const char *title, cs_error_t *err) {
+/* A title write of source (SetTitle: metadata, any state). A generated title applies only
+ * over a fallback or generated one; *applied says whether it did. */
+static int s_write_title(chatstate_t *self, const char *title, const char *source, bool *applied,
+                         cs_error_t *err) {
+    *applied = false;
     if (cs_start(self, MV_SET_TITLE, NULL, err) != 0) {
         return -1;
     }
@@ -62,15 +66,29 @@ int chatstate_set_title(chatstate_t *self, const char *title, cs_error_t *err) {
                        CS_TITLE_MAX_BYTES);
     }
     exec_state_t from = self->state;
-    const char *p[] = {self->chat_id, title};
-    if (cs_exec(self, err,
-                "UPDATE chats SET title = $2, title_source = 'user', title_updated_at = now()"
-                " WHERE id = $1",
-                2, p) != 0) {
+    const char *p[] = {self->chat_id, title, source};
+    PGresult *res = cs_query(self, err,
+                             "UPDATE chats SET title = $2, title_source = $3::chat_title_source,"
+                             " title_updated_at = now() WHERE id = $1 AND ($3 = 'user' OR"
+                             " title_source <> 'user') RETURNING 1",
+                             3, p);
+    if (!res) {
         return -1;
     }
-    self->title_set = true;
+    *applied = PQntuples(res) == 1;
+    PQclear(res);
+    self->title_set = *applied;
     return cs_finish(self, from, MV_SET_TITLE, err);
+}
+
+int chatstate_set_title(chatstate_t *self, const char *title, cs_error_t *err) {
+    bool applied;
+    return s_write_title(self, title, "user", &applied, err);
+}
+
+int chatstate_set_generated_title(chatstate_t *self, const char *title, bool *applied,
+                                  cs_error_t *err) {
+    return s_write_title(self, title, "generated", applied, err);
 }
 
 /* W, E0: the message enters history at once and the chat runs. */

@@ -504,6 +504,18 @@ static void s_queue_delete(client_t *cl) {
     ledger_add(r->ledger, &call);
 }
 
+/* POST /compact: 202 from waiting or error (a worker then summarizes), 409 when the chat is
+ * busy or has nothing to compact. */
+static void s_compact(client_t *cl) {
+    char path[160];
+    snprintf(path, sizeof path, "/api/v2/chats/%s/compact",
+             ledger_chat_id(cl->run->ledger, cl->chat));
+    ledger_call_t call = {.op = LEDGER_COMPACT, .chat = cl->chat, .tag = -1};
+    json_decref(s_call(cl, "POST", path, "{}", &call.status));
+    cl->wrote |= s_ok(call.status);
+    ledger_add(cl->run->ledger, &call);
+}
+
 static void s_interrupt(client_t *cl) {
     char path[160];
     snprintf(path, sizeof path, "/api/v2/chats/%s/interrupt",
@@ -621,7 +633,7 @@ static void s_act(client_t *cl) {
     if (roll < 28) {
         s_send(cl, LEDGER_SEND, "", -1);
     } else if (roll < 38) {
-        /* With an MCP server, half the tool turns call its tool (an MCP step, §7.7). */
+        /* With an MCP server, half the tool turns call its tool (an MCP step, §7.9). */
         bool mcp = cl->run->cfg.mcp && s_rand(&cl->rng) % 2;
         s_send(cl, LEDGER_SEND, mcp ? "[sim:tool mcp__chaos__t1]" : "[sim:tool time]", -1);
     } else if (roll < 46) {
@@ -635,8 +647,10 @@ static void s_act(client_t *cl) {
         s_interrupt(cl);
     } else if (roll < 88) {
         s_edit(cl);
-    } else {
+    } else if (roll < 94) {
         s_queue_delete(cl);
+    } else {
+        s_compact(cl);
     }
 }
 

@@ -16,7 +16,7 @@ typedef struct {
     int slow_seconds; /* how long the slow phase's worker faults run */
     const char *name; /* log file prefix */
     /* Nonzero: every chat enables an MCP server (tests/mcp/paged_server.mjs over stdio, node
-     * only) and the workload calls its tool too (ARCHITECTURE.md §7.7). */
+     * only) and the workload calls its tool too (ARCHITECTURE.md §7.9). */
     int mcp;
 } chaos_config_t;
 

@@ -56,8 +56,9 @@ struct ledger {
     peaks_t peaks[LEDGER_PHASES];
 };
 
-static const char *const s_op_names[LEDGER_OPS] = {
-    "create", "send", "send_interrupt", "edit", "queue_delete", "interrupt", "tool_results", "get"};
+static const char *const s_op_names[LEDGER_OPS] = {"create",       "send",         "send_interrupt",
+                                                   "edit",         "queue_delete", "interrupt",
+                                                   "tool_results", "get",          "compact"};
 
 ledger_t *ledger_new(int nchats, const char *calls_log) {
     ASSERT(nchats > 0 && nchats <= LEDGER_CHATS_MAX);
@@ -1148,6 +1149,61 @@ static int s_check_connections(ledger_t *self) {
     return s_verdict("worker_connections", &o);
 }
 
+/* Invariant 9: compaction requests are consumed once. No chat is left with a request pending;
+ * no chat has more manual summaries (deleted ones included: an edit may truncate one) than
+ * requests its client saw accepted; every summary call has exactly one result. */
+static int s_check_compactions(ledger_t *self, PGconn *conn) {
+    offenders_t o = {0};
+    int *accepted = mem_calloc((size_t)self->nchats, sizeof *accepted);
+    int requested = 0;
+    int ok = 0;
+    for (size_t i = 0; i < self->ncalls; i++) {
+        const ledger_call_t *c = &self->calls[i];
+        if (c->op == LEDGER_COMPACT) {
+            requested++;
+            ok += s_2xx(c);
+            accepted[c->chat] += s_2xx(c);
+        }
+    }
+    PGresult *res = s_query(conn, "SELECT id FROM chats WHERE compaction_requested_at IS NOT NULL");
+    int pending = res ? PQntuples(res) : 0;
+    for (int i = 0; i < pending; i++) {
+        s_offend(&o, "%s(request pending)", PQgetvalue(res, i, 0));
+    }
+    PQclear(res);
+    res = s_query(conn, "SELECT chat_id, count(*) FILTER (WHERE content -> 0 -> 'args' ->>"
+                        " 'source' = 'manual'), count(*) FROM chat_messages WHERE role ="
+                        " 'assistant' AND compressed AND content -> 0 ->> 'tool_name' ="
+                        " 'chat_summarized' GROUP BY chat_id");
+    int summaries = 0;
+    int automatic = 0;
+    for (int i = 0; res && i < PQntuples(res); i++) {
+        long manual = strtol(PQgetvalue(res, i, 1), NULL, 10);
+        summaries += (int)strtol(PQgetvalue(res, i, 2), NULL, 10);
+        automatic += (int)(strtol(PQgetvalue(res, i, 2), NULL, 10) - manual);
+        for (int c = 0; c < self->nchats; c++) {
+            if (!strcmp(ledger_chat_id(self, c), PQgetvalue(res, i, 0)) && manual > accepted[c]) {
+                s_offend(&o, "%s(%ld summaries for %d accepted requests)", PQgetvalue(res, i, 0),
+                         manual, accepted[c]);
+            }
+        }
+    }
+    PQclear(res);
+    int unpaired = s_dup_query(
+        conn,
+        "SELECT count(*), coalesce(string_agg(a.id::text, ','), '') FROM chat_messages a WHERE"
+        " a.role = 'assistant' AND a.compressed AND a.content -> 0 ->> 'tool_name' ="
+        " 'chat_summarized' AND (SELECT count(*) FROM chat_messages t WHERE t.chat_id = a.chat_id"
+        " AND t.role = 'tool' AND t.compressed AND t.content -> 0 ->> 'tool_call_id' ="
+        " a.content -> 0 ->> 'tool_call_id') <> 1",
+        &o, "summary calls without exactly one result");
+    printf("chaos: compactions: %d requested, %d accepted, %d summaries committed (%d automatic),"
+           " %d requests pending, %d summary calls without exactly one result\n",
+           requested, ok, summaries, automatic, pending, unpaired);
+    free(accepted);
+    return s_verdict("compactions_once", &o);
+}
+
 int ledger_check(ledger_t *self, PGconn *conn, const char *const *worker_logs, int timeout_ms,
                  int slow_min_in_flight) {
     int failed = 0;
@@ -1161,7 +1217,8 @@ int ledger_check(ledger_t *self, PGconn *conn, const char *const *worker_logs, i
     failed += s_check_snapshots(self);
     failed += s_check_slow(self, conn, &rs, slow_min_in_flight);
     failed += s_check_connections(self);
+    failed += s_check_compactions(self, conn);
     s_receipts_free(&rs);
-    printf("chaos: %d of 8 invariants failed\n", failed);
+    printf("chaos: %d of 9 invariants failed\n", failed);
     return failed;
 }

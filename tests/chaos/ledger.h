@@ -33,6 +33,7 @@ typedef enum {
     LEDGER_INTERRUPT,      /* POST /interrupt */
     LEDGER_TOOL_RESULTS,   /* POST /tool-results */
     LEDGER_GET,            /* GET /chats/{id} */
+    LEDGER_COMPACT,        /* POST /compact */
     LEDGER_OPS
 } ledger_op_t;
 

@@ -334,6 +334,67 @@ static void test_chat_subcommands(void **u) {
     json_decref(chat);
 }
 
+/* Waits until the chat is idle with n compressed rows. */
+static void s_wait_compressed(const char *id, const char *n) {
+    char *q = mem_printf("SELECT status || ':' || (SELECT count(*) FROM chat_messages WHERE"
+                         " chat_id = c.id AND compressed) FROM chats c WHERE id = '%s'",
+                         id);
+    char *want = mem_printf("waiting:%s", n);
+    assert_true(cluster_wait(s_cluster, q, want, S_TURN_MS) >= 0);
+    free(want);
+    free(q);
+}
+
+/* Issue 17's commands: ask with a model, a system prompt and its usage (-v); send with a
+ * model; compact; clear; usage. */
+static void test_model_system_compact_clear_and_usage(void **u) {
+    (void)u;
+    s_cli_t c;
+    s_cli_start(&c, "ask-v", "ask", "-v", "--model", "sim", "--system", "Be brief.",
+                "Tell me about tides", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    char *err = proc_file_text(c.err);
+    assert_non_null(strstr(err, "usage: chat="));
+    assert_non_null(strstr(err, " messages=1 "));
+    assert_non_null(strstr(err, " output_tokens="));
+    free(err);
+    char *id = s_last_chat();
+    char *sys = cluster_sql(s_cluster,
+                            "SELECT content -> 0 ->> 'text' FROM chat_messages WHERE chat_id ="
+                            " '%s' AND role = 'system'",
+                            id);
+    assert_string_equal(sys, "Be brief.");
+    free(sys);
+    s_cli_start(&c, "send-model", "chat", "send", id, "--model", "sim", "And the moon?", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    s_wait_compressed(id, "0");
+    s_cli_start(&c, "send-bad-model", "chat", "send", id, "--model", "nope", "x", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 3);
+    s_cli_start(&c, "compact", "chat", "compact", id, NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    s_wait_compressed(id, "3"); /* the sim's summary triplet */
+    /* A clear needs something after the boundary: one more turn. */
+    s_cli_start(&c, "send-after", "chat", "send", id, "And the sun?", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    char *q = mem_printf("SELECT count(*) FROM chat_messages WHERE chat_id = '%s' AND role ="
+                         " 'assistant' AND NOT compressed",
+                         id);
+    assert_true(cluster_wait(s_cluster, q, "3", S_TURN_MS) >= 0);
+    free(q);
+    s_wait_compressed(id, "3");
+    s_cli_start(&c, "clear", "chat", "clear", id, NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    s_wait_compressed(id, "6"); /* and the clear's */
+    s_cli_start(&c, "usage", "chat", "usage", id, NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    json_t *usage = s_out_json(&c);
+    /* Three replies and the summary. */
+    assert_int_equal(json_integer_value(json_object_get(usage, "messages")), 4);
+    assert_true(json_integer_value(json_object_get(usage, "output_tokens")) > 0);
+    json_decref(usage);
+    free(id);
+}
+
 /* --- Setup. --- */
 
 static int s_setup(void **state) {
@@ -372,6 +433,7 @@ int main(void) {
         cmocka_unit_test(test_canceled_structured_request_exits_4_with_the_code),
         cmocka_unit_test(test_ctrl_c_interrupts_the_server_side_run),
         cmocka_unit_test(test_chat_subcommands),
+        cmocka_unit_test(test_model_system_compact_clear_and_usage),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }

@@ -7,6 +7,14 @@
  * the summary and not the rows before it. The marker is one-shot: interrupt, edit and a failed
  * summary clear it, and a marker left with nothing to compact finishes the turn. A worker killed
  * -9 during the summary call leaves exactly one triplet after the takeover.
+ *
+ * Automatic compaction, on a second cluster whose worker has a compaction model override: a
+ * reply's usage over the binding trigger compacts before the next model call (source
+ * "automatic", the summary on the override) and the turn goes on on the pruned prompt; a first
+ * reply after the summary still over it is the terminal error; the override trigger binds
+ * when the chat trigger is off; the owner's threshold, set through PUT /chats/config/user-
+ * compaction-thresholds/{model}, wins over the model's; kill -9 during
+ * an automatic summary leaves one triplet.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,12 +47,21 @@ static char s_config[256];
     "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","      \
     "\"choices\":[{\"index\":0,\"delta\":" delta ",\"finish_reason\":" finish "}]}\n\n"
 
-/* A reply whose text is text (no quotes or backslashes), its first byte after delay_ms. */
-static void s_push_text(const char *text, int delay_ms) {
+/* A reply whose text is text (no quotes or backslashes), its first byte after delay_ms; its
+ * last chunk reports prompt_tokens (and 10 completion tokens) as usage, none when < 0. */
+static void s_push_reply(const char *text, int delay_ms, int prompt_tokens) {
+    char usage[160] = "";
+    if (prompt_tokens >= 0) {
+        snprintf(usage, sizeof usage,
+                 "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,"
+                 "\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":%d,"
+                 "\"completion_tokens\":10}}\n\n",
+                 prompt_tokens);
+    }
     char *body = mem_printf(OA_CHUNK("{\"role\":\"assistant\",\"content\":\"\"}", "null")
                                 OA_CHUNK("{\"content\":\"%s\"}", "null")
-                                    OA_CHUNK("{}", "\"stop\"") "data: [DONE]\n\n",
-                            text);
+                                    OA_CHUNK("{}", "\"stop\"") "%sdata: [DONE]\n\n",
+                            text, usage);
     mockprov_reply_t *r = mockprov_reply_new(200, "text/event-stream");
     mockprov_reply_chunk(r, body, 7, delay_ms);
     mockprov_reply_body(r, body + 7, 7, 0); /* 7-byte chunks: cuts fall mid-line */
@@ -52,13 +69,18 @@ static void s_push_text(const char *text, int delay_ms) {
     free(body);
 }
 
+static void s_push_text(const char *text, int delay_ms) {
+    s_push_reply(text, delay_ms, -1);
+}
+
 /* The answer to a summary call: one whole chat.completion document (the summary request is
- * not streamed), its first byte after delay_ms. */
+ * not streamed), its first byte after delay_ms. Its usage is over every automatic trigger
+ * here: a summary's own usage must never count as the chat's context size. */
 static void s_push_summary(const char *text, int delay_ms) {
     char *body = mem_printf("{\"id\":\"s\",\"object\":\"chat.completion\",\"choices\":[{"
                             "\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
                             "\"%s\"},\"finish_reason\":\"stop\"}],\"usage\":{"
-                            "\"prompt_tokens\":50,\"completion_tokens\":3}}",
+                            "\"prompt_tokens\":50000,\"completion_tokens\":3}}",
                             text);
     mockprov_reply_t *r = mockprov_reply_new(200, "application/json");
     mockprov_reply_chunk(r, body, 5, delay_ms);
@@ -159,26 +181,34 @@ static char *s_chat_with_turn(const char *q1, const char *a1) {
     return chat;
 }
 
-/* The triplet's rows: the boundary, the visible call and result, all with source manual. */
-static void s_assert_one_triplet(const char *chat, const char *summary) {
+/* The triplet's rows: the boundary, the visible call and result, all with source. */
+static void s_assert_triplet(const char *chat, const char *summary, const char *source) {
     char *like = mem_printf("role = 'user' AND visibility = 'model' AND compressed AND content"
                             " -> 0 ->> 'text' LIKE '%%%s%%'",
                             summary);
     assert_int_equal(s_count(chat, like), 1);
     free(like);
     assert_int_equal(s_count(chat, "compressed"), 3);
-    assert_int_equal(s_count(chat, "role = 'assistant' AND visibility = 'user' AND compressed AND"
-                                   " content -> 0 ->> 'tool_name' = 'chat_summarized' AND"
-                                   " content -> 0 -> 'args' ->> 'source' = 'manual'"),
-                     1);
+    char *call = mem_printf("role = 'assistant' AND visibility = 'user' AND compressed AND"
+                            " content -> 0 ->> 'tool_name' = 'chat_summarized' AND"
+                            " content -> 0 -> 'args' ->> 'source' = '%s'",
+                            source);
+    assert_int_equal(s_count(chat, call), 1);
+    free(call);
     /* The result answers that very call. */
-    assert_int_equal(s_count(chat, "role = 'tool' AND visibility = 'user' AND compressed AND"
-                                   " content -> 0 -> 'result' ->> 'source' = 'manual' AND"
-                                   " content -> 0 ->> 'tool_call_id' IN (SELECT a.content -> 0 ->>"
-                                   " 'tool_call_id' FROM chat_messages a WHERE a.chat_id ="
-                                   " chat_messages.chat_id AND a.role = 'assistant' AND"
-                                   " a.compressed)"),
-                     1);
+    char *result = mem_printf("role = 'tool' AND visibility = 'user' AND compressed AND"
+                              " content -> 0 -> 'result' ->> 'source' = '%s' AND"
+                              " content -> 0 ->> 'tool_call_id' IN (SELECT a.content -> 0 ->>"
+                              " 'tool_call_id' FROM chat_messages a WHERE a.chat_id ="
+                              " chat_messages.chat_id AND a.role = 'assistant' AND"
+                              " a.compressed)",
+                              source);
+    assert_int_equal(s_count(chat, result), 1);
+    free(result);
+}
+
+static void s_assert_one_triplet(const char *chat, const char *summary) {
+    s_assert_triplet(chat, summary, "manual");
 }
 
 /* --- Tests. --- */
@@ -475,8 +505,168 @@ static void test_a_stream_sees_the_progress_part_then_the_visible_pair(void **u)
     free(chat);
 }
 
-static int s_setup(void **state) {
-    (void)state;
+/* --- Automatic compaction: "auto" has a window of 1000 and threshold 50 (the chat trigger at
+ * 500, below the override's 800); "autoorg" has its chat trigger off (100) and a window of
+ * 10000, so the override trigger binds (80% of mockcompact's 1000). --- */
+
+/* A chat on model with one finished turn whose reply reported prompt_tokens + 10. */
+static char *s_auto_chat(const char *model, const char *q1, int prompt_tokens) {
+    s_push_reply("first answer", 0, prompt_tokens);
+    char *chat = s_create(model, q1);
+    s_wait_idle(chat, "waiting");
+    return chat;
+}
+
+/* Sends text and waits until the chat is idle again in status. */
+static void s_turn(const char *chat, const char *text, const char *status) {
+    assert_int_equal(s_send(chat, text), 200);
+    char *q = mem_printf("(SELECT count(*) FROM chat_messages WHERE chat_id = chats.id AND"
+                         " content -> 0 ->> 'text' = '%s')",
+                         text);
+    s_wait_chat(chat, q, "1");
+    free(q);
+    s_wait_idle(chat, status);
+}
+
+/* The trigger the chat's one summary recorded: threshold and the windows. */
+static void s_assert_trigger(const char *chat, const char *want) {
+    char *got = cluster_sql(s_cluster,
+                            "SELECT concat_ws(':', r ->> 'threshold_percent',"
+                            " r ->> 'trigger_context_limit_tokens', r ->> 'context_limit_tokens',"
+                            " r ->> 'summary_model') FROM (SELECT content -> 0 -> 'result' AS r"
+                            " FROM chat_messages WHERE chat_id = '%s' AND role = 'tool' AND"
+                            " compressed) t",
+                            chat);
+    assert_non_null(got);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+static void test_usage_over_the_threshold_compacts_then_the_turn_goes_on_pruned(void **u) {
+    (void)u;
+    char *chat = s_auto_chat("auto", "nu question", 600);
+    int before = mockprov_request_count(s_mock);
+    s_push_summary("SUMMARY-AUTO", 0);
+    s_push_reply("xi answer", 0, 100);
+    s_turn(chat, "xi question", "waiting");
+    assert_int_equal(mockprov_request_count(s_mock) - before, 2);
+    s_assert_triplet(chat, "SUMMARY-AUTO", "automatic");
+    s_assert_trigger(chat, "50:1000:1000:mockcompact");
+    /* The summary ran on the override, over the rows before the unanswered message. */
+    char *sum = s_request(before);
+    assert_true(s_has(sum, "nu question") && s_has(sum, "first answer"));
+    assert_true(s_has(sum, "Summarize the conversation above") && s_has(sum, "gpt-compact"));
+    assert_false(s_has(sum, "xi question"));
+    free(sum);
+    /* The turn went on, on the chat's model and the pruned prompt: the summary, the message
+     * verbatim, none of the rows before. */
+    char *next = s_request(before + 1);
+    assert_true(s_has(next, "SUMMARY-AUTO") && s_has(next, "xi question"));
+    assert_true(s_has(next, "gpt-auto"));
+    assert_false(s_has(next, "nu question") || s_has(next, "first answer"));
+    free(next);
+    assert_int_equal(s_count(chat, "role = 'user' AND visibility = 'model' AND NOT compressed AND"
+                                   " content -> 0 ->> 'text' = 'xi question'"),
+                     1);
+    assert_int_equal(s_count(chat, "role = 'assistant' AND NOT compressed"), 2);
+    /* The next turn reads the reply's usage (110), not the summary's: no compaction. */
+    s_push_reply("omicron answer", 0, 120);
+    s_turn(chat, "omicron question", "waiting");
+    assert_int_equal(mockprov_request_count(s_mock) - before, 3);
+    assert_int_equal(s_count(chat, "compressed"), 3);
+    free(chat);
+}
+
+static void test_still_over_the_limit_after_a_summary_is_a_terminal_error(void **u) {
+    (void)u;
+    char *chat = s_auto_chat("auto", "pi question", 700);
+    s_push_summary("SUMMARY-OVER", 0);
+    s_push_reply("rho answer", 0, 900);
+    s_turn(chat, "rho question", "waiting");
+    s_assert_triplet(chat, "SUMMARY-OVER", "automatic");
+    int before = mockprov_request_count(s_mock);
+    s_turn(chat, "sigma question", "error");
+    s_wait_chat(chat, "last_error ->> 'kind'", "context_limit");
+    s_wait_chat(chat, "last_error ->> 'message' LIKE '%owner''s compaction threshold%'", "t");
+    /* Neither a second summary nor a model call. */
+    assert_int_equal(mockprov_request_count(s_mock) - before, 0);
+    assert_int_equal(s_count(chat, "compressed"), 3);
+    /* A manual compaction from the error recovers the chat. */
+    s_push_summary("SUMMARY-RECOVER", 0);
+    assert_int_equal(s_http("POST", chat, "/compact", "{}"), 202);
+    s_wait_idle(chat, "waiting");
+    assert_int_equal(s_count(chat, "compressed"), 6);
+    free(chat);
+}
+
+static void test_the_override_trigger_binds_below_a_disabled_chat_trigger(void **u) {
+    (void)u;
+    char *chat = s_auto_chat("autoorg", "tau question", 700);
+    int before = mockprov_request_count(s_mock);
+    s_push_reply("upsilon answer", 0, 850); /* 710 < 800: no compaction yet */
+    s_turn(chat, "upsilon question", "waiting");
+    assert_int_equal(mockprov_request_count(s_mock) - before, 1);
+    s_push_summary("SUMMARY-ORG", 0);
+    s_push_reply("phi answer", 0, 100);
+    s_turn(chat, "phi question", "waiting");
+    assert_int_equal(mockprov_request_count(s_mock) - before, 3);
+    s_assert_triplet(chat, "SUMMARY-ORG", "automatic");
+    s_assert_trigger(chat, "80:1000:10000:mockcompact");
+    free(chat);
+}
+
+static void test_the_owner_threshold_wins_over_the_model_threshold(void **u) {
+    (void)u;
+    char *chat = s_auto_chat("auto", "chi question", 600);
+    const char *path = "/config/user-compaction-thresholds/auto";
+    assert_int_equal(s_http("PUT", NULL, path, "{\"threshold_percent\":101}"), 400);
+    assert_int_equal(s_http("PUT", NULL, "/config/user-compaction-thresholds/nope",
+                            "{\"threshold_percent\":90}"),
+                     404);
+    assert_int_equal(s_http("PUT", NULL, path, "{\"threshold_percent\":90}"), 200);
+    int before = mockprov_request_count(s_mock);
+    s_push_reply("psi answer", 0, 600); /* 610 < 900 */
+    s_turn(chat, "psi question", "waiting");
+    assert_int_equal(mockprov_request_count(s_mock) - before, 1);
+    assert_int_equal(s_http("PUT", NULL, path, "{\"threshold_percent\":10}"), 200);
+    char *got = cluster_sql(s_cluster, "SELECT threshold_percent FROM user_compaction_thresholds");
+    assert_string_equal(got, "10");
+    free(got);
+    s_push_summary("SUMMARY-OWNER", 0);
+    s_push_reply("omega answer", 0, 100);
+    s_turn(chat, "omega question", "waiting");
+    s_assert_trigger(chat, "10:1000:1000:mockcompact");
+    assert_int_equal(s_http("DELETE", NULL, path, NULL), 204);
+    got = cluster_sql(s_cluster, "SELECT count(*) FROM user_compaction_thresholds");
+    assert_string_equal(got, "0");
+    free(got);
+    free(chat);
+}
+
+static void test_worker_killed_during_an_automatic_summary_leaves_one_triplet(void **u) {
+    (void)u;
+    char *chat = s_auto_chat("auto", "kill question", 600);
+    int before = mockprov_request_count(s_mock);
+    s_push_summary("SUMMARY-DEAD", 30000);
+    s_push_summary("SUMMARY-AK", 0);
+    s_push_reply("after kill answer", 0, 100);
+    assert_int_equal(s_send(chat, "after kill question"), 200);
+    assert_int_equal(mockprov_wait_requests(s_mock, before + 1, WAIT_MS), 0);
+    cluster_signal(s_cluster, CLUSTER_WORKER, 0, SIGKILL);
+    cluster_start(s_cluster, CLUSTER_WORKER, 0);
+    s_wait_chat(chat,
+                "(SELECT count(*) FROM chat_messages WHERE chat_id = chats.id"
+                " AND content::text LIKE '%after kill answer%')",
+                "1");
+    s_wait_idle(chat, "waiting");
+    s_assert_triplet(chat, "SUMMARY-AK", "automatic");
+    assert_int_equal(s_count(chat, "content::text LIKE '%SUMMARY-DEAD%'"), 0);
+    assert_int_equal(mockprov_request_count(s_mock) - before, 3);
+    free(chat);
+}
+
+/* A cluster whose worker has env_extra (a "K=V" or NULL) besides the models file. */
+static int s_start(const char *env_extra) {
     s_mock = mockprov_new();
     ASSERT(s_mock);
     snprintf(s_config, sizeof s_config, "/tmp/cf-compaction-%d.json", (int)getpid());
@@ -485,15 +675,35 @@ static int s_setup(void **state) {
     fprintf(f,
             "{\"models\":[{\"name\":\"mock\",\"provider\":\"openai\",\"model\":\"gpt\","
             "\"base_url\":\"%s/v1\",\"api_key_env\":\"MOCK_KEY\",\"default\":true},"
+            "{\"name\":\"auto\",\"provider\":\"openai\",\"model\":\"gpt-auto\","
+            "\"base_url\":\"%s/v1\",\"api_key_env\":\"MOCK_KEY\",\"context_limit\":1000,"
+            "\"compression_threshold\":50},"
+            "{\"name\":\"autoorg\",\"provider\":\"openai\",\"model\":\"gpt-org\","
+            "\"base_url\":\"%s/v1\",\"api_key_env\":\"MOCK_KEY\",\"context_limit\":10000,"
+            "\"compression_threshold\":100},"
+            "{\"name\":\"mockcompact\",\"provider\":\"openai\",\"model\":\"gpt-compact\","
+            "\"base_url\":\"%s/v1\",\"api_key_env\":\"MOCK_KEY\",\"context_limit\":1000},"
             "{\"name\":\"sim\",\"provider\":\"sim\",\"model\":\"sim\"}]}",
-            mockprov_url(s_mock));
+            mockprov_url(s_mock), mockprov_url(s_mock), mockprov_url(s_mock), mockprov_url(s_mock));
     fclose(f);
     char *cfg = mem_printf("CHATFLEET_CONFIG=%s", s_config);
-    const char *env[] = {cfg, "MOCK_KEY=sk-test", NULL};
+    /* Titles on the sim, so that the mock's scripted replies are the turns' only. */
+    const char *env[] = {cfg, "MOCK_KEY=sk-test", "CHATFLEET_TITLE_MODEL=sim", env_extra, NULL};
     cluster_opts_t o = {.name = "test_worker_compaction", .gateways = 1, .workers = 1, .env = env};
     s_cluster = cluster_new(&o);
     free(cfg);
     return 0;
+}
+
+static int s_setup(void **state) {
+    (void)state;
+    return s_start(NULL);
+}
+
+/* The automatic group: summaries run on the override, mockcompact (ARCHITECTURE.md §7.6). */
+static int s_setup_auto(void **state) {
+    (void)state;
+    return s_start("CHATFLEET_COMPACTION_MODEL=mockcompact");
 }
 
 static int s_teardown(void **state) {
@@ -517,5 +727,13 @@ int main(void) {
         cmocka_unit_test(test_a_stream_sees_the_progress_part_then_the_visible_pair),
         cmocka_unit_test(test_worker_killed_during_the_summary_leaves_one_triplet),
     };
-    return cmocka_run_group_tests(tests, s_setup, s_teardown);
+    const struct CMUnitTest automatic[] = {
+        cmocka_unit_test(test_usage_over_the_threshold_compacts_then_the_turn_goes_on_pruned),
+        cmocka_unit_test(test_still_over_the_limit_after_a_summary_is_a_terminal_error),
+        cmocka_unit_test(test_the_override_trigger_binds_below_a_disabled_chat_trigger),
+        cmocka_unit_test(test_the_owner_threshold_wins_over_the_model_threshold),
+        cmocka_unit_test(test_worker_killed_during_an_automatic_summary_leaves_one_triplet),
+    };
+    int failed = cmocka_run_group_tests(tests, s_setup, s_teardown);
+    return failed + cmocka_run_group_tests(automatic, s_setup_auto, s_teardown);
 }

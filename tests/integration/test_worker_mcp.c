@@ -1,5 +1,5 @@
 /*
- * MCP tools end to end (ARCHITECTURE.md §7.7, issue 18): a cluster of real processes whose
+ * MCP tools end to end (ARCHITECTURE.md §7.9, issue 18): a cluster of real processes whose
  * default model is the mock OpenAI server (its real streaming wire, scripting the tool calls),
  * and real MCP servers over stdio: @modelcontextprotocol/server-everything and
  * @modelcontextprotocol/server-filesystem (on a temporary directory), installed with npm into

@@ -252,7 +252,8 @@ static int s_setup(void **state) {
             mockprov_url(s_mock));
     fclose(f);
     char *cfg = mem_printf("CHATFLEET_CONFIG=%s", s_config);
-    const char *env[] = {cfg, "MOCK_KEY=sk-test", NULL};
+    /* Titles on the sim, so that the mock's scripted replies are the turns' only. */
+    const char *env[] = {cfg, "MOCK_KEY=sk-test", "CHATFLEET_TITLE_MODEL=sim-native", NULL};
     cluster_opts_t o = {.name = "test_worker_native", .gateways = 1, .workers = 1, .env = env};
     s_cluster = cluster_new(&o);
     free(cfg);

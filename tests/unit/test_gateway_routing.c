@@ -358,7 +358,8 @@ static void test_route_table_patterns_are_well_formed(void **u) {
     for (int i = 0; i < n; i++) {
         const char *p = routes[i].pattern;
         const char *m = routes[i].method;
-        if (strcmp(m, "GET") && strcmp(m, "POST") && strcmp(m, "PATCH") && strcmp(m, "DELETE")) {
+        if (strcmp(m, "GET") && strcmp(m, "POST") && strcmp(m, "PATCH") && strcmp(m, "PUT") &&
+            strcmp(m, "DELETE")) {
             fail_msg("%s %s: unexpected method", m, p);
         }
         assert_non_null(routes[i].fn);

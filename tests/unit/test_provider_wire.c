@@ -28,6 +28,7 @@
 #include "mockprov.h"
 #include "ollama.h"
 #include "openai.h"
+#include "usage.h"
 
 #define CANCEL_BOUND_MS 1000 /* a cancelled call must return this soon */
 #define CANCEL_DELAY_MS 200  /* the stream has been idle this long when it is cancelled */
@@ -801,6 +802,66 @@ static void test_no_native_schema_adds_no_native_field(void **state) {
     json_decref(sink.parts);
 }
 
+/* Each provider's own usage fields, as its wire reports them, in the stored shape
+ * (worker/providers/usage.h); then the context size and cost the worker stamps. */
+static void test_each_provider_reports_its_own_usage_fields(void **state) {
+    mockprov_t *mp = *state;
+    const char *oa = OA_CHUNK(
+        "{\"content\":\"Hi\"}",
+        "\"stop\"") "data: {\"id\":\"c1\","
+                    "\"choices\":[],\"usage\":{\"prompt_tokens\":120,\"completion_tokens\":30,"
+                    "\"prompt_tokens_details\":{\"cached_tokens\":100,\"audio_tokens\":0},"
+                    "\"completion_tokens_details\":{\"reasoning_tokens\":12}}}\n\ndata: [DONE]\n\n";
+    const char *an =
+        AN_EV("message_start", "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\","
+                               "\"type\":\"message\",\"role\":\"assistant\",\"content\":[],"
+                               "\"usage\":{\"input_tokens\":5,\"cache_creation_input_tokens\":200,"
+                               "\"cache_read_input_tokens\":1000,\"output_tokens\":1}}}")
+            AN_EV("content_block_start", "{\"type\":\"content_block_start\",\"index\":0,"
+                                         "\"content_block\":{\"type\":\"thinking\",\"thinking\":"
+                                         "\"\",\"signature\":\"\"}}")
+                AN_DELTA("0", "{\"type\":\"thinking_delta\",\"thinking\":\"Hmm.\"}")
+                    AN_DELTA("0", "{\"type\":\"signature_delta\",\"signature\":\"c2ln\"}")
+                        AN_STOP("0") AN_END("end_turn", "40");
+    const char *ol = OL_LINE("\"content\":\"Hi\"", "\"done_reason\":\"stop\",\"done\":true,"
+                                                   "\"prompt_eval_count\":26,\"eval_count\":7");
+    const struct {
+        const s_prov_t *p;
+        const char *body;
+        const char *want;
+    } cases[] = {
+        {&s_openai, oa,
+         "{\"input_tokens\":20,\"output_tokens\":30,\"cache_read_tokens\":100,"
+         "\"reasoning_tokens\":12}"},
+        {&s_anthropic, an,
+         "{\"input_tokens\":5,\"output_tokens\":40,\"cache_read_tokens\":1000,"
+         "\"cache_creation_tokens\":200}"},
+        {&s_ollama, ol, "{\"input_tokens\":26,\"output_tokens\":7}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        s_push(mp, 200, cases[i].p->type, cases[i].body, 5, 0);
+        s_sink_t sink = {.parts = json_array()};
+        provider_result_t out;
+        json_t *msgs = s_user("hi");
+        assert_int_equal(s_call(cases[i].p, mp, msgs, &sink, &out), PROVIDER_OK);
+        s_assert_json(out.usage, cases[i].want);
+        if (i == 0) {
+            /* 20 x 2.5 + 30 x 10 + 100 x 1.25 micro-USD; the whole prompt plus the reply. */
+            json_t *prices =
+                json_pack("{s:f, s:f, s:f}", "input", 2.5, "output", 10.0, "cache_read", 1.25);
+            json_t *priced = usage_priced(out.usage, prices, 128000);
+            s_assert_json(priced, "{\"input_tokens\":20,\"output_tokens\":30,\"cache_read_tokens\":"
+                                  "100,\"reasoning_tokens\":12,\"context_tokens\":150,"
+                                  "\"context_limit\":128000,\"total_cost_micros\":475}");
+            json_decref(priced);
+            json_decref(prices);
+        }
+        json_decref(msgs);
+        provider_result_clear(&out);
+        json_decref(sink.parts);
+    }
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, s_setup, s_teardown)
 
 int main(void) {
@@ -810,6 +871,7 @@ int main(void) {
         cmocka_unit_test(test_httpstream_a_line_over_the_cap_is_an_error),
         cmocka_unit_test(test_httpstream_retry_after_in_seconds_or_as_an_http_date),
         T(test_openai_text_streamed_in_tiny_chunks),
+        T(test_each_provider_reports_its_own_usage_fields),
         T(test_anthropic_text_streamed_in_tiny_chunks),
         T(test_ollama_text_streamed_in_tiny_chunks),
         T(test_openai_tool_call_with_argument_deltas),

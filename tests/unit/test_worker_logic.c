@@ -14,11 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compaction.h"
 #include "generation.h"
 #include "history.h"
 #include "id.h"
 #include "runner.h"
 #include "sim.h"
+#include "title.h"
 
 #define CHAT "2b1f6a8e-54c4-4c57-9b43-5f1f3c9d2a10"
 #define W1   "11111111-1111-4111-8111-111111111111"
@@ -112,25 +114,79 @@ static void test_decide_compaction_after_the_guards_and_the_boundary_completes(v
     (void)u;
     json_t *m = s_msgs("[{\"role\":\"user\",\"content\":[]},{\"role\":\"assistant\",\"content\":["
                        "{\"type\":\"tool-call\",\"tool_call_id\":\"a\",\"tool_name\":\"time\"}]}]");
-    assert_int_equal(history_decide(m, NULL, 10, true, NULL), DECIDE_RUN_LOCAL);
+    assert_int_equal(history_decide(m, NULL, 10, HISTORY_COMPACTION_REQUESTED, NULL),
+                     DECIDE_RUN_LOCAL);
     json_array_append_new(m, s_msgs("{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
                                     "\"tool_call_id\":\"a\",\"result\":1}]}"));
-    assert_int_equal(history_decide(m, NULL, 10, false, NULL), DECIDE_CALL_MODEL);
-    assert_int_equal(history_decide(m, NULL, 10, true, NULL), DECIDE_COMPACT);
+    assert_int_equal(history_decide(m, NULL, 10, 0, NULL), DECIDE_CALL_MODEL);
+    assert_int_equal(history_decide(m, NULL, 10, HISTORY_COMPACTION_REQUESTED, NULL),
+                     DECIDE_COMPACT);
     json_decref(m);
     /* Nothing after the boundary to summarize: the turn finishes (and the marker goes). */
     m = s_msgs("[{\"role\":\"user\",\"model_only\":true,\"compressed\":true,\"content\":[]},"
                "{\"role\":\"user\",\"model_only\":true,\"content\":[]}]");
-    assert_int_equal(history_decide(m, NULL, 10, true, NULL), DECIDE_FINISH_TURN);
-    assert_int_equal(history_decide(m, NULL, 10, false, NULL), DECIDE_FINISH_TURN);
+    assert_int_equal(history_decide(m, NULL, 10, HISTORY_COMPACTION_REQUESTED, NULL),
+                     DECIDE_FINISH_TURN);
+    assert_int_equal(history_decide(m, NULL, 10, 0, NULL), DECIDE_FINISH_TURN);
+    /* After an automatic summary the turn it interrupted goes on. */
+    assert_int_equal(history_decide(m, NULL, 10, HISTORY_RESUME_AFTER_SUMMARY, NULL),
+                     DECIDE_CALL_MODEL);
     /* A visible user row after it asks for a reply; a control row does too. */
     json_array_append_new(m, s_msgs("{\"role\":\"user\",\"content\":[]}"));
-    assert_int_equal(history_decide(m, NULL, 10, false, NULL), DECIDE_CALL_MODEL);
+    assert_int_equal(history_decide(m, NULL, 10, 0, NULL), DECIDE_CALL_MODEL);
     json_decref(m);
     m = s_msgs("[{\"role\":\"user\",\"model_only\":true,\"compressed\":true,\"content\":[]},"
                "{\"role\":\"user\",\"model_only\":true,\"control\":true,\"content\":[]}]");
-    assert_int_equal(history_decide(m, NULL, 10, false, NULL), DECIDE_CALL_MODEL);
+    assert_int_equal(history_decide(m, NULL, 10, 0, NULL), DECIDE_CALL_MODEL);
     json_decref(m);
+}
+
+/* ARCHITECTURE.md §7.6: the binding trigger, and the gate over the latest usage. */
+static void test_compaction_trigger_binds_the_lower_point_and_gates_on_the_latest_usage(void **u) {
+    (void)u;
+    compaction_trigger_t t = compaction_trigger(1000, 50, 2000); /* 500 vs 1600: chat binds */
+    assert_false(t.override_binds);
+    assert_int_equal(t.trigger_limit, 1000);
+    t = compaction_trigger(1000, 90, 1000); /* 900 vs 800: the override binds */
+    assert_true(t.override_binds);
+    assert_int_equal(t.threshold_percent, 80);
+    assert_false(compaction_trigger(1000, 80, 1000).override_binds); /* a tie */
+    t = compaction_trigger(1000, 100, 2000); /* chat off, override beyond the window */
+    assert_int_equal(t.trigger_limit, 0);
+    assert_int_equal(compaction_trigger(0, 50, 1000).trigger_limit, 0); /* unknown window */
+    t = compaction_trigger(1000, 50, -1);
+    int64_t tokens = 0;
+    json_t *m = s_msgs("[{\"role\":\"user\",\"content\":[]},{\"role\":\"assistant\",\"content\":[],"
+                       "\"usage\":{\"input_tokens\":480,\"output_tokens\":10}}]");
+    assert_int_equal(compaction_gate(m, NULL, &t, &tokens), COMPACTION_GATE_NONE);
+    assert_int_equal(tokens, 490);
+    json_array_append_new(m, s_msgs("{\"role\":\"assistant\",\"content\":[],\"usage\":{"
+                                    "\"input_tokens\":495,\"output_tokens\":5}}"));
+    assert_int_equal(compaction_gate(m, NULL, &t, &tokens), COMPACTION_GATE_RUN);
+    /* A compressed row's usage (a summary's) is never the chat's context size. */
+    json_array_append_new(m, s_msgs("{\"role\":\"assistant\",\"compressed\":true,\"content\":[],"
+                                    "\"usage\":{\"input_tokens\":1}}"));
+    assert_int_equal(compaction_gate(m, NULL, &t, &tokens), COMPACTION_GATE_RUN);
+    json_decref(m);
+    /* The first reply after a summary under the same trigger, still over: the error; under
+     * another trigger, or with threshold 0, compact again. */
+    json_t *sum = s_msgs("{\"threshold_percent\":50,\"trigger_context_limit_tokens\":1000}");
+    m = s_msgs("[{\"role\":\"user\",\"compressed\":true,\"model_only\":true,\"content\":[]},"
+               "{\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":600}}]");
+    assert_int_equal(compaction_gate(m, sum, &t, &tokens), COMPACTION_GATE_OVER_LIMIT);
+    compaction_trigger_t other = compaction_trigger(1000, 40, -1);
+    assert_int_equal(compaction_gate(m, sum, &other, &tokens), COMPACTION_GATE_RUN);
+    compaction_trigger_t always = compaction_trigger(1000, 0, -1);
+    assert_int_equal(compaction_gate(m, sum, &always, &tokens), COMPACTION_GATE_RUN);
+    json_array_append_new(m, s_msgs("{\"role\":\"assistant\",\"content\":[],\"usage\":{"
+                                    "\"input_tokens\":700}}"));
+    assert_int_equal(compaction_gate(m, sum, &t, &tokens), COMPACTION_GATE_RUN);
+    char *e = compaction_over_limit_error(&t, 700);
+    assert_non_null(strstr(e, "\"kind\":\"context_limit\""));
+    assert_non_null(strstr(e, "owner's compaction threshold"));
+    free(e);
+    json_decref(m);
+    json_decref(sum);
 }
 
 static void test_decide_covers_every_branch(void **u) {
@@ -138,29 +194,29 @@ static void test_decide_covers_every_branch(void **u) {
     json_t *dyn = s_msgs("[{\"name\":\"ask\"}]");
     json_t *pending = NULL;
     json_t *m = s_msgs("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}]");
-    assert_int_equal(history_decide(m, dyn, 10, false, &pending), DECIDE_CALL_MODEL);
+    assert_int_equal(history_decide(m, dyn, 10, 0, &pending), DECIDE_CALL_MODEL);
     assert_null(pending);
     json_decref(m);
     m = s_msgs("[{\"role\":\"user\",\"content\":[]},"
                "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}]");
-    assert_int_equal(history_decide(m, dyn, 10, false, NULL), DECIDE_FINISH_TURN);
+    assert_int_equal(history_decide(m, dyn, 10, 0, NULL), DECIDE_FINISH_TURN);
     json_decref(m);
     m = s_msgs("[{\"role\":\"user\",\"content\":[]},{\"role\":\"assistant\",\"content\":["
                "{\"type\":\"tool-call\",\"tool_call_id\":\"a\",\"tool_name\":\"time\"},"
                "{\"type\":\"tool-call\",\"tool_call_id\":\"b\",\"tool_name\":\"ask\"}]}]");
-    assert_int_equal(history_decide(m, dyn, 10, false, &pending), DECIDE_RUN_LOCAL);
+    assert_int_equal(history_decide(m, dyn, 10, 0, &pending), DECIDE_RUN_LOCAL);
     assert_int_equal(json_array_size(pending), 1);
     assert_string_equal(json_string_value(json_object_get(json_array_get(pending, 0), "tool_name")),
                         "time");
     json_decref(pending);
     json_array_append_new(m, s_msgs("{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
                                     "\"tool_call_id\":\"a\",\"result\":1}]}"));
-    assert_int_equal(history_decide(m, dyn, 10, false, NULL), DECIDE_REQUIRES_ACTION);
+    assert_int_equal(history_decide(m, dyn, 10, 0, NULL), DECIDE_REQUIRES_ACTION);
     json_array_append_new(m, s_msgs("{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
                                     "\"tool_call_id\":\"b\",\"result\":2}]}"));
-    assert_int_equal(history_decide(m, dyn, 10, false, NULL), DECIDE_CALL_MODEL);
+    assert_int_equal(history_decide(m, dyn, 10, 0, NULL), DECIDE_CALL_MODEL);
     /* The step limit: one assistant response already counts against max_steps = 1. */
-    assert_int_equal(history_decide(m, dyn, 1, false, NULL), DECIDE_FINISH_TURN);
+    assert_int_equal(history_decide(m, dyn, 1, 0, NULL), DECIDE_FINISH_TURN);
     json_decref(m);
     json_decref(dyn);
 }
@@ -229,6 +285,47 @@ static void test_sim_is_deterministic_and_fails_as_scripted(void **u) {
     assert_false(r.retryable);
     provider_result_clear(&r);
     json_decref(m);
+    cancel_destroy(&c);
+}
+
+/* [sim:usage N] scripts the reply's input tokens; a title call answers {"title": the first
+ * six words}, and its scripted failures. */
+static void test_sim_scripts_usage_and_answers_titles(void **u) {
+    (void)u;
+    provider_model_t model = {.provider = "sim"};
+    json_t *m = s_msgs("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+                       "\"[sim:usage 900] one two three four five six seven\"}]}]");
+    provider_request_t req = {.model = &model, .messages = m, .attempt = 1};
+    cancel_t *c = cancel_new();
+    provider_result_t r;
+    assert_int_equal(provider_generate(&req, c, NULL, NULL, &r), PROVIDER_OK);
+    assert_int_equal(json_integer_value(json_object_get(r.usage, "input_tokens")), 900);
+    provider_result_clear(&r);
+    req.title = true;
+    assert_int_equal(provider_generate(&req, c, NULL, NULL, &r), PROVIDER_OK);
+    outformat_t *fmt = title_format_new();
+    char reason[200];
+    char *title = title_from_reply(fmt, r.content, r.finish, reason, sizeof reason);
+    assert_string_equal(title, "one two three four five six");
+    free(title);
+    provider_result_clear(&r);
+    json_decref(m);
+    m = s_msgs("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+               "\"[sim:title-invalid] hi\"}]}]");
+    req.messages = m;
+    assert_int_equal(provider_generate(&req, c, NULL, NULL, &r), PROVIDER_OK);
+    assert_null(title_from_reply(fmt, r.content, r.finish, reason, sizeof reason));
+    assert_non_null(strstr(reason, "title"));
+    provider_result_clear(&r);
+    json_decref(m);
+    m = s_msgs("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+               "\"[sim:title-fail] hi\"}]}]");
+    req.messages = m;
+    assert_int_equal(provider_generate(&req, c, NULL, NULL, &r), PROVIDER_ERROR);
+    assert_int_equal(r.status, 400);
+    provider_result_clear(&r);
+    json_decref(m);
+    outformat_destroy(&fmt);
     cancel_destroy(&c);
 }
 
@@ -305,10 +402,13 @@ static void test_partial_keeps_reals_in_their_shortest_form(void **u) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runner_follows_the_event_processing_rules_in_order),
+        cmocka_unit_test(
+            test_compaction_trigger_binds_the_lower_point_and_gates_on_the_latest_usage),
         cmocka_unit_test(test_decide_covers_every_branch),
         cmocka_unit_test(test_decide_compaction_after_the_guards_and_the_boundary_completes),
         cmocka_unit_test(test_sim_parses_directives_and_strips_them),
         cmocka_unit_test(test_sim_is_deterministic_and_fails_as_scripted),
+        cmocka_unit_test(test_sim_scripts_usage_and_answers_titles),
         cmocka_unit_test(test_sim_stall_ends_promptly_when_cancelled),
         cmocka_unit_test(test_partial_merges_text_deltas),
         cmocka_unit_test(test_partial_keeps_reals_in_their_shortest_form),

@@ -291,8 +291,8 @@ static void test_feedback_rows_do_not_start_a_turn(void **u) {
         "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"a\"}]},"
         "{\"role\":\"user\",\"control\":true,\"content\":[{\"type\":\"text\",\"text\":\"f\"}]}]");
     /* One step so far: with a limit of 1 the turn is at its limit despite the feedback row. */
-    assert_int_equal(history_decide(msgs, NULL, 1, false, NULL), DECIDE_FINISH_TURN);
-    assert_int_equal(history_decide(msgs, NULL, 2, false, NULL), DECIDE_CALL_MODEL);
+    assert_int_equal(history_decide(msgs, NULL, 1, 0, NULL), DECIDE_FINISH_TURN);
+    assert_int_equal(history_decide(msgs, NULL, 2, 0, NULL), DECIDE_CALL_MODEL);
     json_decref(msgs);
 }
 

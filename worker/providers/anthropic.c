@@ -1,6 +1,7 @@
 /* anthropic: see anthropic.h; the wire format is in worker/providers/README.md. */
 #include "anthropic.h"
 #include "httpstream.h"
+#include "usage.h"
 #include "jsonout.h"
 #include "mem.h"
 
@@ -163,9 +164,8 @@ typedef struct {
     void *ctx;
     provider_result_t *out;
     s_block_t blocks[ANTHROPIC_BLOCKS_MAX];
-    bool started; /* message_start seen */
-    json_int_t input_tokens;
-    json_int_t output_tokens;
+    bool started;  /* message_start seen */
+    usage_t usage; /* cumulative over the stream's events */
 } s_state_t;
 
 static httpstream_verdict_t s_fail(s_state_t *st, const char *what) {
@@ -270,16 +270,9 @@ static httpstream_verdict_t s_block_stop(s_state_t *st, const json_t *ev) {
     return HTTPSTREAM_CONTINUE;
 }
 
+/* Counts are cumulative: the latest value of each wins. */
 static void s_usage(s_state_t *st, const json_t *usage) {
-    const json_t *in = json_object_get(usage, "input_tokens");
-    const json_t *outt = json_object_get(usage, "output_tokens");
-    /* Counts are cumulative: the latest value wins. */
-    if (json_is_integer(in)) {
-        st->input_tokens = json_integer_value(in);
-    }
-    if (json_is_integer(outt)) {
-        st->output_tokens = json_integer_value(outt);
-    }
+    usage_anthropic_merge(&st->usage, usage);
 }
 
 static httpstream_verdict_t s_dispatch(s_state_t *st, const char *type, const json_t *ev) {
@@ -410,8 +403,7 @@ static void s_state_destroy(void *arg) {
 static void s_ok(void *arg, provider_result_t *out) {
     s_state_t *st = arg;
     out->content = s_content(st);
-    out->usage = json_pack("{s:I, s:I}", "input_tokens", st->input_tokens, "output_tokens",
-                           st->output_tokens);
+    out->usage = usage_json(&st->usage);
 }
 
 void anthropic_start(provider_call_t *call, const provider_request_t *req) {
@@ -427,6 +419,7 @@ void anthropic_start(provider_call_t *call, const provider_request_t *req) {
                                           : "Accept: text/event-stream",
                              "anthropic-version: " ANTHROPIC_VERSION, key, NULL};
     s_state_t *st = mem_calloc(1, sizeof *st);
+    st->usage = usage_none();
     st->on_part = call->on_part;
     st->ctx = call->part_ctx;
     st->out = &call->out;

@@ -1,6 +1,7 @@
 /* ollama: see ollama.h; the wire format is in worker/providers/README.md. */
 #include "ollama.h"
 #include "httpstream.h"
+#include "usage.h"
 #include "jsonout.h"
 #include "mem.h"
 
@@ -180,10 +181,8 @@ static httpstream_verdict_t s_on_line(void *arg, const char *event, const char *
         json_t *reason = json_object_get(line, "done_reason");
         httpstream_stop_reason(st->out,
                                json_is_string(reason) ? json_string_value(reason) : "stop");
-        st->usage =
-            json_pack("{s:I, s:I}", "input_tokens",
-                      json_integer_value(json_object_get(line, "prompt_eval_count")),
-                      "output_tokens", json_integer_value(json_object_get(line, "eval_count")));
+        usage_t u = usage_ollama(line);
+        st->usage = usage_json(&u);
         v = HTTPSTREAM_DONE;
     }
     json_decref(line);

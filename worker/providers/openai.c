@@ -1,6 +1,7 @@
 /* openai: see openai.h; the wire format is in worker/providers/README.md. */
 #include "openai.h"
 #include "httpstream.h"
+#include "usage.h"
 #include "jsonout.h"
 #include "mem.h"
 
@@ -204,10 +205,8 @@ static httpstream_verdict_t s_on_event(void *arg, const char *event, const char 
     const json_t *usage = json_object_get(chunk, "usage");
     if (json_is_object(usage)) {
         json_decref(st->usage);
-        st->usage =
-            json_pack("{s:I, s:I}", "input_tokens",
-                      json_integer_value(json_object_get(usage, "prompt_tokens")), "output_tokens",
-                      json_integer_value(json_object_get(usage, "completion_tokens")));
+        usage_t u = usage_openai(usage);
+        st->usage = usage_json(&u);
     }
     json_decref(chunk);
     return v;
@@ -239,12 +238,8 @@ static httpstream_verdict_t s_on_whole(void *arg, const char *event, const char 
         const char *reason = json_string_value(json_object_get(choice, "finish_reason"));
         httpstream_stop_reason(st->out, reason ? reason : "stop");
         const json_t *usage = json_object_get(doc, "usage");
-        st->usage = json_is_object(usage)
-                        ? json_pack("{s:I, s:I}", "input_tokens",
-                                    json_integer_value(json_object_get(usage, "prompt_tokens")),
-                                    "output_tokens",
-                                    json_integer_value(json_object_get(usage, "completion_tokens")))
-                        : NULL;
+        usage_t u = usage_openai(usage);
+        st->usage = json_is_object(usage) ? usage_json(&u) : NULL;
     }
     json_decref(doc);
     return v;

@@ -44,6 +44,10 @@ typedef struct {
      * instruction and no tools are offered. Network providers send it like any call; the sim
      * answers with a deterministic summary of the messages before the instruction. */
     bool summary;
+    /* A title call (ARCHITECTURE.md §7.8): native_schema is the {title} schema and messages
+     * an instruction and the chat's first message. Network providers send it like any native
+     * call; the sim answers {"title": the message's first words}. */
+    bool title;
 } provider_request_t;
 
 /* Receives one streamed part: a JSON object text such as {"type":"text","text":"Hel"}. */

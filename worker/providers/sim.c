@@ -123,6 +123,13 @@ static void s_directive(const char *d, sim_script_t *out) {
         out->slow_ms = ms >= 0 ? ms : -1;
     } else if (!strcmp(verb, "stall")) {
         out->stall = true;
+    } else if (!strcmp(verb, "usage")) {
+        long n = s_number(&d);
+        out->usage_input = n >= 0 ? n : -1;
+    } else if (!strcmp(verb, "title-fail")) {
+        out->title_fail = true;
+    } else if (!strcmp(verb, "title-invalid")) {
+        out->title_invalid = true;
     } else if (!strncmp(verb, "schema-", 7)) {
         s_schema_directive(verb + 7, &d, out);
     } else if (!strcmp(verb, "words")) {
@@ -137,6 +144,7 @@ void sim_parse(const char *text, sim_script_t *out, char *clean, size_t size) {
     memset(out, 0, sizeof *out);
     out->retry_after = -1;
     out->slow_ms = -1;
+    out->usage_input = -1;
     out->words = SIM_WORDS_DEFAULT;
     size_t n = 0;
     const char *s = text ? text : "";
@@ -547,6 +555,45 @@ static void s_plan_summary(s_plan_t *plan, const provider_request_t *req, provid
                            "output_tokens", (json_int_t)words);
 }
 
+#define SIM_TITLE_WORDS 6 /* a sim title is the message's first words */
+
+/* Plans a title (req->title): {"title": the first words of the last user message, directives
+ * removed}, or the scripted failure or invalid answer. */
+static provider_rc_t s_plan_title(s_plan_t *plan, const provider_request_t *req,
+                                  provider_result_t *out) {
+    const json_t *msgs = req->messages;
+    size_t last = s_last_user(msgs);
+    char *prompt =
+        last < json_array_size(msgs) ? s_text_of(json_array_get(msgs, last)) : mem_strdup("");
+    sim_script_t sc;
+    char *clean = mem_alloc(strlen(prompt) + 1);
+    sim_parse(prompt, &sc, clean, strlen(prompt) + 1);
+    free(prompt);
+    if (sc.title_fail) {
+        free(clean);
+        return provider_fail(out, 400, false, -1, "sim: scripted title failure");
+    }
+    size_t end = 0;
+    for (int w = 0; clean[end] && w < SIM_TITLE_WORDS; w++) {
+        end += strcspn(clean + end, " ");
+        end += w + 1 < SIM_TITLE_WORDS ? strspn(clean + end, " ") : 0;
+    }
+    clean[end] = '\0';
+    json_t *v = sc.title_invalid ? json_pack("{s:s}", "name", clean)
+                                 : json_pack("{s:s}", "title", clean[0] ? clean : "Chat");
+    free(clean);
+    char *text = jsonout_dumps(v);
+    json_decref(v);
+    json_t *content = json_array();
+    int64_t words = 0;
+    s_stream_text(plan, text, req->chunk_ms, content, &words);
+    free(text);
+    out->content = content;
+    out->usage = json_pack("{s:I, s:I}", "input_tokens", (json_int_t)json_array_size(msgs),
+                           "output_tokens", (json_int_t)words);
+    return PROVIDER_OK;
+}
+
 /* Plans the reply into plan and call->out; PROVIDER_ERROR for a scripted failure. */
 static provider_rc_t s_plan(s_plan_t *plan, const provider_request_t *req, provider_result_t *out) {
     const json_t *msgs = req->messages;
@@ -634,8 +681,10 @@ static provider_rc_t s_plan(s_plan_t *plan, const provider_request_t *req, provi
         free(t);
     }
     out->content = content;
-    out->usage = json_pack("{s:I, s:I}", "input_tokens", (json_int_t)(in_chars / 4 + 1),
-                           "output_tokens", (json_int_t)out_tokens);
+    out->usage =
+        json_pack("{s:I, s:I}", "input_tokens",
+                  sc.usage_input >= 0 ? (json_int_t)sc.usage_input : (json_int_t)(in_chars / 4 + 1),
+                  "output_tokens", (json_int_t)out_tokens);
     return PROVIDER_OK;
 }
 
@@ -648,7 +697,8 @@ void sim_start(provider_call_t *call, const provider_request_t *req) {
     call->stop = s_plan_stop;
     if (req->summary) {
         s_plan_summary(plan, req, &call->out);
-    } else if (s_plan(plan, req, &call->out) != PROVIDER_OK) {
+    } else if ((req->title ? s_plan_title(plan, req, &call->out) : s_plan(plan, req, &call->out)) !=
+               PROVIDER_OK) {
         provider_call_end(call, PROVIDER_ERROR);
         return;
     }

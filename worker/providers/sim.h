@@ -43,6 +43,9 @@ typedef struct {
     bool schema_refuse;  /* [sim:schema-refuse]: refuse (finish "refusal") instead */
     bool schema_stall;   /* [sim:schema-stall-after-candidate]: attempt 1 of the step after an
                             accepted submission stalls until cancelled */
+    int64_t usage_input; /* [sim:usage N]: the reply reports N input tokens; -1: counted */
+    bool title_fail;     /* [sim:title-fail]: a title call fails with 400 */
+    bool title_invalid;  /* [sim:title-invalid]: a title call answers {"name": ...} */
 } sim_script_t;
 
 /* Parses the directives in text into *out (defaults for those absent); unknown directives

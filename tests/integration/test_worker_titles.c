@@ -1,0 +1,161 @@
+/*
+ * Generated titles end to end (ARCHITECTURE.md §7.8): a cluster of real processes on the sim.
+ * A new chat gets a generated title once, through the {title} structured request (the sim
+ * answers with the message's first words), and a watch sees its title_change; a user title
+ * is never replaced; a failing title call and an answer that fails the {title} schema leave
+ * the fallback, and the turn is answered either way.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "mem.h"
+#include "proc.h"
+#include "sse.h"
+
+#define WAIT_MS 20000
+
+static cluster_t *s_cluster;
+
+/* POST /chats with body; the new chat's id (caller frees). */
+static char *s_create(const char *body) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
+    if (r.status != 201) {
+        fail_msg("POST /api/v2/chats: %ld %s", r.status, r.body);
+    }
+    json_t *v = json_loads(r.body, 0, NULL);
+    proc_http_free(&r);
+    char *id = mem_strdup(json_string_value(json_object_get(v, "id")));
+    json_decref(v);
+    return id;
+}
+
+static char *s_chat(const char *text) {
+    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
+    char *id = s_create(body);
+    free(body);
+    return id;
+}
+
+/* Waits until the chat's turn is answered and it is idle. */
+static void s_wait_answered(const char *chat, int replies) {
+    char *q = mem_printf("SELECT (SELECT count(*) FROM chat_messages WHERE chat_id = c.id AND"
+                         " role = 'assistant') || ':' || status FROM chats c WHERE id = '%s'",
+                         chat);
+    char want[32];
+    snprintf(want, sizeof want, "%d:waiting", replies);
+    if (cluster_wait(s_cluster, q, want, WAIT_MS) < 0) {
+        fail_msg("chat %s: not answered %d times", chat, replies);
+    }
+    free(q);
+}
+
+static char *s_title(const char *chat) {
+    char *t = cluster_sql(s_cluster,
+                          "SELECT title_source || ':' || title FROM chats WHERE id = '%s'", chat);
+    assert_non_null(t);
+    return t;
+}
+
+/* A title_change event of the chat ctx names, with a generated title. */
+static int s_is_title_change(json_t *ev, void *ctx) {
+    const json_t *chat = json_object_get(json_object_get(ev, "data"), "chat");
+    const char *id = json_string_value(json_object_get(chat, "id"));
+    const char *title = json_string_value(json_object_get(chat, "title"));
+    return id && title && !strcmp(id, ctx) && !strcmp(title, "Plan a trip to Lisbon in");
+}
+
+static void test_a_new_chat_gets_one_generated_title_and_a_watch_sees_it(void **u) {
+    (void)u;
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/watch", cluster_url(s_cluster, 0));
+    sse_t *w = sse_open(url, cluster_token(s_cluster), 0);
+    assert_non_null(w);
+    char *chat = s_chat("Plan a trip to Lisbon in spring, with trains");
+    s_wait_answered(chat, 1);
+    char *t = s_title(chat);
+    assert_string_equal(t, "generated:Plan a trip to Lisbon in");
+    free(t);
+    assert_true(sse_wait(w, 0, "title_change", s_is_title_change, chat, WAIT_MS) >= 0);
+    sse_close(&w);
+    /* The title was written without touching updated_at, and never again on a later turn. */
+    char *at = cluster_sql(s_cluster, "SELECT title_updated_at FROM chats WHERE id = '%s'", chat);
+    char *url2 = mem_printf("%s/api/v2/chats/%s/messages", cluster_url(s_cluster, 0), chat);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url2, cluster_token(s_cluster),
+                               "{\"content\":[{\"type\":\"text\",\"text\":\"And back by ship\"}]}",
+                               &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    proc_http_free(&r);
+    free(url2);
+    s_wait_answered(chat, 2);
+    char *at2 = cluster_sql(s_cluster, "SELECT title_updated_at FROM chats WHERE id = '%s'", chat);
+    assert_string_equal(at, at2);
+    t = s_title(chat);
+    assert_string_equal(t, "generated:Plan a trip to Lisbon in");
+    free(t);
+    free(at);
+    free(at2);
+    free(chat);
+}
+
+static void test_a_user_title_is_never_replaced(void **u) {
+    (void)u;
+    char *chat = s_create("{\"title\":\"Mine\",\"content\":[{\"type\":\"text\",\"text\":"
+                          "\"Write a haiku about rain\"}]}");
+    s_wait_answered(chat, 1);
+    char *t = s_title(chat);
+    assert_string_equal(t, "user:Mine");
+    free(t);
+    free(chat);
+}
+
+static void test_a_failing_or_invalid_title_answer_leaves_the_fallback(void **u) {
+    (void)u;
+    const char *prompts[] = {"[sim:title-fail] Compare two sorting algorithms",
+                             "[sim:title-invalid] Compare two sorting algorithms"};
+    for (int i = 0; i < 2; i++) {
+        char *chat = s_chat(prompts[i]);
+        char *before = s_title(chat);
+        s_wait_answered(chat, 1); /* the turn is answered all the same */
+        char *after = s_title(chat);
+        assert_true(!strncmp(before, "fallback:", 9));
+        assert_string_equal(after, before);
+        free(before);
+        free(after);
+        free(chat);
+    }
+}
+
+static int s_setup(void **state) {
+    (void)state;
+    cluster_opts_t o = {.name = "test_worker_titles", .gateways = 1, .workers = 1};
+    s_cluster = cluster_new(&o);
+    return 0;
+}
+
+static int s_teardown(void **state) {
+    (void)state;
+    return cluster_destroy(&s_cluster) == 0 ? 0 : -1;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_new_chat_gets_one_generated_title_and_a_watch_sees_it),
+        cmocka_unit_test(test_a_user_title_is_never_replaced),
+        cmocka_unit_test(test_a_failing_or_invalid_title_answer_leaves_the_fallback),
+    };
+    return cmocka_run_group_tests(tests, s_setup, s_teardown);
+}
