@@ -504,7 +504,7 @@ static void s_queue_delete(client_t *cl) {
     ledger_add(r->ledger, &call);
 }
 
-/* POST /compact: 202 from waiting or error (a worker then summarizes), 409 when the chat is
+/* POST /compact: 200 from waiting or error (a worker then summarizes), 409 when the chat is
  * busy or has nothing to compact. */
 static void s_compact(client_t *cl) {
     char path[160];
