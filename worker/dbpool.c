@@ -73,8 +73,13 @@ static PGconn *s_connect(dbpool_t *self) {
     snprintf(ms, sizeof ms, "%d", self->timeout_ms);
     const char *p[] = {ms};
     char err[200];
-    if (db_exec(conn, err, sizeof err, "SELECT set_config('statement_timeout', $1, false)", 1, p) !=
-        DB_OK) {
+    /* The same bound on a transaction left idle: a worker stopped inside a bundle (SIGSTOP, a
+     * frozen VM) must not hold its chat's row lock, which would keep every other worker from
+     * taking the chat over once the lease is stale (ARCHITECTURE.md §6.3). */
+    if (db_exec(conn, err, sizeof err,
+                "SELECT set_config('statement_timeout', $1, false),"
+                " set_config('idle_in_transaction_session_timeout', $1, false)",
+                1, p) != DB_OK) {
         PQfinish(conn);
         return NULL;
     }

@@ -22,7 +22,8 @@
 typedef struct dbpool dbpool_t;
 
 /* A pool of at most max (>= 1) connections to url; connects lazily. statement_timeout_ms
- * (> 0) bounds every statement of its connections. Never NULL. */
+ * (> 0) bounds every statement of its connections, and every transaction they leave idle.
+ * Never NULL. */
 dbpool_t *dbpool_new(const char *url, const char *application_name, int statement_timeout_ms,
                      int max);
 void dbpool_destroy(dbpool_t **self_p);

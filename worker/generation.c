@@ -720,13 +720,14 @@ static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn) {
 /* --- The title (ARCHITECTURE.md §7.8). --- */
 
 typedef struct {
+    const cs_fence_t *fence;
     const char *title;
     bool applied;
 } s_title_t;
 
 static int s_set_title(chatstate_t *cs, void *arg, cs_error_t *err) {
     s_title_t *t = arg;
-    return chatstate_set_generated_title(cs, t->title, &t->applied, err);
+    return chatstate_set_generated_title(cs, t->fence, t->title, &t->applied, err);
 }
 
 /* After the title call: a title that passes its schema is written (never over a user title);
@@ -746,7 +747,7 @@ static taskctx_rc_t s_after_title(taskctx_t *ctx, PGconn *conn) {
                                  sizeof reason);
     }
     provider_result_clear(&ctx->call_res);
-    s_title_t t = {.title = title};
+    s_title_t t = {.fence = &ctx->fence, .title = title};
     taskctx_rc_t rc =
         title && conn ? taskctx_bundle(ctx, conn, s_set_title, &t, "SetTitle") : TASKCTX_DONE;
     char q[STRUCTURED_REASON_MAX + 8];

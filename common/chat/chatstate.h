@@ -165,9 +165,11 @@ int chatstate_set_title(chatstate_t *self, const char *title, cs_error_t *err);
 /* A generated title (ARCHITECTURE.md §7.8): written only over a fallback or generated title,
  * never over a user one (the ranking fallback < generated < user); title_updated_at now,
  * updated_at untouched. *applied says whether it was written (only then is the title hint
- * set). Metadata like chatstate_set_title, and the same bounds. */
-int chatstate_set_generated_title(chatstate_t *self, const char *title, bool *applied,
-                                  cs_error_t *err);
+ * set). Metadata like chatstate_set_title, and the same bounds; written only by the owner the
+ * fence names (worker_id and runner_id; CS_FENCED otherwise), so a worker that was paused and
+ * taken over writes nothing. */
+int chatstate_set_generated_title(chatstate_t *self, const cs_fence_t *fence, const char *title,
+                                  bool *applied, cs_error_t *err);
 
 /* Inserts the user message or queues it; max_queue caps the queue (0: no cap). On success
  * *queued_id is the new queued row (or 0) and *message_id the row that entered history

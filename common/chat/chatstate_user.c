@@ -54,10 +54,10 @@ int chatstate_set_archived(chatstate_t *self, bool archived, cs_error_t *err) {
 
 /* A title write of source (SetTitle: metadata, any state). A generated title applies only
  * over a fallback or generated one; *applied says whether it did. */
-static int s_write_title(chatstate_t *self, const char *title, const char *source, bool *applied,
-                         cs_error_t *err) {
+static int s_write_title(chatstate_t *self, const cs_fence_t *fence, const char *title,
+                         const char *source, bool *applied, cs_error_t *err) {
     *applied = false;
-    if (cs_start(self, MV_SET_TITLE, NULL, err) != 0) {
+    if (cs_start(self, MV_SET_TITLE, fence, err) != 0) {
         return -1;
     }
     size_t n = title ? strlen(title) : 0;
@@ -83,12 +83,17 @@ static int s_write_title(chatstate_t *self, const char *title, const char *sourc
 
 int chatstate_set_title(chatstate_t *self, const char *title, cs_error_t *err) {
     bool applied;
-    return s_write_title(self, title, "user", &applied, err);
+    return s_write_title(self, NULL, title, "user", &applied, err);
 }
 
-int chatstate_set_generated_title(chatstate_t *self, const char *title, bool *applied,
-                                  cs_error_t *err) {
-    return s_write_title(self, title, "generated", applied, err);
+int chatstate_set_generated_title(chatstate_t *self, const cs_fence_t *fence, const char *title,
+                                  bool *applied, cs_error_t *err) {
+    /* Only the owner that made the call writes it: the owner part of the fence. */
+    cs_fence_t owner = *fence;
+    owner.status = NULL;
+    owner.history_version = -1;
+    owner.generation_attempt = -1;
+    return s_write_title(self, &owner, title, "generated", applied, err);
 }
 
 /* W, E0: the message enters history at once and the chat runs. */

@@ -175,6 +175,7 @@ typedef enum {
     W_ABANDON,
     W_FINISH_INTERRUPTION,
     W_CANCEL_RA,
+    W_SET_GENERATED_TITLE,
     W_COUNT
 } wmove_t;
 
@@ -195,6 +196,7 @@ static const wmove_info_t s_moves[W_COUNT] = {
     [W_ABANDON] = {"Abandon", "R0", NULL, true},
     [W_FINISH_INTERRUPTION] = {"FinishInterruption", "I0", "running", false},
     [W_CANCEL_RA] = {"CancelRequiresAction", "A0", "running", false},
+    [W_SET_GENERATED_TITLE] = {"SetTitle (generated)", "R0", NULL, true},
 };
 
 static int s_apply(wmove_t mv, chatstate_t *cs, const cs_fence_t *f, cs_error_t *err) {
@@ -220,6 +222,10 @@ static int s_apply(wmove_t mv, chatstate_t *cs, const cs_fence_t *f, cs_error_t 
             return chatstate_finish_interruption(cs, f, &step, 1, err);
         case W_CANCEL_RA:
             return chatstate_cancel_requires_action(cs, f, "timed out", err);
+        case W_SET_GENERATED_TITLE: {
+            bool applied = false;
+            return chatstate_set_generated_title(cs, f, "a generated title", &applied, err);
+        }
         case W_COUNT:
             break;
     }
@@ -363,7 +369,8 @@ static void test_stale_fence_field_is_fenced_and_changes_nothing_for_every_worke
         }
     }
     printf("fence: %d (move, stale field) pairs fenced with no change\n", checked);
-    assert_int_equal(checked, (W_COUNT - 1) * K_COUNT + 2);
+    /* Abandon and the generated title check only the owner half of the fence. */
+    assert_int_equal(checked, (W_COUNT - 2) * K_COUNT + 2 * 2);
 }
 
 /* A step still running when the user interrupts: its fence expected running, the chat is now
@@ -452,6 +459,8 @@ static void test_old_runner_is_fenced_after_takeover_of_stale_lease(void **st) {
     s_expect_fenced(chat, W_COMMIT_STEP, &old, "old runner's CommitStep after takeover");
     s_expect_fenced(chat, W_FINISH_TURN, &old, "old runner's FinishTurn after takeover");
     s_expect_fenced(chat, W_ABANDON, &old, "old runner's Abandon after takeover");
+    s_expect_fenced(chat, W_SET_GENERATED_TITLE, &old,
+                    "old runner's generated title after takeover");
 
     /* The new owner's fence works. */
     cs_fence_t now;

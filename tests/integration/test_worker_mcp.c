@@ -502,7 +502,8 @@ static int s_setup(void **state) {
     const char *ev = "@modelcontextprotocol/server-everything/dist/index.js";
     fprintf(f,
             "{\"models\":[{\"name\":\"mock\",\"provider\":\"openai\",\"model\":\"gpt\","
-            "\"base_url\":\"%s/v1\",\"api_key_env\":\"MOCK_KEY\",\"default\":true}],"
+            "\"base_url\":\"%s/v1\",\"api_key_env\":\"MOCK_KEY\",\"default\":true},"
+            "{\"name\":\"sim\",\"provider\":\"sim\",\"model\":\"sim\"}],"
             "\"mcp_servers\":{"
             "\"everything\":{\"command\":\"node\",\"args\":[\"%s/node_modules/%s\",\"stdio\"]},"
             "\"slow\":{\"command\":\"node\",\"args\":[\"%s/node_modules/%s\",\"stdio\"],"
@@ -515,7 +516,8 @@ static int s_setup(void **state) {
             mockprov_url(s_mock), s_npm, ev, s_npm, ev, s_npm, s_dir, s_source, s_http_port);
     fclose(f);
     char *cfg = mem_printf("CHATFLEET_CONFIG=%s", s_config);
-    const char *env[] = {cfg, "MOCK_KEY=sk-test", NULL};
+    /* Titles from the sim, so that the mock's scripted replies all go to the turns. */
+    const char *env[] = {cfg, "MOCK_KEY=sk-test", "CHATFLEET_TITLE_MODEL=sim", NULL};
     cluster_opts_t o = {.name = "test_worker_mcp", .gateways = 1, .workers = 1, .env = env};
     s_cluster = cluster_new(&o);
     free(cfg);

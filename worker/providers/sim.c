@@ -586,7 +586,8 @@ static provider_rc_t s_plan_title(s_plan_t *plan, const provider_request_t *req,
     json_decref(v);
     json_t *content = json_array();
     int64_t words = 0;
-    s_stream_text(plan, text, req->chunk_ms, content, &words);
+    /* Paced as the turn's reply would be ([sim:slow N] included). */
+    s_stream_text(plan, text, sc.slow_ms >= 0 ? sc.slow_ms : req->chunk_ms, content, &words);
     free(text);
     out->content = content;
     out->usage = json_pack("{s:I, s:I}", "input_tokens", (json_int_t)json_array_size(msgs),
