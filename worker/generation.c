@@ -6,6 +6,8 @@
 #include "jsonout.h"
 #include "jsonstrict.h"
 #include "log.h"
+#include "hooks.h"
+#include "hookstep.h"
 #include "mcpset.h"
 #include "mem.h"
 #include "outformat.h"
@@ -288,11 +290,90 @@ static taskctx_rc_t s_mcp_commit(taskctx_t *ctx, PGconn *conn) {
     return s_commit_batch(ctx, conn, &b, false);
 }
 
+/* A step's local tool calls under the lifecycle hooks (ARCHITECTURE.md §7.8). */
+typedef struct {
+    json_t *calls;                    /* the pending local calls */
+    char request_id[ID_UUID_LEN + 1]; /* the open structured request, or "" */
+} s_hooked_t;
+
+static void s_hooked_free(void *arg) {
+    s_hooked_t *m = arg;
+    json_decref(m->calls);
+    free(m);
+}
+
+static provider_call_t *s_hooked_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
+    s_hooked_t *m = ctx->body;
+    return hookstep_start(ctx->env->hooks, ctx->env->loop, ctx->chat_id, ctx->fence.history_version,
+                          m->calls, done, arg);
+}
+
+/* The phase after the hooked tools: their results in one CommitStep, or FinishError when a
+ * hook failed (fail closed). A database failure runs the step again, hooks included: the
+ * consumer sees the same event ids again. */
+static taskctx_rc_t s_hooked_commit(taskctx_t *ctx, PGconn *conn) {
+    s_hooked_t *m = ctx->body;
+    if (ctx->call_rc == PROVIDER_CANCELLED) {
+        return TASKCTX_QUIET;
+    }
+    if (!conn) {
+        return TASKCTX_RETRY;
+    }
+    if (ctx->call_rc != PROVIDER_OK) {
+        char q[300];
+        log_warn("hook_step_failed", "chat_id=%s reason=%s", ctx->chat_id,
+                 log_quote(ctx->call_res.error, q, sizeof q));
+        const char *rid = m->request_id[0] ? m->request_id : NULL;
+        taskctx_rc_t rc = s_fail_request(ctx, conn, rid, rid ? "generation_failed" : NULL,
+                                         "hook_dispatch_failed", ctx->call_res.error);
+        provider_result_clear(&ctx->call_res);
+        return rc;
+    }
+    batch_t *b = batch_new();
+    batch_set_hooked(b, true);
+    batch_pending(b, m->calls, NULL, NULL, ctx->call_res.content);
+    provider_result_clear(&ctx->call_res);
+    return s_commit_batch(ctx, conn, &b, false);
+}
+
+/* With hooks on, the pending local calls (not MCP, dynamic or the finalizer) as a new array,
+ * or NULL when there are none or hooks are off. */
+static json_t *s_hooked_calls(const taskctx_t *ctx, const json_t *pending, const history_t *h) {
+    if (!hooks_enabled(ctx->env->hooks)) {
+        return NULL;
+    }
+    json_t *local = json_array();
+    size_t i;
+    json_t *c;
+    json_array_foreach(pending, i, c) {
+        if (batch_runs_locally(h->dynamic_tools, s_str(c, "tool_name"))) {
+            json_array_append(local, c);
+        }
+    }
+    if (json_array_size(local) == 0) {
+        json_decref(local);
+        return NULL;
+    }
+    return local;
+}
+
 /* Pending calls read back from history (DECIDE_RUN_LOCAL): local ones answered here; once
  * only MCP calls are left, they are made on the loop with no connection held, and the phase
  * after commits their results. */
 static taskctx_rc_t s_run_pending(taskctx_t *ctx, PGconn *conn, const json_t *pending,
                                   const history_t *h, const structured_turn_t *turn) {
+    json_t *local = s_hooked_calls(ctx, pending, h);
+    if (local) {
+        s_hooked_t *hk = mem_calloc(1, sizeof *hk);
+        hk->calls = local;
+        snprintf(hk->request_id, sizeof hk->request_id, "%s", turn ? turn->request_id : "");
+        ctx->body = hk;
+        ctx->body_free = s_hooked_free;
+        ctx->call_start = s_hooked_start;
+        ctx->next = s_hooked_commit;
+        log_info("hooked_calls", "chat_id=%s calls=%zu", ctx->chat_id, json_array_size(local));
+        return TASKCTX_CALL;
+    }
     json_t *mcp = json_array();
     size_t i;
     json_t *c;
@@ -327,6 +408,7 @@ static taskctx_rc_t s_commit_reply(taskctx_t *ctx, PGconn *conn, const history_t
      * it): both go in one bundle, one commit fewer per turn (ARCHITECTURE.md §7.3). */
     bool last = !turn && !s_has_tool_call(res->content);
     batch_t *b = batch_new();
+    batch_set_hooked(b, hooks_enabled(ctx->env->hooks));
     const char *rejection = NULL;
     bool candidate = false;
     batch_reply(b, res->content, res->finish, usage, model_config_id, h->dynamic_tools, turn,

@@ -85,6 +85,7 @@ typedef struct {
     int64_t sim_chunk_ms;  /* the sim provider's default pace */
     int64_t ra_default_ms; /* deadline used when requires_action has none recorded */
     struct mcpset *mcp;    /* the deployment's MCP servers (mcpset.h); never NULL */
+    struct hooks *hooks;   /* the lifecycle hook dispatcher (hooks.h); never NULL */
     taskctx_counters_t counters;
 } taskctx_env_t;
 

@@ -13,174 +13,18 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <arpa/inet.h>
 #include <jansson.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
+#include "hookcons.h"
 #include "hooks.h"
 #include "id.h"
 #include "mem.h"
 
-#define WAIT_MS    20000
-#define S_REQ_MAX  (64 * 1024) /* the consumer's request buffer */
-#define S_SEEN_MAX 16
-#define S_SECRET   "test-secret"
-
-/* What the consumer answers next: an HTTP status and body, or nothing at all (hang). */
-typedef struct {
-    pthread_mutex_t mu;
-    int fd;
-    int port;
-    bool stop;
-    bool hang;
-    int status;
-    char answer[512];
-    int hung[S_SEEN_MAX];
-    int n_hung;
-    /* What it saw: bodies and their signature and event id headers. */
-    char *bodies[S_SEEN_MAX];
-    char sigs[S_SEEN_MAX][100];
-    char ids[S_SEEN_MAX][HOOKS_EVENT_ID_LEN + 1];
-    int seen;
-    pthread_t thread;
-} s_consumer_t;
-
-static void s_header(const char *head, const char *name, char *out, size_t size) {
-    out[0] = 0;
-    size_t nl = strlen(name);
-    for (const char *p = head; p && *p; p = strstr(p, "\r\n") ? strstr(p, "\r\n") + 2 : NULL) {
-        if (!strncasecmp(p, name, nl) && p[nl] == ':') {
-            const char *v = p + nl + 1;
-            while (*v == ' ') {
-                v++;
-            }
-            size_t n = strcspn(v, "\r\n");
-            snprintf(out, size, "%.*s", (int)n, v);
-            return;
-        }
-    }
-}
-
-static void s_serve(s_consumer_t *c, int fd) {
-    char *buf = mem_alloc(S_REQ_MAX + 1);
-    size_t len = 0;
-    char *body = NULL;
-    size_t want = 0;
-    while (len < S_REQ_MAX) {
-        ssize_t n = read(fd, buf + len, S_REQ_MAX - len);
-        if (n <= 0) {
-            break;
-        }
-        len += (size_t)n;
-        buf[len] = 0;
-        char *end = strstr(buf, "\r\n\r\n");
-        if (end && !body) {
-            char cl[32];
-            s_header(buf, "Content-Length", cl, sizeof cl);
-            want = (size_t)strtoul(cl, NULL, 10);
-            body = end + 4;
-        }
-        if (body && (size_t)(buf + len - body) >= want) {
-            break;
-        }
-    }
-    pthread_mutex_lock(&c->mu);
-    if (body && c->seen < S_SEEN_MAX) {
-        c->bodies[c->seen] = mem_strndup(body, want);
-        s_header(buf, HOOKS_SIGNATURE_HEADER, c->sigs[c->seen], sizeof c->sigs[c->seen]);
-        s_header(buf, "X-Chatfleet-Event-Id", c->ids[c->seen], sizeof c->ids[c->seen]);
-        c->seen++;
-    }
-    if (c->hang && c->n_hung < S_SEEN_MAX) {
-        c->hung[c->n_hung++] = fd; /* never answered; closed at the end */
-        pthread_mutex_unlock(&c->mu);
-        free(buf);
-        return;
-    }
-    char *resp = mem_printf("HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
-                            "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                            c->status, strlen(c->answer), c->answer);
-    pthread_mutex_unlock(&c->mu);
-    ssize_t w = write(fd, resp, strlen(resp));
-    (void)w; /* a client that left needs no answer */
-    free(resp);
-    free(buf);
-    close(fd);
-}
-
-static void *s_consumer_main(void *arg) {
-    s_consumer_t *c = arg;
-    for (;;) {
-        struct pollfd p = {.fd = c->fd, .events = POLLIN};
-        int r = poll(&p, 1, 50);
-        pthread_mutex_lock(&c->mu);
-        bool stop = c->stop;
-        pthread_mutex_unlock(&c->mu);
-        if (stop) {
-            return NULL;
-        }
-        if (r == 1) {
-            int fd = accept(c->fd, NULL, NULL);
-            if (fd >= 0) {
-                s_serve(c, fd);
-            }
-        }
-    }
-}
-
-/* Starts a consumer on port (0 = any free one). */
-static s_consumer_t *s_consumer_start(int port) {
-    s_consumer_t *c = mem_calloc(1, sizeof *c);
-    pthread_mutex_init(&c->mu, NULL);
-    c->status = 200;
-    c->fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(c->fd >= 0);
-    int one = 1;
-    setsockopt(c->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(c->fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(c->fd, 16), 0);
-    socklen_t al = sizeof a;
-    getsockname(c->fd, (struct sockaddr *)&a, &al);
-    c->port = ntohs(a.sin_port);
-    assert_int_equal(pthread_create(&c->thread, NULL, s_consumer_main, c), 0);
-    return c;
-}
-
-static void s_consumer_stop(s_consumer_t **c_p) {
-    s_consumer_t *c = *c_p;
-    pthread_mutex_lock(&c->mu);
-    c->stop = true;
-    pthread_mutex_unlock(&c->mu);
-    pthread_join(c->thread, NULL);
-    close(c->fd);
-    for (int i = 0; i < c->n_hung; i++) {
-        close(c->hung[i]);
-    }
-    for (int i = 0; i < c->seen; i++) {
-        free(c->bodies[i]);
-    }
-    pthread_mutex_destroy(&c->mu);
-    free(c);
-    *c_p = NULL;
-}
-
-static void s_answer(s_consumer_t *c, int status, const char *answer, bool hang) {
-    pthread_mutex_lock(&c->mu);
-    c->status = status;
-    c->hang = hang;
-    snprintf(c->answer, sizeof c->answer, "%s", answer);
-    pthread_mutex_unlock(&c->mu);
-}
+#define WAIT_MS  20000
+#define S_SECRET "test-secret"
 
 /* What a done callback copied out of its result. */
 typedef struct {
@@ -308,12 +152,13 @@ static void test_only_prompt_and_pre_tool_answers_may_decide_or_override(void **
 
 static void test_a_signed_event_gets_its_override_deny_and_context(void **state) {
     (void)state;
-    s_consumer_t *c = s_consumer_start(0);
-    s_env_t e = s_env(c->port, 5000, 8, 4);
+    hookcons_t *c = hookcons_new(0);
+    s_env_t e = s_env(hookcons_port(c), 5000, 8, 4);
     char id[HOOKS_EVENT_ID_LEN + 1];
     hooks_event_id("chat-1", 4, 1, HOOKS_PRE_TOOL_USE, "call_1", id);
 
-    s_answer(c, 200, "{\"decision\":\"allow\",\"input\":{\"text\":\"rewritten\"}}", false);
+    hookcons_answer(c, NULL, 200, "{\"decision\":\"allow\",\"input\":{\"text\":\"rewritten\"}}",
+                    false);
     s_done_t d1 = {0};
     s_dispatch_one(
         &e, HOOKS_PRE_TOOL_USE, id,
@@ -322,14 +167,14 @@ static void test_a_signed_event_gets_its_override_deny_and_context(void **state)
     assert_false(d1.deny);
     assert_string_equal(d1.input, "{\"text\":\"rewritten\"}");
 
-    s_answer(c, 200, "{\"decision\":\"deny\",\"reason\":\"not today\"}", false);
+    hookcons_answer(c, NULL, 200, "{\"decision\":\"deny\",\"reason\":\"not today\"}", false);
     s_done_t d2 = {0};
     s_dispatch_one(&e, HOOKS_PRE_TOOL_USE, id, "{\"tool_name\":\"echo\"}", &d2);
     assert_int_equal(d2.rc, HOOKS_OK);
     assert_true(d2.deny);
     assert_string_equal(d2.reason, "not today");
 
-    s_answer(c, 200, "{\"model_context\":\"be brief\"}", false);
+    hookcons_answer(c, NULL, 200, "{\"model_context\":\"be brief\"}", false);
     s_done_t d3 = {0};
     s_dispatch_one(&e, HOOKS_STOP, "stop-id", "{}", &d3);
     assert_int_equal(d3.rc, HOOKS_OK);
@@ -337,21 +182,31 @@ static void test_a_signed_event_gets_its_override_deny_and_context(void **state)
 
     /* What the consumer saw: the body names the event and its id, the header signs the body,
      * and the same event delivered twice carried the same id both times. */
-    assert_int_equal(c->seen, 3);
-    for (int i = 0; i < c->seen; i++) {
+    assert_int_equal(hookcons_seen(c), 3);
+    char *ids[3];
+    for (int i = 0; i < 3; i++) {
+        char *body = hookcons_body(c, i);
+        char *got = hookcons_header(c, i, HOOKS_SIGNATURE_HEADER);
+        ids[i] = hookcons_header(c, i, "X-Chatfleet-Event-Id");
         char sig[100];
-        assert_int_equal(hooks_sign(S_SECRET, c->bodies[i], strlen(c->bodies[i]), sig, sizeof sig),
-                         0);
-        assert_string_equal(c->sigs[i], sig);
-        json_t *b = json_loads(c->bodies[i], 0, NULL);
+        assert_int_equal(hooks_sign(S_SECRET, body, strlen(body), sig, sizeof sig), 0);
+        assert_string_equal(got, sig);
+        json_t *b = json_loads(body, 0, NULL);
         assert_non_null(b);
-        assert_string_equal(json_string_value(json_object_get(b, "event_id")), c->ids[i]);
+        assert_string_equal(json_string_value(json_object_get(b, "event_id")), ids[i]);
         assert_string_equal(json_string_value(json_object_get(b, "chat_id")), "chat-1");
         json_decref(b);
+        free(body);
+        free(got);
     }
-    assert_string_equal(c->ids[0], id);
-    assert_string_equal(c->ids[1], id);
-    json_t *b0 = json_loads(c->bodies[0], 0, NULL);
+    assert_string_equal(ids[0], id);
+    assert_string_equal(ids[1], id);
+    for (int i = 0; i < 3; i++) {
+        free(ids[i]);
+    }
+    char *body0 = hookcons_body(c, 0);
+    json_t *b0 = json_loads(body0, 0, NULL);
+    free(body0);
     assert_string_equal(json_string_value(json_object_get(b0, "event")), "pre_tool_use");
     assert_string_equal(json_string_value(json_object_get(
                             json_object_get(json_object_get(b0, "data"), "input"), "text")),
@@ -359,59 +214,60 @@ static void test_a_signed_event_gets_its_override_deny_and_context(void **state)
     json_decref(b0);
     free(d1.input);
     s_env_end(&e);
-    s_consumer_stop(&c);
+    hookcons_destroy(&c);
 }
 
 static void test_a_failing_consumer_fails_closed_then_recovers(void **state) {
     (void)state;
-    s_consumer_t *c = s_consumer_start(0);
-    int port = c->port;
+    hookcons_t *c = hookcons_new(0);
+    int port = hookcons_port(c);
     s_env_t e = s_env(port, 300, 8, 4);
 
-    s_answer(c, 500, "{}", false);
+    hookcons_answer(c, NULL, 500, "{}", false);
     s_done_t d = {0};
     s_dispatch_one(&e, HOOKS_POST_TOOL_USE, "x1", "{}", &d);
     assert_int_equal(d.rc, HOOKS_E_TRANSPORT);
     assert_string_equal(d.error, "hook consumer: HTTP status 500");
 
-    s_answer(c, 200, "not json", false);
+    hookcons_answer(c, NULL, 200, "not json", false);
     memset(&d, 0, sizeof d);
     s_dispatch_one(&e, HOOKS_POST_TOOL_USE, "x2", "{}", &d);
     assert_int_equal(d.rc, HOOKS_E_INVALID);
 
-    s_answer(c, 200, "{\"decision\":\"deny\"}", false);
+    hookcons_answer(c, NULL, 200, "{\"decision\":\"deny\"}", false);
     memset(&d, 0, sizeof d);
     s_dispatch_one(&e, HOOKS_SESSION_START, "x3", "{}", &d);
     assert_int_equal(d.rc, HOOKS_E_INVALID);
     assert_string_equal(d.error, "hook answer: decision: not accepted on session_start");
 
     /* A consumer that takes the request and never answers: the timeout fails it. */
-    s_answer(c, 200, "{}", true);
+    hookcons_answer(c, NULL, 200, "{}", true);
     memset(&d, 0, sizeof d);
     s_dispatch_one(&e, HOOKS_PRE_COMPACT, "x4", "{}", &d);
     assert_int_equal(d.rc, HOOKS_E_TRANSPORT);
 
     /* Down: nothing listens on the port. */
-    s_consumer_stop(&c);
+    hookcons_destroy(&c);
     memset(&d, 0, sizeof d);
     s_dispatch_one(&e, HOOKS_STOP, "x5", "{}", &d);
     assert_int_equal(d.rc, HOOKS_E_TRANSPORT);
 
     /* Back on the same port: the next dispatch succeeds. */
-    c = s_consumer_start(port);
+    c = hookcons_new(port);
     memset(&d, 0, sizeof d);
     s_dispatch_one(&e, HOOKS_STOP, "x5", "{}", &d);
     assert_int_equal(d.rc, HOOKS_OK);
-    assert_int_equal(c->seen, 1);
+    assert_int_equal(hookcons_seen(c), 1);
     s_env_end(&e);
-    s_consumer_stop(&c);
+    hookcons_destroy(&c);
 }
 
 static void test_admission_holds_only_its_share_of_the_cap(void **state) {
     (void)state;
-    s_consumer_t *c = s_consumer_start(0);
-    s_answer(c, 200, "{}", true); /* every dispatch stays in flight until its timeout */
-    s_env_t e = s_env(c->port, 500, 3, 1);
+    hookcons_t *c = hookcons_new(0);
+    hookcons_answer(c, NULL, 200, "{}",
+                    true); /* every dispatch stays in flight until its timeout */
+    s_env_t e = s_env(hookcons_port(c), 500, 3, 1);
     json_t *p = json_object();
     s_done_t d[5] = {0};
     hooks_dispatch(e.hooks, HOOKS_ADMISSION, HOOKS_USER_PROMPT_SUBMIT, "a1", "c", p, s_on_done,
@@ -437,7 +293,7 @@ static void test_admission_holds_only_its_share_of_the_cap(void **state) {
     hooks_inflight(e.hooks, &adm, &admitted);
     assert_int_equal(adm + admitted, 0);
     s_env_end(&e);
-    s_consumer_stop(&c);
+    hookcons_destroy(&c);
 }
 
 int main(void) {
