@@ -4,9 +4,12 @@
  */
 #include "hookcons.h"
 
+#include "id.h"
 #include "mem.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -147,6 +150,7 @@ static void *s_main(void *arg) {
         if (r == 1) {
             int fd = accept(c->fd, NULL, NULL);
             if (fd >= 0) {
+                (void)fcntl(fd, F_SETFD, FD_CLOEXEC); /* best effort, as for the listener */
                 s_serve(c, fd);
             }
         }
@@ -156,13 +160,21 @@ static void *s_main(void *arg) {
 hookcons_t *hookcons_new(int port) {
     hookcons_t *c = mem_calloc(1, sizeof *c);
     pthread_mutex_init(&c->mu, NULL);
-    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); /* no child inherits it */
     ASSERT(c->fd >= 0);
     int one = 1;
     setsockopt(c->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT(bind(c->fd, (struct sockaddr *)&a, sizeof a) == 0);
+    /* The port of a consumer just stopped may still be held for a moment: retry a while. */
+    int64_t deadline = id_now_ms() + 10000;
+    while (bind(c->fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (id_now_ms() > deadline) {
+            fprintf(stderr, "hookcons: bind to port %d: %s\n", port, strerror(errno));
+            ASSERT(0);
+        }
+        usleep(100 * 1000);
+    }
     ASSERT(listen(c->fd, 64) == 0);
     socklen_t al = sizeof a;
     ASSERT(getsockname(c->fd, (struct sockaddr *)&a, &al) == 0);
