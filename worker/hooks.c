@@ -30,10 +30,15 @@ struct hooks {
     evloop_t *loop;
     pthread_mutex_t mu;
     int64_t inflight[2]; /* per hooks_class_t, under mu */
+    /* Admitted dispatches waiting for a slot, oldest first, under mu. */
+    struct s_dispatch *wait_head;
+    struct s_dispatch **wait_tail;
+    int64_t waiting;
 };
 
 /* One dispatch, from hooks_dispatch to its done callback. */
-typedef struct {
+typedef struct s_dispatch {
+    struct s_dispatch *next; /* in the waiting list */
     hooks_t *hooks;
     hooks_class_t cls;
     hooks_event_t event;
@@ -119,6 +124,7 @@ hooks_t *hooks_new(const hooks_config_t *cfg, evloop_t *loop) {
     self->cfg.url = cfg->url ? mem_strdup(cfg->url) : NULL;
     self->cfg.secret = cfg->secret ? mem_strdup(cfg->secret) : NULL;
     self->loop = loop;
+    self->wait_tail = &self->wait_head;
     pthread_mutex_init(&self->mu, NULL);
     return self;
 }
@@ -259,10 +265,33 @@ static size_t s_on_body(char *ptr, size_t size, size_t n, void *arg) {
     return bytes;
 }
 
+static void s_on_done(void *arg, CURLcode result);
+
+/* Whether a dispatch of cls fits in the cap now; under mu. */
+static bool s_room(const hooks_t *self, hooks_class_t cls) {
+    int64_t total = self->inflight[HOOKS_ADMISSION] + self->inflight[HOOKS_ADMITTED];
+    return total < self->cfg.max_inflight &&
+           (cls == HOOKS_ADMITTED || self->inflight[HOOKS_ADMISSION] < self->cfg.admission_max);
+}
+
+/* Gives a slot back and starts the oldest waiting dispatch that now fits (loop thread). */
 static void s_release(hooks_t *self, hooks_class_t cls) {
     pthread_mutex_lock(&self->mu);
     self->inflight[cls]--;
+    s_dispatch_t *next = NULL;
+    if (self->wait_head && s_room(self, HOOKS_ADMITTED)) {
+        next = self->wait_head;
+        self->wait_head = next->next;
+        if (!self->wait_head) {
+            self->wait_tail = &self->wait_head;
+        }
+        self->waiting--;
+        self->inflight[HOOKS_ADMITTED]++;
+    }
     pthread_mutex_unlock(&self->mu);
+    if (next) {
+        evloop_curl_add(self->loop, next->easy, s_on_done, next);
+    }
 }
 
 /* Runs done, logs a failure once, releases the slot (when one was taken) and frees d. */
@@ -331,22 +360,6 @@ void hooks_dispatch(hooks_t *self, hooks_class_t cls, hooks_event_t event, const
     d->event = event;
     d->done = done;
     d->arg = arg;
-    pthread_mutex_lock(&self->mu);
-    int64_t total = self->inflight[HOOKS_ADMISSION] + self->inflight[HOOKS_ADMITTED];
-    bool room =
-        total < self->cfg.max_inflight &&
-        (cls == HOOKS_ADMITTED || self->inflight[HOOKS_ADMISSION] < self->cfg.admission_max);
-    if (room) {
-        self->inflight[cls]++;
-    }
-    pthread_mutex_unlock(&self->mu);
-    if (!room) {
-        d->res.rc = HOOKS_E_BUSY;
-        snprintf(d->res.error, sizeof d->res.error, "hook dispatch cap reached (%s)",
-                 cls == HOOKS_ADMISSION ? "admission" : "admitted");
-        evloop_post(self->loop, s_busy, d);
-        return;
-    }
     json_t *body = json_pack("{s:s, s:s, s:s, s:I, s:O}", "event_id", event_id, "event",
                              hooks_event_name(event), "chat_id", chat_id, "sent_at_ms",
                              (json_int_t)id_now_ms(), "data", payload);
@@ -376,11 +389,31 @@ void hooks_dispatch(hooks_t *self, hooks_class_t cls, hooks_event_t event, const
     curl_easy_setopt(d->easy, CURLOPT_WRITEFUNCTION, s_on_body);
     curl_easy_setopt(d->easy, CURLOPT_WRITEDATA, d);
     curl_easy_setopt(d->easy, CURLOPT_PROTOCOLS_STR, "http,https");
-    evloop_post(self->loop, s_start, d);
+    /* Admission takes a slot of its share or is refused; admitted work waits for a slot,
+     * which frees within the timeout of a dispatch in flight. */
+    pthread_mutex_lock(&self->mu);
+    bool room = s_room(self, cls);
+    bool wait = !room && cls == HOOKS_ADMITTED;
+    if (room) {
+        self->inflight[cls]++;
+    } else if (wait) {
+        *self->wait_tail = d;
+        self->wait_tail = &d->next;
+        self->waiting++;
+    }
+    pthread_mutex_unlock(&self->mu);
+    if (room) {
+        evloop_post(self->loop, s_start, d);
+    } else if (!wait) {
+        d->res.rc = HOOKS_E_BUSY;
+        snprintf(d->res.error, sizeof d->res.error, "hook dispatch cap reached (admission)");
+        evloop_post(self->loop, s_busy, d);
+    }
 }
 
-void hooks_inflight(hooks_t *self, int64_t *admission, int64_t *admitted) {
+void hooks_inflight(hooks_t *self, int64_t *admission, int64_t *admitted, int64_t *waiting) {
     pthread_mutex_lock(&self->mu);
+    *waiting = self->waiting;
     *admission = self->inflight[HOOKS_ADMISSION];
     *admitted = self->inflight[HOOKS_ADMITTED];
     pthread_mutex_unlock(&self->mu);

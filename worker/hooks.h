@@ -50,7 +50,7 @@ typedef struct {
 
 typedef enum {
     HOOKS_OK = 0,      /* the consumer answered validly */
-    HOOKS_E_BUSY,      /* the dispatch cap for its class is taken */
+    HOOKS_E_BUSY,      /* admission only: its share of the dispatch cap is taken */
     HOOKS_E_TRANSPORT, /* no connection, a timeout, a non-2xx status */
     HOOKS_E_INVALID    /* the answer is not a valid decision for this event */
 } hooks_rc_t;
@@ -106,12 +106,15 @@ int hooks_sign(const char *secret, const char *body, size_t len, char *out, size
 int hooks_answer_check(hooks_event_t event, const json_t *answer, hooks_result_t *res);
 
 /* Dispatches event with the given id and payload (the event's own fields, borrowed) for chat.
- * done(arg, result) runs exactly once on the loop's thread: with HOOKS_E_BUSY when the class's
- * share of the cap is taken, otherwise when the consumer answered or failed. Any thread. */
+ * done(arg, result) runs exactly once on the loop's thread, when the consumer answered or
+ * failed. When the cap is taken, an admission dispatch ends at once with HOOKS_E_BUSY (its
+ * share, CHATFLEET_HOOKS_ADMISSION_MAX, or the whole cap) while an admitted one waits, oldest
+ * first, for a slot (it never waits on admission work beyond that share). Any thread. */
 void hooks_dispatch(hooks_t *self, hooks_class_t cls, hooks_event_t event, const char *event_id,
                     const char *chat_id, const json_t *payload, hooks_done_fn *done, void *arg);
 
-/* Dispatches in flight now, per class (for status and tests). */
-void hooks_inflight(hooks_t *self, int64_t *admission, int64_t *admitted);
+/* Dispatches in flight now, per class, and admitted ones waiting for a slot (for status and
+ * tests). */
+void hooks_inflight(hooks_t *self, int64_t *admission, int64_t *admitted, int64_t *waiting);
 
 #endif

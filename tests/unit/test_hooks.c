@@ -265,8 +265,7 @@ static void test_a_failing_consumer_fails_closed_then_recovers(void **state) {
 static void test_admission_holds_only_its_share_of_the_cap(void **state) {
     (void)state;
     hookcons_t *c = hookcons_new(0);
-    hookcons_answer(c, NULL, 200, "{}",
-                    true); /* every dispatch stays in flight until its timeout */
+    hookcons_answer(c, NULL, 200, "{}", true); /* every dispatch stays until its timeout */
     s_env_t e = s_env(hookcons_port(c), 500, 3, 1);
     json_t *p = json_object();
     s_done_t d[5] = {0};
@@ -279,19 +278,25 @@ static void test_admission_holds_only_its_share_of_the_cap(void **state) {
     hooks_dispatch(e.hooks, HOOKS_ADMITTED, HOOKS_PRE_TOOL_USE, "b3", "c", p, s_on_done, &d[4]);
     int64_t adm = 0;
     int64_t admitted = 0;
-    hooks_inflight(e.hooks, &adm, &admitted);
-    assert_int_equal(adm, 1);
-    assert_int_equal(admitted, 2);
+    int64_t waiting = 0;
+    hooks_inflight(e.hooks, &adm, &admitted, &waiting);
+    assert_int_equal(adm, 1);      /* a2 is over the admission share */
+    assert_int_equal(admitted, 2); /* admitted work still had the rest of the cap */
+    assert_int_equal(waiting, 1);  /* b3 waits for a slot instead of failing */
     json_decref(p);
     s_wait(&e, d, 5);
     assert_int_equal(d[0].rc, HOOKS_E_TRANSPORT); /* in flight, then timed out */
-    assert_int_equal(d[1].rc, HOOKS_E_BUSY);      /* over the admission share */
+    assert_int_equal(d[1].rc, HOOKS_E_BUSY);
     assert_string_equal(d[1].error, "hook dispatch cap reached (admission)");
-    assert_int_equal(d[2].rc, HOOKS_E_TRANSPORT); /* admitted work still had room */
+    assert_int_equal(d[2].rc, HOOKS_E_TRANSPORT);
     assert_int_equal(d[3].rc, HOOKS_E_TRANSPORT);
-    assert_int_equal(d[4].rc, HOOKS_E_BUSY); /* the whole cap taken */
-    hooks_inflight(e.hooks, &adm, &admitted);
-    assert_int_equal(adm + admitted, 0);
+    assert_int_equal(d[4].rc, HOOKS_E_TRANSPORT); /* it ran once a slot freed */
+    assert_int_equal(hookcons_seen(c), 4);        /* a1, b1, b2, then b3; never a2 */
+    char *last = hookcons_header(c, 3, "X-Chatfleet-Event-Id");
+    assert_string_equal(last, "b3");
+    free(last);
+    hooks_inflight(e.hooks, &adm, &admitted, &waiting);
+    assert_int_equal(adm + admitted + waiting, 0);
     s_env_end(&e);
     hookcons_destroy(&c);
 }
