@@ -5,7 +5,8 @@
  * pre_tool_use then post_tool_use, signed, with the call's ids; an input override is what the
  * tool runs with; a deny answers the call as denied and the turn goes on; a consumer that is
  * down fails the turn closed (the chat in error, naming the hook), and the next turn after it
- * is back succeeds.
+ * is back succeeds; a worker killed while a pre_tool_use is held leaves the step to the next
+ * owner, which sends the same event id again (a duplicate delivery) and commits one result.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <cmocka.h>
 
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +210,47 @@ static void test_a_consumer_down_fails_the_turn_closed_then_it_recovers(void **s
     free(r);
 }
 
+/* Polls until the consumer has n events of chat; returns them (an array). */
+static json_t *s_wait_events(int from, const char *chat, size_t n) {
+    int64_t end = id_now_ms() + WAIT_MS;
+    for (;;) {
+        json_t *evs = s_events(from, chat);
+        if (json_array_size(evs) >= n || id_now_ms() > end) {
+            return evs;
+        }
+        json_decref(evs);
+        usleep(20 * 1000);
+    }
+}
+
+static void test_a_step_made_again_after_takeover_sends_the_same_event_ids(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    hookcons_answer(s_cons, "pre_tool_use", 200, "{}", true); /* held until the worker dies */
+    int from = hookcons_seen(s_cons);
+    s_push_echo("call_again", "{\"text\":\"once\"}");
+    s_push_text("finished after the takeover");
+    char chat[ID_UUID_LEN + 1];
+    s_create("echo across a crash", chat);
+    json_decref(s_wait_events(from, chat, 1));
+    cluster_signal(s_cluster, CLUSTER_WORKER, 0, SIGKILL);
+    hookcons_answer(s_cons, "pre_tool_use", 200, "{}", false);
+    cluster_start(s_cluster, CLUSTER_WORKER, 0);
+    s_wait_status(chat, "waiting:true");
+    json_t *evs = s_events(from, chat);
+    assert_int_equal(json_array_size(evs), 3);
+    json_t *first = json_array_get(evs, 0);
+    json_t *again = json_array_get(evs, 1);
+    assert_string_equal(s_field(first, "event"), "pre_tool_use");
+    assert_string_equal(s_field(again, "event"), "pre_tool_use");
+    /* Delivered twice with one id: the consumer deduplicates on it. */
+    assert_string_equal(s_field(first, "event_id"), s_field(again, "event_id"));
+    assert_string_equal(s_field(json_array_get(evs, 2), "event"), "post_tool_use");
+    json_decref(evs);
+    char *r = s_result(chat, "call_again"); /* exactly one result committed */
+    free(r);
+}
+
 static int s_setup(void **state) {
     (void)state;
     s_mock = mockprov_new();
@@ -227,7 +270,7 @@ static int s_setup(void **state) {
     const char *env[] = {cfg,
                          url,
                          "CHATFLEET_HOOKS_SECRET=" S_SECRET,
-                         "CHATFLEET_HOOKS_TIMEOUT_MS=2000",
+                         "CHATFLEET_HOOKS_TIMEOUT_MS=20000",
                          "MOCK_KEY=sk-test",
                          NULL};
     cluster_opts_t o = {.name = "test_worker_hooks", .gateways = 1, .workers = 1, .env = env};
@@ -251,6 +294,7 @@ int main(void) {
         cmocka_unit_test(test_a_tool_call_is_announced_before_and_after_with_its_ids),
         cmocka_unit_test(test_a_denied_call_is_answered_as_denied_and_the_turn_goes_on),
         cmocka_unit_test(test_a_consumer_down_fails_the_turn_closed_then_it_recovers),
+        cmocka_unit_test(test_a_step_made_again_after_takeover_sends_the_same_event_ids),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
