@@ -336,6 +336,40 @@ static taskctx_rc_t s_hooked_commit(taskctx_t *ctx, PGconn *conn) {
     return s_commit_batch(ctx, conn, &b, false);
 }
 
+static provider_call_t *s_stop_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
+    json_t *p = json_pack("{s:I}", "history_version", (json_int_t)ctx->fence.history_version);
+    provider_call_t *call =
+        hookstep_event_start(ctx->env->hooks, ctx->env->loop, HOOKS_STOP, ctx->chat_id,
+                             ctx->fence.history_version, p, done, arg);
+    json_decref(p);
+    return call;
+}
+
+/* The phase after the stop hook: FinishTurn, or FinishError when the hook failed. */
+static taskctx_rc_t s_stop_commit(taskctx_t *ctx, PGconn *conn) {
+    if (ctx->call_rc == PROVIDER_CANCELLED) {
+        return TASKCTX_QUIET;
+    }
+    if (!conn) {
+        return TASKCTX_RETRY;
+    }
+    taskctx_rc_t rc;
+    if (ctx->call_rc != PROVIDER_OK) {
+        char q[300];
+        log_warn("hook_step_failed", "chat_id=%s reason=%s", ctx->chat_id,
+                 log_quote(ctx->call_res.error, q, sizeof q));
+        rc = s_fail_request(ctx, conn, NULL, NULL, "hook_dispatch_failed", ctx->call_res.error);
+    } else {
+        s_args_t a = {.fence = &ctx->fence};
+        rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
+        if (rc == TASKCTX_DONE) {
+            atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
+        }
+    }
+    provider_result_clear(&ctx->call_res);
+    return rc;
+}
+
 /* With hooks on, the pending local calls (not MCP, dynamic or the finalizer) as a new array,
  * or NULL when there are none or hooks are off. */
 static json_t *s_hooked_calls(const taskctx_t *ctx, const json_t *pending, const history_t *h) {
@@ -405,8 +439,9 @@ static taskctx_rc_t s_commit_reply(taskctx_t *ctx, PGconn *conn, const history_t
                                    const char *model_config_id) {
     char *usage = res->usage ? jsonout_dumps(res->usage) : NULL;
     /* A reply without tool calls ends the turn (the next step would decide FinishTurn on
-     * it): both go in one bundle, one commit fewer per turn (ARCHITECTURE.md §7.3). */
-    bool last = !turn && !s_has_tool_call(res->content);
+     * it): both go in one bundle, one commit fewer per turn (ARCHITECTURE.md §7.3), unless
+     * the stop hook must be heard first (§7.8). */
+    bool last = !turn && !s_has_tool_call(res->content) && !hooks_enabled(ctx->env->hooks);
     batch_t *b = batch_new();
     batch_set_hooked(b, hooks_enabled(ctx->env->hooks));
     const char *rejection = NULL;
@@ -888,6 +923,12 @@ taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
             rc = taskctx_bundle(ctx, conn, s_enter_ra, &a, "EnterRequiresAction");
             break;
         case DECIDE_FINISH_TURN:
+            if (hooks_enabled(ctx->env->hooks)) { /* the stop hook first (§7.8) */
+                ctx->call_start = s_stop_start;
+                ctx->next = s_stop_commit;
+                rc = TASKCTX_CALL;
+                break;
+            }
             rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
             if (rc == TASKCTX_DONE) {
                 atomic_fetch_add(&ctx->env->counters.turns_finished, 1);

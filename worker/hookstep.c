@@ -182,3 +182,58 @@ provider_call_t *hookstep_start(hooks_t *hooks, evloop_t *loop, const char *chat
     call->starting = false;
     return call;
 }
+
+/* One event as a call: the call's end, or NULL once it ended or was cancelled. */
+typedef struct {
+    provider_call_t *call;
+    hooks_event_t event;
+    int refs; /* the call's and the dispatch's; loop thread */
+} s_one_t;
+
+static void s_one_unref(s_one_t *o) {
+    if (--o->refs == 0) {
+        free(o);
+    }
+}
+
+static void s_one_done(void *arg, const hooks_result_t *res) {
+    s_one_t *o = arg;
+    if (o->call) {
+        provider_call_t *call = o->call;
+        if (res->rc != HOOKS_OK) {
+            snprintf(call->out.error, sizeof call->out.error, "%s hook failed: %.200s",
+                     hooks_event_name(o->event), res->error);
+            call->out.retryable = false;
+        }
+        provider_call_end(call, res->rc == HOOKS_OK ? PROVIDER_OK : PROVIDER_ERROR);
+    }
+    s_one_unref(o);
+}
+
+static void s_one_stop(void *impl) {
+    ((s_one_t *)impl)->call = NULL; /* the dispatch still answers; s_one_done drops it */
+}
+
+static void s_one_free(void *impl) {
+    s_one_t *o = impl;
+    o->call = NULL;
+    s_one_unref(o);
+}
+
+provider_call_t *hookstep_event_start(hooks_t *hooks, evloop_t *loop, hooks_event_t event,
+                                      const char *chat_id, int64_t history_version,
+                                      const json_t *payload, provider_done_fn *done, void *ctx) {
+    provider_call_t *call = provider_call_new(loop, NULL, NULL, done, ctx);
+    s_one_t *o = mem_calloc(1, sizeof *o);
+    o->call = call;
+    o->event = event;
+    o->refs = 2;
+    call->impl = o;
+    call->stop = s_one_stop;
+    call->impl_free = s_one_free;
+    char id[HOOKS_EVENT_ID_LEN + 1];
+    hooks_event_id(chat_id, history_version, 0, event, NULL, id);
+    hooks_dispatch(hooks, HOOKS_ADMITTED, event, id, chat_id, payload, s_one_done, o);
+    call->starting = false;
+    return call;
+}

@@ -2,8 +2,8 @@
  * hookstep: a step's local tool calls run under the lifecycle hooks (ARCHITECTURE.md §7.8),
  * as one call on the event loop like a model call: pre_tool_use for every call, the tools
  * (a denied call answered as denied, an overridden input used instead of the model's), then
- * post_tool_use with each result. A hook that fails (hooks.h) fails the whole call, so the
- * step commits nothing and the turn ends in error (fail closed).
+ * post_tool_use with each result; and one event alone (stop). A hook that fails (hooks.h)
+ * fails the whole call, so the step commits nothing and the turn ends in error (fail closed).
  */
 #ifndef CHATFLEET_HOOKSTEP_H
 #define CHATFLEET_HOOKSTEP_H
@@ -23,5 +23,13 @@
 provider_call_t *hookstep_start(hooks_t *hooks, evloop_t *loop, const char *chat_id,
                                 int64_t history_version, const json_t *calls,
                                 provider_done_fn *done, void *ctx);
+
+/* Starts one dispatch of event (an admitted one, payload borrowed) as a call on loop's
+ * thread: done runs once on the loop with PROVIDER_OK when the consumer answered validly,
+ * PROVIDER_ERROR with res->error naming the event when it failed (not retryable), or
+ * PROVIDER_CANCELLED. The event id is that of (chat, history_version, event). */
+provider_call_t *hookstep_event_start(hooks_t *hooks, evloop_t *loop, hooks_event_t event,
+                                      const char *chat_id, int64_t history_version,
+                                      const json_t *payload, provider_done_fn *done, void *ctx);
 
 #endif

@@ -2,11 +2,12 @@
  * Lifecycle hooks end to end (ARCHITECTURE.md §7.8, issue 18): a cluster of real processes
  * whose default model is the mock OpenAI server scripting a call of the local `echo` tool, and
  * a hook consumer this test runs (tests/support/hookcons.h). A turn with a tool call sends
- * pre_tool_use then post_tool_use, signed, with the call's ids; an input override is what the
+ * pre_tool_use, post_tool_use and stop, signed, with their ids; an input override is what the
  * tool runs with; a deny answers the call as denied and the turn goes on; a consumer that is
  * down fails the turn closed (the chat in error, naming the hook), and the next turn after it
  * is back succeeds; a worker killed while a pre_tool_use is held leaves the step to the next
- * owner, which sends the same event id again (a duplicate delivery) and commits one result.
+ * owner, which sends the same event id again (a duplicate delivery) and commits one result;
+ * an invalid answer to stop ends the turn in error.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -136,9 +137,11 @@ static void test_a_tool_call_is_announced_before_and_after_with_its_ids(void **s
     assert_null(strstr(r, "original"));
     free(r);
     json_t *evs = s_events(from, chat);
-    assert_int_equal(json_array_size(evs), 2);
+    assert_int_equal(json_array_size(evs), 3);
     json_t *pre = json_array_get(evs, 0);
     json_t *post = json_array_get(evs, 1);
+    json_t *stop = json_array_get(evs, 2);
+    assert_string_equal(s_field(stop, "event"), "stop"); /* the turn's end, after its reply */
     assert_string_equal(s_field(pre, "event"), "pre_tool_use");
     assert_string_equal(s_field(post, "event"), "post_tool_use");
     assert_string_equal(s_data(pre, "tool_call_id"), "call_ov");
@@ -152,6 +155,11 @@ static void test_a_tool_call_is_announced_before_and_after_with_its_ids(void **s
     assert_string_equal(s_field(pre, "event_id"), id);
     hooks_event_id(chat, hv, 0, HOOKS_POST_TOOL_USE, "call_ov", id);
     assert_string_equal(s_field(post, "event_id"), id);
+    json_int_t stop_hv =
+        json_integer_value(json_object_get(json_object_get(stop, "data"), "history_version"));
+    assert_true(stop_hv > hv);
+    hooks_event_id(chat, stop_hv, 0, HOOKS_STOP, NULL, id);
+    assert_string_equal(s_field(stop, "event_id"), id);
     char *post_text = json_dumps(post, JSON_COMPACT);
     assert_non_null(strstr(post_text, "overridden")); /* post_tool_use carries the result */
     free(post_text);
@@ -210,6 +218,21 @@ static void test_a_consumer_down_fails_the_turn_closed_then_it_recovers(void **s
     free(r);
 }
 
+static void test_an_invalid_stop_answer_ends_the_turn_in_error(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    hookcons_answer(s_cons, "stop", 200, "{\"decision\":\"deny\"}", false);
+    s_push_text("a reply the stop hook refuses");
+    char chat[ID_UUID_LEN + 1];
+    s_create("just talk", chat);
+    s_wait_status(chat, "error:true");
+    char *err = cluster_sql(s_cluster, "SELECT last_error::text FROM chats WHERE id = '%s'", chat);
+    printf("  last_error: %s\n", err);
+    assert_non_null(strstr(err, "stop hook failed: hook answer: decision: not accepted on stop"));
+    free(err);
+    hookcons_answer(s_cons, "stop", 200, "{}", false);
+}
+
 /* Polls until the consumer has n events of chat; returns them (an array). */
 static json_t *s_wait_events(int from, const char *chat, size_t n) {
     int64_t end = id_now_ms() + WAIT_MS;
@@ -238,7 +261,7 @@ static void test_a_step_made_again_after_takeover_sends_the_same_event_ids(void 
     cluster_start(s_cluster, CLUSTER_WORKER, 0);
     s_wait_status(chat, "waiting:true");
     json_t *evs = s_events(from, chat);
-    assert_int_equal(json_array_size(evs), 3);
+    assert_int_equal(json_array_size(evs), 4);
     json_t *first = json_array_get(evs, 0);
     json_t *again = json_array_get(evs, 1);
     assert_string_equal(s_field(first, "event"), "pre_tool_use");
@@ -246,6 +269,7 @@ static void test_a_step_made_again_after_takeover_sends_the_same_event_ids(void 
     /* Delivered twice with one id: the consumer deduplicates on it. */
     assert_string_equal(s_field(first, "event_id"), s_field(again, "event_id"));
     assert_string_equal(s_field(json_array_get(evs, 2), "event"), "post_tool_use");
+    assert_string_equal(s_field(json_array_get(evs, 3), "event"), "stop");
     json_decref(evs);
     char *r = s_result(chat, "call_again"); /* exactly one result committed */
     free(r);
@@ -295,6 +319,7 @@ int main(void) {
         cmocka_unit_test(test_a_denied_call_is_answered_as_denied_and_the_turn_goes_on),
         cmocka_unit_test(test_a_consumer_down_fails_the_turn_closed_then_it_recovers),
         cmocka_unit_test(test_a_step_made_again_after_takeover_sends_the_same_event_ids),
+        cmocka_unit_test(test_an_invalid_stop_answer_ends_the_turn_in_error),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
