@@ -166,6 +166,26 @@ static void test_a_tool_call_is_announced_before_and_after_with_its_ids(void **s
     json_decref(evs);
 }
 
+static void test_the_effective_config_shows_hooks_with_the_secret_redacted(void **state) {
+    (void)state;
+    char *want = mem_printf("event=hooks_config url=http://127.0.0.1:%d/hooks secret=***", s_port);
+    char *log = NULL;
+    int64_t end = id_now_ms() + WAIT_MS; /* the worker may still be starting */
+    for (;;) {
+        log = proc_file_text(cluster_log(s_cluster, CLUSTER_WORKER, 0));
+        if ((log && strstr(log, want)) || id_now_ms() > end) {
+            break;
+        }
+        free(log);
+        usleep(50 * 1000);
+    }
+    assert_non_null(log);
+    assert_non_null(strstr(log, want));
+    assert_null(strstr(log, S_SECRET));
+    free(want);
+    free(log);
+}
+
 static void test_a_denied_call_is_answered_as_denied_and_the_turn_goes_on(void **state) {
     (void)state;
     hookcons_answer(s_cons, "pre_tool_use", 200,
@@ -315,6 +335,7 @@ static int s_teardown(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_effective_config_shows_hooks_with_the_secret_redacted),
         cmocka_unit_test(test_a_tool_call_is_announced_before_and_after_with_its_ids),
         cmocka_unit_test(test_a_denied_call_is_answered_as_denied_and_the_turn_goes_on),
         cmocka_unit_test(test_a_consumer_down_fails_the_turn_closed_then_it_recovers),
