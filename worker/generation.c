@@ -290,6 +290,18 @@ static taskctx_rc_t s_mcp_commit(taskctx_t *ctx, PGconn *conn) {
     return s_commit_batch(ctx, conn, &b, false);
 }
 
+/* A failed hook call (ARCHITECTURE.md §7.8, fail closed): FinishError with the hook's error,
+ * and the failed receipt of request_id when one is open. */
+static taskctx_rc_t s_hook_failed(taskctx_t *ctx, PGconn *conn, const char *request_id) {
+    char q[300];
+    log_warn("hook_step_failed", "chat_id=%s reason=%s", ctx->chat_id,
+             log_quote(ctx->call_res.error, q, sizeof q));
+    taskctx_rc_t rc = s_fail_request(ctx, conn, request_id, request_id ? "generation_failed" : NULL,
+                                     "hook_dispatch_failed", ctx->call_res.error);
+    provider_result_clear(&ctx->call_res);
+    return rc;
+}
+
 /* A step's local tool calls under the lifecycle hooks (ARCHITECTURE.md §7.8). */
 typedef struct {
     json_t *calls;                    /* the pending local calls */
@@ -320,14 +332,7 @@ static taskctx_rc_t s_hooked_commit(taskctx_t *ctx, PGconn *conn) {
         return TASKCTX_RETRY;
     }
     if (ctx->call_rc != PROVIDER_OK) {
-        char q[300];
-        log_warn("hook_step_failed", "chat_id=%s reason=%s", ctx->chat_id,
-                 log_quote(ctx->call_res.error, q, sizeof q));
-        const char *rid = m->request_id[0] ? m->request_id : NULL;
-        taskctx_rc_t rc = s_fail_request(ctx, conn, rid, rid ? "generation_failed" : NULL,
-                                         "hook_dispatch_failed", ctx->call_res.error);
-        provider_result_clear(&ctx->call_res);
-        return rc;
+        return s_hook_failed(ctx, conn, m->request_id[0] ? m->request_id : NULL);
     }
     batch_t *b = batch_new();
     batch_set_hooked(b, true);
@@ -353,20 +358,15 @@ static taskctx_rc_t s_stop_commit(taskctx_t *ctx, PGconn *conn) {
     if (!conn) {
         return TASKCTX_RETRY;
     }
-    taskctx_rc_t rc;
     if (ctx->call_rc != PROVIDER_OK) {
-        char q[300];
-        log_warn("hook_step_failed", "chat_id=%s reason=%s", ctx->chat_id,
-                 log_quote(ctx->call_res.error, q, sizeof q));
-        rc = s_fail_request(ctx, conn, NULL, NULL, "hook_dispatch_failed", ctx->call_res.error);
-    } else {
-        s_args_t a = {.fence = &ctx->fence};
-        rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
-        if (rc == TASKCTX_DONE) {
-            atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
-        }
+        return s_hook_failed(ctx, conn, NULL);
     }
     provider_result_clear(&ctx->call_res);
+    s_args_t a = {.fence = &ctx->fence};
+    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
+    if (rc == TASKCTX_DONE) {
+        atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
+    }
     return rc;
 }
 
