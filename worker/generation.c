@@ -620,6 +620,7 @@ struct s_gen {
     bool compact;           /* a summary call for a compaction request (ARCHITECTURE.md §7.6) */
     json_t *replay;         /* compact: the trailing user rows' contents, replayed after it */
     char call_id[COMPACTION_CALL_ID_MAX]; /* compact: the chat_summarized call's id */
+    int64_t hooked_attempt; /* compact under hooks: the attempt the pre_compact hook holds */
 };
 
 static void s_gen_free(void *arg) {
@@ -784,6 +785,32 @@ static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn) {
     return rc == TASKCTX_DONE ? s_start_call(ctx, a.attempt) : rc;
 }
 
+static provider_call_t *s_pre_compact_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
+    json_t *p = json_pack("{s:I, s:s}", "history_version", (json_int_t)ctx->fence.history_version,
+                          "source", "manual");
+    provider_call_t *call =
+        hookstep_event_start(ctx->env->hooks, ctx->env->loop, HOOKS_PRE_COMPACT, ctx->chat_id,
+                             ctx->fence.history_version, p, done, arg);
+    json_decref(p);
+    return call;
+}
+
+/* The phase after the pre_compact hook (§7.8): the summary call, or FinishError. */
+static taskctx_rc_t s_after_pre_compact(taskctx_t *ctx, PGconn *conn) {
+    if (ctx->call_rc == PROVIDER_CANCELLED) {
+        return TASKCTX_QUIET;
+    }
+    if (!conn) {
+        return TASKCTX_RETRY;
+    }
+    if (ctx->call_rc != PROVIDER_OK) {
+        return s_hook_failed(ctx, conn, NULL);
+    }
+    provider_result_clear(&ctx->call_res);
+    s_gen_t *g = ctx->body;
+    return s_start_call(ctx, g->hooked_attempt);
+}
+
 /* Takes h and turn over into the step's state and starts the first attempt (recorded
  * already when attempt > 0). */
 static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
@@ -816,6 +843,13 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
         compact ? json_array() : s_tools_on_offer(ctx->env->mcp, &g->h, open ? &g->turn : NULL);
     ctx->body = g;
     ctx->body_free = s_gen_free;
+    if (compact && attempt > 0 && hooks_enabled(ctx->env->hooks)) {
+        g->hooked_attempt = attempt;             /* pre_compact first (§7.8) */
+        ctx->fence.generation_attempt = attempt; /* recorded in the read's bundle */
+        ctx->call_start = s_pre_compact_start;
+        ctx->next = s_after_pre_compact;
+        return TASKCTX_CALL;
+    }
     return attempt > 0 ? s_start_call(ctx, attempt) : s_attempt(ctx, conn);
 }
 

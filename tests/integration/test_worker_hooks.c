@@ -7,7 +7,8 @@
  * down fails the turn closed (the chat in error, naming the hook), and the next turn after it
  * is back succeeds; a worker killed while a pre_tool_use is held leaves the step to the next
  * owner, which sends the same event id again (a duplicate delivery) and commits one result;
- * an invalid answer to stop ends the turn in error.
+ * an invalid answer to stop ends the turn in error; a compaction sends pre_compact before its
+ * summary call, and a failed pre_compact ends the turn in error with no summary call made.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -253,6 +254,67 @@ static void test_an_invalid_stop_answer_ends_the_turn_in_error(void **state) {
     hookcons_answer(s_cons, "stop", 200, "{}", false);
 }
 
+/* The whole (not streamed) answer to a summary call. */
+static void s_push_summary(const char *text) {
+    char *body = mem_printf("{\"id\":\"s\",\"object\":\"chat.completion\",\"choices\":[{"
+                            "\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
+                            "\"%s\"},\"finish_reason\":\"stop\"}]}",
+                            text);
+    mockprov_reply_t *r = mockprov_reply_new(200, "application/json");
+    mockprov_reply_body(r, body, 0, 0);
+    mockprov_push(s_mock, &r);
+    free(body);
+}
+
+static long s_compact(const char *chat) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/compact", cluster_url(s_cluster, 0), chat);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), "{}", &r), 0);
+    long status = r.status;
+    proc_http_free(&r);
+    return status;
+}
+
+static void test_a_compaction_is_announced_and_fails_closed(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    s_push_text("first reply");
+    char chat[ID_UUID_LEN + 1];
+    s_create("something to compact", chat);
+    s_wait_status(chat, "waiting:true");
+    int from = hookcons_seen(s_cons);
+    s_push_summary("SUMMARY-HOOKED");
+    assert_int_equal(s_compact(chat), 200);
+    s_wait_status(chat, "waiting:true");
+    json_t *evs = s_events(from, chat);
+    assert_int_equal(json_array_size(evs), 2);
+    assert_string_equal(s_field(json_array_get(evs, 0), "event"), "pre_compact");
+    assert_string_equal(s_field(json_array_get(evs, 1), "event"), "stop"); /* the turn's end */
+    json_decref(evs);
+    char *n = cluster_sql(s_cluster,
+                          "SELECT count(*) FROM chat_messages WHERE chat_id = '%s' AND"
+                          " content::text LIKE '%%SUMMARY-HOOKED%%'",
+                          chat);
+    assert_string_equal(n, "2"); /* the boundary row and the tool result */
+    free(n);
+    /* A consumer refusing to answer sensibly stops the compaction: no summary call is made. */
+    s_push_text("second reply");
+    char chat2[ID_UUID_LEN + 1];
+    s_create("another to compact", chat2);
+    s_wait_status(chat2, "waiting:true");
+    hookcons_answer(s_cons, "pre_compact", 500, "{}", false);
+    int calls = mockprov_request_count(s_mock);
+    assert_int_equal(s_compact(chat2), 200);
+    s_wait_status(chat2, "error:true");
+    char *err = cluster_sql(s_cluster, "SELECT last_error::text FROM chats WHERE id = '%s'", chat2);
+    printf("  last_error: %s\n", err);
+    assert_non_null(strstr(err, "pre_compact hook failed: hook consumer: HTTP status 500"));
+    free(err);
+    assert_int_equal(mockprov_request_count(s_mock), calls);
+    hookcons_answer(s_cons, "pre_compact", 200, "{}", false);
+}
+
 /* Polls until the consumer has n events of chat; returns them (an array). */
 static json_t *s_wait_events(int from, const char *chat, size_t n) {
     int64_t end = id_now_ms() + WAIT_MS;
@@ -341,6 +403,7 @@ int main(void) {
         cmocka_unit_test(test_a_consumer_down_fails_the_turn_closed_then_it_recovers),
         cmocka_unit_test(test_a_step_made_again_after_takeover_sends_the_same_event_ids),
         cmocka_unit_test(test_an_invalid_stop_answer_ends_the_turn_in_error),
+        cmocka_unit_test(test_a_compaction_is_announced_and_fails_closed),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
