@@ -2,7 +2,7 @@
  * hookstep: a step's local tool calls run under the lifecycle hooks (ARCHITECTURE.md §7.8),
  * as one call on the event loop like a model call: pre_tool_use for every call, the tools
  * (a denied call answered as denied, an overridden input used instead of the model's), then
- *  post_tool_use with each result; and one event alone (stop, pre_compact). A hook that fails
+ * post_tool_use with each result; and one event alone (stop, pre_compact). A hook that fails
  * (hooks.h) fails the whole call, so the step commits nothing and the turn ends in error.
  */
 #ifndef CHATFLEET_HOOKSTEP_H
