@@ -341,29 +341,45 @@ static taskctx_rc_t s_hooked_commit(taskctx_t *ctx, PGconn *conn) {
     return s_commit_batch(ctx, conn, &b, false);
 }
 
-static provider_call_t *s_stop_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
+/* One hook event of the step as its call (hookstep_event_start), {history_version} its data. */
+static provider_call_t *s_event_start(taskctx_t *ctx, hooks_event_t event, provider_done_fn *done,
+                                      void *arg) {
     json_t *p = json_pack("{s:I}", "history_version", (json_int_t)ctx->fence.history_version);
     provider_call_t *call =
-        hookstep_event_start(ctx->env->hooks, ctx->env->loop, HOOKS_STOP, ctx->chat_id,
+        hookstep_event_start(ctx->env->hooks, ctx->env->loop, event, ctx->chat_id,
                              ctx->fence.history_version, p, done, arg);
     json_decref(p);
     return call;
 }
 
+/* In the phase after a hook event: true when the phase ends here (*rc: cancelled, no
+ * connection, or FinishError for a failed hook); false when the hook passed. */
+static bool s_event_ended(taskctx_t *ctx, PGconn *conn, taskctx_rc_t *rc) {
+    if (ctx->call_rc == PROVIDER_CANCELLED) {
+        *rc = TASKCTX_QUIET;
+    } else if (!conn) {
+        *rc = TASKCTX_RETRY;
+    } else if (ctx->call_rc != PROVIDER_OK) {
+        *rc = s_hook_failed(ctx, conn, NULL);
+    } else {
+        provider_result_clear(&ctx->call_res);
+        return false;
+    }
+    return true;
+}
+
+static provider_call_t *s_stop_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
+    return s_event_start(ctx, HOOKS_STOP, done, arg);
+}
+
 /* The phase after the stop hook: FinishTurn, or FinishError when the hook failed. */
 static taskctx_rc_t s_stop_commit(taskctx_t *ctx, PGconn *conn) {
-    if (ctx->call_rc == PROVIDER_CANCELLED) {
-        return TASKCTX_QUIET;
+    taskctx_rc_t rc;
+    if (s_event_ended(ctx, conn, &rc)) {
+        return rc;
     }
-    if (!conn) {
-        return TASKCTX_RETRY;
-    }
-    if (ctx->call_rc != PROVIDER_OK) {
-        return s_hook_failed(ctx, conn, NULL);
-    }
-    provider_result_clear(&ctx->call_res);
     s_args_t a = {.fence = &ctx->fence};
-    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
+    rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
     if (rc == TASKCTX_DONE) {
         atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
     }
@@ -786,27 +802,15 @@ static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn) {
 }
 
 static provider_call_t *s_pre_compact_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
-    json_t *p = json_pack("{s:I, s:s}", "history_version", (json_int_t)ctx->fence.history_version,
-                          "source", "manual");
-    provider_call_t *call =
-        hookstep_event_start(ctx->env->hooks, ctx->env->loop, HOOKS_PRE_COMPACT, ctx->chat_id,
-                             ctx->fence.history_version, p, done, arg);
-    json_decref(p);
-    return call;
+    return s_event_start(ctx, HOOKS_PRE_COMPACT, done, arg);
 }
 
 /* The phase after the pre_compact hook (§7.8): the summary call, or FinishError. */
 static taskctx_rc_t s_after_pre_compact(taskctx_t *ctx, PGconn *conn) {
-    if (ctx->call_rc == PROVIDER_CANCELLED) {
-        return TASKCTX_QUIET;
+    taskctx_rc_t rc;
+    if (s_event_ended(ctx, conn, &rc)) {
+        return rc;
     }
-    if (!conn) {
-        return TASKCTX_RETRY;
-    }
-    if (ctx->call_rc != PROVIDER_OK) {
-        return s_hook_failed(ctx, conn, NULL);
-    }
-    provider_result_clear(&ctx->call_res);
     s_gen_t *g = ctx->body;
     return s_start_call(ctx, g->hooked_attempt);
 }
