@@ -21,6 +21,7 @@ struct batch {
     int n;
     char *owned[2 * (BATCH_CALLS_MAX + 1) + 2];
     int nowned;
+    bool hooked; /* local tools run under the hooks, in a step of their own (hookstep.h) */
 };
 
 static const char *s_keep(batch_t *r, char *text) {
@@ -83,7 +84,7 @@ typedef struct {
     const structured_turn_t *turn; /* NULL: no structured request is open */
     const char *batch_error;       /* the batch is refused as a whole (structured only) */
     bool replay;                   /* calls read back from history, not this step's reply */
-    const json_t *answers;         /* {tool_call_id: {"result", "is_error"}} of MCP calls */
+    const json_t *answers;         /* {tool_call_id: {"result", "is_error"}} made elsewhere */
     bool candidate;                /* out: a valid submission was accepted */
 } s_answer_t;
 
@@ -107,6 +108,11 @@ static bool s_is_dynamic(const json_t *dynamic_tools, const char *name) {
         }
     }
     return false;
+}
+
+bool batch_runs_locally(const json_t *dynamic_tools, const char *name) {
+    return !mcpset_is_tool(name) && strcmp(name, OUTFORMAT_FINALIZER) != 0 &&
+           !s_is_dynamic(dynamic_tools, name);
 }
 
 /* Runs the one finalizer call of an acceptable batch: a candidate, or a bounded error. */
@@ -157,8 +163,9 @@ static void s_answer(batch_t *r, const json_t *calls, s_answer_t *an) {
                          true, NULL, NULL);
         } else if (finalizer && an->turn) {
             s_submit(r, an, c);
-        } else if (mcpset_is_tool(name)) {
-            /* Answered by the step that makes the call (mcpset.h); left pending until then. */
+        } else if (mcpset_is_tool(name) || (r->hooked && !s_is_dynamic(an->dynamic_tools, name))) {
+            /* Answered by the step that makes the call (mcpset.h, hookstep.h); left pending
+             * until then. */
             const json_t *a = json_object_get(an->answers, s_str(c, "tool_call_id"));
             if (a) {
                 s_add_result(r, c, json_incref(json_object_get(a, "result")),
@@ -257,6 +264,10 @@ static const char *s_native(const structured_turn_t *t, const json_t *content, c
     return structured_check_text(t->fmt, content, finish, value, reason, size) == 0
                ? NULL
                : "invalid_output";
+}
+
+void batch_set_hooked(batch_t *self, bool hooked) {
+    self->hooked = hooked;
 }
 
 void batch_pending(batch_t *self, const json_t *pending, const json_t *dynamic_tools,

@@ -32,6 +32,14 @@ void batch_destroy(batch_t **self_p);
 /* The rows built so far (valid until the batch is destroyed). */
 const cs_message_t *batch_rows(const batch_t *self, int *count);
 
+/* True when a call of name is one the worker runs itself with tools_run: not an MCP tool, not
+ * one of dynamic_tools, not the finalizer (an unknown name too: it gets an error result). */
+bool batch_runs_locally(const json_t *dynamic_tools, const char *name);
+
+/* With hooked set, local tool calls are treated like MCP calls: answered from answers and
+ * otherwise left pending, because they run under the lifecycle hooks (hookstep.h). */
+void batch_set_hooked(batch_t *self, bool hooked);
+
 /* Builds the rows of a model reply: content (its parts; every "args_text" is replaced in
  * place by the screened "args" or the placeholder {}), finish (provider_result_t.finish),
  * usage (JSON text or NULL), the chat's dynamic tools, and turn (NULL: no request open).

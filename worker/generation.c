@@ -6,6 +6,8 @@
 #include "jsonout.h"
 #include "jsonstrict.h"
 #include "log.h"
+#include "hooks.h"
+#include "hookstep.h"
 #include "mcpset.h"
 #include "mem.h"
 #include "outformat.h"
@@ -302,11 +304,140 @@ static taskctx_rc_t s_mcp_commit(taskctx_t *ctx, PGconn *conn) {
     return s_commit_batch(ctx, conn, &b, false);
 }
 
+/* A failed hook call (ARCHITECTURE.md §7.10, fail closed): FinishError with the hook's error,
+ * and the failed receipt of request_id when one is open. */
+static taskctx_rc_t s_hook_failed(taskctx_t *ctx, PGconn *conn, const char *request_id) {
+    char q[300];
+    log_warn("hook_step_failed", "chat_id=%s reason=%s", ctx->chat_id,
+             log_quote(ctx->call_res.error, q, sizeof q));
+    taskctx_rc_t rc = s_fail_request(ctx, conn, request_id, request_id ? "generation_failed" : NULL,
+                                     "hook_dispatch_failed", ctx->call_res.error);
+    provider_result_clear(&ctx->call_res);
+    return rc;
+}
+
+/* A step's local tool calls under the lifecycle hooks (ARCHITECTURE.md §7.10). */
+typedef struct {
+    json_t *calls;                    /* the pending local calls */
+    char request_id[ID_UUID_LEN + 1]; /* the open structured request, or "" */
+} s_hooked_t;
+
+static void s_hooked_free(void *arg) {
+    s_hooked_t *m = arg;
+    json_decref(m->calls);
+    free(m);
+}
+
+static provider_call_t *s_hooked_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
+    s_hooked_t *m = ctx->body;
+    return hookstep_start(ctx->env->hooks, ctx->env->loop, ctx->chat_id, ctx->fence.history_version,
+                          m->calls, done, arg);
+}
+
+/* The phase after the hooked tools: their results in one CommitStep, or FinishError when a
+ * hook failed (fail closed). A database failure runs the step again, hooks included: the
+ * consumer sees the same event ids again. */
+static taskctx_rc_t s_hooked_commit(taskctx_t *ctx, PGconn *conn) {
+    s_hooked_t *m = ctx->body;
+    if (ctx->call_rc == PROVIDER_CANCELLED) {
+        return TASKCTX_QUIET;
+    }
+    if (!conn) {
+        return TASKCTX_RETRY;
+    }
+    if (ctx->call_rc != PROVIDER_OK) {
+        return s_hook_failed(ctx, conn, m->request_id[0] ? m->request_id : NULL);
+    }
+    batch_t *b = batch_new();
+    batch_set_hooked(b, true);
+    batch_pending(b, m->calls, NULL, NULL, ctx->call_res.content);
+    provider_result_clear(&ctx->call_res);
+    return s_commit_batch(ctx, conn, &b, false);
+}
+
+/* One hook event of the step as its call (hookstep_event_start), {history_version} its data. */
+static provider_call_t *s_event_start(taskctx_t *ctx, hooks_event_t event, provider_done_fn *done,
+                                      void *arg) {
+    json_t *p = json_pack("{s:I}", "history_version", (json_int_t)ctx->fence.history_version);
+    provider_call_t *call =
+        hookstep_event_start(ctx->env->hooks, ctx->env->loop, event, ctx->chat_id,
+                             ctx->fence.history_version, p, done, arg);
+    json_decref(p);
+    return call;
+}
+
+/* In the phase after a hook event: true when the phase ends here (*rc: cancelled, no
+ * connection, or FinishError for a failed hook); false when the hook passed. */
+static bool s_event_ended(taskctx_t *ctx, PGconn *conn, taskctx_rc_t *rc) {
+    if (ctx->call_rc == PROVIDER_CANCELLED) {
+        *rc = TASKCTX_QUIET;
+    } else if (!conn) {
+        *rc = TASKCTX_RETRY;
+    } else if (ctx->call_rc != PROVIDER_OK) {
+        *rc = s_hook_failed(ctx, conn, NULL);
+    } else {
+        provider_result_clear(&ctx->call_res);
+        return false;
+    }
+    return true;
+}
+
+static provider_call_t *s_stop_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
+    return s_event_start(ctx, HOOKS_STOP, done, arg);
+}
+
+/* The phase after the stop hook: FinishTurn, or FinishError when the hook failed. */
+static taskctx_rc_t s_stop_commit(taskctx_t *ctx, PGconn *conn) {
+    taskctx_rc_t rc;
+    if (s_event_ended(ctx, conn, &rc)) {
+        return rc;
+    }
+    s_args_t a = {.fence = &ctx->fence};
+    rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
+    if (rc == TASKCTX_DONE) {
+        atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
+    }
+    return rc;
+}
+
+/* With hooks on, the pending local calls (not MCP, dynamic or the finalizer) as a new array,
+ * or NULL when there are none or hooks are off. */
+static json_t *s_hooked_calls(const taskctx_t *ctx, const json_t *pending, const history_t *h) {
+    if (!hooks_enabled(ctx->env->hooks)) {
+        return NULL;
+    }
+    json_t *local = json_array();
+    size_t i;
+    json_t *c;
+    json_array_foreach(pending, i, c) {
+        if (batch_runs_locally(h->dynamic_tools, s_str(c, "tool_name"))) {
+            json_array_append(local, c);
+        }
+    }
+    if (json_array_size(local) == 0) {
+        json_decref(local);
+        return NULL;
+    }
+    return local;
+}
+
 /* Pending calls read back from history (DECIDE_RUN_LOCAL): local ones answered here; once
  * only MCP calls are left, they are made on the loop with no connection held, and the phase
  * after commits their results. */
 static taskctx_rc_t s_run_pending(taskctx_t *ctx, PGconn *conn, const json_t *pending,
                                   const history_t *h, const structured_turn_t *turn) {
+    json_t *local = s_hooked_calls(ctx, pending, h);
+    if (local) {
+        s_hooked_t *hk = mem_calloc(1, sizeof *hk);
+        hk->calls = local;
+        snprintf(hk->request_id, sizeof hk->request_id, "%s", turn ? turn->request_id : "");
+        ctx->body = hk;
+        ctx->body_free = s_hooked_free;
+        ctx->call_start = s_hooked_start;
+        ctx->next = s_hooked_commit;
+        log_info("hooked_calls", "chat_id=%s calls=%zu", ctx->chat_id, json_array_size(local));
+        return TASKCTX_CALL;
+    }
     json_t *mcp = json_array();
     size_t i;
     json_t *c;
@@ -338,9 +469,11 @@ static taskctx_rc_t s_commit_reply(taskctx_t *ctx, PGconn *conn, const history_t
                                    const char *model_config_id) {
     char *usage = res->usage ? jsonout_dumps(res->usage) : NULL;
     /* A reply without tool calls ends the turn (the next step would decide FinishTurn on
-     * it): both go in one bundle, one commit fewer per turn (ARCHITECTURE.md §7.3). */
-    bool last = !turn && !s_has_tool_call(res->content);
+     * it): both go in one bundle, one commit fewer per turn (ARCHITECTURE.md §7.3), unless
+     * the stop hook must be heard first (§7.10). */
+    bool last = !turn && !s_has_tool_call(res->content) && !hooks_enabled(ctx->env->hooks);
     batch_t *b = batch_new();
+    batch_set_hooked(b, hooks_enabled(ctx->env->hooks));
     const char *rejection = NULL;
     bool candidate = false;
     batch_reply(b, res->content, res->finish, usage, model_config_id, h->dynamic_tools, turn,
@@ -527,6 +660,7 @@ struct s_gen {
     provider_model_t title_model;
     int64_t first_attempt; /* the main call's recorded attempt (0: not recorded yet) */
     char call_id[COMPACTION_CALL_ID_MAX]; /* compact: the chat_summarized call's id */
+    int64_t hooked_attempt; /* compact under hooks: the attempt the pre_compact hook holds */
 };
 
 static void s_gen_free(void *arg) {
@@ -804,6 +938,20 @@ static taskctx_rc_t s_start_title(taskctx_t *ctx, int64_t attempt) {
     return TASKCTX_CALL;
 }
 
+static provider_call_t *s_pre_compact_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
+    return s_event_start(ctx, HOOKS_PRE_COMPACT, done, arg);
+}
+
+/* The phase after the pre_compact hook (§7.10): the summary call, or FinishError. */
+static taskctx_rc_t s_after_pre_compact(taskctx_t *ctx, PGconn *conn) {
+    taskctx_rc_t rc;
+    if (s_event_ended(ctx, conn, &rc)) {
+        return rc;
+    }
+    s_gen_t *g = ctx->body;
+    return s_start_call(ctx, g->hooked_attempt);
+}
+
 /* Takes h and turn over into the step's state and starts the first attempt (recorded
  * already when attempt > 0). source: a summary call of that compaction source (on the
  * compaction model override when one resolves, ARCHITECTURE.md §7.6), or NULL. */
@@ -841,6 +989,13 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
         compact ? json_array() : s_tools_on_offer(ctx->env->mcp, &g->h, open ? &g->turn : NULL);
     ctx->body = g;
     ctx->body_free = s_gen_free;
+    if (compact && attempt > 0 && hooks_enabled(ctx->env->hooks)) {
+        g->hooked_attempt = attempt;             /* pre_compact first (§7.10) */
+        ctx->fence.generation_attempt = attempt; /* recorded in the read's bundle */
+        ctx->call_start = s_pre_compact_start;
+        ctx->next = s_after_pre_compact;
+        return TASKCTX_CALL;
+    }
     if (!compact && s_title_wanted(&g->h) && (g->title_prompt = title_prompt(g->h.messages))) {
         g->title_fmt = title_format_new();
         return s_start_title(ctx, attempt);
@@ -982,6 +1137,12 @@ taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
             rc = taskctx_bundle(ctx, conn, s_enter_ra, &a, "EnterRequiresAction");
             break;
         case DECIDE_FINISH_TURN:
+            if (hooks_enabled(ctx->env->hooks)) { /* the stop hook first (§7.10) */
+                ctx->call_start = s_stop_start;
+                ctx->next = s_stop_commit;
+                rc = TASKCTX_CALL;
+                break;
+            }
             rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
             if (rc == TASKCTX_DONE) {
                 atomic_fetch_add(&ctx->env->counters.turns_finished, 1);

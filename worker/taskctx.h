@@ -89,7 +89,8 @@ typedef struct {
     compaction_config_t compaction; /* automatic compaction's settings (ARCHITECTURE.md §7.6) */
     usagemeter_t *usage;            /* tokens and cost by model (ARCHITECTURE.md §7.7) */
     char title_model[COMPACTION_MODEL_NAME_MAX]; /* CHATFLEET_TITLE_MODEL; "": the chat's */
-    struct mcpset *mcp; /* the deployment's MCP servers (mcpset.h); never NULL */
+    struct mcpset *mcp;  /* the deployment's MCP servers (mcpset.h); never NULL */
+    struct hooks *hooks; /* the lifecycle hook dispatcher (hooks.h); never NULL */
     taskctx_counters_t counters;
 } taskctx_env_t;
 

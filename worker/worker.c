@@ -9,6 +9,7 @@
 #include "leaseset.h"
 #include "log.h"
 #include "manager.h"
+#include "hooks.h"
 #include "mcpset.h"
 #include "mem.h"
 #include "partbuf.h"
@@ -173,6 +174,16 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
         return NULL;
     }
     mcpset_log(env->mcp);
+    /* The lifecycle hook consumer, when one is configured (ARCHITECTURE.md §7.10). */
+    hooks_config_t hc;
+    if (hooks_config_read(&hc, why, sizeof why) != 0) {
+        log_error("worker_config", "reason=\"%s\"", why);
+        worker_destroy(&self);
+        return NULL;
+    }
+    env->hooks = hooks_new(&hc, env->loop);
+    hooks_config_clear(&hc);
+    hooks_log_config(env->hooks);
     env->partbuf = self->partbuf;
     env->sink = bus_publisher_sink(self->pub);
     snprintf(env->inbox, sizeof env->inbox, "inproc://chatfleet-manager-%s", self->id);
@@ -263,6 +274,7 @@ void worker_destroy(worker_t **self_p) {
     dbexec_destroy(&self->env.exec);
     mcpset_destroy(&self->env.mcp); /* before the loop: its last answers are posted there */
     evloop_destroy(&self->env.loop);
+    hooks_destroy(&self->env.hooks); /* after the loop: no dispatch is left in it */
     zsock_destroy(&self->env.done);
     if (self->env.pool) {
         pthread_mutex_destroy(&self->env.done_lock);

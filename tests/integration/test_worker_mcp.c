@@ -59,39 +59,13 @@ static void s_http_start(void) {
 
 /* --- The mock's replies (OpenAI Chat Completions streams). --- */
 
-#define OA_CHUNK(delta, finish)                                                                    \
-    "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","      \
-    "\"choices\":[{\"index\":0,\"delta\":" delta ",\"finish_reason\":" finish "}]}\n\n"
-
-static void s_push_body(const char *body) {
-    mockprov_reply_t *r = mockprov_reply_new(200, "text/event-stream");
-    mockprov_reply_body(r, body, 0, 0);
-    mockprov_push(s_mock, &r);
-}
-
 static void s_push_text(const char *text) {
-    char *body = mem_printf(OA_CHUNK("{\"role\":\"assistant\",\"content\":\"%s\"}", "null")
-                                OA_CHUNK("{}", "\"stop\"") "data: [DONE]\n\n",
-                            text);
-    s_push_body(body);
-    free(body);
+    mockprov_push_openai_text(s_mock, text);
 }
 
 /* A reply that calls tool name with the JSON arguments args under the call id id. */
 static void s_push_call(const char *id, const char *name, const char *args) {
-    json_t *delta = json_pack("{s:s, s:[{s:i, s:s, s:s, s:{s:s, s:s}}]}", "role", "assistant",
-                              "tool_calls", "index", 0, "id", id, "type", "function", "function",
-                              "name", name, "arguments", args);
-    char *d = json_dumps(delta, JSON_COMPACT);
-    char *body = mem_printf(
-        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,"
-        "\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":%s,"
-        "\"finish_reason\":null}]}\n\n" OA_CHUNK("{}", "\"tool_calls\"") "data: [DONE]\n\n",
-        d);
-    s_push_body(body);
-    free(body);
-    free(d);
-    json_decref(delta);
+    mockprov_push_openai_call(s_mock, id, name, args);
 }
 
 /* The tool names offered in the mock's request index (a new array). */

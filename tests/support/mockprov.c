@@ -4,6 +4,7 @@
 #include "mem.h"
 
 #include <arpa/inet.h>
+#include <jansson.h>
 #include <ctype.h>
 #include <errno.h>
 #include <microhttpd.h>
@@ -402,4 +403,40 @@ json_t *mockprov_request(mockprov_t *self, int index) {
     json_t *r = json_incref(json_array_get(self->requests, (size_t)index));
     pthread_mutex_unlock(&self->lock);
     return r;
+}
+
+/* One chunk of an OpenAI Chat Completions stream. */
+#define S_OA_CHUNK(delta, finish)                                                                  \
+    "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","      \
+    "\"choices\":[{\"index\":0,\"delta\":" delta ",\"finish_reason\":" finish "}]}\n\n"
+
+static void s_push_sse(mockprov_t *self, const char *body) {
+    mockprov_reply_t *r = mockprov_reply_new(200, "text/event-stream");
+    mockprov_reply_body(r, body, 0, 0);
+    mockprov_push(self, &r);
+}
+
+void mockprov_push_openai_text(mockprov_t *self, const char *text) {
+    char *body = mem_printf(S_OA_CHUNK("{\"role\":\"assistant\",\"content\":\"%s\"}", "null")
+                                S_OA_CHUNK("{}", "\"stop\"") "data: [DONE]\n\n",
+                            text);
+    s_push_sse(self, body);
+    free(body);
+}
+
+void mockprov_push_openai_call(mockprov_t *self, const char *id, const char *name,
+                               const char *args) {
+    json_t *delta = json_pack("{s:s, s:[{s:i, s:s, s:s, s:{s:s, s:s}}]}", "role", "assistant",
+                              "tool_calls", "index", 0, "id", id, "type", "function", "function",
+                              "name", name, "arguments", args);
+    char *d = json_dumps(delta, JSON_COMPACT);
+    char *body = mem_printf(
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,"
+        "\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":%s,"
+        "\"finish_reason\":null}]}\n\n" S_OA_CHUNK("{}", "\"tool_calls\"") "data: [DONE]\n\n",
+        d);
+    s_push_sse(self, body);
+    free(body);
+    free(d);
+    json_decref(delta);
 }

@@ -65,6 +65,15 @@ void mockprov_reply_abort(mockprov_reply_t *r);
 /* Queues *r_p (FIFO) and takes ownership; nulls *r_p. */
 void mockprov_push(mockprov_t *self, mockprov_reply_t **r_p);
 
+/* Queues an OpenAI Chat Completions stream whose reply is text (no JSON escaping is done:
+ * plain text only). */
+void mockprov_push_openai_text(mockprov_t *self, const char *text);
+
+/* Queues an OpenAI Chat Completions stream whose reply calls tool name with the JSON
+ * arguments text args under the call id id. */
+void mockprov_push_openai_call(mockprov_t *self, const char *id, const char *name,
+                               const char *args);
+
 /* Sets the reply for requests that find the queue empty (replacing any earlier one); takes
  * ownership. NULL clears it. */
 void mockprov_set_default(mockprov_t *self, mockprov_reply_t **r_p);

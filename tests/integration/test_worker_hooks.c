@@ -1,0 +1,409 @@
+/*
+ * Lifecycle hooks end to end (ARCHITECTURE.md §7.10, issue 18): a cluster of real processes
+ * whose default model is the mock OpenAI server scripting a call of the local `echo` tool, and
+ * a hook consumer this test runs (tests/support/hookcons.h). A turn with a tool call sends
+ * pre_tool_use, post_tool_use and stop, signed, with their ids; an input override is what the
+ * tool runs with; a deny answers the call as denied and the turn goes on; a consumer that is
+ * down fails the turn closed (the chat in error, naming the hook), and the next turn after it
+ * is back succeeds; a worker killed while a pre_tool_use is held leaves the step to the next
+ * owner, which sends the same event id again (a duplicate delivery) and commits one result;
+ * an invalid answer to stop ends the turn in error; a compaction sends pre_compact before its
+ * summary call, and a failed pre_compact ends the turn in error with no summary call made.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "hookcons.h"
+#include "hooks.h"
+#include "id.h"
+#include "mem.h"
+#include "mockprov.h"
+#include "proc.h"
+
+#define WAIT_MS  40000
+#define S_SECRET "integration-secret"
+
+static cluster_t *s_cluster;
+static mockprov_t *s_mock;
+static hookcons_t *s_cons;
+static int s_port;
+static char s_config[256];
+
+static void s_push_text(const char *text) {
+    mockprov_push_openai_text(s_mock, text);
+}
+
+static void s_push_echo(const char *id, const char *args) {
+    mockprov_push_openai_call(s_mock, id, "echo", args);
+}
+
+static void s_create(const char *text, char chat[ID_UUID_LEN + 1]) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
+    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
+    free(body);
+    assert_int_equal(r.status, 201);
+    json_t *v = json_loads(r.body, 0, NULL);
+    snprintf(chat, ID_UUID_LEN + 1, "%s", json_string_value(json_object_get(v, "id")));
+    json_decref(v);
+    proc_http_free(&r);
+}
+
+/* Waits until the chat's status (and owner) is want ("waiting:true", "error:true"). */
+static void s_wait_status(const char *chat, const char *want) {
+    char *q =
+        mem_printf("SELECT status || ':' || (worker_id IS NULL) FROM chats WHERE id = '%s'", chat);
+    if (cluster_wait(s_cluster, q, want, WAIT_MS) < 0) {
+        char *got = cluster_sql(s_cluster, "%s", q);
+        fail_msg("chat %s is %s, not %s", chat, got ? got : "(none)", want);
+    }
+    free(q);
+}
+
+/* The one tool row answering call id in chat, as text (caller frees). */
+static char *s_result(const char *chat, const char *id) {
+    char *n = cluster_sql(s_cluster,
+                          "SELECT count(*) FROM chat_messages WHERE chat_id = '%s' AND role ="
+                          " 'tool' AND content @> '[{\"tool_call_id\":\"%s\"}]'",
+                          chat, id);
+    assert_string_equal(n, "1");
+    free(n);
+    char *c = cluster_sql(s_cluster,
+                          "SELECT content::text FROM chat_messages WHERE chat_id = '%s' AND role ="
+                          " 'tool' AND content @> '[{\"tool_call_id\":\"%s\"}]'",
+                          chat, id);
+    assert_non_null(c);
+    printf("  result: %s\n", c);
+    return c;
+}
+
+/* The requests the consumer kept from index from on for chat, as parsed bodies (an array). */
+static json_t *s_events(int from, const char *chat) {
+    json_t *out = json_array();
+    int n = hookcons_seen(s_cons);
+    for (int i = from; i < n; i++) {
+        char *body = hookcons_body(s_cons, i);
+        char *sig = hookcons_header(s_cons, i, HOOKS_SIGNATURE_HEADER);
+        char want[100];
+        assert_int_equal(hooks_sign(S_SECRET, body, strlen(body), want, sizeof want), 0);
+        assert_string_equal(sig, want); /* every delivery verifies */
+        json_t *v = json_loads(body, 0, NULL);
+        assert_non_null(v);
+        if (!strcmp(json_string_value(json_object_get(v, "chat_id")), chat)) {
+            json_array_append(out, v);
+        }
+        json_decref(v);
+        free(body);
+        free(sig);
+    }
+    return out;
+}
+
+static const char *s_field(const json_t *ev, const char *k) {
+    const char *s = json_string_value(json_object_get(ev, k));
+    return s ? s : "";
+}
+
+static const char *s_data(const json_t *ev, const char *k) {
+    const char *s = json_string_value(json_object_get(json_object_get(ev, "data"), k));
+    return s ? s : "";
+}
+
+static void test_a_tool_call_is_announced_before_and_after_with_its_ids(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    hookcons_answer(s_cons, "pre_tool_use", 200,
+                    "{\"decision\":\"allow\",\"input\":{\"text\":\"overridden\"}}", false);
+    int from = hookcons_seen(s_cons);
+    s_push_echo("call_ov", "{\"text\":\"original\"}");
+    s_push_text("echo done");
+    char chat[ID_UUID_LEN + 1];
+    s_create("echo please", chat);
+    s_wait_status(chat, "waiting:true");
+    char *r = s_result(chat, "call_ov");
+    assert_non_null(strstr(r, "overridden")); /* the tool ran with the consumer's input */
+    assert_null(strstr(r, "original"));
+    free(r);
+    json_t *evs = s_events(from, chat);
+    assert_int_equal(json_array_size(evs), 3);
+    json_t *pre = json_array_get(evs, 0);
+    json_t *post = json_array_get(evs, 1);
+    json_t *stop = json_array_get(evs, 2);
+    assert_string_equal(s_field(stop, "event"), "stop"); /* the turn's end, after its reply */
+    assert_string_equal(s_field(pre, "event"), "pre_tool_use");
+    assert_string_equal(s_field(post, "event"), "post_tool_use");
+    assert_string_equal(s_data(pre, "tool_call_id"), "call_ov");
+    assert_string_equal(s_data(pre, "tool_name"), "echo");
+    assert_string_equal(s_data(post, "tool_call_id"), "call_ov");
+    /* The ids are those of the durable coordinates (chat, history_version, event, call). */
+    json_int_t hv =
+        json_integer_value(json_object_get(json_object_get(pre, "data"), "history_version"));
+    char id[HOOKS_EVENT_ID_LEN + 1];
+    hooks_event_id(chat, hv, 0, HOOKS_PRE_TOOL_USE, "call_ov", id);
+    assert_string_equal(s_field(pre, "event_id"), id);
+    hooks_event_id(chat, hv, 0, HOOKS_POST_TOOL_USE, "call_ov", id);
+    assert_string_equal(s_field(post, "event_id"), id);
+    json_int_t stop_hv =
+        json_integer_value(json_object_get(json_object_get(stop, "data"), "history_version"));
+    assert_true(stop_hv > hv);
+    hooks_event_id(chat, stop_hv, 0, HOOKS_STOP, NULL, id);
+    assert_string_equal(s_field(stop, "event_id"), id);
+    char *post_text = json_dumps(post, JSON_COMPACT);
+    assert_non_null(strstr(post_text, "overridden")); /* post_tool_use carries the result */
+    free(post_text);
+    json_decref(evs);
+}
+
+static void test_the_effective_config_shows_hooks_with_the_secret_redacted(void **state) {
+    (void)state;
+    char *want = mem_printf("event=hooks_config url=http://127.0.0.1:%d/hooks secret=***", s_port);
+    char *log = NULL;
+    int64_t end = id_now_ms() + WAIT_MS; /* the worker may still be starting */
+    for (;;) {
+        log = proc_file_text(cluster_log(s_cluster, CLUSTER_WORKER, 0));
+        if ((log && strstr(log, want)) || id_now_ms() > end) {
+            break;
+        }
+        free(log);
+        usleep(50 * 1000);
+    }
+    assert_non_null(log);
+    assert_non_null(strstr(log, want));
+    assert_null(strstr(log, S_SECRET));
+    free(want);
+    free(log);
+}
+
+static void test_a_denied_call_is_answered_as_denied_and_the_turn_goes_on(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, "pre_tool_use", 200,
+                    "{\"decision\":\"deny\",\"reason\":\"echo is not allowed\"}", false);
+    s_push_echo("call_deny", "{\"text\":\"secret\"}");
+    s_push_text("told it was denied");
+    char chat[ID_UUID_LEN + 1];
+    s_create("echo something forbidden", chat);
+    s_wait_status(chat, "waiting:true");
+    char *r = s_result(chat, "call_deny");
+    assert_non_null(strstr(r, "denied by a pre_tool_use hook: echo is not allowed"));
+    assert_non_null(strstr(r, "\"is_error\": true"));
+    free(r);
+    char *n = cluster_sql(s_cluster,
+                          "SELECT count(*) FROM chat_messages WHERE chat_id = '%s' AND role ="
+                          " 'assistant' AND content::text LIKE '%%told it was denied%%'",
+                          chat);
+    assert_string_equal(n, "1");
+    free(n);
+}
+
+static void test_a_consumer_down_fails_the_turn_closed_then_it_recovers(void **state) {
+    (void)state;
+    hookcons_destroy(&s_cons);
+    s_push_echo("call_down", "{\"text\":\"x\"}");
+    char chat[ID_UUID_LEN + 1];
+    s_create("echo while the consumer is down", chat);
+    s_wait_status(chat, "error:true");
+    char *err = cluster_sql(s_cluster, "SELECT last_error::text FROM chats WHERE id = '%s'", chat);
+    printf("  last_error: %s\n", err);
+    assert_non_null(strstr(err, "hook_dispatch_failed"));
+    assert_non_null(strstr(err, "pre_tool_use hook failed"));
+    free(err);
+    char *n = cluster_sql(s_cluster,
+                          "SELECT count(*) FROM chat_messages WHERE chat_id = '%s' AND role ="
+                          " 'tool'",
+                          chat);
+    assert_string_equal(n, "0"); /* the tool never ran */
+    free(n);
+    /* Back up on the same port: the next turn runs its tool. */
+    s_cons = hookcons_new(s_port);
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    s_push_echo("call_up", "{\"text\":\"back\"}");
+    s_push_text("recovered");
+    char chat2[ID_UUID_LEN + 1];
+    s_create("echo after recovery", chat2);
+    s_wait_status(chat2, "waiting:true");
+    char *r = s_result(chat2, "call_up");
+    assert_non_null(strstr(r, "back"));
+    free(r);
+}
+
+static void test_an_invalid_stop_answer_ends_the_turn_in_error(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    hookcons_answer(s_cons, "stop", 200, "{\"decision\":\"deny\"}", false);
+    s_push_text("a reply the stop hook refuses");
+    char chat[ID_UUID_LEN + 1];
+    s_create("just talk", chat);
+    s_wait_status(chat, "error:true");
+    char *err = cluster_sql(s_cluster, "SELECT last_error::text FROM chats WHERE id = '%s'", chat);
+    printf("  last_error: %s\n", err);
+    assert_non_null(strstr(err, "stop hook failed: hook answer: decision: not accepted on stop"));
+    free(err);
+    hookcons_answer(s_cons, "stop", 200, "{}", false);
+}
+
+/* The whole (not streamed) answer to a summary call. */
+static void s_push_summary(const char *text) {
+    char *body = mem_printf("{\"id\":\"s\",\"object\":\"chat.completion\",\"choices\":[{"
+                            "\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
+                            "\"%s\"},\"finish_reason\":\"stop\"}]}",
+                            text);
+    mockprov_reply_t *r = mockprov_reply_new(200, "application/json");
+    mockprov_reply_body(r, body, 0, 0);
+    mockprov_push(s_mock, &r);
+    free(body);
+}
+
+static long s_compact(const char *chat) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/compact", cluster_url(s_cluster, 0), chat);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), "{}", &r), 0);
+    long status = r.status;
+    proc_http_free(&r);
+    return status;
+}
+
+static void test_a_compaction_is_announced_and_fails_closed(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    s_push_text("first reply");
+    char chat[ID_UUID_LEN + 1];
+    s_create("something to compact", chat);
+    s_wait_status(chat, "waiting:true");
+    int from = hookcons_seen(s_cons);
+    s_push_summary("SUMMARY-HOOKED");
+    assert_int_equal(s_compact(chat), 200);
+    s_wait_status(chat, "waiting:true");
+    json_t *evs = s_events(from, chat);
+    assert_int_equal(json_array_size(evs), 2);
+    assert_string_equal(s_field(json_array_get(evs, 0), "event"), "pre_compact");
+    assert_string_equal(s_field(json_array_get(evs, 1), "event"), "stop"); /* the turn's end */
+    json_decref(evs);
+    char *n = cluster_sql(s_cluster,
+                          "SELECT count(*) FROM chat_messages WHERE chat_id = '%s' AND"
+                          " content::text LIKE '%%SUMMARY-HOOKED%%'",
+                          chat);
+    assert_string_equal(n, "2"); /* the boundary row and the tool result */
+    free(n);
+    /* A consumer refusing to answer sensibly stops the compaction: no summary call is made. */
+    s_push_text("second reply");
+    char chat2[ID_UUID_LEN + 1];
+    s_create("another to compact", chat2);
+    s_wait_status(chat2, "waiting:true");
+    hookcons_answer(s_cons, "pre_compact", 500, "{}", false);
+    int calls = mockprov_request_count(s_mock);
+    assert_int_equal(s_compact(chat2), 200);
+    s_wait_status(chat2, "error:true");
+    char *err = cluster_sql(s_cluster, "SELECT last_error::text FROM chats WHERE id = '%s'", chat2);
+    printf("  last_error: %s\n", err);
+    assert_non_null(strstr(err, "pre_compact hook failed: hook consumer: HTTP status 500"));
+    free(err);
+    assert_int_equal(mockprov_request_count(s_mock), calls);
+    hookcons_answer(s_cons, "pre_compact", 200, "{}", false);
+}
+
+/* Polls until the consumer has n events of chat; returns them (an array). */
+static json_t *s_wait_events(int from, const char *chat, size_t n) {
+    int64_t end = id_now_ms() + WAIT_MS;
+    for (;;) {
+        json_t *evs = s_events(from, chat);
+        if (json_array_size(evs) >= n || id_now_ms() > end) {
+            return evs;
+        }
+        json_decref(evs);
+        usleep(20 * 1000);
+    }
+}
+
+static void test_a_step_made_again_after_takeover_sends_the_same_event_ids(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    hookcons_answer(s_cons, "pre_tool_use", 200, "{}", true); /* held until the worker dies */
+    int from = hookcons_seen(s_cons);
+    s_push_echo("call_again", "{\"text\":\"once\"}");
+    s_push_text("finished after the takeover");
+    char chat[ID_UUID_LEN + 1];
+    s_create("echo across a crash", chat);
+    json_decref(s_wait_events(from, chat, 1));
+    cluster_signal(s_cluster, CLUSTER_WORKER, 0, SIGKILL);
+    hookcons_answer(s_cons, "pre_tool_use", 200, "{}", false);
+    cluster_start(s_cluster, CLUSTER_WORKER, 0);
+    s_wait_status(chat, "waiting:true");
+    json_t *evs = s_events(from, chat);
+    assert_int_equal(json_array_size(evs), 4);
+    json_t *first = json_array_get(evs, 0);
+    json_t *again = json_array_get(evs, 1);
+    assert_string_equal(s_field(first, "event"), "pre_tool_use");
+    assert_string_equal(s_field(again, "event"), "pre_tool_use");
+    /* Delivered twice with one id: the consumer deduplicates on it. */
+    assert_string_equal(s_field(first, "event_id"), s_field(again, "event_id"));
+    assert_string_equal(s_field(json_array_get(evs, 2), "event"), "post_tool_use");
+    assert_string_equal(s_field(json_array_get(evs, 3), "event"), "stop");
+    json_decref(evs);
+    char *r = s_result(chat, "call_again"); /* exactly one result committed */
+    free(r);
+}
+
+static int s_setup(void **state) {
+    (void)state;
+    s_mock = mockprov_new();
+    ASSERT(s_mock);
+    s_cons = hookcons_new(0);
+    s_port = hookcons_port(s_cons);
+    snprintf(s_config, sizeof s_config, "/tmp/cf-hooks-%d.json", (int)getpid());
+    FILE *f = fopen(s_config, "w");
+    ASSERT(f);
+    fprintf(f,
+            "{\"models\":[{\"name\":\"mock\",\"provider\":\"openai\",\"model\":\"gpt\","
+            "\"base_url\":\"%s/v1\",\"api_key_env\":\"MOCK_KEY\",\"default\":true}]}",
+            mockprov_url(s_mock));
+    fclose(f);
+    char *cfg = mem_printf("CHATFLEET_CONFIG=%s", s_config);
+    char *url = mem_printf("CHATFLEET_HOOKS_URL=http://127.0.0.1:%d/hooks", s_port);
+    const char *env[] = {cfg,
+                         url,
+                         "CHATFLEET_HOOKS_SECRET=" S_SECRET,
+                         "CHATFLEET_HOOKS_TIMEOUT_MS=20000",
+                         "MOCK_KEY=sk-test",
+                         NULL};
+    cluster_opts_t o = {.name = "test_worker_hooks", .gateways = 1, .workers = 1, .env = env};
+    s_cluster = cluster_new(&o);
+    free(cfg);
+    free(url);
+    return 0;
+}
+
+static int s_teardown(void **state) {
+    (void)state;
+    int unclean = cluster_destroy(&s_cluster);
+    mockprov_destroy(&s_mock);
+    hookcons_destroy(&s_cons);
+    unlink(s_config);
+    return unclean == 0 ? 0 : -1;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_effective_config_shows_hooks_with_the_secret_redacted),
+        cmocka_unit_test(test_a_tool_call_is_announced_before_and_after_with_its_ids),
+        cmocka_unit_test(test_a_denied_call_is_answered_as_denied_and_the_turn_goes_on),
+        cmocka_unit_test(test_a_consumer_down_fails_the_turn_closed_then_it_recovers),
+        cmocka_unit_test(test_a_step_made_again_after_takeover_sends_the_same_event_ids),
+        cmocka_unit_test(test_an_invalid_stop_answer_ends_the_turn_in_error),
+        cmocka_unit_test(test_a_compaction_is_announced_and_fails_closed),
+    };
+    return cmocka_run_group_tests(tests, s_setup, s_teardown);
+}
