@@ -368,17 +368,16 @@ static int s_setup(void **state) {
     ASSERT(f);
     fprintf(f,
             "{\"models\":[{\"name\":\"mock\",\"provider\":\"openai\",\"model\":\"gpt\","
-            "\"base_url\":\"%s/v1\",\"api_key_env\":\"MOCK_KEY\",\"default\":true}]}",
+            "\"base_url\":\"%s/v1\",\"api_key_env\":\"MOCK_KEY\",\"default\":true},"
+            "{\"name\":\"sim\",\"provider\":\"sim\",\"model\":\"sim\"}]}",
             mockprov_url(s_mock));
     fclose(f);
     char *cfg = mem_printf("CHATFLEET_CONFIG=%s", s_config);
     char *url = mem_printf("CHATFLEET_HOOKS_URL=http://127.0.0.1:%d/hooks", s_port);
-    const char *env[] = {cfg,
-                         url,
-                         "CHATFLEET_HOOKS_SECRET=" S_SECRET,
-                         "CHATFLEET_HOOKS_TIMEOUT_MS=20000",
-                         "MOCK_KEY=sk-test",
-                         NULL};
+    const char *env[] = {cfg, url, "CHATFLEET_HOOKS_SECRET=" S_SECRET,
+                         "CHATFLEET_HOOKS_TIMEOUT_MS=20000", "MOCK_KEY=sk-test",
+                         /* Titles from the sim: the mock's scripted replies go to the turns. */
+                         "CHATFLEET_TITLE_MODEL=sim", NULL};
     cluster_opts_t o = {.name = "test_worker_hooks", .gateways = 1, .workers = 1, .env = env};
     s_cluster = cluster_new(&o);
     free(cfg);
