@@ -357,11 +357,9 @@ static void test_a_path_cannot_forge_a_log_line(void **u) {
     assert_int_equal(with_marker, 4); /* one line per request, none split */
 }
 
-static void test_an_address_at_its_cap_gets_503_with_retry_after_then_is_served(void **u) {
-    (void)u;
-    /* One more connection than the cap, all open at once. Which one is refused depends on the
-     * order the I/O threads accept them in, so each sends a request, and exactly one must be
-     * answered 503 with Retry-After; every other is served. */
+/* One burst of one more connection than the cap, all open at once, each sending a request;
+ * the number answered 503 (with Retry-After), every other one being served. */
+static int s_cap_burst(void) {
     int fds[PER_ADDRESS_MAX + 1];
     for (int i = 0; i <= PER_ADDRESS_MAX; i++) {
         fds[i] = s_dial();
@@ -381,12 +379,30 @@ static void test_an_address_at_its_cap_gets_503_with_retry_after_then_is_served(
                      st, buf);
         }
     }
+    for (int i = 0; i <= PER_ADDRESS_MAX; i++) {
+        close(fds[i]);
+    }
+    return refused;
+}
+
+static void test_an_address_at_its_cap_gets_503_with_retry_after_then_is_served(void **u) {
+    (void)u;
+    /* Which connection is refused depends on the order the I/O threads accept them in, so
+     * exactly one must be answered 503. A connection this address closed just before (the
+     * harness's readiness probe) counts until the gateway has read its close, so a burst that
+     * meets one refuses two: the burst is made again, up to three times. A cap that is off by
+     * one refuses two every time; no cap refuses none. */
+    int refused = 0;
+    for (int round = 0; round < 3; round++) {
+        refused = s_cap_burst();
+        if (refused <= 1) {
+            break;
+        }
+        poll(NULL, 0, 300);
+    }
     if (refused != 1) {
         fail_msg("want exactly one 503 among %d connections from one address (cap %d), got %d",
                  PER_ADDRESS_MAX + 1, PER_ADDRESS_MAX, refused);
-    }
-    for (int i = 0; i <= PER_ADDRESS_MAX; i++) {
-        close(fds[i]);
     }
     char url[128];
     snprintf(url, sizeof url, "%s/readyz", cluster_url(s_cluster, 0));
