@@ -11,18 +11,26 @@
 
 #define S_ERR_LEN 200
 
-/* The text of BEGIN with the transaction-local bounds, for the simple protocol: the values are
- * integers. A bound of 0 is left as the session has it. */
-static void s_begin_sql(char *sql, size_t cap, int64_t lock_ms, int64_t statement_ms,
-                        int64_t idle_ms) {
-    int off = snprintf(sql, cap,
-                       "BEGIN; SELECT set_config('lock_timeout', '%lld', true),"
-                       " set_config('idle_in_transaction_session_timeout', '%lld', true)",
-                       (long long)lock_ms, (long long)idle_ms);
-    if (statement_ms > 0) {
-        snprintf(sql + off, cap - (size_t)off, ", set_config('statement_timeout', '%lld', true)",
-                 (long long)statement_ms);
+/* Sends BEGIN and the transaction-local bounds ahead (ARCHITECTURE.md §4.4): the caller's
+ * next db_query runs them in its round trip, and reports their failure as its own. A bound of
+ * 0 is left as the session has it. 0, or -1 when they could not be sent. */
+static int s_send_begin(PGconn *conn, int64_t lock_ms, int64_t statement_ms, int64_t idle_ms) {
+    char lock[24], idle[24], stmt[24];
+    snprintf(lock, sizeof lock, "%lld", (long long)lock_ms);
+    snprintf(idle, sizeof idle, "%lld", (long long)idle_ms);
+    snprintf(stmt, sizeof stmt, "%lld", (long long)statement_ms);
+    const char *p[] = {lock, idle, stmt};
+    if (db_send(conn, "BEGIN", 0, NULL, NULL, NULL) != 0) {
+        return -1;
     }
+    return db_send(conn,
+                   statement_ms > 0
+                       ? "SELECT set_config('lock_timeout', $1, true),"
+                         " set_config('idle_in_transaction_session_timeout', $2, true),"
+                         " set_config('statement_timeout', $3, true)"
+                       : "SELECT set_config('lock_timeout', $1, true),"
+                         " set_config('idle_in_transaction_session_timeout', $2, true)",
+                   statement_ms > 0 ? 3 : 2, p, NULL, NULL);
 }
 
 static void s_error(PGconn *conn, const PGresult *res, char *err, int errlen) {
@@ -31,38 +39,27 @@ static void s_error(PGconn *conn, const PGresult *res, char *err, int errlen) {
                                                  : PQerrorMessage(conn));
 }
 
-/* BEGIN with the transaction-local bounds; 0 or -1 (err filled, nothing left open). */
-static int s_begin(PGconn *conn, int64_t lock_ms, int64_t statement_ms, int64_t idle_ms, char *err,
-                   int errlen) {
-    char sql[320];
-    s_begin_sql(sql, sizeof sql, lock_ms, statement_ms, idle_ms);
-    PGresult *res = PQexec(conn, sql);
-    int rc = PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : -1;
-    if (rc != 0) {
-        s_error(conn, res, err, errlen);
-    }
-    PQclear(res);
-    if (rc != 0 && PQtransactionStatus(conn) != PQTRANS_IDLE) {
+/* Leaves no transaction open on conn (after a failure). */
+static void s_rollback(PGconn *conn) {
+    db_flush(conn, NULL, 0);
+    if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
         PQclear(PQexec(conn, "ROLLBACK"));
     }
-    return rc;
 }
 
-/* COMMIT, and 0 only when it committed: COMMIT of a failed transaction "succeeds" as a
- * ROLLBACK. */
+/* COMMIT, with whatever was sent ahead, and 0 only when it committed: COMMIT of a failed
+ * transaction "succeeds" as a ROLLBACK. Nothing is left open either way. */
 static int s_commit(PGconn *conn, char *err, int errlen) {
-    if (PQtransactionStatus(conn) != PQTRANS_INTRANS) {
+    db_err_t e;
+    PGresult *res = db_query(conn, &e, err, errlen, "COMMIT", 0, NULL);
+    int rc = res && !strcmp(PQcmdStatus(res), "COMMIT") ? 0 : -1;
+    if (rc != 0 && res) {
         snprintf(err, (size_t)errlen, "transaction failed before COMMIT");
-        PQclear(PQexec(conn, "ROLLBACK"));
-        return -1;
-    }
-    PGresult *res = PQexec(conn, "COMMIT");
-    int rc =
-        PQresultStatus(res) == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(res), "COMMIT") ? 0 : -1;
-    if (rc != 0) {
-        s_error(conn, res, err, errlen);
     }
     PQclear(res);
+    if (rc != 0) {
+        s_rollback(conn);
+    }
     return rc;
 }
 
@@ -76,111 +73,95 @@ typedef struct {
     int nchats;                           /* first */
 } s_found_t;
 
-/* Runnable chats without a fresh lease, oldest first, locked without waiting. */
-#define S_CHATS_SQL                                                                                \
+/* Runnable chats without a fresh lease, oldest first, locked without waiting; STALE and LIMIT
+ * are the statement's parameters for the stale bound and the limit. */
+#define S_CHATS_SQL(STALE, LIMIT)                                                                  \
     "SELECT c.id, coalesce(c.worker_id::text, '') AS prev, c.updated_at FROM chats c"              \
     " WHERE c.archived = false AND c.status IN ('running', 'interrupting', 'requires_action')"     \
     " AND (c.worker_id IS NULL OR c.runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM"                \
     " chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id = c.runner_id"                      \
-    " AND h.heartbeat_at > statement_timestamp() - %lld * interval '1 millisecond'))"              \
-    " ORDER BY c.updated_at, c.id LIMIT %s FOR UPDATE OF c SKIP LOCKED"
+    " AND h.heartbeat_at > statement_timestamp() - " STALE "::bigint * interval '1 millisecond'))" \
+    " ORDER BY c.updated_at, c.id LIMIT " LIMIT " FOR UPDATE OF c SKIP LOCKED"
 
-/* Opens the acquisition transaction and finds its candidates in one round trip (ARCHITECTURE.md
- * §6.2 steps 1-3): BEGIN with the bounds; with the limiter, up to want slots of 1..max not held
- * by a fresh heartbeat row, as of now, scanned from a random start and wrapping around (so that
- * workers looking at once mostly pick different slots, and a scan stops early while free slots
- * are plenty), each also this transaction's by an advisory lock taken without waiting (so that
- * concurrent acquisitions skip each other's candidates instead of waiting on each other's
- * uncommitted inserts in the slot index, which still decides); then up to min(batch, slots)
- * chats. Every value is an integer, so the simple protocol carries it in the text. 0 with the
- * transaction open, or -1 with it rolled back (err filled). */
+/* With the limiter: up to $5 slots of 1..$2 not held by a fresh heartbeat row, scanned from $1
+ * and wrapping around, each claimed by an advisory lock of class $4 taken without waiting;
+ * then up to min($6, slots found) chats. Kind 0 rows are the slots (ascending), kind 1 the
+ * chats (oldest first). */
+static const char s_scan_sql[] =
+    "WITH s AS MATERIALIZED (SELECT g.s, EXISTS (SELECT 1 FROM chat_heartbeats h"
+    " WHERE h.slot = g.s) AS held FROM (SELECT generate_series($1::int, $2::int)"
+    " UNION ALL SELECT generate_series(1, $1::int - 1)) AS g(s)"
+    " WHERE NOT EXISTS (SELECT 1 FROM chat_heartbeats h WHERE h.slot = g.s"
+    " AND h.heartbeat_at > statement_timestamp() - $3::bigint * interval '1 millisecond')"
+    " AND pg_try_advisory_xact_lock($4::int, g.s) LIMIT $5::int)"
+    " SELECT 0 AS kind, s.s AS ord, s.s::text, s.held::text FROM s UNION ALL"
+    " SELECT 1, row_number() OVER (ORDER BY c.updated_at, c.id), c.id::text, c.prev FROM "
+    "(" S_CHATS_SQL("$3", "least($6::int, (SELECT count(*) FROM s))") ") c ORDER BY 1, 2";
+
+/* Without the limiter: up to $2 chats, as kind 1 rows. */
+static const char s_scan_free_sql[] = "SELECT 1 AS kind, 0, c.id::text, c.prev FROM (" S_CHATS_SQL(
+    "$1", "$2::int") ") c ORDER BY c.updated_at, c.id";
+
+/* Opens the acquisition transaction and finds its candidates in one round trip of prepared
+ * statements (ARCHITECTURE.md §6.2 steps 1-3): BEGIN with the bounds; with the limiter, up to
+ * twice the batch in slots not held by a fresh heartbeat row, as of now, scanned from a random
+ * start (so that workers looking at once mostly pick different slots, and a scan stops early
+ * while free slots are plenty), each also this transaction's by an advisory lock taken without
+ * waiting (so that concurrent acquisitions skip each other's candidates instead of waiting on
+ * each other's uncommitted inserts in the slot index, which still decides); then up to
+ * min(batch, slots) chats. 0 with the transaction open, or -1 with it rolled back (err
+ * filled). */
 static int s_open(PGconn *conn, const leasedb_acquire_args_t *a, int64_t idle, s_found_t *f,
                   char *err, int errlen) {
     memset(f, 0, sizeof *f);
     f->nslots = -1;
-    char begin[320];
-    s_begin_sql(begin, sizeof begin,
-                a->lock_timeout_ms > 0 ? a->lock_timeout_ms : LEASEDB_LOCK_TIMEOUT_MS, 0, idle);
-    char *sql;
-    if (a->max_chats > 0) {
+    char start[24], max[24], stale[24], lockclass[24], want[24], batch[24];
+    snprintf(stale, sizeof stale, "%lld", (long long)a->lease_stale_ms);
+    snprintf(batch, sizeof batch, "%d", a->batch);
+    db_err_t e;
+    PGresult *res = NULL;
+    int sent = s_send_begin(
+        conn, a->lock_timeout_ms > 0 ? a->lock_timeout_ms : LEASEDB_LOCK_TIMEOUT_MS, 0, idle);
+    if (sent == 0 && a->max_chats > 0) {
         uint32_t r = 0;
         if (id_random(&r, sizeof r) != 0) {
             r = (uint32_t)id_now_ms();
         }
-        long long start = 1 + (long long)(r % (uint64_t)a->max_chats);
-        int want = 2 * a->batch;
-        if ((int64_t)want > a->max_chats) {
-            want = (int)a->max_chats;
+        int w = 2 * a->batch;
+        if ((int64_t)w > a->max_chats) {
+            w = (int)a->max_chats;
         }
-        char limit[96];
-        snprintf(limit, sizeof limit, "least(%d, (SELECT count(*) FROM s))", a->batch);
-        char *chats = mem_printf(S_CHATS_SQL, (long long)a->lease_stale_ms, limit);
-        /* One statement, so that the chats' limit is the slots found: kind 0 rows are the
-         * slots (ascending), kind 1 the chats (oldest first). */
-        sql = mem_printf(
-            "%s; WITH s AS MATERIALIZED (SELECT g.s, EXISTS (SELECT 1 FROM chat_heartbeats h"
-            " WHERE h.slot = g.s) AS held FROM (SELECT generate_series(%lld, %lld)"
-            " UNION ALL SELECT generate_series(1, %lld - 1)) AS g(s)"
-            " WHERE NOT EXISTS (SELECT 1 FROM chat_heartbeats h WHERE h.slot = g.s"
-            " AND h.heartbeat_at > statement_timestamp() - %lld * interval '1 millisecond')"
-            " AND pg_try_advisory_xact_lock(%d, g.s) LIMIT %d)"
-            " SELECT 0 AS kind, s.s AS ord, s.s::text, s.held::text FROM s UNION ALL"
-            " SELECT 1, row_number() OVER (ORDER BY c.updated_at, c.id), c.id::text, c.prev"
-            " FROM (%s) c ORDER BY 1, 2",
-            begin, start, (long long)a->max_chats, start, (long long)a->lease_stale_ms,
-            LEASEDB_SLOT_LOCK_CLASS, want, chats);
-        free(chats);
+        snprintf(start, sizeof start, "%lld", 1 + (long long)(r % (uint64_t)a->max_chats));
+        snprintf(max, sizeof max, "%lld", (long long)a->max_chats);
+        snprintf(lockclass, sizeof lockclass, "%d", LEASEDB_SLOT_LOCK_CLASS);
+        snprintf(want, sizeof want, "%d", w);
+        const char *p[] = {start, max, stale, lockclass, want, batch};
+        res = db_query(conn, &e, err, errlen, s_scan_sql, 6, p);
+    } else if (sent == 0) {
+        const char *p[] = {stale, batch};
+        res = db_query(conn, &e, err, errlen, s_scan_free_sql, 2, p);
     } else {
-        char limit[16];
-        snprintf(limit, sizeof limit, "%d", a->batch);
-        char *chats = mem_printf(S_CHATS_SQL, (long long)a->lease_stale_ms, limit);
-        sql = mem_printf("%s; SELECT 1 AS kind, 0, c.id::text, c.prev FROM (%s) c"
-                         " ORDER BY c.updated_at, c.id",
-                         begin, chats);
-        free(chats);
-    }
-    /* Every result is read, up to the NULL that ends the string's; the last is the rows. */
-    PGresult *last = NULL;
-    int rc = PQsendQuery(conn, sql) == 1 ? 0 : -1;
-    free(sql);
-    if (rc != 0) {
         s_error(conn, NULL, err, errlen);
     }
-    for (PGresult *res; (res = PQgetResult(conn)) != NULL;) {
-        ExecStatusType st = PQresultStatus(res);
-        if (rc == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-            s_error(conn, res, err, errlen);
-            rc = -1;
-        }
-        PQclear(last);
-        last = res;
-    }
-    if (rc == 0 && (!last || PQresultStatus(last) != PGRES_TUPLES_OK)) {
-        s_error(conn, last, err, errlen);
-        rc = -1;
-    }
-    if (rc != 0) {
-        PQclear(last);
-        if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
-            PQclear(PQexec(conn, "ROLLBACK"));
-        }
+    if (!res) {
+        s_rollback(conn);
         return -1;
     }
     f->nslots = a->max_chats > 0 ? 0 : -1;
-    int n = PQntuples(last);
+    int n = PQntuples(res);
     int first_chat = n;
     for (int i = 0; i < n; i++) {
-        if (!strcmp(PQgetvalue(last, i, 0), "1")) {
+        if (!strcmp(PQgetvalue(res, i, 0), "1")) {
             first_chat = i;
             break;
         }
         if (f->nslots < 2 * LEASEDB_BATCH_MAX) {
-            f->slots[f->nslots] = (int32_t)strtol(PQgetvalue(last, i, 2), NULL, 10);
-            f->vacant[f->nslots] = !strcmp(PQgetvalue(last, i, 3), "false");
+            f->slots[f->nslots] = (int32_t)strtol(PQgetvalue(res, i, 2), NULL, 10);
+            f->vacant[f->nslots] = !strcmp(PQgetvalue(res, i, 3), "false");
             f->nslots++;
         }
     }
-    f->res = last;
+    f->res = res;
     f->nchats = n - first_chat;
     f->first = first_chat;
     return 0;
@@ -305,16 +286,14 @@ int leasedb_acquire(PGconn *conn, const leasedb_acquire_args_t *a, leasedb_batch
     PQclear(f.res);
     if (taken < 0 || (alone && taken == 0)) {
         /* Broken, or the lone chat's bundle has ended the transaction already. */
-        if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
-            PQclear(PQexec(conn, "ROLLBACK"));
-        }
+        s_rollback(conn);
         return taken < 0 ? -1 : 0;
     }
     if (alone) {
         return 0; /* committed, and its hints published, by its bundle */
     }
     if (taken == 0) {
-        PQclear(PQexec(conn, "ROLLBACK"));
+        s_rollback(conn);
         return 0;
     }
     if (s_commit(conn, err, sizeof err) != 0) {
@@ -350,8 +329,10 @@ int leasedb_renew(PGconn *conn, const char *worker_id, const lease_t *leases, si
     }
     char err[S_ERR_LEN];
     char q[S_ERR_LEN + 40];
-    if (s_begin(conn, bound_ms, bound_ms, bound_ms, err, sizeof err) != 0) {
+    if (s_send_begin(conn, bound_ms, bound_ms, bound_ms) != 0) {
+        s_error(conn, NULL, err, sizeof err);
         log_warn("heartbeat_failed", "stage=begin reason=%s", log_quote(err, q, sizeof q));
+        s_rollback(conn);
         return -1;
     }
     char *chats = s_array(leases, n, false);
@@ -382,9 +363,7 @@ int leasedb_renew(PGconn *conn, const char *worker_id, const lease_t *leases, si
     if (!res || s_commit(conn, err, sizeof err) != 0) {
         log_warn("heartbeat_failed", "stage=renew reason=%s", log_quote(err, q, sizeof q));
         PQclear(res);
-        if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
-            PQclear(PQexec(conn, "ROLLBACK"));
-        }
+        s_rollback(conn);
         return -1;
     }
     int count = 0;

@@ -145,6 +145,12 @@ static int s_row_from(chatstate_t *self, PGresult *res, cs_error_t *err) {
     return 0;
 }
 
+/* The statement that loads the row (CS_ROW_COLUMNS) of chat $1; caller frees. */
+static char *s_row_sql(void) {
+    return mem_printf("SELECT " CS_ROW_COLUMNS " FROM chats c WHERE id = $1",
+                      (long long)chatstate_lease_stale_ms);
+}
+
 /* How a bundle starts: its own transaction, joining the caller's, or nested in it. */
 typedef enum { S_BEGIN, S_JOIN, S_NEST } s_start_t;
 
@@ -183,33 +189,36 @@ static chatstate_t *s_begin(PGconn *conn, const char *chat_id, s_start_t how, cs
         return NULL;
     }
     /* BEGIN, the row lock with the snapshot_version bump, and the first load, in one round
-     * trip. The load is its own statement so that it reads with a snapshot taken after the
-     * lock was granted (a RETURNING subquery would see the queue as of before the wait). The
-     * id is a validated UUID, so it can stand in the simple-protocol text. */
+     * trip of prepared statements (ARCHITECTURE.md §4.4). The load is its own statement so
+     * that it reads with a snapshot taken after the lock was granted (a RETURNING subquery
+     * would see the queue as of before the wait). */
     static const char *const start[] = {
-        [S_BEGIN] = "BEGIN; ", [S_JOIN] = "", [S_NEST] = "SAVEPOINT chatstate_bundle; "};
-    char *sql = mem_printf("%sUPDATE chats SET snapshot_version = snapshot_version + 1"
-                           " WHERE id = '%s'; SELECT " CS_ROW_COLUMNS " FROM chats c"
-                           " WHERE id = '%s'",
-                           start[how], chat_id, (long long)chatstate_lease_stale_ms, chat_id);
-    db_flush(conn, NULL, 0); /* nothing is sent ahead between bundles; PQexec needs none */
-    PGresult *res = PQexec(conn, sql);
+        [S_BEGIN] = "BEGIN", [S_JOIN] = NULL, [S_NEST] = "SAVEPOINT chatstate_bundle"};
+    const char *p[] = {chat_id};
+    int sent = start[how] ? db_send(conn, start[how], 0, NULL, NULL, NULL) : 0;
+    if (sent == 0) {
+        sent =
+            db_send(conn, "UPDATE chats SET snapshot_version = snapshot_version + 1 WHERE id = $1",
+                    1, p, NULL, NULL);
+    }
+    char *sql = s_row_sql();
+    db_err_t e = DB_ERR_CONNECTION;
+    char msg[200] = "could not send a statement";
+    PGresult *res = sent == 0 ? db_query(conn, &e, msg, sizeof msg, sql, 1, p) : NULL;
+    if (sent != 0) {
+        db_flush(conn, NULL, 0); /* what was sent runs; the bundle fails below */
+    }
     free(sql);
     /* (Had a nested bundle's SAVEPOINT itself failed, its rollback fails too, harmlessly:
      * the caller's transaction had failed already.) */
     if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
         self->open = true;
     }
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        db_err_t e = db_classify(conn, res);
+    if (!res) {
         char q[240];
         log_warn("chatstate_query_failed", "chat_id=%s reason=%s", chat_id,
-                 log_quote(PQresultErrorMessage(res), q, sizeof q));
-        cs_fail(self, err, e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB, "database: %s",
-                PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)
-                    ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)
-                    : "connection lost");
-        PQclear(res);
+                 log_quote(msg, q, sizeof q));
+        cs_fail(self, err, e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB, "database: %s", msg);
         chatstate_destroy(&self);
         return NULL;
     }
@@ -228,8 +237,7 @@ int cs_load(chatstate_t *self, cs_error_t *err) {
         return 0;
     }
     const char *p[] = {self->chat_id};
-    char *sql = mem_printf("SELECT " CS_ROW_COLUMNS " FROM chats c WHERE id = $1",
-                           (long long)chatstate_lease_stale_ms);
+    char *sql = s_row_sql();
     PGresult *res = cs_query(self, err, sql, 1, p);
     free(sql);
     return res ? s_row_from(self, res, err) : -1;

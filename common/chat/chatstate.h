@@ -167,7 +167,8 @@ int chatstate_set_title(chatstate_t *self, const char *title, cs_error_t *err);
  * updated_at untouched. *applied says whether it was written (only then is the title hint
  * set). Metadata like chatstate_set_title, and the same bounds; written only by the owner the
  * fence names (worker_id and runner_id; CS_FENCED otherwise), so a worker that was paused and
- * taken over writes nothing. */
+ * taken over writes nothing. The bundle's commit does not wait for its WAL flush (a crash may
+ * lose the title, never anything else's order): call it in a bundle of its own. */
 int chatstate_set_generated_title(chatstate_t *self, const cs_fence_t *fence, const char *title,
                                   bool *applied, cs_error_t *err);
 

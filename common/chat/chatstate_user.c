@@ -93,6 +93,11 @@ int chatstate_set_generated_title(chatstate_t *self, const cs_fence_t *fence, co
     owner.status = NULL;
     owner.history_version = -1;
     owner.generation_attempt = -1;
+    /* Best-effort metadata: its commit does not wait for the WAL flush (sent ahead with the
+     * write, so no round trip of its own). */
+    if (cs_exec(self, err, "SELECT set_config('synchronous_commit', 'off', true)", 0, NULL) != 0) {
+        return -1;
+    }
     return s_write_title(self, &owner, title, "generated", applied, err);
 }
 
