@@ -37,7 +37,7 @@ static void s_rollback(PGconn *conn) {
     PQclear(PQexec(conn, "ROLLBACK"));
 }
 
-static const char *s_mismatch(PGresult *res, const cs_fence_t *f) {
+static const char *s_mismatch(const PGresult *res, const cs_fence_t *f) {
     if (strcmp(PQgetvalue(res, 0, 1), f->worker_id) != 0 ||
         strcmp(PQgetvalue(res, 0, 2), f->runner_id) != 0) {
         return "owner";
@@ -72,55 +72,6 @@ static PGresult *s_query(PGconn *conn, const char *chat_id, const char *sql, int
     return res;
 }
 
-/* The governing request and its evidence rows (ARCHITECTURE.md §8), inside the
- * open transaction. Evidence is read by request UUID over all active rows, not only from the
- * latest context boundary, so that compaction cannot reset a budget; a receipt anywhere
- * closes the request for good. Returns 0, or -1 (rolled back) on a database failure. */
-static int s_load_request(PGconn *conn, const char *chat_id, history_t *out) {
-    out->evidence = json_array();
-    const char *p[] = {chat_id};
-    PGresult *res = s_query(
-        conn, chat_id,
-        "SELECT m.structured_output_request_id::text, (m.structured_output -> 'response_format')"
-        "::text FROM chat_messages m WHERE m.id = (SELECT max(id) FROM chat_messages"
-        " WHERE chat_id = $1 AND role = 'user' AND NOT deleted AND visibility <> 'model')"
-        " AND m.structured_output ->> 'type' = 'structured-output-request'"
-        " AND m.structured_output_request_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM"
-        " chat_messages r WHERE r.structured_output_request_id = m.structured_output_request_id"
-        " AND r.structured_output ->> 'type' = 'structured-output-outcome')",
-        1, p);
-    if (!res) {
-        return -1;
-    }
-    if (PQntuples(res) != 1) {
-        PQclear(res);
-        return 0;
-    }
-    snprintf(out->request_id, sizeof out->request_id, "%s", PQgetvalue(res, 0, 0));
-    out->response_format = mem_strdup(db_text(res, 0, 1) ? db_text(res, 0, 1) : "null");
-    PQclear(res);
-    const char *ep[] = {chat_id, out->request_id};
-    res = s_query(conn, chat_id,
-                  "SELECT json_build_object('id', id, 'role', role, 'so', structured_output)::text"
-                  " FROM chat_messages WHERE chat_id = $1 AND NOT deleted"
-                  " AND structured_output_request_id = $2::uuid"
-                  " AND structured_output ->> 'type' IN ('structured-output-step',"
-                  " 'structured-output-candidate', 'structured-output-feedback')"
-                  " ORDER BY id LIMIT 100001",
-                  2, ep);
-    if (!res) {
-        return -1;
-    }
-    for (int i = 0; i < PQntuples(res) && i < HISTORY_MAX_MESSAGES; i++) {
-        json_t *m = s_stored(PQgetvalue(res, i, 0));
-        if (m) {
-            json_array_append_new(out->evidence, m);
-        }
-    }
-    PQclear(res);
-    return 0;
-}
-
 /* A model config row (alias m) as the JSON history_t.model describes; $2 is the chat, whose
  * owner's threshold for that model is user_threshold. */
 #define S_MODEL_JSON                                                                               \
@@ -132,24 +83,151 @@ static int s_load_request(PGconn *conn, const char *chat_id, history_t *out) {
     " user_compaction_thresholds u JOIN chats c ON c.owner_id = u.user_id WHERE c.id ="            \
     " $2::uuid AND u.model_config_id = m.id))::text"
 
-/* The reads of history_load inside a transaction the caller opened and ends. */
-static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
-                           bool with_messages, history_t *out) {
-    const char *p[] = {chat_id};
-    PGresult *res = s_query(
-        conn, chat_id,
+/* The latest boundary's id (0 without one): where the model-visible history starts. */
+#define S_BOUNDARY                                                                                 \
+    "coalesce((SELECT max(id) FROM chat_messages WHERE chat_id = $1 AND NOT deleted AND"           \
+    " compressed AND role = 'user' AND visibility = 'model'), 0)"
+
+/* The reads of one step, sent ahead together so that they cost one round trip (ARCHITECTURE.md
+ * §4.4); each result is kept (a copy) until it is taken. */
+typedef struct {
+    PGresult *row;        /* the chat row, checked against the fence */
+    PGresult *model;      /* the chat's model config, else the default */
+    PGresult *messages;   /* the model-visible history */
+    PGresult *request;    /* the governing structured request, if any */
+    PGresult *summarizer; /* the compaction override's config, by name */
+    PGresult *summary;    /* the latest boundary's summary result */
+    PGresult *title;      /* the title model's config, by name */
+} s_reads_t;
+
+static void s_reads_clear(s_reads_t *r) {
+    PGresult **all[] = {&r->row,        &r->model,   &r->messages, &r->request,
+                        &r->summarizer, &r->summary, &r->title};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        PQclear(*all[i]);
+        *all[i] = NULL;
+    }
+}
+
+/* The statements of s_reads_t; NULL names (and with_messages false) leave theirs out. */
+static int s_send_reads(PGconn *conn, const char *chat_id, bool with_messages,
+                        const char *summarizer, bool summary, const char *title, s_reads_t *r) {
+    const char *p[] = {chat_id, chat_id};
+    int rc = db_send(
+        conn,
         "SELECT status, coalesce(worker_id::text, ''), coalesce(runner_id::text, ''),"
         " history_version, generation_attempt, archived, coalesce(dynamic_tools, '[]')::text,"
         " coalesce(floor(extract(epoch FROM requires_action_deadline_at - now()) * 1000)::bigint,"
         " 9223372036854775807), model_config_id::text, compaction_requested_at IS NOT NULL,"
         " coalesce(mcp_servers, '[]')::text, title_source = 'fallback'"
         " FROM chats WHERE id = $1",
-        1, p);
-    if (!res) {
-        return HISTORY_DB;
+        1, p, db_keep, &r->row);
+    if (rc == 0 && with_messages) {
+        rc = db_send(conn,
+                     "SELECT " S_MODEL_JSON " FROM model_configs m WHERE m.id = (SELECT"
+                     " model_config_id FROM chats WHERE id = $1::uuid) OR m.is_default"
+                     " ORDER BY (m.id = (SELECT model_config_id FROM chats WHERE id = $1::uuid))"
+                     " IS TRUE DESC LIMIT 1",
+                     2, p, db_keep, &r->model);
     }
-    if (PQntuples(res) != 1) {
-        PQclear(res);
+    /* Model-visible, active rows from the latest context boundary on (system rows always),
+     * receipts excluded: the prompt a model call would see. */
+    if (rc == 0 && with_messages) {
+        rc = db_send(
+            conn,
+            "SELECT json_build_object('id', id, 'role', role, 'content', content, 'control',"
+            " structured_output ->> 'type' IS NOT DISTINCT FROM 'structured-output-feedback',"
+            " 'model_only', visibility = 'model', 'compressed', compressed, 'usage', usage)::text"
+            " FROM chat_messages WHERE chat_id = $1 AND NOT deleted AND visibility <> 'user'"
+            " AND (role = 'system' OR id >= " S_BOUNDARY ")"
+            " AND (structured_output ->> 'type') IS DISTINCT FROM 'structured-output-outcome'"
+            " ORDER BY id LIMIT 100001",
+            1, p, db_keep, &r->messages);
+    }
+    if (rc == 0 && with_messages) {
+        rc = db_send(
+            conn,
+            "SELECT m.structured_output_request_id::text, (m.structured_output ->"
+            " 'response_format')::text FROM chat_messages m WHERE m.id = (SELECT max(id) FROM"
+            " chat_messages WHERE chat_id = $1 AND role = 'user' AND NOT deleted AND visibility"
+            " <> 'model') AND m.structured_output ->> 'type' = 'structured-output-request'"
+            " AND m.structured_output_request_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM"
+            " chat_messages r WHERE r.structured_output_request_id ="
+            " m.structured_output_request_id AND r.structured_output ->> 'type' ="
+            " 'structured-output-outcome')",
+            1, p, db_keep, &r->request);
+    }
+    const char *names[] = {summarizer, title};
+    PGresult **named[] = {&r->summarizer, &r->title};
+    for (int i = 0; i < 2; i++) {
+        const char *np[] = {names[i], chat_id};
+        if (rc == 0 && names[i] && names[i][0]) {
+            rc = db_send(conn, "SELECT " S_MODEL_JSON " FROM model_configs m WHERE m.name = $1", 2,
+                         np, db_keep, named[i]);
+        }
+    }
+    if (rc == 0 && summary) {
+        rc = db_send(conn,
+                     "SELECT (content -> 0 -> 'result')::text FROM chat_messages WHERE chat_id ="
+                     " $1 AND NOT deleted AND compressed AND role = 'tool' AND content -> 0 ->>"
+                     " 'tool_name' = '" COMPACTION_TOOL "' AND id > " S_BOUNDARY
+                     " ORDER BY id LIMIT 1",
+                     1, p, db_keep, &r->summary);
+    }
+    db_err_t e = DB_ERR_CONNECTION;
+    char msg[200] = "could not send a statement";
+    if (rc == 0) {
+        e = db_flush(conn, msg, sizeof msg);
+    } else {
+        db_flush(conn, NULL, 0);
+    }
+    if (e != DB_OK) {
+        char q[240];
+        log_warn("history_query_failed", "chat_id=%s reason=%s", chat_id,
+                 log_quote(msg, q, sizeof q));
+        return -1;
+    }
+    return 0;
+}
+
+/* The governing request's evidence rows (ARCHITECTURE.md §8), read by request UUID over all
+ * active rows, not only from the latest context boundary, so that compaction cannot reset a
+ * budget; a receipt anywhere closes the request for good. Returns 0, or -1 on a database
+ * failure. */
+static int s_take_request(PGconn *conn, const char *chat_id, const PGresult *res, history_t *out) {
+    out->evidence = json_array();
+    if (!res || PQntuples(res) != 1) {
+        return 0;
+    }
+    snprintf(out->request_id, sizeof out->request_id, "%s", PQgetvalue(res, 0, 0));
+    out->response_format = mem_strdup(db_text(res, 0, 1) ? db_text(res, 0, 1) : "null");
+    const char *ep[] = {chat_id, out->request_id};
+    PGresult *ev =
+        s_query(conn, chat_id,
+                "SELECT json_build_object('id', id, 'role', role, 'so', structured_output)::text"
+                " FROM chat_messages WHERE chat_id = $1 AND NOT deleted"
+                " AND structured_output_request_id = $2::uuid"
+                " AND structured_output ->> 'type' IN ('structured-output-step',"
+                " 'structured-output-candidate', 'structured-output-feedback')"
+                " ORDER BY id LIMIT 100001",
+                2, ep);
+    if (!ev) {
+        return -1;
+    }
+    for (int i = 0; i < PQntuples(ev) && i < HISTORY_MAX_MESSAGES; i++) {
+        json_t *m = s_stored(PQgetvalue(ev, i, 0));
+        if (m) {
+            json_array_append_new(out->evidence, m);
+        }
+    }
+    PQclear(ev);
+    return 0;
+}
+
+/* The chat row, against the fence. */
+static history_rc_t s_take_row(const PGresult *res, const char *chat_id, const cs_fence_t *fence,
+                               history_t *out) {
+    if (!res || PQntuples(res) != 1) {
         return HISTORY_NOT_FOUND;
     }
     const char *why = s_mismatch(res, fence);
@@ -159,7 +237,6 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
                  "history_version=%s expected_history_version=%lld",
                  chat_id, why, fence->worker_id, fence->runner_id, PQgetvalue(res, 0, 0),
                  PQgetvalue(res, 0, 3), (long long)fence->history_version);
-        PQclear(res);
         return HISTORY_FENCED;
     }
     out->history_version = db_int64(res, 0, 3);
@@ -167,100 +244,48 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
     out->deadline_in_ms = db_int64(res, 0, 7);
     out->compaction_requested = db_bool(res, 0, 9);
     out->title_fallback = db_bool(res, 0, 11);
-    out->dynamic_tools = s_stored(PQgetvalue(res, 0, 6));
-    if (!json_is_array(out->dynamic_tools)) {
-        json_decref(out->dynamic_tools);
-        out->dynamic_tools = json_array();
-    }
-    out->mcp_servers = s_stored(PQgetvalue(res, 0, 10));
-    if (!json_is_array(out->mcp_servers)) {
-        json_decref(out->mcp_servers);
-        out->mcp_servers = json_array();
-    }
-    char *model_id = db_text(res, 0, 8) ? mem_strdup(db_text(res, 0, 8)) : NULL;
-    PQclear(res);
-    if (with_messages) {
-        const char *mp[] = {model_id, chat_id};
-        res = s_query(conn, chat_id,
-                      "SELECT " S_MODEL_JSON " FROM model_configs m WHERE id = $1::uuid OR"
-                      " is_default ORDER BY (id = $1::uuid) IS TRUE DESC LIMIT 1",
-                      2, mp);
-        if (!res) {
-            free(model_id);
-            history_clear(out);
-            return HISTORY_DB;
-        }
-        out->model = PQntuples(res) == 1 ? s_stored(PQgetvalue(res, 0, 0)) : NULL;
-        if (!out->model) {
-            out->model = json_null();
-        }
-        PQclear(res);
-        /* Model-visible, active rows from the latest context boundary on (system rows
-         * always), receipts excluded: the prompt a model call would see. */
-        res = s_query(
-            conn, chat_id,
-            "SELECT json_build_object('id', id, 'role', role, 'content', content, 'control',"
-            " structured_output ->> 'type' IS NOT DISTINCT FROM 'structured-output-feedback',"
-            " 'model_only', visibility = 'model', 'compressed', compressed, 'usage', usage)::text"
-            " FROM chat_messages WHERE chat_id = $1 AND NOT deleted AND visibility <> 'user'"
-            " AND (role = 'system' OR id >= coalesce((SELECT max(id) FROM chat_messages"
-            " WHERE chat_id = $1 AND NOT deleted AND compressed AND role = 'user'"
-            " AND visibility = 'model'), 0))"
-            " AND (structured_output ->> 'type') IS DISTINCT FROM 'structured-output-outcome'"
-            " ORDER BY id LIMIT 100001",
-            1, p);
-        if (!res) {
-            free(model_id);
-            history_clear(out);
-            return HISTORY_DB;
-        }
-        if (PQntuples(res) > HISTORY_MAX_MESSAGES) {
-            log_error("history_too_long", "chat_id=%s rows=%d", chat_id, PQntuples(res));
-            PQclear(res);
-            free(model_id);
-            history_clear(out);
-            return HISTORY_DB;
-        }
-        out->messages = json_array();
-        for (int i = 0; i < PQntuples(res); i++) {
-            /* PostgreSQL's own JSON output: trusted, read as stored text. */
-            json_t *m = s_stored(PQgetvalue(res, i, 0));
-            if (m) {
-                json_array_append_new(out->messages, m);
-            }
-        }
-        PQclear(res);
-        if (s_load_request(conn, chat_id, out) != 0) {
-            free(model_id);
-            history_clear(out);
-            return HISTORY_DB;
+    const int cols[] = {6, 10};
+    json_t **arrays[] = {&out->dynamic_tools, &out->mcp_servers};
+    for (int i = 0; i < 2; i++) {
+        *arrays[i] = s_stored(PQgetvalue(res, 0, cols[i]));
+        if (!json_is_array(*arrays[i])) {
+            json_decref(*arrays[i]);
+            *arrays[i] = json_array();
         }
     }
-    free(model_id);
     return HISTORY_OK;
 }
 
-history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
-                          bool with_messages, history_t *out) {
-    memset(out, 0, sizeof *out);
-    char msg[200];
-    /* One snapshot for the fence check and every read below, so the history is the one the
-     * fenced row had; no row lock: a lock would give the read-only transaction an xid and
-     * make its COMMIT wait for a WAL flush, on every step of every turn. A transition that
-     * commits after the snapshot is caught by the fence of the write that follows. */
-    if (db_exec(conn, msg, sizeof msg, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0,
-                NULL) != DB_OK) {
-        return HISTORY_DB;
+/* The model-visible history; -1 when it is longer than a turn may read. */
+static int s_take_messages(const PGresult *res, const char *chat_id, history_t *out) {
+    if (PQntuples(res) > HISTORY_MAX_MESSAGES) {
+        log_error("history_too_long", "chat_id=%s rows=%d", chat_id, PQntuples(res));
+        return -1;
     }
-    history_rc_t rc = s_read(conn, chat_id, fence, with_messages, out);
-    if (rc == HISTORY_OK && db_exec(conn, msg, sizeof msg, "COMMIT", 0, NULL) != DB_OK) {
-        history_clear(out);
-        return HISTORY_DB;
+    out->messages = json_array();
+    for (int i = 0; i < PQntuples(res); i++) {
+        /* PostgreSQL's own JSON output: trusted, read as stored text. */
+        json_t *m = s_stored(PQgetvalue(res, i, 0));
+        if (m) {
+            json_array_append_new(out->messages, m);
+        }
     }
-    if (rc != HISTORY_OK && PQtransactionStatus(conn) != PQTRANS_IDLE) {
-        s_rollback(conn);
+    return 0;
+}
+
+/* A config read by name (history_t.model's shape), or NULL when name is "" or none has it
+ * (logged as event). */
+static json_t *s_take_named(const PGresult *res, const char *chat_id, const char *name,
+                            const char *event) {
+    if (!name || !name[0]) {
+        return NULL;
     }
-    return rc;
+    json_t *v = res && PQntuples(res) == 1 ? s_stored(PQgetvalue(res, 0, 0)) : NULL;
+    if (!v) {
+        char q[160];
+        log_warn(event, "chat_id=%s model=%s", chat_id, log_quote(name, q, sizeof q));
+    }
+    return v;
 }
 
 static int64_t s_limit(const json_t *model) {
@@ -280,75 +305,83 @@ static int s_threshold(const json_t *model, int dflt) {
     return dflt;
 }
 
-/* The reads automatic compaction needs (ARCHITECTURE.md §7.6), inside the open transaction:
- * the override's config, the latest boundary's summary result, and the binding trigger.
- * Returns 0, or -1 on a database failure. */
-/* The config of the model named name (history_t.model's shape) into *out, or NULL when name
- * is "" or no config has it (logged as event). Returns 0, or -1 on a database failure. */
-static int s_model_named(PGconn *conn, const char *chat_id, const char *name, const char *event,
-                         json_t **out) {
-    *out = NULL;
-    if (!name[0]) {
-        return 0;
+/* Sends the reads, then takes them; on anything but HISTORY_OK out holds nothing. With cc, what
+ * automatic compaction needs; with title, the title model when the title is the fallback. */
+static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
+                           bool with_messages, const compaction_config_t *cc, const char *title,
+                           history_t *out) {
+    s_reads_t r = {0};
+    if (s_send_reads(conn, chat_id, with_messages, cc ? cc->model : NULL, cc != NULL, title, &r) !=
+        0) {
+        s_reads_clear(&r);
+        return HISTORY_DB;
     }
-    const char *p[] = {name, chat_id};
-    PGresult *res = s_query(conn, chat_id,
-                            "SELECT " S_MODEL_JSON " FROM model_configs m WHERE m.name = $1", 2, p);
-    if (!res) {
-        return -1;
+    history_rc_t rc = s_take_row(r.row, chat_id, fence, out);
+    if (rc == HISTORY_OK && with_messages) {
+        out->model =
+            r.model && PQntuples(r.model) == 1 ? s_stored(PQgetvalue(r.model, 0, 0)) : NULL;
+        if (!out->model) {
+            out->model = json_null();
+        }
+        if (!r.messages || s_take_messages(r.messages, chat_id, out) != 0 ||
+            s_take_request(conn, chat_id, r.request, out) != 0) {
+            rc = HISTORY_DB;
+        }
     }
-    *out = PQntuples(res) == 1 ? s_stored(PQgetvalue(res, 0, 0)) : NULL;
-    PQclear(res);
-    if (!*out) {
-        char q[160];
-        log_warn(event, "chat_id=%s model=%s", chat_id, log_quote(name, q, sizeof q));
+    if (rc == HISTORY_OK && cc) {
+        out->summarizer =
+            s_take_named(r.summarizer, chat_id, cc->model, "compaction_model_unresolved");
+        out->summary =
+            r.summary && PQntuples(r.summary) == 1 ? s_stored(PQgetvalue(r.summary, 0, 0)) : NULL;
+        if (out->summary && !json_is_object(out->summary)) {
+            json_decref(out->summary);
+            out->summary = NULL;
+        }
+        out->trigger =
+            compaction_trigger(s_limit(out->model), s_threshold(out->model, cc->default_threshold),
+                               out->summarizer ? s_limit(out->summarizer) : -1);
     }
-    return 0;
+    if (rc == HISTORY_OK && out->title_fallback) {
+        out->title_model = s_take_named(r.title, chat_id, title, "title_model_unresolved");
+    }
+    s_reads_clear(&r);
+    if (rc != HISTORY_OK) {
+        history_clear(out);
+    }
+    return rc;
 }
 
-static int s_load_compaction(PGconn *conn, const char *chat_id, const compaction_config_t *cc,
-                             history_t *out) {
-    if (s_model_named(conn, chat_id, cc->model, "compaction_model_unresolved", &out->summarizer) !=
+history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
+                          bool with_messages, history_t *out) {
+    memset(out, 0, sizeof *out);
+    char msg[200];
+    /* One snapshot for the fence check and every read below, so the history is the one the
+     * fenced row had; no row lock: a lock would give the read-only transaction an xid and
+     * make its COMMIT wait for a WAL flush, on every step of every turn. A transition that
+     * commits after the snapshot is caught by the fence of the write that follows. BEGIN is
+     * sent ahead with the reads. */
+    if (db_send(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, NULL, NULL) !=
         0) {
-        return -1;
+        db_flush(conn, NULL, 0);
+        s_rollback(conn);
+        return HISTORY_DB;
     }
-    const char *p[] = {chat_id};
-    PGresult *res = s_query(
-        conn, chat_id,
-        "SELECT (content -> 0 -> 'result')::text FROM chat_messages WHERE chat_id = $1"
-        " AND NOT deleted AND compressed AND role = 'tool'"
-        " AND content -> 0 ->> 'tool_name' = '" COMPACTION_TOOL "' AND id > coalesce((SELECT"
-        " max(id) FROM chat_messages WHERE chat_id = $1 AND NOT deleted AND compressed AND"
-        " role = 'user' AND visibility = 'model'), 0) ORDER BY id LIMIT 1",
-        1, p);
-    if (!res) {
-        return -1;
+    history_rc_t rc = s_read(conn, chat_id, fence, with_messages, NULL, NULL, out);
+    if (rc == HISTORY_OK && db_exec(conn, msg, sizeof msg, "COMMIT", 0, NULL) != DB_OK) {
+        history_clear(out);
+        return HISTORY_DB;
     }
-    out->summary = PQntuples(res) == 1 ? s_stored(PQgetvalue(res, 0, 0)) : NULL;
-    if (out->summary && !json_is_object(out->summary)) {
-        json_decref(out->summary);
-        out->summary = NULL;
+    if (rc != HISTORY_OK && PQtransactionStatus(conn) != PQTRANS_IDLE) {
+        s_rollback(conn);
     }
-    PQclear(res);
-    out->trigger =
-        compaction_trigger(s_limit(out->model), s_threshold(out->model, cc->default_threshold),
-                           out->summarizer ? s_limit(out->summarizer) : -1);
-    return 0;
+    return rc;
 }
 
 history_rc_t history_read_locked(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
                                  const compaction_config_t *cc, const char *title_model,
                                  history_t *out) {
     memset(out, 0, sizeof *out);
-    history_rc_t rc = s_read(conn, chat_id, fence, true, out);
-    if (rc == HISTORY_OK &&
-        (s_load_compaction(conn, chat_id, cc, out) != 0 ||
-         (out->title_fallback && s_model_named(conn, chat_id, title_model, "title_model_unresolved",
-                                               &out->title_model) != 0))) {
-        history_clear(out);
-        return HISTORY_DB;
-    }
-    return rc;
+    return s_read(conn, chat_id, fence, true, cc, title_model, out);
 }
 
 static const char *s_str(const json_t *obj, const char *key) {

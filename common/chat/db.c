@@ -218,6 +218,12 @@ int db_send(PGconn *conn, const char *sql, int nparams, const char *const *param
     return 0;
 }
 
+void db_keep(void *ctx, const PGresult *res) {
+    PGresult **out = ctx;
+    PQclear(*out);
+    *out = PQcopyResult(res, PG_COPYRES_ATTRS | PG_COPYRES_TUPLES);
+}
+
 db_err_t db_flush(PGconn *conn, char *errbuf, int errlen) {
     conn_state_t *st = PQinstanceData(conn, s_event);
     if (!st || st->queued == 0) {

@@ -44,6 +44,10 @@ typedef void db_result_fn(void *ctx, const PGresult *res);
 int db_send(PGconn *conn, const char *sql, int nparams, const char *const *params, db_result_fn *fn,
             void *ctx);
 
+/* A db_result_fn that keeps a copy of the result in *(PGresult **)ctx (replacing, and
+ * clearing, what was there; NULL when the copy could not be made), for the caller to PQclear. */
+void db_keep(void *ctx, const PGresult *res);
+
 /* Runs what db_send queued on conn; DB_OK when nothing was queued or all of it succeeded,
  * else the first failure's kind with its message in errbuf. */
 db_err_t db_flush(PGconn *conn, char *errbuf, int errlen);

@@ -2,7 +2,8 @@
  * Statements sent ahead (common/chat/db.h db_send, ARCHITECTURE.md §4.4) on a real PostgreSQL:
  * they run in order in one round trip with the next read, a failure among them is that read's
  * failure and stops the rest, a failed first prepare is prepared again, a lost connection is
- * reported as one, a chat's create bundle takes three round trips and a turn-ending reply six.
+ * reported as one, a chat's create bundle takes three round trips, a turn-ending reply six and
+ * a step's reads (worker/history.h) one.
  * Round trips are counted from libpq's own protocol trace: every Sync or simple Query the client
  * sends is one wait for the server.
  */
@@ -15,6 +16,7 @@
 
 #include "chatstate.h"
 #include "db.h"
+#include "history.h"
 #include "id.h"
 #include "mem.h"
 #include "testdb.h"
@@ -239,6 +241,47 @@ static void test_a_turn_ending_reply_takes_six_round_trips(void **state) {
     free(sql);
 }
 
+static void test_a_steps_reads_take_one_round_trip(void **state) {
+    (void)state;
+    static const char worker[] = "0b0b0b0b-0000-4000-8000-000000000003";
+    static const char runner[] = "0b0b0b0b-0000-4000-8000-000000000004";
+    cs_message_t first = {.role = "user", .content = "[{\"type\":\"text\",\"text\":\"hi\"}]"};
+    cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
+    cs_error_t err;
+    char chat[ID_UUID_LEN + 1];
+    assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
+    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    assert_non_null(cs);
+    assert_int_equal(chatstate_acquire(cs, worker, runner, &err), 0);
+    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
+    cs_fence_t f = {.status = "running", .history_version = -1, .generation_attempt = -1};
+    snprintf(f.worker_id, sizeof f.worker_id, "%s", worker);
+    snprintf(f.runner_id, sizeof f.runner_id, "%s", runner);
+    /* The step's bundle holds the row lock; its reads (row, model, history, request, summary,
+     * the compaction override and the title model by name) go together. */
+    cs = chatstate_begin(s_conn, chat, &err);
+    assert_non_null(cs);
+    compaction_config_t cc = {.model = "no-such-model", .default_threshold = 80};
+    history_t h;
+    FILE *trace = s_trace_start(s_conn);
+    history_rc_t hr = history_read_locked(s_conn, chat, &f, &cc, "no-such-title-model", &h);
+    int trips = s_trace_round_trips(s_conn, trace);
+    assert_int_equal(hr, HISTORY_OK);
+    assert_int_equal(trips, 1);
+    assert_int_equal(json_array_size(h.messages), 1);
+    assert_true(h.title_fallback);
+    assert_null(h.summarizer);
+    assert_string_equal(h.request_id, "");
+    history_clear(&h);
+    /* A fence that no longer matches is seen in the same round trip. */
+    f.history_version = 99;
+    trace = s_trace_start(s_conn);
+    hr = history_read_locked(s_conn, chat, &f, &cc, "", &h);
+    assert_int_equal(s_trace_round_trips(s_conn, trace), 1);
+    assert_int_equal(hr, HISTORY_FENCED);
+    chatstate_destroy(&cs);
+}
+
 static int s_group_setup(void **state) {
     (void)state;
     s_db = testdb_new();
@@ -262,6 +305,7 @@ int main(void) {
         cmocka_unit_test(test_a_connection_lost_with_statements_waiting_is_a_connection_error),
         cmocka_unit_test(test_a_chat_create_takes_three_round_trips),
         cmocka_unit_test(test_a_turn_ending_reply_takes_six_round_trips),
+        cmocka_unit_test(test_a_steps_reads_take_one_round_trip),
     };
     return cmocka_run_group_tests_name("db_pipeline", tests, s_group_setup, s_group_teardown);
 }
