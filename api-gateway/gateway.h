@@ -15,6 +15,7 @@
 #include "workpool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 /* The public projection of a message row (internal metadata stays inside). */
 #define GATEWAY_MESSAGE_JSON                                                                       \
@@ -52,7 +53,8 @@ typedef struct {
     json_t *mcp_servers;
     /* The operator console's files (console.h), or NULL: not served. */
     const char *console_dir;
-    int64_t lease_stale_ms; /* CHATFLEET_LEASE_STALE_MS, for the admin API's lease view */
+    int64_t lease_stale_ms;    /* CHATFLEET_LEASE_STALE_MS, for the admin API's lease view */
+    atomic_llong stream_reads; /* chat streams' database reads (/metrics) */
 } gateway_t;
 
 /* One transition (or several) applied to an open bundle; returns 0 or -1 with err set. */

@@ -38,6 +38,7 @@ struct hub_entry {
 struct bucket {
     char key[HUB_KEY_MAX];
     hub_entry_t *head;
+    int64_t known; /* the newest snapshot_version a hint or a poll announced for the chat */
     int64_t ep_hv;
     int64_t ep_ga;
     int64_t ep_first;
@@ -62,6 +63,8 @@ struct hub {
     int64_t poll_ms;
     int64_t per_user_max;
     hub_ops_t ops;
+    hub_versions_fn *versions;
+    void *versions_ctx;
 };
 
 const wire_part_t *hub_part_wire(const hub_part_t *self) {
@@ -296,10 +299,16 @@ static void s_resubscribe(hub_t *self, bus_subscriber_t *sub, zhashx_t *subscrib
     zhashx_destroy(&want);
 }
 
+static void s_sync_entries(hub_t *self, bucket_t *b, const hint_update_t *u) {
+    for (hub_entry_t *e = b->head; e; e = e->next) {
+        self->ops.sync(e->stream, u);
+    }
+}
+
 static void s_bucket_sync(hub_t *self, const char *key, const hint_update_t *u) {
     bucket_t *b = zhashx_lookup(self->buckets, key);
-    for (hub_entry_t *e = b ? b->head : NULL; e; e = e->next) {
-        self->ops.sync(e->stream, u);
+    if (b) {
+        s_sync_entries(self, b, u);
     }
 }
 
@@ -317,6 +326,10 @@ static void s_dispatch(hub_t *self, const wire_msg_t *m) {
         }
     } else {
         const hint_update_t *u = &m->u.update;
+        bucket_t *chat = zhashx_lookup(self->buckets, u->chat_id);
+        if (chat && u->snapshot_version > chat->known) {
+            chat->known = u->snapshot_version;
+        }
         s_bucket_sync(self, u->chat_id, u);
         if (u->owner_id[0]) {
             char key[HUB_KEY_MAX];
@@ -325,8 +338,8 @@ static void s_dispatch(hub_t *self, const wire_msg_t *m) {
         } else if (self->user_buckets > 0) {
             /* A hint without its owner: every watch looks (it reads only its own chats). */
             for (bucket_t *b = zhashx_first(self->buckets); b; b = zhashx_next(self->buckets)) {
-                for (hub_entry_t *e = s_is_user(b->key) ? b->head : NULL; e; e = e->next) {
-                    self->ops.sync(e->stream, u);
+                if (s_is_user(b->key)) {
+                    s_sync_entries(self, b, u);
                 }
             }
         }
@@ -334,18 +347,72 @@ static void s_dispatch(hub_t *self, const wire_msg_t *m) {
     pthread_mutex_unlock(&self->lock);
 }
 
-/* Calls sync (full) or tick on every entry. */
-static void s_all(hub_t *self, bool poll, int64_t now) {
+/* Calls tick on every entry. */
+static void s_tick_all(hub_t *self, int64_t now) {
     pthread_mutex_lock(&self->lock);
     for (bucket_t *b = zhashx_first(self->buckets); b; b = zhashx_next(self->buckets)) {
         for (hub_entry_t *e = b->head; e; e = e->next) {
-            if (poll) {
-                self->ops.sync(e->stream, NULL);
-            } else {
-                self->ops.tick(e->stream, now);
-            }
+            self->ops.tick(e->stream, now);
         }
     }
+    pthread_mutex_unlock(&self->lock);
+}
+
+/* Wakes the streams of the n chats whose versions were read (vers NULL: the read failed, so
+ * all of them are synced). Lock held. */
+static void s_poll_apply(hub_t *self, char (*keys)[HUB_KEY_MAX], size_t n, const int64_t *vers) {
+    for (size_t i = 0; i < n; i++) {
+        bucket_t *b = zhashx_lookup(self->buckets, keys[i]);
+        if (!b) {
+            continue; /* its streams closed meanwhile */
+        }
+        if (!vers || vers[i] < 0) {
+            s_sync_entries(self, b, NULL); /* a gone chat closes its streams at their sync */
+        } else if (vers[i] > b->known) {
+            /* A change no hint announced (or the first poll of the chat): a hint of our own. */
+            b->known = vers[i];
+            hint_update_t u = {.snapshot_version = vers[i]};
+            snprintf(u.chat_id, sizeof u.chat_id, "%.*s", (int)sizeof u.chat_id - 1, b->key);
+            s_sync_entries(self, b, &u);
+        }
+    }
+}
+
+/* The poll: every watch syncs in full; the chats with streams are read in batches and only
+ * those that changed unseen wake their streams (all of them without a version reader). */
+static void s_poll(hub_t *self) {
+    pthread_mutex_lock(&self->lock);
+    size_t cap = zhashx_size(self->buckets), n = 0;
+    char(*keys)[HUB_KEY_MAX] = cap ? mem_alloc(cap * sizeof *keys) : NULL;
+    for (bucket_t *b = zhashx_first(self->buckets); b; b = zhashx_next(self->buckets)) {
+        if (s_is_user(b->key) || !self->versions) {
+            s_sync_entries(self, b, NULL);
+        } else {
+            snprintf(keys[n++], HUB_KEY_MAX, "%s", b->key);
+        }
+    }
+    hub_versions_fn *fn = self->versions;
+    void *ctx = self->versions_ctx;
+    pthread_mutex_unlock(&self->lock);
+    for (size_t at = 0; at < n; at += HUB_POLL_BATCH) {
+        size_t m = n - at < HUB_POLL_BATCH ? n - at : HUB_POLL_BATCH;
+        const char *ids[HUB_POLL_BATCH];
+        int64_t vers[HUB_POLL_BATCH];
+        for (size_t i = 0; i < m; i++) {
+            ids[i] = keys[at + i];
+        }
+        bool read = fn(ctx, ids, m, vers) == 0; /* without the lock: it waits on the database */
+        pthread_mutex_lock(&self->lock);
+        s_poll_apply(self, keys + at, m, read ? vers : NULL);
+        pthread_mutex_unlock(&self->lock);
+    }
+    free(keys);
+}
+
+void hub_set_versions(hub_t *self, hub_versions_fn *fn, void *ctx) {
+    pthread_mutex_lock(&self->lock);
+    self->versions = fn;
+    self->versions_ctx = ctx;
     pthread_mutex_unlock(&self->lock);
 }
 
@@ -378,11 +445,11 @@ static void *s_run(void *arg) {
         }
         int64_t now = id_now_ms();
         if (now >= next_poll) {
-            s_all(self, true, now);
+            s_poll(self);
             next_poll = now + self->poll_ms;
         }
         if (now >= next_tick) {
-            s_all(self, false, now);
+            s_tick_all(self, now);
             next_tick = now + HUB_TICK_MS;
         }
     }

@@ -6,9 +6,11 @@
  * owner), for a sync of that chat; a live part is handed to the chat's streams, once, shared
  * (hub_part_t: the streams of a chat encode it once between them) and kept in the chat's
  * episode log, from which a stream catches up without asking the worker; every
- * CHATFLEET_STREAM_POLL_MS every stream is marked for a full sync; every HUB_TICK_MS every
- * stream gets a tick (keep-alives, delayed syncs). Hints are only hints: a stream that misses
- * one catches up on the next poll.
+ * CHATFLEET_STREAM_POLL_MS every watch is marked for a full sync, and the chats with streams
+ * are polled (hub_set_versions): one read of their snapshot versions, and a chat whose version
+ * is newer than every hint the hub saw for it wakes its streams as a hint would; every
+ * HUB_TICK_MS every stream gets a tick (keep-alives, delayed syncs). Hints are only hints: a
+ * stream that misses one catches up on the next poll.
  *
  * One thread owns the subscriber; streams register and unregister from any thread. The hub
  * calls a stream's ops with its lock held, so they must only take the stream's own lock.
@@ -16,12 +18,14 @@
 #ifndef CHATFLEET_HUB_H
 #define CHATFLEET_HUB_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "wire.h"
 
 #define HUB_USER_PREFIX       "user:" /* the key of a watch: "user:<user_id>" */
 #define HUB_TICK_MS           1000
+#define HUB_POLL_BATCH        500           /* chats whose versions one poll read asks for */
 #define HUB_EPISODE_PARTS_MAX 8192          /* parts an episode log keeps; beyond: the relay */
 #define HUB_EPISODE_BYTES_MAX (1024 * 1024) /* bytes of part JSON an episode log keeps */
 
@@ -57,6 +61,15 @@ typedef struct {
 hub_t *hub_new(const char *sub_endpoint, int64_t poll_ms, int64_t per_user_max,
                const hub_ops_t *ops);
 void hub_destroy(hub_t **self_p);
+
+/* Reads the current snapshot_version of each of n chats into out[i] (-1 when the chat is gone):
+ * 0, or -1 when the read failed. */
+typedef int(hub_versions_fn)(void *ctx, const char *const *chat_ids, size_t n, int64_t *out);
+
+/* From now on the poll reads the chats' versions with fn (called on the hub's thread, at most
+ * HUB_POLL_BATCH chats a call) and wakes only the streams of a chat that changed unseen, or is
+ * gone; without it (or when a read fails) every stream of the polled chats is synced. */
+void hub_set_versions(hub_t *self, hub_versions_fn *fn, void *ctx);
 
 /* Adds a stream of key (a chat id, or HUB_USER_PREFIX and a user id) opened by user_id.
  * NULL when that user has per_user_max open already, or after hub_close_all. */

@@ -19,6 +19,7 @@
 #include "bus.h"
 #include "routes.h"
 #include "feed.h"
+#include "stream.h"
 #include "watch.h"
 #include "httpd.h"
 
@@ -141,6 +142,10 @@ static int64_t s_stream_jobs(void *pool) {
     return workpool_queued(pool);
 }
 
+static int64_t s_stream_reads(void *gw) {
+    return atomic_load(&((gateway_t *)gw)->stream_reads);
+}
+
 static void s_gauges(gateway_t *gw) {
     metrics_gauge(gw->metrics, "chatfleet_open_streams", "Open stream and watch connections.",
                   s_open_streams, gw->hub);
@@ -155,6 +160,8 @@ static void s_gauges(gateway_t *gw) {
     metrics_gauge(gw->metrics, "chatfleet_stream_jobs_queued",
                   "Stream and watch reads waiting for a stream thread.", s_stream_jobs,
                   gw->streams);
+    metrics_gauge(gw->metrics, "chatfleet_stream_reads_total",
+                  "Database reads made by chat streams (syncs).", s_stream_reads, gw);
 }
 
 /* Lets the process hold as many sockets as the connection cap needs (the soft limit up to
@@ -292,6 +299,9 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
     pthread_mutex_init(&gw.relay_lock, NULL);
     chatstate_configure(cfg->lease_stale_ms, 5 * 60 * 1000);
     gw.pool = pool_new(cfg->database_url, GATEWAY_POOL_SIZE, "chatfleet-gateway");
+    if (gw.hub && gw.pool) {
+        hub_set_versions(gw.hub, stream_versions, &gw);
+    }
     if (!pub || !gw.hub || !gw.pool || !gw.streams || !gw.mcp_servers) {
         fprintf(stderr, "chatfleet-gateway: cannot start (%s)\n",
                 !pub              ? "bad CHATFLEET_BROKER_PUB"

@@ -248,6 +248,7 @@ static void s_catch_up(stream_t *s) {
 
 /* One sync: one read transaction, then the events in the order of ARCHITECTURE.md §7.3. */
 static void s_sync(stream_t *s) {
+    atomic_fetch_add(&s->gw->stream_reads, 1);
     PGconn *conn = pool_get(s->gw->pool);
     const char *p[] = {s->chat_id, s->user_id};
     PGresult *res = NULL;
@@ -350,8 +351,44 @@ static void s_apply_part(stream_t *s, hub_part_t *hp) {
 
 static void s_on_sync(void *owner, const feed_change_t *change, int64_t asked_ms) {
     (void)asked_ms;
-    (void)change; /* a stream follows one chat and reads it whole */
-    s_sync(owner);
+    stream_t *s = owner;
+    /* A stream follows one chat and reads it whole, unless every hint since its last job
+     * names a version it has read already (the poll's own hints, ARCHITECTURE.md §7.4). */
+    if (change && s->initialized && change->snapshot_version > 0 &&
+        change->snapshot_version <= s->snapshot_version) {
+        return;
+    }
+    s_sync(s);
+}
+
+int stream_versions(void *app, const char *const *chat_ids, size_t n, int64_t *out) {
+    gateway_t *gw = app;
+    size_t cap = n * (ID_UUID_LEN + 1) + 3, off = 0;
+    char *ids = mem_alloc(cap);
+    ids[off++] = '{';
+    for (size_t i = 0; i < n; i++) {
+        off += (size_t)snprintf(ids + off, cap - off, "%s%s", i ? "," : "", chat_ids[i]);
+        out[i] = -1;
+    }
+    snprintf(ids + off, cap - off, "}");
+    const char *p[] = {ids};
+    PGconn *conn = pool_get(gw->pool);
+    db_err_t e;
+    PGresult *res =
+        db_query(conn, &e, NULL, 0,
+                 "SELECT id::text, snapshot_version FROM chats WHERE id = ANY($1::uuid[])", 1, p);
+    pool_put(gw->pool, conn);
+    free(ids);
+    for (int r = 0; res && r < PQntuples(res); r++) {
+        for (size_t i = 0; i < n; i++) {
+            if (!strcmp(PQgetvalue(res, r, 0), chat_ids[i])) {
+                out[i] = db_int64(res, r, 1);
+            }
+        }
+    }
+    int rc = res ? 0 : -1;
+    PQclear(res);
+    return rc;
 }
 
 static void s_on_part(void *owner, hub_part_t *part) {

@@ -20,4 +20,8 @@
 /* The route handler: answers with an SSE response (or an error before streaming). */
 void stream_handle(void *app, http_req_t *req, http_resp_t *resp);
 
+/* The hub's version reader (hub_versions_fn) on the gateway app's pool: one statement for n
+ * chats. */
+int stream_versions(void *app, const char *const *chat_ids, size_t n, int64_t *out);
+
 #endif

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bus.h"
 #include "chatstate.h"
@@ -465,6 +466,63 @@ static void test_stream_reports_a_deleted_queued_message(void **u) {
     json_decref(c);
 }
 
+/* Gateway gw's chatfleet_stream_reads_total (the chat streams' database reads). */
+static long long s_stream_reads(int gw) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/metrics", cluster_url(s_cluster, gw));
+    proc_http_t r;
+    assert_int_equal(proc_http("GET", url, cluster_token(s_cluster), NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    const char *line = strstr(r.body, "\nchatfleet_stream_reads_total ");
+    if (!line) {
+        fail_msg("no chatfleet_stream_reads_total in /metrics");
+    }
+    long long n = strtoll(line + strlen("\nchatfleet_stream_reads_total "), NULL, 10);
+    proc_http_free(&r);
+    return n;
+}
+
+/* The poll (ARCHITECTURE.md §7.4) reads the versions of the chats with streams in one
+ * statement: an idle chat with many streams costs no stream a read, and a change committed
+ * without any hint still reaches every one of them at the next poll (2 s here). */
+static void test_the_poll_reads_a_chat_once_and_still_finds_a_change_no_hint_announced(void **u) {
+    (void)u;
+    enum { N = 8, POLLS = 3 };
+    json_t *c = s_new_chat();
+    const char *chat = json_string_value(json_object_get(c, "id"));
+    s_worker(chat, s_acquire);
+    s_worker(chat, s_attempt);
+    sse_t *s[N];
+    for (int i = 0; i < N; i++) {
+        s[i] = s_stream(0, chat, 0);
+        s_want(s[i], 0, "preview_reset");
+    }
+    usleep(1500 * 1000); /* past each stream's settle sync (FEED_SETTLE_MS and a hub tick) */
+    long long before = s_stream_reads(0);
+    usleep((POLLS * 2000 + 500) * 1000);
+    long long polled = s_stream_reads(0) - before;
+    /* A poll that synced every stream would have read N times per poll. */
+    if (polled >= N) {
+        fail_msg("%lld stream reads in %d polls of one idle chat with %d streams", polled, POLLS,
+                 N);
+    }
+    /* A reply committed with no hint published at all. */
+    cs_error_t err;
+    chatstate_t *cs = chatstate_begin(cluster_db(s_cluster), chat, &err);
+    assert_non_null(cs);
+    if (s_step(cs, chat, &err) != 0) {
+        fail_msg("step: %s", err.message);
+    }
+    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
+    for (int i = 0; i < N; i++) {
+        if (sse_wait(s[i], 0, "message", s_is_text, "hello", 2000 + WAIT_MS) < 0) {
+            fail_msg("stream %d never saw the unhinted reply (have %d events)", i, sse_count(s[i]));
+        }
+        sse_close(&s[i]);
+    }
+    json_decref(c);
+}
+
 static int s_setup(void **state) {
     (void)state;
     /* No workers: the test is the worker, publishing on the broker at s_pub. The gateways
@@ -497,6 +555,8 @@ int main(void) {
         cmocka_unit_test(test_stream_rejects_bad_cursor_and_foreign_chat),
         cmocka_unit_test(test_watch_reports_lifecycle_of_all_chats),
         cmocka_unit_test(test_stream_reports_a_deleted_queued_message),
+        cmocka_unit_test(
+            test_the_poll_reads_a_chat_once_and_still_finds_a_change_no_hint_announced),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
