@@ -196,24 +196,35 @@ static void test_a_chat_create_takes_three_round_trips(void **state) {
     free(sql);
 }
 
-/* The worker's bundle for a reply that ends a turn (generation.c): CommitStep, FinishTurn
- * and Abandon in one transaction. */
-static void test_a_turn_ending_reply_takes_six_round_trips(void **state) {
-    (void)state;
-    static const char worker[] = "0b0b0b0b-0000-4000-8000-000000000001";
-    static const char runner[] = "0b0b0b0b-0000-4000-8000-000000000002";
+/* A new chat with the message "hi", acquired by a worker of its own: its id into chat, the
+ * owner's fence (status running, any version) into *f. */
+static void s_acquired_chat(char chat[ID_UUID_LEN + 1], cs_fence_t *f) {
+    char worker[ID_UUID_LEN + 1];
+    char runner[ID_UUID_LEN + 1];
+    assert_int_equal(id_uuid_new(worker), 0);
+    assert_int_equal(id_uuid_new(runner), 0);
     cs_message_t first = {.role = "user", .content = "[{\"type\":\"text\",\"text\":\"hi\"}]"};
     cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
     cs_error_t err;
-    char chat[ID_UUID_LEN + 1];
     assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
     chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
     assert_non_null(cs);
     assert_int_equal(chatstate_acquire(cs, worker, runner, &err), 0);
     assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
-    cs_fence_t f = {.status = "running", .history_version = -1, .generation_attempt = -1};
-    snprintf(f.worker_id, sizeof f.worker_id, "%s", worker);
-    snprintf(f.runner_id, sizeof f.runner_id, "%s", runner);
+    *f = (cs_fence_t){.status = "running", .history_version = -1, .generation_attempt = -1};
+    snprintf(f->worker_id, sizeof f->worker_id, "%s", worker);
+    snprintf(f->runner_id, sizeof f->runner_id, "%s", runner);
+}
+
+/* The worker's bundle for a reply that ends a turn (generation.c): CommitStep, FinishTurn
+ * and Abandon in one transaction. */
+static void test_a_turn_ending_reply_takes_six_round_trips(void **state) {
+    (void)state;
+    char chat[ID_UUID_LEN + 1];
+    cs_fence_t f;
+    s_acquired_chat(chat, &f);
+    cs_error_t err;
+    chatstate_t *cs;
     cs_message_t reply = {.role = "assistant",
                           .content = "[{\"type\":\"text\",\"text\":\"hello\"}]"};
     FILE *trace = s_trace_start(s_conn);
@@ -243,20 +254,11 @@ static void test_a_turn_ending_reply_takes_six_round_trips(void **state) {
 
 static void test_a_steps_reads_take_one_round_trip(void **state) {
     (void)state;
-    static const char worker[] = "0b0b0b0b-0000-4000-8000-000000000003";
-    static const char runner[] = "0b0b0b0b-0000-4000-8000-000000000004";
-    cs_message_t first = {.role = "user", .content = "[{\"type\":\"text\",\"text\":\"hi\"}]"};
-    cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
-    cs_error_t err;
     char chat[ID_UUID_LEN + 1];
-    assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
-    assert_non_null(cs);
-    assert_int_equal(chatstate_acquire(cs, worker, runner, &err), 0);
-    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
-    cs_fence_t f = {.status = "running", .history_version = -1, .generation_attempt = -1};
-    snprintf(f.worker_id, sizeof f.worker_id, "%s", worker);
-    snprintf(f.runner_id, sizeof f.runner_id, "%s", runner);
+    cs_fence_t f;
+    s_acquired_chat(chat, &f);
+    cs_error_t err;
+    chatstate_t *cs;
     /* The step's bundle holds the row lock; its reads (row, model, history, request, summary,
      * the compaction override and the title model by name) go together. */
     cs = chatstate_begin(s_conn, chat, &err);
