@@ -61,6 +61,15 @@ int cs_exec(chatstate_t *self, cs_error_t *err, const char *sql, int n, const ch
     return 0;
 }
 
+int cs_keep(chatstate_t *self, cs_error_t *err, const char *sql, int n, const char *const *params,
+            PGresult **keep) {
+    self->row_fresh = false;
+    if (db_send(self->conn, sql, n, params, db_keep, keep) != 0) {
+        return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
+    }
+    return 0;
+}
+
 /* Runs a statement now (after whatever was sent ahead); 0 or -1 as cs_query. */
 static int s_exec_now(chatstate_t *self, cs_error_t *err, const char *sql) {
     PGresult *res = cs_query(self, err, sql, 0, NULL);

@@ -246,7 +246,8 @@ typedef struct {
  * first candidate from slots->next on that it can hold. A stale row holding the candidate is
  * deleted first; a fresh holder, or a concurrent claim of the same slot (decided by the
  * unique index on chat_heartbeats.slot, which waits for an uncommitted claim to end), moves
- * on to the next candidate. slots->next moves past every candidate tried, taken or not. No
+ * on to the next candidate. slots->next moves past every candidate tried, taken or not (a
+ * chat held by a fresh lease gives its first candidate back: nothing claimed it). No
  * candidate left: CS_CONFLICT with taken 0; a wait that ran out (lock_timeout): CS_RETRY. A
  * failure poisons the bundle. slots NULL: no slot, as chatstate_acquire. */
 int chatstate_acquire_slot(chatstate_t *self, const char *worker_id, const char *runner_id,

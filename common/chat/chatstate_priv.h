@@ -63,6 +63,12 @@ PGresult *cs_query(chatstate_t *self, cs_error_t *err, const char *sql, int n,
                    const char *const *params);
 int cs_exec(chatstate_t *self, cs_error_t *err, const char *sql, int n, const char *const *params);
 
+/* Sends a statement ahead (as cs_exec) whose result the bundle's next read keeps in *keep
+ * (NULL before; the caller PQclears it): a write whose rows matter costs no round trip of
+ * its own. 0, or -1 (bundle poisoned). */
+int cs_keep(chatstate_t *self, cs_error_t *err, const char *sql, int n, const char *const *params,
+            PGresult **keep);
+
 /* Loads the chat row and queue length, and classifies the state (a no-op while the row
  * loaded by begin or the last cs_finish is still current). */
 int cs_load(chatstate_t *self, cs_error_t *err);

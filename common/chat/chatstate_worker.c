@@ -10,11 +10,25 @@ int chatstate_acquire(chatstate_t *self, const char *worker_id, const char *runn
     return chatstate_acquire_slot(self, worker_id, runner_id, NULL, err);
 }
 
-/* Claims the first candidate slot it can for the heartbeat row of (chat, runner_id). 0 when
- * one is taken (slots->taken), -1 otherwise (the bundle is poisoned). */
+/* After the round trip that ran Acquire's owner update (kept in *own): 0 when it took the
+ * chat; CS_CONFLICT when a fresh lease holds it. Clears *own. */
+static int s_took(chatstate_t *self, PGresult **own, cs_error_t *err) {
+    int n = *own ? PQntuples(*own) : -1;
+    PQclear(*own);
+    *own = NULL;
+    if (n < 0) {
+        return cs_fail(self, err, CS_DB, "internal: the owner update's result was not kept");
+    }
+    return n == 1 ? 0 : cs_fail(self, err, CS_CONFLICT, "chat is held by a fresh lease");
+}
+
+/* Claims the first candidate slot it can for the heartbeat row of (chat, runner_id); the
+ * owner update sent ahead (*own) is checked with the first claim's round trip, which also
+ * loads the row. 0 when one is taken (slots->taken), -1 otherwise (the bundle is poisoned). */
 static int s_claim_slot(chatstate_t *self, const char *runner_id, cs_slots_t *slots,
-                        const char *stale, cs_error_t *err) {
+                        const char *stale, PGresult **own, cs_error_t *err) {
     slots->taken = 0;
+    bool checked = false;
     while (slots->next < slots->count) {
         bool vacant = slots->vacant && slots->vacant[slots->next];
         int32_t slot = slots->slots[slots->next++];
@@ -36,21 +50,38 @@ static int s_claim_slot(chatstate_t *self, const char *runner_id, cs_slots_t *sl
         }
         /* The unique index decides between concurrent claims: a claim committed since this
          * transaction's last snapshot, or still in flight (waited for), wins, and this one
-         * inserts nothing. No lock is taken for it besides the index's own. */
-        PGresult *res = cs_query(self, err,
-                                 "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at,"
-                                 " slot) VALUES ($1, $2::uuid, statement_timestamp(), $3::int)"
-                                 " ON CONFLICT (slot) DO NOTHING RETURNING slot",
-                                 3, p);
-        if (!res) {
+         * inserts nothing. No lock is taken for it besides the index's own. Sent ahead with
+         * the row's load: one round trip per candidate. */
+        PGresult *res = NULL;
+        if (cs_keep(self, err,
+                    "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at,"
+                    " slot) VALUES ($1, $2::uuid, statement_timestamp(), $3::int)"
+                    " ON CONFLICT (slot) DO NOTHING RETURNING slot",
+                    3, p, &res) != 0 ||
+            cs_load(self, err) != 0) {
+            PQclear(res);
             return -1;
         }
-        int n = PQntuples(res);
+        if (!checked && s_took(self, own, err) != 0) {
+            /* Not taken: the bundle's rollback undoes the claim, so the candidate stays free
+             * for the next chat. */
+            slots->next--;
+            PQclear(res);
+            return -1;
+        }
+        checked = true;
+        int n = res ? PQntuples(res) : -1;
         PQclear(res);
+        if (n < 0) {
+            return cs_fail(self, err, CS_DB, "internal: the slot claim's result was not kept");
+        }
         if (n == 1) {
             slots->taken = slot;
             return 0;
         }
+    }
+    if (!checked && (cs_load(self, err) != 0 || s_took(self, own, err) != 0)) {
+        return -1;
     }
     return cs_fail(self, err, CS_CONFLICT, "no free limiter slot among the candidates");
 }
@@ -68,36 +99,33 @@ int chatstate_acquire_slot(chatstate_t *self, const char *worker_id, const char 
     char stale[24];
     snprintf(stale, sizeof stale, "%lld", (long long)chatstate_lease_stale_ms);
     const char *p[] = {self->chat_id, worker_id, runner_id, stale};
-    /* Only a chat without a fresh lease can be taken; the heartbeat row is the lease. */
-    PGresult *res = cs_query(
-        self, err,
-        "UPDATE chats c SET worker_id = $2::uuid, runner_id = $3::uuid WHERE id = $1"
-        " AND (worker_id IS NULL OR runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM"
-        " chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id = c.runner_id"
-        " AND h.heartbeat_at > statement_timestamp() - $4::bigint * interval '1 millisecond'))"
-        " RETURNING id",
-        4, p);
-    if (!res) {
+    /* Only a chat without a fresh lease can be taken; the heartbeat row is the lease. Sent
+     * ahead: its result is read with the heartbeat row's insert and the row's load, so an
+     * acquisition is one round trip after the bundle's start (ARCHITECTURE.md §6.2). */
+    PGresult *own = NULL;
+    if (cs_keep(self, err,
+                "UPDATE chats c SET worker_id = $2::uuid, runner_id = $3::uuid WHERE id = $1"
+                " AND (worker_id IS NULL OR runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM"
+                " chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id = c.runner_id"
+                " AND h.heartbeat_at > statement_timestamp() - $4::bigint * interval"
+                " '1 millisecond')) RETURNING id",
+                4, p, &own) != 0) {
         return -1;
     }
-    int n = PQntuples(res);
-    PQclear(res);
-    if (n != 1) {
-        return cs_fail(self, err, CS_CONFLICT, "chat is held by a fresh lease");
-    }
+    int rc;
     if (slots) {
-        if (s_claim_slot(self, runner_id, slots, stale, err) != 0) {
-            return -1;
-        }
-    } else if (cs_exec(self, err,
-                       "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at)"
-                       " VALUES ($1, $2::uuid, statement_timestamp())"
-                       " ON CONFLICT (chat_id, runner_id)"
-                       " DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, slot = NULL",
-                       2, (const char *const[]){self->chat_id, runner_id}) != 0) {
-        return -1;
+        rc = s_claim_slot(self, runner_id, slots, stale, &own, err);
+    } else {
+        rc = cs_exec(self, err,
+                     "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at)"
+                     " VALUES ($1, $2::uuid, statement_timestamp())"
+                     " ON CONFLICT (chat_id, runner_id)"
+                     " DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, slot = NULL",
+                     2, (const char *const[]){self->chat_id, runner_id});
+        rc = rc == 0 && cs_load(self, err) == 0 ? s_took(self, &own, err) : -1;
     }
-    return cs_finish(self, from, MV_ACQUIRE, err);
+    PQclear(own);
+    return rc == 0 ? cs_finish(self, from, MV_ACQUIRE, err) : -1;
 }
 
 int chatstate_abandon(chatstate_t *self, const cs_fence_t *fence, cs_error_t *err) {

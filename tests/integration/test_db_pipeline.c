@@ -3,7 +3,7 @@
  * they run in order in one round trip with the next read, a failure among them is that read's
  * failure and stops the rest, a failed first prepare is prepared again, a lost connection is
  * reported as one, a chat's create bundle takes three round trips, a turn-ending reply six and
- * a step's reads (worker/history.h) one.
+ * a step's reads (worker/history.h) one, and an acquisition three.
  * Round trips are counted from libpq's own protocol trace: every Sync or simple Query the client
  * sends is one wait for the server.
  */
@@ -284,6 +284,72 @@ static void test_a_steps_reads_take_one_round_trip(void **state) {
     chatstate_destroy(&cs);
 }
 
+/* Acquire (worker/leasedb.c's bundle for one chat): the bundle's start, the owner update
+ * with the heartbeat row's insert (and its slot, under the limiter) and the load, COMMIT. */
+static void test_an_acquisition_takes_three_round_trips(void **state) {
+    (void)state;
+    char worker[ID_UUID_LEN + 1];
+    char runner[ID_UUID_LEN + 1];
+    assert_int_equal(id_uuid_new(worker), 0);
+    cs_message_t first = {.role = "user", .content = "[{\"type\":\"text\",\"text\":\"hi\"}]"};
+    cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
+    for (int limited = 0; limited < 2; limited++) {
+        cs_error_t err;
+        char chat[ID_UUID_LEN + 1];
+        assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
+        assert_int_equal(id_uuid_new(runner), 0);
+        int32_t candidates[] = {900001 + limited};
+        bool vacant[] = {true};
+        cs_slots_t slots = {.slots = candidates, .vacant = vacant, .count = 1};
+        FILE *trace = s_trace_start(s_conn);
+        chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+        int rc =
+            cs ? chatstate_acquire_slot(cs, worker, runner, limited ? &slots : NULL, &err) : -1;
+        rc = rc == 0 ? chatstate_commit(&cs, NULL, NULL, &err) : rc;
+        int trips = s_trace_round_trips(s_conn, trace);
+        chatstate_destroy(&cs);
+        if (rc != 0) {
+            fail_msg("acquire (limited %d): %s", limited, err.message);
+        }
+        assert_int_equal(trips, 3);
+        assert_int_equal(slots.taken, limited ? candidates[0] : 0);
+        char *sql = mem_printf("SELECT count(*) || ' ' || coalesce(max(slot), 0) FROM"
+                               " chat_heartbeats WHERE chat_id = '%s' AND runner_id = '%s'",
+                               chat, runner);
+        char *got = testdb_scalar(s_conn, sql);
+        char want[32];
+        snprintf(want, sizeof want, "1 %d", limited ? (int)candidates[0] : 0);
+        assert_string_equal(got, want);
+        free(got);
+        free(sql);
+    }
+}
+
+/* A chat held by a fresh lease is refused in the same round trip, and gives its candidate
+ * slot back for the next chat of the batch. */
+static void test_a_held_chat_is_refused_and_gives_its_candidate_back(void **state) {
+    (void)state;
+    char chat[ID_UUID_LEN + 1];
+    cs_fence_t f;
+    s_acquired_chat(chat, &f);
+    char worker[ID_UUID_LEN + 1];
+    char runner[ID_UUID_LEN + 1];
+    assert_int_equal(id_uuid_new(worker), 0);
+    assert_int_equal(id_uuid_new(runner), 0);
+    int32_t candidates[] = {900011, 900012};
+    bool vacant[] = {true, true};
+    cs_slots_t slots = {.slots = candidates, .vacant = vacant, .count = 2};
+    cs_error_t err;
+    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    assert_non_null(cs);
+    assert_int_equal(chatstate_acquire_slot(cs, worker, runner, &slots, &err), -1);
+    assert_int_equal(err.rc, CS_CONFLICT);
+    assert_non_null(strstr(err.message, "fresh lease"));
+    assert_int_equal(slots.next, 0);
+    assert_int_equal(slots.taken, 0);
+    chatstate_destroy(&cs);
+}
+
 static int s_group_setup(void **state) {
     (void)state;
     s_db = testdb_new();
@@ -308,6 +374,8 @@ int main(void) {
         cmocka_unit_test(test_a_chat_create_takes_three_round_trips),
         cmocka_unit_test(test_a_turn_ending_reply_takes_six_round_trips),
         cmocka_unit_test(test_a_steps_reads_take_one_round_trip),
+        cmocka_unit_test(test_an_acquisition_takes_three_round_trips),
+        cmocka_unit_test(test_a_held_chat_is_refused_and_gives_its_candidate_back),
     };
     return cmocka_run_group_tests_name("db_pipeline", tests, s_group_setup, s_group_teardown);
 }
