@@ -5,8 +5,9 @@
 // case and exits non-zero on the first failure. A line "kill gateway 0" asks the test driving
 // the script to kill -9 the gateway at BASE_URL (resubscribe_after_kill).
 // Cases: card, text, structured, invalid_schema_json, output_modes, stream, cancel,
-// structured_cancel, cancel_durable, list_pages, jsonrpc, push, resubscribe_after_kill.
-import { EXT, check, connect, run, sleep, waitState } from "./a2a_common.mjs";
+// structured_cancel, cancel_durable, list_pages, jsonrpc, push, resubscribe_after_kill,
+// stream_early_parts, subscribe_mid_episode.
+import { EXT, check, checkDeltas, connect, drain, run, sleep, waitState } from "./a2a_common.mjs";
 
 const { base, only, other, authFetch, client, client2 } = await connect();
 const STATE = { SUBMITTED: 1, WORKING: 2, COMPLETED: 3, FAILED: 4, CANCELED: 5 };
@@ -46,6 +47,20 @@ async function rpc(body) {
 // ListTasks through the client. Its request encoder writes an unset status as "UNRECOGNIZED",
 // so the unfiltered default (TASK_STATE_UNSPECIFIED, 0) is passed explicitly.
 const listTasks = (c, params) => c.listTasks({ status: 0, ...params });
+
+// The text deltas of a stream's events (working status messages), for checkDeltas.
+const deltasOf = (events) =>
+  events
+    .filter((e) => e.$case === "statusUpdate" && e.value.status.state === STATE.WORKING && e.value.status.message)
+    .map((e) => ({ mid: e.value.status.message.messageId, text: e.value.status.message.parts[0].content.value }));
+
+// A stream's events end with one artifact, the answer, then the final COMPLETED status.
+function checkEnd(who, events, answer) {
+  const last = events[events.length - 1];
+  check(last.$case === "statusUpdate" && last.value.status.state === STATE.COMPLETED, `${who} ends completed`);
+  const arts = events.filter((e) => e.$case === "artifactUpdate");
+  check(arts.length === 1 && arts[0].value.artifact.parts[0].content.value === answer, `${who}: one artifact, the answer`);
+}
 
 async function codeOf(promise) {
   try {
@@ -355,6 +370,51 @@ const cases = {
     check(bad && bad.code === -32602, `a non-http URL is invalid params: ${JSON.stringify(bad)}`);
     server.close();
     return `${got.length} deliveries, ids ${ids.join(", ")}`;
+  },
+
+  async stream_early_parts() {
+    // A fast model (1500 parts, 2 ms apart): the worker publishes parts before this stream's
+    // subscription reaches the broker; the stream still gets every delta once, in order.
+    const events = await drain(
+      client.sendMessageStream({ message: message("[sim:slow 2] [sim:words 1500] early parts") }),
+      [],
+      (ev) => ev.payload,
+    );
+    check(events[0].$case === "task", "the first event is the task");
+    const answer = (await client.getTask({ id: events[0].value.id })).artifacts[0].parts[0].content.value;
+    checkEnd("SendStreamingMessage", events, answer);
+    return checkDeltas("SendStreamingMessage", deltasOf(events), answer);
+  },
+
+  async subscribe_mid_episode() {
+    // Once 30 deltas have streamed, SubscribeToTask on this gateway (the hub's episode log)
+    // and on the other (the worker's buffer through the relay): each of the three streams gets
+    // what was already streamed of the episode, then the rest, each delta once, in order.
+    check(client2, "A2A_OTHER names a second gateway");
+    const it = client
+      .sendMessageStream({ message: message("[sim:slow 10] [sim:words 400] join me mid-episode") })
+      [Symbol.asyncIterator]();
+    const own = [];
+    while (deltasOf(own).length < 30) {
+      const r = await it.next();
+      check(!r.done, "the turn is still streaming");
+      own.push(r.value.payload);
+    }
+    const id = own[0].value.id;
+    const [, here, there] = await Promise.all([
+      drain({ [Symbol.asyncIterator]: () => it }, own, (ev) => ev.payload),
+      drain(client.resubscribeTask({ id }), [], (ev) => ev.payload),
+      drain(client2.resubscribeTask({ id }), [], (ev) => ev.payload),
+    ]);
+    const answer = (await client.getTask({ id })).artifacts[0].parts[0].content.value;
+    check(answer.startsWith("Echo: join me mid-episode.") && answer.split(" ").length > 400, `the answer: ${answer.slice(0, 60)}`);
+    const out = [];
+    for (const [who, events] of [["SendStreamingMessage", own], ["SubscribeToTask here", here], ["SubscribeToTask elsewhere", there]]) {
+      check(events[0].$case === "task" && events[0].value.id === id, `${who} starts with the task`);
+      checkEnd(who, events, answer);
+      out.push(checkDeltas(who, deltasOf(events), answer));
+    }
+    return out.join("; ");
   },
 
   async resubscribe_after_kill() {
