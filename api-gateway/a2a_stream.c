@@ -84,7 +84,8 @@ static void s_send_task(s_stream_t *s, const a2a_task_t *t) {
 }
 
 /* Reads the task and its chat in one snapshot, so that the episode a working task's read
- * names is its own turn's. A2A_TASK_FOUND with *t (the caller frees t->task) and *c. */
+ * names is its own turn's. A2A_TASK_FOUND with *t (the caller frees t->task) and *c (zero
+ * when the task has no chat row: a request refused for an invalid schema in a new context). */
 static a2a_lookup_t s_read(s_stream_t *s, a2a_task_t *t, s_chat_t *c) {
     PGconn *conn = pool_get(s->gw->pool);
     a2a_lookup_t rc = A2A_TASK_DB_ERROR;
@@ -92,6 +93,7 @@ static a2a_lookup_t s_read(s_stream_t *s, a2a_task_t *t, s_chat_t *c) {
         DB_OK) {
         rc = a2a_task_load(conn, s->task_id, s->user_id, s->legacy, t);
     }
+    *c = (s_chat_t){0};
     if (rc == A2A_TASK_FOUND) {
         const char *p[] = {s->chat_id, s->user_id};
         db_err_t e;
@@ -100,14 +102,14 @@ static a2a_lookup_t s_read(s_stream_t *s, a2a_task_t *t, s_chat_t *c) {
                                  " coalesce(worker_id::text, '') FROM chats"
                                  " WHERE id = $1 AND owner_id = $2",
                                  2, p);
-        if (res && PQntuples(res) == 1) {
+        if (!res) {
+            json_decref(t->task);
+            rc = A2A_TASK_DB_ERROR;
+        } else if (PQntuples(res) == 1) {
             c->snapshot_version = db_int64(res, 0, 0);
             c->history_version = db_int64(res, 0, 1);
             c->generation_attempt = db_int64(res, 0, 2);
             snprintf(c->worker_id, sizeof c->worker_id, "%s", PQgetvalue(res, 0, 3));
-        } else {
-            json_decref(t->task);
-            rc = res ? A2A_TASK_MISSING : A2A_TASK_DB_ERROR;
         }
         PQclear(res);
     }

@@ -6,7 +6,7 @@
 // the script to kill -9 the gateway at BASE_URL (resubscribe_after_kill).
 // Cases: card, text, structured, invalid_schema_json, output_modes, stream, cancel,
 // structured_cancel, cancel_durable, list_pages, jsonrpc, push, resubscribe_after_kill,
-// stream_early_parts, subscribe_mid_episode.
+// stream_early_parts, subscribe_mid_episode, subscribe_queued.
 import { EXT, check, checkDeltas, connect, drain, run, sleep, waitState } from "./a2a_common.mjs";
 
 const { base, only, other, authFetch, client, client2 } = await connect();
@@ -136,6 +136,11 @@ const cases = {
     // The failure is durable: read back on the other gateway, and listed.
     const again = await (client2 ?? client).getTask({ id: task.id });
     check(again.status.state === STATE.FAILED && again.metadata.kediStructuredOutput.code === "invalid_schema", "GetTask elsewhere says failed");
+    // Streamed (in a new context: no chat row), the refused request is the task, then its final
+    // FAILED status.
+    const streamed = await drain(client.sendMessageStream(structured("never runs", '{"type":')), [], (ev) => ev.payload);
+    const end = streamed[streamed.length - 1];
+    check(streamed[0].$case === "task" && end.$case === "statusUpdate" && end.value.status.state === STATE.FAILED, `streamed: ${JSON.stringify(streamed.map((e) => e.$case))}`);
     // A request naming no schema at all is still invalid params, not a task.
     const e = await codeOf(client.sendMessage(structured("x", undefined, { version: "1" })));
     check(e && e.code === -32602, `a bad version is invalid params: ${JSON.stringify(e)}`);
@@ -373,17 +378,22 @@ const cases = {
   },
 
   async stream_early_parts() {
-    // A fast model (1500 parts, 2 ms apart): the worker publishes parts before this stream's
-    // subscription reaches the broker; the stream still gets every delta once, in order.
-    const events = await drain(
-      client.sendMessageStream({ message: message("[sim:slow 2] [sim:words 1500] early parts") }),
-      [],
-      (ev) => ev.payload,
+    // A fast model (1000 parts, 2 ms apart) on four new chats at once: a worker that starts
+    // before a stream's subscription reaches the broker publishes the first parts to no one on
+    // this gateway (a race, run four times); every stream still gets every delta once, in order.
+    const runs = await Promise.all(
+      [1, 2, 3, 4].map((i) =>
+        drain(client.sendMessageStream({ message: message(`[sim:slow 2] [sim:words 1000] early parts ${i}`) }), [], (ev) => ev.payload),
+      ),
     );
-    check(events[0].$case === "task", "the first event is the task");
-    const answer = (await client.getTask({ id: events[0].value.id })).artifacts[0].parts[0].content.value;
-    checkEnd("SendStreamingMessage", events, answer);
-    return checkDeltas("SendStreamingMessage", deltasOf(events), answer);
+    const out = [];
+    for (const [i, events] of runs.entries()) {
+      check(events[0].$case === "task", "the first event is the task");
+      const answer = (await client.getTask({ id: events[0].value.id })).artifacts[0].parts[0].content.value;
+      checkEnd(`SendStreamingMessage ${i + 1}`, events, answer);
+      out.push(checkDeltas(`SendStreamingMessage ${i + 1}`, deltasOf(events), answer));
+    }
+    return out.join("; ");
   },
 
   async subscribe_mid_episode() {
@@ -415,6 +425,28 @@ const cases = {
       out.push(checkDeltas(who, deltasOf(events), answer));
     }
     return out.join("; ");
+  },
+
+  async subscribe_queued() {
+    // A queued task's stream, opened before the turn running in its context streams its
+    // answer (a tool step first, 200 ms a part), carries only its own turn's deltas (from
+    // SUBMITTED to WORKING once promoted), once each, in order.
+    check(client2, "A2A_OTHER names a second gateway");
+    const running = await client.sendMessage({
+      message: message("[sim:slow 200] [sim:tool time] [sim:words 6] running first"),
+      configuration: { returnImmediately: true },
+    });
+    const queued = await client.sendMessage({
+      message: message("[sim:slow 5] [sim:words 100] queued second", { contextId: running.contextId }),
+      configuration: { returnImmediately: true },
+    });
+    check(queued.id.startsWith("q") && queued.status.state === STATE.SUBMITTED, `a queued task: ${queued.id}`);
+    const events = await drain(client2.resubscribeTask({ id: queued.id }), [], (ev) => ev.payload);
+    check(events[0].$case === "task" && events[0].value.status.state === STATE.SUBMITTED, "the task first, submitted");
+    const answer = (await client.getTask({ id: queued.id })).artifacts[0].parts[0].content.value;
+    check(answer.startsWith("Echo: queued second."), `its own answer: ${answer.slice(0, 40)}`);
+    checkEnd("SubscribeToTask of a queued task", events, answer);
+    return checkDeltas("SubscribeToTask of a queued task", deltasOf(events), answer);
   },
 
   async resubscribe_after_kill() {

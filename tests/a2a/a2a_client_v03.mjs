@@ -5,7 +5,7 @@
 // As a2a_client.mjs: BASE_URL_2 is a second gateway of the cluster; one "ok CASE ..." line per
 // passing case; "kill gateway 0" asks the driving test to kill -9 the gateway at BASE_URL.
 // Cases: card, text, invalid_schema_json, stream, cancel_durable, push_configs,
-// resubscribe_after_kill, stream_early_parts, subscribe_mid_episode.
+// resubscribe_after_kill, stream_early_parts, subscribe_mid_episode, subscribe_queued.
 import { EXT, check, checkDeltas, connect, drain, run, sleep, waitState } from "./a2a_common.mjs";
 
 const { base, only, other, client, client2 } = await connect();
@@ -108,12 +108,19 @@ const cases = {
   },
 
   async stream_early_parts() {
-    // As a2a_client.mjs: parts published before the stream's subscription reached the broker.
-    const events = await drain(client.sendMessageStream({ message: message("[sim:slow 2] [sim:words 1500] v03 early") }), []);
-    check(events[0].kind === "task", "the first event is the task");
-    const answer = (await client.getTask({ id: events[0].id })).artifacts[0].parts[0].text;
-    checkEnd("message/stream", events, answer);
-    return checkDeltas("message/stream", deltasOf(events), answer);
+    // As a2a_client.mjs: parts published before a stream's subscription reached the broker
+    // (a race, run on four new chats at once).
+    const runs = await Promise.all(
+      [1, 2, 3, 4].map((i) => drain(client.sendMessageStream({ message: message(`[sim:slow 2] [sim:words 1000] v03 early ${i}`) }), [])),
+    );
+    const out = [];
+    for (const [i, events] of runs.entries()) {
+      check(events[0].kind === "task", "the first event is the task");
+      const answer = (await client.getTask({ id: events[0].id })).artifacts[0].parts[0].text;
+      checkEnd(`message/stream ${i + 1}`, events, answer);
+      out.push(checkDeltas(`message/stream ${i + 1}`, deltasOf(events), answer));
+    }
+    return out.join("; ");
   },
 
   async subscribe_mid_episode() {
@@ -141,6 +148,23 @@ const cases = {
       out.push(checkDeltas(who, deltasOf(events), answer));
     }
     return out.join("; ");
+  },
+
+  async subscribe_queued() {
+    // As a2a_client.mjs: a queued task's stream carries only its own turn's deltas.
+    check(client2, "A2A_OTHER names a second gateway");
+    const running = await client.sendMessage({ message: message("[sim:slow 200] [sim:tool time] [sim:words 6] v03 running"), configuration: { blocking: false } });
+    const queued = await client.sendMessage({
+      message: message("[sim:slow 5] [sim:words 100] v03 queued", { contextId: running.contextId }),
+      configuration: { blocking: false },
+    });
+    check(queued.id.startsWith("q") && queued.status.state === "submitted", `a queued task: ${queued.id}`);
+    const events = await drain(client2.resubscribeTask({ id: queued.id }), []);
+    check(events[0].kind === "task" && events[0].status.state === "submitted", "the task first, submitted");
+    const answer = (await client.getTask({ id: queued.id })).artifacts[0].parts[0].text;
+    check(answer.startsWith("Echo: v03 queued."), `its own answer: ${answer.slice(0, 40)}`);
+    checkEnd("tasks/resubscribe of a queued task", events, answer);
+    return checkDeltas("tasks/resubscribe of a queued task", deltasOf(events), answer);
   },
 
   async resubscribe_after_kill() {

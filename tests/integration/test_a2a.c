@@ -187,6 +187,13 @@ static void test_subscribe_mid_episode_gets_every_delta_once_in_order(void **u) 
     s_case("subscribe_mid_episode");
 }
 
+/* A queued task's stream carries its own turn's deltas only, not those of the turn running
+ * in its context when it opened. */
+static void test_subscribe_to_a_queued_task_gets_only_its_own_deltas(void **u) {
+    (void)u;
+    s_case("subscribe_queued");
+}
+
 static void test_cancel_task_interrupts_the_turn(void **u) {
     (void)u;
     s_case("cancel");
@@ -247,6 +254,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_streaming_message_sends_task_deltas_artifact_and_final_status),
         cmocka_unit_test(test_stream_gets_every_delta_published_before_it_registered),
         cmocka_unit_test(test_subscribe_mid_episode_gets_every_delta_once_in_order),
+        cmocka_unit_test(test_subscribe_to_a_queued_task_gets_only_its_own_deltas),
         cmocka_unit_test(test_cancel_task_interrupts_the_turn),
         cmocka_unit_test(test_cancel_structured_task_reports_the_cancellation_receipt),
         cmocka_unit_test(test_canceled_tasks_read_canceled_on_another_gateway),
@@ -264,6 +272,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_streaming_message_sends_task_deltas_artifact_and_final_status),
         cmocka_unit_test(test_stream_gets_every_delta_published_before_it_registered),
         cmocka_unit_test(test_subscribe_mid_episode_gets_every_delta_once_in_order),
+        cmocka_unit_test(test_subscribe_to_a_queued_task_gets_only_its_own_deltas),
         cmocka_unit_test(test_canceled_tasks_read_canceled_on_another_gateway),
         cmocka_unit_test(test_push_configs_in_the_v03_shapes),
         cmocka_unit_test(test_subscribe_after_a_gateway_kill_ends_with_the_complete_artifact),
