@@ -135,8 +135,8 @@ void episode_catch_up(episode_t *self) {
 
 void episode_sync(episode_t *self, int64_t history_version, int64_t generation_attempt,
                   const char *worker_id) {
-    /* Starting at zero, the first sync announces its episode too (api-shapes.md §4.3, step 7:
-     * a client starts every preview clean). */
+    /* Starting at zero, the first sync announces its episode too, so a client starts every
+     * preview clean (ARCHITECTURE.md §7.3). */
     bool changed = history_version != self->history_version ||
                    (generation_attempt != self->generation_attempt && generation_attempt != 0);
     self->history_version = history_version;

@@ -17,6 +17,9 @@
 #include "gateway.h"
 #include "hub.h"
 
+#define EPISODE_RELAY_TIMEOUT_MS 1000 /* one relay fetch of a catch-up, at most */
+#define EPISODE_RELAY_PAGE       256  /* parts asked of the worker per fetch */
+
 typedef struct episode episode_t;
 
 /* One part handed to the owner. */
@@ -64,8 +67,5 @@ void episode_catch_up(episode_t *self);
 
 /* True once an episode_sync named an episode. */
 bool episode_following(const episode_t *self);
-
-#define EPISODE_RELAY_TIMEOUT_MS 1000
-#define EPISODE_RELAY_PAGE       256
 
 #endif
