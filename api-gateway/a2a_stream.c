@@ -4,6 +4,7 @@
 #include "db.h"
 #include "episode.h"
 #include "feed.h"
+#include "id.h"
 #include "log.h"
 #include "mem.h"
 
@@ -24,6 +25,7 @@ typedef struct {
     char state[32];
     episode_t *episode;       /* the turn's current episode: its text deltas (episode.h) */
     int64_t snapshot_version; /* of the chat, when the episode was last synced */
+    int64_t ended_ms;         /* when a read first found the task ended (0: not yet) */
 } s_stream_t;
 
 /* The chat as the task's read saw it. */
@@ -138,9 +140,20 @@ static void s_on_sync(void *owner, const feed_change_t *change, int64_t asked_ms
     snprintf(s->state, sizeof s->state, "%s", t.state);
     if (t.terminal) {
         /* The episode's last parts may not have come live before the turn ended: its tail
-         * from the log or the worker, then the artifact (ARCHITECTURE.md §8, "A2A"). */
-        episode_catch_up(s->episode);
-        s_finish(s, t.task);
+         * from the log and the worker, then the artifact (ARCHITECTURE.md §8, "A2A"). A worker
+         * that did not answer in time is asked again at the next tick, for a while. */
+        int64_t now = id_now_ms();
+        s->ended_ms = s->ended_ms ? s->ended_ms : now;
+        bool whole = episode_finish(s->episode);
+        if (!whole && now - s->ended_ms < A2A_STREAM_TAIL_MS) {
+            feed_sync_later(s->feed, 0);
+        } else {
+            if (!whole) {
+                log_warn("a2a_stream_tail_missing", "chat_id=%s task_id=%s", s->chat_id,
+                         s->task_id);
+            }
+            s_finish(s, t.task);
+        }
     } else if (strcmp(t.state, "TASK_STATE_SUBMITTED") != 0 &&
                (!episode_following(s->episode) || c.snapshot_version > s->snapshot_version)) {
         /* The chat's episode is this turn's (a queued task's chat runs another turn): what it

@@ -15,6 +15,8 @@
 
 #include "gateway.h"
 
+#define A2A_STREAM_TAIL_MS 10000 /* how long an ended task's stream asks for its episode's tail */
+
 /* Answers req with the SSE stream of task_id in chat_id; rpc_id is the request's id (not
  * stolen). */
 void a2a_stream_start(gateway_t *gw, const http_req_t *req, http_resp_t *resp, json_t *rpc_id,

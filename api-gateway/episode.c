@@ -1,5 +1,6 @@
 /* episode: a stream's cursor on its chat's current episode; see episode.h. */
 #include "episode.h"
+#include "log.h"
 #include "mem.h"
 #include "relay.h"
 
@@ -75,9 +76,14 @@ static bool s_from_log(episode_t *self) {
     return true;
 }
 
+typedef enum {
+    S_FETCH_ANSWERED, /* the worker gave what it has (or has no such episode, or is gone) */
+    S_FETCH_TIMEOUT,  /* no answer in time: ask again later */
+} s_fetch_t;
+
 /* The parts after last_seq from the worker, page by page until it says there is no more;
  * each page also goes to the hub's log for the next stream of the chat. */
-static void s_from_worker(episode_t *self, relay_client_t *relay) {
+static s_fetch_t s_from_worker(episode_t *self, relay_client_t *relay) {
     for (;;) {
         wire_select_t sel = {.history_version = self->history_version,
                              .generation_attempt = self->generation_attempt,
@@ -86,7 +92,12 @@ static void s_from_worker(episode_t *self, relay_client_t *relay) {
         wire_msg_t reply;
         if (relay_client_fetch(relay, self->worker_id, &sel, EPISODE_RELAY_PAGE,
                                EPISODE_RELAY_TIMEOUT_MS, &reply) != 0) {
-            return;
+            log_warn("episode_relay_timeout",
+                     "chat_id=%s worker_id=%s history_version=%lld generation_attempt=%lld"
+                     " after_seq=%lld",
+                     self->chat_id, self->worker_id, (long long)self->history_version,
+                     (long long)self->generation_attempt, (long long)self->last_seq);
+            return S_FETCH_TIMEOUT;
         }
         bool ok = reply.u.reply.status == WIRE_STATUS_OK;
         bool more = ok && reply.u.reply.more;
@@ -110,27 +121,41 @@ static void s_from_worker(episode_t *self, relay_client_t *relay) {
         }
         wire_msg_clear(&reply);
         if (!more) {
-            return;
+            return S_FETCH_ANSWERED;
         }
     }
 }
 
-void episode_catch_up(episode_t *self) {
+/* The worker's parts after last_seq, under the gateway's relay lock; with log_first, none when
+ * the log (which another stream may have filled meanwhile) holds them. */
+static s_fetch_t s_ask_worker(episode_t *self, bool log_first) {
     gateway_t *gw = self->gw;
-    if (!self->following || s_from_log(self)) {
-        return;
-    }
+    s_fetch_t rc = S_FETCH_ANSWERED;
     pthread_mutex_lock(&gw->relay_lock);
-    /* Another stream of the chat may have filled the log while this one waited. */
-    if (!s_from_log(self) && self->worker_id[0]) {
+    if (!(log_first && s_from_log(self))) {
         if (!gw->relay) {
             gw->relay = relay_client_new(gw->relay_endpoint);
         }
-        if (gw->relay) {
-            s_from_worker(self, gw->relay);
-        }
+        rc = gw->relay ? s_from_worker(self, gw->relay) : S_FETCH_TIMEOUT;
     }
     pthread_mutex_unlock(&gw->relay_lock);
+    return rc;
+}
+
+void episode_catch_up(episode_t *self) {
+    if (self->following && !s_from_log(self) && self->worker_id[0]) {
+        (void)s_ask_worker(self, true); /* a timeout: the next gap or sync asks again */
+    }
+}
+
+bool episode_finish(episode_t *self) {
+    if (!self->following || !self->worker_id[0]) {
+        return true;
+    }
+    /* The log cannot say that the episode ended: parts may still be on the bus. The worker
+     * can, and it keeps a closed episode a while (ARCHITECTURE.md §9, "Relay"). */
+    (void)s_from_log(self);
+    return s_ask_worker(self, false) == S_FETCH_ANSWERED;
 }
 
 void episode_sync(episode_t *self, int64_t history_version, int64_t generation_attempt,

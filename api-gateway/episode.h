@@ -65,6 +65,13 @@ void episode_live(episode_t *self, hub_part_t *part);
  * neither has (the worker gone, its buffer collected) stays undelivered. */
 void episode_catch_up(episode_t *self);
 
+/* The end of the episode followed, once its turn has ended: delivers what the log holds,
+ * then asks the worker the last sync named for the rest (the log cannot say that an episode
+ * ended). True when nothing more can come (the worker answered, or has no such episode, or
+ * is gone; or no episode was followed); false when the worker did not answer in time: call
+ * again later. */
+bool episode_finish(episode_t *self);
+
 /* True once an episode_sync named an episode. */
 bool episode_following(const episode_t *self);
 
