@@ -1,7 +1,10 @@
 /* a2a_stream: SendStreamingMessage over a feed; see a2a_stream.h. */
 #include "a2a_stream.h"
 #include "a2a_task.h"
+#include "db.h"
+#include "episode.h"
 #include "feed.h"
+#include "id.h"
 #include "log.h"
 #include "mem.h"
 
@@ -20,10 +23,18 @@ typedef struct {
     bool sent_task;
     bool closed;
     char state[32];
-    int64_t part_hv; /* the episode whose parts are being relayed, and its last seq */
-    int64_t part_ga;
-    int64_t part_seq;
+    episode_t *episode;       /* the turn's current episode: its text deltas (episode.h) */
+    int64_t snapshot_version; /* of the chat, when the episode was last synced */
+    int64_t ended_ms;         /* when a read first found the task ended (0: not yet) */
 } s_stream_t;
+
+/* The chat as the task's read saw it. */
+typedef struct {
+    int64_t snapshot_version;
+    int64_t history_version;
+    int64_t generation_attempt;
+    char worker_id[ID_UUID_LEN + 1];
+} s_chat_t;
 
 /* Sends one JSON-RPC result (steals result). */
 static void s_send(s_stream_t *s, const char *type, json_t *result) {
@@ -74,6 +85,41 @@ static void s_send_task(s_stream_t *s, const a2a_task_t *t) {
     s_send(s, "task", s->legacy ? first : json_pack("{s:o}", "task", first));
 }
 
+/* Reads the task and its chat in one snapshot, so that the episode a working task's read
+ * names is its own turn's. A2A_TASK_FOUND with *t (the caller frees t->task) and *c (zero
+ * when the task has no chat row: a request refused for an invalid schema in a new context). */
+static a2a_lookup_t s_read(s_stream_t *s, a2a_task_t *t, s_chat_t *c) {
+    PGconn *conn = pool_get(s->gw->pool);
+    a2a_lookup_t rc = A2A_TASK_DB_ERROR;
+    if (db_exec(conn, NULL, 0, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL) ==
+        DB_OK) {
+        rc = a2a_task_load(conn, s->task_id, s->user_id, s->legacy, t);
+    }
+    *c = (s_chat_t){0};
+    if (rc == A2A_TASK_FOUND) {
+        const char *p[] = {s->chat_id, s->user_id};
+        db_err_t e;
+        PGresult *res = db_query(conn, &e, NULL, 0,
+                                 "SELECT snapshot_version, history_version, generation_attempt,"
+                                 " coalesce(worker_id::text, '') FROM chats"
+                                 " WHERE id = $1 AND owner_id = $2",
+                                 2, p);
+        if (!res) {
+            json_decref(t->task);
+            rc = A2A_TASK_DB_ERROR;
+        } else if (PQntuples(res) == 1) {
+            c->snapshot_version = db_int64(res, 0, 0);
+            c->history_version = db_int64(res, 0, 1);
+            c->generation_attempt = db_int64(res, 0, 2);
+            snprintf(c->worker_id, sizeof c->worker_id, "%s", PQgetvalue(res, 0, 3));
+        }
+        PQclear(res);
+    }
+    PQclear(PQexec(conn, rc == A2A_TASK_FOUND ? "COMMIT" : "ROLLBACK"));
+    pool_put(s->gw->pool, conn);
+    return rc;
+}
+
 static void s_on_sync(void *owner, const feed_change_t *change, int64_t asked_ms) {
     (void)asked_ms;
     (void)change; /* one task of one chat, read whole */
@@ -81,11 +127,9 @@ static void s_on_sync(void *owner, const feed_change_t *change, int64_t asked_ms
     if (s->closed) {
         return;
     }
-    PGconn *conn = pool_get(s->gw->pool);
     a2a_task_t t;
-    a2a_lookup_t rc = a2a_task_load(conn, s->task_id, s->user_id, s->legacy, &t);
-    pool_put(s->gw->pool, conn);
-    if (rc != A2A_TASK_FOUND) {
+    s_chat_t c;
+    if (s_read(s, &t, &c) != A2A_TASK_FOUND) {
         return; /* a failed read changes nothing; the poller retries */
     }
     if (!s->sent_task) {
@@ -95,28 +139,39 @@ static void s_on_sync(void *owner, const feed_change_t *change, int64_t asked_ms
     }
     snprintf(s->state, sizeof s->state, "%s", t.state);
     if (t.terminal) {
-        s_finish(s, t.task);
+        /* The episode's last parts may not have come live before the turn ended: its tail
+         * from the log and the worker, then the artifact (ARCHITECTURE.md §8, "A2A"). A worker
+         * that did not answer in time is asked again at the next tick, for a while. */
+        int64_t now = id_now_ms();
+        s->ended_ms = s->ended_ms ? s->ended_ms : now;
+        bool whole = episode_finish(s->episode);
+        if (!whole && now - s->ended_ms < A2A_STREAM_TAIL_MS) {
+            feed_sync_later(s->feed, 0);
+        } else {
+            if (!whole) {
+                log_warn("a2a_stream_tail_missing", "chat_id=%s task_id=%s", s->chat_id,
+                         s->task_id);
+            }
+            s_finish(s, t.task);
+        }
+    } else if (strcmp(t.state, "TASK_STATE_SUBMITTED") != 0 &&
+               (!episode_following(s->episode) || c.snapshot_version > s->snapshot_version)) {
+        /* The chat's episode is this turn's (a queued task's chat runs another turn): what it
+         * streamed so far, then live parts. */
+        s->snapshot_version = c.snapshot_version;
+        episode_sync(s->episode, c.history_version, c.generation_attempt, c.worker_id);
     }
     json_decref(t.task);
 }
 
-/* A live text part of the answer: a working status message carrying the delta. */
-static void s_on_part(void *owner, hub_part_t *hp) {
+/* A text part of the answer: a working status message carrying the delta, whose message id
+ * names its episode and seq (a retry's deltas start a new episode). */
+static void s_on_episode_part(void *owner, const episode_part_t *part) {
     s_stream_t *s = owner;
-    const wire_part_t *part = hub_part_wire(hp);
-    if (s->closed || !s->sent_task || strcmp(part->role, "assistant") != 0) {
+    if (strcmp(part->role, "assistant") != 0) {
         return;
     }
-    /* Contiguous parts of one episode only; a new episode (a retry) starts over at seq 1
-     * and its deltas carry a new episode in their message ids. */
-    bool same = part->history_version == s->part_hv && part->generation_attempt == s->part_ga;
-    if (same ? part->seq != s->part_seq + 1 : part->seq != 1) {
-        return;
-    }
-    s->part_hv = part->history_version;
-    s->part_ga = part->generation_attempt;
-    s->part_seq = part->seq;
-    json_t *p = json_loadb(part->part.text, part->part.len, 0, NULL);
+    json_t *p = json_loadb(part->json, part->len, 0, NULL);
     const char *text = json_string_value(json_object_get(p, "text"));
     if (text && *text) {
         char mid[96];
@@ -140,10 +195,21 @@ static void s_on_part(void *owner, hub_part_t *hp) {
     json_decref(p);
 }
 
+static const episode_ops_t s_episode_ops = {NULL, s_on_episode_part};
+
+/* A live part of the chat: the episode delivers it in order, or fills a gap first. */
+static void s_on_part(void *owner, hub_part_t *hp) {
+    s_stream_t *s = owner;
+    if (!s->closed) {
+        episode_live(s->episode, hp);
+    }
+}
+
 static void s_on_destroy(void *owner) {
     s_stream_t *s = owner;
     log_info("a2a_stream_closed", "chat_id=%s task_id=%s state=%s", s->chat_id, s->task_id,
              s->state);
+    episode_destroy(&s->episode);
     json_decref(s->rpc_id);
     free(s);
 }
@@ -159,12 +225,14 @@ void a2a_stream_start(gateway_t *gw, const http_req_t *req, http_resp_t *resp, j
     snprintf(s->task_id, sizeof s->task_id, "%s", task_id);
     snprintf(s->chat_id, sizeof s->chat_id, "%s", chat_id);
     snprintf(s->user_id, sizeof s->user_id, "%s", req->user_id);
+    s->episode = episode_new(gw, s->chat_id, &s_episode_ops, s);
     /* The first job's sync sends the task, before any live part it may hold. */
     resp->raw =
         feed_new(gw->hub, gw->streams, req->conn, s->chat_id, s->user_id, &s_ops, s, &s->feed);
     if (!resp->raw) {
         log_info("a2a_stream_refused", "chat_id=%s task_id=%s reason=streams_per_user", s->chat_id,
                  s->task_id);
+        episode_destroy(&s->episode);
         json_decref(s->rpc_id);
         free(s);
         http_busy(resp, "too many open streams for this user");

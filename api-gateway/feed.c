@@ -34,7 +34,7 @@ struct feed {
     size_t npending;
     size_t pending_cap;
     int64_t last_write_ms;
-    int64_t settle_at_ms; /* one more full sync then (0: done), see FEED_SETTLE_MS */
+    int64_t settle_at_ms; /* one more full sync then (0: none): FEED_SETTLE_MS, feed_sync_later */
     struct MHD_Connection *conn;
     hub_t *hub;
     hub_entry_t *entry;
@@ -84,6 +84,15 @@ void feed_emit(feed_t *self, const char *type, json_t *event, int64_t id) {
     char *frame = feed_frame(type, event, id);
     feed_emit_frame(self, frame, strlen(frame));
     free(frame);
+}
+
+void feed_sync_later(feed_t *self, int64_t delay_ms) {
+    pthread_mutex_lock(&self->lock);
+    int64_t at = id_now_ms() + delay_ms;
+    if (!self->settle_at_ms || at < self->settle_at_ms) {
+        self->settle_at_ms = at;
+    }
+    pthread_mutex_unlock(&self->lock);
 }
 
 void feed_close(feed_t *self) {

@@ -67,6 +67,10 @@ void feed_emit(feed_t *self, const char *type, json_t *event, int64_t id);
 /* Appends an event already made by feed_frame (len bytes). Call from the feed's job. */
 void feed_emit_frame(feed_t *self, const char *frame, size_t len);
 
+/* Asks for one more full sync at the first hub tick at least delay_ms from now (a retry).
+ * Any thread. */
+void feed_sync_later(feed_t *self, int64_t delay_ms);
+
 /* Ends the feed after what is buffered has been sent. Any thread. */
 void feed_close(feed_t *self);
 

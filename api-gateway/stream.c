@@ -1,37 +1,30 @@
 /* stream: the SSE stream loop; see stream.h. */
 #include "stream.h"
+#include "episode.h"
 #include "feed.h"
 #include "jsonstrict.h"
 #include "db.h"
 #include "log.h"
 #include "mem.h"
-#include "relay.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define STREAM_RELAY_TIMEOUT_MS 1000
-#define STREAM_RELAY_PAGE       256
-
 typedef struct {
     feed_t *feed;
     gateway_t *gw;
+    episode_t *episode; /* the current episode's parts (ARCHITECTURE.md §7.3) */
     char chat_id[ID_UUID_LEN + 1];
     char user_id[ID_UUID_LEN + 1];
     bool initialized;
     int64_t after_id;
     int64_t snapshot_version;
-    int64_t history_version;
     int64_t queue_version;
     int64_t retry_state_version;
-    int64_t generation_attempt;
     int64_t error_history_version;
     int64_t action_history_version;
-    int64_t last_seq;
     char status[16];
-    char worker_id[ID_UUID_LEN + 1];
 } stream_t;
 
 /* Emits one event of this chat (steals event). */
@@ -163,88 +156,28 @@ static char *s_part_frame(const wire_part_t *p) {
                       0);
 }
 
-/* Sends a live part the stream is ready for (its episode, the next seq). */
-static void s_send_part(stream_t *s, hub_part_t *hp) {
-    size_t len;
-    const char *frame = hub_part_frame(hp, s_part_frame, &len);
-    s->last_seq = hub_part_wire(hp)->seq;
-    feed_emit_frame(s->feed, frame, len);
-}
-
-/* The catch-up loop on relay: pages until the worker says there is no more. */
-static void s_fetch(stream_t *s, relay_client_t *relay) {
-    for (;;) {
-        wire_select_t sel = {.history_version = s->history_version,
-                             .generation_attempt = s->generation_attempt,
-                             .after_seq = s->last_seq};
-        snprintf(sel.chat_id, sizeof sel.chat_id, "%s", s->chat_id);
-        wire_msg_t reply;
-        if (relay_client_fetch(relay, s->worker_id, &sel, STREAM_RELAY_PAGE,
-                               STREAM_RELAY_TIMEOUT_MS, &reply) != 0) {
-            return;
-        }
-        bool more = reply.u.reply.status == WIRE_STATUS_OK && reply.u.reply.more;
-        if (reply.u.reply.status == WIRE_STATUS_OK) {
-            /* What the worker had, for the next stream of this chat to read from the log. */
-            hub_episode_fill(s->gw->hub, s->chat_id, s->history_version, s->generation_attempt,
-                             reply.u.reply.parts, reply.u.reply.nparts);
-        }
-        for (size_t i = 0; reply.u.reply.status == WIRE_STATUS_OK && i < reply.u.reply.nparts;
-             i++) {
-            const wire_item_t *it = &reply.u.reply.parts[i];
-            if (it->seq != s->last_seq + 1) {
-                continue;
-            }
-            s->last_seq = it->seq;
-            feed_emit(s->feed, "message_part",
-                      s_part_event(s->chat_id, it->role, it->part.text, it->part.len,
-                                   s->history_version, s->generation_attempt, it->seq),
-                      0);
-        }
-        wire_msg_clear(&reply);
-        if (!more) {
-            return;
-        }
-    }
-}
-
-/* Sends the current episode's parts after last_seq: from the hub's episode log when it holds
- * them, else from the owning worker through the gateway's one relay client (ARCHITECTURE.md
- * §7.1). */
-static bool s_from_log(stream_t *s) {
-    hub_part_t **parts;
-    size_t n;
-    if (hub_episode(s->gw->hub, s->chat_id, s->history_version, s->generation_attempt, s->last_seq,
-                    &parts, &n) != 0) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (hub_part_wire(parts[i])->seq == s->last_seq + 1) {
-            s_send_part(s, parts[i]);
-        }
-        hub_part_unref(&parts[i]);
-    }
-    free(parts);
-    return true;
-}
-
-static void s_catch_up(stream_t *s) {
-    gateway_t *gw = s->gw;
-    if (s_from_log(s)) {
+/* A part of the current episode, in order (episode.h): a shared part's frame is encoded once
+ * for every stream of the chat. */
+static void s_on_episode_part(void *owner, const episode_part_t *p) {
+    stream_t *s = owner;
+    if (p->shared) {
+        size_t len;
+        const char *frame = hub_part_frame(p->shared, s_part_frame, &len);
+        feed_emit_frame(s->feed, frame, len);
         return;
     }
-    pthread_mutex_lock(&gw->relay_lock);
-    /* Another stream of the chat may have filled the log while this one waited. */
-    if (!s_from_log(s)) {
-        if (!gw->relay) {
-            gw->relay = relay_client_new(gw->relay_endpoint);
-        }
-        if (gw->relay) {
-            s_fetch(s, gw->relay);
-        }
-    }
-    pthread_mutex_unlock(&gw->relay_lock);
+    feed_emit(s->feed, "message_part",
+              s_part_event(s->chat_id, p->role, p->json, p->len, p->history_version,
+                           p->generation_attempt, p->seq),
+              0);
 }
+
+static void s_on_episode_reset(void *owner) {
+    stream_t *s = owner;
+    s_emit(s, "preview_reset", json_object(), 0);
+}
+
+static const episode_ops_t s_episode_ops = {s_on_episode_reset, s_on_episode_part};
 
 /* One sync: one read transaction, then the events in the order of ARCHITECTURE.md §7.3. */
 static void s_sync(stream_t *s) {
@@ -306,47 +239,18 @@ static void s_sync(stream_t *s) {
         s_emit(s, "retry", json_pack("{s:o}", "retry", json_loads(db_text(res, 0, 8), 0, NULL)), 0);
     }
     PQclear(PQexec(conn, "COMMIT"));
-    /* Step (7) of the reference's sync (api-shapes.md §4.3), from local state that starts at
-     * zero: the bootstrap sends preview_reset too, so a client starts every preview clean. */
-    if (hv != s->history_version || (ga != s->generation_attempt && ga != 0)) {
-        s->last_seq = 0;
-        s_emit(s, "preview_reset", json_object(), 0);
-    }
     s->snapshot_version = snap;
-    s->history_version = hv;
     s->queue_version = qv;
     s->retry_state_version = rv;
-    s->generation_attempt = ga;
     snprintf(s->status, sizeof s->status, "%s", status);
-    snprintf(s->worker_id, sizeof s->worker_id, "%s", PQgetvalue(res, 0, 6));
     s->initialized = true;
+    char worker_id[ID_UUID_LEN + 1];
+    snprintf(worker_id, sizeof worker_id, "%s", PQgetvalue(res, 0, 6));
     PQclear(res);
     pool_put(s->gw->pool, conn);
-    if (s->generation_attempt > 0 && s->worker_id[0]) {
-        s_catch_up(s);
-    }
-}
-
-static void s_apply_part(stream_t *s, hub_part_t *hp) {
-    const wire_part_t *part = hub_part_wire(hp);
-    if (s->initialized && part->history_version == s->history_version &&
-        part->generation_attempt > s->generation_attempt) {
-        /* A newer attempt of the history this stream has: its parts can arrive before the
-         * sync that its hint asks for. Attempts only grow (ARCHITECTURE.md §5.1), so the
-         * part is enough to start the new episode's preview. */
-        s->generation_attempt = part->generation_attempt;
-        s->last_seq = 0;
-        s_emit(s, "preview_reset", json_object(), 0);
-    }
-    if (part->history_version != s->history_version ||
-        part->generation_attempt != s->generation_attempt || part->seq <= s->last_seq) {
-        return;
-    }
-    if (part->seq > s->last_seq + 1) {
-        s_catch_up(s); /* a gap: the episode log or the worker's buffer fills it, in order */
-        return;
-    }
-    s_send_part(s, hp);
+    /* Step (7) of the reference's sync (api-shapes.md §4.3): preview_reset for a new episode,
+     * the bootstrap's included, then its parts so far (a relay catch-up). */
+    episode_sync(s->episode, hv, ga, worker_id);
 }
 
 static void s_on_sync(void *owner, const feed_change_t *change, int64_t asked_ms) {
@@ -392,13 +296,15 @@ int stream_versions(void *app, const char *const *chat_ids, size_t n, int64_t *o
 }
 
 static void s_on_part(void *owner, hub_part_t *part) {
-    s_apply_part(owner, part);
+    stream_t *s = owner;
+    episode_live(s->episode, part);
 }
 
 static void s_on_destroy(void *owner) {
     stream_t *s = owner;
     log_info("stream_closed", "chat_id=%s user_id=%s snapshot_version=%lld", s->chat_id, s->user_id,
              (long long)s->snapshot_version);
+    episode_destroy(&s->episode);
     free(s);
 }
 
@@ -428,11 +334,13 @@ void stream_handle(void *app, http_req_t *req, http_resp_t *resp) {
     snprintf(s->chat_id, sizeof s->chat_id, "%s", req->params[0]);
     snprintf(s->user_id, sizeof s->user_id, "%s", req->user_id);
     s->after_id = after > last_event ? after : last_event;
+    s->episode = episode_new(gw, s->chat_id, &s_episode_ops, s);
     resp->raw =
         feed_new(gw->hub, gw->streams, req->conn, s->chat_id, s->user_id, &s_ops, s, &s->feed);
     if (!resp->raw) {
         log_info("stream_refused", "chat_id=%s user_id=%s reason=streams_per_user", s->chat_id,
                  s->user_id);
+        episode_destroy(&s->episode);
         free(s);
         http_busy(resp, "too many open streams for this user");
         return;

@@ -140,9 +140,9 @@ int chatstate_send_message(chatstate_t *self, const cs_message_t *m, cs_busy_t b
     if (from == ES_W || from == ES_E0) {
         rc = s_send_direct(self, m, message_id, err);
     } else if (from != ES_E1 && max_queue > 0 && self->row.queue_len >= max_queue) {
-        /* E1 appends and promotes the head at once, so its queue does not grow. */
-        return cs_fail(self, err, CS_QUEUE_FULL, "the queue already holds %lld messages",
-                       (long long)self->row.queue_len);
+        /* E1 appends and promotes the head at once, so its queue does not grow. The text is
+         * the reference API's 429 detail (tests/API-FIDELITY.md). */
+        return cs_fail(self, err, CS_QUEUE_FULL, "Maximum %d messages can be queued.", max_queue);
     } else if ((rc = s_enqueue(self, m, queued_id, err)) != 0) {
         return -1;
     } else if (from == ES_E1) {

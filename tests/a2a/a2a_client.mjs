@@ -5,8 +5,9 @@
 // case and exits non-zero on the first failure. A line "kill gateway 0" asks the test driving
 // the script to kill -9 the gateway at BASE_URL (resubscribe_after_kill).
 // Cases: card, text, structured, invalid_schema_json, output_modes, stream, cancel,
-// structured_cancel, cancel_durable, list_pages, jsonrpc, push, resubscribe_after_kill.
-import { EXT, check, connect, run, sleep, waitState } from "./a2a_common.mjs";
+// structured_cancel, cancel_durable, list_pages, jsonrpc, push, resubscribe_after_kill,
+// stream_early_parts, subscribe_mid_episode, subscribe_queued.
+import { EXT, check, checkDeltas, connect, drain, run, sleep, waitState } from "./a2a_common.mjs";
 
 const { base, only, other, authFetch, client, client2 } = await connect();
 const STATE = { SUBMITTED: 1, WORKING: 2, COMPLETED: 3, FAILED: 4, CANCELED: 5 };
@@ -46,6 +47,20 @@ async function rpc(body) {
 // ListTasks through the client. Its request encoder writes an unset status as "UNRECOGNIZED",
 // so the unfiltered default (TASK_STATE_UNSPECIFIED, 0) is passed explicitly.
 const listTasks = (c, params) => c.listTasks({ status: 0, ...params });
+
+// The text deltas of a stream's events (working status messages), for checkDeltas.
+const deltasOf = (events) =>
+  events
+    .filter((e) => e.$case === "statusUpdate" && e.value.status.state === STATE.WORKING && e.value.status.message)
+    .map((e) => ({ mid: e.value.status.message.messageId, text: e.value.status.message.parts[0].content.value }));
+
+// A stream's events end with one artifact, the answer, then the final COMPLETED status.
+function checkEnd(who, events, answer) {
+  const last = events[events.length - 1];
+  check(last.$case === "statusUpdate" && last.value.status.state === STATE.COMPLETED, `${who} ends completed`);
+  const arts = events.filter((e) => e.$case === "artifactUpdate");
+  check(arts.length === 1 && arts[0].value.artifact.parts[0].content.value === answer, `${who}: one artifact, the answer`);
+}
 
 async function codeOf(promise) {
   try {
@@ -121,6 +136,11 @@ const cases = {
     // The failure is durable: read back on the other gateway, and listed.
     const again = await (client2 ?? client).getTask({ id: task.id });
     check(again.status.state === STATE.FAILED && again.metadata.kediStructuredOutput.code === "invalid_schema", "GetTask elsewhere says failed");
+    // Streamed (in a new context: no chat row), the refused request is the task, then its final
+    // FAILED status.
+    const streamed = await drain(client.sendMessageStream(structured("never runs", '{"type":')), [], (ev) => ev.payload);
+    const end = streamed[streamed.length - 1];
+    check(streamed[0].$case === "task" && end.$case === "statusUpdate" && end.value.status.state === STATE.FAILED, `streamed: ${JSON.stringify(streamed.map((e) => e.$case))}`);
     // A request naming no schema at all is still invalid params, not a task.
     const e = await codeOf(client.sendMessage(structured("x", undefined, { version: "1" })));
     check(e && e.code === -32602, `a bad version is invalid params: ${JSON.stringify(e)}`);
@@ -355,6 +375,78 @@ const cases = {
     check(bad && bad.code === -32602, `a non-http URL is invalid params: ${JSON.stringify(bad)}`);
     server.close();
     return `${got.length} deliveries, ids ${ids.join(", ")}`;
+  },
+
+  async stream_early_parts() {
+    // A fast model (1000 parts, 2 ms apart) on four new chats at once: a worker that starts
+    // before a stream's subscription reaches the broker publishes the first parts to no one on
+    // this gateway (a race, run four times); every stream still gets every delta once, in order.
+    const runs = await Promise.all(
+      [1, 2, 3, 4].map((i) =>
+        drain(client.sendMessageStream({ message: message(`[sim:slow 2] [sim:words 1000] early parts ${i}`) }), [], (ev) => ev.payload),
+      ),
+    );
+    const out = [];
+    for (const [i, events] of runs.entries()) {
+      check(events[0].$case === "task", "the first event is the task");
+      const answer = (await client.getTask({ id: events[0].value.id })).artifacts[0].parts[0].content.value;
+      checkEnd(`SendStreamingMessage ${i + 1}`, events, answer);
+      out.push(checkDeltas(`SendStreamingMessage ${i + 1}`, deltasOf(events), answer));
+    }
+    return out.join("; ");
+  },
+
+  async subscribe_mid_episode() {
+    // Once 30 deltas have streamed, SubscribeToTask on this gateway (the hub's episode log)
+    // and on the other (the worker's buffer through the relay): each of the three streams gets
+    // what was already streamed of the episode, then the rest, each delta once, in order.
+    check(client2, "A2A_OTHER names a second gateway");
+    const it = client
+      .sendMessageStream({ message: message("[sim:slow 10] [sim:words 400] join me mid-episode") })
+      [Symbol.asyncIterator]();
+    const own = [];
+    while (deltasOf(own).length < 30) {
+      const r = await it.next();
+      check(!r.done, "the turn is still streaming");
+      own.push(r.value.payload);
+    }
+    const id = own[0].value.id;
+    const [, here, there] = await Promise.all([
+      drain({ [Symbol.asyncIterator]: () => it }, own, (ev) => ev.payload),
+      drain(client.resubscribeTask({ id }), [], (ev) => ev.payload),
+      drain(client2.resubscribeTask({ id }), [], (ev) => ev.payload),
+    ]);
+    const answer = (await client.getTask({ id })).artifacts[0].parts[0].content.value;
+    check(answer.startsWith("Echo: join me mid-episode.") && answer.split(" ").length > 400, `the answer: ${answer.slice(0, 60)}`);
+    const out = [];
+    for (const [who, events] of [["SendStreamingMessage", own], ["SubscribeToTask here", here], ["SubscribeToTask elsewhere", there]]) {
+      check(events[0].$case === "task" && events[0].value.id === id, `${who} starts with the task`);
+      checkEnd(who, events, answer);
+      out.push(checkDeltas(who, deltasOf(events), answer));
+    }
+    return out.join("; ");
+  },
+
+  async subscribe_queued() {
+    // A queued task's stream, opened before the turn running in its context streams its
+    // answer (a tool step first, 200 ms a part), carries only its own turn's deltas (from
+    // SUBMITTED to WORKING once promoted), once each, in order.
+    check(client2, "A2A_OTHER names a second gateway");
+    const running = await client.sendMessage({
+      message: message("[sim:slow 200] [sim:tool time] [sim:words 6] running first"),
+      configuration: { returnImmediately: true },
+    });
+    const queued = await client.sendMessage({
+      message: message("[sim:slow 5] [sim:words 100] queued second", { contextId: running.contextId }),
+      configuration: { returnImmediately: true },
+    });
+    check(queued.id.startsWith("q") && queued.status.state === STATE.SUBMITTED, `a queued task: ${queued.id}`);
+    const events = await drain(client2.resubscribeTask({ id: queued.id }), [], (ev) => ev.payload);
+    check(events[0].$case === "task" && events[0].value.status.state === STATE.SUBMITTED, "the task first, submitted");
+    const answer = (await client.getTask({ id: queued.id })).artifacts[0].parts[0].content.value;
+    check(answer.startsWith("Echo: queued second."), `its own answer: ${answer.slice(0, 40)}`);
+    checkEnd("SubscribeToTask of a queued task", events, answer);
+    return checkDeltas("SubscribeToTask of a queued task", deltasOf(events), answer);
   },
 
   async resubscribe_after_kill() {

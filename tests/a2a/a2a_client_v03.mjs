@@ -5,8 +5,8 @@
 // As a2a_client.mjs: BASE_URL_2 is a second gateway of the cluster; one "ok CASE ..." line per
 // passing case; "kill gateway 0" asks the driving test to kill -9 the gateway at BASE_URL.
 // Cases: card, text, invalid_schema_json, stream, cancel_durable, push_configs,
-// resubscribe_after_kill.
-import { EXT, check, connect, run, sleep, waitState } from "./a2a_common.mjs";
+// resubscribe_after_kill, stream_early_parts, subscribe_mid_episode, subscribe_queued.
+import { EXT, check, checkDeltas, connect, drain, run, sleep, waitState } from "./a2a_common.mjs";
 
 const { base, only, other, client, client2 } = await connect();
 
@@ -15,8 +15,19 @@ function message(text, extra = {}) {
   return { kind: "message", messageId: `v03-${process.pid}-${++n}`, role: "user", parts: [{ kind: "text", text }], ...extra };
 }
 
+// The text deltas of a stream's events (working status messages), for checkDeltas.
+const deltasOf = (events) =>
+  events
+    .filter((e) => e.kind === "status-update" && e.status.state === "working" && e.status.message)
+    .map((e) => ({ mid: e.status.message.messageId, text: e.status.message.parts[0].text }));
 
-
+// A stream's events end with one artifact, the answer, then the final completed status.
+function checkEnd(who, events, answer) {
+  const last = events[events.length - 1];
+  check(last.kind === "status-update" && last.final && last.status.state === "completed", `${who} ends completed, final`);
+  const arts = events.filter((e) => e.kind === "artifact-update");
+  check(arts.length === 1 && arts[0].artifact.parts[0].text === answer, `${who}: one artifact, the answer`);
+}
 
 const cases = {
   async card() {
@@ -94,6 +105,66 @@ const cases = {
     const after = await client2.listTaskPushNotificationConfig({ id: task.id });
     check(after.length === 0, "deleted");
     return `task ${task.id}: set, get, list, delete`;
+  },
+
+  async stream_early_parts() {
+    // As a2a_client.mjs: parts published before a stream's subscription reached the broker
+    // (a race, run on four new chats at once).
+    const runs = await Promise.all(
+      [1, 2, 3, 4].map((i) => drain(client.sendMessageStream({ message: message(`[sim:slow 2] [sim:words 1000] v03 early ${i}`) }), [])),
+    );
+    const out = [];
+    for (const [i, events] of runs.entries()) {
+      check(events[0].kind === "task", "the first event is the task");
+      const answer = (await client.getTask({ id: events[0].id })).artifacts[0].parts[0].text;
+      checkEnd(`message/stream ${i + 1}`, events, answer);
+      out.push(checkDeltas(`message/stream ${i + 1}`, deltasOf(events), answer));
+    }
+    return out.join("; ");
+  },
+
+  async subscribe_mid_episode() {
+    // As a2a_client.mjs: tasks/resubscribe here and elsewhere once 30 deltas have streamed.
+    check(client2, "A2A_OTHER names a second gateway");
+    const it = client.sendMessageStream({ message: message("[sim:slow 10] [sim:words 400] v03 mid-episode") })[Symbol.asyncIterator]();
+    const own = [];
+    while (deltasOf(own).length < 30) {
+      const r = await it.next();
+      check(!r.done, "the turn is still streaming");
+      own.push(r.value);
+    }
+    const id = own[0].id;
+    const [, here, there] = await Promise.all([
+      drain({ [Symbol.asyncIterator]: () => it }, own),
+      drain(client.resubscribeTask({ id }), []),
+      drain(client2.resubscribeTask({ id }), []),
+    ]);
+    const answer = (await client.getTask({ id })).artifacts[0].parts[0].text;
+    check(answer.startsWith("Echo: v03 mid-episode.") && answer.split(" ").length > 400, `the answer: ${answer.slice(0, 60)}`);
+    const out = [];
+    for (const [who, events] of [["message/stream", own], ["tasks/resubscribe here", here], ["tasks/resubscribe elsewhere", there]]) {
+      check(events[0].kind === "task" && events[0].id === id, `${who} starts with the task`);
+      checkEnd(who, events, answer);
+      out.push(checkDeltas(who, deltasOf(events), answer));
+    }
+    return out.join("; ");
+  },
+
+  async subscribe_queued() {
+    // As a2a_client.mjs: a queued task's stream carries only its own turn's deltas.
+    check(client2, "A2A_OTHER names a second gateway");
+    const running = await client.sendMessage({ message: message("[sim:slow 200] [sim:tool time] [sim:words 6] v03 running"), configuration: { blocking: false } });
+    const queued = await client.sendMessage({
+      message: message("[sim:slow 5] [sim:words 100] v03 queued", { contextId: running.contextId }),
+      configuration: { blocking: false },
+    });
+    check(queued.id.startsWith("q") && queued.status.state === "submitted", `a queued task: ${queued.id}`);
+    const events = await drain(client2.resubscribeTask({ id: queued.id }), []);
+    check(events[0].kind === "task" && events[0].status.state === "submitted", "the task first, submitted");
+    const answer = (await client.getTask({ id: queued.id })).artifacts[0].parts[0].text;
+    check(answer.startsWith("Echo: v03 queued."), `its own answer: ${answer.slice(0, 40)}`);
+    checkEnd("tasks/resubscribe of a queued task", events, answer);
+    return checkDeltas("tasks/resubscribe of a queued task", deltasOf(events), answer);
   },
 
   async resubscribe_after_kill() {

@@ -52,3 +52,26 @@ export async function run(cases, only) {
     console.log(`ok ${name} (${Date.now() - t0} ms): ${detail}`);
   }
 }
+
+// Checks the text deltas of one stream ([{ mid, text }], the status messages' ids and texts in
+// arrival order) against the task's answer: one episode (the message id names it and its seq,
+// "<task>-part-<history_version>-<attempt>-<seq>"), seqs strictly increasing (each part once,
+// in order), and the texts, concatenated, exactly the answer (nothing missed). Returns a
+// summary.
+export function checkDeltas(who, deltas, answer) {
+  check(deltas.length > 0, `${who}: text deltas`);
+  const episodes = new Set(deltas.map((d) => d.mid.replace(/-\d+$/, "")));
+  check(episodes.size === 1, `${who}: one episode: ${[...episodes]}`);
+  const seqs = deltas.map((d) => Number(d.mid.match(/-(\d+)$/)[1]));
+  const bad = seqs.findIndex((s, i) => i > 0 && s <= seqs[i - 1]);
+  check(bad < 0, `${who}: each delta once, in order: seq ${seqs[bad]} after ${seqs[bad - 1]}`);
+  const text = deltas.map((d) => d.text).join("");
+  check(text === answer, `${who}: the deltas are the answer exactly (${text.length} of ${answer.length} bytes): ${text.slice(0, 80)}`);
+  return `${who} ${deltas.length} deltas (seq ${seqs[0]}..${seqs[seqs.length - 1]})`;
+}
+
+// Drains an async iterable of stream events into events (mapped by f); returns events.
+export async function drain(iterable, events, f = (e) => e) {
+  for await (const ev of iterable) events.push(f(ev));
+  return events;
+}

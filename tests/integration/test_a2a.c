@@ -173,6 +173,27 @@ static void test_streaming_message_sends_task_deltas_artifact_and_final_status(v
     s_case("stream");
 }
 
+/* Issue 19: a fast model publishes most of its parts before the stream's subscription reaches
+ * the broker; the stream still gets every text delta once, in order (their text is the answer). */
+static void test_stream_gets_every_delta_published_before_it_registered(void **u) {
+    (void)u;
+    s_case("stream_early_parts");
+}
+
+/* Issue 19: SubscribeToTask joining mid-episode, on the same gateway and on the other, gets
+ * what was already streamed of the episode, then the rest, each delta once, in order. */
+static void test_subscribe_mid_episode_gets_every_delta_once_in_order(void **u) {
+    (void)u;
+    s_case("subscribe_mid_episode");
+}
+
+/* A queued task's stream carries its own turn's deltas only, not those of the turn running
+ * in its context when it opened. */
+static void test_subscribe_to_a_queued_task_gets_only_its_own_deltas(void **u) {
+    (void)u;
+    s_case("subscribe_queued");
+}
+
 static void test_cancel_task_interrupts_the_turn(void **u) {
     (void)u;
     s_case("cancel");
@@ -231,6 +252,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_invalid_schema_json_fails_the_task_never_falling_back_to_schema),
         cmocka_unit_test(test_structured_request_must_accept_application_json),
         cmocka_unit_test(test_streaming_message_sends_task_deltas_artifact_and_final_status),
+        cmocka_unit_test(test_stream_gets_every_delta_published_before_it_registered),
+        cmocka_unit_test(test_subscribe_mid_episode_gets_every_delta_once_in_order),
+        cmocka_unit_test(test_subscribe_to_a_queued_task_gets_only_its_own_deltas),
         cmocka_unit_test(test_cancel_task_interrupts_the_turn),
         cmocka_unit_test(test_cancel_structured_task_reports_the_cancellation_receipt),
         cmocka_unit_test(test_canceled_tasks_read_canceled_on_another_gateway),
@@ -246,6 +270,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_text_task_completes_with_the_answer),
         cmocka_unit_test(test_invalid_schema_json_fails_the_task_never_falling_back_to_schema),
         cmocka_unit_test(test_streaming_message_sends_task_deltas_artifact_and_final_status),
+        cmocka_unit_test(test_stream_gets_every_delta_published_before_it_registered),
+        cmocka_unit_test(test_subscribe_mid_episode_gets_every_delta_once_in_order),
+        cmocka_unit_test(test_subscribe_to_a_queued_task_gets_only_its_own_deltas),
         cmocka_unit_test(test_canceled_tasks_read_canceled_on_another_gateway),
         cmocka_unit_test(test_push_configs_in_the_v03_shapes),
         cmocka_unit_test(test_subscribe_after_a_gateway_kill_ends_with_the_complete_artifact),

@@ -1183,6 +1183,7 @@ static void s_send_expect(const char *chat, const char *busy, long want) {
     json_t *r = s_call("POST", path, body, want);
     if (want == 429) {
         assert_string_equal(s_str(r, "message"), "Message queue is full.");
+        assert_string_equal(s_str(r, "detail"), "Maximum 2 messages can be queued."); /* CAP */
         s_unchanged(chat, d0, "a send to a full queue");
     }
     json_decref(r);
