@@ -10,6 +10,18 @@
 #include <stdio.h>
 #include <string.h>
 
+static void s_post(void *ctx, hooks_fn *fn, void *arg) {
+    evloop_post(ctx, fn, arg);
+}
+
+static void s_curl_add(void *ctx, CURL *easy, hooks_curl_done_fn *done, void *arg) {
+    evloop_curl_add(ctx, easy, done, arg);
+}
+
+hooks_runner_t hookstep_runner(evloop_t *loop) {
+    return (hooks_runner_t){.ctx = loop, .post = s_post, .curl_add = s_curl_add};
+}
+
 typedef struct s_batch s_batch_t;
 
 typedef struct {

@@ -14,6 +14,10 @@
 #include <jansson.h>
 #include <stdint.h>
 
+/* The dispatcher's runner on loop (ARCHITECTURE.md §7.10: the worker's dispatches are
+ * transfers on its event loop). */
+hooks_runner_t hookstep_runner(evloop_t *loop);
+
 /* Starts the hooked run of calls (the pending local tool-call parts, borrowed) of chat at
  * history_version, on loop's thread. done runs once on the loop: PROVIDER_OK with
  * res->content = {tool_call_id: {"result", "is_error"}} (batch_pending's answers), or

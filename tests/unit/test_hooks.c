@@ -1,5 +1,5 @@
 /*
- * The hook dispatcher (worker/hooks.h) against a consumer this test runs: a small HTTP server
+ * The hook dispatcher (common/hooks/hooks.h) against a consumer this test runs: a small HTTP server
  * on 127.0.0.1 in a thread of its own, answering each POST as the test scripts it and keeping
  * every request it saw. Proves: the event id is stable and the signature verifies; allow with
  * an input override, deny and context reach the caller; a consumer that is down, hangs past
@@ -20,6 +20,7 @@
 
 #include "hookcons.h"
 #include "hooks.h"
+#include "hookstep.h"
 #include "id.h"
 #include "mem.h"
 
@@ -61,7 +62,8 @@ static s_env_t s_env(int port, int64_t timeout_ms, int64_t max_inflight, int64_t
                           .max_inflight = max_inflight,
                           .admission_max = admission_max};
     s_env_t e = {.loop = evloop_new()};
-    e.hooks = hooks_new(&cfg, e.loop);
+    hooks_runner_t runner = hookstep_runner(e.loop);
+    e.hooks = hooks_new(&cfg, &runner);
     free(url);
     return e;
 }
