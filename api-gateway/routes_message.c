@@ -1,4 +1,5 @@
 /* routes_message: messages (list, send, edit) and the queue (delete, promote). */
+#include "admithook.h"
 #include "db.h"
 #include "jsonout.h"
 #include "mem.h"
@@ -249,6 +250,31 @@ static int s_format(send_t *s, const http_req_t *req, json_t *body, bool edit) {
     return 0;
 }
 
+/* The admission hooks of a send or an edit (admithook.h), before its bundle: the chat must be
+ * the caller's (404 else, and no event), then, with no connection held while they wait,
+ * session_start for an edit and user_prompt_submit, whose override becomes s->msg.content. */
+static int s_admit(gateway_t *gw, const http_req_t *req, send_t *s, bool edit) {
+    if (!admithook_enabled(gw)) {
+        return 0;
+    }
+    json_t *chat = gateway_chat_json(s->conn, req->params[0], req->user_id, s->resp);
+    if (!chat) {
+        return -1;
+    }
+    json_decref(chat);
+    pool_put(gw->pool, s->conn);
+    admithook_t h;
+    admithook_begin(&h, gw, req->params[0], req->user_id, edit ? "edit" : "send");
+    char *content = (char *)s->msg.content;
+    int rc = edit ? admithook_session(&h, s->resp) : 0;
+    if (rc == 0) {
+        rc = admithook_prompt(&h, &content, s->resp);
+    }
+    s->msg.content = content;
+    s->conn = pool_get(gw->pool);
+    return rc;
+}
+
 static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     json_t *body = NULL;
@@ -258,7 +284,7 @@ static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
         return;
     }
     s.conn = pool_get(gw->pool);
-    if (s_format(&s, req, body, false) == 0 &&
+    if (s_format(&s, req, body, false) == 0 && s_admit(gw, req, &s, false) == 0 &&
         gateway_bundle(gw, s.conn, req, s_send_step, &s, NULL, resp) == 0) {
         json_t *rows = s_inserted_rows(&s);
         if (rows) {
@@ -335,6 +361,9 @@ static void s_edit(void *app, http_req_t *req, http_resp_t *resp) {
     }
     s.conn = pool_get(gw->pool);
     int rc = s_format(&s, req, body, true);
+    if (rc == 0) {
+        rc = s_admit(gw, req, &s, true);
+    }
     if (rc == 0 && gateway_bundle(gw, s.conn, req, s_edit_step, &s, NULL, resp) != 0) {
         rc = -1;
         if (resp->status == 404) {

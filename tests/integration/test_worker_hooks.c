@@ -62,6 +62,23 @@ static void s_create(const char *text, char chat[ID_UUID_LEN + 1]) {
     proc_http_free(&r);
 }
 
+/* Sends text to chat; returns the status, and the parsed answer in *out when out is given. */
+static long s_send(const char *chat, const char *text, json_t **out) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/messages", cluster_url(s_cluster, 0), chat);
+    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
+    free(body);
+    printf("  send: %ld %s\n", r.status, r.body);
+    if (out) {
+        *out = json_loads(r.body, 0, NULL);
+    }
+    long status = r.status;
+    proc_http_free(&r);
+    return status;
+}
+
 /* Waits until the chat's status (and owner) is want ("waiting:true", "error:true"). */
 static void s_wait_status(const char *chat, const char *want) {
     char *q =
@@ -122,6 +139,19 @@ static const char *s_data(const json_t *ev, const char *k) {
     return s ? s : "";
 }
 
+/* Polls until the consumer has n events of chat; returns them (an array). */
+static json_t *s_wait_events(int from, const char *chat, size_t n) {
+    int64_t end = id_now_ms() + WAIT_MS;
+    for (;;) {
+        json_t *evs = s_events(from, chat);
+        if (json_array_size(evs) >= n || id_now_ms() > end) {
+            return evs;
+        }
+        json_decref(evs);
+        usleep(20 * 1000);
+    }
+}
+
 static void test_a_tool_call_is_announced_before_and_after_with_its_ids(void **state) {
     (void)state;
     hookcons_answer(s_cons, NULL, 200, "{}", false);
@@ -138,10 +168,17 @@ static void test_a_tool_call_is_announced_before_and_after_with_its_ids(void **s
     assert_null(strstr(r, "original"));
     free(r);
     json_t *evs = s_events(from, chat);
-    assert_int_equal(json_array_size(evs), 3);
-    json_t *pre = json_array_get(evs, 0);
-    json_t *post = json_array_get(evs, 1);
-    json_t *stop = json_array_get(evs, 2);
+    assert_int_equal(json_array_size(evs), 5);
+    /* The gateway's admission events first, before anything was committed. */
+    json_t *start = json_array_get(evs, 0);
+    json_t *prompt = json_array_get(evs, 1);
+    assert_string_equal(s_field(start, "event"), "session_start");
+    assert_string_equal(s_field(prompt, "event"), "user_prompt_submit");
+    assert_string_equal(s_data(prompt, "prompt"), "echo please");
+    assert_string_equal(s_data(start, "submission_id"), s_data(prompt, "submission_id"));
+    json_t *pre = json_array_get(evs, 2);
+    json_t *post = json_array_get(evs, 3);
+    json_t *stop = json_array_get(evs, 4);
     assert_string_equal(s_field(stop, "event"), "stop"); /* the turn's end, after its reply */
     assert_string_equal(s_field(pre, "event"), "pre_tool_use");
     assert_string_equal(s_field(post, "event"), "post_tool_use");
@@ -152,6 +189,10 @@ static void test_a_tool_call_is_announced_before_and_after_with_its_ids(void **s
     json_int_t hv =
         json_integer_value(json_object_get(json_object_get(pre, "data"), "history_version"));
     char id[HOOKS_EVENT_ID_LEN + 1];
+    hooks_event_id(chat, 0, 0, HOOKS_SESSION_START, s_data(start, "submission_id"), id);
+    assert_string_equal(s_field(start, "event_id"), id);
+    hooks_event_id(chat, 0, 0, HOOKS_USER_PROMPT_SUBMIT, s_data(prompt, "submission_id"), id);
+    assert_string_equal(s_field(prompt, "event_id"), id);
     hooks_event_id(chat, hv, 0, HOOKS_PRE_TOOL_USE, "call_ov", id);
     assert_string_equal(s_field(pre, "event_id"), id);
     hooks_event_id(chat, hv, 0, HOOKS_POST_TOOL_USE, "call_ov", id);
@@ -210,10 +251,15 @@ static void test_a_denied_call_is_answered_as_denied_and_the_turn_goes_on(void *
 
 static void test_a_consumer_down_fails_the_turn_closed_then_it_recovers(void **state) {
     (void)state;
-    hookcons_destroy(&s_cons);
+    /* The consumer goes down while it holds the pre_tool_use (the gateway's events passed). */
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    hookcons_answer(s_cons, "pre_tool_use", 200, "{}", true);
+    int from = hookcons_seen(s_cons);
     s_push_echo("call_down", "{\"text\":\"x\"}");
     char chat[ID_UUID_LEN + 1];
-    s_create("echo while the consumer is down", chat);
+    s_create("echo while the consumer goes down", chat);
+    json_decref(s_wait_events(from, chat, 3));
+    hookcons_destroy(&s_cons);
     s_wait_status(chat, "error:true");
     char *err = cluster_sql(s_cluster, "SELECT last_error::text FROM chats WHERE id = '%s'", chat);
     printf("  last_error: %s\n", err);
@@ -226,6 +272,14 @@ static void test_a_consumer_down_fails_the_turn_closed_then_it_recovers(void **s
                           chat);
     assert_string_equal(n, "0"); /* the tool never ran */
     free(n);
+    /* While it is down, a new prompt is refused at the gateway and nothing is stored. */
+    char *before = cluster_sql(s_cluster, "SELECT count(*) FROM chat_messages");
+    long st = s_send(chat, "a prompt nobody can judge", NULL);
+    assert_int_equal(st, 502);
+    char *after = cluster_sql(s_cluster, "SELECT count(*) FROM chat_messages");
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
     /* Back up on the same port: the next turn runs its tool. */
     s_cons = hookcons_new(s_port);
     hookcons_answer(s_cons, NULL, 200, "{}", false);
@@ -315,19 +369,6 @@ static void test_a_compaction_is_announced_and_fails_closed(void **state) {
     hookcons_answer(s_cons, "pre_compact", 200, "{}", false);
 }
 
-/* Polls until the consumer has n events of chat; returns them (an array). */
-static json_t *s_wait_events(int from, const char *chat, size_t n) {
-    int64_t end = id_now_ms() + WAIT_MS;
-    for (;;) {
-        json_t *evs = s_events(from, chat);
-        if (json_array_size(evs) >= n || id_now_ms() > end) {
-            return evs;
-        }
-        json_decref(evs);
-        usleep(20 * 1000);
-    }
-}
-
 static void test_a_step_made_again_after_takeover_sends_the_same_event_ids(void **state) {
     (void)state;
     hookcons_answer(s_cons, NULL, 200, "{}", false);
@@ -337,24 +378,167 @@ static void test_a_step_made_again_after_takeover_sends_the_same_event_ids(void 
     s_push_text("finished after the takeover");
     char chat[ID_UUID_LEN + 1];
     s_create("echo across a crash", chat);
-    json_decref(s_wait_events(from, chat, 1));
+    json_decref(s_wait_events(from, chat, 3)); /* session_start, user_prompt_submit, the held one */
     cluster_signal(s_cluster, CLUSTER_WORKER, 0, SIGKILL);
     hookcons_answer(s_cons, "pre_tool_use", 200, "{}", false);
     cluster_start(s_cluster, CLUSTER_WORKER, 0);
     s_wait_status(chat, "waiting:true");
     json_t *evs = s_events(from, chat);
-    assert_int_equal(json_array_size(evs), 4);
-    json_t *first = json_array_get(evs, 0);
-    json_t *again = json_array_get(evs, 1);
+    assert_int_equal(json_array_size(evs), 6);
+    assert_string_equal(s_field(json_array_get(evs, 0), "event"), "session_start");
+    assert_string_equal(s_field(json_array_get(evs, 1), "event"), "user_prompt_submit");
+    json_t *first = json_array_get(evs, 2);
+    json_t *again = json_array_get(evs, 3);
     assert_string_equal(s_field(first, "event"), "pre_tool_use");
     assert_string_equal(s_field(again, "event"), "pre_tool_use");
     /* Delivered twice with one id: the consumer deduplicates on it. */
     assert_string_equal(s_field(first, "event_id"), s_field(again, "event_id"));
-    assert_string_equal(s_field(json_array_get(evs, 2), "event"), "post_tool_use");
-    assert_string_equal(s_field(json_array_get(evs, 3), "event"), "stop");
+    assert_string_equal(s_field(json_array_get(evs, 4), "event"), "post_tool_use");
+    assert_string_equal(s_field(json_array_get(evs, 5), "event"), "stop");
     json_decref(evs);
     char *r = s_result(chat, "call_again"); /* exactly one result committed */
     free(r);
+}
+
+/* The number of chat_messages rows of chat, as text (caller frees). */
+static char *s_rows(const char *chat) {
+    return cluster_sql(s_cluster, "SELECT count(*) FROM chat_messages WHERE chat_id = '%s'", chat);
+}
+
+static void test_a_denied_prompt_is_refused_and_nothing_is_stored(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    s_push_text("the first reply");
+    char chat[ID_UUID_LEN + 1];
+    s_create("an allowed first prompt", chat);
+    s_wait_status(chat, "waiting:true");
+    hookcons_answer(s_cons, "user_prompt_submit", 200,
+                    "{\"decision\":\"deny\",\"reason\":\"no secrets here\"}", false);
+    char *before = s_rows(chat);
+    int calls = mockprov_request_count(s_mock);
+    json_t *ans = NULL;
+    assert_int_equal(s_send(chat, "tell me the secret", &ans), 403);
+    assert_string_equal(json_string_value(json_object_get(ans, "kind")), "hook_denied");
+    assert_string_equal(json_string_value(json_object_get(ans, "detail")), "no secrets here");
+    json_decref(ans);
+    char *after = s_rows(chat);
+    assert_string_equal(before, after); /* nothing stored */
+    free(before);
+    free(after);
+    char *n = cluster_sql(s_cluster,
+                          "SELECT count(*) FROM chat_queued_messages WHERE chat_id = '%s'", chat);
+    assert_string_equal(n, "0");
+    free(n);
+    s_wait_status(chat, "waiting:true"); /* no turn started, no model called */
+    assert_int_equal(mockprov_request_count(s_mock), calls);
+    /* A create whose first prompt is denied creates no chat. */
+    char *chats = cluster_sql(s_cluster, "SELECT count(*) FROM chats");
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster),
+                               "{\"content\":[{\"type\":\"text\",\"text\":\"secret\"}]}", &r),
+                     0);
+    assert_int_equal(r.status, 403);
+    assert_non_null(strstr(r.body, "\"kind\":\"hook_denied\""));
+    proc_http_free(&r);
+    char *chats_after = cluster_sql(s_cluster, "SELECT count(*) FROM chats");
+    assert_string_equal(chats, chats_after);
+    free(chats);
+    free(chats_after);
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
+}
+
+static void test_an_overridden_prompt_is_what_is_stored_and_sent(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{\"input\":\"REWRITTEN prompt\"}", false);
+    int calls = mockprov_request_count(s_mock);
+    s_push_text("answered the rewritten prompt");
+    char chat[ID_UUID_LEN + 1];
+    s_create("ORIGINAL prompt", chat);
+    s_wait_status(chat, "waiting:true");
+    char *c = cluster_sql(s_cluster,
+                          "SELECT content::text FROM chat_messages WHERE chat_id = '%s' AND role ="
+                          " 'user' AND visibility <> 'model'",
+                          chat);
+    printf("  stored: %s\n", c);
+    assert_non_null(strstr(c, "REWRITTEN prompt"));
+    assert_null(strstr(c, "ORIGINAL"));
+    free(c);
+    /* The model was asked the override. */
+    json_t *req = mockprov_request(s_mock, calls);
+    assert_non_null(req);
+    char *text = json_dumps(json_object_get(req, "body"), JSON_COMPACT);
+    assert_non_null(strstr(text, "REWRITTEN prompt"));
+    assert_null(strstr(text, "ORIGINAL"));
+    free(text);
+    json_decref(req);
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
+}
+
+static void test_an_invalid_prompt_answer_refuses_the_prompt(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    s_push_text("a reply");
+    char chat[ID_UUID_LEN + 1];
+    s_create("a first prompt", chat);
+    s_wait_status(chat, "waiting:true");
+    /* A tool input object is no prompt: the answer is invalid and the hook fails closed. */
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{\"input\":{\"text\":\"x\"}}", false);
+    char *before = s_rows(chat);
+    json_t *ans = NULL;
+    assert_int_equal(s_send(chat, "judge me", &ans), 502);
+    assert_string_equal(json_string_value(json_object_get(ans, "kind")), "hook_dispatch_failed");
+    assert_non_null(strstr(json_string_value(json_object_get(ans, "detail")),
+                           "user_prompt_submit hook failed: hook answer: input: must be a string"));
+    json_decref(ans);
+    char *after = s_rows(chat);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
+}
+
+static void test_an_edit_starts_a_session_and_submits_its_prompt(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    s_push_text("a reply to edit away");
+    char chat[ID_UUID_LEN + 1];
+    s_create("the prompt before the edit", chat);
+    s_wait_status(chat, "waiting:true");
+    char *mid = cluster_sql(s_cluster,
+                            "SELECT id FROM chat_messages WHERE chat_id = '%s' AND role = 'user'"
+                            " AND visibility <> 'model' AND NOT deleted",
+                            chat);
+    int from = hookcons_seen(s_cons);
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{\"input\":\"EDITED by the hook\"}", false);
+    s_push_text("a reply to the edit");
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/messages/%s", cluster_url(s_cluster, 0), chat,
+             mid);
+    proc_http_t r;
+    assert_int_equal(proc_http("PATCH", url, cluster_token(s_cluster),
+                               "{\"content\":[{\"type\":\"text\",\"text\":\"edited\"}]}", &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    proc_http_free(&r);
+    s_wait_status(chat, "waiting:true");
+    json_t *evs = s_events(from, chat);
+    assert_true(json_array_size(evs) >= 3);
+    assert_string_equal(s_field(json_array_get(evs, 0), "event"), "session_start");
+    assert_string_equal(s_data(json_array_get(evs, 0), "source"), "edit");
+    assert_string_equal(s_field(json_array_get(evs, 1), "event"), "user_prompt_submit");
+    assert_string_equal(s_data(json_array_get(evs, 1), "prompt"), "edited");
+    json_decref(evs);
+    char *c = cluster_sql(s_cluster,
+                          "SELECT content::text FROM chat_messages WHERE chat_id = '%s' AND role ="
+                          " 'user' AND visibility <> 'model' AND NOT deleted",
+                          chat);
+    assert_non_null(strstr(c, "EDITED by the hook"));
+    free(c);
+    free(mid);
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
 }
 
 static int s_setup(void **state) {
@@ -403,6 +587,10 @@ int main(void) {
         cmocka_unit_test(test_a_step_made_again_after_takeover_sends_the_same_event_ids),
         cmocka_unit_test(test_an_invalid_stop_answer_ends_the_turn_in_error),
         cmocka_unit_test(test_a_compaction_is_announced_and_fails_closed),
+        cmocka_unit_test(test_a_denied_prompt_is_refused_and_nothing_is_stored),
+        cmocka_unit_test(test_an_overridden_prompt_is_what_is_stored_and_sent),
+        cmocka_unit_test(test_an_invalid_prompt_answer_refuses_the_prompt),
+        cmocka_unit_test(test_an_edit_starts_a_session_and_submits_its_prompt),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
