@@ -400,6 +400,73 @@ static taskctx_rc_t s_stop_commit(taskctx_t *ctx, PGconn *conn) {
     return rc;
 }
 
+/* Hook events a step hears before it decides on a fresh read (ARCHITECTURE.md §7.10):
+ * post_compact once a compaction is the chat's latest history change, and stop before a
+ * structured request's end. The event is the step's call; the phase after reads and decides
+ * again with the event marked heard (the fence makes that read the same history), or ends the
+ * turn in error when the hook failed. */
+#define S_HEARD_POST_COMPACT 1u
+#define S_HEARD_STOP         2u
+
+typedef struct {
+    unsigned heard; /* with this event's bit, for the read after it */
+    hooks_event_t event;
+    json_t *data;
+    char request_id[ID_UUID_LEN + 1]; /* stop: the request whose receipt a failure writes */
+} s_heard_t;
+
+static void s_heard_free(void *arg) {
+    s_heard_t *h = arg;
+    json_decref(h->data);
+    free(h);
+}
+
+static provider_call_t *s_heard_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
+    s_heard_t *h = ctx->body;
+    return hookstep_event_start(ctx->env->hooks, ctx->env->loop, h->event, ctx->chat_id,
+                                ctx->fence.history_version, h->data, done, arg);
+}
+
+static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard);
+
+/* The phase after a heard event: the step again, or FinishError when the hook failed. */
+static taskctx_rc_t s_after_heard(taskctx_t *ctx, PGconn *conn) {
+    s_heard_t *h = ctx->body;
+    if (ctx->call_rc == PROVIDER_CANCELLED) {
+        return TASKCTX_QUIET;
+    }
+    if (!conn) {
+        return TASKCTX_RETRY;
+    }
+    if (ctx->call_rc != PROVIDER_OK) {
+        return s_hook_failed(ctx, conn, h->request_id[0] ? h->request_id : NULL);
+    }
+    provider_result_clear(&ctx->call_res);
+    unsigned heard = h->heard;
+    ctx->body_free(ctx->body);
+    ctx->body = NULL;
+    ctx->body_free = NULL;
+    return s_step(ctx, conn, heard);
+}
+
+/* Makes event (data stolen, {history_version} added) the step's call; TASKCTX_CALL. */
+static taskctx_rc_t s_hear(taskctx_t *ctx, hooks_event_t event, json_t *data, unsigned heard,
+                           const char *request_id) {
+    s_heard_t *h = mem_calloc(1, sizeof *h);
+    h->event = event;
+    h->heard = heard;
+    h->data = data;
+    json_object_set_new(data, "history_version", json_integer(ctx->fence.history_version));
+    snprintf(h->request_id, sizeof h->request_id, "%s", request_id ? request_id : "");
+    ctx->body = h;
+    ctx->body_free = s_heard_free;
+    ctx->call_start = s_heard_start;
+    ctx->next = s_after_heard;
+    log_info("hook_event", "chat_id=%s hook=%s history_version=%lld", ctx->chat_id,
+             hooks_event_name(event), (long long)ctx->fence.history_version);
+    return TASKCTX_CALL;
+}
+
 /* With hooks on, the pending local calls (not MCP, dynamic or the finalizer) as a new array,
  * or NULL when there are none or hooks are off. */
 static json_t *s_hooked_calls(const taskctx_t *ctx, const json_t *pending, const history_t *h) {
@@ -1007,7 +1074,8 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
  * request or commit feedback instead of the ordinary step. Returns true when it handled the
  * step (*rc set). */
 static bool s_structured_step(taskctx_t *ctx, PGconn *conn, const history_t *h,
-                              structured_turn_t *turn, bool *open, decide_t d, taskctx_rc_t *rc) {
+                              structured_turn_t *turn, bool *open, decide_t d, unsigned heard,
+                              taskctx_rc_t *rc) {
     char why[STRUCTURED_ERROR_MAX];
     if (structured_turn_open(turn, h->request_id, h->response_format, h->evidence, h->dynamic_tools,
                              why, sizeof why) != 0) {
@@ -1031,6 +1099,14 @@ static bool s_structured_step(taskctx_t *ctx, PGconn *conn, const history_t *h,
              turn->st.candidate != NULL, structured_decision_name(sd));
     if (sd == STRUCTURED_CONTINUE) {
         return false;
+    }
+    /* The request's end (not feedback, after which the turn goes on): stop first. */
+    if (sd != STRUCTURED_FEEDBACK && hooks_enabled(ctx->env->hooks) && !(heard & S_HEARD_STOP)) {
+        *rc = s_hear(ctx, HOOKS_STOP,
+                     json_pack("{s:s, s:s}", "request_id", turn->request_id, "outcome",
+                               structured_decision_name(sd)),
+                     heard | S_HEARD_STOP, turn->request_id);
+        return true;
     }
     *rc = s_turn_end(ctx, conn, turn, sd);
     return true;
@@ -1058,9 +1134,11 @@ typedef struct {
     history_t h;
     decide_t d;
     json_t *pending;
-    int64_t attempt; /* > 0: RecordGenerationAttempt is in the bundle */
-    int64_t tokens;  /* the latest context size the automatic gate read (-1: none) */
-    bool automatic;  /* DECIDE_COMPACT came from the automatic gate */
+    int64_t attempt;   /* > 0: RecordGenerationAttempt is in the bundle */
+    int64_t tokens;    /* the latest context size the automatic gate read (-1: none) */
+    bool automatic;    /* DECIDE_COMPACT came from the automatic gate */
+    unsigned heard;    /* hook events heard before this read (S_HEARD_*) */
+    bool post_compact; /* post_compact is due first: the read wrote nothing */
 } s_read_t;
 
 /* The step's reads under the chat row lock and, when the step is a plain model call (no
@@ -1077,6 +1155,14 @@ static int s_read_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     }
     /* Every write of this step also fences the attempt it read. */
     ctx->fence.generation_attempt = r->h.generation_attempt;
+    /* A compaction that is the latest history change has not been announced yet in this
+     * task: post_compact first, with nothing recorded (a step made again after a takeover
+     * sends it again, with the same id). */
+    r->post_compact = !(r->heard & S_HEARD_POST_COMPACT) && hooks_enabled(ctx->env->hooks) &&
+                      r->h.summary && r->h.summary_revision == r->h.history_version;
+    if (r->post_compact) {
+        return TASKCTX_BUNDLE_EMPTY;
+    }
     bool resume = r->h.summary && !strcmp(s_str(r->h.summary, "source"), COMPACTION_AUTOMATIC);
     unsigned flags = (r->h.compaction_requested ? HISTORY_COMPACTION_REQUESTED : 0) |
                      (resume ? HISTORY_RESUME_AFTER_SUMMARY : 0);
@@ -1099,11 +1185,16 @@ static int s_read_step(chatstate_t *cs, void *arg, cs_error_t *err) {
 }
 
 taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
+    return s_step(ctx, conn, 0);
+}
+
+/* The step, with the hook events in heard already dispatched in this task. */
+static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard) {
     if (!conn) {
         return TASKCTX_RETRY;
     }
     ctx->fence.generation_attempt = -1;
-    s_read_t r = {.ctx = ctx, .conn = conn, .hr = HISTORY_DB, .tokens = -1};
+    s_read_t r = {.ctx = ctx, .conn = conn, .hr = HISTORY_DB, .tokens = -1, .heard = heard};
     taskctx_rc_t brc = taskctx_bundle(ctx, conn, s_read_step, &r, "RecordGenerationAttempt");
     if (brc != TASKCTX_DONE || r.hr != HISTORY_OK) {
         if (r.hr == HISTORY_FENCED) {
@@ -1112,6 +1203,13 @@ taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
         json_decref(r.pending);
         history_clear(&r.h);
         return brc != TASKCTX_DONE ? brc : r.hr == HISTORY_DB ? TASKCTX_RETRY : TASKCTX_QUIET;
+    }
+    if (r.post_compact) {
+        json_t *data = json_pack("{s:O?, s:O?}", "source", json_object_get(r.h.summary, "source"),
+                                 "summary", json_object_get(r.h.summary, "summary"));
+        json_decref(r.pending);
+        history_clear(&r.h);
+        return s_hear(ctx, HOOKS_POST_COMPACT, data, heard | S_HEARD_POST_COMPACT, NULL);
     }
     history_t h = r.h;
     json_t *pending = r.pending;
@@ -1126,7 +1224,7 @@ taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
     /* A compaction is no step of the structured request: it neither offers the finalizer nor
      * counts toward its budget. */
     bool handled = d != DECIDE_COMPACT && h.request_id[0] &&
-                   s_structured_step(ctx, conn, &h, &turn, &open, d, &rc);
+                   s_structured_step(ctx, conn, &h, &turn, &open, d, heard, &rc);
     structured_turn_t *t = open ? &turn : NULL;
     s_args_t a = {.fence = &ctx->fence};
     switch (handled ? -1 : (int)d) {

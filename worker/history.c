@@ -315,7 +315,7 @@ static int s_load_compaction(PGconn *conn, const char *chat_id, const compaction
     const char *p[] = {chat_id};
     PGresult *res = s_query(
         conn, chat_id,
-        "SELECT (content -> 0 -> 'result')::text FROM chat_messages WHERE chat_id = $1"
+        "SELECT (content -> 0 -> 'result')::text, revision FROM chat_messages WHERE chat_id = $1"
         " AND NOT deleted AND compressed AND role = 'tool'"
         " AND content -> 0 ->> 'tool_name' = '" COMPACTION_TOOL "' AND id > coalesce((SELECT"
         " max(id) FROM chat_messages WHERE chat_id = $1 AND NOT deleted AND compressed AND"
@@ -325,6 +325,7 @@ static int s_load_compaction(PGconn *conn, const char *chat_id, const compaction
         return -1;
     }
     out->summary = PQntuples(res) == 1 ? s_stored(PQgetvalue(res, 0, 0)) : NULL;
+    out->summary_revision = out->summary ? strtoll(PQgetvalue(res, 0, 1), NULL, 10) : 0;
     if (out->summary && !json_is_object(out->summary)) {
         json_decref(out->summary);
         out->summary = NULL;

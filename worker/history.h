@@ -44,6 +44,8 @@ typedef struct {
                            or NULL when none is configured or it does not resolve */
     json_t *summary;    /* owned: the result of the chat_summarized call that follows the latest
                            boundary, or NULL (no boundary, or it is a clear) */
+    int64_t summary_revision;     /* the revision of summary's row: history_version when that
+                                     compaction is the chat's latest history change (§7.10) */
     compaction_trigger_t trigger; /* the binding automatic trigger */
     /* Titles (ARCHITECTURE.md §7.8). */
     bool title_fallback; /* the chat's title is still the fallback */

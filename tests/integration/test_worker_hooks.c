@@ -342,9 +342,26 @@ static void test_a_compaction_is_announced_and_fails_closed(void **state) {
     assert_int_equal(s_compact(chat), 200);
     s_wait_status(chat, "waiting:true");
     json_t *evs = s_events(from, chat);
-    assert_int_equal(json_array_size(evs), 2);
-    assert_string_equal(s_field(json_array_get(evs, 0), "event"), "pre_compact");
-    assert_string_equal(s_field(json_array_get(evs, 1), "event"), "stop"); /* the turn's end */
+    assert_int_equal(json_array_size(evs), 3);
+    json_t *pre = json_array_get(evs, 0);
+    json_t *post = json_array_get(evs, 1);
+    assert_string_equal(s_field(pre, "event"), "pre_compact");
+    /* post_compact once the triplet committed, at that commit's history_version. */
+    assert_string_equal(s_field(post, "event"), "post_compact");
+    assert_string_equal(s_data(post, "source"), "manual");
+    assert_string_equal(s_data(post, "summary"), "SUMMARY-HOOKED");
+    json_int_t hv =
+        json_integer_value(json_object_get(json_object_get(post, "data"), "history_version"));
+    char *committed = cluster_sql(s_cluster,
+                                  "SELECT max(revision) FROM chat_messages WHERE chat_id = '%s'"
+                                  " AND content::text LIKE '%%SUMMARY-HOOKED%%'",
+                                  chat);
+    assert_int_equal(hv, atoll(committed));
+    free(committed);
+    char id[HOOKS_EVENT_ID_LEN + 1];
+    hooks_event_id(chat, hv, 0, HOOKS_POST_COMPACT, NULL, id);
+    assert_string_equal(s_field(post, "event_id"), id);
+    assert_string_equal(s_field(json_array_get(evs, 2), "event"), "stop"); /* the turn's end */
     json_decref(evs);
     char *n = cluster_sql(s_cluster,
                           "SELECT count(*) FROM chat_messages WHERE chat_id = '%s' AND"
@@ -541,6 +558,71 @@ static void test_an_edit_starts_a_session_and_submits_its_prompt(void **state) {
     hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
 }
 
+static void test_a_structured_request_hears_stop_before_its_receipt(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    int from = hookcons_seen(s_cons);
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
+    const char *body =
+        "{\"model\":\"sim\",\"content\":[{\"type\":\"text\",\"text\":\"a city\"}],"
+        "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"c\","
+        "\"schema\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},"
+        "\"required\":[\"city\"]}}}}";
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
+    assert_int_equal(r.status, 201);
+    json_t *v = json_loads(r.body, 0, NULL);
+    char chat[ID_UUID_LEN + 1];
+    snprintf(chat, sizeof chat, "%s", json_string_value(json_object_get(v, "id")));
+    json_decref(v);
+    proc_http_free(&r);
+    s_wait_status(chat, "waiting:true");
+    char *rid = cluster_sql(s_cluster,
+                            "SELECT structured_output_request_id FROM chat_messages WHERE chat_id"
+                            " = '%s' AND role = 'user'",
+                            chat);
+    char *receipt = cluster_sql(s_cluster,
+                                "SELECT structured_output ->> 'status' FROM chat_messages WHERE"
+                                " chat_id = '%s' AND structured_output ->> 'type' ="
+                                " 'structured-output-outcome'",
+                                chat);
+    printf("  receipt: %s request: %s\n", receipt ? receipt : "(none)", rid ? rid : "(none)");
+    assert_non_null(receipt);
+    assert_non_null(rid);
+    assert_string_equal(receipt, "succeeded");
+    free(receipt);
+    json_t *evs = s_events(from, chat);
+    size_t n = json_array_size(evs);
+    assert_true(n >= 3);
+    json_t *stop = json_array_get(evs, n - 1);
+    assert_string_equal(s_field(stop, "event"), "stop");
+    assert_string_equal(s_data(stop, "request_id"), rid);
+    assert_string_equal(s_data(stop, "outcome"), "succeed");
+    json_decref(evs);
+    /* A failed stop at the request's end fails the request: a failed receipt, the chat in
+     * error. */
+    hookcons_answer(s_cons, "stop", 503, "{}", false);
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
+    assert_int_equal(r.status, 201);
+    v = json_loads(r.body, 0, NULL);
+    snprintf(chat, sizeof chat, "%s", json_string_value(json_object_get(v, "id")));
+    json_decref(v);
+    proc_http_free(&r);
+    s_wait_status(chat, "error:true");
+    receipt = cluster_sql(s_cluster,
+                          "SELECT (structured_output ->> 'status') || ':' || (structured_output ->"
+                          " 'error' ->> 'code') FROM chat_messages WHERE chat_id = '%s' AND"
+                          " structured_output ->> 'type' = 'structured-output-outcome'",
+                          chat);
+    printf("  receipt: %s\n", receipt ? receipt : "(none)");
+    assert_non_null(receipt);
+    assert_string_equal(receipt, "failed:generation_failed");
+    free(receipt);
+    free(rid);
+    hookcons_answer(s_cons, "stop", 200, "{}", false);
+}
+
 static int s_setup(void **state) {
     (void)state;
     s_mock = mockprov_new();
@@ -591,6 +673,7 @@ int main(void) {
         cmocka_unit_test(test_an_overridden_prompt_is_what_is_stored_and_sent),
         cmocka_unit_test(test_an_invalid_prompt_answer_refuses_the_prompt),
         cmocka_unit_test(test_an_edit_starts_a_session_and_submits_its_prompt),
+        cmocka_unit_test(test_a_structured_request_hears_stop_before_its_receipt),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
