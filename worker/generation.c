@@ -273,6 +273,8 @@ static bool s_has_tool_call(const json_t *content) {
 typedef struct {
     json_t *calls;   /* the pending MCP calls */
     json_t *enabled; /* the chat's MCP servers */
+    bool hooked;     /* under pre_tool_use and post_tool_use (ARCHITECTURE.md §7.10) */
+    char request_id[ID_UUID_LEN + 1]; /* hooked: the open request a failed hook fails */
 } s_mcp_t;
 
 static void s_mcp_free(void *arg) {
@@ -284,8 +286,15 @@ static void s_mcp_free(void *arg) {
 
 static provider_call_t *s_mcp_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
     s_mcp_t *m = ctx->body;
+    if (m->hooked) {
+        return hookstep_start(ctx->env->hooks, ctx->env->loop, ctx->chat_id,
+                              ctx->fence.history_version, m->calls, ctx->env->mcp, m->enabled, done,
+                              arg);
+    }
     return mcpset_start(ctx->env->mcp, ctx->env->loop, m->calls, m->enabled, done, arg);
 }
+
+static taskctx_rc_t s_hook_failed(taskctx_t *ctx, PGconn *conn, const char *request_id);
 
 /* The phase after the MCP calls: their results in one CommitStep. A database failure runs
  * the step again from its read (the calls are made again; the fence lets one result in). */
@@ -293,6 +302,9 @@ static taskctx_rc_t s_mcp_commit(taskctx_t *ctx, PGconn *conn) {
     s_mcp_t *m = ctx->body;
     if (ctx->call_rc == PROVIDER_CANCELLED) {
         return TASKCTX_QUIET;
+    }
+    if (conn && m->hooked && ctx->call_rc == PROVIDER_ERROR) { /* fail closed (§7.10) */
+        return s_hook_failed(ctx, conn, m->request_id[0] ? m->request_id : NULL);
     }
     if (!conn || ctx->call_rc != PROVIDER_OK) {
         return TASKCTX_RETRY;
@@ -331,7 +343,7 @@ static void s_hooked_free(void *arg) {
 static provider_call_t *s_hooked_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
     s_hooked_t *m = ctx->body;
     return hookstep_start(ctx->env->hooks, ctx->env->loop, ctx->chat_id, ctx->fence.history_version,
-                          m->calls, done, arg);
+                          m->calls, NULL, NULL, done, arg);
 }
 
 /* The phase after the hooked tools: their results in one CommitStep, or FinishError when a
@@ -522,6 +534,8 @@ static taskctx_rc_t s_run_pending(taskctx_t *ctx, PGconn *conn, const json_t *pe
     s_mcp_t *m = mem_calloc(1, sizeof *m);
     m->calls = mcp;
     m->enabled = json_incref(h->mcp_servers);
+    m->hooked = hooks_enabled(ctx->env->hooks);
+    snprintf(m->request_id, sizeof m->request_id, "%s", turn ? turn->request_id : "");
     ctx->body = m;
     ctx->body_free = s_mcp_free;
     ctx->call_start = s_mcp_start;

@@ -37,6 +37,10 @@ typedef struct {
 struct s_batch {
     provider_call_t *call; /* NULL once the call ended or was cancelled */
     hooks_t *hooks;
+    evloop_t *loop;
+    mcpset_t *mcp;          /* NULL: local tools */
+    json_t *enabled;        /* mcp: the chat's servers */
+    provider_call_t *inner; /* mcp: the allowed calls in flight, or NULL */
     char chat_id[64];
     int64_t history_version;
     s_slot_t *slots;
@@ -62,6 +66,7 @@ static void s_unref(s_batch_t *b) {
         json_decref(b->slots[i].result);
     }
     free(b->slots);
+    json_decref(b->enabled);
     free(b);
 }
 
@@ -85,8 +90,32 @@ static void s_end(s_batch_t *b) {
     provider_call_end(call, PROVIDER_OK);
 }
 
-/* Runs every tool the pre_tool_use round allowed, with its input. */
+/* The MCP calls' results (loop thread): each allowed slot's, then the post_tool_use round. */
+static void s_on_mcp(void *arg, provider_rc_t rc, provider_result_t *res) {
+    s_batch_t *b = arg;
+    b->inner = NULL;
+    if (b->call && rc == PROVIDER_OK) {
+        for (size_t i = 0; i < b->n; i++) {
+            s_slot_t *s = &b->slots[i];
+            const json_t *a = json_object_get(res->content, s_str(s->call, "tool_call_id"));
+            if (!s->deny && json_object_get(a, "result")) {
+                s->result = json_incref(json_object_get(a, "result"));
+                s->is_error = json_is_true(json_object_get(a, "is_error"));
+            } else if (!s->deny) {
+                s->result = json_pack("{s:s}", "error", "no answer from the MCP server");
+                s->is_error = true;
+            }
+        }
+        b->post = true;
+        s_round(b);
+    }
+    s_unref(b);
+}
+
+/* Runs every tool the pre_tool_use round allowed, with its input, and answers the denied ones;
+ * then the post_tool_use round (after the MCP calls, when they are MCP calls). */
 static void s_run_tools(s_batch_t *b) {
+    json_t *remote = b->mcp ? json_array() : NULL;
     for (size_t i = 0; i < b->n; i++) {
         s_slot_t *s = &b->slots[i];
         if (s->deny) {
@@ -95,10 +124,23 @@ static void s_run_tools(s_batch_t *b) {
                      s->reason);
             s->result = json_pack("{s:s}", "error", why);
             s->is_error = true;
+        } else if (remote) {
+            json_t *c = json_deep_copy(s->call);
+            json_object_set(c, "args", s->input);
+            json_array_append_new(remote, c);
         } else {
             s->result = tools_run(s_str(s->call, "tool_name"), s->input, &s->is_error);
         }
     }
+    if (json_array_size(remote) > 0) {
+        b->refs++;
+        b->inner = mcpset_start(b->mcp, b->loop, remote, b->enabled, s_on_mcp, b);
+        json_decref(remote);
+        return;
+    }
+    json_decref(remote);
+    b->post = true;
+    s_round(b);
 }
 
 /* One dispatch's answer (loop thread). */
@@ -122,8 +164,6 @@ static void s_on_hook(void *arg, const hooks_result_t *res) {
                 s_end(b);
             } else {
                 s_run_tools(b);
-                b->post = true;
-                s_round(b);
             }
         }
     }
@@ -155,6 +195,9 @@ static void s_round(s_batch_t *b) {
 static void s_stop(void *impl) {
     s_batch_t *b = impl;
     b->call = NULL; /* dispatches in flight still answer; s_on_hook drops them */
+    if (b->inner) {
+        provider_cancel(b->inner); /* the MCP calls end too (s_on_mcp drops them) */
+    }
 }
 
 static void s_free(void *impl) {
@@ -164,12 +207,15 @@ static void s_free(void *impl) {
 }
 
 provider_call_t *hookstep_start(hooks_t *hooks, evloop_t *loop, const char *chat_id,
-                                int64_t history_version, const json_t *calls,
-                                provider_done_fn *done, void *ctx) {
+                                int64_t history_version, const json_t *calls, mcpset_t *mcp,
+                                const json_t *enabled, provider_done_fn *done, void *ctx) {
     provider_call_t *call = provider_call_new(loop, NULL, NULL, done, ctx);
     s_batch_t *b = mem_calloc(1, sizeof *b);
     b->call = call;
     b->hooks = hooks;
+    b->loop = loop;
+    b->mcp = mcp;
+    b->enabled = mcp && enabled ? json_incref((json_t *)enabled) : NULL;
     snprintf(b->chat_id, sizeof b->chat_id, "%s", chat_id);
     b->history_version = history_version;
     b->n = json_array_size(calls);

@@ -623,6 +623,116 @@ static void test_a_structured_request_hears_stop_before_its_receipt(void **state
     hookcons_answer(s_cons, "stop", 200, "{}", false);
 }
 
+/* Waits until the worker's log holds text. */
+static void s_wait_log(const char *text) {
+    int64_t end = id_now_ms() + WAIT_MS;
+    for (;;) {
+        char *log = proc_file_text(cluster_log(s_cluster, CLUSTER_WORKER, 0));
+        bool found = log && strstr(log, text);
+        free(log);
+        if (found || id_now_ms() > end) {
+            assert_true(found);
+            return;
+        }
+        usleep(50 * 1000);
+    }
+}
+
+/* Asserts that ev is event with the id of (chat, hv, event, call id or submission). */
+static void s_expect_event(const json_t *ev, hooks_event_t event, const char *chat,
+                           const char *coordinate) {
+    assert_string_equal(s_field(ev, "event"), hooks_event_name(event));
+    json_int_t hv =
+        json_integer_value(json_object_get(json_object_get(ev, "data"), "history_version"));
+    char id[HOOKS_EVENT_ID_LEN + 1];
+    hooks_event_id(chat, hv, 0, event, coordinate, id);
+    assert_string_equal(s_field(ev, "event_id"), id);
+    printf("  %-18s history_version=%lld id=%.12s\n", hooks_event_name(event), (long long)hv, id);
+}
+
+/* The must-show turn (issue 18): every event with its ids, in order, for a turn whose model
+ * calls an MCP tool (its input overridden by pre_tool_use) and a compaction after it. */
+static void test_every_event_of_a_turn_with_an_mcp_call_and_a_compaction(void **state) {
+    (void)state;
+    s_wait_log("event=mcp_ready server=paged");
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    hookcons_answer(s_cons, "pre_tool_use", 200, "{\"input\":{\"x\":\"hooked\"}}", false);
+    int from = hookcons_seen(s_cons);
+    mockprov_push_openai_call(s_mock, "call_mcp", "mcp__paged__t1", "{\"x\":\"model\"}");
+    s_push_text("the MCP tool answered");
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster),
+                               "{\"mcp_servers\":[\"paged\"],\"content\":[{\"type\":\"text\","
+                               "\"text\":\"call the paged tool\"}]}",
+                               &r),
+                     0);
+    assert_int_equal(r.status, 201);
+    json_t *v = json_loads(r.body, 0, NULL);
+    char chat[ID_UUID_LEN + 1];
+    snprintf(chat, sizeof chat, "%s", json_string_value(json_object_get(v, "id")));
+    json_decref(v);
+    proc_http_free(&r);
+    s_wait_status(chat, "waiting:true");
+    char *res = s_result(chat, "call_mcp");
+    assert_non_null(strstr(res, "called t1 with {\\\"x\\\":\\\"hooked\\\"}"));
+    free(res);
+    hookcons_answer(s_cons, "pre_tool_use", 200, "{}", false);
+    s_push_summary("SUMMARY-OF-THE-MCP-TURN");
+    assert_int_equal(s_compact(chat), 200);
+    s_wait_status(chat, "waiting:true");
+    json_t *evs = s_events(from, chat);
+    assert_int_equal(json_array_size(evs), 8);
+    const char *sub = s_data(json_array_get(evs, 0), "submission_id");
+    s_expect_event(json_array_get(evs, 0), HOOKS_SESSION_START, chat, sub);
+    s_expect_event(json_array_get(evs, 1), HOOKS_USER_PROMPT_SUBMIT, chat, sub);
+    s_expect_event(json_array_get(evs, 2), HOOKS_PRE_TOOL_USE, chat, "call_mcp");
+    assert_string_equal(s_data(json_array_get(evs, 2), "tool_name"), "mcp__paged__t1");
+    s_expect_event(json_array_get(evs, 3), HOOKS_POST_TOOL_USE, chat, "call_mcp");
+    char *post = json_dumps(json_array_get(evs, 3), JSON_COMPACT);
+    assert_non_null(strstr(post, "called t1 with")); /* the server's result */
+    free(post);
+    s_expect_event(json_array_get(evs, 4), HOOKS_STOP, chat, NULL);
+    s_expect_event(json_array_get(evs, 5), HOOKS_PRE_COMPACT, chat, NULL);
+    s_expect_event(json_array_get(evs, 6), HOOKS_POST_COMPACT, chat, NULL);
+    s_expect_event(json_array_get(evs, 7), HOOKS_STOP, chat, NULL);
+    json_decref(evs);
+}
+
+static void test_a_failed_pre_tool_use_of_an_mcp_call_ends_the_turn_in_error(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    hookcons_answer(s_cons, "pre_tool_use", 500, "{}", false);
+    mockprov_push_openai_call(s_mock, "call_mcp_fail", "mcp__paged__t2", "{}");
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster),
+                               "{\"mcp_servers\":[\"paged\"],\"content\":[{\"type\":\"text\","
+                               "\"text\":\"a call the hook fails\"}]}",
+                               &r),
+                     0);
+    assert_int_equal(r.status, 201);
+    json_t *v = json_loads(r.body, 0, NULL);
+    char chat[ID_UUID_LEN + 1];
+    snprintf(chat, sizeof chat, "%s", json_string_value(json_object_get(v, "id")));
+    json_decref(v);
+    proc_http_free(&r);
+    s_wait_status(chat, "error:true");
+    char *err = cluster_sql(s_cluster, "SELECT last_error::text FROM chats WHERE id = '%s'", chat);
+    printf("  last_error: %s\n", err);
+    assert_non_null(strstr(err, "pre_tool_use hook failed: hook consumer: HTTP status 500"));
+    free(err);
+    char *n = cluster_sql(s_cluster,
+                          "SELECT count(*) FROM chat_messages WHERE chat_id = '%s' AND role ="
+                          " 'tool'",
+                          chat);
+    assert_string_equal(n, "0"); /* the MCP call was never made */
+    free(n);
+    hookcons_answer(s_cons, "pre_tool_use", 200, "{}", false);
+}
+
 static int s_setup(void **state) {
     (void)state;
     s_mock = mockprov_new();
@@ -635,8 +745,10 @@ static int s_setup(void **state) {
     fprintf(f,
             "{\"models\":[{\"name\":\"mock\",\"provider\":\"openai\",\"model\":\"gpt\","
             "\"base_url\":\"%s/v1\",\"api_key_env\":\"MOCK_KEY\",\"default\":true},"
-            "{\"name\":\"sim\",\"provider\":\"sim\",\"model\":\"sim\"}]}",
-            mockprov_url(s_mock));
+            "{\"name\":\"sim\",\"provider\":\"sim\",\"model\":\"sim\"}],"
+            "\"mcp_servers\":{\"paged\":{\"command\":\"node\",\"args\":["
+            "\"%s/tests/mcp/paged_server.mjs\"]}}}",
+            mockprov_url(s_mock), getenv("CHATFLEET_SOURCE_DIR"));
     fclose(f);
     char *cfg = mem_printf("CHATFLEET_CONFIG=%s", s_config);
     char *url = mem_printf("CHATFLEET_HOOKS_URL=http://127.0.0.1:%d/hooks", s_port);
@@ -674,6 +786,8 @@ int main(void) {
         cmocka_unit_test(test_an_invalid_prompt_answer_refuses_the_prompt),
         cmocka_unit_test(test_an_edit_starts_a_session_and_submits_its_prompt),
         cmocka_unit_test(test_a_structured_request_hears_stop_before_its_receipt),
+        cmocka_unit_test(test_every_event_of_a_turn_with_an_mcp_call_and_a_compaction),
+        cmocka_unit_test(test_a_failed_pre_tool_use_of_an_mcp_call_ends_the_turn_in_error),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
