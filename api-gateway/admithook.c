@@ -87,7 +87,30 @@ static char *s_prompt(const json_t *parts) {
     return out;
 }
 
-int admithook_prompt(admithook_t *self, char **content, http_resp_t *resp) {
+void admithook_context_clear(admithook_context_t *ctx) {
+    for (int i = 0; i < ctx->count; i++) {
+        free(ctx->texts[i]);
+    }
+    *ctx = (admithook_context_t){0};
+}
+
+/* Adds a row of role and visibility holding text to ctx. */
+static void s_context_row(admithook_t *self, admithook_context_t *ctx, const char *role,
+                          const char *visibility, const char *text) {
+    json_t *content = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
+    ASSERT(content);
+    ctx->texts[ctx->count] = jsonout_dumps(content);
+    json_decref(content);
+    ctx->rows[ctx->count] = (cs_message_t){.role = role,
+                                           .visibility = visibility,
+                                           .content = ctx->texts[ctx->count],
+                                           .created_by = self->user_id};
+    ctx->count++;
+}
+
+int admithook_prompt(admithook_t *self, char **content, admithook_context_t *ctx,
+                     http_resp_t *resp) {
+    *ctx = (admithook_context_t){0};
     json_t *parts = json_loads(*content, 0, NULL); /* gateway_content's own canonical text */
     ASSERT(json_is_array(parts));
     char *prompt = s_prompt(parts);
@@ -107,12 +130,20 @@ int admithook_prompt(admithook_t *self, char **content, http_resp_t *resp) {
         s_refuse(resp, 403, "The prompt was denied by a lifecycle hook.",
                  res.reason ? res.reason : "denied by a user_prompt_submit hook", "hook_denied");
         rc = -1;
-    } else if (res.input) {
-        json_t *over = json_pack("[{s:s, s:O}]", "type", "text", "text", res.input);
-        ASSERT(over);
-        free(*content);
-        *content = jsonout_dumps(over);
-        json_decref(over);
+    } else {
+        if (res.input) {
+            json_t *over = json_pack("[{s:s, s:O}]", "type", "text", "text", res.input);
+            ASSERT(over);
+            free(*content);
+            *content = jsonout_dumps(over);
+            json_decref(over);
+        }
+        if (res.model_context) {
+            s_context_row(self, ctx, "user", "model", res.model_context);
+        }
+        if (res.user_context) {
+            s_context_row(self, ctx, "assistant", "user", res.user_context);
+        }
     }
     json_decref(answer);
     return rc;

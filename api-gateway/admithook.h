@@ -23,6 +23,17 @@ typedef struct {
     char submission_id[ID_UUID_LEN + 1];
 } admithook_t;
 
+/* The rows an allowed prompt's answer added (model_context: a model-only user row;
+ * user_context: an assistant row only users see), stored with the prompt in its bundle. */
+typedef struct {
+    cs_message_t rows[2];
+    int count;
+    char *texts[2]; /* the rows' contents */
+} admithook_context_t;
+
+/* Frees what ctx holds; safe on an empty one. */
+void admithook_context_clear(admithook_context_t *ctx);
+
 /* True when the gateway dispatches hooks (CHATFLEET_HOOKS_URL is set). */
 bool admithook_enabled(const gateway_t *gw);
 
@@ -35,7 +46,9 @@ int admithook_session(admithook_t *self, http_resp_t *resp);
 
 /* Dispatches user_prompt_submit for *content (a JSON array of text parts, heap text). On
  * allow returns 0; when the consumer overrode the prompt, *content is replaced (the old text
- * freed) by one text part holding the override. A deny or a failure: -1 with it in resp. */
-int admithook_prompt(admithook_t *self, char **content, http_resp_t *resp);
+ * freed) by one text part holding the override, and the context it added is in *ctx (rows
+ * created by self's user). A deny or a failure: -1 with it in resp. */
+int admithook_prompt(admithook_t *self, char **content, admithook_context_t *ctx,
+                     http_resp_t *resp);
 
 #endif

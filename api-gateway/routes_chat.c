@@ -127,6 +127,8 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     char *tools = NULL;
     char model_id[ID_UUID_LEN + 1];
     gateway_format_t format = {0};
+    admithook_context_t context = {0};
+    cs_message_t msgs[3];
     json_t *title = json_object_get(body, "title");
     json_t *sys = json_object_get(body, "system_prompt");
     const char *dyn_key =
@@ -174,7 +176,7 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
         admithook_begin(&h, gw, chat_id, req->user_id, "create");
         int hrc = admithook_session(&h, resp);
         if (hrc == 0 && has_first) {
-            hrc = admithook_prompt(&h, &content, resp);
+            hrc = admithook_prompt(&h, &content, &context, resp);
         }
         conn = pool_get(gw->pool);
         if (hrc != 0) {
@@ -197,8 +199,12 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
                      .system_prompt = json_string_value(sys),
                      .dynamic_tools = tools,
                      .mcp_servers = mcp_text,
-                     .messages = &first,
-                     .message_count = has_first ? 1 : 0};
+                     .messages = msgs,
+                     .message_count = has_first ? 1 + context.count : 0};
+    msgs[0] = first;
+    for (int i = 0; i < context.count; i++) {
+        msgs[1 + i] = context.rows[i]; /* the hook's context after the prompt (§7.10) */
+    }
     cs_error_t err;
     if (chatstate_create(conn, &c, &gw->sink, chat_id, &err) != 0) {
         gateway_cs_error(resp, &err);
@@ -209,6 +215,7 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
         http_json(resp, 201, chat);
     }
 done:
+    admithook_context_clear(&context);
     gateway_format_clear(&format);
     free(content);
     free(tools);

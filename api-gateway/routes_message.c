@@ -2,6 +2,7 @@
 #include "admithook.h"
 #include "db.h"
 #include "jsonout.h"
+#include "log.h"
 #include "mem.h"
 #include "routes.h"
 
@@ -125,6 +126,7 @@ typedef struct {
     gateway_format_t format;
     cs_edit_format_t edit_format;
     char model_id[ID_UUID_LEN + 1]; /* the model the message asks for, by configured name */
+    admithook_context_t context;    /* what user_prompt_submit added (admithook.h) */
 } send_t;
 
 /* Collects what the bundle inserted and deleted before it is committed and freed. */
@@ -143,10 +145,24 @@ static int s_collect(chatstate_t *cs, send_t *s) {
     return 0;
 }
 
+/* The hook's context rows after the message that entered history in this bundle. A queued
+ * message keeps none (ARCHITECTURE.md §7.10, "Not built"). */
+static int s_context(chatstate_t *cs, send_t *s, cs_error_t *err) {
+    if (s->context.count == 0) {
+        return 0;
+    }
+    if (s->message_id == 0) {
+        log_warn("hook_context_dropped", "reason=queued rows=%d", s->context.count);
+        return 0;
+    }
+    return chatstate_append_context(cs, s->context.rows, s->context.count, err);
+}
+
 static int s_send_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
     send_t *s = ctx;
     if (chatstate_send_message(cs, &s->msg, s->busy, s->max_queue, &s->message_id, &s->queued_id,
-                               err) != 0) {
+                               err) != 0 ||
+        s_context(cs, s, err) != 0) {
         return -1;
     }
     return s_collect(cs, s);
@@ -161,6 +177,9 @@ static int s_edit_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
     int n = 0;
     const int64_t *ids = chatstate_inserted(cs, &n);
     s->message_id = n ? ids[n - 1] : 0;
+    if (s_context(cs, s, err) != 0) {
+        return -1;
+    }
     return s_collect(cs, s);
 }
 
@@ -268,7 +287,7 @@ static int s_admit(gateway_t *gw, const http_req_t *req, send_t *s, bool edit) {
     char *content = (char *)s->msg.content;
     int rc = edit ? admithook_session(&h, s->resp) : 0;
     if (rc == 0) {
-        rc = admithook_prompt(&h, &content, s->resp);
+        rc = admithook_prompt(&h, &content, &s->context, s->resp);
     }
     s->msg.content = content;
     s->conn = pool_get(gw->pool);
@@ -311,6 +330,7 @@ static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
         }
     }
     pool_put(gw->pool, s.conn);
+    admithook_context_clear(&s.context);
     gateway_format_clear(&s.format);
     json_decref(s.inserted);
     json_decref(s.deleted);
@@ -384,6 +404,7 @@ static void s_edit(void *app, http_req_t *req, http_resp_t *resp) {
         }
     }
     pool_put(gw->pool, s.conn);
+    admithook_context_clear(&s.context);
     gateway_format_clear(&s.format);
     json_decref(s.inserted);
     json_decref(s.deleted);

@@ -311,6 +311,7 @@ static taskctx_rc_t s_mcp_commit(taskctx_t *ctx, PGconn *conn) {
     }
     batch_t *b = batch_new();
     batch_pending(b, m->calls, NULL, NULL, ctx->call_res.content);
+    batch_hook_context(b, m->calls, ctx->call_res.content);
     log_info("mcp_results", "chat_id=%s calls=%zu", ctx->chat_id, json_array_size(m->calls));
     provider_result_clear(&ctx->call_res);
     return s_commit_batch(ctx, conn, &b, false);
@@ -363,6 +364,7 @@ static taskctx_rc_t s_hooked_commit(taskctx_t *ctx, PGconn *conn) {
     batch_t *b = batch_new();
     batch_set_hooked(b, true);
     batch_pending(b, m->calls, NULL, NULL, ctx->call_res.content);
+    batch_hook_context(b, m->calls, ctx->call_res.content);
     provider_result_clear(&ctx->call_res);
     return s_commit_batch(ctx, conn, &b, false);
 }

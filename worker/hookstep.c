@@ -32,6 +32,7 @@ typedef struct {
     char reason[256];
     json_t *result;
     bool is_error;
+    json_t *context; /* {"model_context"?, "user_context"?}: what the answers added */
 } s_slot_t;
 
 struct s_batch {
@@ -64,6 +65,7 @@ static void s_unref(s_batch_t *b) {
         json_decref(b->slots[i].call);
         json_decref(b->slots[i].input);
         json_decref(b->slots[i].result);
+        json_decref(b->slots[i].context);
     }
     free(b->slots);
     json_decref(b->enabled);
@@ -84,8 +86,9 @@ static void s_end(s_batch_t *b) {
     call->out.content = json_object();
     for (size_t i = 0; i < b->n; i++) {
         s_slot_t *s = &b->slots[i];
-        json_object_set_new(call->out.content, s_str(s->call, "tool_call_id"),
-                            json_pack("{s:O, s:b}", "result", s->result, "is_error", s->is_error));
+        json_t *a = json_pack("{s:O, s:b}", "result", s->result, "is_error", s->is_error);
+        json_object_update(a, s->context);
+        json_object_set_new(call->out.content, s_str(s->call, "tool_call_id"), a);
     }
     provider_call_end(call, PROVIDER_OK);
 }
@@ -143,6 +146,17 @@ static void s_run_tools(s_batch_t *b) {
     s_round(b);
 }
 
+/* Keeps the context an answer added for audience key, after what an earlier answer added. */
+static void s_add_context(s_slot_t *s, const char *key, const char *text) {
+    if (!text) {
+        return;
+    }
+    const char *had = json_string_value(json_object_get(s->context, key));
+    char *joined = had ? mem_printf("%s\n%s", had, text) : mem_strdup(text);
+    json_object_set_new(s->context, key, json_string(joined));
+    free(joined);
+}
+
 /* One dispatch's answer (loop thread). */
 static void s_on_hook(void *arg, const hooks_result_t *res) {
     s_slot_t *s = arg;
@@ -151,7 +165,12 @@ static void s_on_hook(void *arg, const hooks_result_t *res) {
         if (res->rc != HOOKS_OK && !b->error[0]) {
             snprintf(b->error, sizeof b->error, "%s hook failed: %.200s",
                      b->post ? "post_tool_use" : "pre_tool_use", res->error);
-        } else if (res->rc == HOOKS_OK && !b->post) {
+        }
+        if (res->rc == HOOKS_OK) {
+            s_add_context(s, "model_context", res->model_context);
+            s_add_context(s, "user_context", res->user_context);
+        }
+        if (res->rc == HOOKS_OK && !b->post) {
             s->deny = res->deny;
             snprintf(s->reason, sizeof s->reason, "%s", res->reason ? res->reason : "");
             if (res->input) {
@@ -227,6 +246,7 @@ provider_call_t *hookstep_start(hooks_t *hooks, evloop_t *loop, const char *chat
     for (size_t i = 0; i < b->n; i++) {
         s_slot_t *s = &b->slots[i];
         s->batch = b;
+        s->context = json_object();
         s->call = json_incref(json_array_get(calls, i));
         const json_t *args = json_object_get(s->call, "args");
         s->input = args ? json_incref((json_t *)args) : json_object();

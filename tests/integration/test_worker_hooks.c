@@ -733,6 +733,65 @@ static void test_a_failed_pre_tool_use_of_an_mcp_call_ends_the_turn_in_error(voi
     hookcons_answer(s_cons, "pre_tool_use", 200, "{}", false);
 }
 
+/* The messages the owner sees, as text (caller frees). */
+static char *s_visible(const char *chat) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/messages", cluster_url(s_cluster, 0), chat);
+    proc_http_t r;
+    assert_int_equal(proc_http("GET", url, cluster_token(s_cluster), NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    char *text = mem_strdup(r.body);
+    proc_http_free(&r);
+    return text;
+}
+
+static void test_context_from_answers_becomes_rows_for_its_audience(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    hookcons_answer(s_cons, "user_prompt_submit", 200,
+                    "{\"model_context\":\"PROMPT-MODEL-CTX\",\"user_context\":\"PROMPT-USER-CTX\"}",
+                    false);
+    hookcons_answer(s_cons, "post_tool_use", 200, "{\"model_context\":\"TOOL-MODEL-CTX\"}", false);
+    int calls = mockprov_request_count(s_mock);
+    s_push_echo("call_ctx", "{\"text\":\"ctx\"}");
+    s_push_text("answered with context");
+    char chat[ID_UUID_LEN + 1];
+    s_create("a prompt with context", chat);
+    s_wait_status(chat, "waiting:true");
+    /* The rows: the prompt's model-only context and its user-only notice, then after the
+     * tool's result its model-only context. */
+    char *rows = cluster_sql(s_cluster,
+                             "SELECT string_agg(role || '/' || visibility || '/' ||"
+                             " (content -> 0 ->> 'type'), ' ' ORDER BY id) FROM chat_messages"
+                             " WHERE chat_id = '%s' AND role <> 'system'",
+                             chat);
+    printf("  rows: %s\n", rows);
+    assert_string_equal(rows, "user/both/text user/model/text assistant/user/text"
+                              " assistant/both/tool-call tool/both/tool-result user/model/text"
+                              " assistant/both/text");
+    free(rows);
+    /* The model saw both model contexts, in the second request the tool context too. */
+    json_t *first = mockprov_request(s_mock, calls);
+    json_t *second = mockprov_request(s_mock, calls + 1);
+    char *a = json_dumps(json_object_get(first, "body"), JSON_COMPACT);
+    char *b = json_dumps(json_object_get(second, "body"), JSON_COMPACT);
+    assert_non_null(strstr(a, "PROMPT-MODEL-CTX"));
+    assert_null(strstr(a, "PROMPT-USER-CTX")); /* the user's notice never reaches a model */
+    assert_non_null(strstr(b, "TOOL-MODEL-CTX"));
+    free(a);
+    free(b);
+    json_decref(first);
+    json_decref(second);
+    /* The owner sees the notice, never the model's context. */
+    char *visible = s_visible(chat);
+    assert_non_null(strstr(visible, "PROMPT-USER-CTX"));
+    assert_null(strstr(visible, "PROMPT-MODEL-CTX"));
+    assert_null(strstr(visible, "TOOL-MODEL-CTX"));
+    free(visible);
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
+    hookcons_answer(s_cons, "post_tool_use", 200, "{}", false);
+}
+
 static int s_setup(void **state) {
     (void)state;
     s_mock = mockprov_new();
@@ -788,6 +847,7 @@ int main(void) {
         cmocka_unit_test(test_a_structured_request_hears_stop_before_its_receipt),
         cmocka_unit_test(test_every_event_of_a_turn_with_an_mcp_call_and_a_compaction),
         cmocka_unit_test(test_a_failed_pre_tool_use_of_an_mcp_call_ends_the_turn_in_error),
+        cmocka_unit_test(test_context_from_answers_becomes_rows_for_its_audience),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
