@@ -104,7 +104,8 @@ static void s_context_row(admithook_t *self, admithook_context_t *ctx, const cha
     ctx->rows[ctx->count] = (cs_message_t){.role = role,
                                            .visibility = visibility,
                                            .content = ctx->texts[ctx->count],
-                                           .created_by = self->user_id};
+                                           .created_by = self->user_id,
+                                           .so_meta = CS_HOOK_CONTEXT_META};
     ctx->count++;
 }
 

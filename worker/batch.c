@@ -339,12 +339,15 @@ static char *s_joined(const json_t *calls, const json_t *answers, const char *ke
     return out;
 }
 
-/* Appends a row of role and visibility vis holding one text part (text stolen). */
+/* Appends a row of role and visibility vis holding one text part (text stolen), marked as
+ * hook context (CS_HOOK_CONTEXT_META). */
 static void s_add_context_row(batch_t *r, const char *role, const char *vis, char *text) {
     json_t *content = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
     free(text);
-    r->msgs[r->n++] = (cs_message_t){
-        .role = role, .visibility = vis, .content = s_keep(r, jsonout_dumps(content))};
+    r->msgs[r->n++] = (cs_message_t){.role = role,
+                                     .visibility = vis,
+                                     .content = s_keep(r, jsonout_dumps(content)),
+                                     .so_meta = CS_HOOK_CONTEXT_META};
     json_decref(content);
 }
 

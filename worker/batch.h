@@ -61,7 +61,8 @@ void batch_pending(batch_t *self, const json_t *pending, const json_t *dynamic_t
  * §7.10: answers[tool_call_id].model_context and .user_context, in the calls' order): one
  * model-only user row with every model_context, and one assistant row only users see (never
  * a model, never a user row that could hide an open structured request) with every
- * user_context, after the tool rows; nothing when the hooks added none. */
+ * user_context, after the tool rows, each marked CS_HOOK_CONTEXT_META (history reads it as a
+ * control row); nothing when the hooks added none. */
 void batch_hook_context(batch_t *self, const json_t *calls, const json_t *answers);
 
 #endif

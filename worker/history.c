@@ -200,7 +200,8 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
         res = s_query(
             conn, chat_id,
             "SELECT json_build_object('id', id, 'role', role, 'content', content, 'control',"
-            " structured_output ->> 'type' IS NOT DISTINCT FROM 'structured-output-feedback',"
+            " coalesce(structured_output ->> 'type' IN ('structured-output-feedback',"
+            " 'hook-context'), false),"
             " 'model_only', visibility = 'model', 'compressed', compressed, 'usage', usage)::text"
             " FROM chat_messages WHERE chat_id = $1 AND NOT deleted AND visibility <> 'user'"
             " AND (role = 'system' OR id >= coalesce((SELECT max(id) FROM chat_messages"

@@ -187,6 +187,10 @@ typedef enum {
 int chatstate_edit_message(chatstate_t *self, int64_t message_id, const cs_message_t *msg,
                            cs_edit_format_t format, cs_error_t *err);
 
+/* The structured_output of a lifecycle hook's context row (ARCHITECTURE.md §7.10): no prompt
+ * of the user's, so a turn's pending calls are scanned across it. */
+#define CS_HOOK_CONTEXT_META "{\"type\":\"hook-context\"}"
+
 /* Inserts the rows a lifecycle hook added to a prompt (ARCHITECTURE.md §7.10: a model-only
  * user row, a user-only assistant row) right after the message a send or an edit of this
  * bundle put into history; no transition of its own. */

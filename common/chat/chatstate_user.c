@@ -174,7 +174,8 @@ int chatstate_append_context(chatstate_t *self, const cs_message_t *msgs, int co
         const char *v = msgs[i].visibility ? msgs[i].visibility : "both";
         bool model_only = !strcmp(msgs[i].role, "user") && !strcmp(v, "model");
         bool user_only = !strcmp(msgs[i].role, "assistant") && !strcmp(v, "user");
-        if (!model_only && !user_only) {
+        if ((!model_only && !user_only) || !msgs[i].so_meta ||
+            strcmp(msgs[i].so_meta, CS_HOOK_CONTEXT_META)) {
             return cs_fail(self, err, CS_BAD_INPUT,
                            "hook context: a model-only user row or a"
                            " user-only assistant row");
