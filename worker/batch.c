@@ -341,13 +341,14 @@ static char *s_joined(const json_t *calls, const json_t *answers, const char *ke
 
 /* Appends a row of role and visibility vis holding one text part (text stolen), marked as
  * hook context (CS_HOOK_CONTEXT_META). */
-static void s_add_context_row(batch_t *r, const char *role, const char *vis, char *text) {
+static void s_add_context_row(batch_t *r, const char *role, const char *vis, char *text,
+                              const char *meta) {
     json_t *content = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
     free(text);
     r->msgs[r->n++] = (cs_message_t){.role = role,
                                      .visibility = vis,
                                      .content = s_keep(r, jsonout_dumps(content)),
-                                     .so_meta = CS_HOOK_CONTEXT_META};
+                                     .so_meta = meta};
     json_decref(content);
 }
 
@@ -355,9 +356,26 @@ void batch_hook_context(batch_t *self, const json_t *calls, const json_t *answer
     char *model = s_joined(calls, answers, "model_context");
     char *user = s_joined(calls, answers, "user_context");
     if (model) {
-        s_add_context_row(self, "user", "model", model);
+        s_add_context_row(self, "user", "model", model, CS_HOOK_CONTEXT_META);
     }
     if (user) {
-        s_add_context_row(self, "assistant", "user", user);
+        s_add_context_row(self, "assistant", "user", user, CS_HOOK_CONTEXT_META);
+    }
+}
+
+void batch_event_context(batch_t *self, const json_t *answer, const char *event, bool model) {
+    const char *m = json_string_value(json_object_get(answer, "model_context"));
+    const char *u = json_string_value(json_object_get(answer, "user_context"));
+    if (!(m && model) && !u) {
+        return;
+    }
+    json_t *meta = json_pack("{s:s, s:s}", "type", "hook-context", "event", event);
+    const char *kept = s_keep(self, jsonout_dumps(meta));
+    json_decref(meta);
+    if (m && model) {
+        s_add_context_row(self, "user", "model", mem_strdup(m), kept);
+    }
+    if (u) {
+        s_add_context_row(self, "assistant", "user", mem_strdup(u), kept);
     }
 }

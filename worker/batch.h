@@ -65,4 +65,10 @@ void batch_pending(batch_t *self, const json_t *pending, const json_t *dynamic_t
  * control row); nothing when the hooks added none. */
 void batch_hook_context(batch_t *self, const json_t *calls, const json_t *answers);
 
+/* Appends the rows of the context one hook event's answer added ({"model_context"?,
+ * "user_context"?}; the model's only when model), as batch_hook_context does, marked
+ * {"type":"hook-context","event":event}: history reads a stop's as a control row (it asks for
+ * a reply), a post_compact's as a plain model-only row (ARCHITECTURE.md §7.10). */
+void batch_event_context(batch_t *self, const json_t *answer, const char *event, bool model);
+
 #endif

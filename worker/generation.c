@@ -137,7 +137,7 @@ static int s_finish_turn(chatstate_t *cs, void *arg, cs_error_t *err) {
     if (s_receipt(cs, a, err) != 0) {
         return -1;
     }
-    return chatstate_finish_turn(cs, a->fence, NULL, 0, err);
+    return chatstate_finish_turn(cs, a->fence, a->msgs, a->count, err);
 }
 
 static int s_finish_error(chatstate_t *cs, void *arg, cs_error_t *err) {
@@ -381,7 +381,8 @@ static provider_call_t *s_event_start(taskctx_t *ctx, hooks_event_t event, provi
 }
 
 /* In the phase after a hook event: true when the phase ends here (*rc: cancelled, no
- * connection, or FinishError for a failed hook); false when the hook passed. */
+ * connection, or FinishError for a failed hook); false when the hook passed (the answer's
+ * context in ctx->call_res is cleared then; read it first). */
 static bool s_event_ended(taskctx_t *ctx, PGconn *conn, taskctx_rc_t *rc) {
     if (ctx->call_rc == PROVIDER_CANCELLED) {
         *rc = TASKCTX_QUIET;
@@ -400,17 +401,51 @@ static provider_call_t *s_stop_start(taskctx_t *ctx, provider_done_fn *done, voi
     return s_event_start(ctx, HOOKS_STOP, done, arg);
 }
 
-/* The phase after the stop hook: FinishTurn, or FinishError when the hook failed. */
+static void s_json_free(void *arg) {
+    json_decref(arg);
+}
+
+/* Whether the turn went on once already after a stop hook's model_context: a stop context
+ * row since the user's latest prompt (§7.10: a stop continues a turn once). */
+static bool s_stop_continued(const json_t *messages) {
+    for (size_t i = json_array_size(messages); i-- > 0;) {
+        const json_t *m = json_array_get(messages, i);
+        if (!strcmp(s_str(m, "hook"), "stop")) {
+            return true;
+        }
+        if (!strcmp(s_str(m, "role"), "user") && !json_is_true(json_object_get(m, "control"))) {
+            return false;
+        }
+    }
+    return false;
+}
+
+/* The phase after the stop hook: FinishTurn with the user_context the answer added; or, when
+ * it added model_context and the turn has not gone on once already, that context committed
+ * (the turn goes on: the next step calls the model); or FinishError when the hook failed. */
 static taskctx_rc_t s_stop_commit(taskctx_t *ctx, PGconn *conn) {
     taskctx_rc_t rc;
+    json_t *answer = json_incref(ctx->call_res.content);
     if (s_event_ended(ctx, conn, &rc)) {
+        json_decref(answer);
         return rc;
     }
+    bool again = !ctx->body && json_object_get(answer, "model_context");
+    batch_t *b = batch_new();
+    batch_event_context(b, answer, "stop", again);
+    json_decref(answer);
     s_args_t a = {.fence = &ctx->fence};
-    rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
-    if (rc == TASKCTX_DONE) {
-        atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
+    a.msgs = batch_rows(b, &a.count);
+    if (again) {
+        log_info("stop_continues", "chat_id=%s", ctx->chat_id);
+        rc = taskctx_bundle(ctx, conn, s_commit_step, &a, "CommitStep(stop context)");
+    } else {
+        rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
+        if (rc == TASKCTX_DONE) {
+            atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
+        }
     }
+    batch_destroy(&b);
     return rc;
 }
 
@@ -454,6 +489,17 @@ static taskctx_rc_t s_after_heard(taskctx_t *ctx, PGconn *conn) {
     }
     if (ctx->call_rc != PROVIDER_OK) {
         return s_hook_failed(ctx, conn, h->request_id[0] ? h->request_id : NULL);
+    }
+    if (h->event == HOOKS_POST_COMPACT && json_object_size(ctx->call_res.content) > 0) {
+        /* Its context after the triplet; the step that follows reads it (§7.10). */
+        batch_t *b = batch_new();
+        batch_event_context(b, ctx->call_res.content, "post_compact", true);
+        provider_result_clear(&ctx->call_res);
+        s_args_t a = {.fence = &ctx->fence};
+        a.msgs = batch_rows(b, &a.count);
+        taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_commit_step, &a, "CommitStep(post_compact)");
+        batch_destroy(&b);
+        return rc;
     }
     provider_result_clear(&ctx->call_res);
     unsigned heard = h->heard;
@@ -1028,10 +1074,14 @@ static provider_call_t *s_pre_compact_start(taskctx_t *ctx, provider_done_fn *do
 /* The phase after the pre_compact hook (§7.10): the summary call, or FinishError. */
 static taskctx_rc_t s_after_pre_compact(taskctx_t *ctx, PGconn *conn) {
     taskctx_rc_t rc;
+    s_gen_t *g = ctx->body;
+    if (ctx->call_rc == PROVIDER_OK) {
+        /* The context the answer added guides the summary (§7.10). */
+        compaction_guide(g->prompt, ctx->call_res.content);
+    }
     if (s_event_ended(ctx, conn, &rc)) {
         return rc;
     }
-    s_gen_t *g = ctx->body;
     return s_start_call(ctx, g->hooked_attempt);
 }
 
@@ -1252,6 +1302,10 @@ static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard) {
             break;
         case DECIDE_FINISH_TURN:
             if (hooks_enabled(ctx->env->hooks)) { /* the stop hook first (§7.10) */
+                if (s_stop_continued(h.messages)) {
+                    ctx->body = json_true(); /* went on once: a model_context ends it now */
+                    ctx->body_free = s_json_free;
+                }
                 ctx->call_start = s_stop_start;
                 ctx->next = s_stop_commit;
                 rc = TASKCTX_CALL;

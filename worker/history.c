@@ -200,8 +200,10 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
         res = s_query(
             conn, chat_id,
             "SELECT json_build_object('id', id, 'role', role, 'content', content, 'control',"
-            " coalesce(structured_output ->> 'type' IN ('structured-output-feedback',"
-            " 'hook-context'), false),"
+            " coalesce(structured_output ->> 'type' = 'structured-output-feedback' OR"
+            " (structured_output ->> 'type' = 'hook-context' AND (structured_output ->> 'event')"
+            " IS DISTINCT FROM 'post_compact'), false), 'hook', CASE WHEN structured_output ->>"
+            " 'type' = 'hook-context' THEN structured_output ->> 'event' END,"
             " 'model_only', visibility = 'model', 'compressed', compressed, 'usage', usage)::text"
             " FROM chat_messages WHERE chat_id = $1 AND NOT deleted AND visibility <> 'user'"
             " AND (role = 'system' OR id >= coalesce((SELECT max(id) FROM chat_messages"

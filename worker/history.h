@@ -33,8 +33,9 @@ typedef struct {
     json_t *dynamic_tools;     /* owned: the chat's declared tools, an array (maybe empty) */
     json_t *mcp_servers;       /* owned: the MCP servers the chat enabled, names (mcpset.h) */
     json_t *messages;          /* owned: [{"id", "role", "content", "control", "model_only",
-                                  "compressed", "usage"}], model-visible, from the latest context
-                                  boundary (system rows always), oldest first */
+                                  "compressed", "usage", "hook"}], model-visible, from the latest
+                                  context boundary (system rows always), oldest first; "hook" is
+                                  the event of a hook context row (§7.10), else null */
     json_t *model;             /* owned: {"id","name","provider","model","base_url","api_key_env",
                                   "native_structured_output","context_limit",
                                   "compression_threshold","prices","user_threshold"} or null

@@ -282,6 +282,16 @@ static void s_one_done(void *arg, const hooks_result_t *res) {
             snprintf(call->out.error, sizeof call->out.error, "%s hook failed: %.200s",
                      hooks_event_name(o->event), res->error);
             call->out.retryable = false;
+        } else {
+            call->out.content = json_object(); /* the context the answer added */
+            if (res->model_context) {
+                json_object_set_new(call->out.content, "model_context",
+                                    json_string(res->model_context));
+            }
+            if (res->user_context) {
+                json_object_set_new(call->out.content, "user_context",
+                                    json_string(res->user_context));
+            }
         }
         provider_call_end(call, res->rc == HOOKS_OK ? PROVIDER_OK : PROVIDER_ERROR);
     }

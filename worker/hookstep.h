@@ -33,7 +33,8 @@ provider_call_t *hookstep_start(hooks_t *hooks, evloop_t *loop, const char *chat
                                 const json_t *enabled, provider_done_fn *done, void *ctx);
 
 /* Starts one dispatch of event (an admitted one, payload borrowed) as a call on loop's
- * thread: done runs once on the loop with PROVIDER_OK when the consumer answered validly,
+ * thread: done runs once on the loop with PROVIDER_OK when the consumer answered validly
+ * (res->content: {"model_context"?, "user_context"?}, what the answer added),
  * PROVIDER_ERROR with res->error naming the event when it failed (not retryable), or
  * PROVIDER_CANCELLED. The event id is that of (chat, history_version, event). */
 provider_call_t *hookstep_event_start(hooks_t *hooks, evloop_t *loop, hooks_event_t event,

@@ -792,6 +792,78 @@ static void test_context_from_answers_becomes_rows_for_its_audience(void **state
     hookcons_answer(s_cons, "post_tool_use", 200, "{}", false);
 }
 
+static void test_a_stop_with_model_context_continues_the_turn_once(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    hookcons_answer(s_cons, "stop", 200, "{\"model_context\":\"KEEP-GOING\"}", false);
+    int calls = mockprov_request_count(s_mock);
+    int from = hookcons_seen(s_cons);
+    s_push_text("the first answer");
+    s_push_text("the second answer");
+    char chat[ID_UUID_LEN + 1];
+    s_create("answer twice", chat);
+    s_wait_status(chat, "waiting:true");
+    char *rows = cluster_sql(s_cluster,
+                             "SELECT string_agg(role || '/' || visibility, ' ' ORDER BY id) FROM"
+                             " chat_messages WHERE chat_id = '%s' AND role <> 'system'",
+                             chat);
+    printf("  rows: %s\n", rows);
+    /* One continuation, though the second stop answered with context too. */
+    assert_string_equal(rows, "user/both assistant/both user/model assistant/both");
+    free(rows);
+    assert_int_equal(mockprov_request_count(s_mock), calls + 2);
+    json_t *second = mockprov_request(s_mock, calls + 1);
+    char *b = json_dumps(json_object_get(second, "body"), JSON_COMPACT);
+    assert_non_null(strstr(b, "KEEP-GOING"));
+    free(b);
+    json_decref(second);
+    json_t *evs = s_events(from, chat);
+    size_t n = json_array_size(evs);
+    assert_string_equal(s_field(json_array_get(evs, n - 2), "event"), "stop");
+    assert_string_equal(s_field(json_array_get(evs, n - 1), "event"), "stop");
+    json_decref(evs);
+    hookcons_answer(s_cons, "stop", 200, "{}", false);
+}
+
+static void test_compaction_context_guides_the_summary_and_follows_it(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    s_push_text("something worth compacting");
+    char chat[ID_UUID_LEN + 1];
+    s_create("a chat to compact with context", chat);
+    s_wait_status(chat, "waiting:true");
+    hookcons_answer(s_cons, "pre_compact", 200, "{\"model_context\":\"FOCUS-ON-CITIES\"}", false);
+    hookcons_answer(
+        s_cons, "post_compact", 200,
+        "{\"model_context\":\"AFTER-COMPACT-CTX\",\"user_context\":\"COMPACTED-NOTICE\"}", false);
+    int calls = mockprov_request_count(s_mock);
+    s_push_summary("SUMMARY-WITH-GUIDANCE");
+    assert_int_equal(s_compact(chat), 200);
+    s_wait_status(chat, "waiting:true");
+    /* The summary call carried the guidance; no call followed (a manual compaction's
+     * model-only context does not resume the turn). */
+    assert_int_equal(mockprov_request_count(s_mock), calls + 1);
+    json_t *req = mockprov_request(s_mock, calls);
+    char *text = json_dumps(json_object_get(req, "body"), JSON_COMPACT);
+    assert_non_null(strstr(text, "Guidance for this summary: FOCUS-ON-CITIES"));
+    free(text);
+    json_decref(req);
+    char *rows = cluster_sql(s_cluster,
+                             "SELECT string_agg(role || '/' || visibility || '/' || (content -> 0"
+                             " ->> 'text'), ' ' ORDER BY id) FROM chat_messages WHERE chat_id ="
+                             " '%s' AND structured_output ->> 'event' = 'post_compact'",
+                             chat);
+    printf("  rows: %s\n", rows);
+    assert_string_equal(rows, "user/model/AFTER-COMPACT-CTX assistant/user/COMPACTED-NOTICE");
+    free(rows);
+    char *visible = s_visible(chat);
+    assert_non_null(strstr(visible, "COMPACTED-NOTICE"));
+    assert_null(strstr(visible, "AFTER-COMPACT-CTX"));
+    free(visible);
+    hookcons_answer(s_cons, "pre_compact", 200, "{}", false);
+    hookcons_answer(s_cons, "post_compact", 200, "{}", false);
+}
+
 static int s_setup(void **state) {
     (void)state;
     s_mock = mockprov_new();
@@ -848,6 +920,8 @@ int main(void) {
         cmocka_unit_test(test_every_event_of_a_turn_with_an_mcp_call_and_a_compaction),
         cmocka_unit_test(test_a_failed_pre_tool_use_of_an_mcp_call_ends_the_turn_in_error),
         cmocka_unit_test(test_context_from_answers_becomes_rows_for_its_audience),
+        cmocka_unit_test(test_a_stop_with_model_context_continues_the_turn_once),
+        cmocka_unit_test(test_compaction_context_guides_the_summary_and_follows_it),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }

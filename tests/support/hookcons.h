@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 
-#define HOOKCONS_SEEN_MAX 64 /* requests kept; later ones are answered but not kept */
+#define HOOKCONS_SEEN_MAX 1024 /* requests kept; later ones are answered but not kept */
 
 typedef struct hookcons hookcons_t;
 
