@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #define S_REQ_MAX     (256 * 1024) /* a request's bytes, head and body */
@@ -151,6 +152,9 @@ static void *s_main(void *arg) {
             int fd = accept(c->fd, NULL, NULL);
             if (fd >= 0) {
                 (void)fcntl(fd, F_SETFD, FD_CLOEXEC); /* best effort, as for the listener */
+                /* A client stopped mid-request (a SIGSTOPped worker) holds up no other. */
+                struct timeval tv = {.tv_sec = 2};
+                (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
                 s_serve(c, fd);
             }
         }
