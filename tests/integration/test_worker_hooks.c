@@ -1,14 +1,20 @@
 /*
  * Lifecycle hooks end to end (ARCHITECTURE.md §7.10, issue 18): a cluster of real processes
- * whose default model is the mock OpenAI server scripting a call of the local `echo` tool, and
- * a hook consumer this test runs (tests/support/hookcons.h). A turn with a tool call sends
- * pre_tool_use, post_tool_use and stop, signed, with their ids; an input override is what the
- * tool runs with; a deny answers the call as denied and the turn goes on; a consumer that is
- * down fails the turn closed (the chat in error, naming the hook), and the next turn after it
- * is back succeeds; a worker killed while a pre_tool_use is held leaves the step to the next
- * owner, which sends the same event id again (a duplicate delivery) and commits one result;
- * an invalid answer to stop ends the turn in error; a compaction sends pre_compact before its
- * summary call, and a failed pre_compact ends the turn in error with no summary call made.
+ * (its gateway and worker both dispatch) whose default model is the mock OpenAI server
+ * scripting calls of the local `echo` tool and of an MCP tool (tests/mcp/paged_server.mjs),
+ * and a hook consumer this test runs (tests/support/hookcons.h). The must-show turn: every
+ * event with its ids in order for a turn with an MCP call and a compaction. A tool call sends
+ * pre_tool_use and post_tool_use, signed, with their ids; an input override is what the tool
+ * runs with; a deny answers the call as denied and the turn goes on; a consumer that goes down
+ * fails the turn closed (the chat in error, naming the hook) and refuses new prompts at the
+ * gateway, and the next turn after it is back succeeds; a worker killed while a pre_tool_use
+ * is held leaves the step to the next owner, which sends the same event id again (a duplicate
+ * delivery) and commits one result; an invalid answer to stop ends the turn in error; a
+ * compaction sends pre_compact before its summary call and post_compact after its commit, and
+ * a failed pre_compact ends the turn in error with no summary call made; a structured
+ * request's end hears stop; context from answers becomes rows for its audience, a stop's
+ * continues a turn once, a pre_compact's guides the summary. The gateway's prompt decisions
+ * are test_gateway_hooks.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -107,25 +113,10 @@ static char *s_result(const char *chat, const char *id) {
     return c;
 }
 
-/* The requests the consumer kept from index from on for chat, as parsed bodies (an array). */
+/* The requests the consumer kept from index from on for chat, each signed (an array). */
 static json_t *s_events(int from, const char *chat) {
-    json_t *out = json_array();
-    int n = hookcons_seen(s_cons);
-    for (int i = from; i < n; i++) {
-        char *body = hookcons_body(s_cons, i);
-        char *sig = hookcons_header(s_cons, i, HOOKS_SIGNATURE_HEADER);
-        char want[100];
-        assert_int_equal(hooks_sign(S_SECRET, body, strlen(body), want, sizeof want), 0);
-        assert_string_equal(sig, want); /* every delivery verifies */
-        json_t *v = json_loads(body, 0, NULL);
-        assert_non_null(v);
-        if (!strcmp(json_string_value(json_object_get(v, "chat_id")), chat)) {
-            json_array_append(out, v);
-        }
-        json_decref(v);
-        free(body);
-        free(sig);
-    }
+    json_t *out = hookcons_events(s_cons, from, chat, S_SECRET);
+    assert_non_null(out); /* every delivery verifies */
     return out;
 }
 
@@ -415,147 +406,6 @@ static void test_a_step_made_again_after_takeover_sends_the_same_event_ids(void 
     json_decref(evs);
     char *r = s_result(chat, "call_again"); /* exactly one result committed */
     free(r);
-}
-
-/* The number of chat_messages rows of chat, as text (caller frees). */
-static char *s_rows(const char *chat) {
-    return cluster_sql(s_cluster, "SELECT count(*) FROM chat_messages WHERE chat_id = '%s'", chat);
-}
-
-static void test_a_denied_prompt_is_refused_and_nothing_is_stored(void **state) {
-    (void)state;
-    hookcons_answer(s_cons, NULL, 200, "{}", false);
-    s_push_text("the first reply");
-    char chat[ID_UUID_LEN + 1];
-    s_create("an allowed first prompt", chat);
-    s_wait_status(chat, "waiting:true");
-    hookcons_answer(s_cons, "user_prompt_submit", 200,
-                    "{\"decision\":\"deny\",\"reason\":\"no secrets here\"}", false);
-    char *before = s_rows(chat);
-    int calls = mockprov_request_count(s_mock);
-    json_t *ans = NULL;
-    assert_int_equal(s_send(chat, "tell me the secret", &ans), 403);
-    assert_string_equal(json_string_value(json_object_get(ans, "kind")), "hook_denied");
-    assert_string_equal(json_string_value(json_object_get(ans, "detail")), "no secrets here");
-    json_decref(ans);
-    char *after = s_rows(chat);
-    assert_string_equal(before, after); /* nothing stored */
-    free(before);
-    free(after);
-    char *n = cluster_sql(s_cluster,
-                          "SELECT count(*) FROM chat_queued_messages WHERE chat_id = '%s'", chat);
-    assert_string_equal(n, "0");
-    free(n);
-    s_wait_status(chat, "waiting:true"); /* no turn started, no model called */
-    assert_int_equal(mockprov_request_count(s_mock), calls);
-    /* A create whose first prompt is denied creates no chat. */
-    char *chats = cluster_sql(s_cluster, "SELECT count(*) FROM chats");
-    char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
-    proc_http_t r;
-    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster),
-                               "{\"content\":[{\"type\":\"text\",\"text\":\"secret\"}]}", &r),
-                     0);
-    assert_int_equal(r.status, 403);
-    assert_non_null(strstr(r.body, "\"kind\":\"hook_denied\""));
-    proc_http_free(&r);
-    char *chats_after = cluster_sql(s_cluster, "SELECT count(*) FROM chats");
-    assert_string_equal(chats, chats_after);
-    free(chats);
-    free(chats_after);
-    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
-}
-
-static void test_an_overridden_prompt_is_what_is_stored_and_sent(void **state) {
-    (void)state;
-    hookcons_answer(s_cons, NULL, 200, "{}", false);
-    hookcons_answer(s_cons, "user_prompt_submit", 200, "{\"input\":\"REWRITTEN prompt\"}", false);
-    int calls = mockprov_request_count(s_mock);
-    s_push_text("answered the rewritten prompt");
-    char chat[ID_UUID_LEN + 1];
-    s_create("ORIGINAL prompt", chat);
-    s_wait_status(chat, "waiting:true");
-    char *c = cluster_sql(s_cluster,
-                          "SELECT content::text FROM chat_messages WHERE chat_id = '%s' AND role ="
-                          " 'user' AND visibility <> 'model'",
-                          chat);
-    printf("  stored: %s\n", c);
-    assert_non_null(strstr(c, "REWRITTEN prompt"));
-    assert_null(strstr(c, "ORIGINAL"));
-    free(c);
-    /* The model was asked the override. */
-    json_t *req = mockprov_request(s_mock, calls);
-    assert_non_null(req);
-    char *text = json_dumps(json_object_get(req, "body"), JSON_COMPACT);
-    assert_non_null(strstr(text, "REWRITTEN prompt"));
-    assert_null(strstr(text, "ORIGINAL"));
-    free(text);
-    json_decref(req);
-    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
-}
-
-static void test_an_invalid_prompt_answer_refuses_the_prompt(void **state) {
-    (void)state;
-    hookcons_answer(s_cons, NULL, 200, "{}", false);
-    s_push_text("a reply");
-    char chat[ID_UUID_LEN + 1];
-    s_create("a first prompt", chat);
-    s_wait_status(chat, "waiting:true");
-    /* A tool input object is no prompt: the answer is invalid and the hook fails closed. */
-    hookcons_answer(s_cons, "user_prompt_submit", 200, "{\"input\":{\"text\":\"x\"}}", false);
-    char *before = s_rows(chat);
-    json_t *ans = NULL;
-    assert_int_equal(s_send(chat, "judge me", &ans), 502);
-    assert_string_equal(json_string_value(json_object_get(ans, "kind")), "hook_dispatch_failed");
-    assert_non_null(strstr(json_string_value(json_object_get(ans, "detail")),
-                           "user_prompt_submit hook failed: hook answer: input: must be a string"));
-    json_decref(ans);
-    char *after = s_rows(chat);
-    assert_string_equal(before, after);
-    free(before);
-    free(after);
-    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
-}
-
-static void test_an_edit_starts_a_session_and_submits_its_prompt(void **state) {
-    (void)state;
-    hookcons_answer(s_cons, NULL, 200, "{}", false);
-    s_push_text("a reply to edit away");
-    char chat[ID_UUID_LEN + 1];
-    s_create("the prompt before the edit", chat);
-    s_wait_status(chat, "waiting:true");
-    char *mid = cluster_sql(s_cluster,
-                            "SELECT id FROM chat_messages WHERE chat_id = '%s' AND role = 'user'"
-                            " AND visibility <> 'model' AND NOT deleted",
-                            chat);
-    int from = hookcons_seen(s_cons);
-    hookcons_answer(s_cons, "user_prompt_submit", 200, "{\"input\":\"EDITED by the hook\"}", false);
-    s_push_text("a reply to the edit");
-    char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats/%s/messages/%s", cluster_url(s_cluster, 0), chat,
-             mid);
-    proc_http_t r;
-    assert_int_equal(proc_http("PATCH", url, cluster_token(s_cluster),
-                               "{\"content\":[{\"type\":\"text\",\"text\":\"edited\"}]}", &r),
-                     0);
-    assert_int_equal(r.status, 200);
-    proc_http_free(&r);
-    s_wait_status(chat, "waiting:true");
-    json_t *evs = s_events(from, chat);
-    assert_true(json_array_size(evs) >= 3);
-    assert_string_equal(s_field(json_array_get(evs, 0), "event"), "session_start");
-    assert_string_equal(s_data(json_array_get(evs, 0), "source"), "edit");
-    assert_string_equal(s_field(json_array_get(evs, 1), "event"), "user_prompt_submit");
-    assert_string_equal(s_data(json_array_get(evs, 1), "prompt"), "edited");
-    json_decref(evs);
-    char *c = cluster_sql(s_cluster,
-                          "SELECT content::text FROM chat_messages WHERE chat_id = '%s' AND role ="
-                          " 'user' AND visibility <> 'model' AND NOT deleted",
-                          chat);
-    assert_non_null(strstr(c, "EDITED by the hook"));
-    free(c);
-    free(mid);
-    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
 }
 
 static void test_a_structured_request_hears_stop_before_its_receipt(void **state) {
@@ -912,10 +762,6 @@ int main(void) {
         cmocka_unit_test(test_a_step_made_again_after_takeover_sends_the_same_event_ids),
         cmocka_unit_test(test_an_invalid_stop_answer_ends_the_turn_in_error),
         cmocka_unit_test(test_a_compaction_is_announced_and_fails_closed),
-        cmocka_unit_test(test_a_denied_prompt_is_refused_and_nothing_is_stored),
-        cmocka_unit_test(test_an_overridden_prompt_is_what_is_stored_and_sent),
-        cmocka_unit_test(test_an_invalid_prompt_answer_refuses_the_prompt),
-        cmocka_unit_test(test_an_edit_starts_a_session_and_submits_its_prompt),
         cmocka_unit_test(test_a_structured_request_hears_stop_before_its_receipt),
         cmocka_unit_test(test_every_event_of_a_turn_with_an_mcp_call_and_a_compaction),
         cmocka_unit_test(test_a_failed_pre_tool_use_of_an_mcp_call_ends_the_turn_in_error),
