@@ -55,12 +55,46 @@ static int s_dispatch(admithook_t *self, hooks_event_t event, json_t *data, hook
     return -1;
 }
 
-int admithook_session(admithook_t *self, http_resp_t *resp) {
+void admithook_context_clear(admithook_context_t *ctx) {
+    for (int i = 0; i < ctx->count; i++) {
+        free(ctx->texts[i]);
+    }
+    *ctx = (admithook_context_t){0};
+}
+
+/* Adds a row of role and visibility holding text to ctx. */
+static void s_context_row(admithook_t *self, admithook_context_t *ctx, const char *role,
+                          const char *visibility, const char *text) {
+    json_t *content = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
+    ASSERT(content);
+    ctx->texts[ctx->count] = jsonout_dumps(content);
+    json_decref(content);
+    ctx->rows[ctx->count] = (cs_message_t){.role = role,
+                                           .visibility = visibility,
+                                           .content = ctx->texts[ctx->count],
+                                           .created_by = self->user_id,
+                                           .so_meta = CS_HOOK_CONTEXT_META};
+    ctx->count++;
+}
+
+/* Appends the context rows res added to ctx. */
+static void s_context(admithook_t *self, admithook_context_t *ctx, const hooks_result_t *res) {
+    if (res->model_context) {
+        s_context_row(self, ctx, "user", "model", res->model_context);
+    }
+    if (res->user_context) {
+        s_context_row(self, ctx, "assistant", "user", res->user_context);
+    }
+}
+
+int admithook_session(admithook_t *self, admithook_context_t *ctx, http_resp_t *resp) {
+    admithook_context_clear(ctx);
     hooks_result_t res;
     json_t *answer = NULL;
     if (s_dispatch(self, HOOKS_SESSION_START, json_object(), &res, &answer, resp) != 0) {
         return -1;
     }
+    s_context(self, ctx, &res);
     json_decref(answer);
     return 0;
 }
@@ -87,31 +121,8 @@ static char *s_prompt(const json_t *parts) {
     return out;
 }
 
-void admithook_context_clear(admithook_context_t *ctx) {
-    for (int i = 0; i < ctx->count; i++) {
-        free(ctx->texts[i]);
-    }
-    *ctx = (admithook_context_t){0};
-}
-
-/* Adds a row of role and visibility holding text to ctx. */
-static void s_context_row(admithook_t *self, admithook_context_t *ctx, const char *role,
-                          const char *visibility, const char *text) {
-    json_t *content = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
-    ASSERT(content);
-    ctx->texts[ctx->count] = jsonout_dumps(content);
-    json_decref(content);
-    ctx->rows[ctx->count] = (cs_message_t){.role = role,
-                                           .visibility = visibility,
-                                           .content = ctx->texts[ctx->count],
-                                           .created_by = self->user_id,
-                                           .so_meta = CS_HOOK_CONTEXT_META};
-    ctx->count++;
-}
-
 int admithook_prompt(admithook_t *self, char **content, admithook_context_t *ctx,
                      http_resp_t *resp) {
-    *ctx = (admithook_context_t){0};
     json_t *parts = json_loads(*content, 0, NULL); /* gateway_content's own canonical text */
     ASSERT(json_is_array(parts));
     char *prompt = s_prompt(parts);
@@ -139,12 +150,7 @@ int admithook_prompt(admithook_t *self, char **content, admithook_context_t *ctx
             *content = jsonout_dumps(over);
             json_decref(over);
         }
-        if (res.model_context) {
-            s_context_row(self, ctx, "user", "model", res.model_context);
-        }
-        if (res.user_context) {
-            s_context_row(self, ctx, "assistant", "user", res.user_context);
-        }
+        s_context(self, ctx, &res);
     }
     json_decref(answer);
     return rc;

@@ -23,12 +23,13 @@ typedef struct {
     char submission_id[ID_UUID_LEN + 1];
 } admithook_t;
 
-/* The rows an allowed prompt's answer added (model_context: a model-only user row;
- * user_context: an assistant row only users see), stored with the prompt in its bundle. */
+/* The rows the answers to session_start and user_prompt_submit added (model_context: a
+ * model-only user row; user_context: an assistant row only users see), stored right after
+ * the prompt in its bundle. */
 typedef struct {
-    cs_message_t rows[2];
+    cs_message_t rows[4];
     int count;
-    char *texts[2]; /* the rows' contents */
+    char *texts[4]; /* the rows' contents */
 } admithook_context_t;
 
 /* Frees what ctx holds; safe on an empty one. */
@@ -41,13 +42,14 @@ bool admithook_enabled(const gateway_t *gw);
 void admithook_begin(admithook_t *self, gateway_t *gw, const char *chat_id, const char *user_id,
                      const char *source);
 
-/* Dispatches session_start. 0, or -1 with the failure in resp. */
-int admithook_session(admithook_t *self, http_resp_t *resp);
+/* Dispatches session_start; the context its answer added goes to *ctx (emptied first). 0, or
+ * -1 with the failure in resp. */
+int admithook_session(admithook_t *self, admithook_context_t *ctx, http_resp_t *resp);
 
 /* Dispatches user_prompt_submit for *content (a JSON array of text parts, heap text). On
  * allow returns 0; when the consumer overrode the prompt, *content is replaced (the old text
- * freed) by one text part holding the override, and the context it added is in *ctx (rows
- * created by self's user). A deny or a failure: -1 with it in resp. */
+ * freed) by one text part holding the override, and the context it added is appended to
+ * *ctx (rows created by self's user). A deny or a failure: -1 with it in resp. */
 int admithook_prompt(admithook_t *self, char **content, admithook_context_t *ctx,
                      http_resp_t *resp);
 

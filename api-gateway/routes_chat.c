@@ -8,6 +8,7 @@
 #include "db.h"
 #include "fieldpath.h"
 #include "jsonout.h"
+#include "log.h"
 #include "mem.h"
 
 #include <stdio.h>
@@ -128,7 +129,7 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     char model_id[ID_UUID_LEN + 1];
     gateway_format_t format = {0};
     admithook_context_t context = {0};
-    cs_message_t msgs[3];
+    cs_message_t msgs[5];
     json_t *title = json_object_get(body, "title");
     json_t *sys = json_object_get(body, "system_prompt");
     const char *dyn_key =
@@ -174,9 +175,13 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
         pool_put(gw->pool, conn);
         admithook_t h;
         admithook_begin(&h, gw, chat_id, req->user_id, "create");
-        int hrc = admithook_session(&h, resp);
+        int hrc = admithook_session(&h, &context, resp);
         if (hrc == 0 && has_first) {
             hrc = admithook_prompt(&h, &content, &context, resp);
+        } else if (hrc == 0 && context.count > 0) {
+            /* No prompt to follow: a context row alone would start a turn. */
+            log_warn("hook_context_dropped", "reason=no_first_message rows=%d", context.count);
+            admithook_context_clear(&context);
         }
         conn = pool_get(gw->pool);
         if (hrc != 0) {

@@ -285,7 +285,7 @@ static int s_admit(gateway_t *gw, const http_req_t *req, send_t *s, bool edit) {
     admithook_t h;
     admithook_begin(&h, gw, req->params[0], req->user_id, edit ? "edit" : "send");
     char *content = (char *)s->msg.content;
-    int rc = edit ? admithook_session(&h, s->resp) : 0;
+    int rc = edit ? admithook_session(&h, &s->context, s->resp) : 0;
     if (rc == 0) {
         rc = admithook_prompt(&h, &content, &s->context, s->resp);
     }

@@ -5,7 +5,8 @@
  * before anything is stored: a deny is 403 with kind hook_denied and stores nothing (no chat
  * for a create), an input override is what is stored and what the model is asked, an invalid
  * answer refuses the prompt (502, hook_dispatch_failed); an edit starts a session
- * (session_start, then user_prompt_submit, its override stored). The worker's events and the
+ * (session_start, whose context follows the prompt, then user_prompt_submit, its override
+ * stored). The worker's events and the
  * consumer going down are test_worker_hooks.c's.
  */
 #include <setjmp.h>
@@ -211,6 +212,7 @@ static void test_an_edit_starts_a_session_and_submits_its_prompt(void **state) {
                             chat);
     int from = hookcons_seen(s_cons);
     hookcons_answer(s_cons, "user_prompt_submit", 200, "{\"input\":\"EDITED by the hook\"}", false);
+    hookcons_answer(s_cons, "session_start", 200, "{\"model_context\":\"SESSION-CTX\"}", false);
     s_push_text("a reply to the edit");
     char url[256];
     snprintf(url, sizeof url, "%s/api/v2/chats/%s/messages/%s", cluster_url(s_cluster, 0), chat,
@@ -235,6 +237,16 @@ static void test_an_edit_starts_a_session_and_submits_its_prompt(void **state) {
                           chat);
     assert_non_null(strstr(c, "EDITED by the hook"));
     free(c);
+    /* The session's context right after the edited prompt, for the model only. */
+    char *rows = cluster_sql(s_cluster,
+                             "SELECT string_agg(role || '/' || visibility || '/' || (content -> 0"
+                             " ->> 'text'), ' ' ORDER BY id) FROM chat_messages WHERE chat_id ="
+                             " '%s' AND NOT deleted AND role = 'user'",
+                             chat);
+    printf("  rows: %s\n", rows);
+    assert_string_equal(rows, "user/both/EDITED by the hook user/model/SESSION-CTX");
+    free(rows);
+    hookcons_answer(s_cons, "session_start", 200, "{}", false);
     free(mid);
     hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
 }
