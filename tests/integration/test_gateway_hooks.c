@@ -6,8 +6,8 @@
  * for a create), an input override is what is stored and what the model is asked, an invalid
  * answer refuses the prompt (502, hook_dispatch_failed); an edit starts a session
  * (session_start, whose context follows the prompt, then user_prompt_submit, its override
- * stored). The worker's events and the
- * consumer going down are test_worker_hooks.c's.
+ * stored); an A2A SendMessage goes through the same hooks (a deny is JSON-RPC error -32050). The
+ * worker's events and the consumer going down are test_worker_hooks.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "a2a.h"
 #include "cluster.h"
 #include "hookcons.h"
 #include "id.h"
@@ -251,6 +252,67 @@ static void test_an_edit_starts_a_session_and_submits_its_prompt(void **state) {
     hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
 }
 
+/* One A2A SendMessage of text (JSON-RPC over POST /a2a); its parsed answer. */
+static json_t *s_a2a_send(const char *text) {
+    char url[256];
+    snprintf(url, sizeof url, "%s%s", cluster_url(s_cluster, 0), A2A_RPC_PATH);
+    char *body = mem_printf("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\",\"params\":"
+                            "{\"message\":{\"messageId\":\"m-hook\",\"role\":\"ROLE_USER\","
+                            "\"parts\":[{\"text\":\"%s\"}]},\"configuration\":"
+                            "{\"returnImmediately\":true}}}",
+                            text);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
+    free(body);
+    printf("  a2a: %ld %s\n", r.status, r.body);
+    assert_int_equal(r.status, 200);
+    json_t *v = json_loads(r.body, 0, NULL);
+    proc_http_free(&r);
+    return v;
+}
+
+static void test_an_a2a_prompt_goes_through_the_same_hooks(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    hookcons_answer(s_cons, "user_prompt_submit", 200,
+                    "{\"decision\":\"deny\",\"reason\":\"not over A2A\"}", false);
+    char *chats = cluster_sql(s_cluster, "SELECT count(*) FROM chats");
+    json_t *v = s_a2a_send("a prompt the hook denies");
+    json_t *e = json_object_get(v, "error");
+    assert_int_equal(json_integer_value(json_object_get(e, "code")), -32050);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(e, "data"), "kind")),
+                        "hook_denied");
+    json_decref(v);
+    char *after = cluster_sql(s_cluster, "SELECT count(*) FROM chats");
+    assert_string_equal(chats, after); /* nothing stored */
+    free(chats);
+    free(after);
+    /* Allowed with an override: the stored prompt is the consumer's. */
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{\"input\":\"A2A-OVERRIDE\"}", false);
+    s_push_text("answered over A2A");
+    v = s_a2a_send("the A2A original");
+    const char *ctx = json_string_value(
+        json_object_get(json_object_get(json_object_get(v, "result"), "task"), "contextId"));
+    assert_non_null(ctx);
+    char chat[ID_UUID_LEN + 1];
+    snprintf(chat, sizeof chat, "%s", ctx);
+    json_decref(v);
+    char *c = cluster_sql(s_cluster,
+                          "SELECT content::text FROM chat_messages WHERE chat_id = '%s' AND role ="
+                          " 'user'",
+                          chat);
+    assert_non_null(strstr(c, "A2A-OVERRIDE"));
+    assert_null(strstr(c, "original"));
+    free(c);
+    json_t *evs = s_events(0, chat);
+    assert_int_equal(json_array_size(evs), 2);
+    assert_string_equal(s_field(json_array_get(evs, 0), "event"), "session_start");
+    assert_string_equal(s_data(json_array_get(evs, 1), "source"), "a2a");
+    json_decref(evs);
+    s_wait_status(chat, "waiting:true");
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
+}
+
 static int s_setup(void **state) {
     (void)state;
     s_mock = mockprov_new();
@@ -292,6 +354,7 @@ int main(void) {
         cmocka_unit_test(test_an_overridden_prompt_is_what_is_stored_and_sent),
         cmocka_unit_test(test_an_invalid_prompt_answer_refuses_the_prompt),
         cmocka_unit_test(test_an_edit_starts_a_session_and_submits_its_prompt),
+        cmocka_unit_test(test_an_a2a_prompt_goes_through_the_same_hooks),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
