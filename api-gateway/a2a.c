@@ -27,6 +27,7 @@ enum {
     A2A_TASK_NOT_CANCELABLE = -32002,
     A2A_UNSUPPORTED_OPERATION = -32004,
     A2A_CONTENT_TYPE_NOT_SUPPORTED = -32005,
+    A2A_HOOK_DENIED = -32050, /* chatfleet's: a lifecycle hook denied the prompt (§7.10) */
 };
 
 #define S_XSTR(x) #x
@@ -228,8 +229,22 @@ static void s_send(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *params, 
         gateway_format_clear(&s.format);
         return;
     }
-    PGconn *conn = pool_get(gw->pool);
     http_resp_t h = {0};
+    if (!refused && a2a_send_admit(gw, req, &s, &h) != 0) {
+        /* A hook refused the prompt or could not judge it (ARCHITECTURE.md §7.10): nothing
+         * is stored; the data is the REST refusal ({"message","detail","kind"}). */
+        json_t *d = h.body ? json_loads(h.body, 0, NULL) : NULL;
+        bool denied = h.status == 403;
+        s_error(c, denied ? A2A_HOOK_DENIED : RPC_INTERNAL,
+                denied ? "The prompt was denied by a lifecycle hook" : "A lifecycle hook failed",
+                d);
+        free(h.body);
+        free(s.content);
+        gateway_format_clear(&s.format);
+        admithook_context_clear(&s.context);
+        return;
+    }
+    PGconn *conn = pool_get(gw->pool);
     int rc = 0;
     if (refused) {
         /* the failed task is the answer */
@@ -241,6 +256,7 @@ static void s_send(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *params, 
     }
     pool_put(gw->pool, conn);
     free(s.content);
+    admithook_context_clear(&s.context);
     bool structured = s.format.structured;
     gateway_format_clear(&s.format);
     if (rc != 0) {

@@ -232,6 +232,30 @@ static int s_default_model(PGconn *conn, char id[ID_UUID_LEN + 1]) {
     return ok ? 0 : -1;
 }
 
+int a2a_send_admit(gateway_t *gw, const http_req_t *req, a2a_send_t *s, http_resp_t *h) {
+    if (!admithook_enabled(gw)) {
+        return 0;
+    }
+    if (s->context_id) {
+        PGconn *conn = pool_get(gw->pool);
+        http_resp_t miss = {0};
+        json_t *chat = gateway_chat_json(conn, s->context_id, req->user_id, &miss);
+        pool_put(gw->pool, conn);
+        free(miss.body);
+        if (!chat) {
+            return 0;
+        }
+        json_decref(chat);
+    } else if (id_uuid_new(s->chat_id) != 0) {
+        http_error(h, 500, "Internal error.", "no randomness for a chat id");
+        return -1;
+    }
+    admithook_t hk;
+    admithook_begin(&hk, gw, s->context_id ? s->context_id : s->chat_id, req->user_id, "a2a");
+    int rc = s->context_id ? 0 : admithook_session(&hk, &s->context, h);
+    return rc == 0 ? admithook_prompt(&hk, &s->content, &s->context, h) : rc;
+}
+
 /* A new chat whose first message is the task; its id is that message's. */
 int a2a_send_create(gateway_t *gw, PGconn *conn, const http_req_t *req, a2a_send_t *s,
                     char chat_id[ID_UUID_LEN + 1], char task_id[A2A_TASK_ID_MAX]) {
@@ -245,8 +269,16 @@ int a2a_send_create(gateway_t *gw, PGconn *conn, const http_req_t *req, a2a_send
                       .model_config_id = model,
                       .response_format = s->format.json,
                       .so_request_id = s->format.structured ? s->format.request_id : NULL};
-    cs_create_t c = {
-        .owner_id = req->user_id, .model_config_id = model, .messages = &m, .message_count = 1};
+    cs_message_t msgs[1 + sizeof s->context.rows / sizeof s->context.rows[0]];
+    msgs[0] = m;
+    for (int i = 0; i < s->context.count; i++) {
+        msgs[1 + i] = s->context.rows[i]; /* the hooks' context after the prompt (§7.10) */
+    }
+    cs_create_t c = {.chat_id = s->chat_id[0] ? s->chat_id : NULL,
+                     .owner_id = req->user_id,
+                     .model_config_id = model,
+                     .messages = msgs,
+                     .message_count = 1 + s->context.count};
     cs_error_t err;
     if (chatstate_create(conn, &c, &gw->sink, chat_id, &err) != 0) {
         log_warn("a2a_create_failed", "message=%s", err.message);
@@ -271,12 +303,23 @@ typedef struct {
     int max_queue;
     int64_t message_id;
     int64_t queued_id;
+    const admithook_context_t *context;
 } s_turn_t;
 
 static int s_send_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
     s_turn_t *t = ctx;
-    return chatstate_send_message(cs, &t->msg, CS_BUSY_QUEUE, t->max_queue, &t->message_id,
-                                  &t->queued_id, err);
+    if (chatstate_send_message(cs, &t->msg, CS_BUSY_QUEUE, t->max_queue, &t->message_id,
+                               &t->queued_id, err) != 0) {
+        return -1;
+    }
+    if (t->context->count == 0) {
+        return 0;
+    }
+    if (t->message_id == 0) { /* queued: ARCHITECTURE.md §7.10, "Not built" */
+        log_warn("hook_context_dropped", "reason=queued rows=%d", t->context->count);
+        return 0;
+    }
+    return chatstate_append_context(cs, t->context->rows, t->context->count, err);
 }
 
 /* A message in an existing context: the task is the message, or its queued row. */
@@ -289,7 +332,8 @@ int a2a_send_append(gateway_t *gw, PGconn *conn, const http_req_t *req, a2a_send
                           .created_by = req->user_id,
                           .response_format = s->format.json,
                           .so_request_id = s->format.structured ? s->format.request_id : NULL},
-                  .max_queue = gw->max_queue};
+                  .max_queue = gw->max_queue,
+                  .context = &s->context};
     if (gateway_bundle(gw, conn, &r, s_send_step, &t, NULL, h) != 0) {
         return -1;
     }

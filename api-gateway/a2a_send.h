@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "a2a_task.h"
+#include "admithook.h"
 #include "gateway.h"
 
 #define A2A_META_KEY "kediStructuredOutput"
@@ -27,6 +28,8 @@ typedef struct {
     char context_buf[ID_UUID_LEN + 1];
     const char *schema_field; /* where the request's schema came from, for its errors */
     bool blocking;
+    char chat_id[ID_UUID_LEN + 1]; /* a new chat's id, minted for its hooks; "" when none */
+    admithook_context_t context;   /* what the lifecycle hooks added (a2a_send_admit) */
 } a2a_send_t;
 
 /* Validates a SendMessage's params into s: 0, -1 (invalid params) or A2A_SEND_MODES, with
@@ -34,8 +37,16 @@ typedef struct {
  * s->format either way. */
 int a2a_send_parse(json_t *params, bool legacy, a2a_send_t *s, json_t **data);
 
-/* A new chat (the default model) whose first message is the task; chat_id and task_id set.
- * 0, or -1. */
+/* The lifecycle hooks of a SendMessage (ARCHITECTURE.md §7.10, admithook.h), before anything
+ * is written: for a new chat session_start (its id minted into s->chat_id) and
+ * user_prompt_submit, for a context of the caller's user_prompt_submit (a context that is not
+ * theirs gets no event: the store answers it). An override replaces s->content, context goes
+ * to s->context. 0, or -1 with the refusal in h (403 hook_denied, 502/503
+ * hook_dispatch_failed). */
+int a2a_send_admit(gateway_t *gw, const http_req_t *req, a2a_send_t *s, http_resp_t *h);
+
+/* A new chat (the default model; s->chat_id when the hooks minted one) whose first message is
+ * the task, followed by the hooks' context; chat_id and task_id set. 0, or -1. */
 int a2a_send_create(gateway_t *gw, PGconn *conn, const http_req_t *req, a2a_send_t *s,
                     char chat_id[ID_UUID_LEN + 1], char task_id[A2A_TASK_ID_MAX]);
 

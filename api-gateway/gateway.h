@@ -6,6 +6,7 @@
 #define CHATFLEET_GATEWAY_H
 
 #include "chatstate.h"
+#include "hooks.h"
 #include "hub.h"
 #include "jsonstrict.h"
 #include "http.h"
@@ -55,6 +56,8 @@ typedef struct {
     const char *console_dir;
     int64_t lease_stale_ms;    /* CHATFLEET_LEASE_STALE_MS, for the admin API's lease view */
     atomic_llong stream_reads; /* chat streams' database reads (/metrics) */
+    /* The lifecycle hook dispatcher (blocking calls only; admithook.h), or NULL: none. */
+    hooks_t *hooks;
 } gateway_t;
 
 /* One transition (or several) applied to an open bundle; returns 0 or -1 with err set. */

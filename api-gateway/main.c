@@ -192,6 +192,7 @@ static void s_teardown(gateway_t *gw, bus_publisher_t **pub) {
     metrics_destroy(&gw->metrics);
     json_decref(gw->mcp_servers);
     gw->mcp_servers = NULL;
+    hooks_destroy(&gw->hooks);
 }
 
 #define S_PEM_MAX_BYTES (1024 * 1024) /* a certificate chain or key file; more is refused */
@@ -297,6 +298,18 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
                      : strcmp(cfg->console_dir, "off") ? cfg->console_dir
                                                        : NULL;
     pthread_mutex_init(&gw.relay_lock, NULL);
+    /* The lifecycle hooks a request dispatches before it commits (ARCHITECTURE.md §7.10). */
+    hooks_config_t hc;
+    char why[256];
+    if (hooks_config_read(&hc, why, sizeof why) != 0) {
+        fprintf(stderr, "chatfleet-gateway: %s\n", why);
+        s_teardown(&gw, &pub);
+        free(public_url);
+        return 2;
+    }
+    gw.hooks = hooks_new(&hc, NULL);
+    hooks_config_clear(&hc);
+    hooks_log_config(gw.hooks);
     chatstate_configure(cfg->lease_stale_ms, 5 * 60 * 1000);
     gw.pool = pool_new(cfg->database_url, GATEWAY_POOL_SIZE, "chatfleet-gateway");
     if (gw.hub && gw.pool) {

@@ -4,9 +4,11 @@
 #include "a2a.h"
 #include "stream.h"
 #include "watch.h"
+#include "admithook.h"
 #include "db.h"
 #include "fieldpath.h"
 #include "jsonout.h"
+#include "log.h"
 #include "mem.h"
 
 #include <stdio.h>
@@ -126,6 +128,8 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     char *tools = NULL;
     char model_id[ID_UUID_LEN + 1];
     gateway_format_t format = {0};
+    admithook_context_t context = {0};
+    cs_message_t msgs[5];
     json_t *title = json_object_get(body, "title");
     json_t *sys = json_object_get(body, "system_prompt");
     const char *dyn_key =
@@ -161,6 +165,29 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
         http_invalid(resp, "response_format", "a structured request needs content to answer");
         goto done;
     }
+    char chat_id[ID_UUID_LEN + 1];
+    int minted = id_uuid_new(chat_id);
+    ASSERT(minted == 0);
+    bool has_first = json_array_size(json_object_get(body, "content")) > 0;
+    /* The admission hooks (admithook.h): session_start, then user_prompt_submit for a first
+     * message, with no connection held while they wait; a refusal stores nothing. */
+    if (admithook_enabled(gw)) {
+        pool_put(gw->pool, conn);
+        admithook_t h;
+        admithook_begin(&h, gw, chat_id, req->user_id, "create");
+        int hrc = admithook_session(&h, &context, resp);
+        if (hrc == 0 && has_first) {
+            hrc = admithook_prompt(&h, &content, &context, resp);
+        } else if (hrc == 0 && context.count > 0) {
+            /* No prompt to follow: a context row alone would start a turn. */
+            log_warn("hook_context_dropped", "reason=no_first_message rows=%d", context.count);
+            admithook_context_clear(&context);
+        }
+        conn = pool_get(gw->pool);
+        if (hrc != 0) {
+            goto done;
+        }
+    }
     tools = dyn ? jsonout_dumps(dyn) : NULL;
     mcp_text = mcp ? jsonout_dumps(mcp) : NULL;
     cs_message_t first = {.role = "user",
@@ -169,16 +196,20 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
                           .model_config_id = model_id,
                           .response_format = format.json,
                           .so_request_id = format.structured ? format.request_id : NULL};
-    cs_create_t c = {.owner_id = req->user_id,
+    cs_create_t c = {.chat_id = chat_id,
+                     .owner_id = req->user_id,
                      .title = json_string_value(title),
                      .title_from_user = title != NULL,
                      .model_config_id = model_id,
                      .system_prompt = json_string_value(sys),
                      .dynamic_tools = tools,
                      .mcp_servers = mcp_text,
-                     .messages = &first,
-                     .message_count = json_array_size(json_object_get(body, "content")) ? 1 : 0};
-    char chat_id[ID_UUID_LEN + 1];
+                     .messages = msgs,
+                     .message_count = has_first ? 1 + context.count : 0};
+    msgs[0] = first;
+    for (int i = 0; i < context.count; i++) {
+        msgs[1 + i] = context.rows[i]; /* the hook's context after the prompt (§7.10) */
+    }
     cs_error_t err;
     if (chatstate_create(conn, &c, &gw->sink, chat_id, &err) != 0) {
         gateway_cs_error(resp, &err);
@@ -189,6 +220,7 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
         http_json(resp, 201, chat);
     }
 done:
+    admithook_context_clear(&context);
     gateway_format_clear(&format);
     free(content);
     free(tools);

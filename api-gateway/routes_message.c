@@ -1,6 +1,8 @@
 /* routes_message: messages (list, send, edit) and the queue (delete, promote). */
+#include "admithook.h"
 #include "db.h"
 #include "jsonout.h"
+#include "log.h"
 #include "mem.h"
 #include "routes.h"
 
@@ -124,6 +126,7 @@ typedef struct {
     gateway_format_t format;
     cs_edit_format_t edit_format;
     char model_id[ID_UUID_LEN + 1]; /* the model the message asks for, by configured name */
+    admithook_context_t context;    /* what user_prompt_submit added (admithook.h) */
 } send_t;
 
 /* Collects what the bundle inserted and deleted before it is committed and freed. */
@@ -142,10 +145,24 @@ static int s_collect(chatstate_t *cs, send_t *s) {
     return 0;
 }
 
+/* The hook's context rows after the message that entered history in this bundle. A queued
+ * message keeps none (ARCHITECTURE.md §7.10, "Not built"). */
+static int s_context(chatstate_t *cs, send_t *s, cs_error_t *err) {
+    if (s->context.count == 0) {
+        return 0;
+    }
+    if (s->message_id == 0) {
+        log_warn("hook_context_dropped", "reason=queued rows=%d", s->context.count);
+        return 0;
+    }
+    return chatstate_append_context(cs, s->context.rows, s->context.count, err);
+}
+
 static int s_send_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
     send_t *s = ctx;
     if (chatstate_send_message(cs, &s->msg, s->busy, s->max_queue, &s->message_id, &s->queued_id,
-                               err) != 0) {
+                               err) != 0 ||
+        s_context(cs, s, err) != 0) {
         return -1;
     }
     return s_collect(cs, s);
@@ -160,6 +177,9 @@ static int s_edit_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
     int n = 0;
     const int64_t *ids = chatstate_inserted(cs, &n);
     s->message_id = n ? ids[n - 1] : 0;
+    if (s_context(cs, s, err) != 0) {
+        return -1;
+    }
     return s_collect(cs, s);
 }
 
@@ -249,6 +269,31 @@ static int s_format(send_t *s, const http_req_t *req, json_t *body, bool edit) {
     return 0;
 }
 
+/* The admission hooks of a send or an edit (admithook.h), before its bundle: the chat must be
+ * the caller's (404 else, and no event), then, with no connection held while they wait,
+ * session_start for an edit and user_prompt_submit, whose override becomes s->msg.content. */
+static int s_admit(gateway_t *gw, const http_req_t *req, send_t *s, bool edit) {
+    if (!admithook_enabled(gw)) {
+        return 0;
+    }
+    json_t *chat = gateway_chat_json(s->conn, req->params[0], req->user_id, s->resp);
+    if (!chat) {
+        return -1;
+    }
+    json_decref(chat);
+    pool_put(gw->pool, s->conn);
+    admithook_t h;
+    admithook_begin(&h, gw, req->params[0], req->user_id, edit ? "edit" : "send");
+    char *content = (char *)s->msg.content;
+    int rc = edit ? admithook_session(&h, &s->context, s->resp) : 0;
+    if (rc == 0) {
+        rc = admithook_prompt(&h, &content, &s->context, s->resp);
+    }
+    s->msg.content = content;
+    s->conn = pool_get(gw->pool);
+    return rc;
+}
+
 static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     json_t *body = NULL;
@@ -258,7 +303,7 @@ static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
         return;
     }
     s.conn = pool_get(gw->pool);
-    if (s_format(&s, req, body, false) == 0 &&
+    if (s_format(&s, req, body, false) == 0 && s_admit(gw, req, &s, false) == 0 &&
         gateway_bundle(gw, s.conn, req, s_send_step, &s, NULL, resp) == 0) {
         json_t *rows = s_inserted_rows(&s);
         if (rows) {
@@ -285,6 +330,7 @@ static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
         }
     }
     pool_put(gw->pool, s.conn);
+    admithook_context_clear(&s.context);
     gateway_format_clear(&s.format);
     json_decref(s.inserted);
     json_decref(s.deleted);
@@ -335,6 +381,9 @@ static void s_edit(void *app, http_req_t *req, http_resp_t *resp) {
     }
     s.conn = pool_get(gw->pool);
     int rc = s_format(&s, req, body, true);
+    if (rc == 0) {
+        rc = s_admit(gw, req, &s, true);
+    }
     if (rc == 0 && gateway_bundle(gw, s.conn, req, s_edit_step, &s, NULL, resp) != 0) {
         rc = -1;
         if (resp->status == 404) {
@@ -355,6 +404,7 @@ static void s_edit(void *app, http_req_t *req, http_resp_t *resp) {
         }
     }
     pool_put(gw->pool, s.conn);
+    admithook_context_clear(&s.context);
     gateway_format_clear(&s.format);
     json_decref(s.inserted);
     json_decref(s.deleted);

@@ -17,9 +17,9 @@ static const char *s_str(const json_t *obj, const char *key) {
 
 /* The rows of one CommitStep and the texts they point to. */
 struct batch {
-    cs_message_t msgs[BATCH_CALLS_MAX + 1];
+    cs_message_t msgs[BATCH_CALLS_MAX + 1 + 2]; /* + the two hook context rows */
     int n;
-    char *owned[2 * (BATCH_CALLS_MAX + 1) + 2];
+    char *owned[2 * (BATCH_CALLS_MAX + 1) + 2 + 2];
     int nowned;
     bool hooked; /* local tools run under the hooks, in a step of their own (hookstep.h) */
 };
@@ -320,4 +320,62 @@ void batch_reply(batch_t *self, json_t *content, const char *finish, const char 
     json_decref(value);
     *rejection = rej;
     *candidate = an.candidate;
+}
+
+/* The texts the answers to calls (in their order) carry under key, joined, or NULL. */
+static char *s_joined(const json_t *calls, const json_t *answers, const char *key) {
+    char *out = NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(calls, i, c) {
+        const char *t = json_string_value(
+            json_object_get(json_object_get(answers, s_str(c, "tool_call_id")), key));
+        if (t) {
+            char *next = out ? mem_printf("%s\n\n%s", out, t) : mem_strdup(t);
+            free(out);
+            out = next;
+        }
+    }
+    return out;
+}
+
+/* Appends a row of role and visibility vis holding one text part (text stolen), marked as
+ * hook context (CS_HOOK_CONTEXT_META). */
+static void s_add_context_row(batch_t *r, const char *role, const char *vis, char *text,
+                              const char *meta) {
+    json_t *content = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
+    free(text);
+    r->msgs[r->n++] = (cs_message_t){.role = role,
+                                     .visibility = vis,
+                                     .content = s_keep(r, jsonout_dumps(content)),
+                                     .so_meta = meta};
+    json_decref(content);
+}
+
+void batch_hook_context(batch_t *self, const json_t *calls, const json_t *answers) {
+    char *model = s_joined(calls, answers, "model_context");
+    char *user = s_joined(calls, answers, "user_context");
+    if (model) {
+        s_add_context_row(self, "user", "model", model, CS_HOOK_CONTEXT_META);
+    }
+    if (user) {
+        s_add_context_row(self, "assistant", "user", user, CS_HOOK_CONTEXT_META);
+    }
+}
+
+void batch_event_context(batch_t *self, const json_t *answer, const char *event, bool model) {
+    const char *m = json_string_value(json_object_get(answer, "model_context"));
+    const char *u = json_string_value(json_object_get(answer, "user_context"));
+    if (!(m && model) && !u) {
+        return;
+    }
+    json_t *meta = json_pack("{s:s, s:s}", "type", "hook-context", "event", event);
+    const char *kept = s_keep(self, jsonout_dumps(meta));
+    json_decref(meta);
+    if (m && model) {
+        s_add_context_row(self, "user", "model", mem_strdup(m), kept);
+    }
+    if (u) {
+        s_add_context_row(self, "assistant", "user", mem_strdup(u), kept);
+    }
 }

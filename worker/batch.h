@@ -57,4 +57,18 @@ void batch_reply(batch_t *self, json_t *content, const char *finish, const char 
 void batch_pending(batch_t *self, const json_t *pending, const json_t *dynamic_tools,
                    const structured_turn_t *turn, const json_t *answers);
 
+/* Appends the context the lifecycle hooks added to the answers of calls (ARCHITECTURE.md
+ * §7.10: answers[tool_call_id].model_context and .user_context, in the calls' order): one
+ * model-only user row with every model_context, and one assistant row only users see (never
+ * a model, never a user row that could hide an open structured request) with every
+ * user_context, after the tool rows, each marked CS_HOOK_CONTEXT_META (history reads it as a
+ * control row); nothing when the hooks added none. */
+void batch_hook_context(batch_t *self, const json_t *calls, const json_t *answers);
+
+/* Appends the rows of the context one hook event's answer added ({"model_context"?,
+ * "user_context"?}; the model's only when model), as batch_hook_context does, marked
+ * {"type":"hook-context","event":event}: history reads a stop's as a control row (it asks for
+ * a reply), a post_compact's as a plain model-only row (ARCHITECTURE.md §7.10). */
+void batch_event_context(batch_t *self, const json_t *answer, const char *event, bool model);
+
 #endif

@@ -63,6 +63,19 @@ json_t *compaction_prompt(const json_t *messages, json_t **replay) {
     return prompt;
 }
 
+void compaction_guide(json_t *prompt, const json_t *answer) {
+    const char *m = json_string_value(json_object_get(answer, "model_context"));
+    const char *u = json_string_value(json_object_get(answer, "user_context"));
+    size_t n = json_array_size(prompt);
+    if ((!m && !u) || n == 0) {
+        return;
+    }
+    char *text =
+        mem_printf("Guidance for this summary: %s%s%s", m ? m : "", m && u ? "\n" : "", u ? u : "");
+    json_array_insert_new(prompt, n - 1, s_text_row("user", text));
+    free(text);
+}
+
 char *compaction_progress_part(const char *call_id, const char *source) {
     json_t *p = json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", COMPACTION_PART_TYPE, "tool_name",
                           COMPACTION_TOOL, "tool_call_id", call_id, "source", source, "status",

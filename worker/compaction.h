@@ -89,6 +89,11 @@ char *compaction_over_limit_error(const compaction_trigger_t *t, int64_t tokens)
  * oldest first (maybe empty). Returns a new reference. */
 json_t *compaction_prompt(const json_t *messages, json_t **replay);
 
+/* Adds to a summarizer's prompt (compaction_prompt's) the context a pre_compact hook's answer
+ * added ({"model_context"?, "user_context"?}, ARCHITECTURE.md §7.10), as a user row right
+ * before the summary request: it guides the summary and becomes no row of the chat. */
+void compaction_guide(json_t *prompt, const json_t *answer);
+
 /* The progress part streamed while the summary call runs, as JSON text (caller frees):
  * {"type":"compaction","tool_name":"chat_summarized","tool_call_id","source","status":
  * "Summarizing..."}. */

@@ -137,7 +137,7 @@ static int s_finish_turn(chatstate_t *cs, void *arg, cs_error_t *err) {
     if (s_receipt(cs, a, err) != 0) {
         return -1;
     }
-    return chatstate_finish_turn(cs, a->fence, NULL, 0, err);
+    return chatstate_finish_turn(cs, a->fence, a->msgs, a->count, err);
 }
 
 static int s_finish_error(chatstate_t *cs, void *arg, cs_error_t *err) {
@@ -273,6 +273,8 @@ static bool s_has_tool_call(const json_t *content) {
 typedef struct {
     json_t *calls;   /* the pending MCP calls */
     json_t *enabled; /* the chat's MCP servers */
+    bool hooked;     /* under pre_tool_use and post_tool_use (ARCHITECTURE.md §7.10) */
+    char request_id[ID_UUID_LEN + 1]; /* hooked: the open request a failed hook fails */
 } s_mcp_t;
 
 static void s_mcp_free(void *arg) {
@@ -284,8 +286,15 @@ static void s_mcp_free(void *arg) {
 
 static provider_call_t *s_mcp_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
     s_mcp_t *m = ctx->body;
+    if (m->hooked) {
+        return hookstep_start(ctx->env->hooks, ctx->env->loop, ctx->chat_id,
+                              ctx->fence.history_version, m->calls, ctx->env->mcp, m->enabled, done,
+                              arg);
+    }
     return mcpset_start(ctx->env->mcp, ctx->env->loop, m->calls, m->enabled, done, arg);
 }
+
+static taskctx_rc_t s_hook_failed(taskctx_t *ctx, PGconn *conn, const char *request_id);
 
 /* The phase after the MCP calls: their results in one CommitStep. A database failure runs
  * the step again from its read (the calls are made again; the fence lets one result in). */
@@ -294,11 +303,15 @@ static taskctx_rc_t s_mcp_commit(taskctx_t *ctx, PGconn *conn) {
     if (ctx->call_rc == PROVIDER_CANCELLED) {
         return TASKCTX_QUIET;
     }
+    if (conn && m->hooked && ctx->call_rc == PROVIDER_ERROR) { /* fail closed (§7.10) */
+        return s_hook_failed(ctx, conn, m->request_id[0] ? m->request_id : NULL);
+    }
     if (!conn || ctx->call_rc != PROVIDER_OK) {
         return TASKCTX_RETRY;
     }
     batch_t *b = batch_new();
     batch_pending(b, m->calls, NULL, NULL, ctx->call_res.content);
+    batch_hook_context(b, m->calls, ctx->call_res.content);
     log_info("mcp_results", "chat_id=%s calls=%zu", ctx->chat_id, json_array_size(m->calls));
     provider_result_clear(&ctx->call_res);
     return s_commit_batch(ctx, conn, &b, false);
@@ -331,7 +344,7 @@ static void s_hooked_free(void *arg) {
 static provider_call_t *s_hooked_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
     s_hooked_t *m = ctx->body;
     return hookstep_start(ctx->env->hooks, ctx->env->loop, ctx->chat_id, ctx->fence.history_version,
-                          m->calls, done, arg);
+                          m->calls, NULL, NULL, done, arg);
 }
 
 /* The phase after the hooked tools: their results in one CommitStep, or FinishError when a
@@ -351,6 +364,7 @@ static taskctx_rc_t s_hooked_commit(taskctx_t *ctx, PGconn *conn) {
     batch_t *b = batch_new();
     batch_set_hooked(b, true);
     batch_pending(b, m->calls, NULL, NULL, ctx->call_res.content);
+    batch_hook_context(b, m->calls, ctx->call_res.content);
     provider_result_clear(&ctx->call_res);
     return s_commit_batch(ctx, conn, &b, false);
 }
@@ -367,7 +381,8 @@ static provider_call_t *s_event_start(taskctx_t *ctx, hooks_event_t event, provi
 }
 
 /* In the phase after a hook event: true when the phase ends here (*rc: cancelled, no
- * connection, or FinishError for a failed hook); false when the hook passed. */
+ * connection, or FinishError for a failed hook); false when the hook passed (the answer's
+ * context in ctx->call_res is cleared then; read it first). */
 static bool s_event_ended(taskctx_t *ctx, PGconn *conn, taskctx_rc_t *rc) {
     if (ctx->call_rc == PROVIDER_CANCELLED) {
         *rc = TASKCTX_QUIET;
@@ -386,18 +401,130 @@ static provider_call_t *s_stop_start(taskctx_t *ctx, provider_done_fn *done, voi
     return s_event_start(ctx, HOOKS_STOP, done, arg);
 }
 
-/* The phase after the stop hook: FinishTurn, or FinishError when the hook failed. */
+static void s_json_free(void *arg) {
+    json_decref(arg);
+}
+
+/* Whether the turn went on once already after a stop hook's model_context: a stop context
+ * row since the user's latest prompt (§7.10: a stop continues a turn once). */
+static bool s_stop_continued(const json_t *messages) {
+    for (size_t i = json_array_size(messages); i-- > 0;) {
+        const json_t *m = json_array_get(messages, i);
+        if (!strcmp(s_str(m, "hook"), "stop")) {
+            return true;
+        }
+        if (!strcmp(s_str(m, "role"), "user") && !json_is_true(json_object_get(m, "control"))) {
+            return false;
+        }
+    }
+    return false;
+}
+
+/* The phase after the stop hook: FinishTurn with the user_context the answer added; or, when
+ * it added model_context and the turn has not gone on once already, that context committed
+ * (the turn goes on: the next step calls the model); or FinishError when the hook failed. */
 static taskctx_rc_t s_stop_commit(taskctx_t *ctx, PGconn *conn) {
     taskctx_rc_t rc;
+    json_t *answer = json_incref(ctx->call_res.content);
     if (s_event_ended(ctx, conn, &rc)) {
+        json_decref(answer);
         return rc;
     }
+    bool again = !ctx->body && json_object_get(answer, "model_context");
+    batch_t *b = batch_new();
+    batch_event_context(b, answer, "stop", again);
+    json_decref(answer);
     s_args_t a = {.fence = &ctx->fence};
-    rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
-    if (rc == TASKCTX_DONE) {
-        atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
+    a.msgs = batch_rows(b, &a.count);
+    if (again) {
+        log_info("stop_continues", "chat_id=%s", ctx->chat_id);
+        rc = taskctx_bundle(ctx, conn, s_commit_step, &a, "CommitStep(stop context)");
+    } else {
+        rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
+        if (rc == TASKCTX_DONE) {
+            atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
+        }
     }
+    batch_destroy(&b);
     return rc;
+}
+
+/* Hook events a step hears before it decides on a fresh read (ARCHITECTURE.md §7.10):
+ * post_compact once a compaction is the chat's latest history change, and stop before a
+ * structured request's end. The event is the step's call; the phase after reads and decides
+ * again with the event marked heard (the fence makes that read the same history), or ends the
+ * turn in error when the hook failed. */
+#define S_HEARD_POST_COMPACT 1u
+#define S_HEARD_STOP         2u
+
+typedef struct {
+    unsigned heard; /* with this event's bit, for the read after it */
+    hooks_event_t event;
+    json_t *data;
+    char request_id[ID_UUID_LEN + 1]; /* stop: the request whose receipt a failure writes */
+} s_heard_t;
+
+static void s_heard_free(void *arg) {
+    s_heard_t *h = arg;
+    json_decref(h->data);
+    free(h);
+}
+
+static provider_call_t *s_heard_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
+    s_heard_t *h = ctx->body;
+    return hookstep_event_start(ctx->env->hooks, ctx->env->loop, h->event, ctx->chat_id,
+                                ctx->fence.history_version, h->data, done, arg);
+}
+
+static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard);
+
+/* The phase after a heard event: the step again, or FinishError when the hook failed. */
+static taskctx_rc_t s_after_heard(taskctx_t *ctx, PGconn *conn) {
+    s_heard_t *h = ctx->body;
+    if (ctx->call_rc == PROVIDER_CANCELLED) {
+        return TASKCTX_QUIET;
+    }
+    if (!conn) {
+        return TASKCTX_RETRY;
+    }
+    if (ctx->call_rc != PROVIDER_OK) {
+        return s_hook_failed(ctx, conn, h->request_id[0] ? h->request_id : NULL);
+    }
+    if (h->event == HOOKS_POST_COMPACT && json_object_size(ctx->call_res.content) > 0) {
+        /* Its context after the triplet; the step that follows reads it (§7.10). */
+        batch_t *b = batch_new();
+        batch_event_context(b, ctx->call_res.content, "post_compact", true);
+        provider_result_clear(&ctx->call_res);
+        s_args_t a = {.fence = &ctx->fence};
+        a.msgs = batch_rows(b, &a.count);
+        taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_commit_step, &a, "CommitStep(post_compact)");
+        batch_destroy(&b);
+        return rc;
+    }
+    provider_result_clear(&ctx->call_res);
+    unsigned heard = h->heard;
+    ctx->body_free(ctx->body);
+    ctx->body = NULL;
+    ctx->body_free = NULL;
+    return s_step(ctx, conn, heard);
+}
+
+/* Makes event (data stolen, {history_version} added) the step's call; TASKCTX_CALL. */
+static taskctx_rc_t s_hear(taskctx_t *ctx, hooks_event_t event, json_t *data, unsigned heard,
+                           const char *request_id) {
+    s_heard_t *h = mem_calloc(1, sizeof *h);
+    h->event = event;
+    h->heard = heard;
+    h->data = data;
+    json_object_set_new(data, "history_version", json_integer(ctx->fence.history_version));
+    snprintf(h->request_id, sizeof h->request_id, "%s", request_id ? request_id : "");
+    ctx->body = h;
+    ctx->body_free = s_heard_free;
+    ctx->call_start = s_heard_start;
+    ctx->next = s_after_heard;
+    log_info("hook_event", "chat_id=%s hook=%s history_version=%lld", ctx->chat_id,
+             hooks_event_name(event), (long long)ctx->fence.history_version);
+    return TASKCTX_CALL;
 }
 
 /* With hooks on, the pending local calls (not MCP, dynamic or the finalizer) as a new array,
@@ -455,6 +582,8 @@ static taskctx_rc_t s_run_pending(taskctx_t *ctx, PGconn *conn, const json_t *pe
     s_mcp_t *m = mem_calloc(1, sizeof *m);
     m->calls = mcp;
     m->enabled = json_incref(h->mcp_servers);
+    m->hooked = hooks_enabled(ctx->env->hooks);
+    snprintf(m->request_id, sizeof m->request_id, "%s", turn ? turn->request_id : "");
     ctx->body = m;
     ctx->body_free = s_mcp_free;
     ctx->call_start = s_mcp_start;
@@ -945,10 +1074,14 @@ static provider_call_t *s_pre_compact_start(taskctx_t *ctx, provider_done_fn *do
 /* The phase after the pre_compact hook (§7.10): the summary call, or FinishError. */
 static taskctx_rc_t s_after_pre_compact(taskctx_t *ctx, PGconn *conn) {
     taskctx_rc_t rc;
+    s_gen_t *g = ctx->body;
+    if (ctx->call_rc == PROVIDER_OK) {
+        /* The context the answer added guides the summary (§7.10). */
+        compaction_guide(g->prompt, ctx->call_res.content);
+    }
     if (s_event_ended(ctx, conn, &rc)) {
         return rc;
     }
-    s_gen_t *g = ctx->body;
     return s_start_call(ctx, g->hooked_attempt);
 }
 
@@ -1007,7 +1140,8 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
  * request or commit feedback instead of the ordinary step. Returns true when it handled the
  * step (*rc set). */
 static bool s_structured_step(taskctx_t *ctx, PGconn *conn, const history_t *h,
-                              structured_turn_t *turn, bool *open, decide_t d, taskctx_rc_t *rc) {
+                              structured_turn_t *turn, bool *open, decide_t d, unsigned heard,
+                              taskctx_rc_t *rc) {
     char why[STRUCTURED_ERROR_MAX];
     if (structured_turn_open(turn, h->request_id, h->response_format, h->evidence, h->dynamic_tools,
                              why, sizeof why) != 0) {
@@ -1031,6 +1165,14 @@ static bool s_structured_step(taskctx_t *ctx, PGconn *conn, const history_t *h,
              turn->st.candidate != NULL, structured_decision_name(sd));
     if (sd == STRUCTURED_CONTINUE) {
         return false;
+    }
+    /* The request's end (not feedback, after which the turn goes on): stop first. */
+    if (sd != STRUCTURED_FEEDBACK && hooks_enabled(ctx->env->hooks) && !(heard & S_HEARD_STOP)) {
+        *rc = s_hear(ctx, HOOKS_STOP,
+                     json_pack("{s:s, s:s}", "request_id", turn->request_id, "outcome",
+                               structured_decision_name(sd)),
+                     heard | S_HEARD_STOP, turn->request_id);
+        return true;
     }
     *rc = s_turn_end(ctx, conn, turn, sd);
     return true;
@@ -1058,9 +1200,11 @@ typedef struct {
     history_t h;
     decide_t d;
     json_t *pending;
-    int64_t attempt; /* > 0: RecordGenerationAttempt is in the bundle */
-    int64_t tokens;  /* the latest context size the automatic gate read (-1: none) */
-    bool automatic;  /* DECIDE_COMPACT came from the automatic gate */
+    int64_t attempt;   /* > 0: RecordGenerationAttempt is in the bundle */
+    int64_t tokens;    /* the latest context size the automatic gate read (-1: none) */
+    bool automatic;    /* DECIDE_COMPACT came from the automatic gate */
+    unsigned heard;    /* hook events heard before this read (S_HEARD_*) */
+    bool post_compact; /* post_compact is due first: the read wrote nothing */
 } s_read_t;
 
 /* The step's reads under the chat row lock and, when the step is a plain model call (no
@@ -1077,6 +1221,14 @@ static int s_read_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     }
     /* Every write of this step also fences the attempt it read. */
     ctx->fence.generation_attempt = r->h.generation_attempt;
+    /* A compaction that is the latest history change has not been announced yet in this
+     * task: post_compact first, with nothing recorded (a step made again after a takeover
+     * sends it again, with the same id). */
+    r->post_compact = !(r->heard & S_HEARD_POST_COMPACT) && hooks_enabled(ctx->env->hooks) &&
+                      r->h.summary && r->h.summary_revision == r->h.history_version;
+    if (r->post_compact) {
+        return TASKCTX_BUNDLE_EMPTY;
+    }
     bool resume = r->h.summary && !strcmp(s_str(r->h.summary, "source"), COMPACTION_AUTOMATIC);
     unsigned flags = (r->h.compaction_requested ? HISTORY_COMPACTION_REQUESTED : 0) |
                      (resume ? HISTORY_RESUME_AFTER_SUMMARY : 0);
@@ -1099,11 +1251,16 @@ static int s_read_step(chatstate_t *cs, void *arg, cs_error_t *err) {
 }
 
 taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
+    return s_step(ctx, conn, 0);
+}
+
+/* The step, with the hook events in heard already dispatched in this task. */
+static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard) {
     if (!conn) {
         return TASKCTX_RETRY;
     }
     ctx->fence.generation_attempt = -1;
-    s_read_t r = {.ctx = ctx, .conn = conn, .hr = HISTORY_DB, .tokens = -1};
+    s_read_t r = {.ctx = ctx, .conn = conn, .hr = HISTORY_DB, .tokens = -1, .heard = heard};
     taskctx_rc_t brc = taskctx_bundle(ctx, conn, s_read_step, &r, "RecordGenerationAttempt");
     if (brc != TASKCTX_DONE || r.hr != HISTORY_OK) {
         if (r.hr == HISTORY_FENCED) {
@@ -1112,6 +1269,13 @@ taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
         json_decref(r.pending);
         history_clear(&r.h);
         return brc != TASKCTX_DONE ? brc : r.hr == HISTORY_DB ? TASKCTX_RETRY : TASKCTX_QUIET;
+    }
+    if (r.post_compact) {
+        json_t *data = json_pack("{s:O?, s:O?}", "source", json_object_get(r.h.summary, "source"),
+                                 "summary", json_object_get(r.h.summary, "summary"));
+        json_decref(r.pending);
+        history_clear(&r.h);
+        return s_hear(ctx, HOOKS_POST_COMPACT, data, heard | S_HEARD_POST_COMPACT, NULL);
     }
     history_t h = r.h;
     json_t *pending = r.pending;
@@ -1126,7 +1290,7 @@ taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
     /* A compaction is no step of the structured request: it neither offers the finalizer nor
      * counts toward its budget. */
     bool handled = d != DECIDE_COMPACT && h.request_id[0] &&
-                   s_structured_step(ctx, conn, &h, &turn, &open, d, &rc);
+                   s_structured_step(ctx, conn, &h, &turn, &open, d, heard, &rc);
     structured_turn_t *t = open ? &turn : NULL;
     s_args_t a = {.fence = &ctx->fence};
     switch (handled ? -1 : (int)d) {
@@ -1138,6 +1302,10 @@ taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
             break;
         case DECIDE_FINISH_TURN:
             if (hooks_enabled(ctx->env->hooks)) { /* the stop hook first (§7.10) */
+                if (s_stop_continued(h.messages)) {
+                    ctx->body = json_true(); /* went on once: a model_context ends it now */
+                    ctx->body_free = s_json_free;
+                }
                 ctx->call_start = s_stop_start;
                 ctx->next = s_stop_commit;
                 rc = TASKCTX_CALL;

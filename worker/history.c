@@ -136,7 +136,10 @@ static int s_send_reads(PGconn *conn, const char *chat_id, bool with_messages,
         rc = db_send(
             conn,
             "SELECT json_build_object('id', id, 'role', role, 'content', content, 'control',"
-            " structured_output ->> 'type' IS NOT DISTINCT FROM 'structured-output-feedback',"
+            " coalesce(structured_output ->> 'type' = 'structured-output-feedback' OR"
+            " (structured_output ->> 'type' = 'hook-context' AND (structured_output ->> 'event')"
+            " IS DISTINCT FROM 'post_compact'), false), 'hook', CASE WHEN structured_output ->>"
+            " 'type' = 'hook-context' THEN structured_output ->> 'event' END,"
             " 'model_only', visibility = 'model', 'compressed', compressed, 'usage', usage)::text"
             " FROM chat_messages WHERE chat_id = $1 AND NOT deleted AND visibility <> 'user'"
             " AND (role = 'system' OR id >= " S_BOUNDARY ")"
@@ -167,12 +170,12 @@ static int s_send_reads(PGconn *conn, const char *chat_id, bool with_messages,
         }
     }
     if (rc == 0 && summary) {
-        rc = db_send(conn,
-                     "SELECT (content -> 0 -> 'result')::text FROM chat_messages WHERE chat_id ="
-                     " $1 AND NOT deleted AND compressed AND role = 'tool' AND content -> 0 ->>"
-                     " 'tool_name' = '" COMPACTION_TOOL "' AND id > " S_BOUNDARY
-                     " ORDER BY id LIMIT 1",
-                     1, p, db_keep, &r->summary);
+        rc = db_send(
+            conn,
+            "SELECT (content -> 0 -> 'result')::text, revision FROM chat_messages WHERE chat_id ="
+            " $1 AND NOT deleted AND compressed AND role = 'tool' AND content -> 0 ->>"
+            " 'tool_name' = '" COMPACTION_TOOL "' AND id > " S_BOUNDARY " ORDER BY id LIMIT 1",
+            1, p, db_keep, &r->summary);
     }
     db_err_t e = DB_ERR_CONNECTION;
     char msg[200] = "could not send a statement";
@@ -333,6 +336,7 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
             s_take_named(r.summarizer, chat_id, cc->model, "compaction_model_unresolved");
         out->summary =
             r.summary && PQntuples(r.summary) == 1 ? s_stored(PQgetvalue(r.summary, 0, 0)) : NULL;
+        out->summary_revision = out->summary ? strtoll(PQgetvalue(r.summary, 0, 1), NULL, 10) : 0;
         if (out->summary && !json_is_object(out->summary)) {
             json_decref(out->summary);
             out->summary = NULL;

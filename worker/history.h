@@ -33,8 +33,9 @@ typedef struct {
     json_t *dynamic_tools;     /* owned: the chat's declared tools, an array (maybe empty) */
     json_t *mcp_servers;       /* owned: the MCP servers the chat enabled, names (mcpset.h) */
     json_t *messages;          /* owned: [{"id", "role", "content", "control", "model_only",
-                                  "compressed", "usage"}], model-visible, from the latest context
-                                  boundary (system rows always), oldest first */
+                                  "compressed", "usage", "hook"}], model-visible, from the latest
+                                  context boundary (system rows always), oldest first; "hook" is
+                                  the event of a hook context row (§7.10), else null */
     json_t *model;             /* owned: {"id","name","provider","model","base_url","api_key_env",
                                   "native_structured_output","context_limit",
                                   "compression_threshold","prices","user_threshold"} or null
@@ -44,6 +45,8 @@ typedef struct {
                            or NULL when none is configured or it does not resolve */
     json_t *summary;    /* owned: the result of the chat_summarized call that follows the latest
                            boundary, or NULL (no boundary, or it is a clear) */
+    int64_t summary_revision;     /* the revision of summary's row: history_version when that
+                                     compaction is the chat's latest history change (§7.10) */
     compaction_trigger_t trigger; /* the binding automatic trigger */
     /* Titles (ARCHITECTURE.md §7.8). */
     bool title_fallback; /* the chat's title is still the fallback */

@@ -10,6 +10,18 @@
 #include <stdio.h>
 #include <string.h>
 
+static void s_post(void *ctx, hooks_fn *fn, void *arg) {
+    evloop_post(ctx, fn, arg);
+}
+
+static void s_curl_add(void *ctx, CURL *easy, hooks_curl_done_fn *done, void *arg) {
+    evloop_curl_add(ctx, easy, done, arg);
+}
+
+hooks_runner_t hookstep_runner(evloop_t *loop) {
+    return (hooks_runner_t){.ctx = loop, .post = s_post, .curl_add = s_curl_add};
+}
+
 typedef struct s_batch s_batch_t;
 
 typedef struct {
@@ -20,11 +32,16 @@ typedef struct {
     char reason[256];
     json_t *result;
     bool is_error;
+    json_t *context; /* {"model_context"?, "user_context"?}: what the answers added */
 } s_slot_t;
 
 struct s_batch {
     provider_call_t *call; /* NULL once the call ended or was cancelled */
     hooks_t *hooks;
+    evloop_t *loop;
+    mcpset_t *mcp;          /* NULL: local tools */
+    json_t *enabled;        /* mcp: the chat's servers */
+    provider_call_t *inner; /* mcp: the allowed calls in flight, or NULL */
     char chat_id[64];
     int64_t history_version;
     s_slot_t *slots;
@@ -48,8 +65,10 @@ static void s_unref(s_batch_t *b) {
         json_decref(b->slots[i].call);
         json_decref(b->slots[i].input);
         json_decref(b->slots[i].result);
+        json_decref(b->slots[i].context);
     }
     free(b->slots);
+    json_decref(b->enabled);
     free(b);
 }
 
@@ -67,14 +86,39 @@ static void s_end(s_batch_t *b) {
     call->out.content = json_object();
     for (size_t i = 0; i < b->n; i++) {
         s_slot_t *s = &b->slots[i];
-        json_object_set_new(call->out.content, s_str(s->call, "tool_call_id"),
-                            json_pack("{s:O, s:b}", "result", s->result, "is_error", s->is_error));
+        json_t *a = json_pack("{s:O, s:b}", "result", s->result, "is_error", s->is_error);
+        json_object_update(a, s->context);
+        json_object_set_new(call->out.content, s_str(s->call, "tool_call_id"), a);
     }
     provider_call_end(call, PROVIDER_OK);
 }
 
-/* Runs every tool the pre_tool_use round allowed, with its input. */
+/* The MCP calls' results (loop thread): each allowed slot's, then the post_tool_use round. */
+static void s_on_mcp(void *arg, provider_rc_t rc, provider_result_t *res) {
+    s_batch_t *b = arg;
+    b->inner = NULL;
+    if (b->call && rc == PROVIDER_OK) {
+        for (size_t i = 0; i < b->n; i++) {
+            s_slot_t *s = &b->slots[i];
+            const json_t *a = json_object_get(res->content, s_str(s->call, "tool_call_id"));
+            if (!s->deny && json_object_get(a, "result")) {
+                s->result = json_incref(json_object_get(a, "result"));
+                s->is_error = json_is_true(json_object_get(a, "is_error"));
+            } else if (!s->deny) {
+                s->result = json_pack("{s:s}", "error", "no answer from the MCP server");
+                s->is_error = true;
+            }
+        }
+        b->post = true;
+        s_round(b);
+    }
+    s_unref(b);
+}
+
+/* Runs every tool the pre_tool_use round allowed, with its input, and answers the denied ones;
+ * then the post_tool_use round (after the MCP calls, when they are MCP calls). */
 static void s_run_tools(s_batch_t *b) {
+    json_t *remote = b->mcp ? json_array() : NULL;
     for (size_t i = 0; i < b->n; i++) {
         s_slot_t *s = &b->slots[i];
         if (s->deny) {
@@ -83,10 +127,34 @@ static void s_run_tools(s_batch_t *b) {
                      s->reason);
             s->result = json_pack("{s:s}", "error", why);
             s->is_error = true;
+        } else if (remote) {
+            json_t *c = json_deep_copy(s->call);
+            json_object_set(c, "args", s->input);
+            json_array_append_new(remote, c);
         } else {
             s->result = tools_run(s_str(s->call, "tool_name"), s->input, &s->is_error);
         }
     }
+    if (json_array_size(remote) > 0) {
+        b->refs++;
+        b->inner = mcpset_start(b->mcp, b->loop, remote, b->enabled, s_on_mcp, b);
+        json_decref(remote);
+        return;
+    }
+    json_decref(remote);
+    b->post = true;
+    s_round(b);
+}
+
+/* Keeps the context an answer added for audience key, after what an earlier answer added. */
+static void s_add_context(s_slot_t *s, const char *key, const char *text) {
+    if (!text) {
+        return;
+    }
+    const char *had = json_string_value(json_object_get(s->context, key));
+    char *joined = had ? mem_printf("%s\n%s", had, text) : mem_strdup(text);
+    json_object_set_new(s->context, key, json_string(joined));
+    free(joined);
 }
 
 /* One dispatch's answer (loop thread). */
@@ -97,7 +165,12 @@ static void s_on_hook(void *arg, const hooks_result_t *res) {
         if (res->rc != HOOKS_OK && !b->error[0]) {
             snprintf(b->error, sizeof b->error, "%s hook failed: %.200s",
                      b->post ? "post_tool_use" : "pre_tool_use", res->error);
-        } else if (res->rc == HOOKS_OK && !b->post) {
+        }
+        if (res->rc == HOOKS_OK) {
+            s_add_context(s, "model_context", res->model_context);
+            s_add_context(s, "user_context", res->user_context);
+        }
+        if (res->rc == HOOKS_OK && !b->post) {
             s->deny = res->deny;
             snprintf(s->reason, sizeof s->reason, "%s", res->reason ? res->reason : "");
             if (res->input) {
@@ -110,8 +183,6 @@ static void s_on_hook(void *arg, const hooks_result_t *res) {
                 s_end(b);
             } else {
                 s_run_tools(b);
-                b->post = true;
-                s_round(b);
             }
         }
     }
@@ -143,6 +214,9 @@ static void s_round(s_batch_t *b) {
 static void s_stop(void *impl) {
     s_batch_t *b = impl;
     b->call = NULL; /* dispatches in flight still answer; s_on_hook drops them */
+    if (b->inner) {
+        provider_cancel(b->inner); /* the MCP calls end too (s_on_mcp drops them) */
+    }
 }
 
 static void s_free(void *impl) {
@@ -152,12 +226,15 @@ static void s_free(void *impl) {
 }
 
 provider_call_t *hookstep_start(hooks_t *hooks, evloop_t *loop, const char *chat_id,
-                                int64_t history_version, const json_t *calls,
-                                provider_done_fn *done, void *ctx) {
+                                int64_t history_version, const json_t *calls, mcpset_t *mcp,
+                                const json_t *enabled, provider_done_fn *done, void *ctx) {
     provider_call_t *call = provider_call_new(loop, NULL, NULL, done, ctx);
     s_batch_t *b = mem_calloc(1, sizeof *b);
     b->call = call;
     b->hooks = hooks;
+    b->loop = loop;
+    b->mcp = mcp;
+    b->enabled = mcp && enabled ? json_incref((json_t *)enabled) : NULL;
     snprintf(b->chat_id, sizeof b->chat_id, "%s", chat_id);
     b->history_version = history_version;
     b->n = json_array_size(calls);
@@ -169,6 +246,7 @@ provider_call_t *hookstep_start(hooks_t *hooks, evloop_t *loop, const char *chat
     for (size_t i = 0; i < b->n; i++) {
         s_slot_t *s = &b->slots[i];
         s->batch = b;
+        s->context = json_object();
         s->call = json_incref(json_array_get(calls, i));
         const json_t *args = json_object_get(s->call, "args");
         s->input = args ? json_incref((json_t *)args) : json_object();
@@ -204,6 +282,16 @@ static void s_one_done(void *arg, const hooks_result_t *res) {
             snprintf(call->out.error, sizeof call->out.error, "%s hook failed: %.200s",
                      hooks_event_name(o->event), res->error);
             call->out.retryable = false;
+        } else {
+            call->out.content = json_object(); /* the context the answer added */
+            if (res->model_context) {
+                json_object_set_new(call->out.content, "model_context",
+                                    json_string(res->model_context));
+            }
+            if (res->user_context) {
+                json_object_set_new(call->out.content, "user_context",
+                                    json_string(res->user_context));
+            }
         }
         provider_call_end(call, res->rc == HOOKS_OK ? PROVIDER_OK : PROVIDER_ERROR);
     }

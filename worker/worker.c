@@ -10,6 +10,7 @@
 #include "log.h"
 #include "manager.h"
 #include "hooks.h"
+#include "hookstep.h"
 #include "mcpset.h"
 #include "mem.h"
 #include "partbuf.h"
@@ -181,7 +182,8 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
         worker_destroy(&self);
         return NULL;
     }
-    env->hooks = hooks_new(&hc, env->loop);
+    hooks_runner_t hr = hookstep_runner(env->loop);
+    env->hooks = hooks_new(&hc, &hr);
     hooks_config_clear(&hc);
     hooks_log_config(env->hooks);
     env->partbuf = self->partbuf;

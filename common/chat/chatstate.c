@@ -418,7 +418,8 @@ int cs_insert_all(chatstate_t *self, const cs_message_t *msgs, int count, cs_err
 #define CS_PENDING_CALLS_SQL                                                                       \
     "WITH active AS (SELECT id, role, content FROM chat_messages"                                  \
     " WHERE chat_id = $1 AND NOT deleted AND id > coalesce((SELECT max(id) FROM chat_messages"     \
-    " WHERE chat_id = $1 AND role = 'user' AND NOT deleted), 0)"                                   \
+    " WHERE chat_id = $1 AND role = 'user' AND NOT deleted AND (structured_output ->> 'type')"     \
+    " IS DISTINCT FROM 'hook-context'), 0)"                                                        \
     " AND (structured_output ->> 'type') IS DISTINCT FROM 'structured-output-outcome'),"           \
     " calls AS (SELECT m.id AS mid, e.ord, e.p ->> 'tool_call_id' AS call_id,"                     \
     " e.p ->> 'tool_name' AS name, coalesce(e.p -> 'args', '{}'::jsonb) AS args FROM active m,"    \

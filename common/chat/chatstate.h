@@ -188,6 +188,16 @@ typedef enum {
 int chatstate_edit_message(chatstate_t *self, int64_t message_id, const cs_message_t *msg,
                            cs_edit_format_t format, cs_error_t *err);
 
+/* The structured_output of a lifecycle hook's context row (ARCHITECTURE.md §7.10): no prompt
+ * of the user's, so a turn's pending calls are scanned across it. */
+#define CS_HOOK_CONTEXT_META "{\"type\":\"hook-context\"}"
+
+/* Inserts the rows a lifecycle hook added to a prompt (ARCHITECTURE.md §7.10: a model-only
+ * user row, a user-only assistant row) right after the message a send or an edit of this
+ * bundle put into history; no transition of its own. */
+int chatstate_append_context(chatstate_t *self, const cs_message_t *msgs, int count,
+                             cs_error_t *err);
+
 /* Removes a queued message; a structured one gets its queue_deleted receipt at once. */
 int chatstate_delete_queued(chatstate_t *self, int64_t queued_id, cs_error_t *err);
 int chatstate_promote_queued(chatstate_t *self, int64_t queued_id, cs_error_t *err);

@@ -173,6 +173,22 @@ int chatstate_send_message(chatstate_t *self, const cs_message_t *m, cs_busy_t b
     return 0;
 }
 
+int chatstate_append_context(chatstate_t *self, const cs_message_t *msgs, int count,
+                             cs_error_t *err) {
+    for (int i = 0; i < count; i++) {
+        const char *v = msgs[i].visibility ? msgs[i].visibility : "both";
+        bool model_only = !strcmp(msgs[i].role, "user") && !strcmp(v, "model");
+        bool user_only = !strcmp(msgs[i].role, "assistant") && !strcmp(v, "user");
+        if ((!model_only && !user_only) || !msgs[i].so_meta ||
+            strcmp(msgs[i].so_meta, CS_HOOK_CONTEXT_META)) {
+            return cs_fail(self, err, CS_BAD_INPUT,
+                           "hook context: a model-only user row or a"
+                           " user-only assistant row");
+        }
+    }
+    return cs_insert_all(self, msgs, count, err);
+}
+
 /* The edited message's stored response_format (for preservation), or NULL. */
 static char *s_edited_format(chatstate_t *self, const char *const *p, int *found, cs_error_t *err) {
     PGresult *res = cs_query(self, err,

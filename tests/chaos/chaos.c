@@ -1,6 +1,7 @@
 /* chaos: the seeded workload, the fault schedule and the run; see chaos.h and README.md. */
 #include "chaos.h"
 #include "cluster.h"
+#include "hookcheck.h"
 #include "id.h"
 #include "ledger.h"
 #include "mem.h"
@@ -181,6 +182,8 @@ chaos_config_t chaos_config_from_env(int seconds, int chats, int slow_turns, con
     }
     v = getenv("CHATFLEET_CHAOS_MCP");
     c.mcp = v && !strcmp(v, "1");
+    v = getenv("CHATFLEET_CHAOS_HOOKS");
+    c.hooks = v && !strcmp(v, "1");
     return c;
 }
 
@@ -1013,8 +1016,18 @@ int chaos_run(const chaos_config_t *cfg) {
                                       "CHATFLEET_LOG=info",
                                       "CHATFLEET_WORKER_DB_CONNS=" CHAOS_STR(CHAOS_WORKER_DB_CONNS),
                                       NULL};
-    /* With mcp: the config file naming the sim model and the chaos MCP server. */
-    const char *env_mcp[sizeof env / sizeof env[0] + 1];
+    /* With mcp: the config file naming the sim model and the chaos MCP server; with hooks:
+     * the consumer's URL and secret. */
+    const char *env_all[sizeof env / sizeof env[0] + 3];
+    size_t n_env = 0;
+    for (; env[n_env]; n_env++) {
+        env_all[n_env] = env[n_env];
+    }
+    hookcheck_t *hooks = cfg->hooks ? hookcheck_new() : NULL;
+    if (hooks) {
+        env_all[n_env++] = hookcheck_url_env(hooks);
+        env_all[n_env++] = hookcheck_secret_env(hooks);
+    }
     char config[128] = "";
     char *config_env = NULL;
     if (cfg->mcp) {
@@ -1029,17 +1042,13 @@ int chaos_run(const chaos_config_t *cfg) {
                 src ? src : ".");
         fclose(f);
         config_env = mem_printf("CHATFLEET_CONFIG=%s", config);
-        size_t n = 0;
-        for (; env[n]; n++) {
-            env_mcp[n] = env[n];
-        }
-        env_mcp[n] = config_env;
-        env_mcp[n + 1] = NULL;
+        env_all[n_env++] = config_env;
     }
+    env_all[n_env] = NULL;
     cluster_opts_t o = {.name = cfg->name,
                         .gateways = CHAOS_GATEWAYS,
                         .workers = CHAOS_WORKERS,
-                        .env = cfg->mcp ? env_mcp : env,
+                        .env = env_all,
                         .private_pg = 1};
     int64_t boot = id_now_ms();
     r->cluster = cluster_new(&o);
@@ -1049,9 +1058,10 @@ int chaos_run(const chaos_config_t *cfg) {
     for (int g = 0; g < CHAOS_GATEWAYS; g++) {
         atomic_store(&r->gw_up[g], 1);
     }
-    printf("chaos: cluster up in %lld ms (private PostgreSQL %s)%s\n",
+    printf("chaos: cluster up in %lld ms (private PostgreSQL %s)%s%s\n",
            (long long)(id_now_ms() - boot), cluster_db_url(r->cluster),
-           cfg->mcp ? ", MCP server chaos on every chat" : "");
+           cfg->mcp ? ", MCP server chaos on every chat" : "",
+           hooks ? ", lifecycle hooks to a consumer" : "");
     char calls_log[128];
     snprintf(calls_log, sizeof calls_log, "%s.calls.log", cfg->name);
     r->ledger = ledger_new(cfg->chats, calls_log);
@@ -1113,6 +1123,7 @@ int chaos_run(const chaos_config_t *cfg) {
     failed += q < 0;
     failed += q_slow < 0;
     failed += dead > 0;
+    failed += hooks ? hookcheck_check(hooks) : 0;
     printf("chaos: seed %u: %s in %.1f s (%d faults, %d slow turns under %d more)\n", cfg->seed,
            failed ? "FAILED" : "passed", (double)(id_now_ms() - r->t0) / 1000.0, r->main.n,
            cfg->slow_turns, r->slow.n);
@@ -1121,6 +1132,7 @@ int chaos_run(const chaos_config_t *cfg) {
     }
     ledger_destroy(&r->ledger);
     int unclean = cluster_destroy(&r->cluster);
+    hookcheck_destroy(&hooks);
     if (config_env) {
         unlink(config);
         free(config_env);

@@ -18,12 +18,15 @@ typedef struct {
     /* Nonzero: every chat enables an MCP server (tests/mcp/paged_server.mjs over stdio, node
      * only) and the workload calls its tool too (ARCHITECTURE.md §7.9). */
     int mcp;
+    /* Nonzero: every gateway and worker dispatches lifecycle hooks to a consumer the run
+     * starts (hookcheck.h, ARCHITECTURE.md §7.10), which allows everything. */
+    int hooks;
 } chaos_config_t;
 
 /* The configuration from CHATFLEET_CHAOS_SEED (default: the clock), CHATFLEET_CHAOS_SECONDS
  * (default seconds), CHATFLEET_CHAOS_CHATS (default chats), CHATFLEET_CHAOS_SLOW_TURNS
  * (default slow_turns, 0..LEDGER_SLOW_MAX), CHATFLEET_CHAOS_SLOW_SECONDS (default 12) and
- * CHATFLEET_CHAOS_MCP (1: mcp). */
+ * CHATFLEET_CHAOS_MCP (1: mcp) and CHATFLEET_CHAOS_HOOKS (1: hooks). */
 chaos_config_t chaos_config_from_env(int seconds, int chats, int slow_turns, const char *name);
 
 /* Runs it and prints progress, the schedule and each invariant with its counts. Returns the

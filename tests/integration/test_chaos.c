@@ -9,7 +9,7 @@
  * CHATFLEET_CHAOS_SEED reproduces a run; CHATFLEET_CHAOS_SECONDS, CHATFLEET_CHAOS_SLOW_TURNS
  * and CHATFLEET_CHAOS_SLOW_SECONDS resize it (the longer command is in the README).
  *
- * tests/CMakeLists.txt builds only tests/integration/test_*.c, so the harness's two modules
+ * tests/CMakeLists.txt builds only tests/integration/test_*.c, so the harness's modules
  * are compiled into this translation unit rather than duplicated or moved into the support
  * library (they are one harness, not shared support).
  */
@@ -23,6 +23,7 @@
 #include <stdlib.h>
 
 #include "../chaos/chaos.c"
+#include "../chaos/hookcheck.c"
 #include "../chaos/ledger.c"
 
 /* The CI size: about 80 s in all on two cores, plain or under ASan; the slow phase holds

@@ -4,6 +4,7 @@
  */
 #include "hookcons.h"
 
+#include "hooks.h"
 #include "id.h"
 #include "mem.h"
 
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #define S_REQ_MAX     (256 * 1024) /* a request's bytes, head and body */
@@ -151,6 +153,9 @@ static void *s_main(void *arg) {
             int fd = accept(c->fd, NULL, NULL);
             if (fd >= 0) {
                 (void)fcntl(fd, F_SETFD, FD_CLOEXEC); /* best effort, as for the listener */
+                /* A client stopped mid-request (a SIGSTOPped worker) holds up no other. */
+                struct timeval tv = {.tv_sec = 2};
+                (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
                 s_serve(c, fd);
             }
         }
@@ -246,4 +251,27 @@ char *hookcons_header(hookcons_t *self, int i, const char *name) {
     char *h = i < self->seen ? s_header(self->heads[i], name) : NULL;
     pthread_mutex_unlock(&self->mu);
     return h;
+}
+
+json_t *hookcons_events(hookcons_t *self, int from, const char *chat, const char *secret) {
+    json_t *out = json_array();
+    int n = hookcons_seen(self);
+    for (int i = from; out && i < n; i++) {
+        char *body = hookcons_body(self, i);
+        char *sig = hookcons_header(self, i, HOOKS_SIGNATURE_HEADER);
+        char want[100];
+        json_t *v = json_loads(body, 0, NULL);
+        if (!sig || hooks_sign(secret, body, strlen(body), want, sizeof want) != 0 ||
+            strcmp(sig, want) || !json_is_object(v)) {
+            json_decref(out);
+            out = NULL;
+        } else if (json_is_string(json_object_get(v, "chat_id")) &&
+                   !strcmp(json_string_value(json_object_get(v, "chat_id")), chat)) {
+            json_array_append(out, v);
+        }
+        json_decref(v);
+        free(body);
+        free(sig);
+    }
+    return out;
 }

@@ -7,9 +7,10 @@
 #ifndef CHATFLEET_HOOKCONS_H
 #define CHATFLEET_HOOKCONS_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
-#define HOOKCONS_SEEN_MAX 64 /* requests kept; later ones are answered but not kept */
+#define HOOKCONS_SEEN_MAX 1024 /* requests kept; later ones are answered but not kept */
 
 typedef struct hookcons hookcons_t;
 
@@ -29,5 +30,10 @@ void hookcons_answer(hookcons_t *self, const char *event, int status, const char
 int hookcons_seen(hookcons_t *self);
 char *hookcons_body(hookcons_t *self, int i);
 char *hookcons_header(hookcons_t *self, int i, const char *name);
+
+/* The requests kept from index from on whose chat_id is chat, as parsed bodies (a new array),
+ * or NULL when any kept request from there on is not signed with secret (HMAC-SHA256 of its
+ * body, hooks.h) or its body is not JSON: every delivery must verify. */
+json_t *hookcons_events(hookcons_t *self, int from, const char *chat, const char *secret);
 
 #endif

@@ -1,11 +1,12 @@
 /*
- * The hook dispatcher (worker/hooks.h) against a consumer this test runs: a small HTTP server
+ * The hook dispatcher (common/hooks/hooks.h) against a consumer this test runs: a small HTTP server
  * on 127.0.0.1 in a thread of its own, answering each POST as the test scripts it and keeping
  * every request it saw. Proves: the event id is stable and the signature verifies; allow with
  * an input override, deny and context reach the caller; a consumer that is down, hangs past
  * the timeout, answers non-2xx or answers an invalid decision fails the dispatch (fail closed),
  * and a consumer back up serves the next one; the same event delivered twice carries the same
- * id; the admission share of the cap cannot take what admitted work needs.
+ * id; the admission share of the cap cannot take what admitted work needs; the blocking call
+ * (the gateway's) answers the same way, fails closed and never waits for a slot.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,12 +15,15 @@
 #include <cmocka.h>
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hookcons.h"
 #include "hooks.h"
+#include "hookstep.h"
 #include "id.h"
 #include "mem.h"
 
@@ -61,7 +65,8 @@ static s_env_t s_env(int port, int64_t timeout_ms, int64_t max_inflight, int64_t
                           .max_inflight = max_inflight,
                           .admission_max = admission_max};
     s_env_t e = {.loop = evloop_new()};
-    e.hooks = hooks_new(&cfg, e.loop);
+    hooks_runner_t runner = hookstep_runner(e.loop);
+    e.hooks = hooks_new(&cfg, &runner);
     free(url);
     return e;
 }
@@ -301,6 +306,75 @@ static void test_admission_holds_only_its_share_of_the_cap(void **state) {
     hookcons_destroy(&c);
 }
 
+/* The blocking call (the gateway's): the same answer on the calling thread; a consumer that is
+ * down fails it; with the admission share taken by a call that hangs, another is refused at
+ * once instead of waiting. */
+typedef struct {
+    hooks_t *hooks;
+    hooks_rc_t rc;
+} s_call_t;
+
+static void *s_hanging_call(void *arg) {
+    s_call_t *c = arg;
+    json_t *p = json_object();
+    hooks_result_t res;
+    json_t *answer = NULL;
+    c->rc = hooks_call(c->hooks, HOOKS_ADMISSION, HOOKS_USER_PROMPT_SUBMIT, "id-hang", "chat-1", p,
+                       &res, &answer);
+    json_decref(answer);
+    json_decref(p);
+    return NULL;
+}
+
+static void test_a_blocking_call_answers_fails_closed_and_never_waits(void **state) {
+    (void)state;
+    hookcons_t *cons = hookcons_new(0);
+    hookcons_answer(cons, NULL, 200, "{\"input\":\"rewritten\",\"reason\":\"policy\"}", false);
+    char *url = mem_printf("http://127.0.0.1:%d/hook", hookcons_port(cons));
+    hooks_config_t cfg = {
+        .url = url, .secret = S_SECRET, .timeout_ms = 20000, .max_inflight = 2, .admission_max = 1};
+    hooks_t *h = hooks_new(&cfg, NULL);
+    json_t *p = json_pack("{s:s}", "prompt", "original");
+    hooks_result_t res;
+    json_t *answer = NULL;
+    assert_int_equal(hooks_call(h, HOOKS_ADMISSION, HOOKS_USER_PROMPT_SUBMIT, "id-1", "chat-1", p,
+                                &res, &answer),
+                     HOOKS_OK);
+    assert_string_equal(json_string_value(res.input), "rewritten");
+    assert_string_equal(res.reason, "policy");
+    json_decref(answer);
+    assert_int_equal(hookcons_seen(cons), 1);
+    char *body = hookcons_body(cons, 0);
+    assert_non_null(strstr(body, "\"prompt\":\"original\""));
+    free(body);
+    /* One call hangs and holds the admission share: the next is refused without a request. */
+    hookcons_answer(cons, NULL, 200, "{}", true);
+    s_call_t c = {.hooks = h};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, s_hanging_call, &c), 0);
+    int64_t end = id_now_ms() + WAIT_MS;
+    while (hookcons_seen(cons) < 2 && id_now_ms() < end) {
+        usleep(10 * 1000);
+    }
+    assert_int_equal(hookcons_seen(cons), 2);
+    assert_int_equal(hooks_call(h, HOOKS_ADMISSION, HOOKS_USER_PROMPT_SUBMIT, "id-2", "chat-1", p,
+                                &res, &answer),
+                     HOOKS_E_BUSY);
+    assert_null(answer);
+    assert_int_equal(hookcons_seen(cons), 2);
+    /* The consumer goes down: the hanging call fails closed. */
+    hookcons_destroy(&cons);
+    pthread_join(t, NULL);
+    assert_int_equal(c.rc, HOOKS_E_TRANSPORT);
+    assert_int_equal(hooks_call(h, HOOKS_ADMISSION, HOOKS_USER_PROMPT_SUBMIT, "id-3", "chat-1", p,
+                                &res, &answer),
+                     HOOKS_E_TRANSPORT);
+    assert_null(answer);
+    json_decref(p);
+    hooks_destroy(&h);
+    free(url);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_event_ids_are_stable_and_the_signature_is_hmac_sha256),
@@ -308,6 +382,7 @@ int main(void) {
         cmocka_unit_test(test_a_signed_event_gets_its_override_deny_and_context),
         cmocka_unit_test(test_a_failing_consumer_fails_closed_then_recovers),
         cmocka_unit_test(test_admission_holds_only_its_share_of_the_cap),
+        cmocka_unit_test(test_a_blocking_call_answers_fails_closed_and_never_waits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

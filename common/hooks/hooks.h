@@ -1,16 +1,17 @@
 /*
- * hooks: the lifecycle hook dispatcher (ARCHITECTURE.md §7.10). It POSTs one signed JSON event
- * to the deployment's consumer (CHATFLEET_HOOKS_URL) on the worker's event loop, so a dispatch
- * holds neither a thread nor a database connection, and hands back the consumer's validated
- * decision. Hooks fail closed: no answer, a timeout, a non-2xx status or an invalid answer is
- * a failed dispatch, and the caller stops the operation. Nothing about a dispatch is stored;
- * the event id is derived from durable state so a retry after takeover carries the same id.
+ * hooks: the lifecycle hook dispatcher (ARCHITECTURE.md §7.10), shared by the worker and the
+ * gateway. It POSTs one signed JSON event to the deployment's consumer (CHATFLEET_HOOKS_URL)
+ * and hands back the consumer's validated decision, either as a transfer on the owner's event
+ * loop (hooks_dispatch: the worker's, so a dispatch holds neither a thread nor a database
+ * connection) or blocking on the calling thread (hooks_call: the gateway's request pool).
+ * Hooks fail closed: no answer, a timeout, a non-2xx status or an invalid answer is a failed
+ * dispatch, and the caller stops the operation. Nothing about a dispatch is stored; the event
+ * id is derived from durable state so a retry after takeover carries the same id.
  */
 #ifndef CHATFLEET_HOOKS_H
 #define CHATFLEET_HOOKS_H
 
-#include "providers/evloop.h"
-
+#include <curl/curl.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -70,13 +71,25 @@ typedef void(hooks_done_fn)(void *arg, const hooks_result_t *result);
 
 typedef struct hooks hooks_t;
 
+/* The event loop hooks_dispatch runs its transfers on (the worker's; hookstep_runner). post
+ * may be called from any thread and runs fn(arg) on the loop's thread; curl_add is called on
+ * the loop's thread only and runs done(arg, result) there when the transfer ends. */
+typedef void(hooks_fn)(void *arg);
+typedef void(hooks_curl_done_fn)(void *arg, CURLcode result);
+typedef struct {
+    void *ctx;
+    void (*post)(void *ctx, hooks_fn *fn, void *arg);
+    void (*curl_add)(void *ctx, CURL *easy, hooks_curl_done_fn *done, void *arg);
+} hooks_runner_t;
+
 /* Reads CHATFLEET_HOOKS_* into *out. Returns 0, or -1 with the variable and why in err. The
  * caller frees with hooks_config_clear. */
 int hooks_config_read(hooks_config_t *out, char *err, size_t err_size);
 void hooks_config_clear(hooks_config_t *cfg);
 
-/* A dispatcher on loop (not owned) with a copy of cfg. Never NULL. */
-hooks_t *hooks_new(const hooks_config_t *cfg, evloop_t *loop);
+/* A dispatcher with a copy of cfg, whose hooks_dispatch runs on runner (copied; NULL: only
+ * hooks_call may be used). Never NULL. */
+hooks_t *hooks_new(const hooks_config_t *cfg, const hooks_runner_t *runner);
 
 /* Frees the dispatcher; call only after every dispatch's done ran. Safe on NULL; nulls. */
 void hooks_destroy(hooks_t **self_p);
@@ -112,6 +125,16 @@ int hooks_answer_check(hooks_event_t event, const json_t *answer, hooks_result_t
  * first, for a slot (it never waits on admission work beyond that share). Any thread. */
 void hooks_dispatch(hooks_t *self, hooks_class_t cls, hooks_event_t event, const char *event_id,
                     const char *chat_id, const json_t *payload, hooks_done_fn *done, void *arg);
+
+/* Dispatches event like hooks_dispatch, but blocking on the calling thread for at most
+ * CHATFLEET_HOOKS_TIMEOUT_MS (the gateway's request pool, ARCHITECTURE.md §7.10). It never
+ * waits for a slot: with the cap (or, for admission, its share) taken it fails at once with
+ * HOOKS_E_BUSY. A dispatcher uses hooks_dispatch or hooks_call, never both (a slot freed here
+ * starts no waiting dispatch). Fills *res and returns res->rc; *answer (NULL when none) holds the
+ * parsed answer res points into, which the caller json_decref's after reading res. */
+hooks_rc_t hooks_call(hooks_t *self, hooks_class_t cls, hooks_event_t event, const char *event_id,
+                      const char *chat_id, const json_t *payload, hooks_result_t *res,
+                      json_t **answer);
 
 /* Dispatches in flight now, per class, and admitted ones waiting for a slot (for status and
  * tests). */

@@ -1,6 +1,7 @@
 /*
- * hooks: see hooks.h and ARCHITECTURE.md §7.10. A dispatch is one libcurl transfer on the
- * worker's event loop; the cap is counted under a mutex because callers run on job threads.
+ * hooks: see hooks.h and ARCHITECTURE.md §7.10. A dispatch is one libcurl transfer, on the
+ * owner's event loop or blocking on the caller's thread; the cap is counted under a mutex
+ * because callers run on job threads.
  */
 #include "hooks.h"
 
@@ -27,7 +28,7 @@ static const char *const s_names[HOOKS_EVENT_COUNT] = {
 
 struct hooks {
     hooks_config_t cfg;
-    evloop_t *loop;
+    hooks_runner_t runner; /* runner.curl_add NULL: hooks_call only */
     pthread_mutex_t mu;
     int64_t inflight[2]; /* per hooks_class_t, under mu */
     /* Admitted dispatches waiting for a slot, oldest first, under mu. */
@@ -118,12 +119,14 @@ void hooks_config_clear(hooks_config_t *cfg) {
     cfg->secret = NULL;
 }
 
-hooks_t *hooks_new(const hooks_config_t *cfg, evloop_t *loop) {
+hooks_t *hooks_new(const hooks_config_t *cfg, const hooks_runner_t *runner) {
     hooks_t *self = mem_calloc(1, sizeof *self);
     self->cfg = *cfg;
     self->cfg.url = cfg->url ? mem_strdup(cfg->url) : NULL;
     self->cfg.secret = cfg->secret ? mem_strdup(cfg->secret) : NULL;
-    self->loop = loop;
+    if (runner) {
+        self->runner = *runner;
+    }
     self->wait_tail = &self->wait_head;
     pthread_mutex_init(&self->mu, NULL);
     return self;
@@ -290,7 +293,7 @@ static void s_release(hooks_t *self, hooks_class_t cls) {
     }
     pthread_mutex_unlock(&self->mu);
     if (next) {
-        evloop_curl_add(self->loop, next->easy, s_on_done, next);
+        self->runner.curl_add(self->runner.ctx, next->easy, s_on_done, next);
     }
 }
 
@@ -318,8 +321,9 @@ static void s_busy(void *arg) {
     s_finish(arg, false);
 }
 
-static void s_on_done(void *arg, CURLcode result) {
-    s_dispatch_t *d = arg;
+/* Reads the ended transfer of d into d->res; returns the parsed answer res points into (the
+ * caller frees it after res is read), or NULL. */
+static json_t *s_conclude(s_dispatch_t *d, CURLcode result) {
     long status = 0;
     curl_easy_getinfo(d->easy, CURLINFO_RESPONSE_CODE, &status);
     json_t *answer = NULL;
@@ -343,23 +347,28 @@ static void s_on_done(void *arg, CURLcode result) {
             hooks_answer_check(d->event, answer, &d->res);
         }
     }
+    return answer;
+}
+
+static void s_on_done(void *arg, CURLcode result) {
+    s_dispatch_t *d = arg;
+    json_t *answer = s_conclude(d, result);
     s_finish(d, true);
     json_decref(answer); /* after done: res pointed into it */
 }
 
 static void s_start(void *arg) {
     s_dispatch_t *d = arg;
-    evloop_curl_add(d->hooks->loop, d->easy, s_on_done, d);
+    d->hooks->runner.curl_add(d->hooks->runner.ctx, d->easy, s_on_done, d);
 }
 
-void hooks_dispatch(hooks_t *self, hooks_class_t cls, hooks_event_t event, const char *event_id,
-                    const char *chat_id, const json_t *payload, hooks_done_fn *done, void *arg) {
+/* A dispatch of event with its signed body and its transfer, not started. */
+static s_dispatch_t *s_prepare(hooks_t *self, hooks_class_t cls, hooks_event_t event,
+                               const char *event_id, const char *chat_id, const json_t *payload) {
     s_dispatch_t *d = mem_calloc(1, sizeof *d);
     d->hooks = self;
     d->cls = cls;
     d->event = event;
-    d->done = done;
-    d->arg = arg;
     json_t *body = json_pack("{s:s, s:s, s:s, s:I, s:O}", "event_id", event_id, "event",
                              hooks_event_name(event), "chat_id", chat_id, "sent_at_ms",
                              (json_int_t)id_now_ms(), "data", payload);
@@ -389,6 +398,15 @@ void hooks_dispatch(hooks_t *self, hooks_class_t cls, hooks_event_t event, const
     curl_easy_setopt(d->easy, CURLOPT_WRITEFUNCTION, s_on_body);
     curl_easy_setopt(d->easy, CURLOPT_WRITEDATA, d);
     curl_easy_setopt(d->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    return d;
+}
+
+void hooks_dispatch(hooks_t *self, hooks_class_t cls, hooks_event_t event, const char *event_id,
+                    const char *chat_id, const json_t *payload, hooks_done_fn *done, void *arg) {
+    ASSERT(self->runner.curl_add && self->runner.post);
+    s_dispatch_t *d = s_prepare(self, cls, event, event_id, chat_id, payload);
+    d->done = done;
+    d->arg = arg;
     /* Admission takes a slot of its share or is refused; admitted work waits for a slot,
      * which frees within the timeout of a dispatch in flight. */
     pthread_mutex_lock(&self->mu);
@@ -403,12 +421,41 @@ void hooks_dispatch(hooks_t *self, hooks_class_t cls, hooks_event_t event, const
     }
     pthread_mutex_unlock(&self->mu);
     if (room) {
-        evloop_post(self->loop, s_start, d);
+        self->runner.post(self->runner.ctx, s_start, d);
     } else if (!wait) {
         d->res.rc = HOOKS_E_BUSY;
         snprintf(d->res.error, sizeof d->res.error, "hook dispatch cap reached (admission)");
-        evloop_post(self->loop, s_busy, d);
+        self->runner.post(self->runner.ctx, s_busy, d);
     }
+}
+
+/* The done of a blocking call: hands the result to the caller's copy. */
+static void s_call_done(void *arg, const hooks_result_t *res) {
+    *(hooks_result_t *)arg = *res;
+}
+
+hooks_rc_t hooks_call(hooks_t *self, hooks_class_t cls, hooks_event_t event, const char *event_id,
+                      const char *chat_id, const json_t *payload, hooks_result_t *res,
+                      json_t **answer) {
+    s_dispatch_t *d = s_prepare(self, cls, event, event_id, chat_id, payload);
+    d->done = s_call_done;
+    d->arg = res;
+    *answer = NULL;
+    pthread_mutex_lock(&self->mu);
+    bool room = s_room(self, cls);
+    if (room) {
+        self->inflight[cls]++;
+    }
+    pthread_mutex_unlock(&self->mu);
+    if (!room) {
+        d->res.rc = HOOKS_E_BUSY;
+        snprintf(d->res.error, sizeof d->res.error, "hook dispatch cap reached");
+        s_finish(d, false);
+        return res->rc;
+    }
+    *answer = s_conclude(d, curl_easy_perform(d->easy));
+    s_finish(d, true);
+    return res->rc;
 }
 
 void hooks_inflight(hooks_t *self, int64_t *admission, int64_t *admitted, int64_t *waiting) {

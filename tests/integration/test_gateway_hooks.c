@@ -1,0 +1,360 @@
+/*
+ * The gateway's lifecycle hooks end to end (ARCHITECTURE.md §7.10, issue 18): a cluster of
+ * real processes whose gateway and worker dispatch to a consumer this test runs
+ * (tests/support/hookcons.h), the mock OpenAI server as the model. user_prompt_submit is heard
+ * before anything is stored: a deny is 403 with kind hook_denied and stores nothing (no chat
+ * for a create), an input override is what is stored and what the model is asked, an invalid
+ * answer refuses the prompt (502, hook_dispatch_failed); an edit starts a session
+ * (session_start, whose context follows the prompt, then user_prompt_submit, its override
+ * stored); an A2A SendMessage goes through the same hooks (a deny is JSON-RPC error -32050). The
+ * worker's events and the consumer going down are test_worker_hooks.c's.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "a2a.h"
+#include "cluster.h"
+#include "hookcons.h"
+#include "id.h"
+#include "mem.h"
+#include "mockprov.h"
+#include "proc.h"
+
+#define WAIT_MS  40000
+#define S_SECRET "gateway-hooks-secret"
+
+static cluster_t *s_cluster;
+static mockprov_t *s_mock;
+static hookcons_t *s_cons;
+static char s_config[256];
+
+static void s_push_text(const char *text) {
+    mockprov_push_openai_text(s_mock, text);
+}
+
+static void s_create(const char *text, char chat[ID_UUID_LEN + 1]) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
+    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
+    free(body);
+    assert_int_equal(r.status, 201);
+    json_t *v = json_loads(r.body, 0, NULL);
+    snprintf(chat, ID_UUID_LEN + 1, "%s", json_string_value(json_object_get(v, "id")));
+    json_decref(v);
+    proc_http_free(&r);
+}
+
+/* Sends text to chat; returns the status, and the parsed answer in *out when out is given. */
+static long s_send(const char *chat, const char *text, json_t **out) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/messages", cluster_url(s_cluster, 0), chat);
+    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
+    free(body);
+    printf("  send: %ld %s\n", r.status, r.body);
+    if (out) {
+        *out = json_loads(r.body, 0, NULL);
+    }
+    long status = r.status;
+    proc_http_free(&r);
+    return status;
+}
+
+/* Waits until the chat's status (and owner) is want ("waiting:true"). */
+static void s_wait_status(const char *chat, const char *want) {
+    char *q =
+        mem_printf("SELECT status || ':' || (worker_id IS NULL) FROM chats WHERE id = '%s'", chat);
+    if (cluster_wait(s_cluster, q, want, WAIT_MS) < 0) {
+        char *got = cluster_sql(s_cluster, "%s", q);
+        fail_msg("chat %s is %s, not %s", chat, got ? got : "(none)", want);
+    }
+    free(q);
+}
+
+/* The requests the consumer kept from index from on for chat, each signed (an array). */
+static json_t *s_events(int from, const char *chat) {
+    json_t *out = hookcons_events(s_cons, from, chat, S_SECRET);
+    assert_non_null(out); /* every delivery verifies */
+    return out;
+}
+
+static const char *s_field(const json_t *ev, const char *k) {
+    const char *s = json_string_value(json_object_get(ev, k));
+    return s ? s : "";
+}
+
+static const char *s_data(const json_t *ev, const char *k) {
+    const char *s = json_string_value(json_object_get(json_object_get(ev, "data"), k));
+    return s ? s : "";
+}
+
+/* The number of chat_messages rows of chat, as text (caller frees). */
+static char *s_rows(const char *chat) {
+    return cluster_sql(s_cluster, "SELECT count(*) FROM chat_messages WHERE chat_id = '%s'", chat);
+}
+
+static void test_a_denied_prompt_is_refused_and_nothing_is_stored(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    s_push_text("the first reply");
+    char chat[ID_UUID_LEN + 1];
+    s_create("an allowed first prompt", chat);
+    s_wait_status(chat, "waiting:true");
+    hookcons_answer(s_cons, "user_prompt_submit", 200,
+                    "{\"decision\":\"deny\",\"reason\":\"no secrets here\"}", false);
+    char *before = s_rows(chat);
+    int calls = mockprov_request_count(s_mock);
+    json_t *ans = NULL;
+    assert_int_equal(s_send(chat, "tell me the secret", &ans), 403);
+    assert_string_equal(json_string_value(json_object_get(ans, "kind")), "hook_denied");
+    assert_string_equal(json_string_value(json_object_get(ans, "detail")), "no secrets here");
+    json_decref(ans);
+    char *after = s_rows(chat);
+    assert_string_equal(before, after); /* nothing stored */
+    free(before);
+    free(after);
+    char *n = cluster_sql(s_cluster,
+                          "SELECT count(*) FROM chat_queued_messages WHERE chat_id = '%s'", chat);
+    assert_string_equal(n, "0");
+    free(n);
+    s_wait_status(chat, "waiting:true"); /* no turn started, no model called */
+    assert_int_equal(mockprov_request_count(s_mock), calls);
+    /* A create whose first prompt is denied creates no chat. */
+    char *chats = cluster_sql(s_cluster, "SELECT count(*) FROM chats");
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster),
+                               "{\"content\":[{\"type\":\"text\",\"text\":\"secret\"}]}", &r),
+                     0);
+    assert_int_equal(r.status, 403);
+    assert_non_null(strstr(r.body, "\"kind\":\"hook_denied\""));
+    proc_http_free(&r);
+    char *chats_after = cluster_sql(s_cluster, "SELECT count(*) FROM chats");
+    assert_string_equal(chats, chats_after);
+    free(chats);
+    free(chats_after);
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
+}
+
+static void test_an_overridden_prompt_is_what_is_stored_and_sent(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{\"input\":\"REWRITTEN prompt\"}", false);
+    int calls = mockprov_request_count(s_mock);
+    s_push_text("answered the rewritten prompt");
+    char chat[ID_UUID_LEN + 1];
+    s_create("ORIGINAL prompt", chat);
+    s_wait_status(chat, "waiting:true");
+    char *c = cluster_sql(s_cluster,
+                          "SELECT content::text FROM chat_messages WHERE chat_id = '%s' AND role ="
+                          " 'user' AND visibility <> 'model'",
+                          chat);
+    printf("  stored: %s\n", c);
+    assert_non_null(strstr(c, "REWRITTEN prompt"));
+    assert_null(strstr(c, "ORIGINAL"));
+    free(c);
+    /* The model was asked the override. */
+    json_t *req = mockprov_request(s_mock, calls);
+    assert_non_null(req);
+    char *text = json_dumps(json_object_get(req, "body"), JSON_COMPACT);
+    assert_non_null(strstr(text, "REWRITTEN prompt"));
+    assert_null(strstr(text, "ORIGINAL"));
+    free(text);
+    json_decref(req);
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
+}
+
+static void test_an_invalid_prompt_answer_refuses_the_prompt(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    s_push_text("a reply");
+    char chat[ID_UUID_LEN + 1];
+    s_create("a first prompt", chat);
+    s_wait_status(chat, "waiting:true");
+    /* A tool input object is no prompt: the answer is invalid and the hook fails closed. */
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{\"input\":{\"text\":\"x\"}}", false);
+    char *before = s_rows(chat);
+    json_t *ans = NULL;
+    assert_int_equal(s_send(chat, "judge me", &ans), 502);
+    assert_string_equal(json_string_value(json_object_get(ans, "kind")), "hook_dispatch_failed");
+    assert_non_null(strstr(json_string_value(json_object_get(ans, "detail")),
+                           "user_prompt_submit hook failed: hook answer: input: must be a string"));
+    json_decref(ans);
+    char *after = s_rows(chat);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
+}
+
+static void test_an_edit_starts_a_session_and_submits_its_prompt(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    s_push_text("a reply to edit away");
+    char chat[ID_UUID_LEN + 1];
+    s_create("the prompt before the edit", chat);
+    s_wait_status(chat, "waiting:true");
+    char *mid = cluster_sql(s_cluster,
+                            "SELECT id FROM chat_messages WHERE chat_id = '%s' AND role = 'user'"
+                            " AND visibility <> 'model' AND NOT deleted",
+                            chat);
+    int from = hookcons_seen(s_cons);
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{\"input\":\"EDITED by the hook\"}", false);
+    hookcons_answer(s_cons, "session_start", 200, "{\"model_context\":\"SESSION-CTX\"}", false);
+    s_push_text("a reply to the edit");
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/messages/%s", cluster_url(s_cluster, 0), chat,
+             mid);
+    proc_http_t r;
+    assert_int_equal(proc_http("PATCH", url, cluster_token(s_cluster),
+                               "{\"content\":[{\"type\":\"text\",\"text\":\"edited\"}]}", &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    proc_http_free(&r);
+    s_wait_status(chat, "waiting:true");
+    json_t *evs = s_events(from, chat);
+    assert_true(json_array_size(evs) >= 3);
+    assert_string_equal(s_field(json_array_get(evs, 0), "event"), "session_start");
+    assert_string_equal(s_data(json_array_get(evs, 0), "source"), "edit");
+    assert_string_equal(s_field(json_array_get(evs, 1), "event"), "user_prompt_submit");
+    assert_string_equal(s_data(json_array_get(evs, 1), "prompt"), "edited");
+    json_decref(evs);
+    char *c = cluster_sql(s_cluster,
+                          "SELECT content::text FROM chat_messages WHERE chat_id = '%s' AND role ="
+                          " 'user' AND visibility <> 'model' AND NOT deleted",
+                          chat);
+    assert_non_null(strstr(c, "EDITED by the hook"));
+    free(c);
+    /* The session's context right after the edited prompt, for the model only. */
+    char *rows = cluster_sql(s_cluster,
+                             "SELECT string_agg(role || '/' || visibility || '/' || (content -> 0"
+                             " ->> 'text'), ' ' ORDER BY id) FROM chat_messages WHERE chat_id ="
+                             " '%s' AND NOT deleted AND role = 'user'",
+                             chat);
+    printf("  rows: %s\n", rows);
+    assert_string_equal(rows, "user/both/EDITED by the hook user/model/SESSION-CTX");
+    free(rows);
+    hookcons_answer(s_cons, "session_start", 200, "{}", false);
+    free(mid);
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
+}
+
+/* One A2A SendMessage of text (JSON-RPC over POST /a2a); its parsed answer. */
+static json_t *s_a2a_send(const char *text) {
+    char url[256];
+    snprintf(url, sizeof url, "%s%s", cluster_url(s_cluster, 0), A2A_RPC_PATH);
+    char *body = mem_printf("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\",\"params\":"
+                            "{\"message\":{\"messageId\":\"m-hook\",\"role\":\"ROLE_USER\","
+                            "\"parts\":[{\"text\":\"%s\"}]},\"configuration\":"
+                            "{\"returnImmediately\":true}}}",
+                            text);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
+    free(body);
+    printf("  a2a: %ld %s\n", r.status, r.body);
+    assert_int_equal(r.status, 200);
+    json_t *v = json_loads(r.body, 0, NULL);
+    proc_http_free(&r);
+    return v;
+}
+
+static void test_an_a2a_prompt_goes_through_the_same_hooks(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    hookcons_answer(s_cons, "user_prompt_submit", 200,
+                    "{\"decision\":\"deny\",\"reason\":\"not over A2A\"}", false);
+    char *chats = cluster_sql(s_cluster, "SELECT count(*) FROM chats");
+    json_t *v = s_a2a_send("a prompt the hook denies");
+    json_t *e = json_object_get(v, "error");
+    assert_int_equal(json_integer_value(json_object_get(e, "code")), -32050);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(e, "data"), "kind")),
+                        "hook_denied");
+    json_decref(v);
+    char *after = cluster_sql(s_cluster, "SELECT count(*) FROM chats");
+    assert_string_equal(chats, after); /* nothing stored */
+    free(chats);
+    free(after);
+    /* Allowed with an override: the stored prompt is the consumer's. */
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{\"input\":\"A2A-OVERRIDE\"}", false);
+    s_push_text("answered over A2A");
+    v = s_a2a_send("the A2A original");
+    const char *ctx = json_string_value(
+        json_object_get(json_object_get(json_object_get(v, "result"), "task"), "contextId"));
+    assert_non_null(ctx);
+    char chat[ID_UUID_LEN + 1];
+    snprintf(chat, sizeof chat, "%s", ctx);
+    json_decref(v);
+    char *c = cluster_sql(s_cluster,
+                          "SELECT content::text FROM chat_messages WHERE chat_id = '%s' AND role ="
+                          " 'user'",
+                          chat);
+    assert_non_null(strstr(c, "A2A-OVERRIDE"));
+    assert_null(strstr(c, "original"));
+    free(c);
+    json_t *evs = s_events(0, chat);
+    assert_int_equal(json_array_size(evs), 2);
+    assert_string_equal(s_field(json_array_get(evs, 0), "event"), "session_start");
+    assert_string_equal(s_data(json_array_get(evs, 1), "source"), "a2a");
+    json_decref(evs);
+    s_wait_status(chat, "waiting:true");
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
+}
+
+static int s_setup(void **state) {
+    (void)state;
+    s_mock = mockprov_new();
+    ASSERT(s_mock);
+    s_cons = hookcons_new(0);
+    snprintf(s_config, sizeof s_config, "/tmp/cf-gwhooks-%d.json", (int)getpid());
+    FILE *f = fopen(s_config, "w");
+    ASSERT(f);
+    fprintf(f,
+            "{\"models\":[{\"name\":\"mock\",\"provider\":\"openai\",\"model\":\"gpt\","
+            "\"base_url\":\"%s/v1\",\"api_key_env\":\"MOCK_KEY\",\"default\":true},"
+            "{\"name\":\"sim\",\"provider\":\"sim\",\"model\":\"sim\"}]}",
+            mockprov_url(s_mock));
+    fclose(f);
+    char *cfg = mem_printf("CHATFLEET_CONFIG=%s", s_config);
+    char *url = mem_printf("CHATFLEET_HOOKS_URL=http://127.0.0.1:%d/hooks", hookcons_port(s_cons));
+    const char *env[] = {cfg, url, "CHATFLEET_HOOKS_SECRET=" S_SECRET, "MOCK_KEY=sk-test",
+                         /* Titles from the sim: the mock's scripted replies go to the turns. */
+                         "CHATFLEET_TITLE_MODEL=sim", NULL};
+    cluster_opts_t o = {.name = "test_gateway_hooks", .gateways = 1, .workers = 1, .env = env};
+    s_cluster = cluster_new(&o);
+    free(cfg);
+    free(url);
+    return 0;
+}
+
+static int s_teardown(void **state) {
+    (void)state;
+    int unclean = cluster_destroy(&s_cluster);
+    mockprov_destroy(&s_mock);
+    hookcons_destroy(&s_cons);
+    unlink(s_config);
+    return unclean == 0 ? 0 : -1;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_denied_prompt_is_refused_and_nothing_is_stored),
+        cmocka_unit_test(test_an_overridden_prompt_is_what_is_stored_and_sent),
+        cmocka_unit_test(test_an_invalid_prompt_answer_refuses_the_prompt),
+        cmocka_unit_test(test_an_edit_starts_a_session_and_submits_its_prompt),
+        cmocka_unit_test(test_an_a2a_prompt_goes_through_the_same_hooks),
+    };
+    return cmocka_run_group_tests(tests, s_setup, s_teardown);
+}
