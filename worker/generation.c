@@ -1,13 +1,13 @@
 /* generation: see generation.h. */
 #include "generation.h"
+#include "stepbundle.h"
+#include "toolstep.h"
 #include "batch.h"
 #include "compaction.h"
 #include "history.h"
 #include "jsonout.h"
-#include "jsonstrict.h"
 #include "log.h"
 #include "hooks.h"
-#include "hookstep.h"
 #include "mcpset.h"
 #include "mem.h"
 #include "outformat.h"
@@ -26,6 +26,9 @@ static const char *s_str(const json_t *obj, const char *key) {
     const char *v = json_string_value(json_object_get(obj, key));
     return v ? v : "";
 }
+
+/* One step: reads and decides, knowing the hook events heard before (toolstep.h). */
+static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard);
 
 char *generation_partial(const char *const *parts, size_t count) {
     json_t *out = json_array();
@@ -63,200 +66,6 @@ char *generation_partial(const char *const *parts, size_t count) {
     return content;
 }
 
-/* --- Transitions, as taskctx_bundle_fn. --- */
-
-typedef struct {
-    const cs_fence_t *fence;
-    const cs_message_t *msgs;
-    int count;
-    const char *error_json;
-    int64_t attempt;
-    /* A structured request this bundle closes with its receipt, written right before the
-     * FinishTurn or FinishError (ARCHITECTURE.md §8, "Receipts"); NULL: none. */
-    const char *receipt_id;
-    const char *receipt_status;
-    const char *receipt_code;
-    const char *receipt_value;
-    /* CommitStep only: the step is the turn's last (a reply without tool calls and no
-     * structured request open), so FinishTurn, and Abandon when the chat is left waiting,
-     * follow in the same bundle. */
-    bool finish;
-    bool automatic; /* the compaction CommitStep of an automatic compaction */
-} s_args_t;
-
-static int s_receipt(chatstate_t *cs, const s_args_t *a, cs_error_t *err) {
-    if (!a->receipt_id) {
-        return 0;
-    }
-    bool written = false;
-    int rc = chatstate_receipt(cs, a->receipt_id, a->receipt_status, a->receipt_code,
-                               a->receipt_value, &written, err);
-    if (rc == 0) {
-        log_info("structured_receipt", "request_id=%s status=%s code=%s written=%d", a->receipt_id,
-                 a->receipt_status, a->receipt_code ? a->receipt_code : "-", written);
-    }
-    return rc;
-}
-
-static int s_commit_step(chatstate_t *cs, void *arg, cs_error_t *err) {
-    s_args_t *a = arg;
-    if (chatstate_commit_step(cs, a->fence, a->msgs, a->count, err) != 0) {
-        return -1;
-    }
-    if (!a->finish) {
-        return 0;
-    }
-    /* The row is still locked by this bundle and the step just checked the fence; the
-     * versions it moved are the step's own, so they are not checked again. */
-    cs_fence_t after = *a->fence;
-    after.history_version = -1;
-    after.generation_attempt = -1;
-    if (chatstate_finish_turn(cs, &after, NULL, 0, err) != 0) {
-        return -1;
-    }
-    /* Nothing was queued: the chat waits, and the Abandon the runner would spawn next goes
-     * in this bundle too (another worker takes the chat's next turn, ARCHITECTURE.md §7.3). */
-    return chatstate_state(cs) == ES_W ? chatstate_abandon(cs, &after, err) : 0;
-}
-
-/* A manual compaction consumes the request; an automatic one is an ordinary CommitStep (no
- * request can be pending while the chat runs: RequestCompaction needs W, E0 or E1). */
-static int s_commit_compaction(chatstate_t *cs, void *arg, cs_error_t *err) {
-    s_args_t *a = arg;
-    return a->automatic ? chatstate_commit_step(cs, a->fence, a->msgs, a->count, err)
-                        : chatstate_commit_compaction(cs, a->fence, a->msgs, a->count, err);
-}
-
-static int s_enter_ra(chatstate_t *cs, void *arg, cs_error_t *err) {
-    s_args_t *a = arg;
-    return chatstate_enter_requires_action(cs, a->fence, err);
-}
-
-static int s_finish_turn(chatstate_t *cs, void *arg, cs_error_t *err) {
-    s_args_t *a = arg;
-    if (s_receipt(cs, a, err) != 0) {
-        return -1;
-    }
-    return chatstate_finish_turn(cs, a->fence, a->msgs, a->count, err);
-}
-
-static int s_finish_error(chatstate_t *cs, void *arg, cs_error_t *err) {
-    s_args_t *a = arg;
-    if (s_receipt(cs, a, err) != 0) {
-        return -1;
-    }
-    return chatstate_finish_error(cs, a->fence, a->error_json, NULL, 0, err);
-}
-
-static int s_record_attempt(chatstate_t *cs, void *arg, cs_error_t *err) {
-    s_args_t *a = arg;
-    return chatstate_record_generation_attempt(cs, a->fence, &a->attempt, err);
-}
-
-static int s_record_retry(chatstate_t *cs, void *arg, cs_error_t *err) {
-    s_args_t *a = arg;
-    return chatstate_record_retry_state(cs, a->fence, a->error_json, err);
-}
-
-/* --- The structured turn. --- */
-
-/* FinishError with error_json (JSON text), and a failed receipt (code) when request_id is
- * set; the error is for people, the code for clients. */
-static taskctx_rc_t s_finish_failed(taskctx_t *ctx, PGconn *conn, const char *request_id,
-                                    const char *code, const char *ej) {
-    s_args_t a = {.fence = &ctx->fence,
-                  .error_json = ej,
-                  .receipt_id = request_id,
-                  .receipt_status = request_id ? "failed" : NULL,
-                  .receipt_code = code};
-    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_finish_error, &a, "FinishError");
-    if (rc == TASKCTX_DONE) {
-        atomic_fetch_add(&ctx->env->counters.turns_failed, 1);
-    }
-    return rc;
-}
-
-/* s_finish_failed with the error {kind, message: why}. */
-static taskctx_rc_t s_fail_request(taskctx_t *ctx, PGconn *conn, const char *request_id,
-                                   const char *code, const char *kind, const char *why) {
-    json_t *e = json_pack("{s:s, s:s}", "kind", kind, "message", why);
-    char *ej = jsonout_dumps(e);
-    json_decref(e);
-    taskctx_rc_t rc = s_finish_failed(ctx, conn, request_id, code, ej);
-    free(ej);
-    return rc;
-}
-
-static taskctx_rc_t s_feedback(taskctx_t *ctx, PGconn *conn, const structured_turn_t *t) {
-    /* Bounded: the reason is at most STRUCTURED_REASON_MAX bytes and the rest is static. */
-    char text[STRUCTURED_ERROR_MAX];
-    if (t->native && !strcmp(t->st.last_reject, "invalid_output")) {
-        snprintf(text, sizeof text, "Your reply was not accepted: %s. %s Repairs left: %d.",
-                 t->st.last_reason, structured_native_instruction(),
-                 STRUCTURED_REJECTIONS_MAX - t->st.rejections);
-    } else {
-        snprintf(text, sizeof text,
-                 "Your reply ended without calling " OUTFORMAT_FINALIZER ". %s Repairs left: %d.",
-                 structured_instruction(), STRUCTURED_REJECTIONS_MAX - t->st.rejections);
-    }
-    json_t *c = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
-    json_t *m = json_pack("{s:s, s:s, s:i}", "type", STRUCTURED_TYPE_FEEDBACK, "request_id",
-                          t->request_id, "rejections", t->st.rejections);
-    char *content = jsonout_dumps(c);
-    char *meta = jsonout_dumps(m);
-    json_decref(c);
-    json_decref(m);
-    cs_message_t msg = {.role = "user",
-                        .visibility = "model",
-                        .content = content,
-                        .so_request_id = t->request_id,
-                        .so_meta = meta};
-    s_args_t a = {.fence = &ctx->fence, .msgs = &msg, .count = 1};
-    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_commit_step, &a, "CommitStep");
-    free(content);
-    free(meta);
-    return rc;
-}
-
-/* Carries out a structured decision other than STRUCTURED_CONTINUE. */
-static taskctx_rc_t s_turn_end(taskctx_t *ctx, PGconn *conn, const structured_turn_t *t,
-                               structured_decision_t d) {
-    if (d == STRUCTURED_FEEDBACK) {
-        return s_feedback(ctx, conn, t);
-    }
-    char *value = d == STRUCTURED_SUCCEED ? structured_candidate_text(t) : NULL;
-    if (d == STRUCTURED_SUCCEED && !value) {
-        log_warn("structured_candidate_invalid", "chat_id=%s request_id=%s", ctx->chat_id,
-                 t->request_id);
-        d = STRUCTURED_NOT_PRODUCED;
-    }
-    s_args_t a = {.fence = &ctx->fence,
-                  .receipt_id = t->request_id,
-                  .receipt_status = value ? "succeeded" : "failed",
-                  .receipt_code = value ? NULL : structured_decision_name(d),
-                  .receipt_value = value};
-    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
-    if (rc == TASKCTX_DONE) {
-        atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
-    }
-    free(value);
-    return rc;
-}
-
-/* Commits the batch's rows in one CommitStep (and FinishTurn with it when finish is set)
- * and destroys the batch. */
-static taskctx_rc_t s_commit_batch(taskctx_t *ctx, PGconn *conn, batch_t **b, bool finish) {
-    s_args_t a = {.fence = &ctx->fence, .finish = finish};
-    a.msgs = batch_rows(*b, &a.count);
-    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_commit_step, &a,
-                                     finish ? "CommitStep+FinishTurn" : "CommitStep");
-    if (rc == TASKCTX_DONE && finish) {
-        atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
-    }
-    batch_destroy(b);
-    return rc;
-}
-
 /* Whether content holds a tool call (the turn goes on after the step). */
 static bool s_has_tool_call(const json_t *content) {
     size_t i;
@@ -267,329 +76,6 @@ static bool s_has_tool_call(const json_t *content) {
         }
     }
     return false;
-}
-
-/* A step's MCP calls between their phases (ARCHITECTURE.md §7.9). */
-typedef struct {
-    json_t *calls;   /* the pending MCP calls */
-    json_t *enabled; /* the chat's MCP servers */
-    bool hooked;     /* under pre_tool_use and post_tool_use (ARCHITECTURE.md §7.10) */
-    char request_id[ID_UUID_LEN + 1]; /* hooked: the open request a failed hook fails */
-} s_mcp_t;
-
-static void s_mcp_free(void *arg) {
-    s_mcp_t *m = arg;
-    json_decref(m->calls);
-    json_decref(m->enabled);
-    free(m);
-}
-
-static provider_call_t *s_mcp_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
-    s_mcp_t *m = ctx->body;
-    if (m->hooked) {
-        return hookstep_start(ctx->env->hooks, ctx->env->loop, ctx->chat_id,
-                              ctx->fence.history_version, m->calls, ctx->env->mcp, m->enabled, done,
-                              arg);
-    }
-    return mcpset_start(ctx->env->mcp, ctx->env->loop, m->calls, m->enabled, done, arg);
-}
-
-static taskctx_rc_t s_hook_failed(taskctx_t *ctx, PGconn *conn, const char *request_id);
-
-/* The phase after the MCP calls: their results in one CommitStep. A database failure runs
- * the step again from its read (the calls are made again; the fence lets one result in). */
-static taskctx_rc_t s_mcp_commit(taskctx_t *ctx, PGconn *conn) {
-    s_mcp_t *m = ctx->body;
-    if (ctx->call_rc == PROVIDER_CANCELLED) {
-        return TASKCTX_QUIET;
-    }
-    if (conn && m->hooked && ctx->call_rc == PROVIDER_ERROR) { /* fail closed (§7.10) */
-        return s_hook_failed(ctx, conn, m->request_id[0] ? m->request_id : NULL);
-    }
-    if (!conn || ctx->call_rc != PROVIDER_OK) {
-        return TASKCTX_RETRY;
-    }
-    batch_t *b = batch_new();
-    batch_pending(b, m->calls, NULL, NULL, ctx->call_res.content);
-    batch_hook_context(b, m->calls, ctx->call_res.content);
-    log_info("mcp_results", "chat_id=%s calls=%zu", ctx->chat_id, json_array_size(m->calls));
-    provider_result_clear(&ctx->call_res);
-    return s_commit_batch(ctx, conn, &b, false);
-}
-
-/* A failed hook call (ARCHITECTURE.md §7.10, fail closed): FinishError with the hook's error,
- * and the failed receipt of request_id when one is open. */
-static taskctx_rc_t s_hook_failed(taskctx_t *ctx, PGconn *conn, const char *request_id) {
-    char q[300];
-    log_warn("hook_step_failed", "chat_id=%s reason=%s", ctx->chat_id,
-             log_quote(ctx->call_res.error, q, sizeof q));
-    taskctx_rc_t rc = s_fail_request(ctx, conn, request_id, request_id ? "generation_failed" : NULL,
-                                     "hook_dispatch_failed", ctx->call_res.error);
-    provider_result_clear(&ctx->call_res);
-    return rc;
-}
-
-/* A step's local tool calls under the lifecycle hooks (ARCHITECTURE.md §7.10). */
-typedef struct {
-    json_t *calls;                    /* the pending local calls */
-    char request_id[ID_UUID_LEN + 1]; /* the open structured request, or "" */
-} s_hooked_t;
-
-static void s_hooked_free(void *arg) {
-    s_hooked_t *m = arg;
-    json_decref(m->calls);
-    free(m);
-}
-
-static provider_call_t *s_hooked_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
-    s_hooked_t *m = ctx->body;
-    return hookstep_start(ctx->env->hooks, ctx->env->loop, ctx->chat_id, ctx->fence.history_version,
-                          m->calls, NULL, NULL, done, arg);
-}
-
-/* The phase after the hooked tools: their results in one CommitStep, or FinishError when a
- * hook failed (fail closed). A database failure runs the step again, hooks included: the
- * consumer sees the same event ids again. */
-static taskctx_rc_t s_hooked_commit(taskctx_t *ctx, PGconn *conn) {
-    s_hooked_t *m = ctx->body;
-    if (ctx->call_rc == PROVIDER_CANCELLED) {
-        return TASKCTX_QUIET;
-    }
-    if (!conn) {
-        return TASKCTX_RETRY;
-    }
-    if (ctx->call_rc != PROVIDER_OK) {
-        return s_hook_failed(ctx, conn, m->request_id[0] ? m->request_id : NULL);
-    }
-    batch_t *b = batch_new();
-    batch_set_hooked(b, true);
-    batch_pending(b, m->calls, NULL, NULL, ctx->call_res.content);
-    batch_hook_context(b, m->calls, ctx->call_res.content);
-    provider_result_clear(&ctx->call_res);
-    return s_commit_batch(ctx, conn, &b, false);
-}
-
-/* One hook event of the step as its call (hookstep_event_start), {history_version} its data. */
-static provider_call_t *s_event_start(taskctx_t *ctx, hooks_event_t event, provider_done_fn *done,
-                                      void *arg) {
-    json_t *p = json_pack("{s:I}", "history_version", (json_int_t)ctx->fence.history_version);
-    provider_call_t *call =
-        hookstep_event_start(ctx->env->hooks, ctx->env->loop, event, ctx->chat_id,
-                             ctx->fence.history_version, p, done, arg);
-    json_decref(p);
-    return call;
-}
-
-/* In the phase after a hook event: true when the phase ends here (*rc: cancelled, no
- * connection, or FinishError for a failed hook); false when the hook passed (the answer's
- * context in ctx->call_res is cleared then; read it first). */
-static bool s_event_ended(taskctx_t *ctx, PGconn *conn, taskctx_rc_t *rc) {
-    if (ctx->call_rc == PROVIDER_CANCELLED) {
-        *rc = TASKCTX_QUIET;
-    } else if (!conn) {
-        *rc = TASKCTX_RETRY;
-    } else if (ctx->call_rc != PROVIDER_OK) {
-        *rc = s_hook_failed(ctx, conn, NULL);
-    } else {
-        provider_result_clear(&ctx->call_res);
-        return false;
-    }
-    return true;
-}
-
-static provider_call_t *s_stop_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
-    return s_event_start(ctx, HOOKS_STOP, done, arg);
-}
-
-static void s_json_free(void *arg) {
-    json_decref(arg);
-}
-
-/* Whether the turn went on once already after a stop hook's model_context: a stop context
- * row since the user's latest prompt (§7.10: a stop continues a turn once). */
-static bool s_stop_continued(const json_t *messages) {
-    for (size_t i = json_array_size(messages); i-- > 0;) {
-        const json_t *m = json_array_get(messages, i);
-        if (!strcmp(s_str(m, "hook"), "stop")) {
-            return true;
-        }
-        if (!strcmp(s_str(m, "role"), "user") && !json_is_true(json_object_get(m, "control"))) {
-            return false;
-        }
-    }
-    return false;
-}
-
-/* The phase after the stop hook: FinishTurn with the user_context the answer added; or, when
- * it added model_context and the turn has not gone on once already, that context committed
- * (the turn goes on: the next step calls the model); or FinishError when the hook failed. */
-static taskctx_rc_t s_stop_commit(taskctx_t *ctx, PGconn *conn) {
-    taskctx_rc_t rc;
-    json_t *answer = json_incref(ctx->call_res.content);
-    if (s_event_ended(ctx, conn, &rc)) {
-        json_decref(answer);
-        return rc;
-    }
-    bool again = !ctx->body && json_object_get(answer, "model_context");
-    batch_t *b = batch_new();
-    batch_event_context(b, answer, "stop", again);
-    json_decref(answer);
-    s_args_t a = {.fence = &ctx->fence};
-    a.msgs = batch_rows(b, &a.count);
-    if (again) {
-        log_info("stop_continues", "chat_id=%s", ctx->chat_id);
-        rc = taskctx_bundle(ctx, conn, s_commit_step, &a, "CommitStep(stop context)");
-    } else {
-        rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
-        if (rc == TASKCTX_DONE) {
-            atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
-        }
-    }
-    batch_destroy(&b);
-    return rc;
-}
-
-/* Hook events a step hears before it decides on a fresh read (ARCHITECTURE.md §7.10):
- * post_compact once a compaction is the chat's latest history change, and stop before a
- * structured request's end. The event is the step's call; the phase after reads and decides
- * again with the event marked heard (the fence makes that read the same history), or ends the
- * turn in error when the hook failed. */
-#define S_HEARD_POST_COMPACT 1u
-#define S_HEARD_STOP         2u
-
-typedef struct {
-    unsigned heard; /* with this event's bit, for the read after it */
-    hooks_event_t event;
-    json_t *data;
-    char request_id[ID_UUID_LEN + 1]; /* stop: the request whose receipt a failure writes */
-} s_heard_t;
-
-static void s_heard_free(void *arg) {
-    s_heard_t *h = arg;
-    json_decref(h->data);
-    free(h);
-}
-
-static provider_call_t *s_heard_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
-    s_heard_t *h = ctx->body;
-    return hookstep_event_start(ctx->env->hooks, ctx->env->loop, h->event, ctx->chat_id,
-                                ctx->fence.history_version, h->data, done, arg);
-}
-
-static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard);
-
-/* The phase after a heard event: the step again, or FinishError when the hook failed. */
-static taskctx_rc_t s_after_heard(taskctx_t *ctx, PGconn *conn) {
-    s_heard_t *h = ctx->body;
-    if (ctx->call_rc == PROVIDER_CANCELLED) {
-        return TASKCTX_QUIET;
-    }
-    if (!conn) {
-        return TASKCTX_RETRY;
-    }
-    if (ctx->call_rc != PROVIDER_OK) {
-        return s_hook_failed(ctx, conn, h->request_id[0] ? h->request_id : NULL);
-    }
-    if (h->event == HOOKS_POST_COMPACT && json_object_size(ctx->call_res.content) > 0) {
-        /* Its context after the triplet; the step that follows reads it (§7.10). */
-        batch_t *b = batch_new();
-        batch_event_context(b, ctx->call_res.content, "post_compact", true);
-        provider_result_clear(&ctx->call_res);
-        s_args_t a = {.fence = &ctx->fence};
-        a.msgs = batch_rows(b, &a.count);
-        taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_commit_step, &a, "CommitStep(post_compact)");
-        batch_destroy(&b);
-        return rc;
-    }
-    provider_result_clear(&ctx->call_res);
-    unsigned heard = h->heard;
-    ctx->body_free(ctx->body);
-    ctx->body = NULL;
-    ctx->body_free = NULL;
-    return s_step(ctx, conn, heard);
-}
-
-/* Makes event (data stolen, {history_version} added) the step's call; TASKCTX_CALL. */
-static taskctx_rc_t s_hear(taskctx_t *ctx, hooks_event_t event, json_t *data, unsigned heard,
-                           const char *request_id) {
-    s_heard_t *h = mem_calloc(1, sizeof *h);
-    h->event = event;
-    h->heard = heard;
-    h->data = data;
-    json_object_set_new(data, "history_version", json_integer(ctx->fence.history_version));
-    snprintf(h->request_id, sizeof h->request_id, "%s", request_id ? request_id : "");
-    ctx->body = h;
-    ctx->body_free = s_heard_free;
-    ctx->call_start = s_heard_start;
-    ctx->next = s_after_heard;
-    log_info("hook_event", "chat_id=%s hook=%s history_version=%lld", ctx->chat_id,
-             hooks_event_name(event), (long long)ctx->fence.history_version);
-    return TASKCTX_CALL;
-}
-
-/* With hooks on, the pending local calls (not MCP, dynamic or the finalizer) as a new array,
- * or NULL when there are none or hooks are off. */
-static json_t *s_hooked_calls(const taskctx_t *ctx, const json_t *pending, const history_t *h) {
-    if (!hooks_enabled(ctx->env->hooks)) {
-        return NULL;
-    }
-    json_t *local = json_array();
-    size_t i;
-    json_t *c;
-    json_array_foreach(pending, i, c) {
-        if (batch_runs_locally(h->dynamic_tools, s_str(c, "tool_name"))) {
-            json_array_append(local, c);
-        }
-    }
-    if (json_array_size(local) == 0) {
-        json_decref(local);
-        return NULL;
-    }
-    return local;
-}
-
-/* Pending calls read back from history (DECIDE_RUN_LOCAL): local ones answered here; once
- * only MCP calls are left, they are made on the loop with no connection held, and the phase
- * after commits their results. */
-static taskctx_rc_t s_run_pending(taskctx_t *ctx, PGconn *conn, const json_t *pending,
-                                  const history_t *h, const structured_turn_t *turn) {
-    json_t *local = s_hooked_calls(ctx, pending, h);
-    if (local) {
-        s_hooked_t *hk = mem_calloc(1, sizeof *hk);
-        hk->calls = local;
-        snprintf(hk->request_id, sizeof hk->request_id, "%s", turn ? turn->request_id : "");
-        ctx->body = hk;
-        ctx->body_free = s_hooked_free;
-        ctx->call_start = s_hooked_start;
-        ctx->next = s_hooked_commit;
-        log_info("hooked_calls", "chat_id=%s calls=%zu", ctx->chat_id, json_array_size(local));
-        return TASKCTX_CALL;
-    }
-    json_t *mcp = json_array();
-    size_t i;
-    json_t *c;
-    json_array_foreach(pending, i, c) {
-        if (mcpset_is_tool(s_str(c, "tool_name"))) {
-            json_array_append(mcp, c);
-        }
-    }
-    if (json_array_size(mcp) < json_array_size(pending)) {
-        json_decref(mcp);
-        batch_t *b = batch_new();
-        batch_pending(b, pending, h->dynamic_tools, turn, NULL);
-        return s_commit_batch(ctx, conn, &b, false);
-    }
-    s_mcp_t *m = mem_calloc(1, sizeof *m);
-    m->calls = mcp;
-    m->enabled = json_incref(h->mcp_servers);
-    m->hooked = hooks_enabled(ctx->env->hooks);
-    snprintf(m->request_id, sizeof m->request_id, "%s", turn ? turn->request_id : "");
-    ctx->body = m;
-    ctx->body_free = s_mcp_free;
-    ctx->call_start = s_mcp_start;
-    ctx->next = s_mcp_commit;
-    log_info("mcp_calls", "chat_id=%s calls=%zu", ctx->chat_id, json_array_size(mcp));
-    return TASKCTX_CALL;
 }
 
 /* One model reply in one CommitStep (batch.h). */
@@ -615,7 +101,7 @@ static taskctx_rc_t s_commit_reply(taskctx_t *ctx, PGconn *conn, const history_t
                  res->finish[0] ? res->finish : "stop", rejection ? rejection : "-", candidate,
                  turn->st.rejections);
     }
-    taskctx_rc_t rc = s_commit_batch(ctx, conn, &b, last);
+    taskctx_rc_t rc = stepbundle_commit_batch(ctx, conn, &b, last);
     free(usage);
     return rc;
 }
@@ -739,7 +225,7 @@ static taskctx_rc_t s_model_failed(taskctx_t *ctx, PGconn *conn, const provider_
              give_up, (long long)delay, log_quote(res->error, q, sizeof q));
     char *ej = s_error_json(res, attempt, !give_up, delay);
     provider_result_clear(res);
-    s_args_t a = {.fence = &ctx->fence, .error_json = ej};
+    stepbundle_args_t a = {.fence = &ctx->fence, .error_json = ej};
     taskctx_rc_t rc;
     if (give_up) {
         if (turn) {
@@ -747,14 +233,14 @@ static taskctx_rc_t s_model_failed(taskctx_t *ctx, PGconn *conn, const provider_
             a.receipt_status = "failed";
             a.receipt_code = "generation_failed";
         }
-        rc = taskctx_bundle(ctx, conn, s_finish_error, &a, "FinishError");
+        rc = taskctx_bundle(ctx, conn, stepbundle_finish_error, &a, "FinishError");
         if (rc == TASKCTX_DONE) {
             atomic_fetch_add(&env->counters.turns_failed, 1);
         }
         free(ej);
         return rc;
     }
-    rc = taskctx_bundle(ctx, conn, s_record_retry, &a, "RecordRetryState");
+    rc = taskctx_bundle(ctx, conn, stepbundle_record_retry, &a, "RecordRetryState");
     free(ej);
     if (rc == TASKCTX_DONE) {
         *delay_ms = delay;
@@ -923,9 +409,11 @@ static taskctx_rc_t s_commit_summary(taskctx_t *ctx, PGconn *conn, provider_resu
                               .summary_model = g->model.name,
                               .trigger = &g->h.trigger};
     compaction_step_t *step = compaction_step_new(summary, g->replay, &meta);
-    s_args_t a = {.fence = &ctx->fence, .automatic = !strcmp(g->source, COMPACTION_AUTOMATIC)};
+    stepbundle_args_t a = {.fence = &ctx->fence,
+                           .automatic = !strcmp(g->source, COMPACTION_AUTOMATIC)};
     a.msgs = compaction_step_rows(step, &a.count);
-    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_commit_compaction, &a, "CommitStep(compaction)");
+    taskctx_rc_t rc =
+        taskctx_bundle(ctx, conn, stepbundle_commit_compaction, &a, "CommitStep(compaction)");
     if (rc == TASKCTX_DONE) {
         log_info("compaction_committed",
                  "chat_id=%s source=%s summary_model=%s summary_bytes=%zu replayed=%zu"
@@ -975,8 +463,9 @@ static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn) {
     if (!conn) {
         return TASKCTX_RETRY;
     }
-    s_args_t a = {.fence = &ctx->fence};
-    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_record_attempt, &a, "RecordGenerationAttempt");
+    stepbundle_args_t a = {.fence = &ctx->fence};
+    taskctx_rc_t rc =
+        taskctx_bundle(ctx, conn, stepbundle_record_attempt, &a, "RecordGenerationAttempt");
     return rc == TASKCTX_DONE ? s_start_call(ctx, a.attempt) : rc;
 }
 
@@ -1068,7 +557,7 @@ static taskctx_rc_t s_start_title(taskctx_t *ctx, int64_t attempt) {
 }
 
 static provider_call_t *s_pre_compact_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
-    return s_event_start(ctx, HOOKS_PRE_COMPACT, done, arg);
+    return toolstep_event_start(ctx, HOOKS_PRE_COMPACT, done, arg);
 }
 
 /* The phase after the pre_compact hook (§7.10): the summary call, or FinishError. */
@@ -1079,7 +568,7 @@ static taskctx_rc_t s_after_pre_compact(taskctx_t *ctx, PGconn *conn) {
         /* The context the answer added guides the summary (§7.10). */
         compaction_guide(g->prompt, ctx->call_res.content);
     }
-    if (s_event_ended(ctx, conn, &rc)) {
+    if (toolstep_event_ended(ctx, conn, &rc)) {
         return rc;
     }
     return s_start_call(ctx, g->hooked_attempt);
@@ -1093,8 +582,9 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
                                  const char *source) {
     bool compact = source != NULL;
     if (!json_is_object(h->model)) {
-        return s_fail_request(ctx, conn, open ? turn->request_id : NULL, "configuration_error",
-                              "config", "no model config is available");
+        return stepbundle_fail_request(ctx, conn, open ? turn->request_id : NULL,
+                                       "configuration_error", "config",
+                                       "no model config is available");
     }
     s_gen_t *g = mem_calloc(1, sizeof *g);
     g->h = *h;
@@ -1147,7 +637,8 @@ static bool s_structured_step(taskctx_t *ctx, PGconn *conn, const history_t *h,
                              why, sizeof why) != 0) {
         log_warn("structured_config", "chat_id=%s request_id=%s reason=%s", ctx->chat_id,
                  h->request_id, why);
-        *rc = s_fail_request(ctx, conn, h->request_id, "configuration_error", "config", why);
+        *rc =
+            stepbundle_fail_request(ctx, conn, h->request_id, "configuration_error", "config", why);
         return true;
     }
     *open = true;
@@ -1167,14 +658,15 @@ static bool s_structured_step(taskctx_t *ctx, PGconn *conn, const history_t *h,
         return false;
     }
     /* The request's end (not feedback, after which the turn goes on): stop first. */
-    if (sd != STRUCTURED_FEEDBACK && hooks_enabled(ctx->env->hooks) && !(heard & S_HEARD_STOP)) {
-        *rc = s_hear(ctx, HOOKS_STOP,
-                     json_pack("{s:s, s:s}", "request_id", turn->request_id, "outcome",
-                               structured_decision_name(sd)),
-                     heard | S_HEARD_STOP, turn->request_id);
+    if (sd != STRUCTURED_FEEDBACK && hooks_enabled(ctx->env->hooks) &&
+        !(heard & TOOLSTEP_HEARD_STOP)) {
+        *rc = toolstep_hear(ctx, HOOKS_STOP,
+                            json_pack("{s:s, s:s}", "request_id", turn->request_id, "outcome",
+                                      structured_decision_name(sd)),
+                            heard | TOOLSTEP_HEARD_STOP, turn->request_id, s_step);
         return true;
     }
-    *rc = s_turn_end(ctx, conn, turn, sd);
+    *rc = stepbundle_turn_end(ctx, conn, turn, sd);
     return true;
 }
 
@@ -1187,7 +679,7 @@ static taskctx_rc_t s_over_limit(taskctx_t *ctx, PGconn *conn, const compaction_
         "compaction_over_limit",
         "chat_id=%s context_tokens=%lld threshold_percent=%d trigger_context_limit_tokens=%lld",
         ctx->chat_id, (long long)tokens, t->threshold_percent, (long long)t->trigger_limit);
-    taskctx_rc_t rc = s_finish_failed(ctx, conn, request_id, "generation_failed", ej);
+    taskctx_rc_t rc = stepbundle_finish_failed(ctx, conn, request_id, "generation_failed", ej);
     free(ej);
     return rc;
 }
@@ -1224,7 +716,7 @@ static int s_read_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     /* A compaction that is the latest history change has not been announced yet in this
      * task: post_compact first, with nothing recorded (a step made again after a takeover
      * sends it again, with the same id). */
-    r->post_compact = !(r->heard & S_HEARD_POST_COMPACT) && hooks_enabled(ctx->env->hooks) &&
+    r->post_compact = !(r->heard & TOOLSTEP_HEARD_POST_COMPACT) && hooks_enabled(ctx->env->hooks) &&
                       r->h.summary && r->h.summary_revision == r->h.history_version;
     if (r->post_compact) {
         return TASKCTX_BUNDLE_EMPTY;
@@ -1275,7 +767,8 @@ static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard) {
                                  "summary", json_object_get(r.h.summary, "summary"));
         json_decref(r.pending);
         history_clear(&r.h);
-        return s_hear(ctx, HOOKS_POST_COMPACT, data, heard | S_HEARD_POST_COMPACT, NULL);
+        return toolstep_hear(ctx, HOOKS_POST_COMPACT, data, heard | TOOLSTEP_HEARD_POST_COMPACT,
+                             NULL, s_step);
     }
     history_t h = r.h;
     json_t *pending = r.pending;
@@ -1292,26 +785,20 @@ static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard) {
     bool handled = d != DECIDE_COMPACT && h.request_id[0] &&
                    s_structured_step(ctx, conn, &h, &turn, &open, d, heard, &rc);
     structured_turn_t *t = open ? &turn : NULL;
-    s_args_t a = {.fence = &ctx->fence};
+    stepbundle_args_t a = {.fence = &ctx->fence};
     switch (handled ? -1 : (int)d) {
         case DECIDE_RUN_LOCAL:
-            rc = s_run_pending(ctx, conn, pending, &h, t);
+            rc = toolstep_run_pending(ctx, conn, pending, &h, t);
             break;
         case DECIDE_REQUIRES_ACTION:
-            rc = taskctx_bundle(ctx, conn, s_enter_ra, &a, "EnterRequiresAction");
+            rc = taskctx_bundle(ctx, conn, stepbundle_enter_ra, &a, "EnterRequiresAction");
             break;
         case DECIDE_FINISH_TURN:
             if (hooks_enabled(ctx->env->hooks)) { /* the stop hook first (§7.10) */
-                if (s_stop_continued(h.messages)) {
-                    ctx->body = json_true(); /* went on once: a model_context ends it now */
-                    ctx->body_free = s_json_free;
-                }
-                ctx->call_start = s_stop_start;
-                ctx->next = s_stop_commit;
-                rc = TASKCTX_CALL;
+                rc = toolstep_stop(ctx, h.messages);
                 break;
             }
-            rc = taskctx_bundle(ctx, conn, s_finish_turn, &a, "FinishTurn");
+            rc = taskctx_bundle(ctx, conn, stepbundle_finish_turn, &a, "FinishTurn");
             if (rc == TASKCTX_DONE) {
                 atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
             }
