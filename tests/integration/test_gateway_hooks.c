@@ -42,45 +42,20 @@ static void s_push_text(const char *text) {
 }
 
 static void s_create(const char *text, char chat[ID_UUID_LEN + 1]) {
-    char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
-    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
-    proc_http_t r;
-    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
-    free(body);
-    assert_int_equal(r.status, 201);
-    json_t *v = json_loads(r.body, 0, NULL);
-    snprintf(chat, ID_UUID_LEN + 1, "%s", json_string_value(json_object_get(v, "id")));
-    json_decref(v);
-    proc_http_free(&r);
+    assert_int_equal(cluster_create_chat(s_cluster, 0, text, chat), 201);
 }
 
 /* Sends text to chat; returns the status, and the parsed answer in *out when out is given. */
 static long s_send(const char *chat, const char *text, json_t **out) {
-    char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats/%s/messages", cluster_url(s_cluster, 0), chat);
-    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
-    proc_http_t r;
-    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
-    free(body);
-    printf("  send: %ld %s\n", r.status, r.body);
-    if (out) {
-        *out = json_loads(r.body, 0, NULL);
-    }
-    long status = r.status;
-    proc_http_free(&r);
-    return status;
+    return cluster_send(s_cluster, 0, chat, text, out);
 }
 
 /* Waits until the chat's status (and owner) is want ("waiting:true"). */
 static void s_wait_status(const char *chat, const char *want) {
-    char *q =
-        mem_printf("SELECT status || ':' || (worker_id IS NULL) FROM chats WHERE id = '%s'", chat);
-    if (cluster_wait(s_cluster, q, want, WAIT_MS) < 0) {
-        char *got = cluster_sql(s_cluster, "%s", q);
-        fail_msg("chat %s is %s, not %s", chat, got ? got : "(none)", want);
+    char got[64];
+    if (cluster_wait_status(s_cluster, chat, want, WAIT_MS, got, sizeof got) != 0) {
+        fail_msg("chat %s is %s, not %s", chat, got, want);
     }
-    free(q);
 }
 
 /* The requests the consumer kept from index from on for chat, each signed (an array). */
@@ -88,16 +63,6 @@ static json_t *s_events(int from, const char *chat) {
     json_t *out = hookcons_events(s_cons, from, chat, S_SECRET);
     assert_non_null(out); /* every delivery verifies */
     return out;
-}
-
-static const char *s_field(const json_t *ev, const char *k) {
-    const char *s = json_string_value(json_object_get(ev, k));
-    return s ? s : "";
-}
-
-static const char *s_data(const json_t *ev, const char *k) {
-    const char *s = json_string_value(json_object_get(json_object_get(ev, "data"), k));
-    return s ? s : "";
 }
 
 /* The number of chat_messages rows of chat, as text (caller frees). */
@@ -227,10 +192,10 @@ static void test_an_edit_starts_a_session_and_submits_its_prompt(void **state) {
     s_wait_status(chat, "waiting:true");
     json_t *evs = s_events(from, chat);
     assert_true(json_array_size(evs) >= 3);
-    assert_string_equal(s_field(json_array_get(evs, 0), "event"), "session_start");
-    assert_string_equal(s_data(json_array_get(evs, 0), "source"), "edit");
-    assert_string_equal(s_field(json_array_get(evs, 1), "event"), "user_prompt_submit");
-    assert_string_equal(s_data(json_array_get(evs, 1), "prompt"), "edited");
+    assert_string_equal(hookcons_str(json_array_get(evs, 0), "event", false), "session_start");
+    assert_string_equal(hookcons_str(json_array_get(evs, 0), "source", true), "edit");
+    assert_string_equal(hookcons_str(json_array_get(evs, 1), "event", false), "user_prompt_submit");
+    assert_string_equal(hookcons_str(json_array_get(evs, 1), "prompt", true), "edited");
     json_decref(evs);
     char *c = cluster_sql(s_cluster,
                           "SELECT content::text FROM chat_messages WHERE chat_id = '%s' AND role ="
@@ -306,8 +271,8 @@ static void test_an_a2a_prompt_goes_through_the_same_hooks(void **state) {
     free(c);
     json_t *evs = s_events(0, chat);
     assert_int_equal(json_array_size(evs), 2);
-    assert_string_equal(s_field(json_array_get(evs, 0), "event"), "session_start");
-    assert_string_equal(s_data(json_array_get(evs, 1), "source"), "a2a");
+    assert_string_equal(hookcons_str(json_array_get(evs, 0), "event", false), "session_start");
+    assert_string_equal(hookcons_str(json_array_get(evs, 1), "source", true), "a2a");
     json_decref(evs);
     s_wait_status(chat, "waiting:true");
     hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);

@@ -55,45 +55,20 @@ static void s_push_echo(const char *id, const char *args) {
 }
 
 static void s_create(const char *text, char chat[ID_UUID_LEN + 1]) {
-    char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
-    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
-    proc_http_t r;
-    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
-    free(body);
-    assert_int_equal(r.status, 201);
-    json_t *v = json_loads(r.body, 0, NULL);
-    snprintf(chat, ID_UUID_LEN + 1, "%s", json_string_value(json_object_get(v, "id")));
-    json_decref(v);
-    proc_http_free(&r);
+    assert_int_equal(cluster_create_chat(s_cluster, 0, text, chat), 201);
 }
 
 /* Sends text to chat; returns the status, and the parsed answer in *out when out is given. */
 static long s_send(const char *chat, const char *text, json_t **out) {
-    char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats/%s/messages", cluster_url(s_cluster, 0), chat);
-    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
-    proc_http_t r;
-    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
-    free(body);
-    printf("  send: %ld %s\n", r.status, r.body);
-    if (out) {
-        *out = json_loads(r.body, 0, NULL);
-    }
-    long status = r.status;
-    proc_http_free(&r);
-    return status;
+    return cluster_send(s_cluster, 0, chat, text, out);
 }
 
 /* Waits until the chat's status (and owner) is want ("waiting:true", "error:true"). */
 static void s_wait_status(const char *chat, const char *want) {
-    char *q =
-        mem_printf("SELECT status || ':' || (worker_id IS NULL) FROM chats WHERE id = '%s'", chat);
-    if (cluster_wait(s_cluster, q, want, WAIT_MS) < 0) {
-        char *got = cluster_sql(s_cluster, "%s", q);
-        fail_msg("chat %s is %s, not %s", chat, got ? got : "(none)", want);
+    char got[64];
+    if (cluster_wait_status(s_cluster, chat, want, WAIT_MS, got, sizeof got) != 0) {
+        fail_msg("chat %s is %s, not %s", chat, got, want);
     }
-    free(q);
 }
 
 /* The one tool row answering call id in chat, as text (caller frees). */
@@ -118,16 +93,6 @@ static json_t *s_events(int from, const char *chat) {
     json_t *out = hookcons_events(s_cons, from, chat, S_SECRET);
     assert_non_null(out); /* every delivery verifies */
     return out;
-}
-
-static const char *s_field(const json_t *ev, const char *k) {
-    const char *s = json_string_value(json_object_get(ev, k));
-    return s ? s : "";
-}
-
-static const char *s_data(const json_t *ev, const char *k) {
-    const char *s = json_string_value(json_object_get(json_object_get(ev, "data"), k));
-    return s ? s : "";
 }
 
 /* Polls until the consumer has n events of chat; returns them (an array). */
@@ -163,36 +128,39 @@ static void test_a_tool_call_is_announced_before_and_after_with_its_ids(void **s
     /* The gateway's admission events first, before anything was committed. */
     json_t *start = json_array_get(evs, 0);
     json_t *prompt = json_array_get(evs, 1);
-    assert_string_equal(s_field(start, "event"), "session_start");
-    assert_string_equal(s_field(prompt, "event"), "user_prompt_submit");
-    assert_string_equal(s_data(prompt, "prompt"), "echo please");
-    assert_string_equal(s_data(start, "submission_id"), s_data(prompt, "submission_id"));
+    assert_string_equal(hookcons_str(start, "event", false), "session_start");
+    assert_string_equal(hookcons_str(prompt, "event", false), "user_prompt_submit");
+    assert_string_equal(hookcons_str(prompt, "prompt", true), "echo please");
+    assert_string_equal(hookcons_str(start, "submission_id", true),
+                        hookcons_str(prompt, "submission_id", true));
     json_t *pre = json_array_get(evs, 2);
     json_t *post = json_array_get(evs, 3);
     json_t *stop = json_array_get(evs, 4);
-    assert_string_equal(s_field(stop, "event"), "stop"); /* the turn's end, after its reply */
-    assert_string_equal(s_field(pre, "event"), "pre_tool_use");
-    assert_string_equal(s_field(post, "event"), "post_tool_use");
-    assert_string_equal(s_data(pre, "tool_call_id"), "call_ov");
-    assert_string_equal(s_data(pre, "tool_name"), "echo");
-    assert_string_equal(s_data(post, "tool_call_id"), "call_ov");
+    assert_string_equal(hookcons_str(stop, "event", false),
+                        "stop"); /* the turn's end, after its reply */
+    assert_string_equal(hookcons_str(pre, "event", false), "pre_tool_use");
+    assert_string_equal(hookcons_str(post, "event", false), "post_tool_use");
+    assert_string_equal(hookcons_str(pre, "tool_call_id", true), "call_ov");
+    assert_string_equal(hookcons_str(pre, "tool_name", true), "echo");
+    assert_string_equal(hookcons_str(post, "tool_call_id", true), "call_ov");
     /* The ids are those of the durable coordinates (chat, history_version, event, call). */
     json_int_t hv =
         json_integer_value(json_object_get(json_object_get(pre, "data"), "history_version"));
     char id[HOOKS_EVENT_ID_LEN + 1];
-    hooks_event_id(chat, 0, 0, HOOKS_SESSION_START, s_data(start, "submission_id"), id);
-    assert_string_equal(s_field(start, "event_id"), id);
-    hooks_event_id(chat, 0, 0, HOOKS_USER_PROMPT_SUBMIT, s_data(prompt, "submission_id"), id);
-    assert_string_equal(s_field(prompt, "event_id"), id);
+    hooks_event_id(chat, 0, 0, HOOKS_SESSION_START, hookcons_str(start, "submission_id", true), id);
+    assert_string_equal(hookcons_str(start, "event_id", false), id);
+    hooks_event_id(chat, 0, 0, HOOKS_USER_PROMPT_SUBMIT,
+                   hookcons_str(prompt, "submission_id", true), id);
+    assert_string_equal(hookcons_str(prompt, "event_id", false), id);
     hooks_event_id(chat, hv, 0, HOOKS_PRE_TOOL_USE, "call_ov", id);
-    assert_string_equal(s_field(pre, "event_id"), id);
+    assert_string_equal(hookcons_str(pre, "event_id", false), id);
     hooks_event_id(chat, hv, 0, HOOKS_POST_TOOL_USE, "call_ov", id);
-    assert_string_equal(s_field(post, "event_id"), id);
+    assert_string_equal(hookcons_str(post, "event_id", false), id);
     json_int_t stop_hv =
         json_integer_value(json_object_get(json_object_get(stop, "data"), "history_version"));
     assert_true(stop_hv > hv);
     hooks_event_id(chat, stop_hv, 0, HOOKS_STOP, NULL, id);
-    assert_string_equal(s_field(stop, "event_id"), id);
+    assert_string_equal(hookcons_str(stop, "event_id", false), id);
     char *post_text = json_dumps(post, JSON_COMPACT);
     assert_non_null(strstr(post_text, "overridden")); /* post_tool_use carries the result */
     free(post_text);
@@ -336,11 +304,11 @@ static void test_a_compaction_is_announced_and_fails_closed(void **state) {
     assert_int_equal(json_array_size(evs), 3);
     json_t *pre = json_array_get(evs, 0);
     json_t *post = json_array_get(evs, 1);
-    assert_string_equal(s_field(pre, "event"), "pre_compact");
+    assert_string_equal(hookcons_str(pre, "event", false), "pre_compact");
     /* post_compact once the triplet committed, at that commit's history_version. */
-    assert_string_equal(s_field(post, "event"), "post_compact");
-    assert_string_equal(s_data(post, "source"), "manual");
-    assert_string_equal(s_data(post, "summary"), "SUMMARY-HOOKED");
+    assert_string_equal(hookcons_str(post, "event", false), "post_compact");
+    assert_string_equal(hookcons_str(post, "source", true), "manual");
+    assert_string_equal(hookcons_str(post, "summary", true), "SUMMARY-HOOKED");
     json_int_t hv =
         json_integer_value(json_object_get(json_object_get(post, "data"), "history_version"));
     char *committed = cluster_sql(s_cluster,
@@ -351,8 +319,9 @@ static void test_a_compaction_is_announced_and_fails_closed(void **state) {
     free(committed);
     char id[HOOKS_EVENT_ID_LEN + 1];
     hooks_event_id(chat, hv, 0, HOOKS_POST_COMPACT, NULL, id);
-    assert_string_equal(s_field(post, "event_id"), id);
-    assert_string_equal(s_field(json_array_get(evs, 2), "event"), "stop"); /* the turn's end */
+    assert_string_equal(hookcons_str(post, "event_id", false), id);
+    assert_string_equal(hookcons_str(json_array_get(evs, 2), "event", false),
+                        "stop"); /* the turn's end */
     json_decref(evs);
     char *n = cluster_sql(s_cluster,
                           "SELECT count(*) FROM chat_messages WHERE chat_id = '%s' AND"
@@ -393,16 +362,17 @@ static void test_a_step_made_again_after_takeover_sends_the_same_event_ids(void 
     s_wait_status(chat, "waiting:true");
     json_t *evs = s_events(from, chat);
     assert_int_equal(json_array_size(evs), 6);
-    assert_string_equal(s_field(json_array_get(evs, 0), "event"), "session_start");
-    assert_string_equal(s_field(json_array_get(evs, 1), "event"), "user_prompt_submit");
+    assert_string_equal(hookcons_str(json_array_get(evs, 0), "event", false), "session_start");
+    assert_string_equal(hookcons_str(json_array_get(evs, 1), "event", false), "user_prompt_submit");
     json_t *first = json_array_get(evs, 2);
     json_t *again = json_array_get(evs, 3);
-    assert_string_equal(s_field(first, "event"), "pre_tool_use");
-    assert_string_equal(s_field(again, "event"), "pre_tool_use");
+    assert_string_equal(hookcons_str(first, "event", false), "pre_tool_use");
+    assert_string_equal(hookcons_str(again, "event", false), "pre_tool_use");
     /* Delivered twice with one id: the consumer deduplicates on it. */
-    assert_string_equal(s_field(first, "event_id"), s_field(again, "event_id"));
-    assert_string_equal(s_field(json_array_get(evs, 4), "event"), "post_tool_use");
-    assert_string_equal(s_field(json_array_get(evs, 5), "event"), "stop");
+    assert_string_equal(hookcons_str(first, "event_id", false),
+                        hookcons_str(again, "event_id", false));
+    assert_string_equal(hookcons_str(json_array_get(evs, 4), "event", false), "post_tool_use");
+    assert_string_equal(hookcons_str(json_array_get(evs, 5), "event", false), "stop");
     json_decref(evs);
     char *r = s_result(chat, "call_again"); /* exactly one result committed */
     free(r);
@@ -446,9 +416,9 @@ static void test_a_structured_request_hears_stop_before_its_receipt(void **state
     size_t n = json_array_size(evs);
     assert_true(n >= 3);
     json_t *stop = json_array_get(evs, n - 1);
-    assert_string_equal(s_field(stop, "event"), "stop");
-    assert_string_equal(s_data(stop, "request_id"), rid);
-    assert_string_equal(s_data(stop, "outcome"), "succeed");
+    assert_string_equal(hookcons_str(stop, "event", false), "stop");
+    assert_string_equal(hookcons_str(stop, "request_id", true), rid);
+    assert_string_equal(hookcons_str(stop, "outcome", true), "succeed");
     json_decref(evs);
     /* A failed stop at the request's end fails the request: a failed receipt, the chat in
      * error. */
@@ -491,12 +461,12 @@ static void s_wait_log(const char *text) {
 /* Asserts that ev is event with the id of (chat, hv, event, call id or submission). */
 static void s_expect_event(const json_t *ev, hooks_event_t event, const char *chat,
                            const char *coordinate) {
-    assert_string_equal(s_field(ev, "event"), hooks_event_name(event));
+    assert_string_equal(hookcons_str(ev, "event", false), hooks_event_name(event));
     json_int_t hv =
         json_integer_value(json_object_get(json_object_get(ev, "data"), "history_version"));
     char id[HOOKS_EVENT_ID_LEN + 1];
     hooks_event_id(chat, hv, 0, event, coordinate, id);
-    assert_string_equal(s_field(ev, "event_id"), id);
+    assert_string_equal(hookcons_str(ev, "event_id", false), id);
     printf("  %-18s history_version=%lld id=%.12s\n", hooks_event_name(event), (long long)hv, id);
 }
 
@@ -534,11 +504,11 @@ static void test_every_event_of_a_turn_with_an_mcp_call_and_a_compaction(void **
     s_wait_status(chat, "waiting:true");
     json_t *evs = s_events(from, chat);
     assert_int_equal(json_array_size(evs), 8);
-    const char *sub = s_data(json_array_get(evs, 0), "submission_id");
+    const char *sub = hookcons_str(json_array_get(evs, 0), "submission_id", true);
     s_expect_event(json_array_get(evs, 0), HOOKS_SESSION_START, chat, sub);
     s_expect_event(json_array_get(evs, 1), HOOKS_USER_PROMPT_SUBMIT, chat, sub);
     s_expect_event(json_array_get(evs, 2), HOOKS_PRE_TOOL_USE, chat, "call_mcp");
-    assert_string_equal(s_data(json_array_get(evs, 2), "tool_name"), "mcp__paged__t1");
+    assert_string_equal(hookcons_str(json_array_get(evs, 2), "tool_name", true), "mcp__paged__t1");
     s_expect_event(json_array_get(evs, 3), HOOKS_POST_TOOL_USE, chat, "call_mcp");
     char *post = json_dumps(json_array_get(evs, 3), JSON_COMPACT);
     assert_non_null(strstr(post, "called t1 with")); /* the server's result */
@@ -669,8 +639,8 @@ static void test_a_stop_with_model_context_continues_the_turn_once(void **state)
     json_decref(second);
     json_t *evs = s_events(from, chat);
     size_t n = json_array_size(evs);
-    assert_string_equal(s_field(json_array_get(evs, n - 2), "event"), "stop");
-    assert_string_equal(s_field(json_array_get(evs, n - 1), "event"), "stop");
+    assert_string_equal(hookcons_str(json_array_get(evs, n - 2), "event", false), "stop");
+    assert_string_equal(hookcons_str(json_array_get(evs, n - 1), "event", false), "stop");
     json_decref(evs);
     hookcons_answer(s_cons, "stop", 200, "{}", false);
 }

@@ -1,5 +1,6 @@
 /* cluster: a whole cluster of real processes for tests; see cluster.h. */
 #include "cluster.h"
+#include <jansson.h>
 #include "db.h"
 #include "id.h"
 #include "mem.h"
@@ -514,4 +515,52 @@ int64_t cluster_wait(cluster_t *self, const char *sql, const char *want, int64_t
         struct timespec ts = {0, 5 * 1000 * 1000}; /* poll interval, not a wait for state */
         nanosleep(&ts, NULL);
     }
+}
+
+/* POSTs one user message text to path of gateway gw; the status, the body into *out. */
+static long s_post_text(cluster_t *self, int gw, const char *path, const char *text, json_t **out) {
+    char url[512];
+    snprintf(url, sizeof url, "%s%s", cluster_url(self, gw), path);
+    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
+    proc_http_t r;
+    int rc = proc_http("POST", url, cluster_token(self), body, &r);
+    free(body);
+    if (rc != 0) {
+        return -1;
+    }
+    if (out) {
+        *out = json_loads(r.body, 0, NULL);
+    }
+    long status = r.status;
+    proc_http_free(&r);
+    return status;
+}
+
+long cluster_create_chat(cluster_t *self, int gw, const char *text, char chat[ID_UUID_LEN + 1]) {
+    json_t *v = NULL;
+    long status = s_post_text(self, gw, "/api/v2/chats", text, &v);
+    const char *id = json_string_value(json_object_get(v, "id"));
+    snprintf(chat, ID_UUID_LEN + 1, "%s", status == 201 && id ? id : "");
+    json_decref(v);
+    return status;
+}
+
+long cluster_send(cluster_t *self, int gw, const char *chat, const char *text, json_t **out) {
+    char path[128];
+    snprintf(path, sizeof path, "/api/v2/chats/%s/messages", chat);
+    return s_post_text(self, gw, path, text, out);
+}
+
+int cluster_wait_status(cluster_t *self, const char *chat, const char *want, int64_t timeout_ms,
+                        char *got, size_t got_len) {
+    char *q =
+        mem_printf("SELECT status || ':' || (worker_id IS NULL) FROM chats WHERE id = '%s'", chat);
+    int rc = cluster_wait(self, q, want, timeout_ms) < 0 ? -1 : 0;
+    if (rc != 0 && got) {
+        char *last = cluster_sql(self, "%s", q);
+        snprintf(got, got_len, "%s", last ? last : "(none)");
+        free(last);
+    }
+    free(q);
+    return rc;
 }

@@ -9,9 +9,11 @@
 #define CHATFLEET_CLUSTER_H
 
 #include <libpq-fe.h>
+#include <jansson.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "id.h"
 #include "tlsca.h"
 
 #define CLUSTER_GATEWAYS_MAX 4
@@ -102,5 +104,18 @@ char *cluster_sql(cluster_t *self, const char *fmt, ...) __attribute__((format(p
 
 /* Polls sql until its value equals want; the milliseconds it took, or -1 past timeout_ms. */
 int64_t cluster_wait(cluster_t *self, const char *sql, const char *want, int64_t timeout_ms);
+
+/* POST /api/v2/chats with one user message text (put in the JSON as is) through gateway gw:
+ * the HTTP status (-1 when no answer came), and the new chat's id into chat on 201. */
+long cluster_create_chat(cluster_t *self, int gw, const char *text, char chat[ID_UUID_LEN + 1]);
+
+/* POST /api/v2/chats/{chat}/messages with text through gateway gw: the HTTP status (-1 when
+ * no answer came), and the parsed answer into *out when out is given (the caller decrefs). */
+long cluster_send(cluster_t *self, int gw, const char *chat, const char *text, json_t **out);
+
+/* Waits until the chat's "<status>:<owner is null>" equals want (e.g. "waiting:true"): 0, or
+ * -1 past timeout_ms with what it was last into got (got_len bytes). */
+int cluster_wait_status(cluster_t *self, const char *chat, const char *want, int64_t timeout_ms,
+                        char *got, size_t got_len);
 
 #endif

@@ -275,3 +275,9 @@ json_t *hookcons_events(hookcons_t *self, int from, const char *chat, const char
     }
     return out;
 }
+
+const char *hookcons_str(const json_t *ev, const char *key, bool in_data) {
+    const json_t *from = in_data ? json_object_get(ev, "data") : ev;
+    const char *v = json_string_value(json_object_get(from, key));
+    return v ? v : "";
+}

@@ -36,4 +36,7 @@ char *hookcons_header(hookcons_t *self, int i, const char *name);
  * body, hooks.h) or its body is not JSON: every delivery must verify. */
 json_t *hookcons_events(hookcons_t *self, int from, const char *chat, const char *secret);
 
+/* The string at key of an event of hookcons_events (at data.key when in_data), or "". */
+const char *hookcons_str(const json_t *ev, const char *key, bool in_data);
+
 #endif
