@@ -512,6 +512,11 @@ static taskctx_rc_t s_after_title(taskctx_t *ctx, PGconn *conn) {
                  log_quote(title ? "a user title, or the write failed" : reason, q, sizeof q));
     }
     free(title);
+    /* Nothing of the title call is needed past here: its compiled format and prompt go now,
+     * not with the step, which may stream for a minute. */
+    outformat_destroy(&g->title_fmt);
+    json_decref(g->title_prompt);
+    g->title_prompt = NULL;
     if (rc == TASKCTX_QUIET) {
         return rc;
     }
