@@ -358,15 +358,14 @@ static void s_tick_all(hub_t *self, int64_t now) {
     pthread_mutex_unlock(&self->lock);
 }
 
-/* Wakes the streams of the n chats whose versions were read (vers NULL: the read failed, so
- * all of them are synced). Lock held. */
+/* Wakes the streams of the n chats whose versions were read. Lock held. */
 static void s_poll_apply(hub_t *self, char (*keys)[HUB_KEY_MAX], size_t n, const int64_t *vers) {
     for (size_t i = 0; i < n; i++) {
         bucket_t *b = zhashx_lookup(self->buckets, keys[i]);
         if (!b) {
             continue; /* its streams closed meanwhile */
         }
-        if (!vers || vers[i] < 0) {
+        if (vers[i] < 0) {
             s_sync_entries(self, b, NULL); /* a gone chat closes its streams at their sync */
         } else if (vers[i] > b->known) {
             /* A change no hint announced (or the first poll of the chat): a hint of our own. */
@@ -401,10 +400,13 @@ static void s_poll(hub_t *self) {
         for (size_t i = 0; i < m; i++) {
             ids[i] = keys[at + i];
         }
-        bool read = fn(ctx, ids, m, vers) == 0; /* without the lock: it waits on the database */
-        pthread_mutex_lock(&self->lock);
-        s_poll_apply(self, keys + at, m, read ? vers : NULL);
-        pthread_mutex_unlock(&self->lock);
+        /* Without the lock: it reads the database. A read that failed (or found no connection
+         * free at once) wakes nothing: hints still flow, and the next poll looks again. */
+        if (fn(ctx, ids, m, vers) == 0) {
+            pthread_mutex_lock(&self->lock);
+            s_poll_apply(self, keys + at, m, vers);
+            pthread_mutex_unlock(&self->lock);
+        }
     }
     free(keys);
 }

@@ -67,8 +67,9 @@ void hub_destroy(hub_t **self_p);
 typedef int(hub_versions_fn)(void *ctx, const char *const *chat_ids, size_t n, int64_t *out);
 
 /* From now on the poll reads the chats' versions with fn (called on the hub's thread, at most
- * HUB_POLL_BATCH chats a call) and wakes only the streams of a chat that changed unseen, or is
- * gone; without it (or when a read fails) every stream of the polled chats is synced. */
+ * HUB_POLL_BATCH chats a call; it must not wait long) and wakes only the streams of a chat that
+ * changed unseen, or is gone; a read that fails wakes nothing until the next poll. Without it,
+ * every stream of the polled chats is synced. */
 void hub_set_versions(hub_t *self, hub_versions_fn *fn, void *ctx);
 
 /* Adds a stream of key (a chat id, or HUB_USER_PREFIX and a user id) opened by user_id.

@@ -276,7 +276,13 @@ int stream_versions(void *app, const char *const *chat_ids, size_t n, int64_t *o
     }
     snprintf(ids + off, cap - off, "}");
     const char *p[] = {ids};
-    PGconn *conn = pool_get(gw->pool);
+    /* The hub's thread must not wait long for a connection the requests hold: a poll that finds
+     * none free is skipped (hub.h). */
+    PGconn *conn = pool_get_within(gw->pool, STREAM_VERSIONS_WAIT_MS);
+    if (!conn) {
+        free(ids);
+        return -1;
+    }
     db_err_t e;
     PGresult *res =
         db_query(conn, &e, NULL, 0,

@@ -20,8 +20,10 @@
 /* The route handler: answers with an SSE response (or an error before streaming). */
 void stream_handle(void *app, http_req_t *req, http_resp_t *resp);
 
+#define STREAM_VERSIONS_WAIT_MS 50 /* how long the poll waits for a pooled connection */
+
 /* The hub's version reader (hub_versions_fn) on the gateway app's pool: one statement for n
- * chats. */
+ * chats; -1 when it failed or no connection came free within STREAM_VERSIONS_WAIT_MS. */
 int stream_versions(void *app, const char *const *chat_ids, size_t n, int64_t *out);
 
 #endif
