@@ -4,7 +4,8 @@
  * exactly the expected events for a scripted sequence of transitions; a reconnect with
  * Last-Event-ID neither misses nor repeats a message, and is told (history_reset) when an
  * edit deletes rows at or before its resume point; a client on the other gateway sees the
- * same committed messages.
+ * same committed messages; the poll costs an idle chat's streams no read, and still brings
+ * them a change that no hint announced.
  */
 #include <setjmp.h>
 #include <stdarg.h>
