@@ -28,7 +28,7 @@
 #define HTTPSTREAM_CONNECT_TIMEOUT_MS 10000         /* TCP + TLS connect */
 #define HTTPSTREAM_IDLE_TIMEOUT_S     120           /* no byte at all for this long: give up */
 #define HTTPSTREAM_TOTAL_TIMEOUT_MS   (600 * 1000)  /* a whole call, like the official SDKs */
-#define HTTPSTREAM_RECV_BUFFER_BYTES  4096          /* libcurl's receive buffer per transfer */
+#define HTTPSTREAM_RECV_BUFFER_BYTES  1024 /* libcurl's smallest receive buffer per transfer */
 #define HTTPSTREAM_RETRY_AFTER_MAX_MS (3600 * 1000) /* a longer retry-after is clamped to this */
 #define HTTPSTREAM_NET_ERROR_BYTES    256           /* libcurl's CURL_ERROR_SIZE */
 #define HTTPSTREAM_CALL_ID_BYTES      48            /* a generated tool-call id, NUL included */
