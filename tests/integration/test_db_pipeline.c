@@ -60,6 +60,21 @@ static void s_must(const char *sql) {
     }
 }
 
+/* Fails the test unless the first value of the query (printf-style) is want. */
+static void s_expect(const char *want, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void s_expect(const char *want, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char sql[512];
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    char *got = testdb_scalar(s_conn, sql);
+    if (!got || strcmp(got, want) != 0) {
+        fail_msg("%s: want %s, got %s", sql, want, got ? got : "(no row or a failed query)");
+    }
+    free(got);
+}
+
 typedef struct {
     int values[8];
     int count;
@@ -121,9 +136,7 @@ static void test_a_failure_sent_ahead_is_the_next_reads_and_stops_the_rest(void 
     assert_int_equal(seen.count, 0); /* the insert after the failure never ran */
     assert_int_equal(PQtransactionStatus(s_conn), PQTRANS_INERROR);
     PQclear(PQexec(s_conn, "ROLLBACK"));
-    char *n = testdb_scalar(s_conn, "SELECT count(*) FROM ahead_stop");
-    assert_string_equal(n, "0");
-    free(n);
+    s_expect("0", "SELECT count(*) FROM ahead_stop");
     /* db_flush reports a failure the same way, and nothing queued is DB_OK. */
     assert_int_equal(db_send(s_conn, "SELECT 1 / 0", 0, NULL, NULL, NULL), 0);
     assert_int_equal(db_flush(s_conn, msg, sizeof msg), DB_ERR_QUERY);
@@ -153,6 +166,7 @@ static void test_a_connection_lost_with_statements_waiting_is_a_connection_error
     (void)state;
     PGconn *victim = testdb_connect(s_db);
     char *pid = testdb_scalar(victim, "SELECT pg_backend_pid()");
+    assert_non_null(pid);
     assert_int_equal(db_send(victim, "SELECT 1", 0, NULL, NULL, NULL), 0);
     char *kill = mem_printf("SELECT pg_terminate_backend(%s)", pid);
     s_must(kill);
@@ -186,14 +200,10 @@ static void test_a_chat_create_takes_three_round_trips(void **state) {
     }
     /* BEGIN with the chat row; the message with the check of the result; COMMIT. */
     assert_int_equal(trips, 3);
-    char *sql = mem_printf("SELECT count(*) || ' ' || max(history_version) FROM chat_messages m"
-                           " JOIN chats c ON c.id = m.chat_id WHERE c.id = '%s'",
-                           chat);
-    char *got = testdb_scalar(s_conn, sql);
-    assert_non_null(got);
-    assert_string_equal(got, "1 1");
-    free(got);
-    free(sql);
+    s_expect("1 1",
+             "SELECT count(*) || ' ' || max(history_version) FROM chat_messages m"
+             " JOIN chats c ON c.id = m.chat_id WHERE c.id = '%s'",
+             chat);
 }
 
 /* A new chat with the message "hi", acquired by a worker of its own: its id into chat, the
@@ -241,15 +251,11 @@ static void test_a_turn_ending_reply_takes_six_round_trips(void **state) {
     /* BEGIN with the load; the reply with the check; the landing; its check; Abandon with its
      * check; COMMIT. */
     assert_int_equal(trips, 6);
-    char *sql = mem_printf("SELECT status || ' ' || (worker_id IS NULL) || ' ' ||"
-                           " (SELECT count(*) FROM chat_messages WHERE chat_id = c.id)"
-                           " FROM chats c WHERE id = '%s'",
-                           chat);
-    char *got = testdb_scalar(s_conn, sql);
-    assert_non_null(got);
-    assert_string_equal(got, "waiting true 2");
-    free(got);
-    free(sql);
+    s_expect("waiting true 2",
+             "SELECT status || ' ' || (worker_id IS NULL) || ' ' ||"
+             " (SELECT count(*) FROM chat_messages WHERE chat_id = c.id)"
+             " FROM chats c WHERE id = '%s'",
+             chat);
 }
 
 static void test_a_steps_reads_take_one_round_trip(void **state) {
@@ -313,15 +319,12 @@ static void test_an_acquisition_takes_three_round_trips(void **state) {
         }
         assert_int_equal(trips, 3);
         assert_int_equal(slots.taken, limited ? candidates[0] : 0);
-        char *sql = mem_printf("SELECT count(*) || ' ' || coalesce(max(slot), 0) FROM"
-                               " chat_heartbeats WHERE chat_id = '%s' AND runner_id = '%s'",
-                               chat, runner);
-        char *got = testdb_scalar(s_conn, sql);
         char want[32];
         snprintf(want, sizeof want, "1 %d", limited ? (int)candidates[0] : 0);
-        assert_string_equal(got, want);
-        free(got);
-        free(sql);
+        s_expect(want,
+                 "SELECT count(*) || ' ' || coalesce(max(slot), 0) FROM chat_heartbeats"
+                 " WHERE chat_id = '%s' AND runner_id = '%s'",
+                 chat, runner);
     }
 }
 

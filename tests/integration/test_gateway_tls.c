@@ -99,7 +99,9 @@ static int s_cli(char **out, const char *const *env, ...) {
 }
 
 static char *s_count_chats(void) {
-    return cluster_sql(s_cluster, "SELECT count(*) FROM chats");
+    char *n = cluster_sql(s_cluster, "SELECT count(*) FROM chats");
+    assert_non_null(n);
+    return n;
 }
 
 /* --- Tests. --- */
