@@ -480,20 +480,13 @@ static void test_every_event_of_a_turn_with_an_mcp_call_and_a_compaction(void **
     int from = hookcons_seen(s_cons);
     mockprov_push_openai_call(s_mock, "call_mcp", "mcp__paged__t1", "{\"x\":\"model\"}");
     s_push_text("the MCP tool answered");
-    char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
-    proc_http_t r;
-    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster),
-                               "{\"mcp_servers\":[\"paged\"],\"content\":[{\"type\":\"text\","
-                               "\"text\":\"call the paged tool\"}]}",
-                               &r),
-                     0);
-    assert_int_equal(r.status, 201);
-    json_t *v = json_loads(r.body, 0, NULL);
     char chat[ID_UUID_LEN + 1];
-    snprintf(chat, sizeof chat, "%s", json_string_value(json_object_get(v, "id")));
-    json_decref(v);
-    proc_http_free(&r);
+    assert_int_equal(
+        cluster_post_chat(s_cluster, 0,
+                          "{\"mcp_servers\":[\"paged\"],\"content\":[{\"type\":\"text\","
+                          "\"text\":\"call the paged tool\"}]}",
+                          chat),
+        201);
     s_wait_status(chat, "waiting:true");
     char *res = s_result(chat, "call_mcp");
     assert_non_null(strstr(res, "called t1 with {\\\"x\\\":\\\"hooked\\\"}"));
@@ -525,20 +518,13 @@ static void test_a_failed_pre_tool_use_of_an_mcp_call_ends_the_turn_in_error(voi
     hookcons_answer(s_cons, NULL, 200, "{}", false);
     hookcons_answer(s_cons, "pre_tool_use", 500, "{}", false);
     mockprov_push_openai_call(s_mock, "call_mcp_fail", "mcp__paged__t2", "{}");
-    char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
-    proc_http_t r;
-    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster),
-                               "{\"mcp_servers\":[\"paged\"],\"content\":[{\"type\":\"text\","
-                               "\"text\":\"a call the hook fails\"}]}",
-                               &r),
-                     0);
-    assert_int_equal(r.status, 201);
-    json_t *v = json_loads(r.body, 0, NULL);
     char chat[ID_UUID_LEN + 1];
-    snprintf(chat, sizeof chat, "%s", json_string_value(json_object_get(v, "id")));
-    json_decref(v);
-    proc_http_free(&r);
+    assert_int_equal(
+        cluster_post_chat(s_cluster, 0,
+                          "{\"mcp_servers\":[\"paged\"],\"content\":[{\"type\":\"text\","
+                          "\"text\":\"a call the hook fails\"}]}",
+                          chat),
+        201);
     s_wait_status(chat, "error:true");
     char *err = cluster_sql(s_cluster, "SELECT last_error::text FROM chats WHERE id = '%s'", chat);
     printf("  last_error: %s\n", err);

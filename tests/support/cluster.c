@@ -517,15 +517,12 @@ int64_t cluster_wait(cluster_t *self, const char *sql, const char *want, int64_t
     }
 }
 
-/* POSTs one user message text to path of gateway gw; the status, the body into *out. */
-static long s_post_text(cluster_t *self, int gw, const char *path, const char *text, json_t **out) {
+/* POSTs body to path of gateway gw; the status (-1 without an answer), the answer into *out. */
+static long s_post(cluster_t *self, int gw, const char *path, const char *body, json_t **out) {
     char url[512];
     snprintf(url, sizeof url, "%s%s", cluster_url(self, gw), path);
-    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
     proc_http_t r;
-    int rc = proc_http("POST", url, cluster_token(self), body, &r);
-    free(body);
-    if (rc != 0) {
+    if (proc_http("POST", url, cluster_token(self), body, &r) != 0) {
         return -1;
     }
     if (out) {
@@ -536,19 +533,34 @@ static long s_post_text(cluster_t *self, int gw, const char *path, const char *t
     return status;
 }
 
-long cluster_create_chat(cluster_t *self, int gw, const char *text, char chat[ID_UUID_LEN + 1]) {
+/* The body of one user message text. Caller frees. */
+static char *s_text_body(const char *text) {
+    return mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
+}
+
+long cluster_post_chat(cluster_t *self, int gw, const char *body, char chat[ID_UUID_LEN + 1]) {
     json_t *v = NULL;
-    long status = s_post_text(self, gw, "/api/v2/chats", text, &v);
+    long status = s_post(self, gw, "/api/v2/chats", body, &v);
     const char *id = json_string_value(json_object_get(v, "id"));
     snprintf(chat, ID_UUID_LEN + 1, "%s", status == 201 && id ? id : "");
     json_decref(v);
     return status;
 }
 
+long cluster_create_chat(cluster_t *self, int gw, const char *text, char chat[ID_UUID_LEN + 1]) {
+    char *body = s_text_body(text);
+    long status = cluster_post_chat(self, gw, body, chat);
+    free(body);
+    return status;
+}
+
 long cluster_send(cluster_t *self, int gw, const char *chat, const char *text, json_t **out) {
     char path[128];
     snprintf(path, sizeof path, "/api/v2/chats/%s/messages", chat);
-    return s_post_text(self, gw, path, text, out);
+    char *body = s_text_body(text);
+    long status = s_post(self, gw, path, body, out);
+    free(body);
+    return status;
 }
 
 int cluster_wait_status(cluster_t *self, const char *chat, const char *want, int64_t timeout_ms,

@@ -109,6 +109,10 @@ int64_t cluster_wait(cluster_t *self, const char *sql, const char *want, int64_t
  * the HTTP status (-1 when no answer came), and the new chat's id into chat on 201. */
 long cluster_create_chat(cluster_t *self, int gw, const char *text, char chat[ID_UUID_LEN + 1]);
 
+/* POST /api/v2/chats with body (a whole JSON request) through gateway gw: as
+ * cluster_create_chat. */
+long cluster_post_chat(cluster_t *self, int gw, const char *body, char chat[ID_UUID_LEN + 1]);
+
 /* POST /api/v2/chats/{chat}/messages with text through gateway gw: the HTTP status (-1 when
  * no answer came), and the parsed answer into *out when out is given (the caller decrefs). */
 long cluster_send(cluster_t *self, int gw, const char *chat, const char *text, json_t **out);
