@@ -1,5 +1,6 @@
 /* worker: see worker.h. */
 #include "worker.h"
+#include "config.h"
 #include "acquirer.h"
 #include "bus.h"
 #include "chatstate.h"
@@ -17,7 +18,6 @@
 #include "relay.h"
 #include "task.h"
 
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,20 +39,11 @@ struct worker {
 };
 
 static int s_num(const char *name, int64_t dflt, int64_t min, int64_t *out) {
-    const char *v = getenv(name);
-    if (!v || !*v) {
-        *out = dflt;
-        return 0;
-    }
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (errno || *end || n < min) {
+    if (config_env_int(name, dflt, min, out) != 0) {
         fprintf(stderr, "config: %s must be an integer >= %lld (got \"%s\")\n", name,
-                (long long)min, v);
+                (long long)min, getenv(name));
         return -1;
     }
-    *out = n;
     return 0;
 }
 

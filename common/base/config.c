@@ -17,7 +17,7 @@ static char *s_str(const char *name, const char *dflt) {
     return dflt ? mem_strdup(dflt) : NULL;
 }
 
-static int s_num(const char *name, int64_t dflt, int64_t *out) {
+int config_env_int(const char *name, int64_t dflt, int64_t min, int64_t *out) {
     const char *v = getenv(name);
     if (!v || !*v) {
         *out = dflt;
@@ -26,11 +26,18 @@ static int s_num(const char *name, int64_t dflt, int64_t *out) {
     errno = 0;
     char *end = NULL;
     long long n = strtoll(v, &end, 10);
-    if (errno || *end || n <= 0) {
-        fprintf(stderr, "config: %s=%s is not a positive integer\n", name, v);
+    if (errno || *end || n < min) {
         return -1;
     }
     *out = n;
+    return 0;
+}
+
+static int s_num(const char *name, int64_t dflt, int64_t *out) {
+    if (config_env_int(name, dflt, 1, out) != 0) {
+        fprintf(stderr, "config: %s=%s is not a positive integer\n", name, getenv(name));
+        return -1;
+    }
     return 0;
 }
 

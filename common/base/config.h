@@ -43,6 +43,11 @@ typedef struct {
     int64_t streams_per_user;     /* CHATFLEET_STREAMS_PER_USER: open streams and watches */
 } config_t;
 
+/* The integer in the environment variable name: 0 with *out (dflt when it is unset or empty),
+ * or -1 when it is set but not an integer of at least min (*out untouched; the caller says
+ * why, in its own words). */
+int config_env_int(const char *name, int64_t dflt, int64_t min, int64_t *out);
+
 /* Reads the environment. Returns NULL and prints the offending variable and why on stderr
  * when a value is malformed (a number that is not a positive integer, say). */
 config_t *config_new(void);

@@ -4,13 +4,13 @@
  * because callers run on job threads.
  */
 #include "hooks.h"
+#include "config.h"
 
 #include "id.h"
 #include "jsonstrict.h"
 #include "log.h"
 #include "mem.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -60,19 +60,10 @@ static char *s_env_str(const char *name) {
 }
 
 static int s_env_num(const char *name, int64_t dflt, int64_t *out, char *err, size_t err_size) {
-    const char *v = getenv(name);
-    if (!v || !*v) {
-        *out = dflt;
-        return 0;
-    }
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (errno || *end || n <= 0) {
-        snprintf(err, err_size, "%s: must be a positive integer, got \"%s\"", name, v);
+    if (config_env_int(name, dflt, 1, out) != 0) {
+        snprintf(err, err_size, "%s: must be a positive integer, got \"%s\"", name, getenv(name));
         return -1;
     }
-    *out = n;
     return 0;
 }
 
