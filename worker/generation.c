@@ -13,9 +13,8 @@
 #include "outformat.h"
 #include "provider.h"
 #include "structured.h"
-#include "title.h"
+#include "titlestep.h"
 #include "tools.h"
-#include "usage.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,18 +183,6 @@ static char *s_error_json(const provider_result_t *r, int64_t attempt, bool retr
     return text;
 }
 
-/* The provider's view of a model config (history_t.model's shape); strings borrow from cfg. */
-static void s_model_of(const json_t *cfg, provider_model_t *model) {
-    const char *key_env = json_string_value(json_object_get(cfg, "api_key_env"));
-    *model = (provider_model_t){
-        .name = s_str(cfg, "name"),
-        .provider = s_str(cfg, "provider"),
-        .model = s_str(cfg, "model"),
-        .base_url = json_string_value(json_object_get(cfg, "base_url")),
-        .api_key = key_env ? getenv(key_env) : NULL,
-    };
-}
-
 static int64_t s_backoff(const taskctx_env_t *env, int64_t attempt, const provider_result_t *res) {
     int64_t delay = env->retry_base_ms;
     for (int64_t k = 1; k < attempt && delay < env->retry_max_ms; k++) {
@@ -268,12 +255,6 @@ struct s_gen {
                                COMPACTION_AUTOMATIC; NULL for any other call */
     bool compact;           /* source is set */
     json_t *replay;         /* compact: the trailing user rows' contents, replayed after it */
-    /* The title call that goes first on a new chat's first step (ARCHITECTURE.md §7.8). */
-    outformat_t *title_fmt;
-    json_t *title_prompt;
-    json_t *no_tools;
-    provider_model_t title_model;
-    int64_t first_attempt; /* the main call's recorded attempt (0: not recorded yet) */
     char call_id[COMPACTION_CALL_ID_MAX]; /* compact: the chat_summarized call's id */
     int64_t hooked_attempt; /* compact under hooks: the attempt the pre_compact hook holds */
 };
@@ -283,9 +264,6 @@ static void s_gen_free(void *arg) {
     json_decref(g->prompt);
     json_decref(g->tools);
     json_decref(g->replay);
-    outformat_destroy(&g->title_fmt);
-    json_decref(g->title_prompt);
-    json_decref(g->no_tools);
     structured_turn_close(&g->turn);
     history_clear(&g->h);
     free(g);
@@ -332,19 +310,6 @@ static void s_check_summary(taskctx_t *ctx) {
     free(text);
 }
 
-/* The reply's usage as it is stored (ARCHITECTURE.md §7.7): context size, the window and the
- * cost from the prices of cfg, the config of the model that answered (named name); counted by
- * model for /metrics. */
-static void s_price(taskctx_t *ctx, const json_t *cfg, const char *name) {
-    provider_result_t *res = &ctx->call_res;
-    const json_t *cl = json_object_get(cfg, "context_limit");
-    json_t *priced = usage_priced(res->usage, json_object_get(cfg, "prices"),
-                                  json_is_integer(cl) ? (int64_t)json_integer_value(cl) : 0);
-    json_decref(res->usage);
-    res->usage = priced;
-    usagemeter_add(ctx->env->usage, name, res->usage);
-}
-
 /* The phase after a model call: commit the reply, or handle the failure. */
 static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
     s_gen_t *g = ctx->body;
@@ -362,7 +327,7 @@ static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
         s_check_summary(ctx);
     }
     if (ctx->call_rc == PROVIDER_OK) {
-        s_price(ctx, g->model_cfg, g->model.name);
+        taskctx_price(ctx, g->model_cfg, g->model.name);
         log_info("model_reply", "chat_id=%s provider=%s attempt=%lld ms=%lld parts=%zu finish=%s",
                  ctx->chat_id, g->model.provider, (long long)attempt, (long long)ms,
                  json_array_size(res->content), res->finish[0] ? res->finish : "stop");
@@ -382,7 +347,7 @@ static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
     return rc;
 }
 
-/* A summary's or a title's text is not streamed (a summary shows its progress part). */
+/* A summary's text is not streamed (it shows its progress part). */
 static void s_on_hidden_part(void *arg, const char *part_json) {
     (void)arg;
     (void)part_json;
@@ -469,98 +434,6 @@ static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn) {
     return rc == TASKCTX_DONE ? s_start_call(ctx, a.attempt) : rc;
 }
 
-/* --- The title (ARCHITECTURE.md §7.8). --- */
-
-typedef struct {
-    const cs_fence_t *fence;
-    const char *title;
-    bool applied;
-} s_title_t;
-
-static int s_set_title(chatstate_t *cs, void *arg, cs_error_t *err) {
-    s_title_t *t = arg;
-    return chatstate_set_generated_title(cs, t->fence, t->title, &t->applied, err);
-}
-
-/* After the title call: a title that passes its schema is written (never over a user title);
- * anything else leaves the fallback. Either way the step's model call follows. */
-static taskctx_rc_t s_after_title(taskctx_t *ctx, PGconn *conn) {
-    s_gen_t *g = ctx->body;
-    if (ctx->call_rc == PROVIDER_CANCELLED) {
-        return TASKCTX_QUIET;
-    }
-    char reason[STRUCTURED_REASON_MAX];
-    char *title = NULL;
-    if (ctx->call_rc != PROVIDER_OK) {
-        snprintf(reason, sizeof reason, "%s", ctx->call_res.error);
-    } else {
-        s_price(ctx, g->h.title_model ? g->h.title_model : g->h.model, g->title_model.name);
-        title = title_from_reply(g->title_fmt, ctx->call_res.content, ctx->call_res.finish, reason,
-                                 sizeof reason);
-    }
-    provider_result_clear(&ctx->call_res);
-    s_title_t t = {.fence = &ctx->fence, .title = title};
-    taskctx_rc_t rc =
-        title && conn ? taskctx_bundle(ctx, conn, s_set_title, &t, "SetTitle") : TASKCTX_DONE;
-    char q[STRUCTURED_REASON_MAX + 8];
-    if (t.applied) {
-        log_info("title_generated", "chat_id=%s model=%s title=%s", ctx->chat_id,
-                 g->title_model.name, log_quote(title, q, sizeof q));
-    } else {
-        log_warn("title_not_generated", "chat_id=%s model=%s reason=%s", ctx->chat_id,
-                 g->title_model.name,
-                 log_quote(title ? "a user title, or the write failed" : reason, q, sizeof q));
-    }
-    free(title);
-    /* Nothing of the title call is needed past here: its compiled format and prompt go now,
-     * not with the step, which may stream for a minute. */
-    outformat_destroy(&g->title_fmt);
-    json_decref(g->title_prompt);
-    g->title_prompt = NULL;
-    if (rc == TASKCTX_QUIET) {
-        return rc;
-    }
-    return g->first_attempt > 0 ? s_start_call(ctx, g->first_attempt) : s_attempt(ctx, conn);
-}
-
-/* Whether this step makes the chat's title first: a fallback title, the chat's first step
- * (no reply yet, nothing attempted), and a first message with text. */
-static bool s_title_wanted(const history_t *h) {
-    if (!h->title_fallback || h->generation_attempt != 0) {
-        return false;
-    }
-    size_t i;
-    json_t *m;
-    json_array_foreach(h->messages, i, m) {
-        if (!strcmp(s_str(m, "role"), "assistant")) {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* Starts the title call on the title model (the chat's when none is configured); the step's
- * own call follows in s_after_title. */
-static taskctx_rc_t s_start_title(taskctx_t *ctx, int64_t attempt) {
-    s_gen_t *g = ctx->body;
-    g->first_attempt = attempt;
-    s_model_of(g->h.title_model ? g->h.title_model : g->h.model, &g->title_model);
-    g->no_tools = json_array();
-    ctx->call = (provider_request_t){.model = &g->title_model,
-                                     .messages = g->title_prompt,
-                                     .tools = g->no_tools,
-                                     .attempt = 1,
-                                     .chunk_ms = ctx->env->sim_chunk_ms,
-                                     .native_schema = g->title_fmt->schema,
-                                     .native_name = TITLE_SCHEMA_NAME,
-                                     .title = true};
-    ctx->on_part = s_on_hidden_part;
-    ctx->part_arg = NULL;
-    atomic_fetch_add(&ctx->env->counters.model_calls, 1);
-    ctx->next = s_after_title;
-    return TASKCTX_CALL;
-}
-
 static provider_call_t *s_pre_compact_start(taskctx_t *ctx, provider_done_fn *done, void *arg) {
     return toolstep_event_start(ctx, HOOKS_PRE_COMPACT, done, arg);
 }
@@ -602,7 +475,7 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
     }
     /* The override makes only the summary: the rows keep the chat's model. */
     g->model_cfg = compact && g->h.summarizer ? g->h.summarizer : g->h.model;
-    s_model_of(g->model_cfg, &g->model);
+    provider_model_of(g->model_cfg, &g->model);
     g->model_config_id = json_string_value(json_object_get(g->h.model, "id"));
     g->compact = compact;
     g->source = source;
@@ -624,9 +497,8 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
         ctx->next = s_after_pre_compact;
         return TASKCTX_CALL;
     }
-    if (!compact && s_title_wanted(&g->h) && (g->title_prompt = title_prompt(g->h.messages))) {
-        g->title_fmt = title_format_new();
-        return s_start_title(ctx, attempt);
+    if (!compact) {
+        titlestep_ask(ctx, &g->h); /* beside this call, not before it (§7.8) */
     }
     return attempt > 0 ? s_start_call(ctx, attempt) : s_attempt(ctx, conn);
 }

@@ -28,6 +28,13 @@ struct task {
     evloop_timer_t *timer; /* S_TIMER */
     bool lock_waiting;     /* queued behind the holder of lock_key; under s_locks_mutex */
     task_t *lock_next;     /* the next waiter; under s_locks_mutex */
+    /* The side call (taskctx_side_t) and how the task's two halves end. */
+    taskctx_t *side;            /* its context while one runs (its body: the call's state) */
+    provider_call_t *side_call; /* loop thread: the call in flight, or NULL */
+    pthread_mutex_t end_lock;
+    bool side_active; /* under end_lock: asked and not yet ended */
+    bool main_ended;  /* under end_lock: the body is done; DONE waits for the side */
+    bool parked;      /* under end_lock: the body's next phase waits for the side's end */
 };
 
 static void s_job(void *arg, PGconn *conn);
@@ -240,6 +247,7 @@ static taskctx_phase_fn *s_entry(task_kind_t kind) {
 static void s_unref(task_t *self) {
     if (atomic_fetch_sub(&self->refs, 1) == 1) {
         cancel_destroy(&self->ctx.cancel);
+        pthread_mutex_destroy(&self->end_lock);
         free(self);
     }
 }
@@ -261,10 +269,8 @@ static void s_send_done(task_t *self) {
     pthread_mutex_unlock(&env->done_lock);
 }
 
-/* The end of a task, exactly once: its state freed, its lock handed on, DONE sent. */
-static void s_finish(task_t *self) {
-    taskctx_reset(&self->ctx);
-    s_unlock(self);
+/* The end of a task, once both halves ended: DONE sent. */
+static void s_end(task_t *self) {
     s_send_done(self);
     pthread_mutex_lock(&s_end_mutex);
     atomic_store(&self->finished, true);
@@ -272,11 +278,130 @@ static void s_finish(task_t *self) {
     pthread_mutex_unlock(&s_end_mutex);
 }
 
+/* The end of the body, exactly once: its state freed, its lock handed on, and the task's end
+ * when no side call is left. */
+static void s_finish(task_t *self) {
+    taskctx_reset(&self->ctx);
+    s_unlock(self);
+    pthread_mutex_lock(&self->end_lock);
+    self->main_ended = true;
+    bool wait = self->side_active;
+    pthread_mutex_unlock(&self->end_lock);
+    if (!wait) {
+        s_end(self);
+    }
+}
+
+/* --- The side call (taskctx_side_t). --- */
+
+/* The end of the side call: its state freed, then the body's parked phase, or the task's
+ * end when the body is done. */
+static void s_side_end(task_t *self) {
+    taskctx_reset(self->side);
+    free(self->side);
+    self->side = NULL;
+    pthread_mutex_lock(&self->end_lock);
+    self->side_active = false;
+    bool end = self->main_ended;
+    bool resume = self->parked;
+    self->parked = false;
+    pthread_mutex_unlock(&self->end_lock);
+    if (resume) {
+        dbexec_submit(self->ctx.env->exec, s_job, self);
+    } else if (end) {
+        s_end(self);
+    }
+}
+
+/* Whether the body's next phase must wait for the side call: it runs once the side ended, so
+ * that the side writes while the body's fence still holds (a title before the turn's end). */
+static bool s_park(task_t *self) {
+    pthread_mutex_lock(&self->end_lock);
+    self->parked = self->side_active;
+    bool parked = self->parked;
+    pthread_mutex_unlock(&self->end_lock);
+    return parked;
+}
+
+static void s_side_job(void *arg, PGconn *conn) {
+    task_t *self = arg;
+    taskctx_rc_t rc = self->side->next(self->side, conn);
+    if (rc == TASKCTX_RETRY) {
+        log_warn("side_call_dropped", "chat_id=%s reason=\"its write failed\"",
+                 self->side->chat_id);
+    }
+    s_side_end(self);
+}
+
+static void s_side_done(void *arg, provider_rc_t rc, provider_result_t *res) {
+    task_t *self = arg;
+    self->side_call = NULL;
+    self->side->call_rc = rc;
+    self->side->call_res = *res;
+    res->content = NULL;
+    res->usage = NULL;
+    if (rc == PROVIDER_CANCELLED) {
+        (void)self->side->next(self->side, NULL);
+        s_side_end(self);
+        return;
+    }
+    dbexec_submit(self->ctx.env->exec, s_side_job, self);
+}
+
+/* Loop thread: starts the side call asked for (its start function in side->call_start). */
+static void s_side_start(void *arg) {
+    task_t *self = arg;
+    taskctx_t *side = self->side;
+    if (cancel_is_set(self->ctx.cancel)) {
+        s_side_end(self);
+        return;
+    }
+    provider_call_t *(*start)(taskctx_t *, provider_done_fn *, void *) = side->call_start;
+    side->call_start = NULL;
+    self->side_call = start(side, s_side_done, self);
+}
+
+/* Takes the side call a phase asked for, if any: started on the loop, or dropped while
+ * another runs. Called where the phase returned, before anything can end the task. */
+static void s_side_take(task_t *self) {
+    taskctx_t *ctx = &self->ctx;
+    taskctx_side_t req = ctx->side;
+    ctx->side = (taskctx_side_t){0};
+    if (!req.start) {
+        return;
+    }
+    pthread_mutex_lock(&self->end_lock);
+    bool busy = self->side_active;
+    self->side_active = true;
+    pthread_mutex_unlock(&self->end_lock);
+    if (busy) {
+        if (req.body_free) {
+            req.body_free(req.body);
+        }
+        return;
+    }
+    taskctx_t *side = mem_calloc(1, sizeof *side);
+    side->env = ctx->env;
+    memcpy(side->chat_id, ctx->chat_id, sizeof side->chat_id);
+    memcpy(side->status, ctx->status, sizeof side->status);
+    side->fence = ctx->fence;
+    side->fence.status = ctx->fence.status ? side->status : NULL;
+    side->cancel = ctx->cancel;
+    side->call_start = req.start;
+    side->next = req.next;
+    side->body = req.body;
+    side->body_free = req.body_free;
+    self->side = side;
+    evloop_post(ctx->env->loop, s_side_start, self);
+}
+
 static void s_wait_done(void *arg) {
     task_t *self = arg;
     self->timer = NULL;
     self->wait = S_BUSY;
-    dbexec_submit(self->ctx.env->exec, s_job, self);
+    if (!s_park(self)) {
+        dbexec_submit(self->ctx.env->exec, s_job, self);
+    }
 }
 
 /* Loop thread: waits ctx.wait_ms, then runs ctx.next (or the first phase again). */
@@ -305,7 +430,9 @@ static void s_call_done(void *arg, provider_rc_t rc, provider_result_t *res) {
         s_finish(self);
         return;
     }
-    dbexec_submit(self->ctx.env->exec, s_job, self);
+    if (!s_park(self)) {
+        dbexec_submit(self->ctx.env->exec, s_job, self);
+    }
 }
 
 /* Loop thread: makes the model call in ctx.call, then runs ctx.next as a database job. */
@@ -330,6 +457,7 @@ static void s_call_start(void *arg) {
 static void s_after(task_t *self, taskctx_rc_t rc) {
     taskctx_t *ctx = &self->ctx;
     taskctx_env_t *env = ctx->env;
+    s_side_take(self);
     switch (rc) {
         case TASKCTX_CALL:
             evloop_post(env->loop, s_call_start, self);
@@ -370,6 +498,9 @@ static void s_job(void *arg, PGconn *conn) {
 /* Loop thread: a cancel reaches the task where it waits. */
 static void s_cancel_on_loop(void *arg) {
     task_t *self = arg;
+    if (self->side_call) {
+        provider_cancel(self->side_call); /* ends it through s_side_done */
+    }
     if (self->wait == S_CALL) {
         provider_cancel(self->call); /* ends it through s_call_done */
     } else if (self->wait == S_TIMER) {
@@ -400,6 +531,7 @@ task_t *task_start(taskctx_env_t *env, task_kind_t kind, uint64_t id, const char
     self->id = id;
     self->backoff = TASK_BACKOFF_MIN_MS;
     atomic_init(&self->refs, 1);
+    pthread_mutex_init(&self->end_lock, NULL);
     snprintf(self->lock_key, sizeof self->lock_key, "%s:%lld:%s", chat_id,
              (long long)history_version, status ? status : "*");
     log_debug("task_started", "chat_id=%s task=%s id=%llu history_version=%lld", chat_id,

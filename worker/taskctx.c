@@ -1,6 +1,7 @@
 /* taskctx: what a task body sees and how it writes; see taskctx.h. */
 #include "taskctx.h"
 #include "log.h"
+#include "usage.h"
 
 const int64_t taskctx_model_bucket_ms[TASKCTX_MODEL_BUCKETS - 1] = {50,   100,  250,  500,
                                                                     1000, 2500, 10000};
@@ -78,4 +79,14 @@ void taskctx_reset(taskctx_t *ctx) {
     ctx->next = NULL;
     ctx->call_start = NULL;
     provider_result_clear(&ctx->call_res);
+}
+
+void taskctx_price(taskctx_t *ctx, const json_t *cfg, const char *name) {
+    provider_result_t *res = &ctx->call_res;
+    const json_t *cl = json_object_get(cfg, "context_limit");
+    json_t *priced = usage_priced(res->usage, json_object_get(cfg, "prices"),
+                                  json_is_integer(cl) ? (int64_t)json_integer_value(cl) : 0);
+    json_decref(res->usage);
+    res->usage = priced;
+    usagemeter_add(ctx->env->usage, name, res->usage);
 }

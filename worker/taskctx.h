@@ -96,6 +96,19 @@ typedef struct {
 
 typedef struct taskctx taskctx_t;
 
+/* A call a phase asks for beside its own (ARCHITECTURE.md §6.5 "Side calls"; a new chat's
+ * title, §7.8): the task starts it on the loop at once, runs next with a connection (NULL
+ * when none could be had, or when the call was cancelled) once it ends, and ends only after
+ * it. Both run on a context of their own (the task's env, chat and fence, a copy made when
+ * the call starts; the task's cancellation token), which owns body; next's result is not
+ * retried. One at a time per task: asked while one runs, the new one's body is freed. */
+typedef struct {
+    provider_call_t *(*start)(taskctx_t *side, provider_done_fn *done, void *done_arg);
+    taskctx_rc_t (*next)(taskctx_t *side, PGconn *conn);
+    void *body;
+    void (*body_free)(void *body);
+} taskctx_side_t;
+
 /* One phase of a body, with a connection (NULL when none could be had: the phase returns
  * TASKCTX_RETRY). */
 typedef taskctx_rc_t(taskctx_phase_fn)(taskctx_t *ctx, PGconn *conn);
@@ -123,7 +136,12 @@ struct taskctx {
     provider_result_t call_res;    /* likewise; next clears it */
     void *body;                    /* the body's state between phases */
     void (*body_free)(void *body); /* frees body; run when the task ends or restarts */
+    taskctx_side_t side;           /* set by a phase: a side call to start (start != NULL) */
 };
+
+/* Prices the usage of the call that ended (ctx->call_res.usage, replaced) with cfg's
+ * "prices" and "context_limit" (a model_configs row) and counts it under the model name. */
+void taskctx_price(taskctx_t *ctx, const json_t *cfg, const char *name);
 
 /* Frees the body's state (ctx->body) and the outcome of a call; the task is back at its
  * first phase. */

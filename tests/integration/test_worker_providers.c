@@ -8,7 +8,9 @@
  * per-chat totals over GET /chats/{id}/usage equal to the sum of the messages, and the
  * worker's cost counter by model equal to what the messages of that model hold. A model per
  * message: a queued message naming another model runs on it (the mock records which wire),
- * and so does an edit; the chat records its last model.
+ * and so does an edit; the chat records its last model. A new chat's title call (on the
+ * sim) runs beside its first model call: the mock gets the turn's request while the title is
+ * still the fallback (ARCHITECTURE.md §7.8).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -426,6 +428,31 @@ static void test_a_message_with_another_model_runs_on_it_and_the_chat_records_it
     free(chat);
 }
 
+/* A new chat's title call runs beside its first model call, not before it (ARCHITECTURE.md
+ * §7.8): the titles' sim is paced at 400 ms a chunk, so its title takes over a second; the
+ * mock must receive the turn's request while the title is still the fallback (before the
+ * change, the request came only after the title was written). */
+static void test_the_first_model_call_does_not_wait_for_the_title(void **u) {
+    (void)u;
+    s_push(s_wires[0].type, s_wires[0].text);
+    int before = mockprov_request_count(s_mock);
+    char chat[ID_UUID_LEN + 1];
+    assert_int_equal(
+        cluster_create_chat(s_cluster, 0, "[sim:slow 400] Plan a trip to Lisbon", chat), 201);
+    assert_int_equal(mockprov_wait_requests(s_mock, before + 1, WAIT_MS), 0);
+    char *t = cluster_sql(s_cluster, "SELECT title_source FROM chats WHERE id = '%s'", chat);
+    assert_non_null(t);
+    assert_string_equal(t, "fallback");
+    free(t);
+    char *q = mem_printf("SELECT title_source || ':' || title || ':' || status || ':' ||"
+                         " (SELECT count(*) FROM chat_messages WHERE chat_id = c.id AND role ="
+                         " 'assistant') FROM chats c WHERE id = '%s'",
+                         chat);
+    assert_true(cluster_wait(s_cluster, q, "generated:Plan a trip to Lisbon:waiting:1", WAIT_MS) >=
+                0);
+    free(q);
+}
+
 static int s_setup(void **state) {
     (void)state;
     s_mock = mockprov_new();
@@ -468,6 +495,7 @@ static int s_teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_wire_format_answers_text_and_structured_requests),
+        cmocka_unit_test(test_the_first_model_call_does_not_wait_for_the_title),
         cmocka_unit_test(test_usage_is_priced_totalled_per_chat_and_counted_by_model),
         cmocka_unit_test(test_a_message_with_another_model_runs_on_it_and_the_chat_records_it),
     };

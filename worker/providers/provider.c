@@ -91,3 +91,17 @@ void provider_call_emit(provider_call_t *call, const json_t *part) {
     call->on_part(call->part_ctx, text);
     free(text);
 }
+
+void provider_model_of(const json_t *cfg, provider_model_t *model) {
+    const char *key_env = json_string_value(json_object_get(cfg, "api_key_env"));
+    const char *name = json_string_value(json_object_get(cfg, "name"));
+    const char *provider = json_string_value(json_object_get(cfg, "provider"));
+    const char *m = json_string_value(json_object_get(cfg, "model"));
+    *model = (provider_model_t){
+        .name = name ? name : "",
+        .provider = provider ? provider : "",
+        .model = m ? m : "",
+        .base_url = json_string_value(json_object_get(cfg, "base_url")),
+        .api_key = key_env ? getenv(key_env) : NULL,
+    };
+}

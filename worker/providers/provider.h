@@ -28,6 +28,10 @@ typedef struct {
     const char *api_key;  /* resolved from api_key_env, or NULL */
 } provider_model_t;
 
+/* The model of a model_configs row as JSON (its "name", "provider", "model", "base_url",
+ * "api_key_env"; the key resolved from the environment). Borrows cfg's strings. */
+void provider_model_of(const json_t *cfg, provider_model_t *model);
+
 typedef struct {
     const provider_model_t *model;
     const json_t *messages; /* [{"role": "...", "content": [parts]}], oldest first; a row
