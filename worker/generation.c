@@ -452,6 +452,21 @@ static taskctx_rc_t s_after_pre_compact(taskctx_t *ctx, PGconn *conn) {
     return s_start_call(ctx, g->hooked_attempt);
 }
 
+/* Frees what of h only the request was built from (the prompt and the tools hold it, and a
+ * retry reuses them), so that a turn in flight does not keep it for the minute its reply may
+ * stream (ARCHITECTURE.md §6.5): the messages, the title and MCP configs, and the summarizer
+ * unless the call is the summary. */
+static void s_drop_sources(history_t *h, bool compact) {
+    json_decref(h->messages);
+    json_decref(h->title_model);
+    json_decref(h->mcp_servers);
+    h->messages = h->title_model = h->mcp_servers = NULL;
+    if (!compact) {
+        json_decref(h->summarizer);
+        h->summarizer = NULL;
+    }
+}
+
 /* Takes h and turn over into the step's state and starts the first attempt (recorded
  * already when attempt > 0). source: a summary call of that compaction source (on the
  * compaction model override when one resolves, ARCHITECTURE.md §7.6), or NULL. */
@@ -490,15 +505,16 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
         compact ? json_array() : s_tools_on_offer(ctx->env->mcp, &g->h, open ? &g->turn : NULL);
     ctx->body = g;
     ctx->body_free = s_gen_free;
+    if (!compact) {
+        titlestep_ask(ctx, &g->h); /* beside this call, not before it (§7.8) */
+    }
+    s_drop_sources(&g->h, compact);
     if (compact && attempt > 0 && hooks_enabled(ctx->env->hooks)) {
         g->hooked_attempt = attempt;             /* pre_compact first (§7.10) */
         ctx->fence.generation_attempt = attempt; /* recorded in the read's bundle */
         ctx->call_start = s_pre_compact_start;
         ctx->next = s_after_pre_compact;
         return TASKCTX_CALL;
-    }
-    if (!compact) {
-        titlestep_ask(ctx, &g->h); /* beside this call, not before it (§7.8) */
     }
     return attempt > 0 ? s_start_call(ctx, attempt) : s_attempt(ctx, conn);
 }

@@ -5,6 +5,8 @@
 #include "log.h"
 #include "mem.h"
 
+#include <czmq.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,37 @@ static json_t *s_stored(const char *text) {
     if (jsonstrict_parse(text, strlen(text), &jsonstrict_limits_stored, &v, NULL) != 0) {
         return NULL;
     }
+    return v;
+}
+
+/* Model configs as read (one text per config and owner threshold), parsed once and shared
+ * read-only by every turn (jansson's reference counts are atomic), so that a worker holding
+ * thousands of turns keeps one copy of each, not one per turn (ARCHITECTURE.md §6.5). Past
+ * HISTORY_MODELS_SHARED texts, a config is parsed for its read alone. */
+#define HISTORY_MODELS_SHARED 256
+static pthread_mutex_t s_models_lock = PTHREAD_MUTEX_INITIALIZER;
+static zhashx_t *s_models; /* text -> json_t *, each holding one reference */
+
+static void s_model_free(void **item) {
+    json_t *v = *item;
+    json_decref(v);
+    *item = NULL;
+}
+
+static json_t *s_model(const char *text) {
+    pthread_mutex_lock(&s_models_lock);
+    if (!s_models) {
+        s_models = zhashx_new();
+        zhashx_set_destructor(s_models, s_model_free);
+    }
+    json_t *v = json_incref(zhashx_lookup(s_models, text));
+    if (!v) {
+        v = s_stored(text);
+        if (v && zhashx_size(s_models) < HISTORY_MODELS_SHARED) {
+            zhashx_insert(s_models, text, json_incref(v));
+        }
+    }
+    pthread_mutex_unlock(&s_models_lock);
     return v;
 }
 
@@ -321,8 +354,7 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
     }
     history_rc_t rc = s_take_row(r.row, chat_id, fence, out);
     if (rc == HISTORY_OK && with_messages) {
-        out->model =
-            r.model && PQntuples(r.model) == 1 ? s_stored(PQgetvalue(r.model, 0, 0)) : NULL;
+        out->model = r.model && PQntuples(r.model) == 1 ? s_model(PQgetvalue(r.model, 0, 0)) : NULL;
         if (!out->model) {
             out->model = json_null();
         }

@@ -36,7 +36,8 @@ typedef struct {
                                   "compressed", "usage", "hook"}], model-visible, from the latest
                                   context boundary (system rows always), oldest first; "hook" is
                                   the event of a hook context row (§7.10), else null */
-    json_t *model;             /* owned: {"id","name","provider","model","base_url","api_key_env",
+    json_t *model;             /* owned, shared read-only (never change it): {"id","name",
+                                  "provider","model","base_url","api_key_env",
                                   "native_structured_output","context_limit",
                                   "compression_threshold","prices","user_threshold"} or null
                                   when none resolves */

@@ -11,7 +11,7 @@
 typedef struct {
     outformat_t *fmt;
     json_t *prompt;
-    json_t *cfg; /* the title model's config (a copy): model borrows its strings */
+    json_t *cfg; /* the title model's config (read only): model borrows its strings */
     json_t *no_tools;
     provider_model_t model;
 } s_title_t;
@@ -113,7 +113,7 @@ void titlestep_ask(taskctx_t *ctx, const history_t *h) {
     s_title_t *t = mem_calloc(1, sizeof *t);
     t->prompt = prompt;
     t->fmt = title_format_new();
-    t->cfg = json_deep_copy(h->title_model ? h->title_model : h->model);
+    t->cfg = json_incref(h->title_model ? h->title_model : h->model);
     t->no_tools = json_array();
     provider_model_of(t->cfg, &t->model);
     ctx->side = (taskctx_side_t){.start = s_start, .next = s_after, .body = t, .body_free = s_free};

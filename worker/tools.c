@@ -1,6 +1,7 @@
 /* tools: see tools.h. */
 #include "tools.h"
 
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -44,14 +45,23 @@ bool tools_is_local(const char *name) {
     return false;
 }
 
-json_t *tools_local_specs(void) {
-    json_t *arr = json_array();
+static json_t *s_specs[S_NTOOLS]; /* built once, never changed, shared by every offer */
+static pthread_once_t s_specs_once = PTHREAD_ONCE_INIT;
+
+static void s_specs_build(void) {
     for (size_t i = 0; i < S_NTOOLS; i++) {
         json_t *schema = json_loads(s_tools[i].schema, 0, NULL);
         /* json_pack's "o" steals the schema reference. */
-        json_array_append_new(arr,
-                              json_pack("{s:s, s:s, s:o}", "name", s_tools[i].name, "description",
-                                        s_tools[i].description, "input_schema", schema));
+        s_specs[i] = json_pack("{s:s, s:s, s:o}", "name", s_tools[i].name, "description",
+                               s_tools[i].description, "input_schema", schema);
+    }
+}
+
+json_t *tools_local_specs(void) {
+    pthread_once(&s_specs_once, s_specs_build);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < S_NTOOLS; i++) {
+        json_array_append(arr, s_specs[i]);
     }
     return arr;
 }

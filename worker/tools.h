@@ -14,7 +14,9 @@
 /* True when name is a local tool. */
 bool tools_is_local(const char *name);
 
-/* A new array of the local tools' specs: [{"name", "description", "input_schema"}]. */
+/* A new array of the local tools' specs: [{"name", "description", "input_schema"}]. The
+ * specs are built once and shared by every array (jansson's reference counts are atomic): read
+ * them, never change them. */
 json_t *tools_local_specs(void);
 
 /* Runs a local tool with args (a JSON value; may be NULL). Returns the result value (new
