@@ -269,20 +269,20 @@ static bool s_rest_adjacent(const json_t *msgs, int64_t before, int64_t after) {
 static void test_a_queued_prompts_context_follows_it_when_promoted(void **state) {
     (void)state;
     hookcons_answer(s_cons, NULL, 200, "{}", false);
-    /* The first turn's reply is held open, so that the chat still runs when the next prompt
-     * arrives. */
-    char *body = mem_printf(
+    /* The first turn's reply ends 4 s after its first part, so that the chat still runs when
+     * the next prompt arrives. */
+    const char *part =
         "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
-        "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"held reply\"},"
-        "\"finish_reason\":null}]}\n\n"
+        "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"slow reply\"},"
+        "\"finish_reason\":null}]}\n\n";
+    const char *end =
         "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
         "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
-        "data: [DONE]\n\n");
-    mockprov_reply_t *held = mockprov_reply_new(200, "text/event-stream");
-    mockprov_reply_body(held, body, 0, 0);
-    mockprov_reply_hold(held, 3000);
-    mockprov_push(s_mock, &held);
-    free(body);
+        "data: [DONE]\n\n";
+    mockprov_reply_t *slow = mockprov_reply_new(200, "text/event-stream");
+    mockprov_reply_chunk(slow, part, strlen(part), 0);
+    mockprov_reply_chunk(slow, end, strlen(end), 4000);
+    mockprov_push(s_mock, &slow);
     s_push_text("the queued prompt answered");
     int calls = mockprov_request_count(s_mock);
     char chat[ID_UUID_LEN + 1];
@@ -299,6 +299,7 @@ static void test_a_queued_prompts_context_follows_it_when_promoted(void **state)
                              "SELECT jsonb_array_length(hook_context) FROM chat_queued_messages"
                              " WHERE chat_id = '%s'",
                              chat);
+    assert_non_null(kept);
     assert_string_equal(kept, "2");
     free(kept);
     assert_int_equal(mockprov_wait_requests(s_mock, calls + 2, WAIT_MS), 0);
