@@ -308,18 +308,11 @@ typedef struct {
 
 static int s_send_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
     s_turn_t *t = ctx;
-    if (chatstate_send_message(cs, &t->msg, CS_BUSY_QUEUE, t->max_queue, &t->message_id,
-                               &t->queued_id, err) != 0) {
-        return -1;
-    }
-    if (t->context->count == 0) {
-        return 0;
-    }
-    if (t->message_id == 0) { /* queued: ARCHITECTURE.md §7.10, "Not built" */
-        log_warn("hook_context_dropped", "reason=queued rows=%d", t->context->count);
-        return 0;
-    }
-    return chatstate_append_context(cs, t->context->rows, t->context->count, err);
+    /* The hook's context goes with the message, queued or not (ARCHITECTURE.md §7.10). */
+    t->msg.context = t->context->rows;
+    t->msg.context_count = t->context->count;
+    return chatstate_send_message(cs, &t->msg, CS_BUSY_QUEUE, t->max_queue, &t->message_id,
+                                  &t->queued_id, err);
 }
 
 /* A message in an existing context: the task is the message, or its queued row. */

@@ -301,7 +301,7 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
     /* The lifecycle hooks a request dispatches before it commits (ARCHITECTURE.md §7.10). */
     hooks_config_t hc;
     char why[256];
-    if (hooks_config_read(&hc, why, sizeof why) != 0) {
+    if (hooks_config_read(&hc, cfg->http_threads, why, sizeof why) != 0) {
         fprintf(stderr, "chatfleet-gateway: %s\n", why);
         s_teardown(&gw, &pub);
         free(public_url);

@@ -129,7 +129,6 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     char model_id[ID_UUID_LEN + 1];
     gateway_format_t format = {0};
     admithook_context_t context = {0};
-    cs_message_t msgs[5];
     json_t *title = json_object_get(body, "title");
     json_t *sys = json_object_get(body, "system_prompt");
     const char *dyn_key =
@@ -178,10 +177,6 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
         int hrc = admithook_session(&h, &context, resp);
         if (hrc == 0 && has_first) {
             hrc = admithook_prompt(&h, &content, &context, resp);
-        } else if (hrc == 0 && context.count > 0) {
-            /* No prompt to follow: a context row alone would start a turn. */
-            log_warn("hook_context_dropped", "reason=no_first_message rows=%d", context.count);
-            admithook_context_clear(&context);
         }
         conn = pool_get(gw->pool);
         if (hrc != 0) {
@@ -204,12 +199,11 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
                      .system_prompt = json_string_value(sys),
                      .dynamic_tools = tools,
                      .mcp_servers = mcp_text,
-                     .messages = msgs,
-                     .message_count = has_first ? 1 + context.count : 0};
-    msgs[0] = first;
-    for (int i = 0; i < context.count; i++) {
-        msgs[1 + i] = context.rows[i]; /* the hook's context after the prompt (§7.10) */
-    }
+                     .messages = has_first ? &first : context.rows,
+                     .message_count = has_first ? 1 : context.count};
+    /* The hook's context after the prompt; with no prompt, alone: the chat waits (§7.10). */
+    first.context = context.rows;
+    first.context_count = context.count;
     cs_error_t err;
     if (chatstate_create(conn, &c, &gw->sink, chat_id, &err) != 0) {
         gateway_cs_error(resp, &err);

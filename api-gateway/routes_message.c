@@ -145,24 +145,18 @@ static int s_collect(chatstate_t *cs, send_t *s) {
     return 0;
 }
 
-/* The hook's context rows after the message that entered history in this bundle. A queued
- * message keeps none (ARCHITECTURE.md §7.10, "Not built"). */
-static int s_context(chatstate_t *cs, send_t *s, cs_error_t *err) {
-    if (s->context.count == 0) {
-        return 0;
-    }
-    if (s->message_id == 0) {
-        log_warn("hook_context_dropped", "reason=queued rows=%d", s->context.count);
-        return 0;
-    }
-    return chatstate_append_context(cs, s->context.rows, s->context.count, err);
+/* The hook's context goes with the message (chatstate.h, cs_message_t.context): right after
+ * it, or kept with its queued row until it is promoted (ARCHITECTURE.md §7.10). */
+static void s_context(send_t *s) {
+    s->msg.context = s->context.rows;
+    s->msg.context_count = s->context.count;
 }
 
 static int s_send_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
     send_t *s = ctx;
+    s_context(s);
     if (chatstate_send_message(cs, &s->msg, s->busy, s->max_queue, &s->message_id, &s->queued_id,
-                               err) != 0 ||
-        s_context(cs, s, err) != 0) {
+                               err) != 0) {
         return -1;
     }
     return s_collect(cs, s);
@@ -170,16 +164,14 @@ static int s_send_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
 
 static int s_edit_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
     send_t *s = ctx;
+    s_context(s);
     if (chatstate_edit_message(cs, s->edit_id, &s->msg, s->edit_format, err) != 0) {
         return -1;
     }
-    s->message_id = 0;
+    /* The replacement is the last row inserted before its context. */
     int n = 0;
     const int64_t *ids = chatstate_inserted(cs, &n);
-    s->message_id = n ? ids[n - 1] : 0;
-    if (s_context(cs, s, err) != 0) {
-        return -1;
-    }
+    s->message_id = n > s->context.count ? ids[n - 1 - s->context.count] : 0;
     return s_collect(cs, s);
 }
 

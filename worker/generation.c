@@ -526,8 +526,12 @@ static bool s_structured_step(taskctx_t *ctx, PGconn *conn, const history_t *h,
                               structured_turn_t *turn, bool *open, decide_t d, unsigned heard,
                               taskctx_rc_t *rc) {
     char why[STRUCTURED_ERROR_MAX];
+    /* The stop answer heard before this read is this step's to use, and only this step's. */
+    json_t *stop = ctx->stop_answer;
+    ctx->stop_answer = NULL;
     if (structured_turn_open(turn, h->request_id, h->response_format, h->evidence, h->dynamic_tools,
                              why, sizeof why) != 0) {
+        json_decref(stop);
         log_warn("structured_config", "chat_id=%s request_id=%s reason=%s", ctx->chat_id,
                  h->request_id, why);
         *rc =
@@ -538,6 +542,7 @@ static bool s_structured_step(taskctx_t *ctx, PGconn *conn, const history_t *h,
     /* Derived each step from the model config and the chat's tools, like the rest. */
     turn->native = structured_native(h->model, h->dynamic_tools);
     if (d != DECIDE_CALL_MODEL && d != DECIDE_FINISH_TURN) {
+        json_decref(stop);
         return false;
     }
     structured_decision_t sd =
@@ -548,18 +553,22 @@ static bool s_structured_step(taskctx_t *ctx, PGconn *conn, const history_t *h,
              ctx->chat_id, turn->request_id, turn->native, turn->st.steps, turn->st.rejections,
              turn->st.candidate != NULL, structured_decision_name(sd));
     if (sd == STRUCTURED_CONTINUE) {
+        json_decref(stop);
         return false;
     }
-    /* The request's end (not feedback, after which the turn goes on): stop first. */
+    /* The request's end (not feedback, after which the turn goes on): stop first; its answer
+     * may continue the request once, or adds its user_context to the receipt's bundle. */
     if (sd != STRUCTURED_FEEDBACK && hooks_enabled(ctx->env->hooks) &&
         !(heard & TOOLSTEP_HEARD_STOP)) {
         *rc = toolstep_hear(ctx, HOOKS_STOP,
                             json_pack("{s:s, s:s}", "request_id", turn->request_id, "outcome",
                                       structured_decision_name(sd)),
                             heard | TOOLSTEP_HEARD_STOP, turn->request_id, s_step);
+        json_decref(stop);
         return true;
     }
-    *rc = stepbundle_turn_end(ctx, conn, turn, sd);
+    *rc = stepbundle_turn_end(ctx, conn, turn, sd, stop);
+    json_decref(stop);
     return true;
 }
 

@@ -169,7 +169,8 @@ static int s_send_reads(PGconn *conn, const char *chat_id, bool with_messages,
         rc = db_send(
             conn,
             "SELECT json_build_object('id', id, 'role', role, 'content', content, 'control',"
-            " coalesce(structured_output ->> 'type' = 'structured-output-feedback' OR"
+            " coalesce(structured_output ->> 'type' IN ('structured-output-feedback',"
+            " 'structured-output-invalidation') OR"
             " (structured_output ->> 'type' = 'hook-context' AND (structured_output ->> 'event')"
             " IS DISTINCT FROM 'post_compact'), false), 'hook', CASE WHEN structured_output ->>"
             " 'type' = 'hook-context' THEN structured_output ->> 'event' END,"
@@ -244,7 +245,8 @@ static int s_take_request(PGconn *conn, const char *chat_id, const PGresult *res
                 " FROM chat_messages WHERE chat_id = $1 AND NOT deleted"
                 " AND structured_output_request_id = $2::uuid"
                 " AND structured_output ->> 'type' IN ('structured-output-step',"
-                " 'structured-output-candidate', 'structured-output-feedback')"
+                " 'structured-output-candidate', 'structured-output-feedback',"
+                " 'structured-output-invalidation')"
                 " ORDER BY id LIMIT 100001",
                 2, ep);
     if (!ev) {

@@ -140,11 +140,50 @@ static taskctx_rc_t s_feedback(taskctx_t *ctx, PGconn *conn, const structured_tu
     return rc;
 }
 
+/* A stop hook's model_context at a request's end that would succeed: the invalidation row
+ * (the context, for the model only, bound to the request) and the user_context row in one
+ * CommitStep; the turn goes on and the model must submit again. */
+static taskctx_rc_t s_invalidate(taskctx_t *ctx, PGconn *conn, const structured_turn_t *t,
+                                 const json_t *stop) {
+    batch_t *b = batch_new();
+    batch_event_context(b, stop, "stop", false);
+    int n = 0;
+    const cs_message_t *context = batch_rows(b, &n);
+    json_t *c =
+        json_pack("[{s:s, s:O}]", "type", "text", "text", json_object_get(stop, "model_context"));
+    json_t *m =
+        json_pack("{s:s, s:s}", "type", STRUCTURED_TYPE_INVALIDATION, "request_id", t->request_id);
+    char *content = jsonout_dumps(c);
+    char *meta = jsonout_dumps(m);
+    json_decref(c);
+    json_decref(m);
+    cs_message_t msgs[2] = {{.role = "user",
+                             .visibility = "model",
+                             .content = content,
+                             .so_request_id = t->request_id,
+                             .so_meta = meta}};
+    if (n == 1) {
+        msgs[1] = context[0];
+    }
+    log_info("structured_invalidated", "chat_id=%s request_id=%s", ctx->chat_id, t->request_id);
+    stepbundle_args_t a = {.fence = &ctx->fence, .msgs = msgs, .count = 1 + n};
+    taskctx_rc_t rc =
+        taskctx_bundle(ctx, conn, stepbundle_commit_step, &a, "CommitStep(stop invalidation)");
+    free(content);
+    free(meta);
+    batch_destroy(&b);
+    return rc;
+}
+
 /* Carries out a structured decision other than STRUCTURED_CONTINUE. */
 taskctx_rc_t stepbundle_turn_end(taskctx_t *ctx, PGconn *conn, const structured_turn_t *t,
-                                 structured_decision_t d) {
+                                 structured_decision_t d, const json_t *stop) {
     if (d == STRUCTURED_FEEDBACK) {
         return s_feedback(ctx, conn, t);
+    }
+    if (d == STRUCTURED_SUCCEED && !t->st.continued &&
+        json_is_string(json_object_get(stop, "model_context"))) {
+        return s_invalidate(ctx, conn, t, stop);
     }
     char *value = d == STRUCTURED_SUCCEED ? structured_candidate_text(t) : NULL;
     if (d == STRUCTURED_SUCCEED && !value) {
@@ -152,15 +191,20 @@ taskctx_rc_t stepbundle_turn_end(taskctx_t *ctx, PGconn *conn, const structured_
                  t->request_id);
         d = STRUCTURED_NOT_PRODUCED;
     }
+    /* The stop answer's user_context (model_context no more: the request has ended). */
+    batch_t *b = batch_new();
+    batch_event_context(b, stop, "stop", false);
     stepbundle_args_t a = {.fence = &ctx->fence,
                            .receipt_id = t->request_id,
                            .receipt_status = value ? "succeeded" : "failed",
                            .receipt_code = value ? NULL : structured_decision_name(d),
                            .receipt_value = value};
+    a.msgs = batch_rows(b, &a.count);
     taskctx_rc_t rc = taskctx_bundle(ctx, conn, stepbundle_finish_turn, &a, "FinishTurn");
     if (rc == TASKCTX_DONE) {
         atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
     }
+    batch_destroy(&b);
     free(value);
     return rc;
 }

@@ -57,9 +57,13 @@ taskctx_rc_t stepbundle_fail_request(taskctx_t *ctx, PGconn *conn, const char *r
 
 /* Carries out a structured decision other than STRUCTURED_CONTINUE: the feedback row, or the
  * receipt (succeeded with the candidate's value, else failed with the decision's code) with
- * FinishTurn. */
+ * FinishTurn. stop is the answer of the stop hook heard at the request's end (NULL: none):
+ * when the request would succeed, has not been continued yet and stop carries model_context,
+ * the request goes on instead (one CommitStep of the invalidation row holding that context,
+ * and the user_context row); otherwise its user_context row goes in the FinishTurn bundle
+ * after the receipt (ARCHITECTURE.md §7.10, §8). */
 taskctx_rc_t stepbundle_turn_end(taskctx_t *ctx, PGconn *conn, const structured_turn_t *t,
-                                 structured_decision_t d);
+                                 structured_decision_t d, const json_t *stop);
 
 /* Commits the batch's rows in one CommitStep (and FinishTurn with it when finish is set)
  * and destroys the batch. */

@@ -81,6 +81,12 @@ void structured_derive(const char *request_id, const json_t *evidence, structure
             out->candidate = json_deep_copy(v);
         } else if (!strcmp(type, STRUCTURED_TYPE_FEEDBACK) && !strcmp(role, "user")) {
             continue;
+        } else if (!strcmp(type, STRUCTURED_TYPE_INVALIDATION) && !strcmp(role, "user") &&
+                   !out->continued) {
+            /* Not a rejection: the counts stand, only the candidate is void. */
+            out->continued = true;
+            json_decref(out->candidate);
+            out->candidate = NULL;
         } else {
             out->malformed = true;
         }

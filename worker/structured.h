@@ -18,6 +18,10 @@
  *     {"type":"structured-output-candidate","request_id":R,"tool_call_id":ID,"value":V}
  *   model-only user row of feedback after a text-only ending:
  *     {"type":"structured-output-feedback","request_id":R,"rejections":N}
+ *   model-only user row holding a stop hook's model_context at the request's end, which
+ *   continues the request once (ARCHITECTURE.md §7.10): the current candidate is void, and the
+ *   model must submit again (not a rejection; at most one per request):
+ *     {"type":"structured-output-invalidation","request_id":R}
  * A receipt ({"type":"structured-output-outcome"}) closes the request (chatstate_receipt).
  *
  * Native mode (issue 7 item 4): when the model config declares native_structured_output and
@@ -40,9 +44,10 @@
 #define STRUCTURED_REASON_MAX     512  /* bytes of a rejection reason, NUL included */
 #define STRUCTURED_ERROR_MAX      1024 /* bytes of a tool error text, NUL included */
 
-#define STRUCTURED_TYPE_STEP      "structured-output-step"
-#define STRUCTURED_TYPE_CANDIDATE "structured-output-candidate"
-#define STRUCTURED_TYPE_FEEDBACK  "structured-output-feedback"
+#define STRUCTURED_TYPE_STEP         "structured-output-step"
+#define STRUCTURED_TYPE_CANDIDATE    "structured-output-candidate"
+#define STRUCTURED_TYPE_FEEDBACK     "structured-output-feedback"
+#define STRUCTURED_TYPE_INVALIDATION "structured-output-invalidation"
 
 /* What the durable rows of one request say. */
 typedef struct {
@@ -54,12 +59,14 @@ typedef struct {
     char last_finish[16]; /* the latest step's finish, "" before any */
     char last_reject[24]; /* the latest step's rejection, "" when it had none */
     char last_reason[STRUCTURED_REASON_MAX]; /* the latest step's "reason", "" when none */
-    bool malformed; /* an evidence row of an unknown or broken shape: fail closed */
+    bool continued; /* a stop hook continued the request once (an invalidation row) */
+    bool malformed; /* an evidence row of an unknown or broken shape (or a second
+                       invalidation): fail closed */
 } structured_state_t;
 
 /* Rebuilds the state of request_id from evidence, [{"id","role","so"}] oldest first (every
  * row bound to the request, as history_load returns them). A candidate is cleared by a later
- * rejected finalizer batch and replaced by a later candidate. */
+ * rejected finalizer batch or an invalidation and replaced by a later candidate. */
 void structured_derive(const char *request_id, const json_t *evidence, structured_state_t *out);
 void structured_state_clear(structured_state_t *st);
 

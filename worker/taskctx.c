@@ -78,6 +78,8 @@ void taskctx_reset(taskctx_t *ctx) {
     ctx->body_free = NULL;
     ctx->next = NULL;
     ctx->call_start = NULL;
+    json_decref(ctx->stop_answer);
+    ctx->stop_answer = NULL;
     provider_result_clear(&ctx->call_res);
 }
 

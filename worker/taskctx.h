@@ -132,9 +132,13 @@ struct taskctx {
     provider_call_t *(*call_start)(taskctx_t *ctx, provider_done_fn *done, void *done_arg);
     provider_part_fn *on_part; /* TASKCTX_CALL: receives the streamed parts, on the loop */
     void *part_arg;
-    provider_rc_t call_rc;         /* the call's outcome, for next */
-    provider_result_t call_res;    /* likewise; next clears it */
-    void *body;                    /* the body's state between phases */
+    provider_rc_t call_rc;      /* the call's outcome, for next */
+    provider_result_t call_res; /* likewise; next clears it */
+    void *body;                 /* the body's state between phases */
+    /* The answer of the stop hook heard at a structured request's end (toolstep_hear), kept
+     * for the step that reads again with it heard; that step takes and clears it
+     * (ARCHITECTURE.md §7.10). NULL otherwise. */
+    json_t *stop_answer;
     void (*body_free)(void *body); /* frees body; run when the task ends or restarts */
     taskctx_side_t side;           /* set by a phase: a side call to start (start != NULL) */
 };

@@ -256,6 +256,10 @@ static taskctx_rc_t s_after_heard(taskctx_t *ctx, PGconn *conn) {
         batch_destroy(&b);
         return rc;
     }
+    if (h->event == HOOKS_STOP) { /* the structured step decides what it adds (§7.10) */
+        json_decref(ctx->stop_answer);
+        ctx->stop_answer = json_incref(ctx->call_res.content);
+    }
     provider_result_clear(&ctx->call_res);
     unsigned heard = h->heard;
     toolstep_step_fn *step = h->step;

@@ -168,7 +168,7 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
     mcpset_log(env->mcp);
     /* The lifecycle hook consumer, when one is configured (ARCHITECTURE.md §7.10). */
     hooks_config_t hc;
-    if (hooks_config_read(&hc, why, sizeof why) != 0) {
+    if (hooks_config_read(&hc, 0, why, sizeof why) != 0) { /* never blocks: no thread bound */
         log_error("worker_config", "reason=\"%s\"", why);
         worker_destroy(&self);
         return NULL;

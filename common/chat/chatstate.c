@@ -350,8 +350,70 @@ static void s_inserted(void *ctx, const PGresult *res) {
     }
 }
 
+int cs_context_check(chatstate_t *self, const cs_message_t *m, cs_error_t *err) {
+    for (int i = 0; i < m->context_count; i++) {
+        const cs_message_t *c = &m->context[i];
+        const char *v = c->visibility ? c->visibility : "both";
+        bool model_only = !strcmp(c->role, "user") && !strcmp(v, "model");
+        bool user_only = !strcmp(c->role, "assistant") && !strcmp(v, "user");
+        if ((!model_only && !user_only) || !c->so_meta ||
+            strcmp(c->so_meta, CS_HOOK_CONTEXT_META) || c->context_count) {
+            return cs_fail(self, err, CS_BAD_INPUT,
+                           "hook context: a model-only user row or a user-only assistant row");
+        }
+    }
+    return 0;
+}
+
+char *cs_context_json(const cs_message_t *m) {
+    /* Roles, visibilities and metadata are the checked constants; content is JSON already. */
+    size_t n = 3;
+    for (int i = 0; i < m->context_count; i++) {
+        n += strlen(m->context[i].content) + sizeof CS_HOOK_CONTEXT_META + 128;
+    }
+    char *out = mem_calloc(1, n);
+    size_t w = 0;
+    out[w++] = '[';
+    for (int i = 0; i < m->context_count; i++) {
+        const cs_message_t *c = &m->context[i];
+        w += (size_t)snprintf(out + w, n - w,
+                              "%s{\"role\":\"%s\",\"visibility\":\"%s\",\"content\":%s,"
+                              "\"structured_output\":%s}",
+                              i ? "," : "", c->role, c->visibility, c->content, c->so_meta);
+    }
+    out[w++] = ']';
+    return out;
+}
+
+/* Inserts the hook context rows kept with a queued message (context_json, a JSON array as
+ * cs_context_json wrote it) right after it, in order, created by created_by. */
+static int s_insert_kept_context(chatstate_t *self, const char *context_json,
+                                 const char *created_by, cs_error_t *err) {
+    const char *p[] = {self->chat_id, context_json, created_by};
+    PGresult *res =
+        cs_query(self, err,
+                 "INSERT INTO chat_messages (chat_id, role, visibility, content, created_by,"
+                 " structured_output) SELECT $1, (e ->> 'role')::chat_message_role,"
+                 " (e ->> 'visibility')::chat_message_visibility, e -> 'content', $3::uuid,"
+                 " e -> 'structured_output' FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY "
+                 "AS x(e, ord)"
+                 " ORDER BY ord RETURNING id",
+                 3, p);
+    if (!res) {
+        return -1;
+    }
+    for (int i = 0; i < PQntuples(res); i++) {
+        s_ids_push(&self->inserted, db_int64(res, i, 0));
+    }
+    PQclear(res);
+    return 0;
+}
+
 int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64_t *id_out,
               cs_error_t *err) {
+    if (cs_context_check(self, m, err) != 0) {
+        return -1;
+    }
     char qid[24];
     snprintf(qid, sizeof qid, "%lld", (long long)queued_id);
     const char *p[] = {self->chat_id,
@@ -396,6 +458,11 @@ int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64
         const char *mp[] = {self->chat_id, m->model_config_id};
         if (cs_exec(self, err, "UPDATE chats SET model_config_id = $2::uuid WHERE id = $1", 2,
                     mp) != 0) {
+            return -1;
+        }
+    }
+    for (int i = 0; i < m->context_count; i++) {
+        if (cs_insert(self, &m->context[i], 0, NULL, err) != 0) {
             return -1;
         }
     }
@@ -467,7 +534,8 @@ int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_err
                  " WHERE chat_id = $1 AND ($2::bigint = 0 OR id = $2::bigint)"
                  " ORDER BY position, id LIMIT 1)"
                  " RETURNING id, content::text, created_by::text, model_config_id::text,"
-                 " response_format::text, structured_output_request_id::text",
+                 " response_format::text, structured_output_request_id::text,"
+                 " hook_context::text",
                  2, p);
     if (!res) {
         return -1;
@@ -486,6 +554,9 @@ int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_err
     int rc = cs_answer_pending(self, "tool call canceled: a new user message arrived", err);
     if (rc == 0) {
         rc = cs_insert(self, &m, promoted, message_id, err);
+    }
+    if (rc == 0 && db_text(res, 0, 6)) {
+        rc = s_insert_kept_context(self, db_text(res, 0, 6), m.created_by, err);
     }
     PQclear(res);
     return rc;
@@ -651,8 +722,9 @@ int chatstate_create(PGconn *conn, const cs_create_t *c, const hint_sink_t *sink
     chatstate_t *self = s_new(conn, id);
     const char *first_user = NULL;
     for (int i = 0; i < c->message_count && !first_user; i++) {
-        if (!strcmp(c->messages[i].role, "user")) {
-            first_user = c->messages[i].content;
+        const cs_message_t *m = &c->messages[i];
+        if (!strcmp(m->role, "user") && !(m->visibility && !strcmp(m->visibility, "model"))) {
+            first_user = m->content;
         }
     }
     if (cs_exec(self, err, "BEGIN", 0, NULL) != 0) {

@@ -42,7 +42,7 @@ typedef struct {
 
 /* A message to insert. Text fields are JSON where noted and must already have passed the
  * strict JSON boundary; NULL means SQL NULL (or the default). */
-typedef struct {
+typedef struct cs_message {
     const char *role;            /* system, user, assistant, tool */
     const char *visibility;      /* user, model, both; NULL = both */
     const char *content;         /* JSON array of parts */
@@ -53,6 +53,12 @@ typedef struct {
     const char *so_meta;         /* JSON object: internal structured-output metadata */
     const char *response_format; /* JSON: kept on a queued user message until promotion */
     bool compressed;             /* a context boundary row */
+    /* A prompt's lifecycle hook context (ARCHITECTURE.md §7.10: model-only user rows and
+     * user-only assistant rows with CS_HOOK_CONTEXT_META): inserted right after the message,
+     * or, when a send queues it, kept with the queued row and inserted right after it when it
+     * is promoted. Any other row is CS_BAD_INPUT. */
+    const struct cs_message *context;
+    int context_count;
 } cs_message_t;
 
 /* What a worker-side task captured when it started; checked under the row lock. */
@@ -92,7 +98,8 @@ typedef struct chatstate chatstate_t;
 /* Process-wide settings; set once at start, before any bundle. */
 void chatstate_configure(int64_t lease_stale_ms, int64_t requires_action_deadline_ms);
 
-/* Creates a chat (N -> R0, or N -> W when no user message is given) in its own bundle and
+/* Creates a chat (N -> R0, or N -> W when no user message is given: model-only user rows,
+ * like a session_start hook context, are none) in its own bundle and
  * commits it. Writes the chat id into chat_id_out. */
 int chatstate_create(PGconn *conn, const cs_create_t *params, const hint_sink_t *sink,
                      char chat_id_out[ID_UUID_LEN + 1], cs_error_t *err);
@@ -191,12 +198,6 @@ int chatstate_edit_message(chatstate_t *self, int64_t message_id, const cs_messa
 /* The structured_output of a lifecycle hook's context row (ARCHITECTURE.md §7.10): no prompt
  * of the user's, so a turn's pending calls are scanned across it. */
 #define CS_HOOK_CONTEXT_META "{\"type\":\"hook-context\"}"
-
-/* Inserts the rows a lifecycle hook added to a prompt (ARCHITECTURE.md §7.10: a model-only
- * user row, a user-only assistant row) right after the message a send or an edit of this
- * bundle put into history; no transition of its own. */
-int chatstate_append_context(chatstate_t *self, const cs_message_t *msgs, int count,
-                             cs_error_t *err);
 
 /* Removes a queued message; a structured one gets its queue_deleted receipt at once. */
 int chatstate_delete_queued(chatstate_t *self, int64_t queued_id, cs_error_t *err);

@@ -54,6 +54,15 @@ struct chatstate {
 extern int64_t chatstate_lease_stale_ms;
 extern int64_t chatstate_ra_deadline_ms;
 
+/* Checks m's hook context rows (chatstate.h, cs_message_t.context); -1 (bundle poisoned,
+ * CS_BAD_INPUT) when one is not a hook context row. */
+int cs_context_check(chatstate_t *self, const cs_message_t *m, cs_error_t *err);
+
+/* m's checked hook context rows as the JSON array a queued row keeps them in
+ * (chat_queued_messages.hook_context): [{"role","visibility","content","structured_output"}].
+ * Caller frees. */
+char *cs_context_json(const cs_message_t *m);
+
 /* Fills err and poisons the bundle; returns -1. */
 int cs_fail(chatstate_t *self, cs_error_t *err, cs_rc_t rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -14,15 +14,22 @@ static bool s_owned(const chatstate_t *self) {
     return self->row.worker_id[0] != '\0';
 }
 
+/* Queues m with its hook context (promotion inserts it after m, cs_promote). */
 static int s_enqueue(chatstate_t *self, const cs_message_t *m, int64_t *qid, cs_error_t *err) {
-    const char *p[] = {self->chat_id,      m->content,         m->created_by,
-                       m->model_config_id, m->response_format, m->so_request_id};
+    if (cs_context_check(self, m, err) != 0) {
+        return -1;
+    }
+    char *context = m->context_count ? cs_context_json(m) : NULL;
+    const char *p[] = {self->chat_id,      m->content,       m->created_by, m->model_config_id,
+                       m->response_format, m->so_request_id, context};
     PGresult *res = cs_query(self, err,
                              "INSERT INTO chat_queued_messages (chat_id, content, created_by,"
-                             " model_config_id, response_format, structured_output_request_id)"
-                             " VALUES ($1, $2::jsonb, coalesce($3::uuid, (SELECT owner_id FROM"
-                             " chats WHERE id = $1)), $4::uuid, $5::jsonb, $6::uuid) RETURNING id",
-                             6, p);
+                             " model_config_id, response_format, structured_output_request_id,"
+                             " hook_context) VALUES ($1, $2::jsonb, coalesce($3::uuid, (SELECT"
+                             " owner_id FROM chats WHERE id = $1)), $4::uuid, $5::jsonb,"
+                             " $6::uuid, $7::jsonb) RETURNING id",
+                             7, p);
+    free(context);
     if (!res) {
         return -1;
     }
@@ -171,22 +178,6 @@ int chatstate_send_message(chatstate_t *self, const cs_message_t *m, cs_busy_t b
         }
     }
     return 0;
-}
-
-int chatstate_append_context(chatstate_t *self, const cs_message_t *msgs, int count,
-                             cs_error_t *err) {
-    for (int i = 0; i < count; i++) {
-        const char *v = msgs[i].visibility ? msgs[i].visibility : "both";
-        bool model_only = !strcmp(msgs[i].role, "user") && !strcmp(v, "model");
-        bool user_only = !strcmp(msgs[i].role, "assistant") && !strcmp(v, "user");
-        if ((!model_only && !user_only) || !msgs[i].so_meta ||
-            strcmp(msgs[i].so_meta, CS_HOOK_CONTEXT_META)) {
-            return cs_fail(self, err, CS_BAD_INPUT,
-                           "hook context: a model-only user row or a"
-                           " user-only assistant row");
-        }
-    }
-    return cs_insert_all(self, msgs, count, err);
 }
 
 /* The edited message's stored response_format (for preservation), or NULL. */

@@ -67,7 +67,7 @@ static int s_env_num(const char *name, int64_t dflt, int64_t *out, char *err, si
     return 0;
 }
 
-int hooks_config_read(hooks_config_t *out, char *err, size_t err_size) {
+int hooks_config_read(hooks_config_t *out, int64_t threads, char *err, size_t err_size) {
     memset(out, 0, sizeof *out);
     out->url = s_env_str("CHATFLEET_HOOKS_URL");
     out->secret = s_env_str("CHATFLEET_HOOKS_SECRET");
@@ -79,6 +79,9 @@ int hooks_config_read(hooks_config_t *out, char *err, size_t err_size) {
         return -1;
     }
     int64_t half = out->max_inflight / 2 > 0 ? out->max_inflight / 2 : 1;
+    if (threads > 0 && threads / 2 < half) {
+        half = threads / 2 > 0 ? threads / 2 : 1;
+    }
     if (s_env_num("CHATFLEET_HOOKS_ADMISSION_MAX", half, &out->admission_max, err, err_size)) {
         hooks_config_clear(out);
         return -1;
@@ -87,6 +90,15 @@ int hooks_config_read(hooks_config_t *out, char *err, size_t err_size) {
         snprintf(err, err_size,
                  "CHATFLEET_HOOKS_ADMISSION_MAX: must not exceed "
                  "CHATFLEET_HOOKS_MAX_INFLIGHT");
+        hooks_config_clear(out);
+        return -1;
+    }
+    if (out->url && threads > 0 && out->admission_max >= threads) {
+        snprintf(err, err_size,
+                 "CHATFLEET_HOOKS_ADMISSION_MAX (%" PRId64 ") must be below CHATFLEET_HTTP_THREADS"
+                 " (%" PRId64 "): admission hooks block a request thread each, and a slow"
+                 " consumer would hold them all",
+                 out->admission_max, threads);
         hooks_config_clear(out);
         return -1;
     }

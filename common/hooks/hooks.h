@@ -46,7 +46,8 @@ typedef struct {
     char *secret;          /* CHATFLEET_HOOKS_SECRET; required with a URL */
     int64_t timeout_ms;    /* CHATFLEET_HOOKS_TIMEOUT_MS, default 10000 */
     int64_t max_inflight;  /* CHATFLEET_HOOKS_MAX_INFLIGHT, default 64 */
-    int64_t admission_max; /* CHATFLEET_HOOKS_ADMISSION_MAX, default max_inflight / 2 */
+    int64_t admission_max; /* CHATFLEET_HOOKS_ADMISSION_MAX, default max_inflight / 2, and
+                              below the gateway's request threads (hooks_config_read) */
 } hooks_config_t;
 
 typedef enum {
@@ -82,9 +83,14 @@ typedef struct {
     void (*curl_add)(void *ctx, CURL *easy, hooks_curl_done_fn *done, void *arg);
 } hooks_runner_t;
 
-/* Reads CHATFLEET_HOOKS_* into *out. Returns 0, or -1 with the variable and why in err. The
- * caller frees with hooks_config_clear. */
-int hooks_config_read(hooks_config_t *out, char *err, size_t err_size);
+/* Reads CHATFLEET_HOOKS_* into *out. threads is the number of request threads a blocking
+ * caller runs hooks_call on (the gateway's CHATFLEET_HTTP_THREADS; ARCHITECTURE.md §7.10),
+ * or 0 for a caller that never blocks (the worker). With threads > 0 the admission share
+ * defaults to the smaller of max_inflight / 2 and threads / 2 (at least 1), and a share that
+ * is not below threads is refused while hooks are on, naming both settings: a slow consumer
+ * could otherwise hold every request thread. Returns 0, or -1 with the variable and why in
+ * err. The caller frees with hooks_config_clear. */
+int hooks_config_read(hooks_config_t *out, int64_t threads, char *err, size_t err_size);
 void hooks_config_clear(hooks_config_t *cfg);
 
 /* A dispatcher with a copy of cfg, whose hooks_dispatch runs on runner (copied; NULL: only

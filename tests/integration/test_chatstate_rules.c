@@ -2,7 +2,8 @@
  * The rules around the move table (ARCHITECTURE.md §4.2, §4.3 "Rules every transition
  * keeps"): unowned interrupts finish in the same bundle, synthetic
  * cancellation results, answering outstanding calls before a user message, last_error
- * clearing, the compaction marker, queued_message_id on promotion, tool-result checks,
+ * clearing, the compaction marker, queued_message_id on promotion, a queued prompt's hook
+ * context inserted after it on promotion, tool-result checks,
  * the queue cap, post-commit hints, and the user title as a move of its own bundle.
  */
 #include <setjmp.h>
@@ -234,6 +235,71 @@ static void test_promotion_answers_outstanding_calls_before_the_user_message(voi
              " ORDER BY id DESC LIMIT 1",
              qid);
     free(qid);
+}
+
+/* A prompt's hook context (cs_message_t.context) is kept with its queued row and inserted
+ * right after it, in order, when it is promoted; a row that is no hook context is refused and
+ * nothing is queued. */
+static void test_a_queued_prompts_hook_context_follows_it_on_promotion(void **u) {
+    (void)u;
+    char chat[ID_UUID_LEN + 1];
+    cs_error_t err;
+    s_new_chat(chat, true);
+    cs_message_t ctx[] = {{.role = "user",
+                           .visibility = "model",
+                           .content = "[{\"type\":\"text\",\"text\":\"CTX-M\"}]",
+                           .so_meta = CS_HOOK_CONTEXT_META},
+                          {.role = "assistant",
+                           .visibility = "user",
+                           .content = "[{\"type\":\"text\",\"text\":\"CTX-U\"}]",
+                           .so_meta = CS_HOOK_CONTEXT_META}};
+    cs_message_t m = {.role = "user", .content = USER_MSG, .context = ctx, .context_count = 2};
+    int64_t mid;
+    int64_t qid;
+    /* A tool row is no hook context: refused, the bundle rolls back. */
+    cs_message_t bad_ctx = {.role = "tool", .content = "[]", .so_meta = CS_HOOK_CONTEXT_META};
+    cs_message_t bad = {
+        .role = "user", .content = USER_MSG, .context = &bad_ctx, .context_count = 1};
+    chatstate_t *cs = s_begin(chat);
+    assert_int_equal(chatstate_send_message(cs, &bad, CS_BUSY_QUEUE, 0, &mid, &qid, &err), -1);
+    assert_int_equal(err.rc, CS_BAD_INPUT);
+    chatstate_destroy(&cs);
+    s_expect(chat, "SELECT count(*) FROM chat_queued_messages WHERE chat_id = '%s'", "0");
+    cs = s_begin(chat);
+    assert_int_equal(chatstate_send_message(cs, &m, CS_BUSY_QUEUE, 0, &mid, &qid, &err), 0);
+    assert_true(qid > 0 && mid == 0);
+    s_commit(&cs, NULL);
+    s_expect(chat,
+             "SELECT string_agg(e ->> 'role' || '/' || (e ->> 'visibility'), ',') FROM"
+             " chat_queued_messages, jsonb_array_elements(hook_context) e WHERE chat_id = '%s'",
+             "user/model,assistant/user");
+    cs = s_begin(chat);
+    cs_fence_t f;
+    s_fence(chat, "running", &f);
+    assert_int_equal(chatstate_finish_turn(cs, &f, NULL, 0, &err), 0);
+    int n = 0;
+    chatstate_inserted(cs, &n);
+    assert_int_equal(n, 3); /* the prompt and its two context rows */
+    s_commit(&cs, NULL);
+    s_expect(chat,
+             "SELECT string_agg(role || '/' || visibility || '/' || (content -> 0 ->> 'text')"
+             " || '/' || coalesce(structured_output ->> 'type', '-'), ' ' ORDER BY id) FROM"
+             " chat_messages WHERE chat_id = '%s'",
+             "user/both/hello world/- user/both/hello world/- user/model/CTX-M/hook-context"
+             " assistant/user/CTX-U/hook-context");
+    /* Sent to a waiting chat, the context follows the message at once. */
+    cs = s_begin(chat);
+    s_fence(chat, "running", &f);
+    assert_int_equal(chatstate_finish_turn(cs, &f, NULL, 0, &err), 0);
+    s_commit(&cs, NULL);
+    cs = s_begin(chat);
+    assert_int_equal(chatstate_send_message(cs, &m, CS_BUSY_QUEUE, 0, &mid, &qid, &err), 0);
+    assert_true(mid > 0 && qid == 0);
+    s_commit(&cs, NULL);
+    s_expect(chat,
+             "SELECT string_agg(role || '/' || visibility, ',' ORDER BY id) FROM (SELECT * FROM"
+             " chat_messages WHERE chat_id = '%s' ORDER BY id DESC LIMIT 3) t",
+             "user/both,user/model,assistant/user");
 }
 
 static void test_leaving_error_clears_last_error_but_archiving_keeps_it(void **u) {
@@ -621,6 +687,7 @@ int main(void) {
         cmocka_unit_test(test_send_interrupt_on_unowned_idle_queue_sends_the_message_itself),
         cmocka_unit_test(test_interrupt_in_requires_action_answers_pending_calls),
         cmocka_unit_test(test_promotion_answers_outstanding_calls_before_the_user_message),
+        cmocka_unit_test(test_a_queued_prompts_hook_context_follows_it_on_promotion),
         cmocka_unit_test(test_leaving_error_clears_last_error_but_archiving_keeps_it),
         cmocka_unit_test(test_compaction_marks_the_chat_and_refuses_when_nothing_to_compact),
         cmocka_unit_test(test_compaction_marker_survives_the_moves_that_keep_the_turn),

@@ -6,7 +6,9 @@
  * for a create), an input override is what is stored and what the model is asked, an invalid
  * answer refuses the prompt (502, hook_dispatch_failed); an edit starts a session
  * (session_start, whose context follows the prompt, then user_prompt_submit, its override
- * stored); an A2A SendMessage goes through the same hooks (a deny is JSON-RPC error -32050). The
+ * stored); an A2A SendMessage goes through the same hooks (a deny is JSON-RPC error -32050); the
+ * context of a queued prompt follows it when it is promoted, and session_start's context on a
+ * create without a first message is kept (the chat waits). The
  * worker's events and the consumer going down are test_worker_hooks.c's.
  */
 #include <setjmp.h>
@@ -217,6 +219,166 @@ static void test_an_edit_starts_a_session_and_submits_its_prompt(void **state) {
     hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
 }
 
+/* The chat's messages as REST shows them (GET .../messages), a new array. */
+static json_t *s_rest_messages(const char *chat) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/messages", cluster_url(s_cluster, 0), chat);
+    proc_http_t r;
+    assert_int_equal(proc_http("GET", url, cluster_token(s_cluster), NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    json_t *body = json_loads(r.body, 0, NULL);
+    proc_http_free(&r);
+    assert_non_null(body);
+    json_t *out = json_incref(json_object_get(body, "messages"));
+    json_decref(body);
+    assert_true(json_is_array(out));
+    return out;
+}
+
+/* The id of the REST message whose first text part is text (0: none). */
+static int64_t s_rest_id(const json_t *msgs, const char *role, const char *text) {
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        const char *t = json_string_value(
+            json_object_get(json_array_get(json_object_get(m, "content"), 0), "text"));
+        if (!strcmp(json_string_value(json_object_get(m, "role")), role) && t && !strcmp(t, text)) {
+            return json_integer_value(json_object_get(m, "id"));
+        }
+    }
+    return 0;
+}
+
+/* Whether REST shows the row with id after right after the row with id before. */
+static bool s_rest_adjacent(const json_t *msgs, int64_t before, int64_t after) {
+    int64_t next = 0;
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        int64_t id = json_integer_value(json_object_get(m, "id"));
+        if (id > before && (next == 0 || id < next)) {
+            next = id;
+        }
+    }
+    return before > 0 && next == after;
+}
+
+/* A prompt sent while the chat runs is queued: the context its user_prompt_submit answer added
+ * is kept with it and follows it when it is promoted (the model sees the model_context in the
+ * next request, REST shows the user_context right after the prompt); nothing is dropped. */
+static void test_a_queued_prompts_context_follows_it_when_promoted(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    /* The first turn's reply ends 4 s after its first part, so that the chat still runs when
+     * the next prompt arrives. */
+    const char *part =
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+        "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"slow reply\"},"
+        "\"finish_reason\":null}]}\n\n";
+    const char *end =
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+        "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+        "data: [DONE]\n\n";
+    mockprov_reply_t *slow = mockprov_reply_new(200, "text/event-stream");
+    mockprov_reply_chunk(slow, part, strlen(part), 0);
+    mockprov_reply_chunk(slow, end, strlen(end), 4000);
+    mockprov_push(s_mock, &slow);
+    s_push_text("the queued prompt answered");
+    int calls = mockprov_request_count(s_mock);
+    char chat[ID_UUID_LEN + 1];
+    s_create("a prompt that runs", chat);
+    hookcons_answer(s_cons, "user_prompt_submit", 200,
+                    "{\"model_context\":\"QUEUED-MODEL-CTX\",\"user_context\":\"QUEUED-USER-CTX\"}",
+                    false);
+    json_t *ans = NULL;
+    assert_int_equal(s_send(chat, "the queued prompt", &ans), 200);
+    assert_true(json_is_true(json_object_get(ans, "queued")));
+    json_decref(ans);
+    hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
+    char *kept = cluster_sql(s_cluster,
+                             "SELECT jsonb_array_length(hook_context) FROM chat_queued_messages"
+                             " WHERE chat_id = '%s'",
+                             chat);
+    assert_non_null(kept);
+    assert_string_equal(kept, "2");
+    free(kept);
+    assert_int_equal(mockprov_wait_requests(s_mock, calls + 2, WAIT_MS), 0);
+    s_wait_status(chat, "waiting:true");
+    /* In history right after the promoted prompt: the model-only row, then the user-only one. */
+    char *rows = cluster_sql(s_cluster,
+                             "SELECT string_agg(role || '/' || visibility || '/' || (content -> 0"
+                             " ->> 'text'), ' ' ORDER BY id) FROM chat_messages WHERE chat_id ="
+                             " '%s' AND NOT deleted AND id >= (SELECT id FROM chat_messages WHERE"
+                             " chat_id = '%s' AND queued_message_id IS NOT NULL)",
+                             chat, chat);
+    printf("  rows: %s\n", rows);
+    assert_non_null(strstr(rows, "user/both/the queued prompt user/model/QUEUED-MODEL-CTX"
+                                 " assistant/user/QUEUED-USER-CTX assistant/both/"
+                                 "the queued prompt answered"));
+    free(rows);
+    json_t *msgs = s_rest_messages(chat);
+    int64_t prompt = s_rest_id(msgs, "user", "the queued prompt");
+    int64_t shown = s_rest_id(msgs, "assistant", "QUEUED-USER-CTX");
+    assert_true(s_rest_adjacent(msgs, prompt, shown));
+    assert_int_equal(s_rest_id(msgs, "user", "QUEUED-MODEL-CTX"), 0); /* the model's only */
+    json_decref(msgs);
+    /* The promoted turn's model request carries the model_context after the prompt. */
+    json_t *req = mockprov_request(s_mock, calls + 1);
+    assert_non_null(req);
+    char *text = json_dumps(json_object_get(req, "body"), JSON_COMPACT);
+    char *p = strstr(text, "the queued prompt");
+    assert_non_null(p);
+    assert_non_null(strstr(p, "QUEUED-MODEL-CTX"));
+    assert_null(strstr(text, "QUEUED-USER-CTX"));
+    free(text);
+    json_decref(req);
+    char *log = proc_file_text(cluster_log(s_cluster, CLUSTER_GATEWAY, 0));
+    assert_null(strstr(log, "hook_context_dropped"));
+    free(log);
+}
+
+/* A create without a first message: session_start's context is stored alone, the chat waits
+ * (no turn, no model call); REST shows the user_context, and the first prompt's model request
+ * carries the model_context before it. */
+static void test_a_session_context_without_a_prompt_is_kept(void **state) {
+    (void)state;
+    hookcons_answer(s_cons, NULL, 200, "{}", false);
+    hookcons_answer(s_cons, "session_start", 200,
+                    "{\"model_context\":\"EMPTY-MODEL-CTX\",\"user_context\":\"EMPTY-USER-CTX\"}",
+                    false);
+    int calls = mockprov_request_count(s_mock);
+    char chat[ID_UUID_LEN + 1];
+    assert_int_equal(cluster_post_chat(s_cluster, 0, "{\"content\":[]}", chat), 201);
+    hookcons_answer(s_cons, "session_start", 200, "{}", false);
+    s_wait_status(chat, "waiting:true");
+    char *rows = cluster_sql(s_cluster,
+                             "SELECT string_agg(role || '/' || visibility || '/' || (content -> 0"
+                             " ->> 'text'), ' ' ORDER BY id) FROM chat_messages WHERE chat_id ="
+                             " '%s' AND role <> 'system'",
+                             chat);
+    assert_string_equal(rows, "user/model/EMPTY-MODEL-CTX assistant/user/EMPTY-USER-CTX");
+    free(rows);
+    char *title = cluster_sql(s_cluster, "SELECT title FROM chats WHERE id = '%s'", chat);
+    assert_string_equal(title, "New Chat");
+    free(title);
+    assert_int_equal(mockprov_request_count(s_mock), calls); /* no turn */
+    json_t *msgs = s_rest_messages(chat);
+    assert_int_not_equal(s_rest_id(msgs, "assistant", "EMPTY-USER-CTX"), 0);
+    json_decref(msgs);
+    s_push_text("the first prompt answered");
+    assert_int_equal(s_send(chat, "the first prompt", NULL), 200);
+    s_wait_status(chat, "waiting:true");
+    json_t *req = mockprov_request(s_mock, calls);
+    assert_non_null(req);
+    char *text = json_dumps(json_object_get(req, "body"), JSON_COMPACT);
+    char *ctx = strstr(text, "EMPTY-MODEL-CTX");
+    assert_non_null(ctx);
+    assert_non_null(strstr(ctx, "the first prompt"));
+    assert_null(strstr(text, "EMPTY-USER-CTX"));
+    free(text);
+    json_decref(req);
+}
+
 /* One A2A SendMessage of text (JSON-RPC over POST /a2a); its parsed answer. */
 static json_t *s_a2a_send(const char *text) {
     char url[256];
@@ -326,6 +488,8 @@ int main(void) {
         cmocka_unit_test(test_an_invalid_prompt_answer_refuses_the_prompt),
         cmocka_unit_test(test_an_edit_starts_a_session_and_submits_its_prompt),
         cmocka_unit_test(test_an_a2a_prompt_goes_through_the_same_hooks),
+        cmocka_unit_test(test_a_queued_prompts_context_follows_it_when_promoted),
+        cmocka_unit_test(test_a_session_context_without_a_prompt_is_kept),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }

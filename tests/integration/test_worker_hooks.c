@@ -11,10 +11,10 @@
  * is held leaves the step to the next owner, which sends the same event id again (a duplicate
  * delivery) and commits one result; an invalid answer to stop ends the turn in error; a
  * compaction sends pre_compact before its summary call and post_compact after its commit, and
- * a failed pre_compact ends the turn in error with no summary call made; a structured
- * request's end hears stop; context from answers becomes rows for its audience, a stop's
- * continues a turn once, a pre_compact's guides the summary. The gateway's prompt decisions
- * are test_gateway_hooks.c's.
+ * a failed pre_compact ends the turn in error with no summary call made; context from answers
+ * becomes rows for its audience, a stop's continues a turn once, a pre_compact's guides the
+ * summary. The gateway's prompt decisions are test_gateway_hooks.c's, a structured request's stop
+ * test_worker_hooks_structured.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -378,71 +378,6 @@ static void test_a_step_made_again_after_takeover_sends_the_same_event_ids(void 
     free(r);
 }
 
-static void test_a_structured_request_hears_stop_before_its_receipt(void **state) {
-    (void)state;
-    hookcons_answer(s_cons, NULL, 200, "{}", false);
-    int from = hookcons_seen(s_cons);
-    char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
-    const char *body =
-        "{\"model\":\"sim\",\"content\":[{\"type\":\"text\",\"text\":\"a city\"}],"
-        "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"c\","
-        "\"schema\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},"
-        "\"required\":[\"city\"]}}}}";
-    proc_http_t r;
-    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
-    assert_int_equal(r.status, 201);
-    json_t *v = json_loads(r.body, 0, NULL);
-    char chat[ID_UUID_LEN + 1];
-    snprintf(chat, sizeof chat, "%s", json_string_value(json_object_get(v, "id")));
-    json_decref(v);
-    proc_http_free(&r);
-    s_wait_status(chat, "waiting:true");
-    char *rid = cluster_sql(s_cluster,
-                            "SELECT structured_output_request_id FROM chat_messages WHERE chat_id"
-                            " = '%s' AND role = 'user'",
-                            chat);
-    char *receipt = cluster_sql(s_cluster,
-                                "SELECT structured_output ->> 'status' FROM chat_messages WHERE"
-                                " chat_id = '%s' AND structured_output ->> 'type' ="
-                                " 'structured-output-outcome'",
-                                chat);
-    printf("  receipt: %s request: %s\n", receipt ? receipt : "(none)", rid ? rid : "(none)");
-    assert_non_null(receipt);
-    assert_non_null(rid);
-    assert_string_equal(receipt, "succeeded");
-    free(receipt);
-    json_t *evs = s_events(from, chat);
-    size_t n = json_array_size(evs);
-    assert_true(n >= 3);
-    json_t *stop = json_array_get(evs, n - 1);
-    assert_string_equal(hookcons_str(stop, "event", false), "stop");
-    assert_string_equal(hookcons_str(stop, "request_id", true), rid);
-    assert_string_equal(hookcons_str(stop, "outcome", true), "succeed");
-    json_decref(evs);
-    /* A failed stop at the request's end fails the request: a failed receipt, the chat in
-     * error. */
-    hookcons_answer(s_cons, "stop", 503, "{}", false);
-    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
-    assert_int_equal(r.status, 201);
-    v = json_loads(r.body, 0, NULL);
-    snprintf(chat, sizeof chat, "%s", json_string_value(json_object_get(v, "id")));
-    json_decref(v);
-    proc_http_free(&r);
-    s_wait_status(chat, "error:true");
-    receipt = cluster_sql(s_cluster,
-                          "SELECT (structured_output ->> 'status') || ':' || (structured_output ->"
-                          " 'error' ->> 'code') FROM chat_messages WHERE chat_id = '%s' AND"
-                          " structured_output ->> 'type' = 'structured-output-outcome'",
-                          chat);
-    printf("  receipt: %s\n", receipt ? receipt : "(none)");
-    assert_non_null(receipt);
-    assert_string_equal(receipt, "failed:generation_failed");
-    free(receipt);
-    free(rid);
-    hookcons_answer(s_cons, "stop", 200, "{}", false);
-}
-
 /* Waits until the worker's log holds text. */
 static void s_wait_log(const char *text) {
     int64_t end = id_now_ms() + WAIT_MS;
@@ -718,7 +653,6 @@ int main(void) {
         cmocka_unit_test(test_a_step_made_again_after_takeover_sends_the_same_event_ids),
         cmocka_unit_test(test_an_invalid_stop_answer_ends_the_turn_in_error),
         cmocka_unit_test(test_a_compaction_is_announced_and_fails_closed),
-        cmocka_unit_test(test_a_structured_request_hears_stop_before_its_receipt),
         cmocka_unit_test(test_every_event_of_a_turn_with_an_mcp_call_and_a_compaction),
         cmocka_unit_test(test_a_failed_pre_tool_use_of_an_mcp_call_ends_the_turn_in_error),
         cmocka_unit_test(test_context_from_answers_becomes_rows_for_its_audience),

@@ -306,6 +306,42 @@ static void test_admission_holds_only_its_share_of_the_cap(void **state) {
     hookcons_destroy(&c);
 }
 
+/* The configuration: the worker's admission share is half the cap; the gateway's (threads >
+ * 0, blocking on its request threads) defaults below its request threads, and a share set at
+ * or above them is refused naming both settings; with hooks off nothing is refused. */
+static void test_the_gateway_admission_share_stays_below_its_request_threads(void **state) {
+    (void)state;
+    setenv("CHATFLEET_HOOKS_URL", "http://127.0.0.1:9/hooks", 1);
+    setenv("CHATFLEET_HOOKS_SECRET", "s", 1);
+    unsetenv("CHATFLEET_HOOKS_MAX_INFLIGHT");
+    unsetenv("CHATFLEET_HOOKS_ADMISSION_MAX");
+    hooks_config_t cfg;
+    char err[256] = "";
+    assert_int_equal(hooks_config_read(&cfg, 0, err, sizeof err), 0); /* the worker */
+    assert_int_equal(cfg.max_inflight, 64);
+    assert_int_equal(cfg.admission_max, 32);
+    hooks_config_clear(&cfg);
+    assert_int_equal(hooks_config_read(&cfg, 12, err, sizeof err), 0); /* the gateway's default */
+    assert_int_equal(cfg.admission_max, 6);
+    hooks_config_clear(&cfg);
+    assert_int_equal(hooks_config_read(&cfg, 1, err, sizeof err), -1); /* no share fits */
+    setenv("CHATFLEET_HOOKS_ADMISSION_MAX", "12", 1);
+    assert_int_equal(hooks_config_read(&cfg, 12, err, sizeof err), -1);
+    printf("  refused: %s\n", err);
+    assert_non_null(strstr(err, "CHATFLEET_HOOKS_ADMISSION_MAX (12)"));
+    assert_non_null(strstr(err, "CHATFLEET_HTTP_THREADS (12)"));
+    assert_int_equal(hooks_config_read(&cfg, 13, err, sizeof err), 0);
+    assert_int_equal(cfg.admission_max, 12);
+    hooks_config_clear(&cfg);
+    assert_int_equal(hooks_config_read(&cfg, 0, err, sizeof err), 0); /* the worker: any share */
+    hooks_config_clear(&cfg);
+    unsetenv("CHATFLEET_HOOKS_URL");
+    assert_int_equal(hooks_config_read(&cfg, 12, err, sizeof err), 0); /* hooks off */
+    hooks_config_clear(&cfg);
+    unsetenv("CHATFLEET_HOOKS_SECRET");
+    unsetenv("CHATFLEET_HOOKS_ADMISSION_MAX");
+}
+
 /* The blocking call (the gateway's): the same answer on the calling thread; a consumer that is
  * down fails it; with the admission share taken by a call that hangs, another is refused at
  * once instead of waiting. */
@@ -382,6 +418,7 @@ int main(void) {
         cmocka_unit_test(test_a_signed_event_gets_its_override_deny_and_context),
         cmocka_unit_test(test_a_failing_consumer_fails_closed_then_recovers),
         cmocka_unit_test(test_admission_holds_only_its_share_of_the_cap),
+        cmocka_unit_test(test_the_gateway_admission_share_stays_below_its_request_threads),
         cmocka_unit_test(test_a_blocking_call_answers_fails_closed_and_never_waits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -145,6 +145,54 @@ static void test_budget_and_candidate_are_derived_from_rows(void **u) {
     json_decref(ev);
 }
 
+#define INVALIDATION "{\"type\":\"structured-output-invalidation\",\"request_id\":\"" S_RID "\"}"
+
+/* A stop hook's invalidation (ARCHITECTURE.md §7.10) voids the candidate and records that the
+ * request went on once; it is no rejection and resets none; a later submission is the new
+ * candidate; a second invalidation is malformed. */
+static void test_an_invalidation_voids_the_candidate_once(void **u) {
+    (void)u;
+    json_t *ev = json_array();
+    json_array_append_new(ev, s_row("assistant", STEP(",\"rejection\":\"text_only\"")));
+    json_array_append_new(ev, s_row("assistant", STEP("")));
+    json_array_append_new(ev, s_row("tool", CANDIDATE("1")));
+    structured_state_t st;
+    structured_derive(S_RID, ev, &st);
+    assert_false(st.continued);
+    assert_int_equal(structured_decide(&st, true, 0), STRUCTURED_SUCCEED);
+    structured_state_clear(&st);
+    json_array_append_new(ev, s_row("user", INVALIDATION));
+    structured_derive(S_RID, ev, &st);
+    assert_false(st.malformed);
+    assert_true(st.continued);
+    assert_null(st.candidate); /* the prior candidate cannot close the request */
+    assert_int_equal(st.rejections, 1);
+    assert_int_equal(st.steps, 2);
+    assert_int_equal(structured_decide(&st, false, 0), STRUCTURED_CONTINUE);
+    structured_state_clear(&st);
+    json_array_append_new(ev, s_row("assistant", STEP("")));
+    json_array_append_new(ev, s_row("tool", CANDIDATE("2")));
+    structured_derive(S_RID, ev, &st);
+    assert_true(st.continued);
+    assert_int_equal(json_integer_value(st.candidate), 2);
+    assert_int_equal(st.rejections, 1);
+    assert_int_equal(structured_decide(&st, true, 0), STRUCTURED_SUCCEED);
+    structured_state_clear(&st);
+    /* Continued once only: a second invalidation is metadata no worker writes. */
+    json_array_append_new(ev, s_row("user", INVALIDATION));
+    structured_derive(S_RID, ev, &st);
+    assert_true(st.malformed);
+    structured_state_clear(&st);
+    json_decref(ev);
+    /* On another role it is malformed too. */
+    ev = json_array();
+    json_array_append_new(ev, s_row("assistant", INVALIDATION));
+    structured_derive(S_RID, ev, &st);
+    assert_true(st.malformed);
+    structured_state_clear(&st);
+    json_decref(ev);
+}
+
 static void test_decisions_at_the_end_of_a_turn(void **u) {
     (void)u;
     structured_state_t st;
@@ -317,6 +365,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generated_instances_validate_against_their_schemas),
         cmocka_unit_test(test_budget_and_candidate_are_derived_from_rows),
+        cmocka_unit_test(test_an_invalidation_voids_the_candidate_once),
         cmocka_unit_test(test_decisions_at_the_end_of_a_turn),
         cmocka_unit_test(test_malformed_or_foreign_metadata_fails_closed),
         cmocka_unit_test(test_batches_are_classified),
