@@ -3,7 +3,8 @@
  * A new chat gets a generated title once, through the {title} structured request (the sim
  * answers with the message's first words), and a watch sees its title_change; a user title
  * is never replaced; a failing title call and an answer that fails the {title} schema leave
- * the fallback, and the turn is answered either way.
+ * the fallback, and the turn is answered either way; an interrupt during the title call
+ * cancels it with the turn.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -158,6 +159,35 @@ static void test_a_failing_or_invalid_title_answer_leaves_the_fallback(void **u)
     }
 }
 
+/* An interrupt that lands while the title call (a side call beside the turn's, §6.5) and the
+ * reply both stream cancels both: the turn ends with its partial reply, the title stays the
+ * fallback, and the worker goes on to answer the next turn with a title of its own. */
+static void test_an_interrupt_during_the_title_call_cancels_it_with_the_turn(void **u) {
+    (void)u;
+    char *chat = s_chat("[sim:slow 300] Plan a long walk along the coast in autumn");
+    char *q =
+        mem_printf("SELECT status FROM chats WHERE id = '%s' AND worker_id IS NOT NULL", chat);
+    assert_true(cluster_wait(s_cluster, q, "running", WAIT_MS) >= 0);
+    free(q);
+    char *url = mem_printf("%s/api/v2/chats/%s/interrupt", cluster_url(s_cluster, 0), chat);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    proc_http_free(&r);
+    free(url);
+    s_wait_answered(chat, 1);
+    char *t = s_title(chat);
+    assert_true(!strncmp(t, "fallback:", 9));
+    free(t);
+    char *next = s_chat("Name three rivers in Portugal");
+    s_wait_answered(next, 1);
+    t = s_title(next);
+    assert_string_equal(t, "generated:Name three rivers in Portugal");
+    free(t);
+    free(next);
+    free(chat);
+}
+
 static int s_setup(void **state) {
     (void)state;
     cluster_opts_t o = {.name = "test_worker_titles", .gateways = 1, .workers = 1};
@@ -175,6 +205,7 @@ int main(void) {
         cmocka_unit_test(test_a_new_chat_gets_one_generated_title_and_a_watch_sees_it),
         cmocka_unit_test(test_a_user_title_is_never_replaced),
         cmocka_unit_test(test_a_failing_or_invalid_title_answer_leaves_the_fallback),
+        cmocka_unit_test(test_an_interrupt_during_the_title_call_cancels_it_with_the_turn),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
