@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cluster.h"
 #include "mem.h"
@@ -159,9 +160,10 @@ static void test_a_failing_or_invalid_title_answer_leaves_the_fallback(void **u)
     }
 }
 
-/* An interrupt that lands while the title call (a side call beside the turn's, §6.5) and the
- * reply both stream cancels both: the turn ends with its partial reply, the title stays the
- * fallback, and the worker goes on to answer the next turn with a title of its own. */
+/* An interrupt that lands while the title call (a side call beside the turn's, §6.5, paced
+ * to take about 1.8 s) and the reply both stream cancels both: the turn ends (with a partial
+ * reply, or none when no part had streamed yet), the title stays the fallback, and the worker
+ * goes on to answer the next turn with a title of its own. */
 static void test_an_interrupt_during_the_title_call_cancels_it_with_the_turn(void **u) {
     (void)u;
     char *chat = s_chat("[sim:slow 300] Plan a long walk along the coast in autumn");
@@ -169,13 +171,19 @@ static void test_an_interrupt_during_the_title_call_cancels_it_with_the_turn(voi
         mem_printf("SELECT status FROM chats WHERE id = '%s' AND worker_id IS NOT NULL", chat);
     assert_true(cluster_wait(s_cluster, q, "running", WAIT_MS) >= 0);
     free(q);
+    usleep(500 * 1000); /* into the calls, well before the title's end */
     char *url = mem_printf("%s/api/v2/chats/%s/interrupt", cluster_url(s_cluster, 0), chat);
     proc_http_t r;
     assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), NULL, &r), 0);
     assert_int_equal(r.status, 200);
     proc_http_free(&r);
     free(url);
-    s_wait_answered(chat, 1);
+    q = mem_printf("SELECT status || ':' || (worker_id IS NULL) || ':' || (SELECT count(*) <= 1"
+                   " FROM chat_messages WHERE chat_id = c.id AND role = 'assistant') FROM chats c"
+                   " WHERE id = '%s'",
+                   chat);
+    assert_true(cluster_wait(s_cluster, q, "waiting:true:true", WAIT_MS) >= 0);
+    free(q);
     char *t = s_title(chat);
     assert_true(!strncmp(t, "fallback:", 9));
     free(t);
