@@ -24,9 +24,51 @@ static void s_put(out_t *o, const char *s, size_t n) {
     o->buf[o->len] = '\0';
 }
 
-static int s_put_cb(const char *s, size_t n, void *ctx) {
-    s_put(ctx, s, n);
-    return 0;
+/* The n bytes at s (a jansson string: valid UTF-8) as a JSON string, escaped exactly as
+ * jansson's json_dumps escapes without flags: \" \\ \b \f \n \r \t, any other control
+ * character as \u00XX, everything else as is. Written here rather than through
+ * json_dump_callback so that a key needs no string of its own. */
+static void s_string(out_t *o, const char *s, size_t n) {
+    s_put(o, "\"", 1);
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        switch (c) {
+            case '"':
+            case '\\':
+                esc[0] = '\\';
+                esc[1] = (char)c;
+                esc[2] = '\0';
+                break;
+            case '\b':
+                memcpy(esc, "\\b", 3);
+                break;
+            case '\f':
+                memcpy(esc, "\\f", 3);
+                break;
+            case '\n':
+                memcpy(esc, "\\n", 3);
+                break;
+            case '\r':
+                memcpy(esc, "\\r", 3);
+                break;
+            case '\t':
+                memcpy(esc, "\\t", 3);
+                break;
+            default:
+                if (c >= 0x20) {
+                    continue;
+                }
+                snprintf(esc, sizeof esc, "\\u%04X", c);
+                break;
+        }
+        s_put(o, s + run, i - run);
+        s_put(o, esc, strlen(esc));
+        run = i + 1;
+    }
+    s_put(o, s + run, n - run);
+    s_put(o, "\"", 1);
 }
 
 size_t jsonout_real(double d, char buf[JSONOUT_REAL_MAX]) {
@@ -56,16 +98,15 @@ static void s_value(out_t *o, const json_t *v) {
         case JSON_OBJECT: {
             s_put(o, "{", 1);
             const char *key;
+            size_t key_len;
             json_t *member;
             int first = 1;
-            json_object_foreach((json_t *)v, key, member) {
+            json_object_keylen_foreach((json_t *)v, key, key_len, member) {
                 if (!first) {
                     s_put(o, ",", 1);
                 }
                 first = 0;
-                json_t *k = json_string(key);
-                json_dump_callback(k, s_put_cb, o, JSON_ENCODE_ANY);
-                json_decref(k);
+                s_string(o, key, key_len);
                 s_put(o, ":", 1);
                 s_value(o, member);
             }
@@ -86,14 +127,30 @@ static void s_value(out_t *o, const json_t *v) {
         case JSON_REAL:
             s_real(o, json_real_value(v));
             break;
-        default: /* strings, integers, true, false, null: jansson writes them exactly */
-            json_dump_callback(v, s_put_cb, o, JSON_ENCODE_ANY);
+        case JSON_STRING:
+            s_string(o, json_string_value(v), json_string_length(v));
+            break;
+        case JSON_INTEGER: {
+            char buf[24];
+            int n = snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+            s_put(o, buf, (size_t)n);
+            break;
+        }
+        case JSON_TRUE:
+            s_put(o, "true", 4);
+            break;
+        case JSON_FALSE:
+            s_put(o, "false", 5);
+            break;
+        case JSON_NULL:
+            s_put(o, "null", 4);
             break;
     }
 }
 
 char *jsonout_dumps(const json_t *v) {
-    out_t o = {mem_strdup(""), 0, 1};
+    out_t o = {mem_alloc(64), 0, 64};
+    o.buf[0] = '\0';
     s_value(&o, v);
     return o.buf;
 }

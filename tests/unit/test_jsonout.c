@@ -49,10 +49,43 @@ static void test_other_values_are_exact(void **u) {
     s_expect(json_pack("{s:{s:f}}", "outer", "inner", 0.1), "{\"outer\":{\"inner\":0.1}}");
 }
 
+/* Strings and keys are escaped byte for byte as jansson's json_dumps escapes them (jsonout
+ * writes them itself): every control character, quote, backslash, a NUL inside a value, and
+ * UTF-8 of every length; as a value and as a key. */
+static void test_strings_are_escaped_as_jansson_escapes_them(void **u) {
+    (void)u;
+    char all[160];
+    size_t n = 0;
+    for (int c = 1; c < 0x80; c++) {
+        all[n++] = (char)c;
+    }
+    const char *utf8 = "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xe2\x80\xa8/";
+    memcpy(all + n, utf8, strlen(utf8));
+    n += strlen(utf8);
+    json_t *values[] = {json_stringn(all, n), json_stringn("a\0b", 3), json_string("")};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        char *want = json_dumps(values[i], JSON_ENCODE_ANY | JSON_COMPACT);
+        char *got = jsonout_dumps(values[i]);
+        assert_string_equal(got, want);
+        free(got);
+        free(want);
+        json_t *obj = json_object();
+        json_object_set(obj, json_string_value(values[i]), values[i]);
+        want = json_dumps(obj, JSON_COMPACT);
+        got = jsonout_dumps(obj);
+        assert_string_equal(got, want);
+        free(got);
+        free(want);
+        json_decref(obj);
+        json_decref(values[i]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reals_are_shortest_and_stay_reals),
         cmocka_unit_test(test_other_values_are_exact),
+        cmocka_unit_test(test_strings_are_escaped_as_jansson_escapes_them),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
