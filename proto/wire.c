@@ -32,7 +32,8 @@ typedef struct {
     int64_t max;
 } s_field_t;
 
-#define S_ANY INT64_MAX
+#define S_ENCODE_FIRST_BYTES 512 /* wire_encode's first buffer; it grows as msgpack needs */
+#define S_ANY                INT64_MAX
 #define S_F(type, field, name, kind, lo, hi)                                                       \
     { name, kind, offsetof(type, field), lo, hi }
 
@@ -440,8 +441,8 @@ int wire_encode(const wire_msg_t *msg, char **data, size_t *size) {
     if (s_check_fields(t->fields, t->nfields, &msg->u, why, sizeof why) != 0) {
         return -1;
     }
-    msgpack_sbuffer sbuf;
-    msgpack_sbuffer_init(&sbuf);
+    /* Sized for a hint or a part: msgpack's own first allocation is 8 KiB, per message. */
+    msgpack_sbuffer sbuf = {.data = mem_alloc(S_ENCODE_FIRST_BYTES), .alloc = S_ENCODE_FIRST_BYTES};
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sbuf, msgpack_sbuffer_write);
     /* "v" and "type" come first so that a reader can dispatch on a prefix if it wants to;
@@ -453,7 +454,7 @@ int wire_encode(const wire_msg_t *msg, char **data, size_t *size) {
     msgpack_pack_int64(&pk, PROTO_VERSION);
     s_pack_cstr(&pk, "type");
     s_pack_cstr(&pk, name);
-    if (!sbuf.data || sbuf.size > PROTO_MSG_MAX_BYTES) {
+    if (sbuf.size > PROTO_MSG_MAX_BYTES) {
         msgpack_sbuffer_destroy(&sbuf);
         return -1;
     }
