@@ -337,6 +337,19 @@ int cs_set_status(chatstate_t *self, const char *status, bool clear_error, cs_er
                    3, p);
 }
 
+/* Records the ids a multi-row insert returned (RETURNING id) as inserted and frees res; -1
+ * when the insert failed (res NULL). */
+static int s_take_inserted(chatstate_t *self, PGresult *res) {
+    if (!res) {
+        return -1;
+    }
+    for (int i = 0; i < PQntuples(res); i++) {
+        s_ids_push(&self->inserted, db_int64(res, i, 0));
+    }
+    PQclear(res);
+    return 0;
+}
+
 /* The result of a message insert sent ahead: its id, in the order they were sent. */
 static void s_inserted(void *ctx, const PGresult *res) {
     chatstate_t *self = ctx;
@@ -399,14 +412,7 @@ static int s_insert_kept_context(chatstate_t *self, const char *context_json,
                  "AS x(e, ord)"
                  " ORDER BY ord RETURNING id",
                  3, p);
-    if (!res) {
-        return -1;
-    }
-    for (int i = 0; i < PQntuples(res); i++) {
-        s_ids_push(&self->inserted, db_int64(res, i, 0));
-    }
-    PQclear(res);
-    return 0;
+    return s_take_inserted(self, res);
 }
 
 int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64_t *id_out,
@@ -514,14 +520,7 @@ int cs_answer_pending(chatstate_t *self, const char *reason, cs_error_t *err) {
         " 'result', jsonb_build_object('error', $2::text), 'is_error', true))"
         " FROM pending ORDER BY mid, ord RETURNING id",
         2, p);
-    if (!res) {
-        return -1;
-    }
-    for (int i = 0; i < PQntuples(res); i++) {
-        s_ids_push(&self->inserted, db_int64(res, i, 0));
-    }
-    PQclear(res);
-    return 0;
+    return s_take_inserted(self, res);
 }
 
 int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_error_t *err) {
