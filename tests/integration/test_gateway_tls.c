@@ -21,6 +21,7 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,17 +47,19 @@ static tlsca_t *s_ca;
 
 static void s_nap(int ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000 * 1000}; /* poll interval */
-    nanosleep(&ts, NULL);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
 }
 
 /* The port of a cluster URL ("https://127.0.0.1:PORT"); the test fails on anything else. */
 static int s_port(const char *url) {
     const char *colon = strrchr(url, ':');
-    int port = colon ? atoi(colon + 1) : 0;
-    if (port <= 0 || port > 65535) {
+    char *end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    if (!colon || *end != '\0' || port <= 0 || port > 65535) {
         fail_msg("no port in %s", url);
     }
-    return port;
+    return (int)port;
 }
 
 /* Runs argv with env added; its exit status (fails past timeout_ms). */
@@ -72,7 +75,7 @@ static int s_run(char *const argv[], char *const env[], const char *out_path, in
  * output (stdout and stderr together, *out; caller frees). */
 static int s_cli(char **out, const char *const *env, ...) {
     char bin[600];
-    snprintf(bin, sizeof bin, "%s/cli/chatfleet", getenv("CHATFLEET_BUILD_DIR"));
+    proc_build_path(NULL, "cli/chatfleet", bin, sizeof bin);
     char *argv[32] = {bin};
     int n = 1;
     va_list ap;
@@ -317,7 +320,7 @@ static void test_agent_card_advertises_the_configured_url_despite_a_forged_host(
  * returns its exit status (it must exit by itself) and its output in *out. */
 static int s_gateway(char **out, const char *const *extra) {
     char bin[600];
-    snprintf(bin, sizeof bin, "%s/api-gateway/chatfleet-gateway", getenv("CHATFLEET_BUILD_DIR"));
+    proc_build_path(NULL, "api-gateway/chatfleet-gateway", bin, sizeof bin);
     char *argv[] = {bin, "serve", NULL};
     char *env[16];
     int n = 0;
@@ -401,7 +404,7 @@ static void test_only_tls_1_2_and_1_3_are_accepted(void **u) {
     assert_int_equal(s_handshake(port, "tls1_2"), 0);
     assert_int_not_equal(s_handshake(port, "tls1_1"), 0);
     char bin[600];
-    snprintf(bin, sizeof bin, "%s/api-gateway/chatfleet-gateway", getenv("CHATFLEET_BUILD_DIR"));
+    proc_build_path(NULL, "api-gateway/chatfleet-gateway", bin, sizeof bin);
     char *argv[] = {bin, "serve", NULL};
     int old_port = proc_free_port();
     char *env[] = {mem_printf("CHATFLEET_DATABASE_URL=%s", cluster_db_url(s_cluster)),

@@ -74,30 +74,29 @@ static void s_push_submission(const char *id, const char *city) {
     mockprov_push_openai_text(s_mock, "submitted");
 }
 
-/* The chat's value of sql (one %s: the chat id); caller frees. */
-static char *s_sql(const char *sql, const char *chat) {
-    return cluster_sql(s_cluster, sql, chat);
-}
-
 /* "status:value" of the chat's receipts, joined by spaces. */
 static char *s_receipts(const char *chat) {
-    return s_sql("SELECT string_agg((structured_output ->> 'status') || ':' || coalesce("
-                 "structured_output -> 'value' ->> 'city', '-'), ' ' ORDER BY id) FROM"
-                 " chat_messages WHERE chat_id = '%s' AND structured_output ->> 'type' ="
-                 " 'structured-output-outcome'",
-                 chat);
+    return cluster_sql(s_cluster,
+                       "SELECT string_agg((structured_output ->> 'status') || ':' || coalesce("
+                       "structured_output -> 'value' ->> 'city', '-'), ' ' ORDER BY id) FROM"
+                       " chat_messages WHERE chat_id = '%s' AND structured_output ->> 'type' ="
+                       " 'structured-output-outcome'",
+                       chat);
 }
 
 /* The number of the chat's rows of structured_output type. */
 static int s_count(const char *chat, const char *type) {
-    char *sql = mem_printf("SELECT count(*) FROM chat_messages WHERE chat_id = '%%s' AND"
-                           " structured_output ->> 'type' = '%s'",
-                           type);
-    char *n = s_sql(sql, chat);
-    int v = atoi(n);
+    char *n = cluster_sql(s_cluster,
+                          "SELECT count(*) FROM chat_messages WHERE chat_id = '%s' AND"
+                          " structured_output ->> 'type' = '%s'",
+                          chat, type);
+    char *end = NULL;
+    long v = n ? strtol(n, &end, 10) : -1;
+    if (!n || *end != '\0') {
+        fail_msg("chat %s: no count of %s rows (%s)", chat, type, n ? n : "a failed query");
+    }
     free(n);
-    free(sql);
-    return v;
+    return (int)v;
 }
 
 /* The number of the consumer's events of kind event from index from on for chat. */
@@ -117,21 +116,13 @@ static void test_a_structured_request_hears_stop_before_its_receipt(void **state
     (void)state;
     hookcons_answer(s_cons, NULL, 200, "{}", false);
     int from = hookcons_seen(s_cons);
-    char url[256];
-    snprintf(url, sizeof url, "%s/api/v2/chats", cluster_url(s_cluster, 0));
     const char *body =
         "{\"model\":\"sim\",\"content\":[{\"type\":\"text\",\"text\":\"a city\"}],"
         "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"c\","
         "\"schema\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},"
         "\"required\":[\"city\"]}}}}";
-    proc_http_t r;
-    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
-    assert_int_equal(r.status, 201);
-    json_t *v = json_loads(r.body, 0, NULL);
     char chat[ID_UUID_LEN + 1];
-    snprintf(chat, sizeof chat, "%s", json_string_value(json_object_get(v, "id")));
-    json_decref(v);
-    proc_http_free(&r);
+    assert_int_equal(cluster_post_chat(s_cluster, 0, body, chat), 201);
     s_wait_status(chat, "waiting:true");
     char *rid = cluster_sql(s_cluster,
                             "SELECT structured_output_request_id FROM chat_messages WHERE chat_id"
@@ -158,12 +149,7 @@ static void test_a_structured_request_hears_stop_before_its_receipt(void **state
     /* A failed stop at the request's end fails the request: a failed receipt, the chat in
      * error. */
     hookcons_answer(s_cons, "stop", 503, "{}", false);
-    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), body, &r), 0);
-    assert_int_equal(r.status, 201);
-    v = json_loads(r.body, 0, NULL);
-    snprintf(chat, sizeof chat, "%s", json_string_value(json_object_get(v, "id")));
-    json_decref(v);
-    proc_http_free(&r);
+    assert_int_equal(cluster_post_chat(s_cluster, 0, body, chat), 201);
     s_wait_status(chat, "error:true");
     receipt = cluster_sql(s_cluster,
                           "SELECT (structured_output ->> 'status') || ':' || (structured_output ->"
@@ -210,25 +196,29 @@ static void test_a_stop_with_model_context_continues_a_request_once(void **state
     json_decref(third);
     /* The rows: the invalidation (model-only, bound to the request) with the first answer's
      * user_context; the second answer's user_context after the receipt, in its bundle. */
-    char *rows = s_sql("SELECT string_agg(role || '/' || visibility || '/' || coalesce("
-                       "structured_output ->> 'type', '-'), ' ' ORDER BY id) FROM chat_messages"
-                       " WHERE chat_id = '%s' AND role <> 'system' AND (structured_output ->>"
-                       " 'type' IN ('structured-output-invalidation', 'hook-context',"
-                       " 'structured-output-outcome'))",
-                       chat);
+    char *rows =
+        cluster_sql(s_cluster,
+                    "SELECT string_agg(role || '/' || visibility || '/' || coalesce("
+                    "structured_output ->> 'type', '-'), ' ' ORDER BY id) FROM chat_messages"
+                    " WHERE chat_id = '%s' AND role <> 'system' AND (structured_output ->>"
+                    " 'type' IN ('structured-output-invalidation', 'hook-context',"
+                    " 'structured-output-outcome'))",
+                    chat);
     printf("  rows: %s\n", rows);
     assert_string_equal(rows, "user/model/structured-output-invalidation"
                               " assistant/user/hook-context"
                               " assistant/user/structured-output-outcome"
                               " assistant/user/hook-context");
     free(rows);
-    char *bound = s_sql("SELECT (i.structured_output_request_id = r.structured_output_request_id"
-                        " AND i.structured_output ->> 'request_id' ="
-                        " r.structured_output_request_id::text)::text FROM chat_messages i,"
-                        " chat_messages r WHERE i.chat_id = '%1$s' AND r.chat_id = '%1$s' AND"
-                        " i.structured_output ->> 'type' = 'structured-output-invalidation' AND"
-                        " r.role = 'user' AND r.visibility = 'both'",
-                        chat);
+    char *bound =
+        cluster_sql(s_cluster,
+                    "SELECT (i.structured_output_request_id = r.structured_output_request_id"
+                    " AND i.structured_output ->> 'request_id' ="
+                    " r.structured_output_request_id::text)::text FROM chat_messages i,"
+                    " chat_messages r WHERE i.chat_id = '%1$s' AND r.chat_id = '%1$s' AND"
+                    " i.structured_output ->> 'type' = 'structured-output-invalidation' AND"
+                    " r.role = 'user' AND r.visibility = 'both'",
+                    chat);
     assert_string_equal(bound, "true");
     free(bound);
     hookcons_answer(s_cons, "stop", 200, "{}", false);
@@ -250,10 +240,12 @@ static void test_a_stop_without_model_context_adds_its_user_context_to_the_recei
     free(receipts);
     assert_int_equal(mockprov_request_count(s_mock), calls + 2);
     assert_int_equal(s_count(chat, "structured-output-invalidation"), 0);
-    char *last = s_sql("SELECT string_agg(role || '/' || visibility || '/' || (content -> 0 ->>"
-                       " 'text'), ' ' ORDER BY id) FROM (SELECT * FROM chat_messages WHERE"
-                       " chat_id = '%s' ORDER BY id DESC LIMIT 1) t",
-                       chat);
+    char *last =
+        cluster_sql(s_cluster,
+                    "SELECT string_agg(role || '/' || visibility || '/' || (content -> 0 ->>"
+                    " 'text'), ' ' ORDER BY id) FROM (SELECT * FROM chat_messages WHERE"
+                    " chat_id = '%s' ORDER BY id DESC LIMIT 1) t",
+                    chat);
     assert_string_equal(last, "assistant/user/NOTED");
     free(last);
     hookcons_answer(s_cons, "stop", 200, "{}", false);
@@ -306,12 +298,13 @@ static int s_setup(void **state) {
     snprintf(s_config, sizeof s_config, "/tmp/cf-sohooks-%d.json", (int)getpid());
     FILE *f = fopen(s_config, "w");
     ASSERT(f);
-    fprintf(f,
-            "{\"models\":[{\"name\":\"mock\",\"provider\":\"openai\",\"model\":\"gpt\","
-            "\"base_url\":\"%s/v1\",\"api_key_env\":\"MOCK_KEY\",\"default\":true},"
-            "{\"name\":\"sim\",\"provider\":\"sim\",\"model\":\"sim\"}]}",
-            mockprov_url(s_mock));
-    fclose(f);
+    int written =
+        fprintf(f,
+                "{\"models\":[{\"name\":\"mock\",\"provider\":\"openai\",\"model\":\"gpt\","
+                "\"base_url\":\"%s/v1\",\"api_key_env\":\"MOCK_KEY\",\"default\":true},"
+                "{\"name\":\"sim\",\"provider\":\"sim\",\"model\":\"sim\"}]}",
+                mockprov_url(s_mock));
+    ASSERT(written > 0 && fclose(f) == 0);
     char *cfg = mem_printf("CHATFLEET_CONFIG=%s", s_config);
     char *url = mem_printf("CHATFLEET_HOOKS_URL=http://127.0.0.1:%d/hooks", hookcons_port(s_cons));
     const char *env[] = {cfg, url, "CHATFLEET_HOOKS_SECRET=" S_SECRET, "MOCK_KEY=sk-test",
@@ -330,8 +323,8 @@ static int s_teardown(void **state) {
     int unclean = cluster_destroy(&s_cluster);
     mockprov_destroy(&s_mock);
     hookcons_destroy(&s_cons);
-    unlink(s_config);
-    return unclean == 0 ? 0 : -1;
+    int kept = unlink(s_config);
+    return unclean == 0 && kept == 0 ? 0 : -1;
 }
 
 int main(void) {
