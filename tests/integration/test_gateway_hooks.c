@@ -263,6 +263,16 @@ static bool s_rest_adjacent(const json_t *msgs, int64_t before, int64_t after) {
     return before > 0 && next == after;
 }
 
+/* The body the mock received as its request index, as compact JSON text (caller frees). */
+static char *s_request_body(int index) {
+    json_t *req = mockprov_request(s_mock, index);
+    assert_non_null(req);
+    char *text = json_dumps(json_object_get(req, "body"), JSON_COMPACT);
+    assert_non_null(text);
+    json_decref(req);
+    return text;
+}
+
 /* A prompt sent while the chat runs is queued: the context its user_prompt_submit answer added
  * is kept with it and follows it when it is promoted (the model sees the model_context in the
  * next request, REST shows the user_context right after the prompt); nothing is dropped. */
@@ -323,15 +333,12 @@ static void test_a_queued_prompts_context_follows_it_when_promoted(void **state)
     assert_int_equal(s_rest_id(msgs, "user", "QUEUED-MODEL-CTX"), 0); /* the model's only */
     json_decref(msgs);
     /* The promoted turn's model request carries the model_context after the prompt. */
-    json_t *req = mockprov_request(s_mock, calls + 1);
-    assert_non_null(req);
-    char *text = json_dumps(json_object_get(req, "body"), JSON_COMPACT);
+    char *text = s_request_body(calls + 1);
     char *p = strstr(text, "the queued prompt");
     assert_non_null(p);
     assert_non_null(strstr(p, "QUEUED-MODEL-CTX"));
     assert_null(strstr(text, "QUEUED-USER-CTX"));
     free(text);
-    json_decref(req);
     char *log = proc_file_text(cluster_log(s_cluster, CLUSTER_GATEWAY, 0));
     assert_null(strstr(log, "hook_context_dropped"));
     free(log);
@@ -368,15 +375,12 @@ static void test_a_session_context_without_a_prompt_is_kept(void **state) {
     s_push_text("the first prompt answered");
     assert_int_equal(s_send(chat, "the first prompt", NULL), 200);
     s_wait_status(chat, "waiting:true");
-    json_t *req = mockprov_request(s_mock, calls);
-    assert_non_null(req);
-    char *text = json_dumps(json_object_get(req, "body"), JSON_COMPACT);
+    char *text = s_request_body(calls);
     char *ctx = strstr(text, "EMPTY-MODEL-CTX");
     assert_non_null(ctx);
     assert_non_null(strstr(ctx, "the first prompt"));
     assert_null(strstr(text, "EMPTY-USER-CTX"));
     free(text);
-    json_decref(req);
 }
 
 /* One A2A SendMessage of text (JSON-RPC over POST /a2a); its parsed answer. */
