@@ -61,20 +61,13 @@ static void s_cli_start(s_cli_t *c, const char *name, ...) {
     }
     va_end(ap);
     argv[n] = NULL;
-    unlink(c->out); /* a stale file from an earlier run must not look like progress */
-    unlink(c->err);
-    c->pid = fork();
-    ASSERT(c->pid >= 0);
-    if (c->pid == 0) {
-        int o = open(c->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int e = open(c->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(o, STDOUT_FILENO);
-        dup2(e, STDERR_FILENO);
-        setenv("CHATFLEET_URL", cluster_url(s_cluster, 0), 1);
-        setenv("CHATFLEET_TOKEN", cluster_token(s_cluster), 1);
-        execv(bin, argv);
-        _exit(127);
-    }
+    char url[300];
+    char token[300];
+    snprintf(url, sizeof url, "CHATFLEET_URL=%s", cluster_url(s_cluster, 0));
+    snprintf(token, sizeof token, "CHATFLEET_TOKEN=%s", cluster_token(s_cluster));
+    char *env[] = {url, token, NULL};
+    /* the files are truncated: a stale one from an earlier run must not look like progress */
+    c->pid = proc_spawn_io(argv, env, c->out, c->err);
 }
 
 /* Waits for the CLI to exit; returns its exit status (fails past the deadline). */

@@ -131,6 +131,20 @@ static void s_curve(cluster_t *self, const cluster_opts_t *o) {
     }
 }
 
+/* Says on stderr why gateway i is not ready: whether it still runs, and its log's last
+ * lines (a CI run keeps only the test's own output). */
+static void s_report_unready(proc_t *p, int i) {
+    int status = 0;
+    pid_t r = waitpid(p->pid, &status, WNOHANG);
+    fprintf(stderr, "cluster: gateway %d (pid %d) did not become ready: %s; its log %s ends:\n", i,
+            (int)p->pid, r == 0 ? "still running" : "exited", p->log);
+    char *text = proc_file_text(p->log);
+    size_t len = strlen(text);
+    const char *tail = text + (len > 4000 ? len - 4000 : 0);
+    fprintf(stderr, "%s\n", len ? tail : "(empty: the process wrote nothing)");
+    free(text);
+}
+
 void cluster_start(cluster_t *self, cluster_role_t role, int i) {
     proc_t *p = s_proc(self, role, i);
     ASSERT(p->pid == 0);
@@ -184,7 +198,7 @@ void cluster_start(cluster_t *self, cluster_role_t role, int i) {
         char ready[96];
         snprintf(ready, sizeof ready, "%s/readyz", self->urls[i]);
         if (proc_wait_https(ready, self->cert ? self->ca : NULL, 15000) != 0) {
-            fprintf(stderr, "cluster: gateway %d did not become ready (see %s)\n", i, p->log);
+            s_report_unready(p, i);
             abort();
         }
     }

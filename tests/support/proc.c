@@ -1,4 +1,5 @@
 /* proc: child processes and HTTP for end-to-end tests; see proc.h. */
+#define _GNU_SOURCE /* pipe2 */
 #include "proc.h"
 #include "id.h"
 #include "mem.h"
@@ -9,6 +10,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 int proc_free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -30,15 +35,81 @@ int proc_free_port(void) {
     return ntohs(a.sin_port);
 }
 
-static void s_child_env(char *const env[]) {
-    for (int i = 0; env && env[i]; i++) {
-        char *kv = mem_strdup(env[i]);
-        char *eq = strchr(kv, '=');
-        ASSERT(eq);
-        *eq = '\0';
-        setenv(kv, eq + 1, 1);
-        free(kv);
+/* Whether "K=V" entry a names the variable that entry b names. */
+static bool s_same_name(const char *a, const char *b) {
+    const char *eq = strchr(b, '=');
+    ASSERT(eq);
+    return strncmp(a, b, (size_t)(eq - b) + 1) == 0;
+}
+
+/* Whether env[from..] names the variable that entry kv names. */
+static bool s_named_in(char *const env[], size_t from, const char *kv) {
+    for (size_t j = from; env && env[j]; j++) {
+        if (s_same_name(kv, env[j])) {
+            return true;
+        }
     }
+    return false;
+}
+
+/* environ with env's "K=V" entries set over it, in order (a later entry for a name wins, as
+ * with setenv); NULL-terminated. The array is the caller's to free, the strings borrowed. */
+static char **s_envp(char *const env[]) {
+    size_t n_env = 0;
+    while (env && env[n_env]) {
+        n_env++;
+    }
+    size_t n_own = 0;
+    while (environ[n_own]) {
+        n_own++;
+    }
+    char **out = mem_calloc(n_own + n_env + 1, sizeof *out);
+    size_t n = 0;
+    for (size_t i = 0; i < n_own; i++) {
+        if (!s_named_in(env, 0, environ[i])) {
+            out[n++] = environ[i];
+        }
+    }
+    for (size_t j = 0; j < n_env; j++) {
+        if (!s_named_in(env, j + 1, env[j])) {
+            out[n++] = env[j];
+        }
+    }
+    return out;
+}
+
+/* posix_spawn of argv with env added and the file actions fa: the child runs no code of
+ * this process, so a fork beside threads that hold malloc's or the sanitizer's locks cannot
+ * hang it before exec. Aborts when the program cannot be started. */
+static pid_t s_spawn(char *const argv[], char *const env[], posix_spawn_file_actions_t *fa) {
+    char **envp = s_envp(env);
+    pid_t pid = 0;
+    int rc = posix_spawn(&pid, argv[0], fa, NULL, argv, envp);
+    free(envp);
+    if (rc != 0) {
+        fprintf(stderr, "proc: cannot start %s: %s\n", argv[0], strerror(rc));
+        abort();
+    }
+    return pid;
+}
+
+/* Spawns argv with stdout opened on out (NULL: /dev/null) and stderr on err (NULL: with
+ * stdout), both with the given open flags. */
+static pid_t s_spawn_logged(char *const argv[], char *const env[], const char *out, const char *err,
+                            int flags) {
+    posix_spawn_file_actions_t fa;
+    ASSERT(posix_spawn_file_actions_init(&fa) == 0);
+    ASSERT(posix_spawn_file_actions_addopen(&fa, 1, out ? out : "/dev/null",
+                                            O_WRONLY | O_CREAT | flags, 0644) == 0);
+    if (err) {
+        ASSERT(posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | flags, 0644) ==
+               0);
+    } else {
+        ASSERT(posix_spawn_file_actions_adddup2(&fa, 1, 2) == 0);
+    }
+    pid_t pid = s_spawn(argv, env, &fa);
+    posix_spawn_file_actions_destroy(&fa);
+    return pid;
 }
 
 void proc_die_with_parent(void) {
@@ -51,25 +122,16 @@ void proc_die_with_parent(void) {
 }
 
 pid_t proc_spawn(char *const argv[], char *const env[], const char *log_path) {
-    pid_t pid = fork();
-    ASSERT(pid >= 0);
-    if (pid == 0) {
-        s_child_env(env);
-        int fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
+    return s_spawn_logged(argv, env, log_path, NULL, O_APPEND);
+}
+
+pid_t proc_spawn_io(char *const argv[], char *const env[], const char *out_path,
+                    const char *err_path) {
+    return s_spawn_logged(argv, env, out_path, err_path, O_TRUNC);
 }
 
 int proc_run(char *const argv[], char *const env[], const char *out_path, int timeout_ms) {
-    unlink(out_path);
-    pid_t pid = proc_spawn(argv, env, out_path);
+    pid_t pid = s_spawn_logged(argv, env, out_path, NULL, O_TRUNC);
     int64_t deadline = id_now_ms() + timeout_ms;
     int status = 0;
     while (waitpid(pid, &status, WNOHANG) == 0) {
@@ -133,21 +195,13 @@ char *proc_file_text(const char *path) {
 
 char *proc_output(char *const argv[], char *const env[]) {
     int fds[2];
-    ASSERT(pipe(fds) == 0);
-    pid_t pid = fork();
-    ASSERT(pid >= 0);
-    if (pid == 0) {
-        s_child_env(env);
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) {
-            dup2(devnull, 2);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
+    ASSERT(pipe2(fds, O_CLOEXEC) == 0);
+    posix_spawn_file_actions_t fa;
+    ASSERT(posix_spawn_file_actions_init(&fa) == 0);
+    ASSERT(posix_spawn_file_actions_adddup2(&fa, fds[1], 1) == 0);
+    ASSERT(posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0) == 0);
+    pid_t pid = s_spawn(argv, env, &fa);
+    posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
     size_t cap = 4096;
     size_t len = 0;

@@ -19,8 +19,14 @@ int proc_free_port(void);
 void proc_die_with_parent(void);
 
 /* Starts argv[0] with the current environment plus env ("K=V" strings, NULL-terminated);
- * stdout and stderr go to log_path (appended). Returns the pid; aborts on failure. */
+ * stdout and stderr go to log_path (appended). Returns the pid; aborts on failure. The
+ * child is started with posix_spawn, safe beside threads (a test's workload threads may hold
+ * the allocator's locks at any instant). */
 pid_t proc_spawn(char *const argv[], char *const env[], const char *log_path);
+
+/* proc_spawn with stdout and stderr truncated into files of their own. */
+pid_t proc_spawn_io(char *const argv[], char *const env[], const char *out_path,
+                    const char *err_path);
 
 /* SIGTERM, then SIGKILL after timeout_ms; reaps the child. Returns its exit status or -1. */
 int proc_stop(pid_t pid, int timeout_ms);
