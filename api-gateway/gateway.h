@@ -5,6 +5,7 @@
 #ifndef CHATFLEET_GATEWAY_H
 #define CHATFLEET_GATEWAY_H
 
+#include "authcache.h"
 #include "chatstate.h"
 #include "hooks.h"
 #include "hub.h"
@@ -58,6 +59,7 @@ typedef struct {
     atomic_llong stream_reads; /* chat streams' database reads (/metrics) */
     /* The lifecycle hook dispatcher (blocking calls only; admithook.h), or NULL: none. */
     hooks_t *hooks;
+    authcache_t *auth; /* tokens verified recently (CHATFLEET_AUTH_CACHE_MS) */
 } gateway_t;
 
 /* One transition (or several) applied to an open bundle; returns 0 or -1 with err set. */

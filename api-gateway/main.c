@@ -91,10 +91,16 @@ static int s_user_add(const config_t *cfg, const char *name, bool admin) {
     return 0;
 }
 
+/* The token's user: from the cache while its entry is fresh, else from api_tokens (and kept
+ * when found; ARCHITECTURE.md §7.1, "Authentication"). */
 static int s_auth(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
     gateway_t *gw = app;
     if (strlen(token) > 128) {
         return HTTP_AUTH_DENIED;
+    }
+    int64_t now = id_now_ms();
+    if (authcache_get(gw->auth, token, now, user_id)) {
+        return 0;
     }
     const char *p[] = {token};
     PGresult *res = NULL;
@@ -115,6 +121,7 @@ static int s_auth(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
     int ok = PQntuples(res) == 1;
     if (ok) {
         snprintf(user_id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
+        authcache_put(gw->auth, token, user_id, now);
     }
     PQclear(res);
     return ok ? 0 : HTTP_AUTH_DENIED;
@@ -193,6 +200,7 @@ static void s_teardown(gateway_t *gw, bus_publisher_t **pub) {
     json_decref(gw->mcp_servers);
     gw->mcp_servers = NULL;
     hooks_destroy(&gw->hooks);
+    authcache_destroy(&gw->auth);
 }
 
 #define S_PEM_MAX_BYTES (1024 * 1024) /* a certificate chain or key file; more is refused */
@@ -288,7 +296,8 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
         .watch_cache = watch_cache_new(),
         .relay_endpoint = cfg->broker_relay,
         .metrics = metrics_new(),
-        .mcp_servers = models_mcp_servers(cfg->config_path)};
+        .mcp_servers = models_mcp_servers(cfg->config_path),
+        .auth = authcache_new(cfg->auth_cache_ms)};
     char *public_url = s_public_url(cfg);
     gw.public_url = public_url;
     gw.lease_stale_ms = cfg->lease_stale_ms;

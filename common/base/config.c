@@ -41,6 +41,15 @@ static int s_num(const char *name, int64_t dflt, int64_t *out) {
     return 0;
 }
 
+/* s_num where 0 is a value too (it turns a feature off). */
+static int s_num_or_zero(const char *name, int64_t dflt, int64_t *out) {
+    if (config_env_int(name, dflt, 0, out) != 0) {
+        fprintf(stderr, "config: %s=%s is not a non-negative integer\n", name, getenv(name));
+        return -1;
+    }
+    return 0;
+}
+
 config_t *config_new(void) {
     config_t *self = mem_calloc(1, sizeof *self);
     self->database_url = s_str("CHATFLEET_DATABASE_URL", NULL);
@@ -67,7 +76,8 @@ config_t *config_new(void) {
         s_num("CHATFLEET_HTTP_IO_THREADS", 2, &self->http_io_threads) ||
         s_num("CHATFLEET_HTTP_THREADS", 12, &self->http_threads) ||
         s_num("CHATFLEET_STREAM_THREADS", 4, &self->stream_threads) ||
-        s_num("CHATFLEET_STREAMS_PER_USER", 100, &self->streams_per_user)) {
+        s_num("CHATFLEET_STREAMS_PER_USER", 100, &self->streams_per_user) ||
+        s_num_or_zero("CHATFLEET_AUTH_CACHE_MS", 5000, &self->auth_cache_ms)) {
         config_destroy(&self);
         return NULL;
     }
@@ -189,7 +199,8 @@ void config_log(const config_t *self) {
              "config=%s log=%s lease_stale_ms=%lld heartbeat_ms=%lld acquire_poll_ms=%lld "
              "stream_poll_ms=%lld queue_max=%lld http_max_connections=%lld "
              "http_max_per_address=%lld http_head_timeout_ms=%lld http_body_timeout_ms=%lld "
-             "http_io_threads=%lld http_threads=%lld stream_threads=%lld streams_per_user=%lld",
+             "http_io_threads=%lld http_threads=%lld stream_threads=%lld streams_per_user=%lld "
+             "auth_cache_ms=%lld",
              url, self->http_listen, self->http_tls_cert ? self->http_tls_cert : "(unset)",
              self->http_tls_key ? self->http_tls_key : "(unset)", self->http_tls_priorities,
              self->public_url ? self->public_url : "(listen address)",
@@ -202,5 +213,5 @@ void config_log(const config_t *self) {
              (long long)self->http_max_per_address, (long long)self->http_head_timeout_ms,
              (long long)self->http_body_timeout_ms, (long long)self->http_io_threads,
              (long long)self->http_threads, (long long)self->stream_threads,
-             (long long)self->streams_per_user);
+             (long long)self->streams_per_user, (long long)self->auth_cache_ms);
 }

@@ -41,6 +41,7 @@ typedef struct {
     int64_t http_threads;         /* CHATFLEET_HTTP_THREADS: request handlers */
     int64_t stream_threads;       /* CHATFLEET_STREAM_THREADS: stream and watch reads */
     int64_t streams_per_user;     /* CHATFLEET_STREAMS_PER_USER: open streams and watches */
+    int64_t auth_cache_ms; /* CHATFLEET_AUTH_CACHE_MS: a verified token's lifetime (0: none) */
 } config_t;
 
 /* The integer in the environment variable name: 0 with *out (dflt when it is unset or empty),

@@ -60,6 +60,7 @@
 #define BODY_BATCH      100
 #define BODY_BATCHES    5
 
+#define S_AUTH_CACHE_MS "2000" /* group a's CHATFLEET_AUTH_CACHE_MS */
 static cluster_t *s_cluster;
 
 /* The port of a cluster_url ("http://127.0.0.1:PORT"). */
@@ -163,11 +164,12 @@ static int s_event_keys(const char *line, char *first, size_t first_size) {
 static int s_setup_a(void **u) {
     (void)u;
     ssefan_raise_nofile();
-    s_cluster = cluster_new(
-        &(cluster_opts_t){.name = "test_gateway_admission_a",
-                          .gateways = 1,
-                          .workers = 0,
-                          .env = (const char *[]){"CHATFLEET_HTTP_HEAD_TIMEOUT_MS=1000", NULL}});
+    s_cluster = cluster_new(&(cluster_opts_t){
+        .name = "test_gateway_admission_a",
+        .gateways = 1,
+        .workers = 0,
+        .env = (const char *[]){"CHATFLEET_HTTP_HEAD_TIMEOUT_MS=1000",
+                                "CHATFLEET_AUTH_CACHE_MS=" S_AUTH_CACHE_MS, NULL}});
     return 0;
 }
 
@@ -307,6 +309,52 @@ test_an_unauthenticated_1mib_post_gets_401_before_its_body_and_costs_no_memory(v
     assert_true(hwm1 - hwm0 < BODY_RSS_MAX_KB);
     assert_true(rss1 - rss0 < BODY_RSS_MAX_KB);
 #endif
+}
+
+/* The status of GET /api/v2/chats with token. */
+static long s_list_status(const char *token) {
+    char url[300];
+    snprintf(url, sizeof url, "%s/api/v2/chats?limit=1", cluster_url(s_cluster, 0));
+    proc_http_t r;
+    assert_int_equal(proc_http("GET", url, token, NULL, &r), 0);
+    long st = r.status;
+    proc_http_free(&r);
+    return st;
+}
+
+static void test_a_deleted_token_is_refused_within_the_auth_cache_lifetime(void **u) {
+    (void)u;
+    char token[64];
+    snprintf(token, sizeof token, "cache-probe-%lld", (long long)id_now_ms());
+    char *id = cluster_sql(s_cluster,
+                           "INSERT INTO api_tokens (id, user_id, token_sha256) SELECT"
+                           " gen_random_uuid(), user_id, sha256(convert_to('%s', 'UTF8'))"
+                           " FROM api_tokens LIMIT 1 RETURNING id",
+                           token);
+    assert_non_null(id);
+    /* Checked once against the database, then kept: the entry's age counts from a moment
+     * between these two. */
+    int64_t sent = id_now_ms();
+    assert_int_equal(s_list_status(token), 200);
+    int64_t answered = id_now_ms();
+    char *gone = cluster_sql(s_cluster, "DELETE FROM api_tokens WHERE id = '%s' RETURNING id", id);
+    assert_non_null(gone);
+    free(gone);
+    free(id);
+    long cached = s_list_status(token);
+    int64_t ttl = strtoll(S_AUTH_CACHE_MS, NULL, 10);
+    assert_true(id_now_ms() - sent < ttl); /* else the check above proves nothing */
+    assert_int_equal(cached, 200);
+    /* Refused once the entry is older than the lifetime, and from then on. */
+    while (id_now_ms() - answered < ttl + 50) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(s_list_status(token), 401);
+    assert_int_equal(s_list_status(token), 401);
+    /* A refused token is never kept: it stays refused, and the cluster's own still works. */
+    assert_int_equal(s_list_status("never-issued"), 401);
+    assert_int_equal(s_list_status(cluster_token(s_cluster)), 200);
 }
 
 static void test_a_path_cannot_forge_a_log_line(void **u) {
@@ -513,6 +561,7 @@ int main(void) {
         cmocka_unit_test(
             test_an_unauthenticated_1mib_post_gets_401_before_its_body_and_costs_no_memory),
         cmocka_unit_test(test_a_path_cannot_forge_a_log_line),
+        cmocka_unit_test(test_a_deleted_token_is_refused_within_the_auth_cache_lifetime),
     };
     const struct CMUnitTest b[] = {
         cmocka_unit_test(test_an_address_at_its_cap_gets_503_with_retry_after_then_is_served),
