@@ -564,25 +564,20 @@ int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_err
 int cs_land_after_turn(chatstate_t *self, int64_t *promoted, cs_error_t *err) {
     const char *p[] = {self->chat_id};
     /* One statement for the usual case: the deadline cleared and, with nothing queued, the
-     * chat waiting. With a queue the status is left to the promotion below. */
-    PGresult *res =
-        cs_query(self, err,
-                 "UPDATE chats c SET requires_action_deadline_at = NULL,"
-                 " status = CASE WHEN q.n = 0 THEN 'waiting'::chat_status ELSE c.status END,"
-                 " updated_at = CASE WHEN q.n = 0 THEN now() ELSE c.updated_at END"
-                 " FROM (SELECT count(*) AS n FROM chat_queued_messages WHERE chat_id = $1) q"
-                 " WHERE c.id = $1 RETURNING q.n",
-                 1, p);
-    if (!res) {
+     * chat waiting. With a queue the status is left to the promotion below. Sent ahead with
+     * the row's load, whose queue length says which case this is (the chat's row lock keeps
+     * the queue still in between): one round trip, and the move's closing load is free. */
+    if (cs_exec(self, err,
+                "UPDATE chats c SET requires_action_deadline_at = NULL,"
+                " status = CASE WHEN q.n = 0 THEN 'waiting'::chat_status ELSE c.status END,"
+                " updated_at = CASE WHEN q.n = 0 THEN now() ELSE c.updated_at END"
+                " FROM (SELECT count(*) AS n FROM chat_queued_messages WHERE chat_id = $1) q"
+                " WHERE c.id = $1",
+                1, p) != 0 ||
+        cs_load(self, err) != 0) {
         return -1;
     }
-    if (PQntuples(res) != 1) {
-        PQclear(res);
-        return cs_fail(self, err, CS_NOT_FOUND, "chat not found");
-    }
-    int64_t queued = db_int64(res, 0, 0);
-    PQclear(res);
-    if (queued == 0) {
+    if (self->row.queue_len == 0) {
         return 0;
     }
     if (cs_promote(self, 0, promoted, err) != 0) {

@@ -74,18 +74,24 @@ static int s_write_title(chatstate_t *self, const cs_fence_t *fence, const char 
     }
     exec_state_t from = self->state;
     const char *p[] = {self->chat_id, title, source};
-    PGresult *res = cs_query(self, err,
-                             "UPDATE chats SET title = $2, title_source = $3::chat_title_source,"
-                             " title_updated_at = now() WHERE id = $1 AND ($3 = 'user' OR"
-                             " title_source <> 'user') RETURNING 1",
-                             3, p);
-    if (!res) {
+    /* Sent ahead: its result is read with the move's closing load, in one round trip. */
+    PGresult *res = NULL;
+    if (cs_keep(self, err,
+                "UPDATE chats SET title = $2, title_source = $3::chat_title_source,"
+                " title_updated_at = now() WHERE id = $1 AND ($3 = 'user' OR"
+                " title_source <> 'user') RETURNING 1",
+                3, p, &res) != 0 ||
+        cs_finish(self, from, MV_SET_TITLE, err) != 0) {
+        PQclear(res);
         return -1;
+    }
+    if (!res) {
+        return cs_fail(self, err, CS_DB, "internal: the title write's result was not kept");
     }
     *applied = PQntuples(res) == 1;
     PQclear(res);
     self->title_set = *applied;
-    return cs_finish(self, from, MV_SET_TITLE, err);
+    return 0;
 }
 
 int chatstate_set_title(chatstate_t *self, const char *title, cs_error_t *err) {
@@ -102,9 +108,11 @@ int chatstate_set_generated_title(chatstate_t *self, const cs_fence_t *fence, co
     owner.generation_attempt = -1;
     /* Best-effort metadata: its commit does not wait for the WAL flush (sent ahead with the
      * write, so no round trip of its own). */
+    bool fresh = self->row_fresh;
     if (cs_exec(self, err, "SELECT set_config('synchronous_commit', 'off', true)", 0, NULL) != 0) {
         return -1;
     }
+    self->row_fresh = fresh; /* a setting, not a write: the loaded row still holds */
     return s_write_title(self, &owner, title, "generated", applied, err);
 }
 

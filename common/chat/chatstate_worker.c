@@ -215,18 +215,17 @@ int chatstate_record_generation_attempt(chatstate_t *self, const cs_fence_t *fen
     }
     exec_state_t from = self->state;
     const char *p[] = {self->chat_id};
-    PGresult *res = cs_query(self, err,
-                             "UPDATE chats SET generation_attempt = generation_attempt + 1"
-                             " WHERE id = $1 RETURNING generation_attempt",
-                             1, p);
-    if (!res) {
+    /* Sent ahead: the move's closing load reads the new count in the same round trip. */
+    if (cs_exec(self, err,
+                "UPDATE chats SET generation_attempt = generation_attempt + 1 WHERE id = $1", 1,
+                p) != 0 ||
+        cs_finish(self, from, MV_RECORD_GENERATION_ATTEMPT, err) != 0) {
         return -1;
     }
     if (attempt) {
-        *attempt = db_int64(res, 0, 0);
+        *attempt = self->row.generation_attempt;
     }
-    PQclear(res);
-    return cs_finish(self, from, MV_RECORD_GENERATION_ATTEMPT, err);
+    return 0;
 }
 
 int chatstate_record_retry_state(chatstate_t *self, const cs_fence_t *fence, const char *retry_json,

@@ -230,7 +230,7 @@ static void s_acquired_chat(char chat[ID_UUID_LEN + 1], cs_fence_t *f) {
 
 /* The worker's bundle for a reply that ends a turn (generation.c): CommitStep, FinishTurn
  * and Abandon in one transaction. */
-static void test_a_turn_ending_reply_takes_six_round_trips(void **state) {
+static void test_a_turn_ending_reply_takes_five_round_trips(void **state) {
     (void)state;
     char chat[ID_UUID_LEN + 1];
     cs_fence_t f;
@@ -250,14 +250,71 @@ static void test_a_turn_ending_reply_takes_six_round_trips(void **state) {
     if (rc != 0) {
         fail_msg("turn end: %s", err.message);
     }
-    /* BEGIN with the load; the reply with the check; the landing; its check; Abandon with its
-     * check; COMMIT. */
-    assert_int_equal(trips, 6);
+    /* BEGIN with the load; the reply with the check; the landing with its load; Abandon with
+     * its check; COMMIT. */
+    assert_int_equal(trips, 5);
     s_expect("waiting true 2",
              "SELECT status || ' ' || (worker_id IS NULL) || ' ' ||"
              " (SELECT count(*) FROM chat_messages WHERE chat_id = c.id)"
              " FROM chats c WHERE id = '%s'",
              chat);
+}
+
+/* RecordGenerationAttempt, the bundle before every model call: BEGIN with the load; the
+ * update with the closing load, which reads the new count; COMMIT. */
+static void test_a_generation_attempt_takes_three_round_trips(void **state) {
+    (void)state;
+    char chat[ID_UUID_LEN + 1];
+    cs_fence_t f;
+    s_acquired_chat(chat, &f);
+    cs_error_t err;
+    int64_t attempt = -1;
+    FILE *trace = s_trace_start(s_conn);
+    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    int rc = cs ? chatstate_record_generation_attempt(cs, &f, &attempt, &err) : -1;
+    rc = rc == 0 ? chatstate_commit(&cs, NULL, NULL, &err) : rc;
+    int trips = s_trace_round_trips(s_conn, trace);
+    chatstate_destroy(&cs);
+    if (rc != 0) {
+        fail_msg("attempt: %s", err.message);
+    }
+    assert_int_equal(trips, 3);
+    assert_int_equal(attempt, 1);
+    s_expect("1", "SELECT generation_attempt FROM chats WHERE id = '%s'", chat);
+}
+
+/* SetTitle from the title call: BEGIN with the load; the write (sent ahead with its commit
+ * setting) with the closing load; COMMIT. A user's title is never replaced. */
+static void test_a_generated_title_takes_three_round_trips(void **state) {
+    (void)state;
+    char chat[ID_UUID_LEN + 1];
+    cs_fence_t f;
+    s_acquired_chat(chat, &f);
+    cs_error_t err;
+    bool applied = false;
+    FILE *trace = s_trace_start(s_conn);
+    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    int rc = cs ? chatstate_set_generated_title(cs, &f, "Greeting", &applied, &err) : -1;
+    rc = rc == 0 ? chatstate_commit(&cs, NULL, NULL, &err) : rc;
+    int trips = s_trace_round_trips(s_conn, trace);
+    chatstate_destroy(&cs);
+    if (rc != 0) {
+        fail_msg("title: %s", err.message);
+    }
+    assert_int_equal(trips, 3);
+    assert_true(applied);
+    s_expect("Greeting generated", "SELECT title || ' ' || title_source FROM chats WHERE id = '%s'",
+             chat);
+    cs = chatstate_begin(s_conn, chat, &err);
+    assert_non_null(cs);
+    assert_int_equal(chatstate_set_title(cs, "Mine", &err), 0);
+    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
+    cs = chatstate_begin(s_conn, chat, &err);
+    assert_non_null(cs);
+    assert_int_equal(chatstate_set_generated_title(cs, &f, "Other", &applied, &err), 0);
+    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
+    assert_false(applied);
+    s_expect("Mine user", "SELECT title || ' ' || title_source FROM chats WHERE id = '%s'", chat);
 }
 
 static void test_a_steps_reads_take_one_round_trip(void **state) {
@@ -377,7 +434,9 @@ int main(void) {
         cmocka_unit_test(test_a_failed_first_prepare_is_prepared_again),
         cmocka_unit_test(test_a_connection_lost_with_statements_waiting_is_a_connection_error),
         cmocka_unit_test(test_a_chat_create_takes_three_round_trips),
-        cmocka_unit_test(test_a_turn_ending_reply_takes_six_round_trips),
+        cmocka_unit_test(test_a_turn_ending_reply_takes_five_round_trips),
+        cmocka_unit_test(test_a_generation_attempt_takes_three_round_trips),
+        cmocka_unit_test(test_a_generated_title_takes_three_round_trips),
         cmocka_unit_test(test_a_steps_reads_take_one_round_trip),
         cmocka_unit_test(test_an_acquisition_takes_three_round_trips),
         cmocka_unit_test(test_a_held_chat_is_refused_and_gives_its_candidate_back),
