@@ -22,7 +22,8 @@ typedef struct {
     dbpool_t *pool;
     PGconn *conn;
     bool paused;
-    bool wake;    /* a hint arrived: run a pass */
+    bool wake;    /* a hint arrived, or a pass asked for another: run one */
+    bool full;    /* the next pass is a full one (the poll's, or asked for by one) */
     bool refused; /* the limiter refused in the last pass (logged once per episode) */
     int64_t passes;
     int64_t acquired;
@@ -30,10 +31,13 @@ typedef struct {
 } self_t;
 
 /* One acquisition transaction; a full batch, or a miss worth another look, asks for another
- * pass at once (after a look at the pipe, so that a command never waits behind many):
- * runnable chats that found no worker send no more hints. */
+ * pass of the same kind at once (after a look at the pipe, so that a command never waits
+ * behind many): runnable chats that found no worker send no more hints. A hint's pass is
+ * quick (unowned chats only), the poll's is full (stale leases too; ARCHITECTURE.md §6.2). */
 static void s_pass(self_t *self) {
+    bool full = self->full;
     self->wake = false;
+    self->full = false;
     if (self->paused) {
         return;
     }
@@ -48,7 +52,8 @@ static void s_pass(self_t *self) {
                                 .max_chats = self->args.max_chats,
                                 .lease_stale_ms = self->args.lease_stale_ms,
                                 .batch = ACQUIRER_BATCH_MAX,
-                                .sink = &self->args.sink};
+                                .sink = &self->args.sink,
+                                .quick = !full};
     leasedb_batch_t b;
     if (leasedb_acquire(self->conn, &a, &b) != 0) {
         dbpool_put(self->pool, self->conn); /* closes a broken connection */
@@ -84,6 +89,7 @@ static void s_pass(self_t *self) {
     }
     if (b.count == ACQUIRER_BATCH_MAX || b.again) {
         self->wake = true;
+        self->full = full;
     }
 }
 
@@ -130,6 +136,7 @@ static void s_actor(zsock_t *pipe, void *argp) {
             }
         }
         if (self.wake || id_now_ms() >= next_poll) {
+            self.full |= id_now_ms() >= next_poll;
             s_pass(&self);
             if (id_now_ms() >= next_poll) {
                 next_poll = id_now_ms() + self.args.poll_ms;

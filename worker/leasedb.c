@@ -88,24 +88,42 @@ typedef struct {
     " AND h.heartbeat_at > statement_timestamp() - " STALE "::bigint * interval '1 millisecond'))" \
     " ORDER BY c.updated_at, c.id LIMIT " LIMIT " FOR UPDATE OF c SKIP LOCKED"
 
+/* The quick pass's candidates: runnable chats without any owner, oldest first, through the
+ * partial index chats_unowned_candidates (0008), whose predicate this repeats; STALE is
+ * unused (the parameter keeps the statements' shapes alike). */
+#define S_UNOWNED_SQL(STALE, LIMIT)                                                                \
+    "SELECT c.id, '' AS prev, c.updated_at FROM chats c"                                           \
+    " WHERE c.archived = false AND c.status IN ('running', 'interrupting', 'requires_action')"     \
+    " AND c.worker_id IS NULL AND " STALE "::bigint IS NOT NULL"                                   \
+    " ORDER BY c.updated_at, c.id LIMIT " LIMIT " FOR UPDATE OF c SKIP LOCKED"
+
 /* With the limiter: up to $5 slots of 1..$2 not held by a fresh heartbeat row, scanned from $1
  * and wrapping around, each claimed by an advisory lock of class $4 taken without waiting;
- * then up to min($6, slots found) chats. Kind 0 rows are the slots (ascending), kind 1 the
- * chats (oldest first). */
-static const char s_scan_sql[] =
-    "WITH s AS MATERIALIZED (SELECT g.s, EXISTS (SELECT 1 FROM chat_heartbeats h"
-    " WHERE h.slot = g.s) AS held FROM (SELECT generate_series($1::int, $2::int)"
-    " UNION ALL SELECT generate_series(1, $1::int - 1)) AS g(s)"
-    " WHERE NOT EXISTS (SELECT 1 FROM chat_heartbeats h WHERE h.slot = g.s"
-    " AND h.heartbeat_at > statement_timestamp() - $3::bigint * interval '1 millisecond')"
-    " AND pg_try_advisory_xact_lock($4::int, g.s) LIMIT $5::int)"
-    " SELECT 0 AS kind, s.s AS ord, s.s::text, s.held::text FROM s UNION ALL"
-    " SELECT 1, row_number() OVER (ORDER BY c.updated_at, c.id), c.id::text, c.prev FROM "
-    "(" S_CHATS_SQL("$3", "least($6::int, (SELECT count(*) FROM s))") ") c ORDER BY 1, 2";
+ * then up to min($6, slots found) chats of CHATS. Kind 0 rows are the slots (ascending), kind
+ * 1 the chats (oldest first). Whether a slot is held at all is one index probe per slot
+ * returned (a scalar subquery, never a hash of every heartbeat row). */
+#define S_SCAN_SQL(CHATS)                                                                          \
+    "WITH s AS MATERIALIZED (SELECT g.s, (SELECT true FROM chat_heartbeats h"                      \
+    " WHERE h.slot = g.s LIMIT 1) IS NOT NULL AS held FROM (SELECT generate_series($1::int,"       \
+    " $2::int) UNION ALL SELECT generate_series(1, $1::int - 1)) AS g(s)"                          \
+    " WHERE NOT EXISTS (SELECT 1 FROM chat_heartbeats h WHERE h.slot = g.s"                        \
+    " AND h.heartbeat_at > statement_timestamp() - $3::bigint * interval '1 millisecond')"         \
+    " AND pg_try_advisory_xact_lock($4::int, g.s) LIMIT $5::int)"                                  \
+    " SELECT 0 AS kind, s.s AS ord, s.s::text, s.held::text FROM s UNION ALL"                      \
+    " SELECT 1, row_number() OVER (ORDER BY c.updated_at, c.id), c.id::text, c.prev FROM "         \
+    "(" CHATS("$3", "least($6::int, (SELECT count(*) FROM s))") ") c ORDER BY 1, 2"
 
-/* Without the limiter: up to $2 chats, as kind 1 rows. */
-static const char s_scan_free_sql[] = "SELECT 1 AS kind, 0, c.id::text, c.prev FROM (" S_CHATS_SQL(
-    "$1", "$2::int") ") c ORDER BY c.updated_at, c.id";
+/* Without the limiter: up to $2 chats of CHATS, as kind 1 rows. */
+#define S_SCAN_FREE_SQL(CHATS)                                                                     \
+    "SELECT 1 AS kind, 0, c.id::text, c.prev FROM (" CHATS(                                        \
+        "$1", "$2::int") ") c"                                                                     \
+                         " ORDER BY c.updated_at, c.id"
+
+/* The scans by pass ([quick]) and limiter ([free]). */
+static const char *const s_scan_sql[2][2] = {
+    {S_SCAN_SQL(S_CHATS_SQL), S_SCAN_FREE_SQL(S_CHATS_SQL)},
+    {S_SCAN_SQL(S_UNOWNED_SQL), S_SCAN_FREE_SQL(S_UNOWNED_SQL)},
+};
 
 /* Opens the acquisition transaction and finds its candidates in one round trip of prepared
  * statements (ARCHITECTURE.md §6.2 steps 1-3): BEGIN with the bounds; with the limiter, up to
@@ -141,10 +159,10 @@ static int s_open(PGconn *conn, const leasedb_acquire_args_t *a, int64_t idle, s
         snprintf(lockclass, sizeof lockclass, "%d", LEASEDB_SLOT_LOCK_CLASS);
         snprintf(want, sizeof want, "%d", w);
         const char *p[] = {start, max, stale, lockclass, want, batch};
-        res = db_query(conn, &e, err, errlen, s_scan_sql, 6, p);
+        res = db_query(conn, &e, err, errlen, s_scan_sql[a->quick][0], 6, p);
     } else if (sent == 0) {
         const char *p[] = {stale, batch};
-        res = db_query(conn, &e, err, errlen, s_scan_free_sql, 2, p);
+        res = db_query(conn, &e, err, errlen, s_scan_sql[a->quick][1], 2, p);
     } else {
         s_error(conn, NULL, err, errlen);
     }

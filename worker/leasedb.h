@@ -40,6 +40,10 @@ typedef struct {
     int64_t lock_timeout_ms; /* 0: LEASEDB_LOCK_TIMEOUT_MS */
     int64_t idle_ms;         /* idle_in_transaction_session_timeout; 0: lease_stale_ms / 3 */
     const hint_sink_t *sink; /* Acquire's hints, published after COMMIT; may be NULL */
+    /* The quick pass: only chats without any owner (new, released, handed over), found
+     * without visiting the chats held by others; false: every chat without a fresh lease,
+     * stale leases included (ARCHITECTURE.md §6.2, "Quick and full passes"). */
+    bool quick;
 } leasedb_acquire_args_t;
 
 typedef struct {

@@ -689,6 +689,60 @@ static void test_a_session_stopped_in_its_transaction_does_not_block_an_acquirer
            (long long)first, (long long)ended);
 }
 
+/* --- Quick and full passes (ARCHITECTURE.md §6.2). --- */
+
+/* With max_chats (0: no limiter): a quick pass takes a new chat and leaves a stale lease
+ * alone, however old; the full pass then takes the stale one over. */
+static void s_quick_then_full(int64_t max_chats) {
+    char a[ID_UUID_LEN + 1];
+    char b[ID_UUID_LEN + 1];
+    char w1[ID_UUID_LEN + 1];
+    char w2[ID_UUID_LEN + 1];
+    assert_int_equal(id_uuid_new(w1), 0);
+    assert_int_equal(id_uuid_new(w2), 0);
+    s_chat(a);
+    leasedb_acquire_args_t args = s_args(w1, max_chats, 4);
+    args.quick = true;
+    leasedb_batch_t got;
+    assert_int_equal(leasedb_acquire(s_conn, &args, &got), 0);
+    assert_int_equal(got.count, 1);
+    assert_string_equal(got.chats[0].chat_id, a);
+    /* A's worker stops heartbeating; B is created after. */
+    s_sql(s_conn,
+          "UPDATE chat_heartbeats SET heartbeat_at = now() - interval '1 hour'"
+          " WHERE chat_id = '%s'",
+          a);
+    s_chat(b);
+    args = s_args(w2, max_chats, 4);
+    args.quick = true;
+    assert_int_equal(leasedb_acquire(s_conn, &args, &got), 0);
+    assert_int_equal(got.count, 1);
+    assert_string_equal(got.chats[0].chat_id, b);
+    assert_string_equal(got.chats[0].previous, "");
+    assert_int_equal(leasedb_acquire(s_conn, &args, &got), 0);
+    assert_int_equal(got.count, 0);
+    args.quick = false;
+    assert_int_equal(leasedb_acquire(s_conn, &args, &got), 0);
+    assert_int_equal(got.count, 1);
+    assert_string_equal(got.chats[0].chat_id, a);
+    assert_string_equal(got.chats[0].previous, w1);
+    assert_int_equal(
+        s_int(s_conn, "SELECT count(*) FROM chats WHERE worker_id = '%s' AND id IN ('%s', '%s')",
+              w2, a, b),
+        2);
+}
+
+static void
+test_a_quick_pass_takes_new_chats_and_leaves_stale_leases_to_the_full_pass(void **state) {
+    (void)state;
+    s_quick_then_full(8);
+}
+
+static void test_without_the_limiter_too(void **state) {
+    (void)state;
+    s_quick_then_full(0);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0);
     const struct CMUnitTest tests[] = {
@@ -705,6 +759,10 @@ int main(void) {
         cmocka_unit_test_setup_teardown(
             test_a_session_stopped_in_its_transaction_does_not_block_an_acquirer, s_setup,
             s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_quick_pass_takes_new_chats_and_leaves_stale_leases_to_the_full_pass, s_setup,
+            s_teardown),
+        cmocka_unit_test_setup_teardown(test_without_the_limiter_too, s_setup, s_teardown),
     };
     return cmocka_run_group_tests_name("chatstate_limiter", tests, NULL, NULL);
 }
