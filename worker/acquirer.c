@@ -31,9 +31,10 @@ typedef struct {
 } self_t;
 
 /* One acquisition transaction; a full batch, or a miss worth another look, asks for another
- * pass of the same kind at once (after a look at the pipe, so that a command never waits
- * behind many): runnable chats that found no worker send no more hints. A hint's pass is
- * quick (unowned chats only), the poll's is full (stale leases too; ARCHITECTURE.md §6.2). */
+ * pass at once (after a look at the pipe, so that a command never waits behind many):
+ * runnable chats that found no worker send no more hints. A hint's pass is quick (unowned
+ * chats only), the poll's is full (stale leases too); the pass asked for is full only after
+ * a full one that took a lease over (ARCHITECTURE.md §6.2). */
 static void s_pass(self_t *self) {
     bool full = self->full;
     self->wake = false;
@@ -71,11 +72,13 @@ static void s_pass(self_t *self) {
         return;
     }
     self->refused = false;
+    bool took_over = false;
     for (int i = 0; i < b.count; i++) {
         const leasedb_acquired_t *c = &b.chats[i];
         bool takeover = c->previous[0] != '\0';
         self->acquired++;
         self->takeovers += takeover;
+        took_over |= takeover;
         log_info("chat_acquired",
                  "chat_id=%s worker_id=%s runner_id=%s takeover=%d previous=%s slot=%d", c->chat_id,
                  self->args.worker_id, c->runner_id, takeover, takeover ? c->previous : "-",
@@ -89,7 +92,7 @@ static void s_pass(self_t *self) {
     }
     if (b.count == ACQUIRER_BATCH_MAX || b.again) {
         self->wake = true;
-        self->full = full;
+        self->full = full && took_over;
     }
 }
 
