@@ -116,8 +116,7 @@ typedef struct {
 /* Without the limiter: up to $2 chats of CHATS, as kind 1 rows. */
 #define S_SCAN_FREE_SQL(CHATS)                                                                     \
     "SELECT 1 AS kind, 0, c.id::text, c.prev FROM (" CHATS(                                        \
-        "$1", "$2::int") ") c"                                                                     \
-                         " ORDER BY c.updated_at, c.id"
+        "$1", "$2::int") ") c ORDER BY c.updated_at, c.id"
 
 /* The scans by pass ([quick]) and limiter ([free]). */
 static const char *const s_scan_sql[2][2] = {
