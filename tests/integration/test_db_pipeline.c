@@ -228,6 +228,44 @@ static void s_acquired_chat(char chat[ID_UUID_LEN + 1], cs_fence_t *f) {
     snprintf(f->runner_id, sizeof f->runner_id, "%s", runner);
 }
 
+/* The moves of one bundle on chat, under fence f: 0 or -1 with err filled. */
+typedef int s_moves_fn(chatstate_t *cs, const cs_fence_t *f, void *ctx, cs_error_t *err);
+
+/* The round trips of a bundle on chat that runs moves and commits (fails the test when the
+ * bundle fails). */
+static int s_bundle_trips(const char *chat, const cs_fence_t *f, s_moves_fn *moves, void *ctx) {
+    cs_error_t err;
+    FILE *trace = s_trace_start(s_conn);
+    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    int rc = cs ? moves(cs, f, ctx, &err) : -1;
+    rc = rc == 0 ? chatstate_commit(&cs, NULL, NULL, &err) : rc;
+    int trips = s_trace_round_trips(s_conn, trace);
+    chatstate_destroy(&cs);
+    if (rc != 0) {
+        fail_msg("bundle: %s", err.message);
+    }
+    return trips;
+}
+
+static int s_turn_end(chatstate_t *cs, const cs_fence_t *f, void *ctx, cs_error_t *err) {
+    (void)ctx;
+    cs_message_t reply = {.role = "assistant",
+                          .content = "[{\"type\":\"text\",\"text\":\"hello\"}]"};
+    if (chatstate_commit_step(cs, f, &reply, 1, err) != 0 ||
+        chatstate_finish_turn(cs, f, NULL, 0, err) != 0) {
+        return -1;
+    }
+    return chatstate_abandon(cs, f, err);
+}
+
+static int s_attempt(chatstate_t *cs, const cs_fence_t *f, void *ctx, cs_error_t *err) {
+    return chatstate_record_generation_attempt(cs, f, ctx, err);
+}
+
+static int s_title(chatstate_t *cs, const cs_fence_t *f, void *ctx, cs_error_t *err) {
+    return chatstate_set_generated_title(cs, f, "Greeting", ctx, err);
+}
+
 /* The worker's bundle for a reply that ends a turn (generation.c): CommitStep, FinishTurn
  * and Abandon in one transaction. */
 static void test_a_turn_ending_reply_takes_five_round_trips(void **state) {
@@ -235,21 +273,7 @@ static void test_a_turn_ending_reply_takes_five_round_trips(void **state) {
     char chat[ID_UUID_LEN + 1];
     cs_fence_t f;
     s_acquired_chat(chat, &f);
-    cs_error_t err;
-    chatstate_t *cs;
-    cs_message_t reply = {.role = "assistant",
-                          .content = "[{\"type\":\"text\",\"text\":\"hello\"}]"};
-    FILE *trace = s_trace_start(s_conn);
-    cs = chatstate_begin(s_conn, chat, &err);
-    int rc = cs ? chatstate_commit_step(cs, &f, &reply, 1, &err) : -1;
-    rc = rc == 0 ? chatstate_finish_turn(cs, &f, NULL, 0, &err) : rc;
-    rc = rc == 0 ? chatstate_abandon(cs, &f, &err) : rc;
-    rc = rc == 0 ? chatstate_commit(&cs, NULL, NULL, &err) : rc;
-    int trips = s_trace_round_trips(s_conn, trace);
-    chatstate_destroy(&cs);
-    if (rc != 0) {
-        fail_msg("turn end: %s", err.message);
-    }
+    int trips = s_bundle_trips(chat, &f, s_turn_end, NULL);
     /* BEGIN with the load; the reply with the check; the landing with its load; Abandon with
      * its check; COMMIT. */
     assert_int_equal(trips, 5);
@@ -267,17 +291,8 @@ static void test_a_generation_attempt_takes_three_round_trips(void **state) {
     char chat[ID_UUID_LEN + 1];
     cs_fence_t f;
     s_acquired_chat(chat, &f);
-    cs_error_t err;
     int64_t attempt = -1;
-    FILE *trace = s_trace_start(s_conn);
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
-    int rc = cs ? chatstate_record_generation_attempt(cs, &f, &attempt, &err) : -1;
-    rc = rc == 0 ? chatstate_commit(&cs, NULL, NULL, &err) : rc;
-    int trips = s_trace_round_trips(s_conn, trace);
-    chatstate_destroy(&cs);
-    if (rc != 0) {
-        fail_msg("attempt: %s", err.message);
-    }
+    int trips = s_bundle_trips(chat, &f, s_attempt, &attempt);
     assert_int_equal(trips, 3);
     assert_int_equal(attempt, 1);
     s_expect("1", "SELECT generation_attempt FROM chats WHERE id = '%s'", chat);
@@ -290,29 +305,18 @@ static void test_a_generated_title_takes_three_round_trips(void **state) {
     char chat[ID_UUID_LEN + 1];
     cs_fence_t f;
     s_acquired_chat(chat, &f);
-    cs_error_t err;
     bool applied = false;
-    FILE *trace = s_trace_start(s_conn);
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
-    int rc = cs ? chatstate_set_generated_title(cs, &f, "Greeting", &applied, &err) : -1;
-    rc = rc == 0 ? chatstate_commit(&cs, NULL, NULL, &err) : rc;
-    int trips = s_trace_round_trips(s_conn, trace);
-    chatstate_destroy(&cs);
-    if (rc != 0) {
-        fail_msg("title: %s", err.message);
-    }
+    int trips = s_bundle_trips(chat, &f, s_title, &applied);
     assert_int_equal(trips, 3);
     assert_true(applied);
     s_expect("Greeting generated", "SELECT title || ' ' || title_source FROM chats WHERE id = '%s'",
              chat);
-    cs = chatstate_begin(s_conn, chat, &err);
+    cs_error_t err;
+    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
     assert_non_null(cs);
     assert_int_equal(chatstate_set_title(cs, "Mine", &err), 0);
     assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
-    cs = chatstate_begin(s_conn, chat, &err);
-    assert_non_null(cs);
-    assert_int_equal(chatstate_set_generated_title(cs, &f, "Other", &applied, &err), 0);
-    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
+    s_bundle_trips(chat, &f, s_title, &applied);
     assert_false(applied);
     s_expect("Mine user", "SELECT title || ' ' || title_source FROM chats WHERE id = '%s'", chat);
 }
