@@ -22,9 +22,11 @@ typedef struct {
     dbpool_t *pool;
     PGconn *conn;
     bool paused;
-    bool wake;    /* a hint arrived, or a pass asked for another: run one */
-    bool full;    /* the next pass is a full one (the poll's, or asked for by one) */
-    bool refused; /* the limiter refused in the last pass (logged once per episode) */
+    bool wake;            /* a hint arrived, or a pass asked for another: run one */
+    bool full;            /* the next pass is a full one (the poll's, or asked for by one) */
+    int64_t last_full_ms; /* when the last full pass started */
+    int64_t hint_full_at; /* when a full pass is due for a hint; 0: none */
+    bool refused;         /* the limiter refused in the last pass (logged once per episode) */
     int64_t passes;
     int64_t acquired;
     int64_t takeovers;
@@ -112,7 +114,9 @@ static void s_actor(zsock_t *pipe, void *argp) {
     bool terminated = false;
     while (!terminated) {
         int64_t now = id_now_ms();
-        int timeout = self.wake ? 0 : (int)(next_poll > now ? next_poll - now : 0);
+        int64_t due =
+            self.hint_full_at && self.hint_full_at < next_poll ? self.hint_full_at : next_poll;
+        int timeout = self.wake ? 0 : (int)(due > now ? due - now : 0);
         void *which = zpoller_wait(poller, timeout);
         if (which == pipe) {
             char *cmd = zstr_recv(pipe);
@@ -128,18 +132,33 @@ static void s_actor(zsock_t *pipe, void *argp) {
             zstr_free(&cmd);
             continue;
         }
+        bool hinted = false;
         if (which == bus_subscriber_sock(self.sub)) {
             wire_msg_t msg;
             while (bus_subscriber_recv(self.sub, &msg, 0) == 1) {
-                self.wake |= msg.type == WIRE_OWNERSHIP;
+                hinted |= msg.type == WIRE_OWNERSHIP;
                 wire_msg_clear(&msg);
             }
+            self.wake |= hinted;
             if (!self.wake) {
                 continue;
             }
         }
-        if (self.wake || id_now_ms() >= next_poll) {
-            self.full |= id_now_ms() >= next_poll;
+        now = id_now_ms();
+        if (hinted && !self.hint_full_at) {
+            /* A hint may name a chat whose lease went stale (a message to a crashed worker's
+             * chat), which only a full pass finds: one runs within ACQUIRER_HINT_FULL_MS of
+             * the hint, and at most one per that interval for hints. */
+            int64_t at = self.last_full_ms + ACQUIRER_HINT_FULL_MS;
+            self.hint_full_at = at > now ? at : now;
+        }
+        bool full_due = now >= next_poll || (self.hint_full_at && now >= self.hint_full_at);
+        if (self.wake || full_due) {
+            self.full |= full_due;
+            if (self.full) {
+                self.last_full_ms = now;
+                self.hint_full_at = 0;
+            }
             s_pass(&self);
             if (id_now_ms() >= next_poll) {
                 next_poll = id_now_ms() + self.args.poll_ms;

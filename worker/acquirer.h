@@ -28,6 +28,10 @@
 
 /* Chats per pass (one transaction); after a full batch the next pass runs at once. */
 #define ACQUIRER_BATCH_MAX LEASEDB_BATCH_MAX
+/* A hint's pass is quick; a full pass (stale leases too) follows within this interval, and
+ * hints cause at most one full pass per interval (ARCHITECTURE.md §6.2, "Quick and full
+ * passes"). */
+#define ACQUIRER_HINT_FULL_MS 1000
 
 typedef struct {
     char worker_id[ID_UUID_LEN + 1];

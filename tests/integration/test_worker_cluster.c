@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acquirer.h"
 #include "bus.h"
 #include "cluster.h"
 #include "clusterlog.h"
@@ -426,10 +427,41 @@ static void test_stopped_owner_is_fenced_after_takeover(void **u) {
     free(chat);
 }
 
+/* --- Takeover on a hint (a cluster whose acquire poll is a minute away). --- */
+
+/* A message to a chat whose owner died is a hint that names a stale lease: another worker
+ * takes the chat over within ACQUIRER_HINT_FULL_MS of it, not at its next poll (ARCHITECTURE.md
+ * §6.2, "Quick and full passes"). */
+static void test_a_message_to_a_dead_owners_chat_is_taken_over_soon_after_its_hint(void **u) {
+    (void)u;
+    char *chat = s_create("[sim:stall] held", NULL);
+    int owner = s_wait_generating(chat);
+    char *dead_id = clusterlog_worker_id(s_cluster, owner, 0);
+    assert_non_null(dead_id);
+    cluster_signal(s_cluster, CLUSTER_WORKER, owner, SIGKILL);
+    /* Past the stale threshold, nothing takes the chat: no hint, and the poll is far off. */
+    struct timespec ts = {(S_LEASE_STALE_MS + 1500) / 1000, 0};
+    nanosleep(&ts, NULL);
+    char *held = cluster_sql(s_cluster, "SELECT worker_id FROM chats WHERE id = '%s'", chat);
+    assert_non_null(held);
+    assert_string_equal(held, dead_id);
+    free(held);
+    json_decref(s_post(chat, "messages",
+                       "{\"content\":[{\"type\":\"text\",\"text\":\"still there?\"}],"
+                       "\"busy_behavior\":\"queue\"}",
+                       200));
+    int64_t delay = s_wait_new_owner(chat, dead_id, 10000);
+    printf("takeover on a hint: %lld ms after the message (poll 60 s)\n", (long long)delay);
+    assert_true(delay >= 0 && delay <= ACQUIRER_HINT_FULL_MS + 1500);
+    clusterlog_worker_start(s_cluster, owner);
+    free(dead_id);
+    free(chat);
+}
+
 /* --- Setup. --- */
 
-static int s_setup(void **state) {
-    (void)state;
+/* The cluster of these tests; poll is CHATFLEET_ACQUIRE_POLL_MS, or NULL for the harness's. */
+static int s_start(const char *poll) {
     /* The harness's defaults are this test's leases (stale 3 s, heartbeat 1 s, acquire poll
      * 500 ms); the rest is what these turns need. The gateway keeps its default stream poll. */
     snprintf(s_sub, sizeof s_sub, "tcp://127.0.0.1:%d", proc_free_port());
@@ -441,6 +473,7 @@ static int s_setup(void **state) {
                          "CHATFLEET_MAX_GENERATION_RETRIES=3",
                          "CHATFLEET_REQUIRES_ACTION_DEADLINE_MS=2000",
                          "CHATFLEET_LOG=info",
+                         poll,
                          NULL};
     cluster_opts_t o = {
         .name = "test_worker_cluster", .gateways = 1, .workers = S_NWORKERS, .env = env};
@@ -450,6 +483,16 @@ static int s_setup(void **state) {
         clusterlog_worker_ready(s_cluster, i);
     }
     return 0;
+}
+
+static int s_setup(void **state) {
+    (void)state;
+    return s_start(NULL);
+}
+
+static int s_setup_long_poll(void **state) {
+    (void)state;
+    return s_start("CHATFLEET_ACQUIRE_POLL_MS=60000");
 }
 
 static int s_teardown(void **state) {
@@ -472,5 +515,10 @@ int main(void) {
         cmocka_unit_test(test_sigterm_hands_off_within_a_second),
         cmocka_unit_test(test_stopped_owner_is_fenced_after_takeover),
     };
-    return cmocka_run_group_tests(tests, s_setup, s_teardown);
+    const struct CMUnitTest hinted[] = {
+        cmocka_unit_test(test_a_message_to_a_dead_owners_chat_is_taken_over_soon_after_its_hint),
+    };
+    int failed = cmocka_run_group_tests_name("worker_cluster", tests, s_setup, s_teardown);
+    failed += cmocka_run_group_tests_name("long_poll", hinted, s_setup_long_poll, s_teardown);
+    return failed ? 1 : 0;
 }
