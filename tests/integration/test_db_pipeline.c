@@ -316,7 +316,7 @@ static void test_a_generated_title_takes_three_round_trips(void **state) {
     assert_non_null(cs);
     assert_int_equal(chatstate_set_title(cs, "Mine", &err), 0);
     assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
-    s_bundle_trips(chat, &f, s_title, &applied);
+    assert_int_equal(s_bundle_trips(chat, &f, s_title, &applied), 3);
     assert_false(applied);
     s_expect("Mine user", "SELECT title || ' ' || title_source FROM chats WHERE id = '%s'", chat);
 }
