@@ -130,6 +130,14 @@ static int s_wait_generating(const char *chat) {
     return i;
 }
 
+/* s_wait_generating, with the owner's worker id into *worker_id (caller frees). */
+static int s_generating_owner(const char *chat, char **worker_id) {
+    int owner = s_wait_generating(chat);
+    *worker_id = clusterlog_worker_id(s_cluster, owner, 0);
+    assert_non_null(*worker_id);
+    return owner;
+}
+
 /* Waits until someone other than worker_id owns the chat; returns the ms it took. */
 static int64_t s_wait_new_owner(const char *chat, const char *worker_id, int64_t timeout_ms) {
     char *q = mem_printf("SELECT (worker_id IS NOT NULL AND worker_id <> '%s')::text FROM chats"
@@ -331,9 +339,8 @@ static void s_assert_one_answer(const char *chat) {
 static void test_kill_9_owner_mid_generation_another_worker_completes(void **u) {
     (void)u;
     char *chat = s_create("[sim:slow 50] [sim:words 40] survive", NULL);
-    int owner = s_wait_generating(chat);
-    char *dead_id = clusterlog_worker_id(s_cluster, owner, 0);
-    assert_non_null(dead_id);
+    char *dead_id = NULL;
+    int owner = s_generating_owner(chat, &dead_id);
     int64_t t0 = id_now_ms();
     assert_true(cluster_pid(s_cluster, CLUSTER_WORKER, owner) > 0);
     cluster_signal(s_cluster, CLUSTER_WORKER, owner, SIGKILL);
@@ -383,10 +390,9 @@ static void test_stopped_owner_is_fenced_after_takeover(void **u) {
     /* 40 chunks of 40 ms: the stream's schedule ends while the owner is stopped, so on
      * SIGCONT it finishes at once and tries to commit as a stale owner. */
     char *chat = s_create("[sim:slow 40] [sim:words 38] fence me", NULL);
-    int owner = s_wait_generating(chat);
+    char *old_id = NULL;
+    int owner = s_generating_owner(chat, &old_id);
     const char *log = cluster_log(s_cluster, CLUSTER_WORKER, owner);
-    char *old_id = clusterlog_worker_id(s_cluster, owner, 0);
-    assert_non_null(old_id);
     /* The attempt is in the database before its task_commit line is in the log: wait for the
      * line, or a stop in between would count it as a write made after the wake-up. */
     int64_t logged = id_now_ms() + 5000;
@@ -435,9 +441,8 @@ static void test_stopped_owner_is_fenced_after_takeover(void **u) {
 static void test_a_message_to_a_dead_owners_chat_is_taken_over_soon_after_its_hint(void **u) {
     (void)u;
     char *chat = s_create("[sim:stall] held", NULL);
-    int owner = s_wait_generating(chat);
-    char *dead_id = clusterlog_worker_id(s_cluster, owner, 0);
-    assert_non_null(dead_id);
+    char *dead_id = NULL;
+    int owner = s_generating_owner(chat, &dead_id);
     cluster_signal(s_cluster, CLUSTER_WORKER, owner, SIGKILL);
     /* Past the stale threshold, nothing takes the chat: no hint, and the poll is far off. */
     struct timespec ts = {(S_LEASE_STALE_MS + 1500) / 1000, 0};
