@@ -5,6 +5,7 @@
 #include "log.h"
 #include "mem.h"
 
+#include <czmq.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -388,14 +389,21 @@ int leasedb_renew(PGconn *conn, const char *worker_id, const lease_t *leases, si
         s_rollback(conn);
         return -1;
     }
+    /* The renewed rows, by "chat_id/runner_id": matched in one pass, not a scan per lease
+     * (a worker renews thousands at once). */
+    zhashx_t *rows = zhashx_new();
+    char key[2 * ID_UUID_LEN + 2];
+    for (int r = 0; r < PQntuples(res); r++) {
+        snprintf(key, sizeof key, "%s/%s", PQgetvalue(res, r, 0), PQgetvalue(res, r, 1));
+        zhashx_insert(rows, key, (void *)1);
+    }
     int count = 0;
     for (size_t i = 0; i < n; i++) {
-        for (int r = 0; r < PQntuples(res) && !renewed[i]; r++) {
-            renewed[i] = !strcmp(PQgetvalue(res, r, 0), leases[i].chat_id) &&
-                         !strcmp(PQgetvalue(res, r, 1), leases[i].runner_id);
-        }
+        snprintf(key, sizeof key, "%s/%s", leases[i].chat_id, leases[i].runner_id);
+        renewed[i] = zhashx_lookup(rows, key) != NULL;
         count += renewed[i];
     }
+    zhashx_destroy(&rows);
     PQclear(res);
     return count;
 }

@@ -1,7 +1,10 @@
-/* leaseset: see leaseset.h. A small array under a mutex: it holds one entry per owned chat. */
+/* leaseset: see leaseset.h. An array (copied whole by a snapshot) and an index of it by
+ * "chat_id/runner_id", under a mutex: a worker holds thousands of leases, and adding or
+ * removing one must not scan them all. */
 #include "leaseset.h"
 #include "mem.h"
 
+#include <czmq.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,11 +16,19 @@ struct leaseset {
     lease_t *items;
     size_t count;
     size_t cap;
+    zhashx_t *index; /* "chat_id/runner_id" -> its position in items, plus one */
 };
+
+typedef char s_key_t[2 * ID_UUID_LEN + 2];
+
+static void s_key(s_key_t key, const char *chat_id, const char *runner_id) {
+    snprintf(key, sizeof(s_key_t), "%s/%s", chat_id, runner_id);
+}
 
 leaseset_t *leaseset_new(void) {
     leaseset_t *self = mem_calloc(1, sizeof *self);
     ASSERT(pthread_mutex_init(&self->lock, NULL) == 0);
+    self->index = zhashx_new();
     return self;
 }
 
@@ -27,19 +38,17 @@ void leaseset_destroy(leaseset_t **self_p) {
         return;
     }
     pthread_mutex_destroy(&self->lock);
+    zhashx_destroy(&self->index);
     free(self->items);
     free(self);
     *self_p = NULL;
 }
 
 static ssize_t s_index(leaseset_t *self, const char *chat_id, const char *runner_id) {
-    for (size_t i = 0; i < self->count; i++) {
-        if (!strcmp(self->items[i].chat_id, chat_id) &&
-            !strcmp(self->items[i].runner_id, runner_id)) {
-            return (ssize_t)i;
-        }
-    }
-    return -1;
+    s_key_t key;
+    s_key(key, chat_id, runner_id);
+    uintptr_t at = (uintptr_t)zhashx_lookup(self->index, key);
+    return at ? (ssize_t)(at - 1) : -1;
 }
 
 void leaseset_add(leaseset_t *self, const char *chat_id, const char *runner_id) {
@@ -52,6 +61,9 @@ void leaseset_add(leaseset_t *self, const char *chat_id, const char *runner_id) 
         lease_t *l = &self->items[self->count++];
         snprintf(l->chat_id, sizeof l->chat_id, "%s", chat_id);
         snprintf(l->runner_id, sizeof l->runner_id, "%s", runner_id);
+        s_key_t key;
+        s_key(key, chat_id, runner_id);
+        zhashx_insert(self->index, key, (void *)(uintptr_t)self->count);
     }
     pthread_mutex_unlock(&self->lock);
 }
@@ -60,7 +72,14 @@ bool leaseset_remove(leaseset_t *self, const char *chat_id, const char *runner_i
     pthread_mutex_lock(&self->lock);
     ssize_t i = s_index(self, chat_id, runner_id);
     if (i >= 0) {
+        s_key_t key;
+        s_key(key, chat_id, runner_id);
+        zhashx_delete(self->index, key);
         self->items[i] = self->items[--self->count];
+        if ((size_t)i < self->count) { /* the last lease moved into the gap */
+            s_key(key, self->items[i].chat_id, self->items[i].runner_id);
+            zhashx_update(self->index, key, (void *)(uintptr_t)(i + 1));
+        }
     }
     pthread_mutex_unlock(&self->lock);
     return i >= 0;

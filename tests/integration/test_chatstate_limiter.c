@@ -743,6 +743,37 @@ static void test_without_the_limiter_too(void **state) {
     s_quick_then_full(0);
 }
 
+/* A renewal reports each lease it was given: renewed when the worker still holds it, not
+ * when the runner named is not the chat's; its rows come back in lock order, not in the
+ * order given, so each is matched by chat and runner. */
+static void test_a_renewal_reports_each_lease_by_chat_and_runner(void **state) {
+    (void)state;
+    char w[ID_UUID_LEN + 1];
+    assert_int_equal(id_uuid_new(w), 0);
+    enum { S_N = 6 };
+    char chats[S_N][ID_UUID_LEN + 1];
+    for (int i = 0; i < S_N; i++) {
+        s_chat(chats[i]);
+    }
+    leasedb_acquire_args_t args = s_args(w, 0, S_N);
+    leasedb_batch_t got;
+    assert_int_equal(leasedb_acquire(s_conn, &args, &got), 0);
+    assert_int_equal(got.count, S_N);
+    /* Given newest first; the second and fifth name a runner that is not the chat's. */
+    lease_t leases[S_N];
+    for (int i = 0; i < S_N; i++) {
+        s_lease_of(chats[S_N - 1 - i], &leases[i]);
+    }
+    assert_int_equal(id_uuid_new(leases[1].runner_id), 0);
+    assert_int_equal(id_uuid_new(leases[4].runner_id), 0);
+    bool renewed[S_N];
+    assert_int_equal(leasedb_renew(s_conn, w, leases, S_N, S_STALE_MS, S_STALE_MS / 3, renewed),
+                     S_N - 2);
+    for (int i = 0; i < S_N; i++) {
+        assert_int_equal(renewed[i], i != 1 && i != 4);
+    }
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0);
     const struct CMUnitTest tests[] = {
@@ -763,6 +794,8 @@ int main(void) {
             test_a_quick_pass_takes_new_chats_and_leaves_stale_leases_to_the_full_pass, s_setup,
             s_teardown),
         cmocka_unit_test_setup_teardown(test_without_the_limiter_too, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_a_renewal_reports_each_lease_by_chat_and_runner,
+                                        s_setup, s_teardown),
     };
     return cmocka_run_group_tests_name("chatstate_limiter", tests, NULL, NULL);
 }
