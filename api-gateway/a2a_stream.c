@@ -214,7 +214,7 @@ static void s_on_destroy(void *owner) {
     free(s);
 }
 
-static const feed_ops_t s_ops = {s_on_sync, s_on_part, s_on_destroy};
+static const feed_ops_t s_ops = {s_on_sync, s_on_part, s_on_destroy, NULL};
 
 void a2a_stream_start(gateway_t *gw, const http_req_t *req, http_resp_t *resp, json_t *rpc_id,
                       const char *task_id, const char *chat_id, bool legacy) {

@@ -256,7 +256,12 @@ static void s_hub_sync(void *stream, const hint_update_t *u) {
     if (c) {
         s_fold(c, u, now);
     }
-    s_schedule(self);
+    if (c && self->nchats == 1 && !self->dirty_all && !self->queued && !self->running &&
+        self->started && self->ops.quiet && self->ops.quiet(self->owner, c)) {
+        self->nchats = 0; /* the only change, and it shows nothing: no job */
+    } else {
+        s_schedule(self);
+    }
     pthread_mutex_unlock(&self->lock);
 }
 

@@ -46,6 +46,10 @@ typedef struct {
     void (*sync)(void *owner, const feed_change_t *change, int64_t asked_ms);
     void (*part)(void *owner, hub_part_t *part); /* in a job; may be NULL */
     void (*destroy)(void *owner);                /* the connection is gone and no job runs */
+    /* True when change can show nothing (sync would return without a write); may be NULL.
+     * Called on the hub's thread, only while no job of the feed runs or waits, so it may read
+     * what the jobs keep: a hint it calls quiet costs no job (ARCHITECTURE.md §1.1). */
+    bool (*quiet)(void *owner, const feed_change_t *change);
 } feed_ops_t;
 
 /* A feed on conn (NULL without a server) registered with hub under key for user_id, whose

@@ -253,16 +253,20 @@ static void s_sync(stream_t *s) {
     episode_sync(s->episode, hv, ga, worker_id);
 }
 
+/* True when every hint since the stream's last job names a version it has read already (the
+ * poll's own hints, ARCHITECTURE.md §7.4). */
+static bool s_on_quiet(void *owner, const feed_change_t *change) {
+    const stream_t *s = owner;
+    return s->initialized && change->snapshot_version > 0 &&
+           change->snapshot_version <= s->snapshot_version;
+}
+
+/* A stream follows one chat and reads it whole, unless its change is quiet. */
 static void s_on_sync(void *owner, const feed_change_t *change, int64_t asked_ms) {
     (void)asked_ms;
-    stream_t *s = owner;
-    /* A stream follows one chat and reads it whole, unless every hint since its last job
-     * names a version it has read already (the poll's own hints, ARCHITECTURE.md §7.4). */
-    if (change && s->initialized && change->snapshot_version > 0 &&
-        change->snapshot_version <= s->snapshot_version) {
-        return;
+    if (!change || !s_on_quiet(owner, change)) {
+        s_sync(owner);
     }
-    s_sync(s);
 }
 
 int stream_versions(void *app, const char *const *chat_ids, size_t n, int64_t *out) {
@@ -314,7 +318,7 @@ static void s_on_destroy(void *owner) {
     free(s);
 }
 
-static const feed_ops_t s_ops = {s_on_sync, s_on_part, s_on_destroy};
+static const feed_ops_t s_ops = {s_on_sync, s_on_part, s_on_destroy, s_on_quiet};
 
 void stream_handle(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;

@@ -268,7 +268,8 @@ static json_t *s_chat_row(watch_t *w, const char *chat_id, int64_t hinted_ms) {
 
 /* True when the hints of change can have moved nothing this watch shows of a chat it has
  * seen: the same status and archived flag, and no title set. */
-static bool s_nothing_shown(watch_t *w, const feed_change_t *change) {
+static bool s_nothing_shown(void *owner, const feed_change_t *change) {
+    const watch_t *w = owner;
     const seen_t *was = zhashx_lookup(w->seen, change->chat_id);
     return was && change->snapshot_version > 0 && !change->title_changed &&
            !strcmp(was->status, change->status) && was->archived == change->archived;
@@ -332,7 +333,7 @@ static void s_destroy(void *owner) {
     free(w);
 }
 
-static const feed_ops_t s_ops = {s_sync, NULL, s_destroy};
+static const feed_ops_t s_ops = {s_sync, NULL, s_destroy, s_nothing_shown};
 
 void watch_handle(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
