@@ -173,6 +173,17 @@ int http_authenticate(const http_router_t *router, http_req_t *req, http_resp_t 
     return 0;
 }
 
+bool http_authenticate_cached(const http_router_t *router, http_req_t *req) {
+    const char *h = http_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (router->auth_cached && h && strncmp(h, "Bearer ", 7) == 0 &&
+        router->auth_cached(router->app, h + 7, req->user_id) == 0) {
+        req->authed = true;
+        return true;
+    }
+    req->user_id[0] = '\0';
+    return false;
+}
+
 void http_not_routed(http_resp_t *resp, int status) {
     if (status == 405) {
         http_error(resp, 405, "Method not allowed.", NULL);

@@ -77,6 +77,9 @@ typedef struct {
     int nroutes;
     http_auth_fn auth;
     void *app;
+    /* The bearer check from memory alone, never blocking (NULL: none): 0 when it knows the
+     * token is valid, anything else when only auth can tell. */
+    http_auth_fn auth_cached;
 } http_router_t;
 
 /* Handles one request into resp (zeroed by the caller): 413 when req->body_too_large; else
@@ -87,6 +90,10 @@ typedef struct {
  * the matched route, a refused one included (NULL on 404, 405 and 413). The caller frees
  * resp->body and sends or destroys resp->raw. */
 void http_handle(const http_router_t *router, http_req_t *req, http_resp_t *resp);
+
+/* True when router's auth_cached knows req's bearer token is valid (req->user_id filled and
+ * req->authed set); false when only the blocking check can answer. Never blocks. */
+bool http_authenticate_cached(const http_router_t *router, http_req_t *req);
 
 /* The steps of http_handle, for the server (httpd.c), which runs them at different times:
  * the route for method and path with its "{}" segments captured into scratch

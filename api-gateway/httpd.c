@@ -300,7 +300,9 @@ static enum MHD_Result s_first(httpd_t *self, upload_t *up) {
         return s_respond(self, up);
     }
     up->phase = R_BODY;
-    if (!rt->open && s_post(self, up, s_run_auth, R_AUTHING) != 0) {
+    /* A token the cache knows is answered here; any other waits for a request thread. */
+    if (!rt->open && !http_authenticate_cached(&self->router, &up->req) &&
+        s_post(self, up, s_run_auth, R_AUTHING) != 0) {
         http_busy(&up->resp, "the server is stopping");
         return s_respond(self, up);
     }

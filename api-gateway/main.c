@@ -91,6 +91,15 @@ static int s_user_add(const config_t *cfg, const char *name, bool admin) {
     return 0;
 }
 
+/* The token's user while its cache entry is fresh; HTTP_AUTH_UNAVAILABLE otherwise (only
+ * s_auth can tell). Answered on the socket threads: no request job for the check. */
+static int s_auth_cached(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
+    gateway_t *gw = app;
+    return strlen(token) <= 128 && authcache_get(gw->auth, token, id_now_ms(), user_id)
+               ? 0
+               : HTTP_AUTH_UNAVAILABLE;
+}
+
 /* The token's user: from the cache while its entry is fresh, else from api_tokens (and kept
  * when found; ARCHITECTURE.md §7.1, "Authentication"). */
 static int s_auth(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
@@ -337,7 +346,7 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
     }
     int nroutes = 0;
     http_route_t *routes = routes_all(&nroutes);
-    http_router_t router = {routes, nroutes, s_auth, &gw};
+    http_router_t router = {routes, nroutes, s_auth, &gw, s_auth_cached};
     httpd_limits_t limits = {.max_connections = (int)cfg->http_max_connections,
                              .max_per_address = (int)cfg->http_max_per_address,
                              .head_timeout_ms = cfg->http_head_timeout_ms,

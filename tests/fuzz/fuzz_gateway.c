@@ -189,7 +189,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     s_gw.metrics = metrics_new();
     int n = 0;
     http_route_t *routes = routes_all(&n);
-    s_router = (http_router_t){routes, n, s_auth, &s_gw};
+    s_router = (http_router_t){routes, n, s_auth, &s_gw, NULL};
     atexit(s_teardown);
     return 0;
 }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "gwrequest.h"
 #include "log.h"
@@ -63,7 +64,7 @@ static const http_route_t s_table[] = {
 };
 
 static const http_router_t s_test_router = {s_table, sizeof s_table / sizeof s_table[0],
-                                            gwrequest_auth, NULL};
+                                            gwrequest_auth, NULL, NULL};
 
 /* gwrequest_handle, after forgetting what the recording handler saw. */
 static int s_handle(const http_router_t *router, const char *method, const char *path,
@@ -406,7 +407,7 @@ static http_router_t s_recording_router(http_route_t **routes) {
     for (int i = 0; i < n; i++) {
         (*routes)[i].fn = s_record;
     }
-    return (http_router_t){*routes, n, gwrequest_auth, NULL};
+    return (http_router_t){*routes, n, gwrequest_auth, NULL, NULL};
 }
 
 static void test_every_route_is_reached_by_a_path_of_its_own(void **u) {
@@ -525,6 +526,52 @@ static int s_setup(void **u) {
     return 0;
 }
 
+/* The socket threads' bearer check (httpd.c): only a token the memory check knows is
+ * answered there; anything else (no header, another scheme, a token it does not know, no
+ * memory check at all) is left to the blocking check, with no user filled in. */
+static const char *s_auth_header;
+
+static const char *s_lookup_auth(void *ctx, http_kind_t kind, const char *name) {
+    (void)ctx;
+    return kind == HTTP_HEADER && !strcasecmp(name, "Authorization") ? s_auth_header : NULL;
+}
+
+static int s_known_only(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
+    (void)app;
+    if (strcmp(token, "known")) {
+        return HTTP_AUTH_UNAVAILABLE;
+    }
+    snprintf(user_id, ID_UUID_LEN + 1, "%s", GWREQUEST_USER_ID);
+    return 0;
+}
+
+static bool s_cached(const http_router_t *r, const char *header, http_req_t *req) {
+    s_auth_header = header;
+    *req = (http_req_t){.method = "GET", .path = "/", .lookup = s_lookup_auth};
+    snprintf(req->user_id, sizeof req->user_id, "%s", "left over");
+    return http_authenticate_cached(r, req);
+}
+
+static void test_only_a_token_the_memory_check_knows_is_answered_without_blocking(void **u) {
+    (void)u;
+    http_router_t r = {s_table, sizeof s_table / sizeof s_table[0], gwrequest_auth, NULL,
+                       s_known_only};
+    http_req_t req;
+    assert_true(s_cached(&r, "Bearer known", &req));
+    assert_true(req.authed);
+    assert_string_equal(req.user_id, GWREQUEST_USER_ID);
+    const char *const others[] = {"Bearer unknown", "Basic known", "known", "Bearer ", NULL};
+    for (int i = 0; others[i]; i++) {
+        assert_false(s_cached(&r, others[i], &req));
+        assert_false(req.authed);
+        assert_string_equal(req.user_id, "");
+    }
+    assert_false(s_cached(&r, NULL, &req));
+    r.auth_cached = NULL;
+    assert_false(s_cached(&r, "Bearer known", &req));
+    assert_string_equal(req.user_id, "");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pattern_captures_each_segment_in_order),
@@ -547,6 +594,7 @@ int main(void) {
         cmocka_unit_test(test_every_route_is_reached_by_a_path_of_its_own),
         cmocka_unit_test(test_real_paths_resolve_to_their_routes),
         cmocka_unit_test(test_only_probes_metrics_the_agent_card_and_the_console_files_are_open),
+        cmocka_unit_test(test_only_a_token_the_memory_check_knows_is_answered_without_blocking),
     };
     return cmocka_run_group_tests(tests, s_setup, NULL);
 }
