@@ -4,9 +4,12 @@
  * response head (or the open deadline passed) so the driver can start the worker, then records
  * when each client read each message_part (by seq) until the assistant's message reached
  * every open client or the deadline passed, sampling the gateway's Threads and VmRSS every
- * ~100 ms throughout. The sim's parts carry no timestamp, so delivery is measured between
- * clients: for each seq, from the first client to read it to each client reading it (the
- * fan-out spread), and from the reference client (stream 0) reading it to each other client.
+ * ~100 ms throughout. Delivery is measured three ways: from the worker's hand-off of a part to
+ * each client's read (the chat's prompt asks the sim for [sim:clock], so each text part starts
+ * with "@MICROS@ ", the monotonic clock when the sim handed it to the worker's part path; this
+ * machine's clients read the same clock); for each seq, from the first client to read it to
+ * each client reading it (the fan-out spread); and from the reference client (stream 0)
+ * reading it to each other client.
  *
  *   bench_fanout BASE_URL TOKEN CHAT_ID N GATEWAY_PID [DEADLINE_S]
  *
@@ -14,6 +17,7 @@
  */
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +38,8 @@ typedef struct {
 
 typedef struct {
     client_t *clients;
+    int32_t *lags; /* per first read of a stamped part: read - hand-off, microseconds */
+    size_t nlags, lags_cap;
     int64_t t0_us;
     int max_seq;
     int answered;
@@ -69,6 +75,16 @@ static void s_on_event(void *ctx, int conn, const char *event, const char *data,
     }
     if (c->at[seq] < 0) {
         c->at[seq] = (int32_t)(now_us - f->t0_us);
+        const char *stamp = strstr(data, "\"text\":\"@");
+        long long at = stamp ? strtoll(stamp + 9, NULL, 10) : 0;
+        if (at > 0 && now_us >= at) {
+            if (f->nlags == f->lags_cap) {
+                f->lags_cap = f->lags_cap ? f->lags_cap * 2 : 4096;
+                f->lags = mem_realloc(f->lags, f->lags_cap * sizeof *f->lags);
+            }
+            int64_t lag = now_us - at;
+            f->lags[f->nlags++] = lag > INT32_MAX ? INT32_MAX : (int32_t)lag;
+        }
     }
     if (seq > f->max_seq) {
         f->max_seq = (int)seq;
@@ -205,20 +221,35 @@ int main(int argc, char **argv) {
         all_parts += f.max_seq > 0 && got == f.max_seq;
     }
     qsort(spread, ns, sizeof *spread, s_cmp);
+    qsort(f.lags, f.nlags, sizeof *f.lags, s_cmp);
     qsort(refd, nr, sizeof *refd, s_cmp);
+    /* No stamped part read (a sim that does not stamp): the lag figures are "-". */
+    char lag[3][24];
+    for (int k = 0; k < 3; k++) {
+        double v = k == 2 ? (f.nlags ? (double)f.lags[f.nlags - 1] / 1000.0 : -1)
+                          : s_pct_ms(f.lags, f.nlags, k == 0 ? 0.50 : 0.99);
+        if (f.nlags) {
+            snprintf(lag[k], sizeof lag[k], "%.2f", v);
+        } else {
+            snprintf(lag[k], sizeof lag[k], "-");
+        }
+    }
     long open_peak_kb = rss_peak - rss_idle;
     printf("RESULT streams=%d open=%d open_ms=%lld parts=%d all_parts=%d answered=%d "
+           "lag_p50_ms=%s lag_p99_ms=%s lag_max_ms=%s lags=%zu "
            "spread_p50_ms=%.2f spread_p99_ms=%.2f spread_max_ms=%.2f ref_p50_ms=%.2f "
            "ref_p99_ms=%.2f deliveries=%zu threads_peak=%ld rss_idle_kb=%ld rss_peak_kb=%ld "
            "kb_per_stream=%.1f gateway_alive=%d failed=%d\n",
-           n, ok, (long long)open_ms, f.max_seq, all_parts, f.answered, s_pct_ms(spread, ns, 0.50),
-           s_pct_ms(spread, ns, 0.99), ns ? (double)spread[ns - 1] / 1000.0 : -1,
-           s_pct_ms(refd, nr, 0.50), s_pct_ms(refd, nr, 0.99), ns, threads_peak, rss_idle, rss_peak,
+           n, ok, (long long)open_ms, f.max_seq, all_parts, f.answered, lag[0], lag[1], lag[2],
+           f.nlags, s_pct_ms(spread, ns, 0.50), s_pct_ms(spread, ns, 0.99),
+           ns ? (double)spread[ns - 1] / 1000.0 : -1, s_pct_ms(refd, nr, 0.50),
+           s_pct_ms(refd, nr, 0.99), ns, threads_peak, rss_idle, rss_peak,
            ok > 0 ? (double)open_peak_kb / ok : -1, gw_died ? 0 : kill(gw, 0) == 0,
            ssefan_in_state(fan, SSEFAN_FAILED));
     fflush(stdout);
     free(spread);
     free(refd);
+    free(f.lags);
     for (int i = 0; i < n; i++) {
         free(f.clients[i].at);
     }

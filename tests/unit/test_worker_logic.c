@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "compaction.h"
 #include "generation.h"
@@ -235,7 +236,9 @@ static void test_sim_parses_directives_and_strips_them(void **u) {
     assert_int_equal(s.slow_ms, 50);
     assert_false(s.stall);
     assert_string_equal(clean, "what  now");
-    sim_parse("[sim:stall][sim:dynamic ask][sim:words 3]", &s, clean, sizeof clean);
+    assert_false(s.clock);
+    sim_parse("[sim:stall][sim:dynamic ask][sim:words 3][sim:clock]", &s, clean, sizeof clean);
+    assert_true(s.clock);
     assert_true(s.stall);
     assert_string_equal(s.dynamic, "ask");
     assert_int_equal(s.words, 3);
@@ -283,6 +286,62 @@ static void test_sim_is_deterministic_and_fails_as_scripted(void **u) {
     req.attempt = 1;
     assert_int_equal(provider_generate(&req, c, NULL, NULL, &r), PROVIDER_ERROR);
     assert_false(r.retryable);
+    provider_result_clear(&r);
+    json_decref(m);
+    cancel_destroy(&c);
+}
+
+/* The parts' texts as the worker got them, in order. */
+typedef struct {
+    char texts[16][64];
+    int n;
+} s_texts_t;
+
+static void s_keep_text(void *ctx, const char *json) {
+    s_texts_t *t = ctx;
+    json_t *p = json_loads(json, 0, NULL);
+    const char *text = json_string_value(json_object_get(p, "text"));
+    if (text && t->n < 16) {
+        snprintf(t->texts[t->n++], sizeof t->texts[0], "%s", text);
+    }
+    json_decref(p);
+}
+
+static int64_t s_mono_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* [sim:clock]: every text part starts with "@MICROS@ ", the monotonic clock when it was handed
+ * over (within the call, in order); the reply's message keeps the plain text. */
+static void test_sim_clock_stamps_each_text_part_as_it_is_sent(void **u) {
+    (void)u;
+    provider_model_t model = {.provider = "sim"};
+    json_t *m = s_msgs("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+                       "\"hi [sim:words 3] [sim:slow 5] [sim:clock]\"}]}]");
+    provider_request_t req = {.model = &model, .messages = m, .attempt = 1};
+    cancel_t *c = cancel_new();
+    provider_result_t r;
+    s_texts_t t = {0};
+    int64_t before = s_mono_us();
+    assert_int_equal(provider_generate(&req, c, s_keep_text, &t, &r), PROVIDER_OK);
+    int64_t after = s_mono_us();
+    assert_int_equal(t.n, 5); /* "Echo:", "hi.", and three filler words */
+    int64_t last = before;
+    for (int i = 0; i < t.n; i++) {
+        long long at = 0;
+        int used = 0;
+        assert_int_equal(sscanf(t.texts[i], "@%lld@ %n", &at, &used), 1);
+        assert_true(used > 0 && t.texts[i][used] != '\0' && t.texts[i][used] != '@');
+        assert_true(at >= last && at <= after);
+        last = at;
+    }
+    assert_true(last - before >= 4 * 5000); /* paced 5 ms apart */
+    char *content = json_dumps(r.content, JSON_COMPACT);
+    assert_null(strchr(content, '@'));
+    assert_non_null(strstr(content, "Echo: hi."));
+    free(content);
     provider_result_clear(&r);
     json_decref(m);
     cancel_destroy(&c);
@@ -407,6 +466,7 @@ int main(void) {
         cmocka_unit_test(test_decide_covers_every_branch),
         cmocka_unit_test(test_decide_compaction_after_the_guards_and_the_boundary_completes),
         cmocka_unit_test(test_sim_parses_directives_and_strips_them),
+        cmocka_unit_test(test_sim_clock_stamps_each_text_part_as_it_is_sent),
         cmocka_unit_test(test_sim_is_deterministic_and_fails_as_scripted),
         cmocka_unit_test(test_sim_scripts_usage_and_answers_titles),
         cmocka_unit_test(test_sim_stall_ends_promptly_when_cancelled),

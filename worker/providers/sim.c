@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *const s_filler[] = {
     "alpha", "bravo",  "charlie", "delta", "echo", "foxtrot",  "golf",  "hotel",
@@ -123,6 +124,8 @@ static void s_directive(const char *d, sim_script_t *out) {
         out->slow_ms = ms >= 0 ? ms : -1;
     } else if (!strcmp(verb, "stall")) {
         out->stall = true;
+    } else if (!strcmp(verb, "clock")) {
+        out->clock = true;
     } else if (!strcmp(verb, "usage")) {
         long n = s_number(&d);
         out->usage_input = n >= 0 ? n : -1;
@@ -223,6 +226,7 @@ typedef struct {
     int64_t t;    /* the offset the plan has reached */
     int64_t base; /* the loop time the call started */
     bool stall;   /* after the parts, never end: wait to be cancelled */
+    bool clock;   /* [sim:clock]: stamp each text part as it is sent */
     evloop_timer_t *timer;
 } s_plan_t;
 
@@ -501,6 +505,30 @@ static void s_plan_stop(void *arg) {
     plan->timer = NULL;
 }
 
+/* Hands part (JSON text) to the worker; with [sim:clock], a text part's text first gets
+ * "@MICROS@ " with the monotonic clock's microseconds now. */
+static void s_send(s_plan_t *plan, const char *part) {
+    provider_call_t *call = plan->call;
+    json_t *p = plan->clock ? json_loads(part, 0, NULL) : NULL;
+    const char *text = json_string_value(json_object_get(p, "text"));
+    const char *type = json_string_value(json_object_get(p, "type"));
+    if (!text || !type || strcmp(type, "text") != 0) {
+        call->on_part(call->part_ctx, part);
+        json_decref(p);
+        return;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    char *stamped =
+        mem_printf("@%lld@ %s", (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000, text);
+    json_object_set_new(p, "text", json_string(stamped));
+    char *json = jsonout_dumps(p);
+    call->on_part(call->part_ctx, json);
+    free(json);
+    free(stamped);
+    json_decref(p);
+}
+
 /* Sends every part that is due, then waits for the next one, or ends the call. */
 static void s_play(void *arg) {
     s_plan_t *plan = arg;
@@ -509,7 +537,7 @@ static void s_play(void *arg) {
     int64_t now = id_now_ms();
     while (plan->next < plan->n && plan->base + plan->parts[plan->next].at <= now) {
         if (call->on_part) {
-            call->on_part(call->part_ctx, plan->parts[plan->next].json);
+            s_send(plan, plan->parts[plan->next].json);
         }
         plan->next++;
     }
@@ -621,6 +649,7 @@ static provider_rc_t s_plan(s_plan_t *plan, const provider_request_t *req, provi
         free(clean);
         return rc;
     }
+    plan->clock = sc.clock;
     if (sc.stall) {
         plan->stall = true;
         free(clean);

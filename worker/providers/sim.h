@@ -46,6 +46,9 @@ typedef struct {
     int64_t usage_input; /* [sim:usage N]: the reply reports N input tokens; -1: counted */
     bool title_fail;     /* [sim:title-fail]: a title call fails with 400 */
     bool title_invalid;  /* [sim:title-invalid]: a title call answers {"name": ...} */
+    bool clock;          /* [sim:clock]: each text part, as it is handed to the worker, starts
+                            with "@MICROS@ ": the monotonic clock's microseconds then (benches
+                            measure delivery from there; the reply's message is not stamped) */
 } sim_script_t;
 
 /* Parses the directives in text into *out (defaults for those absent); unknown directives
