@@ -26,6 +26,7 @@ typedef struct {
     bool full;            /* the next pass is a full one (the poll's, or asked for by one) */
     int64_t last_full_ms; /* when the last full pass started */
     int64_t hint_full_at; /* when a full pass is due for a hint; 0: none */
+    int batch;            /* the next pass's batch (acquirer.h) */
     bool refused;         /* the limiter refused in the last pass (logged once per episode) */
     int64_t passes;
     int64_t acquired;
@@ -54,7 +55,7 @@ static void s_pass(self_t *self) {
     leasedb_acquire_args_t a = {.worker_id = self->args.worker_id,
                                 .max_chats = self->args.max_chats,
                                 .lease_stale_ms = self->args.lease_stale_ms,
-                                .batch = ACQUIRER_BATCH_MAX,
+                                .batch = self->batch,
                                 .sink = &self->args.sink,
                                 .quick = !full};
     leasedb_batch_t b;
@@ -92,14 +93,17 @@ static void s_pass(self_t *self) {
             zmsg_destroy(&m);
         }
     }
-    if (b.count == ACQUIRER_BATCH_MAX || b.again) {
+    bool filled = b.count == a.batch;
+    self->batch = filled ? ACQUIRER_BATCH_MAX : ACQUIRER_BATCH_SMALL;
+    if (filled || b.again) {
         self->wake = true;
         self->full = full && took_over;
     }
 }
 
 static void s_actor(zsock_t *pipe, void *argp) {
-    self_t self = {.pipe = pipe, .args = *(acquirer_args_t *)argp};
+    /* The first pass may find a backlog: a full batch. */
+    self_t self = {.pipe = pipe, .args = *(acquirer_args_t *)argp, .batch = ACQUIRER_BATCH_MAX};
     self.sub = bus_subscriber_new(self.args.broker_sub);
     ASSERT(self.sub);
     bus_subscriber_subscribe(self.sub, PROTO_TOPIC_OWNERSHIP);

@@ -2,7 +2,7 @@
  * acquirer: the acquisition loop actor (ARCHITECTURE.md §6.2).
  *
  * Wakes on chat:ownership hints and on a poll timer. Each pass is one transaction
- * (leasedb_acquire) that takes up to ACQUIRER_BATCH_MAX chats: it picks free slots of the
+ * (leasedb_acquire) that takes up to a batch of chats (below): it picks free slots of the
  * deployment-wide limiter (refusing when none is free, logged once per episode as
  * admission_refused), locks the oldest runnable chats without a fresh lease with FOR UPDATE
  * SKIP LOCKED (the chats_acquisition_candidates index keeps the scan to runnable rows),
@@ -26,8 +26,11 @@
 #include "id.h"
 #include "leasedb.h"
 
-/* Chats per pass (one transaction); after a full batch the next pass runs at once. */
-#define ACQUIRER_BATCH_MAX LEASEDB_BATCH_MAX
+/* Chats per pass (one transaction): ACQUIRER_BATCH_SMALL after a pass that filled no batch
+ * (a hint then names a chat or two, and the limiter's scan probes twice the batch in slots),
+ * ACQUIRER_BATCH_MAX after one that did, which also runs the next pass at once. */
+#define ACQUIRER_BATCH_MAX   LEASEDB_BATCH_MAX
+#define ACQUIRER_BATCH_SMALL 4
 /* A hint's pass is quick; a full pass (stale leases too) follows within this interval, and
  * hints cause at most one full pass per interval (ARCHITECTURE.md §6.2, "Quick and full
  * passes"). */
