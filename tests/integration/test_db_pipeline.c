@@ -38,18 +38,26 @@ static FILE *s_trace_start(PGconn *conn) {
     return f;
 }
 
+#define S_TRACE_LINES_MAX 10000 /* far more than any one bundle's protocol messages */
+
 /* Stops the trace; the number of Sync and Query messages the client sent. */
 static int s_trace_round_trips(PGconn *conn, FILE *f) {
     PQuntrace(conn);
-    rewind(f);
+    assert_int_equal(fflush(f), 0);
+    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
     char *line = NULL;
     size_t cap = 0;
     int n = 0;
-    while (getline(&line, &cap, f) >= 0) { /* a whole line, however long its statement */
+    int lines = 0;
+    /* A whole line each, however long its statement. */
+    while (lines < S_TRACE_LINES_MAX && getline(&line, &cap, f) >= 0) {
+        lines++;
         if (line[0] == 'F' && (strstr(line, "\tSync") || strstr(line, "\tQuery\t"))) {
             n++;
         }
     }
+    assert_true(lines < S_TRACE_LINES_MAX);
+    assert_int_equal(ferror(f), 0);
     free(line);
     assert_int_equal(fclose(f), 0);
     return n;

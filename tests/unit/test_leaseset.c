@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "leaseset.h"
+#include "mem.h"
 
 #define S_N 5000
 
@@ -30,12 +31,13 @@ static void s_check_snapshot(leaseset_t *set, const bool *present) {
     }
     assert_int_equal(n, want);
     assert_int_equal(leaseset_size(set), want);
-    bool *seen = calloc(S_N, sizeof *seen);
+    bool *seen = mem_calloc(S_N, sizeof *seen);
     for (size_t k = 0; k < n; k++) {
-        int i = atoi(leases[k].chat_id + 24);
-        assert_true(i >= 0 && i < S_N && present[i] && !seen[i]);
+        char *end = NULL;
+        long i = strtol(leases[k].chat_id + 24, &end, 10);
+        assert_true(end && *end == '\0' && i >= 0 && i < S_N && present[i] && !seen[i]);
         char chat[ID_UUID_LEN + 1], runner[ID_UUID_LEN + 1];
-        s_ids(i, chat, runner);
+        s_ids((int)i, chat, runner);
         assert_string_equal(leases[k].runner_id, runner);
         seen[i] = true;
     }
@@ -46,7 +48,7 @@ static void s_check_snapshot(leaseset_t *set, const bool *present) {
 static void test_leases_come_and_go_in_any_order(void **u) {
     (void)u;
     leaseset_t *set = leaseset_new();
-    bool *present = calloc(S_N, sizeof *present);
+    bool *present = mem_calloc(S_N, sizeof *present);
     char chat[ID_UUID_LEN + 1], runner[ID_UUID_LEN + 1];
     for (int i = 0; i < S_N; i++) {
         s_ids(i, chat, runner);
