@@ -107,10 +107,10 @@ static int s_auth(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
     if (strlen(token) > 128) {
         return HTTP_AUTH_DENIED;
     }
-    int64_t now = id_now_ms();
-    if (authcache_get(gw->auth, token, now, user_id)) {
+    if (s_auth_cached(app, token, user_id) == 0) {
         return 0;
     }
+    int64_t now = id_now_ms();
     const char *p[] = {token};
     PGresult *res = NULL;
     /* A pooled connection may have died with a PostgreSQL restart: putting it back resets

@@ -392,14 +392,14 @@ int leasedb_renew(PGconn *conn, const char *worker_id, const lease_t *leases, si
     /* The renewed rows, by "chat_id/runner_id": matched in one pass, not a scan per lease
      * (a worker renews thousands at once). */
     zhashx_t *rows = zhashx_new();
-    char key[2 * ID_UUID_LEN + 2];
+    char key[LEASESET_KEY_LEN];
     for (int r = 0; r < PQntuples(res); r++) {
-        snprintf(key, sizeof key, "%s/%s", PQgetvalue(res, r, 0), PQgetvalue(res, r, 1));
+        leaseset_key(PQgetvalue(res, r, 0), PQgetvalue(res, r, 1), key);
         zhashx_insert(rows, key, (void *)1);
     }
     int count = 0;
     for (size_t i = 0; i < n; i++) {
-        snprintf(key, sizeof key, "%s/%s", leases[i].chat_id, leases[i].runner_id);
+        leaseset_key(leases[i].chat_id, leases[i].runner_id, key);
         renewed[i] = zhashx_lookup(rows, key) != NULL;
         count += renewed[i];
     }

@@ -19,10 +19,8 @@ struct leaseset {
     zhashx_t *index; /* "chat_id/runner_id" -> its position in items, plus one */
 };
 
-typedef char s_key_t[2 * ID_UUID_LEN + 2];
-
-static void s_key(s_key_t key, const char *chat_id, const char *runner_id) {
-    snprintf(key, sizeof(s_key_t), "%s/%s", chat_id, runner_id);
+void leaseset_key(const char *chat_id, const char *runner_id, char key[LEASESET_KEY_LEN]) {
+    snprintf(key, LEASESET_KEY_LEN, "%s/%s", chat_id, runner_id);
 }
 
 leaseset_t *leaseset_new(void) {
@@ -45,8 +43,8 @@ void leaseset_destroy(leaseset_t **self_p) {
 }
 
 static ssize_t s_index(leaseset_t *self, const char *chat_id, const char *runner_id) {
-    s_key_t key;
-    s_key(key, chat_id, runner_id);
+    char key[LEASESET_KEY_LEN];
+    leaseset_key(chat_id, runner_id, key);
     uintptr_t at = (uintptr_t)zhashx_lookup(self->index, key);
     return at ? (ssize_t)(at - 1) : -1;
 }
@@ -61,8 +59,8 @@ void leaseset_add(leaseset_t *self, const char *chat_id, const char *runner_id) 
         lease_t *l = &self->items[self->count++];
         snprintf(l->chat_id, sizeof l->chat_id, "%s", chat_id);
         snprintf(l->runner_id, sizeof l->runner_id, "%s", runner_id);
-        s_key_t key;
-        s_key(key, chat_id, runner_id);
+        char key[LEASESET_KEY_LEN];
+        leaseset_key(chat_id, runner_id, key);
         zhashx_insert(self->index, key, (void *)(uintptr_t)self->count);
     }
     pthread_mutex_unlock(&self->lock);
@@ -72,12 +70,12 @@ bool leaseset_remove(leaseset_t *self, const char *chat_id, const char *runner_i
     pthread_mutex_lock(&self->lock);
     ssize_t i = s_index(self, chat_id, runner_id);
     if (i >= 0) {
-        s_key_t key;
-        s_key(key, chat_id, runner_id);
+        char key[LEASESET_KEY_LEN];
+        leaseset_key(chat_id, runner_id, key);
         zhashx_delete(self->index, key);
         self->items[i] = self->items[--self->count];
         if ((size_t)i < self->count) { /* the last lease moved into the gap */
-            s_key(key, self->items[i].chat_id, self->items[i].runner_id);
+            leaseset_key(self->items[i].chat_id, self->items[i].runner_id, key);
             zhashx_update(self->index, key, (void *)(uintptr_t)(i + 1));
         }
     }

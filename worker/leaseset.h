@@ -19,6 +19,10 @@ typedef struct {
 
 typedef struct leaseset leaseset_t;
 
+/* A lease's key, "chat_id/runner_id": how the set and a renewal's match tell leases apart. */
+#define LEASESET_KEY_LEN (2 * ID_UUID_LEN + 2)
+void leaseset_key(const char *chat_id, const char *runner_id, char key[LEASESET_KEY_LEN]);
+
 leaseset_t *leaseset_new(void);
 void leaseset_destroy(leaseset_t **self_p);
 
