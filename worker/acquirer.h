@@ -5,7 +5,7 @@
  * (leasedb_acquire) that takes up to a batch of chats (below): it picks free slots of the
  * deployment-wide limiter (refusing when none is free, logged once per episode as
  * admission_refused), locks the oldest runnable chats without a fresh lease with FOR UPDATE
- * SKIP LOCKED (the chats_acquisition_candidates index keeps the scan to runnable rows),
+ * SKIP LOCKED (the chats_runnable_by_age index keeps the scan to runnable rows),
  * applies Acquire with a fresh runner id to each, claiming a slot with its heartbeat row,
  * and, once committed, PUSHes one ["SPAWN"][hint_update_t] per chat to the manager's inbox.
  * No lock is shared with other workers: the limiter is the unique index on the slots.

@@ -99,17 +99,20 @@ typedef struct {
     " ORDER BY c.updated_at, c.id LIMIT " LIMIT " FOR UPDATE OF c SKIP LOCKED"
 
 /* With the limiter: up to $5 slots of 1..$2 not held by a fresh heartbeat row, scanned from $1
- * and wrapping around, each claimed by an advisory lock of class $4 taken without waiting;
+ * and wrapping around, each claimed by an advisory lock of class $4 taken without waiting
+ * (the CASE takes it only after the probe found the slot free: the planner runs the cheaper
+ * filter first, which would lock every held slot it passes);
  * then up to min($6, slots found) chats of CHATS. Kind 0 rows are the slots (ascending), kind
- * 1 the chats (oldest first). Whether a slot is held at all is one index probe per slot
- * returned (a scalar subquery, never a hash of every heartbeat row). */
+ * 1 the chats (oldest first). Whether a slot is held, and whether freshly, is one index probe
+ * per slot (scalar subqueries, never a hash of every heartbeat row: ARCHITECTURE.md §6.2,
+ * "Probes, not hashes"). */
 #define S_SCAN_SQL(CHATS)                                                                          \
     "WITH s AS MATERIALIZED (SELECT g.s, (SELECT true FROM chat_heartbeats h"                      \
     " WHERE h.slot = g.s LIMIT 1) IS NOT NULL AS held FROM (SELECT generate_series($1::int,"       \
     " $2::int) UNION ALL SELECT generate_series(1, $1::int - 1)) AS g(s)"                          \
-    " WHERE NOT EXISTS (SELECT 1 FROM chat_heartbeats h WHERE h.slot = g.s"                        \
-    " AND h.heartbeat_at > statement_timestamp() - $3::bigint * interval '1 millisecond')"         \
-    " AND pg_try_advisory_xact_lock($4::int, g.s) LIMIT $5::int)"                                  \
+    " WHERE CASE WHEN (SELECT true FROM chat_heartbeats h WHERE h.slot = g.s AND h.heartbeat_at >" \
+    " statement_timestamp() - $3::bigint * interval '1 millisecond' LIMIT 1) IS NULL"              \
+    " THEN pg_try_advisory_xact_lock($4::int, g.s) ELSE false END LIMIT $5::int)"                  \
     " SELECT 0 AS kind, s.s AS ord, s.s::text, s.held::text FROM s UNION ALL"                      \
     " SELECT 1, row_number() OVER (ORDER BY c.updated_at, c.id), c.id::text, c.prev FROM "         \
     "(" CHATS("$3", "least($6::int, (SELECT count(*) FROM s))") ") c ORDER BY 1, 2"

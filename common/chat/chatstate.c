@@ -118,9 +118,9 @@ void chatstate_destroy(chatstate_t **self_p) {
     " history_version, generation_attempt,"                                                        \
     " (SELECT count(*) FROM chat_queued_messages q WHERE q.chat_id = c.id),"                       \
     " snapshot_version, queue_version, retry_state_version,"                                       \
-    " (worker_id IS NULL OR runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM chat_heartbeats h"      \
+    " (worker_id IS NULL OR runner_id IS NULL OR (SELECT true FROM chat_heartbeats h"              \
     " WHERE h.chat_id = c.id AND h.runner_id = c.runner_id AND h.heartbeat_at >"                   \
-    " statement_timestamp() - %lld * interval '1 millisecond')), owner_id::text,"                  \
+    " statement_timestamp() - %lld * interval '1 millisecond' LIMIT 1) IS NULL), owner_id::text,"  \
     " compaction_requested_at IS NOT NULL"
 
 void cs_touch(chatstate_t *self) {

@@ -105,10 +105,10 @@ int chatstate_acquire_slot(chatstate_t *self, const char *worker_id, const char 
     PGresult *own = NULL;
     if (cs_keep(self, err,
                 "UPDATE chats c SET worker_id = $2::uuid, runner_id = $3::uuid WHERE id = $1"
-                " AND (worker_id IS NULL OR runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM"
+                " AND (worker_id IS NULL OR runner_id IS NULL OR (SELECT true FROM"
                 " chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id = c.runner_id"
                 " AND h.heartbeat_at > statement_timestamp() - $4::bigint * interval"
-                " '1 millisecond')) RETURNING id",
+                " '1 millisecond' LIMIT 1) IS NULL) RETURNING id",
                 4, p, &own) != 0) {
         return -1;
     }

@@ -7,7 +7,8 @@
  * its slot keeps it when it locks the row first, and is never revived when the steal came
  * first; and a session stopped inside its transaction, holding a chat's row lock and a slot
  * claim, costs another acquirer at most one lock timeout, not its progress. Every interleaving
- * is forced with real locks and observed in pg_stat_activity, never with a sleep.
+ * is forced with real locks and observed in pg_stat_activity, never with a sleep. Whether a
+ * chat or a slot has a fresh lease is an index probe in the plans the statements keep.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -774,6 +775,69 @@ static void test_a_renewal_reports_each_lease_by_chat_and_runner(void **state) {
     }
 }
 
+/* The plan the connection would run for its prepared statement whose text starts with
+ * prefix, with args (a parenthesized list of literals); fails when there is none. */
+static char *s_plan_of(const char *prefix, const char *args) {
+    char *sql =
+        mem_printf("SELECT name FROM pg_prepared_statements WHERE statement LIKE '%s%%'", prefix);
+    char *name = testdb_scalar(s_conn, sql);
+    free(sql);
+    if (!name) {
+        fail_msg("no prepared statement starts with %s", prefix);
+    }
+    sql = mem_printf("EXPLAIN EXECUTE %s%s", name, args);
+    free(name);
+    PGresult *res = PQexec(s_conn, sql);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        fail_msg("%s: %s", sql, PQresultErrorMessage(res));
+    }
+    free(sql);
+    char *plan = mem_strdup("");
+    for (int i = 0; i < PQntuples(res); i++) {
+        char *more = mem_printf("%s%s\n", plan, PQgetvalue(res, i, 0));
+        free(plan);
+        plan = more;
+    }
+    PQclear(res);
+    return plan;
+}
+
+/* Whether one chat or one slot holds a fresh lease is an index probe, however empty
+ * chat_heartbeats looked when the statement was planned (ARCHITECTURE.md §6.2, "Probes, not
+ * hashes"): never a hash of every heartbeat row, never a scan of the table, which holds a
+ * row per turn in flight. The plans are those of the statements a worker's acquisitions
+ * prepared, after enough runs to cache them. */
+static void test_a_lease_question_is_an_index_probe_whatever_the_table_looked_like(void **st) {
+    (void)st;
+    s_sql(s_conn, "VACUUM ANALYZE chat_heartbeats");
+    char w[ID_UUID_LEN + 1];
+    assert_int_equal(id_uuid_new(w), 0);
+    char chat[ID_UUID_LEN + 1];
+    for (int i = 0; i < 8; i++) {
+        s_chat(chat);
+        leasedb_acquire_args_t args = s_args(w, 100, 1);
+        args.quick = true;
+        leasedb_batch_t got;
+        assert_int_equal(leasedb_acquire(s_conn, &args, &got), 0);
+        assert_int_equal(got.count, 1);
+    }
+    char *args = mem_printf("('%s')", chat);
+    char *load = s_plan_of("SELECT status, archived", args);
+    free(args);
+    args = mem_printf("('%s', '%s', '%s', 5000)", chat, w, w);
+    char *own = s_plan_of("UPDATE chats c SET worker_id", args);
+    free(args);
+    char *scan = s_plan_of("WITH s AS MATERIALIZED", "(1, 100, 5000, 1, 8, 4)");
+    const char *plans[] = {load, own, scan};
+    for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
+        if (strstr(plans[i], "Seq Scan on chat_heartbeats") || strstr(plans[i], "hashed") ||
+            strstr(plans[i], "Hash Anti Join") || !strstr(plans[i], "chat_heartbeats_")) {
+            fail_msg("a lease question is not an index probe:\n%s", plans[i]);
+        }
+        free((char *)plans[i]);
+    }
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0);
     const struct CMUnitTest tests[] = {
@@ -796,6 +860,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_without_the_limiter_too, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_a_renewal_reports_each_lease_by_chat_and_runner,
                                         s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_lease_question_is_an_index_probe_whatever_the_table_looked_like, s_setup,
+            s_teardown),
     };
     return cmocka_run_group_tests_name("chatstate_limiter", tests, NULL, NULL);
 }
