@@ -255,10 +255,10 @@ PGconn *db_connect(const char *url, const char *application_name) {
         "1", "10", "5", "3", "30000", url, application_name, "10",
         /* JIT compiles a plan whose estimate passes jit_above_cost: tens of ms for statements
          * that run in one or two (the acquisition scan took 60 ms with it, 17 without). Seq
-         * scans are priced out: every statement here is a keyed lookup, and a prepared plan
-         * made while a churned table (chat_heartbeats) looked empty would keep scanning it
-         * whole once it holds a row per turn in flight (ARCHITECTURE.md §6.2, "Probes, not
-         * hashes"). */
+         * scans are priced out (a statement with no usable index still gets one): the hot
+         * statements are keyed lookups, and a prepared plan made while a churned table
+         * (chat_heartbeats) looked empty would keep scanning it whole once it holds a row per
+         * turn in flight (ARCHITECTURE.md §6.2, "Probes, not hashes"). */
         "-c client_min_messages=warning -c jit=off -c enable_seqscan=off", NULL};
     PGconn *conn = PQconnectdbParams(keys, vals, 1);
     if (!conn) {
