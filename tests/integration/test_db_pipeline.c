@@ -21,6 +21,8 @@
 #include "mem.h"
 #include "testdb.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,12 +40,16 @@ static FILE *s_trace_start(PGconn *conn) {
     return f;
 }
 
-#define S_TRACE_LINES_MAX 10000 /* far more than any one bundle's protocol messages */
+#define S_TRACE_LINES_MAX 10000      /* far more than any one bundle's protocol messages */
+#define S_TRACE_BYTES_MAX (8L << 20) /* bounds what a line read may allocate */
 
 /* Stops the trace; the number of Sync and Query messages the client sent. */
 static int s_trace_round_trips(PGconn *conn, FILE *f) {
     PQuntrace(conn);
     assert_int_equal(fflush(f), 0);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long size = ftell(f);
+    assert_true(size >= 0 && size < S_TRACE_BYTES_MAX);
     assert_int_equal(fseek(f, 0, SEEK_SET), 0);
     char *line = NULL;
     size_t cap = 0;
@@ -93,7 +99,13 @@ typedef struct {
 static void s_record(void *ctx, const PGresult *res) {
     seen_t *seen = ctx;
     assert_true(seen->count < 8);
-    seen->values[seen->count++] = atoi(PQgetvalue(res, 0, 0));
+    assert_int_equal(PQntuples(res), 1);
+    const char *text = PQgetvalue(res, 0, 0);
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    assert_true(errno == 0 && end != text && *end == '\0' && v >= INT_MIN && v <= INT_MAX);
+    seen->values[seen->count++] = (int)v;
 }
 
 static void test_statements_sent_ahead_run_in_order_in_one_round_trip(void **state) {
