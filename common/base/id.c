@@ -57,6 +57,12 @@ int64_t id_now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t id_now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 struct timespec id_timespec_at(int64_t at_ms) {
     if (at_ms < 0) {
         at_ms = 0;

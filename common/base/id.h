@@ -25,6 +25,9 @@ int id_uuid_valid(const char *s);
 /* Milliseconds on the monotonic clock. */
 int64_t id_now_ms(void);
 
+/* Microseconds on the same clock (the sim's [sim:clock] stamps, the benches' reads). */
+int64_t id_now_us(void);
+
 /* The monotonic instant at_ms (an id_now_ms() value, e.g. id_now_ms() + timeout) as the
  * deadline pthread_cond_timedwait takes, for a condition variable made by id_cond_init: the
  * one way the project turns "now + ms" into a timespec. An instant already past is a

@@ -1,6 +1,7 @@
 /* ssefan: many SSE clients on one epoll; see ssefan.h. */
 #define _GNU_SOURCE /* strcasestr */
 #include "ssefan.h"
+#include "id.h"
 #include "mem.h"
 
 #include <arpa/inet.h>
@@ -16,7 +17,6 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #define SSEFAN_READ_BYTES  65536 /* one recv; shared by every connection */
@@ -74,9 +74,7 @@ struct ssefan {
 };
 
 int64_t ssefan_now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return id_now_us();
 }
 
 long ssefan_raise_nofile(void) {

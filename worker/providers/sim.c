@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static const char *const s_filler[] = {
     "alpha", "bravo",  "charlie", "delta", "echo", "foxtrot",  "golf",  "hotel",
@@ -517,10 +516,7 @@ static void s_send(s_plan_t *plan, const char *part) {
         json_decref(p);
         return;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    char *stamped =
-        mem_printf("@%lld@ %s", (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000, text);
+    char *stamped = mem_printf("@%lld@ %s", (long long)id_now_us(), text);
     json_object_set_new(p, "text", json_string(stamped));
     char *json = jsonout_dumps(p);
     call->on_part(call->part_ctx, json);
