@@ -16,8 +16,9 @@
  * next db_query runs them in its round trip, and reports their failure as its own. A bound of
  * 0 is left as the session has it. The commit does not wait for its WAL flush (§6.2, "Lease
  * commits"): an acquisition or renewal lost to a database crash leaves a lease older than the
- * worker believes, which the fences in the database already handle. 0, or -1 when they could
- * not be sent. */
+ * worker believes, which the fences in the database already handle. The transaction's
+ * statements run on the plan their connection made once (§6.2, "Plans made once"). 0, or -1
+ * when they could not be sent. */
 static int s_send_begin(PGconn *conn, int64_t lock_ms, int64_t statement_ms, int64_t idle_ms) {
     char lock[24], idle[24], stmt[24];
     snprintf(lock, sizeof lock, "%lld", (long long)lock_ms);
@@ -32,10 +33,12 @@ static int s_send_begin(PGconn *conn, int64_t lock_ms, int64_t statement_ms, int
                        ? "SELECT set_config('lock_timeout', $1, true),"
                          " set_config('idle_in_transaction_session_timeout', $2, true),"
                          " set_config('synchronous_commit', 'off', true),"
+                         " set_config('plan_cache_mode', 'force_generic_plan', true),"
                          " set_config('statement_timeout', $3, true)"
                        : "SELECT set_config('lock_timeout', $1, true),"
                          " set_config('idle_in_transaction_session_timeout', $2, true),"
-                         " set_config('synchronous_commit', 'off', true)",
+                         " set_config('synchronous_commit', 'off', true),"
+                         " set_config('plan_cache_mode', 'force_generic_plan', true)",
                    statement_ms > 0 ? 3 : 2, p, NULL, NULL);
 }
 
