@@ -736,20 +736,19 @@ int chatstate_create(PGconn *conn, const cs_create_t *c, const hint_sink_t *sink
                        c->dynamic_tools,
                        first_user,
                        c->mcp_servers};
-    PGresult *res =
-        cs_query(self, err,
-                 "INSERT INTO chats (id, owner_id, title, title_source, status, model_config_id,"
-                 " system_prompt, dynamic_tools, mcp_servers) SELECT $1, $2::uuid, coalesce($3,"
-                 " left(regexp_replace("
-                 "(SELECT e.p ->> 'text' FROM jsonb_array_elements($9::jsonb) e(p)"
-                 " WHERE e.p ->> 'type' = 'text' LIMIT 1), '\\s+', ' ', 'g'), 80), 'New Chat'),"
-                 " $4::chat_title_source, $5::chat_status, $6::uuid, $7, $8::jsonb, $10::jsonb"
-                 " WHERE NOT EXISTS (SELECT 1 FROM chats WHERE id = $1) RETURNING id",
-                 10, p);
-    if (res && PQntuples(res) != 1) {
-        cs_fail(self, err, CS_CONFLICT, "chat %s already exists: Create is not allowed", id);
-    }
-    PQclear(res);
+    /* The row is sent ahead with the messages, and read with the load that checks them: one
+     * round trip (ARCHITECTURE.md §4.4). Were the id taken, the messages would have gone to
+     * that chat inside this transaction, which the conflict below rolls back. */
+    PGresult *created = NULL;
+    cs_keep(self, err,
+            "INSERT INTO chats (id, owner_id, title, title_source, status, model_config_id,"
+            " system_prompt, dynamic_tools, mcp_servers) SELECT $1, $2::uuid, coalesce($3,"
+            " left(regexp_replace("
+            "(SELECT e.p ->> 'text' FROM jsonb_array_elements($9::jsonb) e(p)"
+            " WHERE e.p ->> 'type' = 'text' LIMIT 1), '\\s+', ' ', 'g'), 80), 'New Chat'),"
+            " $4::chat_title_source, $5::chat_status, $6::uuid, $7, $8::jsonb, $10::jsonb"
+            " WHERE NOT EXISTS (SELECT 1 FROM chats WHERE id = $1) RETURNING id",
+            10, p, &created);
     if (!self->failed && c->system_prompt) {
         cs_message_t sys = {
             .role = "system", .visibility = "model", .content = NULL, .created_by = c->owner_id};
@@ -767,6 +766,13 @@ int chatstate_create(PGconn *conn, const cs_create_t *c, const hint_sink_t *sink
     if (!self->failed) {
         cs_insert_all(self, c->messages, c->message_count, err);
     }
+    if (!self->failed) {
+        cs_load(self, err);
+    }
+    if (created && PQntuples(created) != 1) {
+        cs_fail(self, err, CS_CONFLICT, "chat %s already exists: Create is not allowed", id);
+    }
+    PQclear(created);
     if (!self->failed && cs_finish(self, ES_N, MV_CREATE, err) != 0) {
         self->failed = true;
     }

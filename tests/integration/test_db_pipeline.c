@@ -2,7 +2,7 @@
  * Statements sent ahead (common/chat/db.h db_send, ARCHITECTURE.md §4.4) on a real PostgreSQL:
  * they run in order in one round trip with the next read, a failure among them is that read's
  * failure and stops the rest, a failed first prepare is prepared again, a lost connection is
- * reported as one, a chat's create bundle takes three round trips, a turn-ending reply six and
+ * reported as one, a chat's create bundle takes two round trips, a turn-ending reply six and
  * a step's reads (worker/history.h) one, and an acquisition three.
  * Round trips are counted from libpq's own protocol trace: every Sync or simple Query the client
  * sends is one wait for the server.
@@ -208,7 +208,7 @@ static void test_a_connection_lost_with_statements_waiting_is_a_connection_error
     PQfinish(victim);
 }
 
-static void test_a_chat_create_takes_three_round_trips(void **state) {
+static void test_a_chat_create_takes_two_round_trips(void **state) {
     (void)state;
     cs_message_t first = {.role = "user", .content = "[{\"type\":\"text\",\"text\":\"hi\"}]"};
     cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
@@ -220,11 +220,38 @@ static void test_a_chat_create_takes_three_round_trips(void **state) {
     if (rc != 0) {
         fail_msg("create: %s", err.message);
     }
-    /* BEGIN with the chat row; the message with the check of the result; COMMIT. */
-    assert_int_equal(trips, 3);
+    /* BEGIN, the chat row, the message and the check of the result; COMMIT. */
+    assert_int_equal(trips, 2);
     s_expect("1 1",
              "SELECT count(*) || ' ' || max(history_version) FROM chat_messages m"
              " JOIN chats c ON c.id = m.chat_id WHERE c.id = '%s'",
+             chat);
+}
+
+/* A create under a taken id is refused as a conflict, and the chat that holds the id keeps its
+ * messages and versions: the create's messages, sent ahead before the refusal was known, went
+ * nowhere (ARCHITECTURE.md §4.4). */
+static void test_a_create_under_a_taken_id_changes_nothing(void **state) {
+    (void)state;
+    cs_message_t first = {.role = "user", .content = "[{\"type\":\"text\",\"text\":\"hi\"}]"};
+    cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
+    cs_error_t err;
+    char chat[ID_UUID_LEN + 1];
+    assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
+    cs_message_t again[2] = {first, first};
+    cs_create_t dup = {.chat_id = chat,
+                       .owner_id = s_owner,
+                       .system_prompt = "be brief",
+                       .messages = again,
+                       .message_count = 2};
+    char out[ID_UUID_LEN + 1];
+    assert_int_equal(chatstate_create(s_conn, &dup, NULL, out, &err), -1);
+    assert_int_equal(err.rc, CS_CONFLICT);
+    assert_non_null(strstr(err.message, "already exists"));
+    assert_int_equal(PQtransactionStatus(s_conn), PQTRANS_IDLE);
+    s_expect("1 1 1",
+             "SELECT count(*) || ' ' || max(c.snapshot_version) || ' ' || max(c.history_version)"
+             " FROM chat_messages m JOIN chats c ON c.id = m.chat_id WHERE c.id = '%s'",
              chat);
 }
 
@@ -457,7 +484,8 @@ int main(void) {
         cmocka_unit_test(test_a_failure_sent_ahead_is_the_next_reads_and_stops_the_rest),
         cmocka_unit_test(test_a_failed_first_prepare_is_prepared_again),
         cmocka_unit_test(test_a_connection_lost_with_statements_waiting_is_a_connection_error),
-        cmocka_unit_test(test_a_chat_create_takes_three_round_trips),
+        cmocka_unit_test(test_a_chat_create_takes_two_round_trips),
+        cmocka_unit_test(test_a_create_under_a_taken_id_changes_nothing),
         cmocka_unit_test(test_a_turn_ending_reply_takes_five_round_trips),
         cmocka_unit_test(test_a_generation_attempt_takes_three_round_trips),
         cmocka_unit_test(test_a_generated_title_takes_three_round_trips),
