@@ -220,18 +220,6 @@ int a2a_send_parse(json_t *params, bool legacy, a2a_send_t *s, json_t **data) {
     return rc;
 }
 
-static int s_default_model(PGconn *conn, char id[ID_UUID_LEN + 1]) {
-    db_err_t e;
-    PGresult *res =
-        db_query(conn, &e, NULL, 0, "SELECT id FROM model_configs WHERE is_default", 0, NULL);
-    int ok = res && PQntuples(res) == 1;
-    if (ok) {
-        snprintf(id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
-    }
-    PQclear(res);
-    return ok ? 0 : -1;
-}
-
 int a2a_send_admit(gateway_t *gw, const http_req_t *req, a2a_send_t *s, http_resp_t *h) {
     if (!admithook_enabled(gw)) {
         return 0;
@@ -260,7 +248,10 @@ int a2a_send_admit(gateway_t *gw, const http_req_t *req, a2a_send_t *s, http_res
 int a2a_send_create(gateway_t *gw, PGconn *conn, const http_req_t *req, a2a_send_t *s,
                     char chat_id[ID_UUID_LEN + 1], char task_id[A2A_TASK_ID_MAX]) {
     char model[ID_UUID_LEN + 1];
-    if (s_default_model(conn, model) != 0) {
+    http_resp_t miss = {0};
+    int found = gateway_model_find(gw, conn, NULL, model, &miss);
+    free(miss.body);
+    if (found != 1) {
         return -1;
     }
     cs_message_t m = {.role = "user",

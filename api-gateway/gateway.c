@@ -403,8 +403,15 @@ json_t *gateway_chat_json(PGconn *conn, const char *chat_id, const char *user_id
 }
 
 /* The model config by name (the default when model is NULL); see gateway.h. */
-int gateway_model_find(PGconn *conn, const char *name, char id[ID_UUID_LEN + 1],
+int gateway_model_find(gateway_t *gw, PGconn *conn, const char *name, char id[ID_UUID_LEN + 1],
                        http_resp_t *resp) {
+    /* A name's key cannot be the default's: every name's has the prefix. */
+    char *key = name ? mem_printf("name:%s", name) : mem_strdup("default");
+    int64_t now = id_now_ms();
+    if (idcache_get(gw->models, key, now, id)) {
+        free(key);
+        return 1;
+    }
     const char *p[] = {name};
     db_err_t e;
     PGresult *res = db_query(conn, &e, NULL, 0,
@@ -412,24 +419,27 @@ int gateway_model_find(PGconn *conn, const char *name, char id[ID_UUID_LEN + 1],
                              " OR name = $1",
                              1, p);
     if (!res) {
+        free(key);
         http_error(resp, 500, "Internal error.", "database unavailable");
         return -1;
     }
     int n = PQntuples(res);
     if (n == 1) {
         snprintf(id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
+        idcache_put(gw->models, key, id, now);
     }
     PQclear(res);
+    free(key);
     return n == 1;
 }
 
-int gateway_model_id(PGconn *conn, const json_t *model, char id[ID_UUID_LEN + 1],
+int gateway_model_id(gateway_t *gw, PGconn *conn, const json_t *model, char id[ID_UUID_LEN + 1],
                      http_resp_t *resp) {
     if (model && !json_is_string(model)) {
         http_invalid(resp, "model", "must be a model config name");
         return -1;
     }
-    int found = gateway_model_find(conn, model ? json_string_value(model) : NULL, id, resp);
+    int found = gateway_model_find(gw, conn, model ? json_string_value(model) : NULL, id, resp);
     if (found < 0) {
         return -1;
     }

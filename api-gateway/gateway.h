@@ -5,7 +5,7 @@
 #ifndef CHATFLEET_GATEWAY_H
 #define CHATFLEET_GATEWAY_H
 
-#include "authcache.h"
+#include "idcache.h"
 #include "chatstate.h"
 #include "hooks.h"
 #include "hub.h"
@@ -59,8 +59,14 @@ typedef struct {
     atomic_llong stream_reads; /* chat streams' database reads (/metrics) */
     /* The lifecycle hook dispatcher (blocking calls only; admithook.h), or NULL: none. */
     hooks_t *hooks;
-    authcache_t *auth; /* tokens verified recently (CHATFLEET_AUTH_CACHE_MS) */
+    idcache_t *auth;   /* tokens verified recently (CHATFLEET_AUTH_CACHE_MS) */
+    idcache_t *models; /* model config ids by name, found recently (GATEWAY_MODEL_CACHE_MS) */
 } gateway_t;
+
+/* How long a model config's id, once found by its name (or as the default), is answered
+ * without a query: configs change only when a gateway starts with another config file
+ * (models_sync), and every gateway sees the change within this (ARCHITECTURE.md §10). */
+#define GATEWAY_MODEL_CACHE_MS 1000
 
 /* One transition (or several) applied to an open bundle; returns 0 or -1 with err set. */
 typedef int (*gateway_step_fn)(chatstate_t *cs, void *ctx, cs_error_t *err);
@@ -122,13 +128,15 @@ typedef struct {
 int gateway_format(json_t *body, json_t *dynamic_tools, gateway_format_t *out, http_resp_t *resp);
 void gateway_format_clear(gateway_format_t *f);
 
-/* The id of the model config named name (the default's when name is NULL) into id: 1, 0 when
- * none has it, or -1 with a 500 in resp. */
-int gateway_model_find(PGconn *conn, const char *name, char id[ID_UUID_LEN + 1], http_resp_t *resp);
+/* The id of the model config named name (the default's when name is NULL) into id, from
+ * gw->models while fresh, else by a query on conn: 1, 0 when none has it, or -1 with a 500 in
+ * resp. */
+int gateway_model_find(gateway_t *gw, PGconn *conn, const char *name, char id[ID_UUID_LEN + 1],
+                       http_resp_t *resp);
 
 /* The id of the model config body's "model" names (a string), or the default's when model is
  * NULL. 0, or -1 with a 400 naming "model" (not a string, no such name, no default) or a 500. */
-int gateway_model_id(PGconn *conn, const json_t *model, char id[ID_UUID_LEN + 1],
+int gateway_model_id(gateway_t *gw, PGconn *conn, const json_t *model, char id[ID_UUID_LEN + 1],
                      http_resp_t *resp);
 
 /* Runs SQL returning one JSON text column; returns the parsed rows as a JSON array (or NULL

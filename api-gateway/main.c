@@ -95,7 +95,7 @@ static int s_user_add(const config_t *cfg, const char *name, bool admin) {
  * s_auth can tell). Answered on the socket threads: no request job for the check. */
 static int s_auth_cached(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
     gateway_t *gw = app;
-    return strlen(token) <= 128 && authcache_get(gw->auth, token, id_now_ms(), user_id)
+    return strlen(token) <= 128 && idcache_get(gw->auth, token, id_now_ms(), user_id)
                ? 0
                : HTTP_AUTH_UNAVAILABLE;
 }
@@ -130,7 +130,7 @@ static int s_auth(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
     int ok = PQntuples(res) == 1;
     if (ok) {
         snprintf(user_id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
-        authcache_put(gw->auth, token, user_id, now);
+        idcache_put(gw->auth, token, user_id, now);
     }
     PQclear(res);
     return ok ? 0 : HTTP_AUTH_DENIED;
@@ -209,7 +209,8 @@ static void s_teardown(gateway_t *gw, bus_publisher_t **pub) {
     json_decref(gw->mcp_servers);
     gw->mcp_servers = NULL;
     hooks_destroy(&gw->hooks);
-    authcache_destroy(&gw->auth);
+    idcache_destroy(&gw->auth);
+    idcache_destroy(&gw->models);
 }
 
 #define S_PEM_MAX_BYTES (1024 * 1024) /* a certificate chain or key file; more is refused */
@@ -306,7 +307,8 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
         .relay_endpoint = cfg->broker_relay,
         .metrics = metrics_new(),
         .mcp_servers = models_mcp_servers(cfg->config_path),
-        .auth = authcache_new(cfg->auth_cache_ms)};
+        .auth = idcache_new(cfg->auth_cache_ms),
+        .models = idcache_new(GATEWAY_MODEL_CACHE_MS)};
     char *public_url = s_public_url(cfg);
     gw.public_url = public_url;
     gw.lease_stale_ms = cfg->lease_stale_ms;

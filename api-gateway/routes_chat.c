@@ -157,7 +157,7 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
         (dyn && s_dynamic_tools(dyn, dyn_key, resp) != 0) ||
         gateway_format(body, dyn, &format, resp) != 0 ||
         (mcp && s_mcp_servers(gw, mcp, resp) != 0) ||
-        gateway_model_id(conn, json_object_get(body, "model"), model_id, resp) != 0) {
+        gateway_model_id(gw, conn, json_object_get(body, "model"), model_id, resp) != 0) {
         goto done;
     }
     if (format.structured && json_array_size(json_object_get(body, "content")) == 0) {

@@ -17,8 +17,9 @@
     " JOIN model_configs m ON m.id = t.model_config_id WHERE t.user_id = $1::uuid"
 
 /* The model config the path names (by its name) into id. 0, or -1 with a 404 or a 500. */
-static int s_model_id(PGconn *conn, const char *name, char id[ID_UUID_LEN + 1], http_resp_t *resp) {
-    int found = gateway_model_find(conn, name, id, resp);
+static int s_model_id(gateway_t *gw, PGconn *conn, const char *name, char id[ID_UUID_LEN + 1],
+                      http_resp_t *resp) {
+    int found = gateway_model_find(gw, conn, name, id, resp);
     if (found == 0) {
         http_error(resp, 404, "Model config not found.", "no model config has this name");
     }
@@ -55,7 +56,7 @@ static void s_put(void *app, http_req_t *req, http_resp_t *resp) {
         http_invalid(resp, "threshold_percent", "must be an integer from 0 to 100");
         goto done;
     }
-    if (s_model_id(conn, req->params[0], id, resp) != 0) {
+    if (s_model_id(gw, conn, req->params[0], id, resp) != 0) {
         goto done;
     }
     char v[8];
@@ -86,7 +87,7 @@ static void s_delete(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     PGconn *conn = pool_get(gw->pool);
     char id[ID_UUID_LEN + 1];
-    if (s_model_id(conn, req->params[0], id, resp) == 0) {
+    if (s_model_id(gw, conn, req->params[0], id, resp) == 0) {
         const char *p[] = {req->user_id, id};
         char err[200];
         if (db_exec(conn, err, sizeof err,

@@ -121,6 +121,7 @@ typedef struct {
     int64_t edit_id;
     json_t *inserted;
     json_t *deleted;
+    gateway_t *gw;
     PGconn *conn;
     http_resp_t *resp;
     gateway_format_t format;
@@ -230,7 +231,7 @@ static int s_format(send_t *s, const http_req_t *req, json_t *body, bool edit) {
      * chat's model when the message enters the history (ARCHITECTURE.md §7.1). */
     json_t *model = json_object_get(body, "model");
     if (model) {
-        if (gateway_model_id(s->conn, model, s->model_id, s->resp) != 0) {
+        if (gateway_model_id(s->gw, s->conn, model, s->model_id, s->resp) != 0) {
             return -1;
         }
         s->msg.model_config_id = s->model_id;
@@ -289,7 +290,7 @@ static int s_admit(gateway_t *gw, const http_req_t *req, send_t *s, bool edit) {
 static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     json_t *body = NULL;
-    send_t s = {.max_queue = gw->max_queue, .resp = resp};
+    send_t s = {.max_queue = gw->max_queue, .gw = gw, .resp = resp};
     if (s_parse(req, resp, &body, &s, false) != 0) {
         json_decref(body);
         return;
@@ -362,7 +363,7 @@ static void s_edit_missing(PGconn *conn, const http_req_t *req, int64_t id, http
 static void s_edit(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     json_t *body = NULL;
-    send_t s = {.resp = resp};
+    send_t s = {.gw = gw, .resp = resp};
     if (s_id_param(req->params[1], &s.edit_id) != 0) {
         s_bad_id(gw, req, resp, "Invalid chat message ID.");
         return;

@@ -167,6 +167,7 @@ static void s_teardown(void) {
     hub_destroy(&s_gw.hub);
     pool_destroy(&s_gw.pool);
     metrics_destroy(&s_gw.metrics);
+    idcache_destroy(&s_gw.models);
     free((http_route_t *)s_router.routes);
 }
 
@@ -187,6 +188,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     pthread_mutex_init(&s_gw.relay_lock, NULL);
     s_gw.relay_endpoint = "inproc://fuzz-gateway-relay";
     s_gw.metrics = metrics_new();
+    s_gw.models = idcache_new(GATEWAY_MODEL_CACHE_MS);
     int n = 0;
     http_route_t *routes = routes_all(&n);
     s_router = (http_router_t){routes, n, s_auth, &s_gw, NULL};

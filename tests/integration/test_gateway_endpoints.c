@@ -19,9 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bus.h"
 #include "chatstate.h"
+#include "gateway.h"
 #include "mem.h"
 #include "proc.h"
 #include "sse.h"
@@ -706,6 +708,64 @@ static void test_models_lists_the_configured_default(void **u) {
     json_decref(r);
 }
 
+/* The id of the model config a chat was created on. */
+static char *s_chat_model(const char *chat) {
+    json_t *c = s_chat(chat);
+    char *id = mem_strdup(s_str(c, "last_model_config_id"));
+    json_decref(c);
+    return id;
+}
+
+/* Makes the config with id the default, as a gateway's start with another config file does,
+ * and waits out the gateway's model cache (GATEWAY_MODEL_CACHE_MS). */
+static void s_set_default_model(const char *id) {
+    /* One default at a time (a unique index): the old one goes first, in one transaction. */
+    char *sql = mem_printf("UPDATE model_configs SET is_default = false WHERE is_default;"
+                           " UPDATE model_configs SET is_default = true WHERE id = '%s'",
+                           id);
+    char err[256];
+    if (testdb_try(s_conn, sql, err, sizeof err) != 0) {
+        fail_msg("%s: %s", sql, err);
+    }
+    free(sql);
+    usleep((GATEWAY_MODEL_CACHE_MS + 300) * 1000);
+}
+
+/* The gateway answers a model config's id from memory for a while (ARCHITECTURE.md §10,
+ * "Model configs"): a config added is found by its name at once, and a default changed in the
+ * database is what new chats run on once the cache interval has passed. */
+static void test_a_changed_default_model_is_used_after_the_cache_interval(void **u) {
+    (void)u;
+    char *old = testdb_scalar(s_conn, "SELECT id FROM model_configs WHERE is_default");
+    assert_non_null(old);
+    /* The default's id is cached now. */
+    char *first = s_create(s_token, "{\"content\":[]}");
+    char *got = s_chat_model(first);
+    assert_string_equal(got, old);
+    free(got);
+    char other[ID_UUID_LEN + 1];
+    assert_int_equal(id_uuid_new(other), 0);
+    char *sql = mem_printf("INSERT INTO model_configs (id, name, provider, model)"
+                           " VALUES ('%s', 'cache-other', 'sim', 'sim')",
+                           other);
+    assert_int_equal(testdb_try(s_conn, sql, NULL, 0), 0);
+    free(sql);
+    char *named = s_create(s_token, "{\"content\":[],\"model\":\"cache-other\"}");
+    got = s_chat_model(named);
+    assert_string_equal(got, other);
+    free(got);
+    s_set_default_model(other);
+    char *after = s_create(s_token, "{\"content\":[]}");
+    got = s_chat_model(after);
+    assert_string_equal(got, other);
+    free(got);
+    s_set_default_model(old); /* the other tests run on the configured default */
+    free(after);
+    free(named);
+    free(first);
+    free(old);
+}
+
 static void test_title_patch_writes_a_user_title(void **u) {
     (void)u;
     char *chat = s_create(s_token, SEND("fallback words"));
@@ -1312,6 +1372,7 @@ int main(void) {
         cmocka_unit_test(test_reconcile_invalid_lands_in_error_and_a_second_is_409),
         cmocka_unit_test(test_promote_moves_the_message_into_history_with_its_queue_id),
         cmocka_unit_test(test_models_lists_the_configured_default),
+        cmocka_unit_test(test_a_changed_default_model_is_used_after_the_cache_interval),
         cmocka_unit_test(test_title_patch_writes_a_user_title),
         cmocka_unit_test(test_title_patch_bumps_snapshot_version_and_publishes_an_update_hint),
         cmocka_unit_test(test_title_and_archive_in_one_patch_apply_together_or_not_at_all),

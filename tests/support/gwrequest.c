@@ -119,8 +119,10 @@ void gwrequest_gateway_init(gateway_t *gw) {
     gw->sink = hint_sink_log;
     gw->max_queue = 10;
     gw->public_url = GWREQUEST_PUBLIC_URL;
+    gw->models = idcache_new(GATEWAY_MODEL_CACHE_MS);
 }
 
 void gwrequest_gateway_free(gateway_t *gw) {
     pool_destroy(&gw->pool);
+    idcache_destroy(&gw->models);
 }

@@ -1,5 +1,5 @@
-/* authcache: see authcache.h. */
-#include "authcache.h"
+/* idcache: see idcache.h. */
+#include "idcache.h"
 #include "mem.h"
 
 #include <czmq.h>
@@ -9,14 +9,14 @@
 #include <string.h>
 
 typedef struct {
-    char user_id[ID_UUID_LEN + 1];
-    int64_t verified_ms;
+    char id[ID_UUID_LEN + 1];
+    int64_t found_ms;
 } entry_t;
 
-struct authcache {
+struct idcache {
     int64_t ttl_ms;
     pthread_mutex_t lock;
-    zhashx_t *entries; /* hex SHA-256 of a token -> entry_t */
+    zhashx_t *entries; /* hex SHA-256 of a key -> entry_t */
 };
 
 static void s_free_entry(void **item) {
@@ -24,8 +24,8 @@ static void s_free_entry(void **item) {
     *item = NULL;
 }
 
-authcache_t *authcache_new(int64_t ttl_ms) {
-    authcache_t *self = mem_calloc(1, sizeof *self);
+idcache_t *idcache_new(int64_t ttl_ms) {
+    idcache_t *self = mem_calloc(1, sizeof *self);
     self->ttl_ms = ttl_ms;
     pthread_mutex_init(&self->lock, NULL);
     self->entries = zhashx_new();
@@ -34,8 +34,8 @@ authcache_t *authcache_new(int64_t ttl_ms) {
     return self;
 }
 
-void authcache_destroy(authcache_t **self_p) {
-    authcache_t *self = *self_p;
+void idcache_destroy(idcache_t **self_p) {
+    idcache_t *self = *self_p;
     if (!self) {
         return;
     }
@@ -45,42 +45,41 @@ void authcache_destroy(authcache_t **self_p) {
     *self_p = NULL;
 }
 
-/* The hex SHA-256 of token into key. */
-static void s_key(const char *token, char key[65]) {
+/* The hex SHA-256 of key into hex. */
+static void s_hash(const char *key, char hex[65]) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
-    int ok = EVP_Digest(token, strlen(token), md, &len, EVP_sha256(), NULL);
+    int ok = EVP_Digest(key, strlen(key), md, &len, EVP_sha256(), NULL);
     ASSERT(ok == 1 && len == 32);
     for (unsigned i = 0; i < len; i++) {
-        snprintf(key + 2 * i, 3, "%02x", md[i]);
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
     }
 }
 
-static bool s_fresh(const authcache_t *self, const entry_t *e, int64_t now_ms) {
-    return now_ms - e->verified_ms < self->ttl_ms;
+static bool s_fresh(const idcache_t *self, const entry_t *e, int64_t now_ms) {
+    return now_ms - e->found_ms < self->ttl_ms;
 }
 
-bool authcache_get(authcache_t *self, const char *token, int64_t now_ms,
-                   char user_id[ID_UUID_LEN + 1]) {
+bool idcache_get(idcache_t *self, const char *key, int64_t now_ms, char id[ID_UUID_LEN + 1]) {
     if (self->ttl_ms <= 0) {
         return false;
     }
-    char key[65];
-    s_key(token, key);
+    char hex[65];
+    s_hash(key, hex);
     pthread_mutex_lock(&self->lock);
-    entry_t *e = zhashx_lookup(self->entries, key);
+    entry_t *e = zhashx_lookup(self->entries, hex);
     bool hit = e && s_fresh(self, e, now_ms);
     if (hit) {
-        memcpy(user_id, e->user_id, ID_UUID_LEN + 1);
+        memcpy(id, e->id, ID_UUID_LEN + 1);
     } else if (e) {
-        zhashx_delete(self->entries, key);
+        zhashx_delete(self->entries, hex);
     }
     pthread_mutex_unlock(&self->lock);
     return hit;
 }
 
 /* Drops every expired entry; the lock is held. */
-static void s_sweep(authcache_t *self, int64_t now_ms) {
+static void s_sweep(idcache_t *self, int64_t now_ms) {
     zlistx_t *keys = zhashx_keys(self->entries);
     ASSERT(keys);
     for (const char *k = zlistx_first(keys); k; k = zlistx_next(keys)) {
@@ -91,28 +90,28 @@ static void s_sweep(authcache_t *self, int64_t now_ms) {
     zlistx_destroy(&keys);
 }
 
-void authcache_put(authcache_t *self, const char *token, const char *user_id, int64_t now_ms) {
+void idcache_put(idcache_t *self, const char *key, const char *id, int64_t now_ms) {
     if (self->ttl_ms <= 0) {
         return;
     }
-    char key[65];
-    s_key(token, key);
+    char hex[65];
+    s_hash(key, hex);
     entry_t *e = mem_calloc(1, sizeof *e);
-    snprintf(e->user_id, sizeof e->user_id, "%s", user_id);
-    e->verified_ms = now_ms;
+    snprintf(e->id, sizeof e->id, "%s", id);
+    e->found_ms = now_ms;
     pthread_mutex_lock(&self->lock);
-    if (zhashx_size(self->entries) >= AUTHCACHE_MAX) {
+    if (zhashx_size(self->entries) >= IDCACHE_MAX) {
         s_sweep(self, now_ms);
     }
-    if (zhashx_size(self->entries) < AUTHCACHE_MAX || zhashx_lookup(self->entries, key)) {
-        zhashx_update(self->entries, key, e);
+    if (zhashx_size(self->entries) < IDCACHE_MAX || zhashx_lookup(self->entries, hex)) {
+        zhashx_update(self->entries, hex, e);
         e = NULL;
     }
     pthread_mutex_unlock(&self->lock);
     free(e);
 }
 
-int authcache_size(authcache_t *self) {
+int idcache_size(idcache_t *self) {
     pthread_mutex_lock(&self->lock);
     int n = (int)zhashx_size(self->entries);
     pthread_mutex_unlock(&self->lock);
