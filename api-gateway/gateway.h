@@ -5,10 +5,10 @@
 #ifndef CHATFLEET_GATEWAY_H
 #define CHATFLEET_GATEWAY_H
 
-#include "idcache.h"
 #include "chatstate.h"
 #include "hooks.h"
 #include "hub.h"
+#include "idcache.h"
 #include "jsonstrict.h"
 #include "http.h"
 #include "metrics.h"
