@@ -24,22 +24,20 @@ static int s_send_begin(PGconn *conn, int64_t lock_ms, int64_t statement_ms, int
     snprintf(lock, sizeof lock, "%lld", (long long)lock_ms);
     snprintf(idle, sizeof idle, "%lld", (long long)idle_ms);
     snprintf(stmt, sizeof stmt, "%lld", (long long)statement_ms);
-    const char *p[] = {lock, idle, stmt};
+    const char *p[] = {lock_ms > 0 ? lock : NULL, idle_ms > 0 ? idle : NULL,
+                       statement_ms > 0 ? stmt : NULL};
     if (db_send(conn, "BEGIN", 0, NULL, NULL, NULL) != 0) {
         return -1;
     }
-    return db_send(conn,
-                   statement_ms > 0
-                       ? "SELECT set_config('lock_timeout', $1, true),"
-                         " set_config('idle_in_transaction_session_timeout', $2, true),"
-                         " set_config('synchronous_commit', 'off', true),"
-                         " set_config('plan_cache_mode', 'force_generic_plan', true),"
-                         " set_config('statement_timeout', $3, true)"
-                       : "SELECT set_config('lock_timeout', $1, true),"
-                         " set_config('idle_in_transaction_session_timeout', $2, true),"
-                         " set_config('synchronous_commit', 'off', true),"
-                         " set_config('plan_cache_mode', 'force_generic_plan', true)",
-                   statement_ms > 0 ? 3 : 2, p, NULL, NULL);
+    return db_send(
+        conn,
+        "SELECT set_config('lock_timeout', coalesce($1, current_setting('lock_timeout')), true),"
+        " set_config('idle_in_transaction_session_timeout',"
+        " coalesce($2, current_setting('idle_in_transaction_session_timeout')), true),"
+        " set_config('statement_timeout', coalesce($3, current_setting('statement_timeout')),"
+        " true), set_config('synchronous_commit', 'off', true),"
+        " set_config('plan_cache_mode', 'force_generic_plan', true)",
+        3, p, NULL, NULL);
 }
 
 static void s_error(PGconn *conn, const PGresult *res, char *err, int errlen) {

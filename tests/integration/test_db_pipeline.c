@@ -27,6 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A user message's content: the text "hi". */
+#define S_HI "[{\"type\":\"text\",\"text\":\"hi\"}]"
+
 static testdb_t *s_db;
 static PGconn *s_conn;
 static char s_owner[ID_UUID_LEN + 1];
@@ -210,7 +213,7 @@ static void test_a_connection_lost_with_statements_waiting_is_a_connection_error
 
 static void test_a_chat_create_takes_two_round_trips(void **state) {
     (void)state;
-    cs_message_t first = {.role = "user", .content = "[{\"type\":\"text\",\"text\":\"hi\"}]"};
+    cs_message_t first = {.role = "user", .content = S_HI};
     cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
     cs_error_t err;
     char chat[ID_UUID_LEN + 1];
@@ -233,7 +236,7 @@ static void test_a_chat_create_takes_two_round_trips(void **state) {
  * nowhere (ARCHITECTURE.md §4.4). */
 static void test_a_create_under_a_taken_id_changes_nothing(void **state) {
     (void)state;
-    cs_message_t first = {.role = "user", .content = "[{\"type\":\"text\",\"text\":\"hi\"}]"};
+    cs_message_t first = {.role = "user", .content = S_HI};
     cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
     cs_error_t err;
     char chat[ID_UUID_LEN + 1];
@@ -262,7 +265,7 @@ static void s_acquired_chat(char chat[ID_UUID_LEN + 1], cs_fence_t *f) {
     char runner[ID_UUID_LEN + 1];
     assert_int_equal(id_uuid_new(worker), 0);
     assert_int_equal(id_uuid_new(runner), 0);
-    cs_message_t first = {.role = "user", .content = "[{\"type\":\"text\",\"text\":\"hi\"}]"};
+    cs_message_t first = {.role = "user", .content = S_HI};
     cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
     cs_error_t err;
     assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
@@ -407,7 +410,7 @@ static void test_an_acquisition_takes_three_round_trips(void **state) {
     char worker[ID_UUID_LEN + 1];
     char runner[ID_UUID_LEN + 1];
     assert_int_equal(id_uuid_new(worker), 0);
-    cs_message_t first = {.role = "user", .content = "[{\"type\":\"text\",\"text\":\"hi\"}]"};
+    cs_message_t first = {.role = "user", .content = S_HI};
     cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
     for (int limited = 0; limited < 2; limited++) {
         cs_error_t err;
