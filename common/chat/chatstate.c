@@ -77,6 +77,16 @@ static int s_exec_now(chatstate_t *self, cs_error_t *err, const char *sql) {
     return res ? 0 : -1;
 }
 
+/* Sends a statement ahead and leaves it to the caller: the connection's next query runs it
+ * and reports its failure as its own, and the bundle does not wait for it. 0 or -1. */
+static int s_hand_over(chatstate_t *self, cs_error_t *err, const char *sql) {
+    if (db_send(self->conn, sql, 0, NULL, NULL, NULL) != 0) {
+        return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
+    }
+    self->handed = true;
+    return 0;
+}
+
 static void s_ids_push(cs_ids_t *ids, int64_t id) {
     if (ids->count == ids->cap) {
         ids->cap = ids->cap ? ids->cap * 2 : 8;
@@ -98,7 +108,9 @@ void chatstate_destroy(chatstate_t **self_p) {
     if (!self) {
         return;
     }
-    db_flush(self->conn, NULL, 0); /* what was sent ahead runs (or fails) first */
+    if (!self->handed) {
+        db_flush(self->conn, NULL, 0); /* what was sent ahead runs (or fails) first */
+    }
     if (self->open) {
         /* A nested bundle undoes only its own work; the caller's transaction goes on. */
         PQclear(PQexec(self->conn, self->nested ? "ROLLBACK TO SAVEPOINT chatstate_bundle;"
@@ -170,7 +182,9 @@ chatstate_t *chatstate_begin(PGconn *conn, const char *chat_id, cs_error_t *err)
 }
 
 static chatstate_t *s_inside(PGconn *conn, const char *chat_id, s_start_t how, cs_error_t *err) {
-    if (PQtransactionStatus(conn) != PQTRANS_INTRANS) {
+    /* Active: statements sent ahead in it (a released bundle's RELEASE) are still running. */
+    PGTransactionStatusType ts = PQtransactionStatus(conn);
+    if (ts != PQTRANS_INTRANS && ts != PQTRANS_ACTIVE) {
         memset(err, 0, sizeof *err);
         err->rc = CS_DB;
         snprintf(err->message, sizeof err->message, "chatstate: no open transaction");
@@ -626,7 +640,8 @@ void chatstate_publish(const hint_sink_t *sink, const cs_hints_t *hints) {
 }
 
 /* Ends the bundle's own part: COMMIT, or RELEASE SAVEPOINT when nested, after a last load
- * whose row becomes the hints. */
+ * whose row becomes the hints. The release is sent ahead and left to the caller's next query
+ * (chatstate_release); a COMMIT runs now. */
 static int s_end(chatstate_t *self, const char *sql, cs_hints_t *h, cs_error_t *err) {
     int rc = -1;
     if (self->failed) {
@@ -636,7 +651,7 @@ static int s_end(chatstate_t *self, const char *sql, cs_hints_t *h, cs_error_t *
     } else if (cs_load(self, err) == 0) {
         s_hint_from_row(self, &h->update);
         h->ownership = chatmove_runnable(self->state) && self->row.needs_owner;
-        rc = s_exec_now(self, err, sql);
+        rc = self->nested ? s_hand_over(self, err, sql) : s_exec_now(self, err, sql);
     }
     if (rc == 0) {
         self->open = false;

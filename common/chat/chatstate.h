@@ -129,7 +129,9 @@ typedef struct {
 /* Ends a nested bundle and keeps its work (RELEASE SAVEPOINT). Refuses a bundle in which a
  * transition failed (rolled back to its savepoint instead). Always destroys the bundle. On 0,
  * hints receives the post-transition row, which the caller publishes with chatstate_publish
- * after its own COMMIT and never before. */
+ * after its own COMMIT and never before. The RELEASE is sent ahead (db_send, ARCHITECTURE.md
+ * §4.4): the caller's next query on the connection (the next bundle's start, its COMMIT) runs
+ * it in that query's round trip and reports its failure as its own. */
 int chatstate_release(chatstate_t **self_p, cs_hints_t *hints, cs_error_t *err);
 
 /* Publishes a committed bundle's hints to sink (may be NULL): the update hint, and the

@@ -37,6 +37,7 @@ struct chatstate {
     bool open;   /* a transaction (nested: the bundle's savepoint) is in progress */
     bool nested; /* chatstate_nest: the caller owns the transaction */
     bool failed; /* a transition failed: the bundle may only be rolled back */
+    bool handed; /* released with its RELEASE sent ahead: the caller's next query runs it */
     cs_row_t row;
     bool row_fresh; /* row reflects every write made so far in the bundle */
     bool title_set; /* SetTitle ran in this bundle (its hint says so) */

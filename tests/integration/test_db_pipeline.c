@@ -3,7 +3,8 @@
  * they run in order in one round trip with the next read, a failure among them is that read's
  * failure and stops the rest, a failed first prepare is prepared again, a lost connection is
  * reported as one, a chat's create bundle takes two round trips, a turn-ending reply six and
- * a step's reads (worker/history.h) one, and an acquisition three.
+ * a step's reads (worker/history.h) one, an acquisition three, and each chat of a batch
+ * acquisition two.
  * Round trips are counted from libpq's own protocol trace: every Sync or simple Query the client
  * sends is one wait for the server.
  */
@@ -441,6 +442,52 @@ static void test_an_acquisition_takes_three_round_trips(void **state) {
     }
 }
 
+/* A batch's chats (worker/leasedb.c, ARCHITECTURE.md §6.2 step 4): each nested bundle is its
+ * savepoint with the lock and load, then the owner with the slot and the check; its RELEASE
+ * goes with the next chat's start, and the last one's with COMMIT. Every chat's work commits. */
+static void test_a_batch_acquisition_takes_two_round_trips_a_chat(void **state) {
+    (void)state;
+    enum { S_BATCH = 3 };
+    char worker[ID_UUID_LEN + 1];
+    assert_int_equal(id_uuid_new(worker), 0);
+    cs_message_t first = {.role = "user", .content = S_HI};
+    cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
+    char chats[S_BATCH][ID_UUID_LEN + 1];
+    cs_error_t err;
+    for (int i = 0; i < S_BATCH; i++) {
+        assert_int_equal(chatstate_create(s_conn, &c, NULL, chats[i], &err), 0);
+    }
+    int32_t candidates[] = {900021, 900022, 900023};
+    bool vacant[] = {true, true, true};
+    cs_slots_t slots = {.slots = candidates, .vacant = vacant, .count = S_BATCH};
+    assert_int_equal(db_exec(s_conn, NULL, 0, "BEGIN", 0, NULL), DB_OK);
+    FILE *trace = s_trace_start(s_conn);
+    for (int i = 0; i < S_BATCH; i++) {
+        char runner[ID_UUID_LEN + 1];
+        assert_int_equal(id_uuid_new(runner), 0);
+        chatstate_t *cs = chatstate_nest(s_conn, chats[i], &err);
+        int rc = cs ? chatstate_acquire_slot(cs, worker, runner, &slots, &err) : -1;
+        cs_hints_t hints;
+        rc = rc == 0 ? chatstate_release(&cs, &hints, &err) : rc;
+        chatstate_destroy(&cs);
+        if (rc != 0) {
+            fail_msg("acquire %d: %s", i, err.message);
+        }
+        assert_string_equal(hints.update.worker_id, worker);
+    }
+    db_err_t e;
+    PGresult *res = db_query(s_conn, &e, NULL, 0, "COMMIT", 0, NULL);
+    assert_non_null(res);
+    PQclear(res);
+    assert_int_equal(s_trace_round_trips(s_conn, trace), 2 * S_BATCH + 1);
+    assert_int_equal(PQtransactionStatus(s_conn), PQTRANS_IDLE);
+    s_expect("3 3",
+             "SELECT count(*) || ' ' || count(DISTINCT h.slot) FROM chat_heartbeats h"
+             " JOIN chats c ON c.id = h.chat_id AND c.runner_id = h.runner_id"
+             " WHERE c.worker_id = '%s' AND h.slot BETWEEN 900021 AND 900023",
+             worker);
+}
+
 /* A chat held by a fresh lease is refused in the same round trip, and gives its candidate
  * slot back for the next chat of the batch. */
 static void test_a_held_chat_is_refused_and_gives_its_candidate_back(void **state) {
@@ -494,6 +541,7 @@ int main(void) {
         cmocka_unit_test(test_a_generated_title_takes_three_round_trips),
         cmocka_unit_test(test_a_steps_reads_take_one_round_trip),
         cmocka_unit_test(test_an_acquisition_takes_three_round_trips),
+        cmocka_unit_test(test_a_batch_acquisition_takes_two_round_trips_a_chat),
         cmocka_unit_test(test_a_held_chat_is_refused_and_gives_its_candidate_back),
     };
     return cmocka_run_group_tests_name("db_pipeline", tests, s_group_setup, s_group_teardown);
