@@ -1,5 +1,6 @@
-/* evloop: see evloop.h. epoll for readiness, curl_multi_socket_action for transfers, a binary
- * heap of timers, an eventfd for posts from other threads. */
+/* evloop: see evloop.h. epoll for readiness, curl_multi_socket_action for transfers spread
+ * over a few multi handles (ARCHITECTURE.md §6.5), a binary heap of timers, an eventfd for
+ * posts from other threads. */
 #include "evloop.h"
 #include "id.h"
 #include "log.h"
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #define S_EVENTS_MAX 256
+#define S_WAKE_TAG   UINT32_MAX /* the epoll tag of the eventfd; a multi's tag is its index */
 
 struct evloop_timer {
     int64_t at;
@@ -33,13 +35,23 @@ typedef struct s_post {
 typedef struct {
     evloop_done_fn *done;
     void *arg;
+    int multi; /* the index of the multi handle that holds it */
 } s_xfer_t;
+
+/* One multi handle and the transfers it holds. */
+typedef struct {
+    evloop_t *loop;
+    uint32_t index;
+    CURLM *multi;
+    int64_t curl_at; /* when libcurl wants its timeout action; -1: never */
+    size_t transfers;
+} s_multi_t;
 
 struct evloop {
     int epfd;
     int wakefd;
-    CURLM *multi;
-    int64_t curl_at; /* when libcurl wants its timeout action; -1: never */
+    s_multi_t multis[EVLOOP_MULTIS_MAX];
+    size_t nmultis; /* made on demand, never fewer than one */
     evloop_timer_t **heap;
     size_t nheap, capheap;
     uint64_t seq;
@@ -50,6 +62,7 @@ struct evloop {
     pthread_t thread;
     atomic_size_t transfers;
     atomic_size_t timers;
+    atomic_size_t nmultis_seen; /* nmultis, for other threads */
 };
 
 /* --- Timer heap. --- */
@@ -139,15 +152,21 @@ static void s_run_timers(evloop_t *self, int64_t now) {
 
 /* --- libcurl's socket API. --- */
 
+/* An epoll entry's data: the socket and the multi it belongs to. */
+static uint64_t s_tag(uint32_t multi, int fd) {
+    return (uint64_t)multi << 32 | (uint32_t)fd;
+}
+
 static int s_on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp) {
     (void)easy;
     (void)socketp;
-    evloop_t *self = userp;
+    s_multi_t *m = userp;
+    evloop_t *self = m->loop;
     if (what == CURL_POLL_REMOVE) {
         epoll_ctl(self->epfd, EPOLL_CTL_DEL, fd, NULL);
         return 0;
     }
-    struct epoll_event ev = {.data.fd = fd};
+    struct epoll_event ev = {.data.u64 = s_tag(m->index, fd)};
     ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
     if (epoll_ctl(self->epfd, EPOLL_CTL_MOD, fd, &ev) != 0 && errno == ENOENT) {
         if (epoll_ctl(self->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -159,16 +178,47 @@ static int s_on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void
 
 static int s_on_timer(CURLM *multi, long timeout_ms, void *userp) {
     (void)multi;
-    evloop_t *self = userp;
-    self->curl_at = timeout_ms < 0 ? -1 : id_now_ms() + timeout_ms;
+    s_multi_t *m = userp;
+    m->curl_at = timeout_ms < 0 ? -1 : id_now_ms() + timeout_ms;
     return 0;
 }
 
-/* Hands every finished transfer to its done callback. */
-static void s_reap(evloop_t *self) {
+static void s_multi_init(evloop_t *self, s_multi_t *m) {
+    *m = (s_multi_t){.loop = self, .index = (uint32_t)(m - self->multis), .curl_at = -1};
+    m->multi = curl_multi_init();
+    ASSERT(m->multi);
+    curl_multi_setopt(m->multi, CURLMOPT_SOCKETFUNCTION, s_on_socket);
+    curl_multi_setopt(m->multi, CURLMOPT_SOCKETDATA, m);
+    curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, s_on_timer);
+    curl_multi_setopt(m->multi, CURLMOPT_TIMERDATA, m);
+}
+
+/* The multi handle a new transfer joins: the one holding the fewest (the first of equals, so
+ * that calls one after another find the connection the last one left idle), or a new one when
+ * every one holds EVLOOP_MULTI_FILL and the cap allows. libcurl looks for a connection to reuse
+ * by walking every connection its handle has to the same host, busy ones included: with
+ * thousands of HTTP/1.1 streams to one server, one handle would make each new call walk them
+ * all. */
+static s_multi_t *s_pick(evloop_t *self) {
+    s_multi_t *best = &self->multis[0];
+    for (size_t i = 1; i < self->nmultis; i++) {
+        if (self->multis[i].transfers < best->transfers) {
+            best = &self->multis[i];
+        }
+    }
+    if (best->transfers >= EVLOOP_MULTI_FILL && self->nmultis < EVLOOP_MULTIS_MAX) {
+        best = &self->multis[self->nmultis++];
+        s_multi_init(self, best);
+        atomic_store(&self->nmultis_seen, self->nmultis);
+    }
+    return best;
+}
+
+/* Hands every finished transfer of m to its done callback. */
+static void s_reap(s_multi_t *m) {
     CURLMsg *msg;
     int left;
-    while ((msg = curl_multi_info_read(self->multi, &left))) {
+    while ((msg = curl_multi_info_read(m->multi, &left))) {
         if (msg->msg != CURLMSG_DONE) {
             continue;
         }
@@ -176,8 +226,9 @@ static void s_reap(evloop_t *self) {
         CURLcode result = msg->data.result;
         s_xfer_t *x = NULL;
         curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
-        curl_multi_remove_handle(self->multi, easy);
-        atomic_fetch_sub(&self->transfers, 1);
+        curl_multi_remove_handle(m->multi, easy);
+        m->transfers--;
+        atomic_fetch_sub(&m->loop->transfers, 1);
         evloop_done_fn *done = x->done;
         void *arg = x->arg;
         free(x);
@@ -186,19 +237,23 @@ static void s_reap(evloop_t *self) {
 }
 
 void evloop_curl_add(evloop_t *self, CURL *easy, evloop_done_fn *done, void *arg) {
+    s_multi_t *m = s_pick(self);
     s_xfer_t *x = mem_calloc(1, sizeof *x);
-    *x = (s_xfer_t){done, arg};
+    *x = (s_xfer_t){done, arg, (int)m->index};
     curl_easy_setopt(easy, CURLOPT_PRIVATE, x);
+    m->transfers++;
     atomic_fetch_add(&self->transfers, 1);
-    CURLMcode mc = curl_multi_add_handle(self->multi, easy);
+    CURLMcode mc = curl_multi_add_handle(m->multi, easy);
     ASSERT(mc == CURLM_OK); /* fails only for a handle already added: a programmer error */
 }
 
 void evloop_curl_remove(evloop_t *self, CURL *easy) {
     s_xfer_t *x = NULL;
     curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&x);
-    curl_multi_remove_handle(self->multi, easy);
+    s_multi_t *m = &self->multis[x->multi];
+    curl_multi_remove_handle(m->multi, easy);
     curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
+    m->transfers--;
     atomic_fetch_sub(&self->transfers, 1);
     free(x);
 }
@@ -241,16 +296,12 @@ evloop_t *evloop_new(void) {
     self->epfd = epoll_create1(EPOLL_CLOEXEC);
     self->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     ASSERT(self->epfd >= 0 && self->wakefd >= 0);
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = self->wakefd};
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = s_tag(S_WAKE_TAG, self->wakefd)};
     ASSERT(epoll_ctl(self->epfd, EPOLL_CTL_ADD, self->wakefd, &ev) == 0);
     ASSERT(pthread_mutex_init(&self->lock, NULL) == 0);
-    self->multi = curl_multi_init();
-    ASSERT(self->multi);
-    self->curl_at = -1;
-    curl_multi_setopt(self->multi, CURLMOPT_SOCKETFUNCTION, s_on_socket);
-    curl_multi_setopt(self->multi, CURLMOPT_SOCKETDATA, self);
-    curl_multi_setopt(self->multi, CURLMOPT_TIMERFUNCTION, s_on_timer);
-    curl_multi_setopt(self->multi, CURLMOPT_TIMERDATA, self);
+    s_multi_init(self, &self->multis[0]);
+    self->nmultis = 1;
+    atomic_store(&self->nmultis_seen, 1);
     return self;
 }
 
@@ -259,8 +310,11 @@ static int s_timeout(const evloop_t *self, int max_ms, int64_t now) {
     if (self->nheap > 0 && self->heap[0]->at < at) {
         at = self->heap[0]->at;
     }
-    if (self->curl_at >= 0 && self->curl_at < at) {
-        at = self->curl_at;
+    for (size_t i = 0; i < self->nmultis; i++) {
+        int64_t c = self->multis[i].curl_at;
+        if (c >= 0 && c < at) {
+            at = c;
+        }
     }
     return at <= now ? 0 : (int)(at - now);
 }
@@ -270,7 +324,9 @@ void evloop_run_once(evloop_t *self, int timeout_ms) {
     int n = epoll_wait(self->epfd, evs, S_EVENTS_MAX, s_timeout(self, timeout_ms, id_now_ms()));
     int running = 0;
     for (int i = 0; i < n; i++) {
-        if (evs[i].data.fd == self->wakefd) {
+        uint32_t tag = (uint32_t)(evs[i].data.u64 >> 32);
+        int fd = (int)(uint32_t)evs[i].data.u64;
+        if (tag == S_WAKE_TAG) {
             uint64_t v;
             ssize_t r = read(self->wakefd, &v, sizeof v);
             (void)r;
@@ -279,14 +335,17 @@ void evloop_run_once(evloop_t *self, int timeout_ms) {
         int flags = (evs[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
                     (evs[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
                     (evs[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
-        curl_multi_socket_action(self->multi, evs[i].data.fd, flags, &running);
+        curl_multi_socket_action(self->multis[tag].multi, fd, flags, &running);
     }
     int64_t now = id_now_ms();
-    if (self->curl_at >= 0 && self->curl_at <= now) {
-        self->curl_at = -1;
-        curl_multi_socket_action(self->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    for (size_t i = 0; i < self->nmultis; i++) {
+        s_multi_t *m = &self->multis[i];
+        if (m->curl_at >= 0 && m->curl_at <= now) {
+            m->curl_at = -1;
+            curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+        }
+        s_reap(m);
     }
-    s_reap(self);
     s_run_timers(self, now);
     s_run_posts(self);
 }
@@ -321,6 +380,7 @@ static void s_stop(void *arg) {
 
 void evloop_stats(const evloop_t *self, evloop_stats_t *out) {
     out->transfers = atomic_load(&self->transfers);
+    out->multis = atomic_load(&self->nmultis_seen);
     out->timers = atomic_load(&self->timers);
 }
 
@@ -343,7 +403,9 @@ void evloop_destroy(evloop_t **self_p) {
         free(self->heap[i]);
     }
     free(self->heap);
-    curl_multi_cleanup(self->multi); /* transfers left behind are detached, not freed */
+    for (size_t i = 0; i < self->nmultis; i++) {
+        curl_multi_cleanup(self->multis[i].multi); /* transfers left are detached, not freed */
+    }
     pthread_mutex_destroy(&self->lock);
     close(self->wakefd);
     close(self->epfd);

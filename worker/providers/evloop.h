@@ -53,6 +53,12 @@ evloop_timer_t *evloop_timer_at(evloop_t *self, int64_t at_ms, evloop_fn *fn, vo
 /* Cancels a timer whose function has not run; it never will. */
 void evloop_timer_cancel(evloop_t *self, evloop_timer_t *timer);
 
+/* Transfers are spread over up to EVLOOP_MULTIS_MAX libcurl multi handles, a new one made
+ * only when every one holds EVLOOP_MULTI_FILL (ARCHITECTURE.md §6.5): libcurl's search for a
+ * connection to reuse walks every connection its handle has to the host. */
+#define EVLOOP_MULTI_FILL 128
+#define EVLOOP_MULTIS_MAX 64
+
 /* Adds a configured easy handle; done(arg, result) runs once when the transfer ends. */
 void evloop_curl_add(evloop_t *self, CURL *easy, evloop_done_fn *done, void *arg);
 
@@ -62,6 +68,7 @@ void evloop_curl_remove(evloop_t *self, CURL *easy);
 /* What the loop holds now (for status and tests). */
 typedef struct {
     size_t transfers;
+    size_t multis; /* multi handles made so far (they stay until the loop is destroyed) */
     size_t timers;
 } evloop_stats_t;
 
