@@ -35,10 +35,21 @@ static void s_sent_done(chatstate_t *self) {
     self->insert_outs.head = 0;
 }
 
+static int s_first_read(chatstate_t *self, cs_error_t *err);
+
+/* A statement of a move: unless the move sends it behind the bundle's start (self->ahead), the
+ * row the start loaded is read first, so that every move decides on it as before. */
+static int s_before_statement(chatstate_t *self, cs_error_t *err) {
+    return self->first_pending && !self->ahead ? s_first_read(self, err) : 0;
+}
+
 PGresult *cs_query(chatstate_t *self, cs_error_t *err, const char *sql, int n,
                    const char *const *params) {
     db_err_t e;
     char msg[200];
+    if (s_before_statement(self, err) != 0) {
+        return NULL;
+    }
     self->row_fresh = false;
     PGresult *res = db_query(self->conn, &e, msg, sizeof msg, sql, n, params);
     s_sent_done(self);
@@ -54,6 +65,9 @@ PGresult *cs_query(chatstate_t *self, cs_error_t *err, const char *sql, int n,
 int cs_exec(chatstate_t *self, cs_error_t *err, const char *sql, int n, const char *const *params) {
     /* Sent ahead: its result only matters as success, which the bundle's next read reports
      * (ARCHITECTURE.md §4.4). */
+    if (s_before_statement(self, err) != 0) {
+        return -1;
+    }
     self->row_fresh = false;
     if (db_send(self->conn, sql, n, params, NULL, NULL) != 0) {
         return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
@@ -63,6 +77,9 @@ int cs_exec(chatstate_t *self, cs_error_t *err, const char *sql, int n, const ch
 
 int cs_keep(chatstate_t *self, cs_error_t *err, const char *sql, int n, const char *const *params,
             PGresult **keep) {
+    if (s_before_statement(self, err) != 0) {
+        return -1;
+    }
     self->row_fresh = false;
     if (db_send(self->conn, sql, n, params, db_keep, keep) != 0) {
         return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
@@ -117,6 +134,7 @@ void chatstate_destroy(chatstate_t **self_p) {
                                                   " RELEASE SAVEPOINT chatstate_bundle"
                                                 : "ROLLBACK"));
     }
+    PQclear(self->first);
     free(self->inserted.ids);
     free(self->deleted.ids);
     free(self->insert_outs.outs);
@@ -139,14 +157,11 @@ void cs_touch(chatstate_t *self) {
     self->row_fresh = false;
 }
 
-/* Fills the row from a result of CS_ROW_COLUMNS; -1 (not found) when it has no row. */
-static int s_row_from(chatstate_t *self, PGresult *res, cs_error_t *err) {
-    if (PQntuples(res) != 1) {
-        PQclear(res);
-        self->state = ES_N;
-        return cs_fail(self, err, CS_NOT_FOUND, "chat not found");
+/* Fills r from a result of CS_ROW_COLUMNS; false when it has no row. */
+static bool s_row_parse(const PGresult *res, cs_row_t *r) {
+    if (!res || PQntuples(res) != 1) {
+        return false;
     }
-    cs_row_t *r = &self->row;
     snprintf(r->status, sizeof r->status, "%s", PQgetvalue(res, 0, 0));
     r->archived = db_bool(res, 0, 1);
     snprintf(r->worker_id, sizeof r->worker_id, "%s", PQgetvalue(res, 0, 2));
@@ -160,9 +175,60 @@ static int s_row_from(chatstate_t *self, PGresult *res, cs_error_t *err) {
     r->needs_owner = db_bool(res, 0, 10);
     snprintf(r->owner_id, sizeof r->owner_id, "%s", PQgetvalue(res, 0, 11));
     r->compaction_requested = db_bool(res, 0, 12);
+    return true;
+}
+
+static exec_state_t s_row_state(const cs_row_t *r) {
+    return chatmove_classify(true, r->status, r->archived, r->queue_len > 0);
+}
+
+/* Fills the row from a result of CS_ROW_COLUMNS and frees it; -1 (not found) when it has no
+ * row. */
+static int s_row_from(chatstate_t *self, PGresult *res, cs_error_t *err) {
+    bool found = s_row_parse(res, &self->row);
     PQclear(res);
-    self->state = chatmove_classify(true, r->status, r->archived, r->queue_len > 0);
+    if (!found) {
+        self->state = ES_N;
+        return cs_fail(self, err, CS_NOT_FOUND, "chat not found");
+    }
+    self->state = s_row_state(&self->row);
     self->row_fresh = true;
+    return 0;
+}
+
+/* Reads the row a joined or nested bundle's start loaded (its statements run now if they have
+ * not yet). */
+static int s_first_read(chatstate_t *self, cs_error_t *err) {
+    char msg[200];
+    db_err_t e = db_flush(self->conn, msg, sizeof msg);
+    s_sent_done(self);
+    self->first_pending = false;
+    PGresult *res = self->first;
+    self->first = NULL;
+    if (e != DB_OK) {
+        PQclear(res);
+        return cs_fail(self, err, e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB, "database: %s", msg);
+    }
+    return s_row_from(self, res, err);
+}
+
+int cs_first_check(chatstate_t *self, chatmove_t move, exec_state_t *from, cs_error_t *err) {
+    cs_row_t r;
+    bool found = s_row_parse(self->first, &r);
+    self->first_pending = false;
+    PQclear(self->first);
+    self->first = NULL;
+    if (!found) {
+        return cs_fail(self, err, CS_NOT_FOUND, "chat not found");
+    }
+    *from = s_row_state(&r);
+    if (*from == ES_INVALID) {
+        return cs_fail(self, err, CS_INVALID_STATE, "Chat is in an invalid state.");
+    }
+    if (!chatmove_allowed(*from, move)) {
+        return cs_fail(self, err, CS_CONFLICT, "chat is in state %s: %s is not allowed",
+                       chatmove_state_name(*from), chatmove_name(move));
+    }
     return 0;
 }
 
@@ -225,6 +291,17 @@ static chatstate_t *s_begin(PGconn *conn, const char *chat_id, s_start_t how, cs
                     1, p, NULL, NULL);
     }
     char *sql = s_row_sql();
+    if (how != S_BEGIN && sent == 0) {
+        /* Joined or nested: the load is sent ahead too and read with the first move's round
+         * trip (ARCHITECTURE.md §6.2 step 4); a failure is that move's. */
+        sent = db_send(conn, sql, 1, p, db_keep, &self->first);
+        free(sql);
+        if (sent == 0) {
+            self->open = self->first_pending = true;
+            return self;
+        }
+        sql = NULL;
+    }
     db_err_t e = DB_ERR_CONNECTION;
     char msg[200] = "could not send a statement";
     PGresult *res = sent == 0 ? db_query(conn, &e, msg, sizeof msg, sql, 1, p) : NULL;
@@ -258,6 +335,9 @@ int cs_load(chatstate_t *self, cs_error_t *err) {
     }
     if (self->row_fresh) {
         return 0;
+    }
+    if (self->first_pending && !self->ahead) {
+        return s_first_read(self, err);
     }
     const char *p[] = {self->chat_id};
     char *sql = s_row_sql();

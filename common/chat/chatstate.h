@@ -109,7 +109,10 @@ int chatstate_create(PGconn *conn, const cs_create_t *params, const hint_sink_t 
 chatstate_t *chatstate_begin(PGconn *conn, const char *chat_id, cs_error_t *err);
 
 /* The same as chatstate_begin inside a transaction the caller already opened (to take a lock
- * first); the bundle's commit or destroy ends that transaction. */
+ * first); the bundle's commit or destroy ends that transaction. The bundle's start is sent
+ * ahead and read with its first move's round trip (ARCHITECTURE.md §6.2 step 4): a failure
+ * of the start (a chat that does not exist) is that move's, and NULL only when the start
+ * could not be sent. */
 chatstate_t *chatstate_join(PGconn *conn, const char *chat_id, cs_error_t *err);
 
 /* A bundle nested in a transaction the caller owns and ends, so that one transaction can
@@ -117,7 +120,7 @@ chatstate_t *chatstate_join(PGconn *conn, const char *chat_id, cs_error_t *err);
  * a SAVEPOINT: chatstate_release() keeps its work, chatstate_destroy() without a release
  * rolls back to the savepoint, so a failed transition undoes only its own bundle and the
  * transaction goes on. One nested bundle at a time per connection; chatstate_commit refuses
- * one. NULL on failure, with the savepoint rolled back when it was made. */
+ * one. Its start is sent ahead as chatstate_join's; NULL only when it could not be sent. */
 chatstate_t *chatstate_nest(PGconn *conn, const char *chat_id, cs_error_t *err);
 
 /* The hints a bundle owes once its transaction has committed. */

@@ -38,6 +38,12 @@ struct chatstate {
     bool nested; /* chatstate_nest: the caller owns the transaction */
     bool failed; /* a transition failed: the bundle may only be rolled back */
     bool handed; /* released with its RELEASE sent ahead: the caller's next query runs it */
+    /* Joined or nested: the start (lock, bump, load) was sent ahead and its load is kept in
+     * first until the bundle's first read. A move reads it before anything else unless it
+     * sends its writes behind it (ahead: Acquire, ARCHITECTURE.md §6.2) and checks it after. */
+    bool first_pending;
+    bool ahead;
+    PGresult *first;
     cs_row_t row;
     bool row_fresh; /* row reflects every write made so far in the bundle */
     bool title_set; /* SetTitle ran in this bundle (its hint says so) */
@@ -90,6 +96,12 @@ void cs_touch(chatstate_t *self);
 /* Loads the row and checks, in order: the fence (owner, status, versions: CS_FENCED), the
  * invalid state (CS_INVALID_STATE), the move table (CS_CONFLICT naming the state). */
 int cs_start(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, cs_error_t *err);
+
+/* For a move without a fence whose writes went out behind the bundle's start (self->ahead)
+ * and have run: the checks cs_start makes, on the row the start loaded (CS_NOT_FOUND when it
+ * had none); *from is that row's state. 0, or -1 with the bundle failed, so that the caller's
+ * rollback undoes the writes. */
+int cs_first_check(chatstate_t *self, chatmove_t move, exec_state_t *from, cs_error_t *err);
 
 /* Clears compaction_requested_at when the move does not carry it forward
  * (chatmove_keeps_compaction), then reloads and checks that the result is one the table permits

@@ -86,16 +86,19 @@ static int s_claim_slot(chatstate_t *self, const char *runner_id, cs_slots_t *sl
     return cs_fail(self, err, CS_CONFLICT, "no free limiter slot among the candidates");
 }
 
-int chatstate_acquire_slot(chatstate_t *self, const char *worker_id, const char *runner_id,
-                           cs_slots_t *slots, cs_error_t *err) {
-    if (cs_start(self, MV_ACQUIRE, NULL, err) != 0) {
-        return -1;
-    }
-    exec_state_t from = self->state;
+/* Acquire's checks of the row it started from: a runnable chat. */
+static int s_runnable(chatstate_t *self, exec_state_t from, cs_error_t *err) {
     if (!chatmove_runnable(from)) {
         return cs_fail(self, err, CS_CONFLICT, "chat is in state %s: Acquire is not allowed",
                        chatmove_state_name(from));
     }
+    return 0;
+}
+
+/* Acquire's writes: the owner update, fenced by the lease, and the heartbeat row (with a
+ * limiter slot when slots is given), then the row's load. */
+static int s_acquire_writes(chatstate_t *self, const char *worker_id, const char *runner_id,
+                            cs_slots_t *slots, cs_error_t *err) {
     char stale[24];
     snprintf(stale, sizeof stale, "%lld", (long long)chatstate_lease_stale_ms);
     const char *p[] = {self->chat_id, worker_id, runner_id, stale};
@@ -125,6 +128,38 @@ int chatstate_acquire_slot(chatstate_t *self, const char *worker_id, const char 
         rc = rc == 0 && cs_load(self, err) == 0 ? s_took(self, &own, err) : -1;
     }
     PQclear(own);
+    return rc;
+}
+
+/* In a joined or nested bundle (the acquirer's, ARCHITECTURE.md §6.2 step 4) Acquire's writes
+ * go out behind the bundle's start, in the same round trip, and the row the start loaded is
+ * checked after they ran: a chat that may not be acquired fails the bundle, whose rollback
+ * undoes them, and gives its candidate slot back. */
+int chatstate_acquire_slot(chatstate_t *self, const char *worker_id, const char *runner_id,
+                           cs_slots_t *slots, cs_error_t *err) {
+    exec_state_t from = ES_N;
+    self->ahead = self->first_pending;
+    if (!self->ahead) {
+        if (cs_start(self, MV_ACQUIRE, NULL, err) != 0 || s_runnable(self, self->state, err) != 0) {
+            return -1;
+        }
+        from = self->state;
+    }
+    int tried = slots ? slots->next : 0;
+    int rc = s_acquire_writes(self, worker_id, runner_id, slots, err);
+    if (self->ahead) {
+        self->ahead = false;
+        /* The start's row decides first: its failure (not found, not runnable) is the
+         * bundle's, whatever the writes did. */
+        if (self->first && (cs_first_check(self, MV_ACQUIRE, &from, err) != 0 ||
+                            s_runnable(self, from, err) != 0)) {
+            if (slots) {
+                slots->next = tried;
+                slots->taken = 0;
+            }
+            return -1;
+        }
+    }
     return rc == 0 ? cs_finish(self, from, MV_ACQUIRE, err) : -1;
 }
 

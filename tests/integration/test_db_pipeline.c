@@ -3,8 +3,8 @@
  * they run in order in one round trip with the next read, a failure among them is that read's
  * failure and stops the rest, a failed first prepare is prepared again, a lost connection is
  * reported as one, a chat's create bundle takes two round trips, a turn-ending reply six and
- * a step's reads (worker/history.h) one, an acquisition three, and each chat of a batch
- * acquisition two.
+ * a step's reads (worker/history.h) one, an acquisition three, and each chat of an
+ * acquisition pass one.
  * Round trips are counted from libpq's own protocol trace: every Sync or simple Query the client
  * sends is one wait for the server.
  */
@@ -442,35 +442,53 @@ static void test_an_acquisition_takes_three_round_trips(void **state) {
     }
 }
 
-/* A batch's chats (worker/leasedb.c, ARCHITECTURE.md §6.2 step 4): each nested bundle is its
- * savepoint with the lock and load, then the owner with the slot and the check; its RELEASE
- * goes with the next chat's start, and the last one's with COMMIT. Every chat's work commits. */
-static void test_a_batch_acquisition_takes_two_round_trips_a_chat(void **state) {
+/* A new chat with one user message, into chat. */
+static void s_new_chat(char chat[ID_UUID_LEN + 1]) {
+    cs_message_t first = {.role = "user", .content = S_HI};
+    cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
+    cs_error_t err;
+    assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
+}
+
+/* One chat of an acquisition pass (worker/leasedb.c): nested, or alone (joined). */
+static int s_acquire_in_pass(const char *chat, bool alone, const char *worker, cs_slots_t *slots,
+                             cs_hints_t *hints, cs_error_t *err) {
+    char runner[ID_UUID_LEN + 1];
+    assert_int_equal(id_uuid_new(runner), 0);
+    chatstate_t *cs = alone ? chatstate_join(s_conn, chat, err) : chatstate_nest(s_conn, chat, err);
+    int rc = cs ? chatstate_acquire_slot(cs, worker, runner, slots, err) : -1;
+    if (rc == 0 && alone) {
+        hint_update_t after;
+        rc = chatstate_commit(&cs, NULL, &after, err);
+        hints->update = after;
+    } else if (rc == 0) {
+        rc = chatstate_release(&cs, hints, err);
+    }
+    chatstate_destroy(&cs);
+    return rc;
+}
+
+/* A batch's chats (ARCHITECTURE.md §6.2 step 4): each nested bundle's start, Acquire's writes
+ * and the check go in one round trip, with the last chat's RELEASE; COMMIT is one more. A
+ * pass with one chat is its round trip and COMMIT. Every chat's work commits. */
+static void test_an_acquisition_pass_takes_one_round_trip_a_chat(void **state) {
     (void)state;
     enum { S_BATCH = 3 };
     char worker[ID_UUID_LEN + 1];
     assert_int_equal(id_uuid_new(worker), 0);
-    cs_message_t first = {.role = "user", .content = S_HI};
-    cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
-    char chats[S_BATCH][ID_UUID_LEN + 1];
-    cs_error_t err;
-    for (int i = 0; i < S_BATCH; i++) {
-        assert_int_equal(chatstate_create(s_conn, &c, NULL, chats[i], &err), 0);
+    char chats[S_BATCH + 1][ID_UUID_LEN + 1];
+    for (int i = 0; i <= S_BATCH; i++) {
+        s_new_chat(chats[i]);
     }
-    int32_t candidates[] = {900021, 900022, 900023};
-    bool vacant[] = {true, true, true};
+    int32_t candidates[] = {900021, 900022, 900023, 900024};
+    bool vacant[] = {true, true, true, true};
     cs_slots_t slots = {.slots = candidates, .vacant = vacant, .count = S_BATCH};
+    cs_error_t err;
     assert_int_equal(db_exec(s_conn, NULL, 0, "BEGIN", 0, NULL), DB_OK);
     FILE *trace = s_trace_start(s_conn);
     for (int i = 0; i < S_BATCH; i++) {
-        char runner[ID_UUID_LEN + 1];
-        assert_int_equal(id_uuid_new(runner), 0);
-        chatstate_t *cs = chatstate_nest(s_conn, chats[i], &err);
-        int rc = cs ? chatstate_acquire_slot(cs, worker, runner, &slots, &err) : -1;
         cs_hints_t hints;
-        rc = rc == 0 ? chatstate_release(&cs, &hints, &err) : rc;
-        chatstate_destroy(&cs);
-        if (rc != 0) {
+        if (s_acquire_in_pass(chats[i], false, worker, &slots, &hints, &err) != 0) {
             fail_msg("acquire %d: %s", i, err.message);
         }
         assert_string_equal(hints.update.worker_id, worker);
@@ -479,13 +497,70 @@ static void test_a_batch_acquisition_takes_two_round_trips_a_chat(void **state) 
     PGresult *res = db_query(s_conn, &e, NULL, 0, "COMMIT", 0, NULL);
     assert_non_null(res);
     PQclear(res);
-    assert_int_equal(s_trace_round_trips(s_conn, trace), 2 * S_BATCH + 1);
+    assert_int_equal(s_trace_round_trips(s_conn, trace), S_BATCH + 1);
     assert_int_equal(PQtransactionStatus(s_conn), PQTRANS_IDLE);
-    s_expect("3 3",
+    /* Alone: the chat's bundle joins the pass's transaction and commits it. */
+    cs_slots_t last = {.slots = candidates + S_BATCH, .vacant = vacant, .count = 1};
+    assert_int_equal(db_exec(s_conn, NULL, 0, "BEGIN", 0, NULL), DB_OK);
+    trace = s_trace_start(s_conn);
+    cs_hints_t hints;
+    if (s_acquire_in_pass(chats[S_BATCH], true, worker, &last, &hints, &err) != 0) {
+        fail_msg("acquire alone: %s", err.message);
+    }
+    assert_int_equal(s_trace_round_trips(s_conn, trace), 2);
+    assert_int_equal(PQtransactionStatus(s_conn), PQTRANS_IDLE);
+    assert_int_equal(hints.update.snapshot_version, 2);
+    s_expect("4 4",
              "SELECT count(*) || ' ' || count(DISTINCT h.slot) FROM chat_heartbeats h"
              " JOIN chats c ON c.id = h.chat_id AND c.runner_id = h.runner_id"
-             " WHERE c.worker_id = '%s' AND h.slot BETWEEN 900021 AND 900023",
+             " WHERE c.worker_id = '%s' AND h.slot BETWEEN 900021 AND 900024",
              worker);
+}
+
+/* Acquire's writes go out before the row the bundle's start loaded is checked: a chat that may
+ * not be acquired (not runnable, or gone) is refused after them, its savepoint undoes them, it
+ * gives its candidate slot back, and the pass goes on with the next chat. */
+static void test_a_chat_that_may_not_be_acquired_leaves_nothing_in_the_pass(void **state) {
+    (void)state;
+    char worker[ID_UUID_LEN + 1];
+    assert_int_equal(id_uuid_new(worker), 0);
+    char waiting[ID_UUID_LEN + 1];
+    char next[ID_UUID_LEN + 1];
+    char gone[ID_UUID_LEN + 1];
+    s_new_chat(waiting);
+    s_new_chat(next);
+    assert_int_equal(id_uuid_new(gone), 0);
+    char sql[160];
+    snprintf(sql, sizeof sql, "UPDATE chats SET status = 'waiting' WHERE id = '%s'", waiting);
+    s_must(sql);
+    int32_t candidates[] = {900031};
+    bool vacant[] = {true};
+    cs_slots_t slots = {.slots = candidates, .vacant = vacant, .count = 1};
+    cs_error_t err;
+    cs_hints_t hints;
+    assert_int_equal(db_exec(s_conn, NULL, 0, "BEGIN", 0, NULL), DB_OK);
+    assert_int_equal(s_acquire_in_pass(waiting, false, worker, &slots, &hints, &err), -1);
+    assert_int_equal(err.rc, CS_CONFLICT);
+    assert_non_null(strstr(err.message, "Acquire is not allowed"));
+    assert_int_equal(slots.next, 0);
+    assert_int_equal(s_acquire_in_pass(gone, false, worker, &slots, &hints, &err), -1);
+    assert_int_equal(err.rc, CS_NOT_FOUND);
+    assert_int_equal(slots.next, 0);
+    assert_int_equal(PQtransactionStatus(s_conn), PQTRANS_INTRANS);
+    if (s_acquire_in_pass(next, false, worker, &slots, &hints, &err) != 0) {
+        fail_msg("acquire after the refusals: %s", err.message);
+    }
+    assert_int_equal(slots.taken, candidates[0]);
+    assert_int_equal(db_exec(s_conn, NULL, 0, "COMMIT", 0, NULL), DB_OK);
+    s_expect("waiting 1 0",
+             "SELECT status || ' ' || snapshot_version || ' ' || (SELECT count(*)"
+             " FROM chat_heartbeats WHERE chat_id = c.id) FROM chats c"
+             " WHERE id = '%s' AND worker_id IS NULL",
+             waiting);
+    s_expect("1",
+             "SELECT count(*) FROM chat_heartbeats h JOIN chats c ON c.id = h.chat_id"
+             " AND c.runner_id = h.runner_id WHERE c.id = '%s' AND h.slot = 900031",
+             next);
 }
 
 /* A chat held by a fresh lease is refused in the same round trip, and gives its candidate
@@ -541,7 +616,8 @@ int main(void) {
         cmocka_unit_test(test_a_generated_title_takes_three_round_trips),
         cmocka_unit_test(test_a_steps_reads_take_one_round_trip),
         cmocka_unit_test(test_an_acquisition_takes_three_round_trips),
-        cmocka_unit_test(test_a_batch_acquisition_takes_two_round_trips_a_chat),
+        cmocka_unit_test(test_an_acquisition_pass_takes_one_round_trip_a_chat),
+        cmocka_unit_test(test_a_chat_that_may_not_be_acquired_leaves_nothing_in_the_pass),
         cmocka_unit_test(test_a_held_chat_is_refused_and_gives_its_candidate_back),
     };
     return cmocka_run_group_tests_name("db_pipeline", tests, s_group_setup, s_group_teardown);
