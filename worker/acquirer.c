@@ -83,9 +83,9 @@ static void s_pass(self_t *self) {
         self->takeovers += takeover;
         took_over |= takeover;
         log_info("chat_acquired",
-                 "chat_id=%s worker_id=%s runner_id=%s takeover=%d previous=%s slot=%d", c->chat_id,
-                 self->args.worker_id, c->runner_id, takeover, takeover ? c->previous : "-",
-                 (int)c->slot);
+                 "chat_id=%s worker_id=%s runner_id=%s takeover=%d previous=%s slot=%d pass=%s",
+                 c->chat_id, self->args.worker_id, c->runner_id, takeover,
+                 takeover ? c->previous : "-", (int)c->slot, full ? "full" : "quick");
         zmsg_t *m = zmsg_new();
         zmsg_addstr(m, "SPAWN");
         zmsg_addmem(m, &c->after, sizeof c->after);
@@ -149,14 +149,19 @@ static void s_actor(zsock_t *pipe, void *argp) {
             }
         }
         now = id_now_ms();
+        bool first_hint = false;
         if (hinted && !self.hint_full_at) {
             /* A hint may name a chat whose lease went stale (a message to a crashed worker's
              * chat), which only a full pass finds: one runs within ACQUIRER_HINT_FULL_MS of
-             * the hint, and at most one per that interval for hints. */
+             * the hint, and at most one per that interval for hints. It never runs in the
+             * hint's own turn: the quick pass goes first, so a new chat does not wait for the
+             * full pass's scan, and the full one follows at once when it is due. */
             int64_t at = self.last_full_ms + ACQUIRER_HINT_FULL_MS;
             self.hint_full_at = at > now ? at : now;
+            first_hint = true;
         }
-        bool full_due = now >= next_poll || (self.hint_full_at && now >= self.hint_full_at);
+        bool full_due =
+            now >= next_poll || (self.hint_full_at && now >= self.hint_full_at && !first_hint);
         if (self.wake || full_due) {
             self.full |= full_due;
             if (self.full) {

@@ -463,6 +463,32 @@ static void test_a_message_to_a_dead_owners_chat_is_taken_over_soon_after_its_hi
     free(chat);
 }
 
+/* A new chat's hint is answered by a quick pass (only chats without an owner) even when no
+ * full pass ran in the last second, which makes one due at once: the full pass follows it
+ * (ARCHITECTURE.md §6.2, "Quick and full passes"). */
+static void test_a_new_chats_hint_is_taken_by_a_quick_pass_first(void **u) {
+    (void)u;
+    struct timespec ts = {1, 200 * 1000 * 1000}; /* past ACQUIRER_HINT_FULL_MS since any pass */
+    nanosleep(&ts, NULL);
+    char *chat = s_create("[sim:stall] new", NULL);
+    char *sql = mem_printf("SELECT worker_id IS NOT NULL FROM chats WHERE id = '%s'", chat);
+    assert_true(clusterlog_expect(s_cluster, sql, "t", 5000) >= 0);
+    char *id = mem_printf("chat_id=%s ", chat);
+    int quick = 0;
+    int full = 0;
+    for (int i = 0; i < S_NWORKERS; i++) {
+        const char *log = cluster_log(s_cluster, CLUSTER_WORKER, i);
+        quick += clusterlog_count(log, id, "pass=quick");
+        full += clusterlog_count(log, id, "pass=full");
+    }
+    assert_int_equal(quick, 1);
+    assert_int_equal(full, 0);
+    json_decref(s_post(chat, "interrupt", NULL, 200));
+    free(id);
+    free(sql);
+    free(chat);
+}
+
 /* --- Setup. --- */
 
 /* The cluster of these tests; poll is CHATFLEET_ACQUIRE_POLL_MS, or NULL for the harness's. */
@@ -522,6 +548,7 @@ int main(void) {
     };
     const struct CMUnitTest hinted[] = {
         cmocka_unit_test(test_a_message_to_a_dead_owners_chat_is_taken_over_soon_after_its_hint),
+        cmocka_unit_test(test_a_new_chats_hint_is_taken_by_a_quick_pass_first),
     };
     int failed = cmocka_run_group_tests_name("worker_cluster", tests, s_setup, s_teardown);
     failed += cmocka_run_group_tests_name("long_poll", hinted, s_setup_long_poll, s_teardown);
