@@ -259,6 +259,14 @@ static void test_a_create_under_a_taken_id_changes_nothing(void **state) {
              chat);
 }
 
+/* A new chat with one user message, into chat. */
+static void s_new_chat(char chat[ID_UUID_LEN + 1]) {
+    cs_message_t first = {.role = "user", .content = S_HI};
+    cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
+    cs_error_t err;
+    assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
+}
+
 /* A new chat with the message "hi", acquired by a worker of its own: its id into chat, the
  * owner's fence (status running, any version) into *f. */
 static void s_acquired_chat(char chat[ID_UUID_LEN + 1], cs_fence_t *f) {
@@ -266,10 +274,8 @@ static void s_acquired_chat(char chat[ID_UUID_LEN + 1], cs_fence_t *f) {
     char runner[ID_UUID_LEN + 1];
     assert_int_equal(id_uuid_new(worker), 0);
     assert_int_equal(id_uuid_new(runner), 0);
-    cs_message_t first = {.role = "user", .content = S_HI};
-    cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
+    s_new_chat(chat);
     cs_error_t err;
-    assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
     chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
     assert_non_null(cs);
     assert_int_equal(chatstate_acquire(cs, worker, runner, &err), 0);
@@ -411,12 +417,10 @@ static void test_an_acquisition_takes_three_round_trips(void **state) {
     char worker[ID_UUID_LEN + 1];
     char runner[ID_UUID_LEN + 1];
     assert_int_equal(id_uuid_new(worker), 0);
-    cs_message_t first = {.role = "user", .content = S_HI};
-    cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
     for (int limited = 0; limited < 2; limited++) {
         cs_error_t err;
         char chat[ID_UUID_LEN + 1];
-        assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
+        s_new_chat(chat);
         assert_int_equal(id_uuid_new(runner), 0);
         int32_t candidates[] = {900001 + limited};
         bool vacant[] = {true};
@@ -440,14 +444,6 @@ static void test_an_acquisition_takes_three_round_trips(void **state) {
                  " WHERE chat_id = '%s' AND runner_id = '%s'",
                  chat, runner);
     }
-}
-
-/* A new chat with one user message, into chat. */
-static void s_new_chat(char chat[ID_UUID_LEN + 1]) {
-    cs_message_t first = {.role = "user", .content = S_HI};
-    cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
-    cs_error_t err;
-    assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
 }
 
 /* One chat of an acquisition pass (worker/leasedb.c): nested, or alone (joined). */
