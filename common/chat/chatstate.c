@@ -198,13 +198,19 @@ static int s_row_from(chatstate_t *self, PGresult *res, cs_error_t *err) {
 
 /* Reads the row a joined or nested bundle's start loaded (its statements run now if they have
  * not yet). */
+/* The start's kept load, which the caller now owns; the start is no longer pending. */
+static PGresult *s_take_first(chatstate_t *self) {
+    PGresult *res = self->first;
+    self->first = NULL;
+    self->first_pending = false;
+    return res;
+}
+
 static int s_first_read(chatstate_t *self, cs_error_t *err) {
     char msg[200];
     db_err_t e = db_flush(self->conn, msg, sizeof msg);
     s_sent_done(self);
-    self->first_pending = false;
-    PGresult *res = self->first;
-    self->first = NULL;
+    PGresult *res = s_take_first(self);
     if (e != DB_OK) {
         PQclear(res);
         return cs_fail(self, err, e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB, "database: %s", msg);
@@ -214,10 +220,9 @@ static int s_first_read(chatstate_t *self, cs_error_t *err) {
 
 int cs_first_check(chatstate_t *self, chatmove_t move, exec_state_t *from, cs_error_t *err) {
     cs_row_t r;
-    bool found = s_row_parse(self->first, &r);
-    self->first_pending = false;
-    PQclear(self->first);
-    self->first = NULL;
+    PGresult *res = s_take_first(self);
+    bool found = s_row_parse(res, &r);
+    PQclear(res);
     if (!found) {
         return cs_fail(self, err, CS_NOT_FOUND, "chat not found");
     }
@@ -291,16 +296,16 @@ static chatstate_t *s_begin(PGconn *conn, const char *chat_id, s_start_t how, cs
                     1, p, NULL, NULL);
     }
     char *sql = s_row_sql();
-    if (how != S_BEGIN && sent == 0) {
-        /* Joined or nested: the load is sent ahead too and read with the first move's round
-         * trip (ARCHITECTURE.md §6.2 step 4); a failure is that move's. */
+    /* Joined or nested: the load is sent ahead too and read with the first move's round trip
+     * (ARCHITECTURE.md §6.2 step 4); a failure is that move's. */
+    bool ahead = how != S_BEGIN;
+    if (ahead && sent == 0) {
         sent = db_send(conn, sql, 1, p, db_keep, &self->first);
+    }
+    if (ahead && sent == 0) {
         free(sql);
-        if (sent == 0) {
-            self->open = self->first_pending = true;
-            return self;
-        }
-        sql = NULL;
+        self->open = self->first_pending = true;
+        return self;
     }
     db_err_t e = DB_ERR_CONNECTION;
     char msg[200] = "could not send a statement";

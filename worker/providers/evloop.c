@@ -51,7 +51,7 @@ struct evloop {
     int epfd;
     int wakefd;
     s_multi_t multis[EVLOOP_MULTIS_MAX];
-    size_t nmultis; /* made on demand, never fewer than one */
+    atomic_size_t nmultis; /* made on demand, never fewer than one; read by evloop_stats */
     evloop_timer_t **heap;
     size_t nheap, capheap;
     uint64_t seq;
@@ -62,7 +62,6 @@ struct evloop {
     pthread_t thread;
     atomic_size_t transfers;
     atomic_size_t timers;
-    atomic_size_t nmultis_seen; /* nmultis, for other threads */
 };
 
 /* --- Timer heap. --- */
@@ -207,9 +206,9 @@ static s_multi_t *s_pick(evloop_t *self) {
         }
     }
     if (best->transfers >= EVLOOP_MULTI_FILL && self->nmultis < EVLOOP_MULTIS_MAX) {
-        best = &self->multis[self->nmultis++];
+        best = &self->multis[self->nmultis];
         s_multi_init(self, best);
-        atomic_store(&self->nmultis_seen, self->nmultis);
+        self->nmultis++;
     }
     return best;
 }
@@ -301,7 +300,6 @@ evloop_t *evloop_new(void) {
     ASSERT(pthread_mutex_init(&self->lock, NULL) == 0);
     s_multi_init(self, &self->multis[0]);
     self->nmultis = 1;
-    atomic_store(&self->nmultis_seen, 1);
     return self;
 }
 
@@ -380,7 +378,7 @@ static void s_stop(void *arg) {
 
 void evloop_stats(const evloop_t *self, evloop_stats_t *out) {
     out->transfers = atomic_load(&self->transfers);
-    out->multis = atomic_load(&self->nmultis_seen);
+    out->multis = atomic_load(&self->nmultis);
     out->timers = atomic_load(&self->timers);
 }
 
