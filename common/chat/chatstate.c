@@ -196,8 +196,6 @@ static int s_row_from(chatstate_t *self, PGresult *res, cs_error_t *err) {
     return 0;
 }
 
-/* Reads the row a joined or nested bundle's start loaded (its statements run now if they have
- * not yet). */
 /* The start's kept load, which the caller now owns; the start is no longer pending. */
 static PGresult *s_take_first(chatstate_t *self) {
     PGresult *res = self->first;
@@ -206,6 +204,8 @@ static PGresult *s_take_first(chatstate_t *self) {
     return res;
 }
 
+/* Reads the row a joined or nested bundle's start loaded (its statements run now if they have
+ * not yet). */
 static int s_first_read(chatstate_t *self, cs_error_t *err) {
     char msg[200];
     db_err_t e = db_flush(self->conn, msg, sizeof msg);
@@ -218,6 +218,21 @@ static int s_first_read(chatstate_t *self, cs_error_t *err) {
     return s_row_from(self, res, err);
 }
 
+/* The checks of a move from state that do not depend on a fence: an invalid chat
+ * (CS_INVALID_STATE), the move table (CS_CONFLICT naming the state). */
+static int s_move_check(chatstate_t *self, exec_state_t state, chatmove_t move, cs_error_t *err) {
+    /* SetTitle writes metadata only, so an invalid chat may still be renamed. */
+    if (state == ES_INVALID && move != MV_RECONCILE_INVALID && move != MV_ABANDON &&
+        move != MV_SET_TITLE) {
+        return cs_fail(self, err, CS_INVALID_STATE, "Chat is in an invalid state.");
+    }
+    if (!chatmove_allowed(state, move)) {
+        return cs_fail(self, err, CS_CONFLICT, "chat is in state %s: %s is not allowed",
+                       chatmove_state_name(state), chatmove_name(move));
+    }
+    return 0;
+}
+
 int cs_first_check(chatstate_t *self, chatmove_t move, exec_state_t *from, cs_error_t *err) {
     cs_row_t r;
     PGresult *res = s_take_first(self);
@@ -227,14 +242,7 @@ int cs_first_check(chatstate_t *self, chatmove_t move, exec_state_t *from, cs_er
         return cs_fail(self, err, CS_NOT_FOUND, "chat not found");
     }
     *from = s_row_state(&r);
-    if (*from == ES_INVALID) {
-        return cs_fail(self, err, CS_INVALID_STATE, "Chat is in an invalid state.");
-    }
-    if (!chatmove_allowed(*from, move)) {
-        return cs_fail(self, err, CS_CONFLICT, "chat is in state %s: %s is not allowed",
-                       chatmove_state_name(*from), chatmove_name(move));
-    }
-    return 0;
+    return s_move_check(self, *from, move, err);
 }
 
 /* The statement that loads the row (CS_ROW_COLUMNS) of chat $1; caller frees. */
@@ -338,11 +346,11 @@ int cs_load(chatstate_t *self, cs_error_t *err) {
     if (self->failed || !self->open) {
         return cs_fail(self, err, CS_DB, "bundle already failed");
     }
+    if (s_before_statement(self, err) != 0) {
+        return -1;
+    }
     if (self->row_fresh) {
         return 0;
-    }
-    if (self->first_pending && !self->ahead) {
-        return s_first_read(self, err);
     }
     const char *p[] = {self->chat_id};
     char *sql = s_row_sql();
@@ -388,16 +396,7 @@ int cs_start(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, cs_err
     if (why) {
         return s_fenced(self, fence, why, err);
     }
-    /* SetTitle writes metadata only, so an invalid chat may still be renamed. */
-    if (self->state == ES_INVALID && move != MV_RECONCILE_INVALID && move != MV_ABANDON &&
-        move != MV_SET_TITLE) {
-        return cs_fail(self, err, CS_INVALID_STATE, "Chat is in an invalid state.");
-    }
-    if (!chatmove_allowed(self->state, move)) {
-        return cs_fail(self, err, CS_CONFLICT, "chat is in state %s: %s is not allowed",
-                       chatmove_state_name(self->state), chatmove_name(move));
-    }
-    return 0;
+    return s_move_check(self, self->state, move, err);
 }
 
 /* The one place the compaction marker is cleared by construction (ARCHITECTURE.md §4.3). Only

@@ -2,7 +2,7 @@
  * Statements sent ahead (common/chat/db.h db_send, ARCHITECTURE.md §4.4) on a real PostgreSQL:
  * they run in order in one round trip with the next read, a failure among them is that read's
  * failure and stops the rest, a failed first prepare is prepared again, a lost connection is
- * reported as one, a chat's create bundle takes two round trips, a turn-ending reply six and
+ * reported as one, a chat's create bundle takes two round trips, a turn-ending reply five and
  * a step's reads (worker/history.h) one, an acquisition three, and each chat of an
  * acquisition pass one.
  * Round trips are counted from libpq's own protocol trace: every Sync or simple Query the client
