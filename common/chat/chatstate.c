@@ -17,76 +17,6 @@ void chatstate_configure(int64_t lease_stale_ms, int64_t requires_action_deadlin
     chatstate_ra_deadline_ms = requires_action_deadline_ms;
 }
 
-int cs_fail(chatstate_t *self, cs_error_t *err, cs_rc_t rc, const char *fmt, ...) {
-    self->failed = true;
-    err->rc = rc;
-    err->state = self->state;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-/* After a read: every statement sent ahead has run (or failed), and whatever inserted rows
- * it had has been handed to s_inserted. */
-static void s_sent_done(chatstate_t *self) {
-    self->insert_outs.count = 0;
-    self->insert_outs.head = 0;
-}
-
-static int s_first_read(chatstate_t *self, cs_error_t *err);
-
-/* A statement of a move: unless the move sends it behind the bundle's start (self->ahead), the
- * row the start loaded is read first, so that every move decides on it as before. */
-static int s_before_statement(chatstate_t *self, cs_error_t *err) {
-    return self->first_pending && !self->ahead ? s_first_read(self, err) : 0;
-}
-
-PGresult *cs_query(chatstate_t *self, cs_error_t *err, const char *sql, int n,
-                   const char *const *params) {
-    db_err_t e;
-    char msg[200];
-    if (s_before_statement(self, err) != 0) {
-        return NULL;
-    }
-    self->row_fresh = false;
-    PGresult *res = db_query(self->conn, &e, msg, sizeof msg, sql, n, params);
-    s_sent_done(self);
-    if (!res) {
-        char q[240];
-        log_warn("chatstate_query_failed", "chat_id=%s reason=%s", self->chat_id,
-                 log_quote(msg, q, sizeof q));
-        cs_fail(self, err, e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB, "database: %s", msg);
-    }
-    return res;
-}
-
-int cs_exec(chatstate_t *self, cs_error_t *err, const char *sql, int n, const char *const *params) {
-    /* Sent ahead: its result only matters as success, which the bundle's next read reports
-     * (ARCHITECTURE.md §4.4). */
-    if (s_before_statement(self, err) != 0) {
-        return -1;
-    }
-    self->row_fresh = false;
-    if (db_send(self->conn, sql, n, params, NULL, NULL) != 0) {
-        return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
-    }
-    return 0;
-}
-
-int cs_keep(chatstate_t *self, cs_error_t *err, const char *sql, int n, const char *const *params,
-            PGresult **keep) {
-    if (s_before_statement(self, err) != 0) {
-        return -1;
-    }
-    self->row_fresh = false;
-    if (db_send(self->conn, sql, n, params, db_keep, keep) != 0) {
-        return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
-    }
-    return 0;
-}
-
 /* Runs a statement now (after whatever was sent ahead); 0 or -1 as cs_query. */
 static int s_exec_now(chatstate_t *self, cs_error_t *err, const char *sql) {
     PGresult *res = cs_query(self, err, sql, 0, NULL);
@@ -102,14 +32,6 @@ static int s_hand_over(chatstate_t *self, cs_error_t *err, const char *sql) {
     }
     self->handed = true;
     return 0;
-}
-
-static void s_ids_push(cs_ids_t *ids, int64_t id) {
-    if (ids->count == ids->cap) {
-        ids->cap = ids->cap ? ids->cap * 2 : 8;
-        ids->ids = mem_realloc(ids->ids, (size_t)ids->cap * sizeof *ids->ids);
-    }
-    ids->ids[ids->count++] = id;
 }
 
 static chatstate_t *s_new(PGconn *conn, const char *chat_id) {
@@ -140,115 +62,6 @@ void chatstate_destroy(chatstate_t **self_p) {
     free(self->insert_outs.outs);
     free(self);
     *self_p = NULL;
-}
-
-/* The columns every load reads; $1 is the chat id, $2 the lease stale threshold in ms. */
-#define CS_ROW_COLUMNS                                                                             \
-    "status, archived, coalesce(worker_id::text, ''), coalesce(runner_id::text, ''),"              \
-    " history_version, generation_attempt,"                                                        \
-    " (SELECT count(*) FROM chat_queued_messages q WHERE q.chat_id = c.id),"                       \
-    " snapshot_version, queue_version, retry_state_version,"                                       \
-    " (worker_id IS NULL OR runner_id IS NULL OR (SELECT true FROM chat_heartbeats h"              \
-    " WHERE h.chat_id = c.id AND h.runner_id = c.runner_id AND h.heartbeat_at >"                   \
-    " statement_timestamp() - %lld * interval '1 millisecond' LIMIT 1) IS NULL), owner_id::text,"  \
-    " compaction_requested_at IS NOT NULL"
-
-void cs_touch(chatstate_t *self) {
-    self->row_fresh = false;
-}
-
-/* Fills r from a result of CS_ROW_COLUMNS; false when it has no row. */
-static bool s_row_parse(const PGresult *res, cs_row_t *r) {
-    if (!res || PQntuples(res) != 1) {
-        return false;
-    }
-    snprintf(r->status, sizeof r->status, "%s", PQgetvalue(res, 0, 0));
-    r->archived = db_bool(res, 0, 1);
-    snprintf(r->worker_id, sizeof r->worker_id, "%s", PQgetvalue(res, 0, 2));
-    snprintf(r->runner_id, sizeof r->runner_id, "%s", PQgetvalue(res, 0, 3));
-    r->history_version = db_int64(res, 0, 4);
-    r->generation_attempt = db_int64(res, 0, 5);
-    r->queue_len = db_int64(res, 0, 6);
-    r->snapshot_version = db_int64(res, 0, 7);
-    r->queue_version = db_int64(res, 0, 8);
-    r->retry_state_version = db_int64(res, 0, 9);
-    r->needs_owner = db_bool(res, 0, 10);
-    snprintf(r->owner_id, sizeof r->owner_id, "%s", PQgetvalue(res, 0, 11));
-    r->compaction_requested = db_bool(res, 0, 12);
-    return true;
-}
-
-static exec_state_t s_row_state(const cs_row_t *r) {
-    return chatmove_classify(true, r->status, r->archived, r->queue_len > 0);
-}
-
-/* Fills the row from a result of CS_ROW_COLUMNS and frees it; -1 (not found) when it has no
- * row. */
-static int s_row_from(chatstate_t *self, PGresult *res, cs_error_t *err) {
-    bool found = s_row_parse(res, &self->row);
-    PQclear(res);
-    if (!found) {
-        self->state = ES_N;
-        return cs_fail(self, err, CS_NOT_FOUND, "chat not found");
-    }
-    self->state = s_row_state(&self->row);
-    self->row_fresh = true;
-    return 0;
-}
-
-/* The start's kept load, which the caller now owns; the start is no longer pending. */
-static PGresult *s_take_first(chatstate_t *self) {
-    PGresult *res = self->first;
-    self->first = NULL;
-    self->first_pending = false;
-    return res;
-}
-
-/* Reads the row a joined or nested bundle's start loaded (its statements run now if they have
- * not yet). */
-static int s_first_read(chatstate_t *self, cs_error_t *err) {
-    char msg[200];
-    db_err_t e = db_flush(self->conn, msg, sizeof msg);
-    s_sent_done(self);
-    PGresult *res = s_take_first(self);
-    if (e != DB_OK) {
-        PQclear(res);
-        return cs_fail(self, err, e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB, "database: %s", msg);
-    }
-    return s_row_from(self, res, err);
-}
-
-/* The checks of a move from state that do not depend on a fence: an invalid chat
- * (CS_INVALID_STATE), the move table (CS_CONFLICT naming the state). */
-static int s_move_check(chatstate_t *self, exec_state_t state, chatmove_t move, cs_error_t *err) {
-    /* SetTitle writes metadata only, so an invalid chat may still be renamed. */
-    if (state == ES_INVALID && move != MV_RECONCILE_INVALID && move != MV_ABANDON &&
-        move != MV_SET_TITLE) {
-        return cs_fail(self, err, CS_INVALID_STATE, "Chat is in an invalid state.");
-    }
-    if (!chatmove_allowed(state, move)) {
-        return cs_fail(self, err, CS_CONFLICT, "chat is in state %s: %s is not allowed",
-                       chatmove_state_name(state), chatmove_name(move));
-    }
-    return 0;
-}
-
-int cs_first_check(chatstate_t *self, chatmove_t move, exec_state_t *from, cs_error_t *err) {
-    cs_row_t r;
-    PGresult *res = s_take_first(self);
-    bool found = s_row_parse(res, &r);
-    PQclear(res);
-    if (!found) {
-        return cs_fail(self, err, CS_NOT_FOUND, "chat not found");
-    }
-    *from = s_row_state(&r);
-    return s_move_check(self, *from, move, err);
-}
-
-/* The statement that loads the row (CS_ROW_COLUMNS) of chat $1; caller frees. */
-static char *s_row_sql(void) {
-    return mem_printf("SELECT " CS_ROW_COLUMNS " FROM chats c WHERE id = $1",
-                      (long long)chatstate_lease_stale_ms);
 }
 
 /* How a bundle starts: its own transaction, joining the caller's, or nested in it. */
@@ -303,7 +116,7 @@ static chatstate_t *s_begin(PGconn *conn, const char *chat_id, s_start_t how, cs
             db_send(conn, "UPDATE chats SET snapshot_version = snapshot_version + 1 WHERE id = $1",
                     1, p, NULL, NULL);
     }
-    char *sql = s_row_sql();
+    char *sql = cs_row_sql();
     /* Joined or nested: the load is sent ahead too and read with the first move's round trip
      * (ARCHITECTURE.md §6.2 step 4); a failure is that move's. */
     bool ahead = how != S_BEGIN;
@@ -335,28 +148,11 @@ static chatstate_t *s_begin(PGconn *conn, const char *chat_id, s_start_t how, cs
         chatstate_destroy(&self);
         return NULL;
     }
-    if (s_row_from(self, res, err) != 0) {
+    if (cs_row_from(self, res, err) != 0) {
         chatstate_destroy(&self);
         return NULL;
     }
     return self;
-}
-
-int cs_load(chatstate_t *self, cs_error_t *err) {
-    if (self->failed || !self->open) {
-        return cs_fail(self, err, CS_DB, "bundle already failed");
-    }
-    if (s_before_statement(self, err) != 0) {
-        return -1;
-    }
-    if (self->row_fresh) {
-        return 0;
-    }
-    const char *p[] = {self->chat_id};
-    char *sql = s_row_sql();
-    PGresult *res = cs_query(self, err, sql, 1, p);
-    free(sql);
-    return res ? s_row_from(self, res, err) : -1;
 }
 
 /* What a fence no longer matches, or NULL. Archived is left to the move table: no worker
@@ -396,7 +192,7 @@ int cs_start(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, cs_err
     if (why) {
         return s_fenced(self, fence, why, err);
     }
-    return s_move_check(self, self->state, move, err);
+    return cs_move_check(self, self->state, move, err);
 }
 
 /* The one place the compaction marker is cleared by construction (ARCHITECTURE.md §4.3). Only
@@ -442,7 +238,7 @@ static int s_take_inserted(chatstate_t *self, PGresult *res) {
         return -1;
     }
     for (int i = 0; i < PQntuples(res); i++) {
-        s_ids_push(&self->inserted, db_int64(res, i, 0));
+        cs_ids_push_inserted(self, db_int64(res, i, 0));
     }
     PQclear(res);
     return 0;
@@ -452,7 +248,7 @@ static int s_take_inserted(chatstate_t *self, PGresult *res) {
 static void s_inserted(void *ctx, const PGresult *res) {
     chatstate_t *self = ctx;
     int64_t id = db_int64(res, 0, 0);
-    s_ids_push(&self->inserted, id);
+    cs_ids_push_inserted(self, id);
     if (self->insert_outs.head < self->insert_outs.count) {
         int64_t *out = self->insert_outs.outs[self->insert_outs.head++];
         if (out) {
@@ -791,14 +587,6 @@ const int64_t *chatstate_inserted(const chatstate_t *self, int *count) {
 const int64_t *chatstate_deleted(const chatstate_t *self, int *count) {
     *count = self->deleted.count;
     return self->deleted.ids;
-}
-
-void cs_ids_push_inserted(chatstate_t *self, int64_t id) {
-    s_ids_push(&self->inserted, id);
-}
-
-void cs_deleted_push(chatstate_t *self, int64_t id) {
-    s_ids_push(&self->deleted, id);
 }
 
 int chatstate_create(PGconn *conn, const cs_create_t *c, const hint_sink_t *sink,

@@ -1,7 +1,9 @@
 /*
- * chatstate_priv: what the chatstate source files share (chatstate.c: bundles and helpers;
- * chatstate_user.c and chatstate_worker.c: the transitions a user and a worker make;
- * chatstate_receipt.c: structured-output receipts). Not for other modules.
+ * chatstate_priv: what the chatstate source files share, from the bottom up:
+ * chatstate_stmt.c (a bundle's statements, its row and the checks on it), chatstate_receipt.c
+ * (structured-output receipts), chatstate.c (bundles and the moves both sides share), and
+ * chatstate_user.c and chatstate_worker.c (the transitions a user and a worker make). A file
+ * calls only the files before it. Not for other modules.
  */
 #ifndef CHATFLEET_CHATSTATE_PRIV_H
 #define CHATFLEET_CHATSTATE_PRIV_H
@@ -84,6 +86,18 @@ int cs_exec(chatstate_t *self, cs_error_t *err, const char *sql, int n, const ch
  * its own. 0, or -1 (bundle poisoned). */
 int cs_keep(chatstate_t *self, cs_error_t *err, const char *sql, int n, const char *const *params,
             PGresult **keep);
+
+/* The statement that loads the row of chat $1 (the columns cs_row_from reads, with the lease
+ * stale threshold in it). Caller frees. */
+char *cs_row_sql(void);
+
+/* Fills the bundle's row from a result of cs_row_sql and frees it: 0, or -1 (CS_NOT_FOUND, the
+ * bundle failed) when it has no row. */
+int cs_row_from(chatstate_t *self, PGresult *res, cs_error_t *err);
+
+/* The checks of a move from state that do not depend on a fence: an invalid chat
+ * (CS_INVALID_STATE), the move table (CS_CONFLICT naming the state). 0 or -1. */
+int cs_move_check(chatstate_t *self, exec_state_t state, chatmove_t move, cs_error_t *err);
 
 /* Loads the chat row and queue length, and classifies the state (a no-op while the row
  * loaded by begin or the last cs_finish is still current). */

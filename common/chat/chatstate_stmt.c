@@ -1,0 +1,223 @@
+/* chatstate: a bundle's statements (sent ahead or run now), its row and the checks made on it;
+ * the primitives every transition file uses (chatstate_priv.h). Calls nothing of the other
+ * chatstate files. */
+#include "chatstate_priv.h"
+#include "log.h"
+#include "mem.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cs_fail(chatstate_t *self, cs_error_t *err, cs_rc_t rc, const char *fmt, ...) {
+    self->failed = true;
+    err->rc = rc;
+    err->state = self->state;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* After a read: every statement sent ahead has run (or failed), and whatever inserted rows
+ * it had has been handed to s_inserted. */
+static void s_sent_done(chatstate_t *self) {
+    self->insert_outs.count = 0;
+    self->insert_outs.head = 0;
+}
+
+static int s_first_read(chatstate_t *self, cs_error_t *err);
+
+/* A statement of a move: unless the move sends it behind the bundle's start (self->ahead), the
+ * row the start loaded is read first, so that every move decides on it as before. */
+static int s_before_statement(chatstate_t *self, cs_error_t *err) {
+    return self->first_pending && !self->ahead ? s_first_read(self, err) : 0;
+}
+
+PGresult *cs_query(chatstate_t *self, cs_error_t *err, const char *sql, int n,
+                   const char *const *params) {
+    db_err_t e;
+    char msg[200];
+    if (s_before_statement(self, err) != 0) {
+        return NULL;
+    }
+    self->row_fresh = false;
+    PGresult *res = db_query(self->conn, &e, msg, sizeof msg, sql, n, params);
+    s_sent_done(self);
+    if (!res) {
+        char q[240];
+        log_warn("chatstate_query_failed", "chat_id=%s reason=%s", self->chat_id,
+                 log_quote(msg, q, sizeof q));
+        cs_fail(self, err, e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB, "database: %s", msg);
+    }
+    return res;
+}
+
+int cs_exec(chatstate_t *self, cs_error_t *err, const char *sql, int n, const char *const *params) {
+    /* Sent ahead: its result only matters as success, which the bundle's next read reports
+     * (ARCHITECTURE.md §4.4). */
+    if (s_before_statement(self, err) != 0) {
+        return -1;
+    }
+    self->row_fresh = false;
+    if (db_send(self->conn, sql, n, params, NULL, NULL) != 0) {
+        return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
+    }
+    return 0;
+}
+
+int cs_keep(chatstate_t *self, cs_error_t *err, const char *sql, int n, const char *const *params,
+            PGresult **keep) {
+    if (s_before_statement(self, err) != 0) {
+        return -1;
+    }
+    self->row_fresh = false;
+    if (db_send(self->conn, sql, n, params, db_keep, keep) != 0) {
+        return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
+    }
+    return 0;
+}
+
+static void s_ids_push(cs_ids_t *ids, int64_t id) {
+    if (ids->count == ids->cap) {
+        ids->cap = ids->cap ? ids->cap * 2 : 8;
+        ids->ids = mem_realloc(ids->ids, (size_t)ids->cap * sizeof *ids->ids);
+    }
+    ids->ids[ids->count++] = id;
+}
+
+/* The columns every load reads; $1 is the chat id, $2 the lease stale threshold in ms. */
+#define CS_ROW_COLUMNS                                                                             \
+    "status, archived, coalesce(worker_id::text, ''), coalesce(runner_id::text, ''),"              \
+    " history_version, generation_attempt,"                                                        \
+    " (SELECT count(*) FROM chat_queued_messages q WHERE q.chat_id = c.id),"                       \
+    " snapshot_version, queue_version, retry_state_version,"                                       \
+    " (worker_id IS NULL OR runner_id IS NULL OR (SELECT true FROM chat_heartbeats h"              \
+    " WHERE h.chat_id = c.id AND h.runner_id = c.runner_id AND h.heartbeat_at >"                   \
+    " statement_timestamp() - %lld * interval '1 millisecond' LIMIT 1) IS NULL), owner_id::text,"  \
+    " compaction_requested_at IS NOT NULL"
+
+void cs_touch(chatstate_t *self) {
+    self->row_fresh = false;
+}
+
+/* Fills r from a result of CS_ROW_COLUMNS; false when it has no row. */
+static bool s_row_parse(const PGresult *res, cs_row_t *r) {
+    if (!res || PQntuples(res) != 1) {
+        return false;
+    }
+    snprintf(r->status, sizeof r->status, "%s", PQgetvalue(res, 0, 0));
+    r->archived = db_bool(res, 0, 1);
+    snprintf(r->worker_id, sizeof r->worker_id, "%s", PQgetvalue(res, 0, 2));
+    snprintf(r->runner_id, sizeof r->runner_id, "%s", PQgetvalue(res, 0, 3));
+    r->history_version = db_int64(res, 0, 4);
+    r->generation_attempt = db_int64(res, 0, 5);
+    r->queue_len = db_int64(res, 0, 6);
+    r->snapshot_version = db_int64(res, 0, 7);
+    r->queue_version = db_int64(res, 0, 8);
+    r->retry_state_version = db_int64(res, 0, 9);
+    r->needs_owner = db_bool(res, 0, 10);
+    snprintf(r->owner_id, sizeof r->owner_id, "%s", PQgetvalue(res, 0, 11));
+    r->compaction_requested = db_bool(res, 0, 12);
+    return true;
+}
+
+static exec_state_t s_row_state(const cs_row_t *r) {
+    return chatmove_classify(true, r->status, r->archived, r->queue_len > 0);
+}
+
+/* Fills the row from a result of CS_ROW_COLUMNS and frees it; -1 (not found) when it has no
+ * row. */
+int cs_row_from(chatstate_t *self, PGresult *res, cs_error_t *err) {
+    bool found = s_row_parse(res, &self->row);
+    PQclear(res);
+    if (!found) {
+        self->state = ES_N;
+        return cs_fail(self, err, CS_NOT_FOUND, "chat not found");
+    }
+    self->state = s_row_state(&self->row);
+    self->row_fresh = true;
+    return 0;
+}
+
+/* The start's kept load, which the caller now owns; the start is no longer pending. */
+static PGresult *s_take_first(chatstate_t *self) {
+    PGresult *res = self->first;
+    self->first = NULL;
+    self->first_pending = false;
+    return res;
+}
+
+/* Reads the row a joined or nested bundle's start loaded (its statements run now if they have
+ * not yet). */
+static int s_first_read(chatstate_t *self, cs_error_t *err) {
+    char msg[200];
+    db_err_t e = db_flush(self->conn, msg, sizeof msg);
+    s_sent_done(self);
+    PGresult *res = s_take_first(self);
+    if (e != DB_OK) {
+        PQclear(res);
+        return cs_fail(self, err, e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB, "database: %s", msg);
+    }
+    return cs_row_from(self, res, err);
+}
+
+/* The checks of a move from state that do not depend on a fence: an invalid chat
+ * (CS_INVALID_STATE), the move table (CS_CONFLICT naming the state). */
+int cs_move_check(chatstate_t *self, exec_state_t state, chatmove_t move, cs_error_t *err) {
+    /* SetTitle writes metadata only, so an invalid chat may still be renamed. */
+    if (state == ES_INVALID && move != MV_RECONCILE_INVALID && move != MV_ABANDON &&
+        move != MV_SET_TITLE) {
+        return cs_fail(self, err, CS_INVALID_STATE, "Chat is in an invalid state.");
+    }
+    if (!chatmove_allowed(state, move)) {
+        return cs_fail(self, err, CS_CONFLICT, "chat is in state %s: %s is not allowed",
+                       chatmove_state_name(state), chatmove_name(move));
+    }
+    return 0;
+}
+
+int cs_first_check(chatstate_t *self, chatmove_t move, exec_state_t *from, cs_error_t *err) {
+    cs_row_t r;
+    PGresult *res = s_take_first(self);
+    bool found = s_row_parse(res, &r);
+    PQclear(res);
+    if (!found) {
+        return cs_fail(self, err, CS_NOT_FOUND, "chat not found");
+    }
+    *from = s_row_state(&r);
+    return cs_move_check(self, *from, move, err);
+}
+
+/* The statement that loads the row (CS_ROW_COLUMNS) of chat $1; caller frees. */
+char *cs_row_sql(void) {
+    return mem_printf("SELECT " CS_ROW_COLUMNS " FROM chats c WHERE id = $1",
+                      (long long)chatstate_lease_stale_ms);
+}
+
+int cs_load(chatstate_t *self, cs_error_t *err) {
+    if (self->failed || !self->open) {
+        return cs_fail(self, err, CS_DB, "bundle already failed");
+    }
+    if (s_before_statement(self, err) != 0) {
+        return -1;
+    }
+    if (self->row_fresh) {
+        return 0;
+    }
+    const char *p[] = {self->chat_id};
+    char *sql = cs_row_sql();
+    PGresult *res = cs_query(self, err, sql, 1, p);
+    free(sql);
+    return res ? cs_row_from(self, res, err) : -1;
+}
+
+void cs_ids_push_inserted(chatstate_t *self, int64_t id) {
+    s_ids_push(&self->inserted, id);
+}
+
+void cs_deleted_push(chatstate_t *self, int64_t id) {
+    s_ids_push(&self->deleted, id);
+}
