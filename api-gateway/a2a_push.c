@@ -1,26 +1,60 @@
 /* a2a_push: push notification configs and their delivery; see a2a_push.h. */
 #include "a2a_push.h"
 #include "a2a_task.h"
+#include "egress.h"
 #include "gateway.h"
+#include "header.h"
 #include "id.h"
 #include "jsonout.h"
 #include "log.h"
 #include "mem.h"
+#include "whsig.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { RPC_INVALID_PARAMS = -32602, RPC_INTERNAL = -32603, A2A_TASK_NOT_FOUND = -32001 };
+
+/* The delivery policy, set once by a2a_push_configure before any request or pusher thread
+ * runs and read-only after that (NULL egress: no allow-list, the default policy). */
+static egress_t *s_egress;
+static int64_t s_configs_max = 100;
+static int64_t s_deliveries_per_min = 600;
+
+int a2a_push_configure(const config_t *cfg, char *why, size_t why_size) {
+    char reason[EGRESS_WHY_MAX];
+    egress_t *policy = egress_new(cfg->push_allow_cidrs, reason, sizeof reason);
+    if (!policy) {
+        snprintf(why, why_size, "CHATFLEET_PUSH_ALLOW_CIDRS=%s: %s", cfg->push_allow_cidrs, reason);
+        return -1;
+    }
+    egress_destroy(&s_egress);
+    s_egress = policy;
+    s_configs_max = cfg->push_configs_max;
+    s_deliveries_per_min = cfg->push_deliveries_per_min;
+    return 0;
+}
 
 /* The public shape of a config row, v1 (TaskPushNotificationConfig) or v0.3. */
 #define S_CONFIG_JSON                                                                              \
     "jsonb_strip_nulls(jsonb_build_object('id', p.id, 'taskId', p.task_id, 'url', p.url,"          \
     " 'token', p.token, 'authentication', CASE WHEN p.auth_scheme IS NOT NULL THEN"                \
     " jsonb_strip_nulls(jsonb_build_object('scheme', p.auth_scheme, 'credentials',"                \
-    " p.auth_credentials)) END))"
+    " p.auth_credentials)) END, 'signingSecret', p.signing_secret))"
+
+static json_t *s_query(PGconn *conn, const char *sql, int n, const char *const *p, int *code) {
+    http_resp_t h = {0};
+    json_t *rows = gateway_rows(conn, sql, n, p, &h);
+    free(h.body);
+    if (!rows) {
+        *code = RPC_INTERNAL;
+    }
+    return rows;
+}
 
 static json_t *s_invalid(const char *field, const char *detail) {
     return json_pack("{s:s,s:s}", "field", field, "detail", detail);
@@ -52,8 +86,25 @@ typedef struct {
     const char *credentials;
 } s_config_t;
 
+#define S_NO_CONTROL "must not hold control characters (CR, LF, NUL, 0x01-0x1f, DEL)"
+
+/* Refuses a value that goes into the request with a control character in it (tab only where a
+ * header value allows it; a NUL inside the JSON string counts): one check per field, so that
+ * *data names exactly that field. */
+static int s_clean(const char *at, const char *name, json_t *v, bool tab, json_t **data) {
+    const char *value = json_string_value(v);
+    if (!value || (strlen(value) == json_string_length(v) &&
+                   (tab ? header_value_ok(value) : header_text_ok(value)))) {
+        return 0;
+    }
+    char field[128];
+    snprintf(field, sizeof field, "%s.%s", at, name);
+    *data = s_invalid(field, S_NO_CONTROL);
+    return -1;
+}
+
 static int s_read_config(json_t *cfg, const char *at, bool legacy, s_config_t *c, json_t **data) {
-    char field[96];
+    char field[128];
     json_t *id = json_object_get(cfg, "id");
     json_t *url = json_object_get(cfg, "url");
     json_t *token = json_object_get(cfg, "token");
@@ -84,6 +135,31 @@ static int s_read_config(json_t *cfg, const char *at, bool legacy, s_config_t *c
     c->scheme = json_string_value(scheme);
     c->credentials = json_string_value(json_object_get(auth, "credentials"));
     c->id = json_string_length(id) ? json_string_value(id) : NULL;
+    /* Every value that reaches the outgoing request (issue 34): a CR LF in a token would end
+     * its header and start the author's own request. The builder refuses them again. */
+    const char *scheme_at = legacy ? "authentication.schemes" : "authentication.scheme";
+    if (s_clean(at, "url", url, false, data) || s_clean(at, "id", id, false, data) ||
+        s_clean(at, "token", token, true, data) || s_clean(at, scheme_at, scheme, false, data) ||
+        s_clean(at, "authentication.credentials", json_object_get(auth, "credentials"), true,
+                data)) {
+        return -1;
+    }
+    if (c->scheme && !header_name_ok(c->scheme)) {
+        snprintf(field, sizeof field, "%s.%s", at, scheme_at);
+        *data = s_invalid(field, "must be one auth scheme token (Bearer, Basic): letters, digits"
+                                 " and !#$%&'*+-.^_`|~");
+        return -1;
+    }
+    char why[EGRESS_WHY_MAX];
+    if (egress_url_check(s_egress, c->url, why, sizeof why) != 0) {
+        snprintf(field, sizeof field, "%s.url", at);
+        char *detail = mem_printf("refused by the delivery policy: %s (deploy/OPERATIONS.md,"
+                                  " \"Push notifications\")",
+                                  why);
+        *data = s_invalid(field, detail);
+        free(detail);
+        return -1;
+    }
     if (!c->id) {
         if (id_uuid_new(c->id_buf) != 0) {
             return RPC_INTERNAL;
@@ -91,6 +167,49 @@ static int s_read_config(json_t *cfg, const char *at, bool legacy, s_config_t *c
         c->id = c->id_buf;
     }
     return 0;
+}
+
+/* The per-user and per-task limits on configs: 0 when one more (or a replacement of an
+ * existing id) is allowed; RPC_INVALID_PARAMS with *data saying which limit; or an error code.
+ * Two creates at once may both pass a count that then exceeds the limit by one: the limit
+ * bounds what a user holds, it is not an exact quota. */
+static int s_limits(PGconn *conn, const char *user_id, const char *tid, const char *cid,
+                    const char *at, json_t **data) {
+    const char *p[] = {user_id, tid, cid};
+    int code = 0;
+    json_t *rows = s_query(conn,
+                           "SELECT jsonb_build_array(count(*), count(*) FILTER (WHERE task_id ="
+                           " $2), count(*) FILTER (WHERE task_id = $2 AND id = $3)) FROM"
+                           " a2a_push_configs WHERE owner_id = $1::uuid",
+                           3, p, &code);
+    if (!rows) {
+        return code;
+    }
+    json_t *counts = json_array_get(rows, 0);
+    json_int_t user_n = json_integer_value(json_array_get(counts, 0));
+    json_int_t task_n = json_integer_value(json_array_get(counts, 1));
+    bool replaces = json_integer_value(json_array_get(counts, 2)) > 0;
+    json_decref(rows);
+    char detail[160];
+    if (!replaces && user_n >= s_configs_max) {
+        snprintf(detail, sizeof detail,
+                 "limit reached: at most %lld push notification configs per user"
+                 " (CHATFLEET_PUSH_CONFIGS_MAX); delete one first",
+                 (long long)s_configs_max);
+    } else if (!replaces && task_n >= A2A_PUSH_TASK_CONFIGS_MAX) {
+        snprintf(detail, sizeof detail,
+                 "limit reached: at most %d push notification configs per task; delete one first",
+                 A2A_PUSH_TASK_CONFIGS_MAX);
+    } else {
+        return 0;
+    }
+    *data = s_invalid(at, detail);
+    return RPC_INVALID_PARAMS;
+}
+
+int a2a_push_config_check(json_t *cfg, const char *at, bool legacy, json_t **data) {
+    s_config_t c = {0};
+    return s_read_config(cfg, at, legacy, &c, data) == 0 ? 0 : -1;
 }
 
 /* The task id a method names, canonical, and the task the caller's: 0, or an error code. */
@@ -107,16 +226,6 @@ static int s_task(PGconn *conn, const char *user_id, json_t *v, const char *fiel
     a2a_lookup_t rc = a2a_task_load(conn, out, user_id, false, &t);
     json_decref(t.task);
     return rc == A2A_TASK_FOUND ? 0 : rc == A2A_TASK_MISSING ? A2A_TASK_NOT_FOUND : RPC_INTERNAL;
-}
-
-static json_t *s_query(PGconn *conn, const char *sql, int n, const char *const *p, int *code) {
-    http_resp_t h = {0};
-    json_t *rows = gateway_rows(conn, sql, n, p, &h);
-    free(h.body);
-    if (!rows) {
-        *code = RPC_INTERNAL;
-    }
-    return rows;
 }
 
 int a2a_push_rpc(PGconn *conn, const char *user_id, a2a_push_op_t op, json_t *params, bool legacy,
@@ -141,14 +250,24 @@ int a2a_push_rpc(PGconn *conn, const char *user_id, a2a_push_op_t op, json_t *pa
         if (rc != 0) {
             return rc == -1 ? RPC_INVALID_PARAMS : rc;
         }
-        const char *p[] = {user_id, tid, c.id, c.url, c.token, c.scheme, c.credentials};
+        const char *at = legacy ? "params.pushNotificationConfig" : "params";
+        if ((rc = s_limits(conn, user_id, tid, c.id, at, data)) != 0) {
+            return rc;
+        }
+        char secret[WHSIG_SECRET_MAX];
+        if (whsig_secret_new(secret) != 0) {
+            log_error("a2a_push_secret_failed", "no random bytes for a signing secret");
+            return RPC_INTERNAL;
+        }
+        /* A replaced config keeps its secret: its receiver already verifies with it. */
+        const char *p[] = {user_id, tid, c.id, c.url, c.token, c.scheme, c.credentials, secret};
         rows = s_query(conn,
                        "INSERT INTO a2a_push_configs AS p (owner_id, task_id, id, url, token,"
-                       " auth_scheme, auth_credentials) VALUES ($1::uuid, $2, $3, $4, $5, $6, $7)"
-                       " ON CONFLICT (owner_id, task_id, id) DO UPDATE SET url = $4, token = $5,"
-                       " auth_scheme = $6, auth_credentials = $7, attempts = 0, next_at = now(),"
-                       " done = false RETURNING " S_CONFIG_JSON,
-                       7, p, &code);
+                       " auth_scheme, auth_credentials, signing_secret) VALUES ($1::uuid, $2, $3,"
+                       " $4, $5, $6, $7, $8) ON CONFLICT (owner_id, task_id, id) DO UPDATE SET"
+                       " url = $4, token = $5, auth_scheme = $6, auth_credentials = $7,"
+                       " attempts = 0, next_at = now(), done = false RETURNING " S_CONFIG_JSON,
+                       8, p, &code);
     } else if (op == A2A_PUSH_LIST) {
         const char *p[] = {user_id, tid};
         rows = s_query(conn,
@@ -204,50 +323,139 @@ struct a2a_pusher {
     bool stop;
 };
 
-static size_t s_discard(char *p, size_t size, size_t n, void *ctx) {
-    (void)p;
-    (void)ctx;
-    return size * n;
-}
+typedef enum { S_SENT = 0, S_FAILED, S_REFUSED } s_post_t;
 
-/* POSTs body to the config's webhook; true on a 2xx answer. */
-static bool s_post(json_t *cfg, const char *delivery_id, const char *body) {
-    CURL *h = curl_easy_init();
-    if (!h) {
-        return false;
-    }
-    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/a2a+json");
-    char *line = mem_printf("X-A2A-Delivery-Id: %s", delivery_id);
-    hd = curl_slist_append(hd, line);
-    free(line);
+/* Appends every header of one delivery through header.h, which refuses a name or a value it
+ * would not send: 0, or -1 (the list is then the caller's to free, and nothing is sent). */
+static int s_headers(json_t *cfg, const char *delivery_id, const char *body,
+                     struct curl_slist **hd) {
     const char *token = json_string_value(json_object_get(cfg, "token"));
     const char *scheme = json_string_value(json_object_get(cfg, "scheme"));
     const char *cred = json_string_value(json_object_get(cfg, "credentials"));
-    if (token) {
-        line = mem_printf("X-A2A-Notification-Token: %s", token);
-        hd = curl_slist_append(hd, line);
-        free(line);
+    char ts[24];
+    snprintf(ts, sizeof ts, "%lld", (long long)time(NULL));
+    char sig[WHSIG_SIGNATURE_MAX];
+    if (whsig_sign(json_string_value(json_object_get(cfg, "secret")), delivery_id,
+                   strtoll(ts, NULL, 10), body, strlen(body), sig) != 0) {
+        return -1;
+    }
+    /* "Expect:" with no value: curl sends no "Expect: 100-continue" and waits for none. */
+    if (header_append(hd, "Content-Type", "application/a2a+json") ||
+        header_append(hd, "Expect", "") || header_append(hd, "X-A2A-Delivery-Id", delivery_id) ||
+        header_append(hd, "webhook-id", delivery_id) ||
+        header_append(hd, "webhook-timestamp", ts) || header_append(hd, "webhook-signature", sig) ||
+        (token && header_append(hd, "X-A2A-Notification-Token", token))) {
+        return -1;
     }
     if (scheme) {
-        line = mem_printf("Authorization: %s %s", scheme, cred ? cred : "");
-        hd = curl_slist_append(hd, line);
+        if (!header_name_ok(scheme)) {
+            return -1; /* the scheme is a token: a space in it would forge the credentials */
+        }
+        char *line = mem_printf("%s %s", scheme, cred ? cred : "");
+        int rc = header_append(hd, "Authorization", line);
         free(line);
+        return rc;
     }
-    curl_easy_setopt(h, CURLOPT_URL, json_string_value(json_object_get(cfg, "url")));
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)A2A_PUSH_TIMEOUT_MS);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, s_discard);
-    long status = 0;
+    return 0;
+}
+
+/* POSTs body to the config's webhook under the egress policy: S_SENT on a 2xx answer (a body
+ * past EGRESS_BODY_MAX_BYTES is cut off unread), S_FAILED on anything else (a 3xx is not
+ * followed), S_REFUSED when the request may not be built at all (a header refused). */
+static s_post_t s_post(json_t *cfg, const char *delivery_id, const char *body, long *status,
+                       char *why, size_t why_size) {
+    *status = 0;
+    const char *url = json_string_value(json_object_get(cfg, "url"));
+    struct curl_slist *hd = NULL;
+    if (!url || !header_text_ok(url) || s_headers(cfg, delivery_id, body, &hd) != 0) {
+        curl_slist_free_all(hd);
+        snprintf(why, why_size,
+                 "a header or the URL was refused (control characters, or no"
+                 " signing secret)");
+        return S_REFUSED;
+    }
+    CURL *h = curl_easy_init();
+    egress_call_t call;
+    if (!h || egress_curl_apply(s_egress, h, url, A2A_PUSH_TIMEOUT_MS, &call) != 0 ||
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body)) != CURLE_OK ||
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body) != CURLE_OK) {
+        snprintf(why, why_size, "%s", h ? call.why : "no curl handle");
+        curl_slist_free_all(hd);
+        curl_easy_cleanup(h);
+        return h ? S_REFUSED : S_FAILED;
+    }
     CURLcode rc = curl_easy_perform(h);
-    if (rc == CURLE_OK) {
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    bool answered = rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && call.cut);
+    snprintf(why, why_size, "%s",
+             call.refused                  ? call.why
+             : rc != CURLE_OK && !call.cut ? curl_easy_strerror(rc)
+                                           : "");
     curl_slist_free_all(hd);
     curl_easy_cleanup(h);
-    return rc == CURLE_OK && status >= 200 && status < 300;
+    return answered && *status >= 200 && *status < 300 ? S_SENT : S_FAILED;
+}
+
+/* Takes one delivery from the owner's per-minute budget (a2a_push_rate, shared by every
+ * gateway): true when it may go now. A database error lets it go (a limit that fails open
+ * for one pass beats deliveries stuck behind a broken read). */
+static bool s_rate_take(pool_t *pool, const char *owner) {
+    char max[24];
+    snprintf(max, sizeof max, "%lld", (long long)s_deliveries_per_min);
+    const char *p[] = {owner, max};
+    int code = 0;
+    PGconn *conn = pool_get(pool);
+    json_t *rows = s_query(
+        conn,
+        "INSERT INTO a2a_push_rate AS r (owner_id, window_start, deliveries) VALUES ($1::uuid,"
+        " now(), 1) ON CONFLICT (owner_id) DO UPDATE SET window_start = CASE WHEN"
+        " r.window_start <= now() - interval '1 minute' THEN now() ELSE r.window_start END,"
+        " deliveries = CASE WHEN r.window_start <= now() - interval '1 minute' THEN 1 ELSE"
+        " r.deliveries + 1 END WHERE r.window_start <= now() - interval '1 minute' OR"
+        " r.deliveries < $2::int RETURNING to_jsonb(r.deliveries)",
+        2, p, &code);
+    pool_put(pool, conn);
+    bool ok = !rows || json_array_size(rows) == 1;
+    json_decref(rows);
+    return ok;
+}
+
+/* Puts a delivery over the rate off to the end of the owner's window: the claim is released,
+ * the attempts are untouched (it did not fail). */
+static void s_defer(pool_t *pool, json_t *cfg) {
+    const char *p[] = {json_string_value(json_object_get(cfg, "owner_id")),
+                       json_string_value(json_object_get(cfg, "task_id")),
+                       json_string_value(json_object_get(cfg, "id"))};
+    PGconn *conn = pool_get(pool);
+    json_t *rows = s_query(conn,
+                           "UPDATE a2a_push_configs SET claimed_until = NULL, next_at ="
+                           " greatest(now(), coalesce((SELECT window_start FROM a2a_push_rate"
+                           " WHERE owner_id = $1::uuid), now()) + interval '1 minute') WHERE"
+                           " owner_id = $1::uuid AND task_id = $2 AND id = $3 RETURNING"
+                           " to_jsonb(id)",
+                           3, p, &(int){0});
+    pool_put(pool, conn);
+    json_decref(rows);
+    log_info("a2a_push_deferred", "task_id=%s config_id=%s reason=rate per_min=%lld", p[1], p[2],
+             (long long)s_deliveries_per_min);
+}
+
+/* Gives a config up at once: its request may never be built (issue 34: a value the builder
+ * refuses is never sent, whatever a retry would do). */
+static void s_give_up(pool_t *pool, json_t *cfg, const char *why) {
+    const char *p[] = {json_string_value(json_object_get(cfg, "owner_id")),
+                       json_string_value(json_object_get(cfg, "task_id")),
+                       json_string_value(json_object_get(cfg, "id"))};
+    PGconn *conn = pool_get(pool);
+    json_t *rows = s_query(conn,
+                           "UPDATE a2a_push_configs SET claimed_until = NULL, done = true WHERE"
+                           " owner_id = $1::uuid AND task_id = $2 AND id = $3 RETURNING"
+                           " to_jsonb(id)",
+                           3, p, &(int){0});
+    pool_put(pool, conn);
+    json_decref(rows);
+    log_warn("a2a_push_given_up", "task_id=%s config_id=%s reason=\"%s\"", p[1], p[2], why);
 }
 
 /* The state to deliver next, or NULL when the webhook has the task's state already. A turn
@@ -331,10 +539,23 @@ static void s_deliver(pool_t *pool, json_t *cfg) {
                   t.context_id, "status", status, "metadata", "chatfleetDeliveryId", delivery_id);
     char *body = jsonout_dumps(payload);
     json_decref(payload);
-    bool ok = s_post(cfg, delivery_id, body);
-    log_info("a2a_push_delivered", "task_id=%s config_id=%s state=%s ok=%d", task_id,
-             json_string_value(json_object_get(cfg, "id")), state, ok);
-    s_record(pool, cfg, state, ok, ok && t.terminal && !strcmp(state, t.state));
+    if (!s_rate_take(pool, owner)) {
+        s_defer(pool, cfg);
+    } else {
+        long http_status = 0;
+        char why[EGRESS_WHY_MAX];
+        s_post_t sent = s_post(cfg, delivery_id, body, &http_status, why, sizeof why);
+        log_info("a2a_push_delivered",
+                 "task_id=%s config_id=%s state=%s ok=%d status=%ld error=\"%s\"", task_id,
+                 json_string_value(json_object_get(cfg, "id")), state, sent == S_SENT, http_status,
+                 why);
+        if (sent == S_REFUSED) {
+            s_give_up(pool, cfg, why);
+        } else {
+            s_record(pool, cfg, state, sent == S_SENT,
+                     sent == S_SENT && t.terminal && !strcmp(state, t.state));
+        }
+    }
     free(body);
     free(delivery_id);
     json_decref(t.task);
@@ -359,7 +580,8 @@ static void s_pass(pool_t *pool) {
         "p.task_id = d.task_id AND"
         " p.id = d.id RETURNING jsonb_build_object('owner_id', p.owner_id, 'task_id', p.task_id,"
         " 'id', p.id, 'url', p.url, 'token', p.token, 'scheme', p.auth_scheme, 'credentials',"
-        " p.auth_credentials, 'sent', p.sent_state, 'attempts', p.attempts)",
+        " p.auth_credentials, 'sent', p.sent_state, 'attempts', p.attempts, 'secret',"
+        " p.signing_secret)",
         2, p, &code);
     pool_put(pool, conn);
     size_t i;

@@ -389,6 +389,12 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
 }
 
 static int s_serve(const config_t *cfg) {
+    /* The push delivery policy (a2a_push.h): an allow-list that is not CIDRs stops the start. */
+    char push_why[320];
+    if (a2a_push_configure(cfg, push_why, sizeof push_why) != 0) {
+        fprintf(stderr, "chatfleet-gateway: %s\n", push_why);
+        return 2;
+    }
     httpd_tls_t tls_mem = {0};
     const httpd_tls_t *tls = NULL;
     if (s_tls_load(cfg, &tls_mem, &tls) != 0) {

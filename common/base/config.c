@@ -64,6 +64,7 @@ config_t *config_new(void) {
     self->broker_relay = s_str("CHATFLEET_BROKER_RELAY", "tcp://127.0.0.1:5603");
     self->config_path = s_str("CHATFLEET_CONFIG", NULL);
     self->log_level = s_str("CHATFLEET_LOG", "info");
+    self->push_allow_cidrs = s_str("CHATFLEET_PUSH_ALLOW_CIDRS", NULL);
     if (s_num("CHATFLEET_LEASE_STALE_MS", 30000, &self->lease_stale_ms) ||
         s_num("CHATFLEET_HEARTBEAT_MS", 9000, &self->heartbeat_ms) ||
         s_num("CHATFLEET_ACQUIRE_POLL_MS", 30000, &self->acquire_poll_ms) ||
@@ -77,7 +78,9 @@ config_t *config_new(void) {
         s_num("CHATFLEET_HTTP_THREADS", 12, &self->http_threads) ||
         s_num("CHATFLEET_STREAM_THREADS", 4, &self->stream_threads) ||
         s_num("CHATFLEET_STREAMS_PER_USER", 100, &self->streams_per_user) ||
-        s_num_or_zero("CHATFLEET_AUTH_CACHE_MS", 5000, &self->auth_cache_ms)) {
+        s_num_or_zero("CHATFLEET_AUTH_CACHE_MS", 5000, &self->auth_cache_ms) ||
+        s_num("CHATFLEET_PUSH_CONFIGS_MAX", 100, &self->push_configs_max) ||
+        s_num("CHATFLEET_PUSH_DELIVERIES_PER_MIN", 600, &self->push_deliveries_per_min)) {
         config_destroy(&self);
         return NULL;
     }
@@ -126,6 +129,7 @@ void config_destroy(config_t **self_p) {
     free(self->broker_relay);
     free(self->config_path);
     free(self->log_level);
+    free(self->push_allow_cidrs);
     free(self);
     *self_p = NULL;
 }
@@ -200,7 +204,8 @@ void config_log(const config_t *self) {
              "stream_poll_ms=%lld queue_max=%lld http_max_connections=%lld "
              "http_max_per_address=%lld http_head_timeout_ms=%lld http_body_timeout_ms=%lld "
              "http_io_threads=%lld http_threads=%lld stream_threads=%lld streams_per_user=%lld "
-             "auth_cache_ms=%lld",
+             "auth_cache_ms=%lld push_allow_cidrs=%s push_configs_max=%lld "
+             "push_deliveries_per_min=%lld",
              url, self->http_listen, self->http_tls_cert ? self->http_tls_cert : "(unset)",
              self->http_tls_key ? self->http_tls_key : "(unset)", self->http_tls_priorities,
              self->public_url ? self->public_url : "(listen address)",
@@ -213,5 +218,7 @@ void config_log(const config_t *self) {
              (long long)self->http_max_per_address, (long long)self->http_head_timeout_ms,
              (long long)self->http_body_timeout_ms, (long long)self->http_io_threads,
              (long long)self->http_threads, (long long)self->stream_threads,
-             (long long)self->streams_per_user, (long long)self->auth_cache_ms);
+             (long long)self->streams_per_user, (long long)self->auth_cache_ms,
+             self->push_allow_cidrs ? self->push_allow_cidrs : "(none)",
+             (long long)self->push_configs_max, (long long)self->push_deliveries_per_min);
 }

@@ -74,6 +74,7 @@ static void s_env(cluster_t *self, const cluster_opts_t *o) {
                                            "CHATFLEET_STREAM_POLL_MS=1000",
                                            "CHATFLEET_SIM_CHUNK_MS=0",
                                            "CHATFLEET_WORKER_SYNC_MS=200",
+                                           "CHATFLEET_PUSH_ALLOW_CIDRS=127.0.0.0/8,::1/128",
                                            NULL};
     int n = 0;
     self->env = mem_calloc(64, sizeof(char *));
