@@ -15,14 +15,11 @@
 #include <stdarg.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define S_WBUF_MAX_BYTES (16 * 1024 * 1024) /* requests not yet taken by the server */
 
@@ -53,6 +50,10 @@ struct mcp {
     char name[32];
     char *command;
     char *argv[MCP_ARGS_MAX + 2];
+    char **env; /* the sandbox's arrays, owned copies (sandbox points into them) */
+    char **ro_paths;
+    char **rw_paths;
+    sandbox_conf_t sandbox;
     char *url;       /* Streamable HTTP, or NULL: stdio */
     mcphttp_t *http; /* the HTTP transport (url set) */
     int64_t call_timeout_ms;
@@ -209,45 +210,28 @@ static int s_pipe(int fds[2], bool nonblock) {
     return 0;
 }
 
-static int s_spawn(mcp_t *self) {
+/* Starts the server's process with pipes on its stdin and stdout (sandbox.h says how). */
+static int s_spawn(mcp_t *self, char *why, size_t size) {
     int in[2];
     int out[2];
     if (s_pipe(in, false) != 0) {
+        snprintf(why, size, "cannot start %s: %s", self->command, strerror(errno));
         return -1;
     }
     if (s_pipe(out, false) != 0) {
+        snprintf(why, size, "cannot start %s: %s", self->command, strerror(errno));
         close(in[0]);
         close(in[1]);
         return -1;
     }
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawnattr_init(&attr);
-    /* A group of its own (killed whole), no signal blocked (the worker blocks its shutdown
-     * signals in every thread) and SIGPIPE back to its default. */
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                        POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&attr, 0);
-    sigset_t none;
-    sigset_t def;
-    sigemptyset(&none);
-    sigemptyset(&def);
-    sigaddset(&def, SIGPIPE);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &def);
     pid_t pid = 0;
-    int rc = posix_spawnp(&pid, self->command, &fa, &attr, self->argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    int rc = sandbox_spawn(&self->sandbox, self->name, self->command,
+                           (const char *const *)self->argv + 1, in[0], out[1], &pid, why, size);
     close(in[0]);
     close(out[1]);
     if (rc != 0) {
         close(in[1]);
         close(out[0]);
-        errno = rc;
         return -1;
     }
     fcntl(in[1], F_SETFL, fcntl(in[1], F_GETFL) | O_NONBLOCK);
@@ -262,11 +246,10 @@ static int s_spawn(mcp_t *self) {
 /* Starts the server and its handshake: initialize first (MCP "Lifecycle"). */
 static void s_start(mcp_t *self) {
     self->stats.starts++;
+    char why[160];
     if (self->http) {
         log_info("mcp_started", "server=%s url=%s", self->name, self->url);
-    } else if (s_spawn(self) != 0) {
-        char why[160];
-        snprintf(why, sizeof why, "cannot start %s: %s", self->command, strerror(errno));
+    } else if (s_spawn(self, why, sizeof why) != 0) {
         s_down(self, why);
         return;
     }
@@ -621,6 +604,29 @@ static void s_wake(mcp_t *self) {
     (void)!write(self->wake[1], &c, 1);
 }
 
+/* A copy of a NULL-terminated array of strings (NULL: NULL). */
+static char **s_strv_dup(const char *const *v) {
+    size_t n = 0;
+    while (v && v[n]) {
+        n++;
+    }
+    if (!v) {
+        return NULL;
+    }
+    char **out = mem_calloc(n + 1, sizeof *out);
+    for (size_t i = 0; i < n; i++) {
+        out[i] = mem_strdup(v[i]);
+    }
+    return out;
+}
+
+static void s_strv_free(char **v) {
+    for (size_t i = 0; v && v[i]; i++) {
+        free(v[i]);
+    }
+    free(v);
+}
+
 mcp_t *mcp_new(const mcp_conf_t *conf) {
     mcp_t *self = mem_calloc(1, sizeof *self);
     snprintf(self->name, sizeof self->name, "%s", conf->name);
@@ -634,6 +640,14 @@ mcp_t *mcp_new(const mcp_conf_t *conf) {
     for (int i = 0; conf->args && conf->args[i] && i < MCP_ARGS_MAX; i++) {
         self->argv[i + 1] = mem_strdup(conf->args[i]);
     }
+    self->env = s_strv_dup(conf->sandbox.env);
+    self->ro_paths = s_strv_dup(conf->sandbox.ro_paths);
+    self->rw_paths = s_strv_dup(conf->sandbox.rw_paths);
+    self->sandbox = (sandbox_conf_t){.mode = conf->sandbox.mode,
+                                     .env = (const char *const *)self->env,
+                                     .ro_paths = (const char *const *)self->ro_paths,
+                                     .rw_paths = (const char *const *)self->rw_paths,
+                                     .network = conf->sandbox.network};
     self->call_timeout_ms = conf->call_timeout_ms;
     self->tools = json_array();
     self->to_fd = -1;
@@ -669,6 +683,12 @@ void mcp_destroy(mcp_t **self_p) {
     for (int i = 0; self->argv[i]; i++) {
         free(self->argv[i]);
     }
+    if (!self->http && self->command[0]) {
+        sandbox_scratch_remove(self->name);
+    }
+    s_strv_free(self->env);
+    s_strv_free(self->ro_paths);
+    s_strv_free(self->rw_paths);
     free(self->command);
     free(self->url);
     mcphttp_destroy(&self->http);

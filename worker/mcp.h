@@ -1,7 +1,8 @@
 /*
  * mcp: one client connection to one MCP server (ARCHITECTURE.md §7.9): JSON-RPC 2.0 over the
  * stdio transport (one message per line, on the standard input and output of a child process
- * the connection starts itself) or the Streamable HTTP transport (mcphttp.h). It runs the handshake
+ * the connection starts itself, with only its configured environment and sandboxed as sandbox.h
+ * says) or the Streamable HTTP transport (mcphttp.h). It runs the handshake
  * (initialize, notifications/initialized), reads the tool list (tools/list, following nextCursor),
  * and carries any number of tools/call requests at once, each with a deadline; a call that is
  * cancelled or runs out of time is answered locally and the server is told with
@@ -24,6 +25,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sandbox.h"
+
 #define MCP_LINE_MAX_BYTES   (4 * 1024 * 1024) /* one message from a server; longer: garbage */
 #define MCP_RESULT_MAX_BYTES (64 * 1024)       /* a tool result as the model sees it */
 #define MCP_TOOLS_MAX        128               /* tools read from one server */
@@ -38,8 +41,9 @@
  * over stdio, or a URL over Streamable HTTP (mcphttp.h). */
 typedef struct {
     const char *name;           /* ^[a-z0-9-]{1,24}$: the tools' prefix (mcpset.h) */
-    const char *command;        /* stdio: an executable path, or a name looked up in PATH */
+    const char *command;        /* stdio: an absolute path, or a name looked up on the PATH */
     const char *const *args;    /* stdio: NULL-terminated, without the command itself */
+    sandbox_conf_t sandbox;     /* stdio: its environment and confinement (sandbox.h) */
     const char *url;            /* Streamable HTTP (command NULL): the MCP endpoint */
     const char *const *headers; /* Streamable HTTP: "Name: value", NULL-terminated */
     int64_t call_timeout_ms;    /* a tools/call's deadline */

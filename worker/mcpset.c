@@ -1,5 +1,6 @@
 /* mcpset: the deployment's MCP servers and a step's MCP calls; see mcpset.h. */
 #include "mcpset.h"
+#include "header.h"
 #include "id.h"
 #include "jsonstrict.h"
 #include "log.h"
@@ -17,12 +18,20 @@ typedef struct {
     char name[32];
     int64_t timeout_ms;
     bool http; /* Streamable HTTP, else stdio */
+    int env;   /* variables, paths and network of its sandbox (for the log) */
+    int ro_paths;
+    int rw_paths;
+    bool network;
     mcp_t *conn;
 } s_server_t;
 
 struct mcpset {
     s_server_t servers[MCPSET_SERVERS_MAX];
     int count;
+    sandbox_mode_t mode; /* CHATFLEET_MCP_SANDBOX */
+    bool probed;         /* whether the sandbox was probed (a stdio server, mode not off) */
+    bool usable;
+    char unusable[256]; /* why not */
 };
 
 static bool s_name_ok(const char *s, size_t max, bool underscore) {
@@ -73,17 +82,117 @@ static const char *s_http(const json_t *v, const char **bad, char *lines[S_HEADE
     int n = 0;
     json_object_foreach((json_t *)headers, key, h) {
         const char *value = json_string_value(h);
-        bool ok = value && key[0] && !strpbrk(value, "\r\n");
-        for (const char *c = key; ok && *c; c++) {
-            ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
-                 *c == '-';
-        }
+        lines[n] = mem_printf("%s: %s", key, value ? value : "");
+        struct curl_slist *check = NULL; /* as mcphttp.c will build it: length too */
+        bool ok = value && header_name_ok(key) && header_value_ok(value) &&
+                  header_append_line(&check, lines[n]) == 0;
+        curl_slist_free_all(check);
+        n++;
         if (!ok) {
-            return "each header needs a name of letters, digits and '-' and a one-line string";
+            return "each header needs an RFC 9110 token as its name and a one-line string";
         }
-        lines[n++] = mem_printf("%s: %s", key, value);
     }
     return NULL;
+}
+
+/* The owned "NAME=value" lines and borrowed paths of a stdio server's sandbox. */
+typedef struct {
+    char *env[SANDBOX_ENV_MAX + 1];
+    const char *ro[SANDBOX_PATHS_MAX + 1];
+    const char *rw[SANDBOX_PATHS_MAX + 1];
+    bool network;
+} s_box_t;
+
+static void s_box_clear(s_box_t *box) {
+    for (int i = 0; box->env[i]; i++) {
+        free(box->env[i]);
+    }
+}
+
+/* "env" of a stdio server into box->env. Returns the reason of the first fault (its field,
+ * relative to the server, into bad), or NULL. */
+static const char *s_env(const json_t *v, s_box_t *box, char *bad, size_t size) {
+    const json_t *env = json_object_get(v, "env");
+    snprintf(bad, size, "env");
+    if (env && !json_is_object(env)) {
+        return "must be an object of strings by variable name";
+    }
+    if (json_object_size(env) > SANDBOX_ENV_MAX) {
+        return "at most 64 variables";
+    }
+    const char *key;
+    json_t *val;
+    int n = 0;
+    json_object_foreach((json_t *)env, key, val) {
+        snprintf(bad, size, "env.%.100s", key);
+        if (!sandbox_env_name_ok(key)) {
+            return "a variable name must match ^[A-Za-z_][A-Za-z0-9_]*$";
+        }
+        if (!json_is_string(val) || !sandbox_env_value_ok(json_string_value(val)) ||
+            strlen(json_string_value(val)) != json_string_length(val)) {
+            return "must be a one-line string without control characters";
+        }
+        box->env[n++] = mem_printf("%s=%s", key, json_string_value(val));
+    }
+    return NULL;
+}
+
+/* A path list of "sandbox" (ro_paths or rw_paths) into out. */
+static const char *s_paths(const json_t *sb, const char *member, const char **out, char *bad,
+                           size_t size) {
+    const json_t *list = json_object_get(sb, member);
+    snprintf(bad, size, "sandbox.%s", member);
+    if (list && (!json_is_array(list) || json_array_size(list) > SANDBOX_PATHS_MAX)) {
+        return "must be an array of at most 32 absolute paths";
+    }
+    size_t i;
+    json_t *p;
+    json_array_foreach(list, i, p) {
+        const char *path = json_string_value(p);
+        snprintf(bad, size, "sandbox.%s[%zu]", member, i);
+        if (!path || path[0] != '/' || !sandbox_env_value_ok(path) || strstr(path, "/../") ||
+            strlen(path) != json_string_length(p) || strlen(path) >= 4096) {
+            return "must be an absolute path (no control characters, no ..)";
+        }
+        out[i] = path;
+    }
+    return NULL;
+}
+
+/* "sandbox" of a stdio server: {"ro_paths": [...], "rw_paths": [...], "network": bool}. */
+static const char *s_sandbox(const json_t *v, s_box_t *box, char *bad, size_t size) {
+    const json_t *sb = json_object_get(v, "sandbox");
+    snprintf(bad, size, "sandbox");
+    if (sb && !json_is_object(sb)) {
+        return "must be an object of ro_paths, rw_paths and network";
+    }
+    const char *key;
+    json_t *m;
+    json_object_foreach((json_t *)sb, key, m) {
+        if (strcmp(key, "ro_paths") && strcmp(key, "rw_paths") && strcmp(key, "network")) {
+            snprintf(bad, size, "sandbox.%.100s", key);
+            return "unknown member (ro_paths, rw_paths and network are)";
+        }
+    }
+    const json_t *net = json_object_get(sb, "network");
+    if (net && !json_is_boolean(net)) {
+        snprintf(bad, size, "sandbox.network");
+        return "must be true or false";
+    }
+    box->network = json_is_true(net);
+    const char *why = s_paths(sb, "ro_paths", box->ro, bad, size);
+    return why ? why : s_paths(sb, "rw_paths", box->rw, bad, size);
+}
+
+/* The stdio fields of an entry: command's form, env and sandbox. */
+static const char *s_stdio(const json_t *v, s_box_t *box, char *bad, size_t size) {
+    const char *cmd = json_string_value(json_object_get(v, "command"));
+    snprintf(bad, size, "command");
+    if (cmd[0] != '/' && strchr(cmd, '/')) {
+        return "must be an absolute path or a name looked up on the server's PATH";
+    }
+    const char *why = s_env(v, box, bad, size);
+    return why ? why : s_sandbox(v, box, bad, size);
 }
 
 /* Checks one server's entry and starts its connection: "command" (stdio) or "url" (Streamable
@@ -95,6 +204,8 @@ static int s_add(mcpset_t *self, const char *name, const json_t *v, char *err, s
     const char *bad = NULL;
     const char *why = NULL;
     char *lines[S_HEADERS_MAX + 1] = {0};
+    s_box_t box = {0};
+    char field[160] = "";
     if (!s_name_ok(name, 24, false)) {
         why = "a server name must match ^[a-z0-9-]{1,24}$";
     } else if (!json_is_object(v)) {
@@ -109,6 +220,12 @@ static int s_add(mcpset_t *self, const char *name, const json_t *v, char *err, s
         bad = "timeout_ms", why = "must be a positive integer";
     } else if (!cmd) {
         why = s_http(v, &bad, lines);
+        if (!why && (json_object_get(v, "env") || json_object_get(v, "sandbox"))) {
+            bad = NULL;
+            why = "env and sandbox are for a stdio server (command)";
+        }
+    } else if ((why = s_stdio(v, &box, field, sizeof field))) {
+        bad = field;
     }
     for (size_t i = 0; !why && i < json_array_size(args); i++) {
         if (!json_is_string(json_array_get(args, i))) {
@@ -132,9 +249,21 @@ static int s_add(mcpset_t *self, const char *name, const json_t *v, char *err, s
         snprintf(s->name, sizeof s->name, "%s", name);
         s->timeout_ms = to ? json_integer_value(to) : MCPSET_TIMEOUT_DEFAULT_MS;
         s->http = !cmd;
+        s->network = box.network;
+        for (s->env = 0; box.env[s->env]; s->env++) {
+        }
+        for (s->ro_paths = 0; box.ro[s->ro_paths]; s->ro_paths++) {
+        }
+        for (s->rw_paths = 0; box.rw[s->rw_paths]; s->rw_paths++) {
+        }
         mcp_conf_t conf = {.name = name,
                            .command = json_string_value(cmd),
                            .args = argv,
+                           .sandbox = {.mode = self->mode,
+                                       .env = (const char *const *)box.env,
+                                       .ro_paths = box.ro,
+                                       .rw_paths = box.rw,
+                                       .network = box.network},
                            .url = json_string_value(json_object_get(v, "url")),
                            .headers = (const char *const *)lines,
                            .call_timeout_ms = s->timeout_ms};
@@ -147,6 +276,7 @@ static int s_add(mcpset_t *self, const char *name, const json_t *v, char *err, s
     for (int i = 0; lines[i]; i++) {
         free(lines[i]);
     }
+    s_box_clear(&box);
     if (why) {
         return -1;
     }
@@ -154,8 +284,40 @@ static int s_add(mcpset_t *self, const char *name, const json_t *v, char *err, s
     return 0;
 }
 
+/* The sandbox's mode, and with a stdio server and the mode not off, whether bwrap works:
+ * require without it is an error (no server may start unconfined). */
+static int s_sandbox_check(mcpset_t *self, const json_t *servers, char *err, size_t size) {
+    const char *key;
+    json_t *v;
+    bool stdio = false;
+    json_object_foreach((json_t *)servers, key, v) {
+        stdio = stdio || json_object_get(v, "command");
+    }
+    if (!stdio) {
+        return 0;
+    }
+    sandbox_scratch_sweep();
+    if (self->mode == SANDBOX_OFF) {
+        return 0;
+    }
+    self->probed = true;
+    self->usable = sandbox_usable(self->unusable, sizeof self->unusable);
+    if (!self->usable && self->mode == SANDBOX_REQUIRE) {
+        snprintf(err, size, "%s=require but the sandbox is not usable: %s", SANDBOX_ENV_MODE,
+                 self->unusable);
+        return -1;
+    }
+    return 0;
+}
+
 mcpset_t *mcpset_new(const char *path, char *err, size_t err_size) {
     mcpset_t *self = mem_calloc(1, sizeof *self);
+    if (sandbox_mode_parse(getenv(SANDBOX_ENV_MODE), &self->mode) != 0) {
+        snprintf(err, err_size, "%s=%s: must be auto, require or off", SANDBOX_ENV_MODE,
+                 getenv(SANDBOX_ENV_MODE));
+        mcpset_destroy(&self);
+        return NULL;
+    }
     if (!path) {
         return self;
     }
@@ -179,6 +341,8 @@ mcpset_t *mcpset_new(const char *path, char *err, size_t err_size) {
     if (servers && !json_is_object(servers)) {
         snprintf(err, err_size, "mcp_servers: must be an object of servers by name");
         rc = -1;
+    } else {
+        rc = s_sandbox_check(self, servers, err, err_size);
     }
     json_object_foreach(servers, name, v) {
         if (rc == 0 && s_add(self, name, v, err, err_size) != 0) {
@@ -205,11 +369,23 @@ void mcpset_destroy(mcpset_t **self_p) {
 }
 
 void mcpset_log(const mcpset_t *self) {
-    log_info("mcp_config", "servers=%d", self->count);
+    log_info("mcp_config", "servers=%d mcp_sandbox=%s bwrap=\"%s\"", self->count,
+             sandbox_mode_name(self->mode),
+             !self->probed  ? "not used"
+             : self->usable ? "usable"
+                            : self->unusable);
     for (int i = 0; i < self->count; i++) {
-        log_info("mcp_config", "server=%s timeout_ms=%lld transport=%s", self->servers[i].name,
-                 (long long)self->servers[i].timeout_ms,
-                 self->servers[i].http ? "streamable-http" : "stdio");
+        const s_server_t *s = &self->servers[i];
+        if (s->http) {
+            log_info("mcp_config", "server=%s timeout_ms=%lld transport=streamable-http", s->name,
+                     (long long)s->timeout_ms);
+            continue;
+        }
+        log_info("mcp_config",
+                 "server=%s timeout_ms=%lld transport=stdio env=%d ro_paths=%d rw_paths=%d "
+                 "network=%s",
+                 s->name, (long long)s->timeout_ms, s->env, s->ro_paths, s->rw_paths,
+                 s->network ? "shared" : "none");
     }
 }
 

@@ -7,8 +7,11 @@
  * while a server works.
  *
  * Configuration: "mcp_servers" in the config file (CHATFLEET_CONFIG), an object of
- * {"<name>": {"command": "...", "args": ["..."], "timeout_ms": N}}; a chat uses the servers it
- * named at creation (its mcp_servers column). Thread-safe.
+ * {"<name>": {"command": "...", "args": ["..."], "env": {"NAME": "value"}, "sandbox":
+ * {"ro_paths": [...], "rw_paths": [...], "network": false}, "timeout_ms": N}} (stdio; env and
+ * sandbox as sandbox.h) or {"url", "headers", "timeout_ms"}; CHATFLEET_MCP_SANDBOX chooses the
+ * sandbox (auto, require, off). A chat uses the servers it named at creation (its mcp_servers
+ * column). Thread-safe.
  */
 #ifndef CHATFLEET_MCPSET_H
 #define CHATFLEET_MCPSET_H
@@ -27,14 +30,16 @@
 typedef struct mcpset mcpset_t;
 
 /* Reads "mcp_servers" from the config file at path and starts a connection per server. A
- * missing path or member gives an empty set. NULL when the file or a field is malformed: err
- * names the field path and why. */
+ * missing path or member gives an empty set. NULL when the file or a field is malformed (err
+ * names the field path and why: "mcp_servers.files.env.FOO: ..."), when CHATFLEET_MCP_SANDBOX
+ * names no mode, or when it is require, a stdio server is configured and bwrap does not work. */
 mcpset_t *mcpset_new(const char *path, char *err, size_t err_size);
 
 /* Stops every server; calls in flight end with an error first. Safe on NULL; nulls *self_p. */
 void mcpset_destroy(mcpset_t **self_p);
 
-/* Logs one mcp_config line per server (name, command, arguments, timeout). */
+/* Logs the effective sandbox setting and one mcp_config line per server (name, timeout,
+ * transport; for stdio the number of env variables and paths, and the network). */
 void mcpset_log(const mcpset_t *self);
 
 /* True when name is an MCP tool's name (it has the prefix). */

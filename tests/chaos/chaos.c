@@ -1038,8 +1038,9 @@ int chaos_run(const chaos_config_t *cfg) {
         fprintf(f,
                 "{\"models\":[{\"name\":\"sim\",\"provider\":\"sim\",\"model\":\"sim\","
                 "\"default\":true}],\"mcp_servers\":{\"chaos\":{\"command\":\"node\","
-                "\"args\":[\"%s/tests/mcp/paged_server.mjs\"],\"timeout_ms\":5000}}}",
-                src ? src : ".");
+                "\"args\":[\"%s/tests/mcp/paged_server.mjs\"],\"timeout_ms\":5000,"
+                "\"sandbox\":{\"ro_paths\":[\"%s/tests/mcp\"]}}}}",
+                src ? src : ".", src ? src : ".");
         fclose(f);
         config_env = mem_printf("CHATFLEET_CONFIG=%s", config);
         env_all[n_env++] = config_env;

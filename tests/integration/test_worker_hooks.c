@@ -619,8 +619,8 @@ static int s_setup(void **state) {
             "\"base_url\":\"%s/v1\",\"api_key_env\":\"MOCK_KEY\",\"default\":true},"
             "{\"name\":\"sim\",\"provider\":\"sim\",\"model\":\"sim\"}],"
             "\"mcp_servers\":{\"paged\":{\"command\":\"node\",\"args\":["
-            "\"%s/tests/mcp/paged_server.mjs\"]}}}",
-            mockprov_url(s_mock), getenv("CHATFLEET_SOURCE_DIR"));
+            "\"%s/tests/mcp/paged_server.mjs\"],\"sandbox\":{\"ro_paths\":[\"%s/tests/mcp\"]}}}}",
+            mockprov_url(s_mock), getenv("CHATFLEET_SOURCE_DIR"), getenv("CHATFLEET_SOURCE_DIR"));
     fclose(f);
     char *cfg = mem_printf("CHATFLEET_CONFIG=%s", s_config);
     char *url = mem_printf("CHATFLEET_HOOKS_URL=http://127.0.0.1:%d/hooks", s_port);

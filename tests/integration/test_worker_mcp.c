@@ -8,8 +8,13 @@
  * the server's real result; every page of tools/list is offered; a server killed mid-call, a
  * server that never answers and a server that answers garbage each give an error result and
  * the turn goes on; a worker killed during an MCP call leaves exactly one tool result after the
- * takeover. Without npm or the registry the test exits 77 (skipped) only when `npm ping` fails
- * too; an install that fails with the registry reachable fails the test.
+ * takeover. The cluster runs CURVE, and tests/mcp/env_server.mjs reports what a server sees
+ * (issue 34): only its configured environment plus PATH, HOME and LANG, no variable of the
+ * worker's (the database URL, the provider key), and in the sandbox (bwrap, required when it
+ * works here) neither the worker's CURVE secret key nor its config file, whether they lie outside
+ * the server's paths (absent) or inside one (masked). Without npm or the registry the test exits
+ * 77 (skipped) only when `npm ping` fails too; an install that fails with the registry reachable
+ * fails the test.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +34,7 @@
 #include "mem.h"
 #include "mockprov.h"
 #include "proc.h"
+#include "sandbox.h"
 
 #define WAIT_MS 40000
 
@@ -41,6 +47,7 @@ static char s_source[512];
 static int s_http_port;
 static pid_t s_http_pid; /* tests/mcp/http_server.mjs: server-everything over Streamable HTTP */
 static char s_http_log[128];
+static bool s_sandboxed; /* bwrap works here: the worker runs with CHATFLEET_MCP_SANDBOX=require */
 
 #define HTTP_TOKEN "mcp-test-token"
 
@@ -370,6 +377,91 @@ test_a_worker_killed_during_an_mcp_call_commits_one_result_after_takeover(void *
     s_expect(chat, "call_takeover", "Long running operation completed", 0);
 }
 
+/* The first member key anywhere in v (depth first), or NULL. Borrowed. */
+static json_t *s_member(json_t *v, const char *key) {
+    json_t *found = json_object_get(v, key);
+    const char *k;
+    json_t *m;
+    size_t i;
+    json_object_foreach(v, k, m) {
+        found = found ? found : s_member(m, key);
+    }
+    json_array_foreach(v, i, m) {
+        found = found ? found : s_member(m, key);
+    }
+    return found;
+}
+
+/* The env server's report (its structuredContent) as call id of chat committed it. New. */
+static json_t *s_report(const char *chat, const char *id) {
+    char *content = NULL;
+    assert_int_equal(s_results(chat, id, &content), 1);
+    json_t *v = json_loads(content, 0, NULL);
+    free(content);
+    json_t *report = json_incref(s_member(v, "structuredContent"));
+    json_decref(v);
+    assert_non_null(report);
+    char *text = json_dumps(report, JSON_COMPACT);
+    printf("  %s: %s\n", id, text);
+    /* None of the worker's variables: no CHATFLEET_*, no database URL, no provider key. */
+    assert_null(strstr(text, "CHATFLEET_"));
+    assert_null(strstr(text, "postgres"));
+    assert_null(strstr(text, "sk-test"));
+    free(text);
+    const json_t *env = json_object_get(report, "env");
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)env, key, val) {
+        assert_true(!strcmp(key, "GREETING") || !strcmp(key, "PATH") || !strcmp(key, "HOME") ||
+                    !strcmp(key, "LANG") || !strcmp(key, "PWD")); /* PWD: bwrap's, the cwd */
+    }
+    assert_string_equal(json_string_value(json_object_get(env, "GREETING")), "hello sandbox");
+    assert_string_equal(json_string_value(json_object_get(env, "PATH")), SANDBOX_PATH_DEFAULT);
+    assert_string_equal(json_string_value(json_object_get(env, "LANG")), "C.UTF-8");
+    assert_string_equal(json_string_value(json_object_get(env, "HOME")),
+                        json_string_value(json_object_get(report, "cwd")));
+    return report;
+}
+
+static const char *s_file(const json_t *report, const char *path) {
+    return json_string_value(json_object_get(json_object_get(report, "files"), path));
+}
+
+static void test_an_mcp_server_sees_none_of_the_worker_s_secrets(void **state) {
+    (void)state;
+    char secret[128];
+    char visible[128];
+    snprintf(secret, sizeof secret, "%s/worker0.cert_secret", cluster_curve_dir(s_cluster));
+    snprintf(visible, sizeof visible, "%s/visible.txt", s_dir);
+    FILE *f = fopen(visible, "w");
+    assert_non_null(f);
+    fputs("visible", f);
+    fclose(f);
+    char *args = mem_printf("{\"paths\":[\"%s\",\"%s\",\"%s\"]}", secret, s_config, visible);
+    s_push_call("call_env", "mcp__env__probe", args);
+    s_push_call("call_wide", "mcp__envwide__probe", args);
+    free(args);
+    char chat[ID_UUID_LEN + 1];
+    s_run_turn("[\"env\",\"envwide\"]", "what do you see", "probed", chat);
+    json_t *env = s_report(chat, "call_env");
+    json_t *wide = s_report(chat, "call_wide");
+    if (s_sandboxed) {
+        /* Outside every path the server lists: absent. */
+        assert_string_equal(s_file(env, secret), "ENOENT");
+        assert_string_equal(s_file(env, s_config), "ENOENT");
+        assert_string_equal(s_file(env, visible), "ENOENT");
+        /* envwide lists /tmp: the key and the config file in it are masked (/dev/null on a
+         * nodev mount), the rest of /tmp is there. */
+        assert_string_equal(s_file(wide, secret), "EACCES");
+        assert_string_equal(s_file(wide, s_config), "EACCES");
+        assert_string_equal(s_file(wide, visible), "read 7 bytes: visible");
+    } else {
+        printf("  no usable bwrap here: the environment only was checked\n");
+    }
+    json_decref(env);
+    json_decref(wide);
+}
+
 /* POST /chats with a text message and extra (members of the body) is refused with a 400
  * naming field. */
 static void s_refused(const char *extra, const char *field) {
@@ -474,31 +566,50 @@ static int s_setup(void **state) {
     FILE *f = fopen(s_config, "w");
     ASSERT(f);
     const char *ev = "@modelcontextprotocol/server-everything/dist/index.js";
+    /* Each stdio server lists the files it runs (ro_paths): the sandbox shows nothing else of
+     * the machine but its system directories (deploy/OPERATIONS.md, "MCP servers"). */
+    char scripts[600];
+    snprintf(scripts, sizeof scripts, "%s/tests/mcp", s_source);
     fprintf(f,
             "{\"models\":[{\"name\":\"mock\",\"provider\":\"openai\",\"model\":\"gpt\","
             "\"base_url\":\"%s/v1\",\"api_key_env\":\"MOCK_KEY\",\"default\":true},"
             "{\"name\":\"sim\",\"provider\":\"sim\",\"model\":\"sim\"}],"
             "\"mcp_servers\":{"
-            "\"everything\":{\"command\":\"node\",\"args\":[\"%s/node_modules/%s\",\"stdio\"]},"
+            "\"everything\":{\"command\":\"node\",\"args\":[\"%s/node_modules/%s\",\"stdio\"],"
+            "\"sandbox\":{\"ro_paths\":[\"%s\"]}},"
             "\"slow\":{\"command\":\"node\",\"args\":[\"%s/node_modules/%s\",\"stdio\"],"
-            "\"timeout_ms\":1500},"
+            "\"timeout_ms\":1500,\"sandbox\":{\"ro_paths\":[\"%s\"]}},"
             "\"files\":{\"command\":\"node\",\"args\":[\"%s/node_modules/"
-            "@modelcontextprotocol/server-filesystem/dist/index.js\",\"%s\"]},"
-            "\"paged\":{\"command\":\"node\",\"args\":[\"%s/tests/mcp/paged_server.mjs\"]},"
+            "@modelcontextprotocol/server-filesystem/dist/index.js\",\"%s\"],"
+            "\"sandbox\":{\"ro_paths\":[\"%s\"],\"rw_paths\":[\"%s\"]}},"
+            "\"paged\":{\"command\":\"node\",\"args\":[\"%s/paged_server.mjs\"],"
+            "\"sandbox\":{\"ro_paths\":[\"%s\"]}},"
+            "\"env\":{\"command\":\"node\",\"args\":[\"%s/env_server.mjs\"],"
+            "\"env\":{\"GREETING\":\"hello sandbox\"},\"sandbox\":{\"ro_paths\":[\"%s\"]}},"
+            "\"envwide\":{\"command\":\"node\",\"args\":[\"%s/env_server.mjs\"],"
+            "\"env\":{\"GREETING\":\"hello sandbox\"},"
+            "\"sandbox\":{\"ro_paths\":[\"%s\",\"/tmp\"]}},"
             "\"web\":{\"url\":\"http://127.0.0.1:%d/mcp\",\"headers\":{\"Authorization\":"
             "\"Bearer " HTTP_TOKEN "\"}}}}",
-            mockprov_url(s_mock), s_npm, ev, s_npm, ev, s_npm, s_dir, s_source, s_http_port);
+            mockprov_url(s_mock), s_npm, ev, s_npm, s_npm, ev, s_npm, s_npm, s_dir, s_npm, s_dir,
+            scripts, scripts, scripts, scripts, scripts, scripts, s_http_port);
     fclose(f);
     char *cfg = mem_printf("CHATFLEET_CONFIG=%s", s_config);
     /* Titles from the sim, so that the mock's scripted replies all go to the turns. */
-    const char *env[] = {cfg, "MOCK_KEY=sk-test", "CHATFLEET_TITLE_MODEL=sim", NULL};
-    cluster_opts_t o = {.name = "test_worker_mcp", .gateways = 1, .workers = 1, .env = env};
+    s_sandboxed = sandbox_usable(NULL, 0);
+    const char *env[] = {
+        cfg, "MOCK_KEY=sk-test", "CHATFLEET_TITLE_MODEL=sim",
+        s_sandboxed ? "CHATFLEET_MCP_SANDBOX=require" : "CHATFLEET_MCP_SANDBOX=auto", NULL};
+    /* CURVE: the worker has a secret key file (CHATFLEET_CURVE_CERT) for the servers to miss. */
+    cluster_opts_t o = {
+        .name = "test_worker_mcp", .gateways = 1, .workers = 1, .env = env, .curve = 1};
     s_cluster = cluster_new(&o);
     free(cfg);
     /* The tools a step offers are those of the servers ready by then: wait for all four. */
-    const char *names[] = {"server=everything ", "server=slow ", "server=files ", "server=paged ",
+    const char *names[] = {"server=everything ", "server=slow ", "server=files ",
+                           "server=paged ",      "server=env ",  "server=envwide ",
                            "server=web "};
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 7; i++) {
         free(s_wait_log(0, "event=mcp_ready ", names[i]));
     }
     return 0;
@@ -535,6 +646,7 @@ int main(void) {
         cmocka_unit_test(test_a_streamable_http_server_answers_a_call),
         cmocka_unit_test(test_an_expired_http_session_is_an_error_then_renewed),
         cmocka_unit_test(test_create_refuses_servers_the_deployment_does_not_have),
+        cmocka_unit_test(test_an_mcp_server_sees_none_of_the_worker_s_secrets),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }

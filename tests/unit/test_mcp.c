@@ -4,7 +4,11 @@
  * its result; an oversized result, a server past the deadline, a server that exits mid-call
  * and a command that cannot start each end the call with a bounded error; a timed-out or
  * cancelled call is announced to the server with notifications/cancelled, and a cancelled
- * call's callback never runs; the server restarts after it exited. Exit 77 without node.
+ * call's callback never runs; the server restarts after it exited. A server started by the
+ * connection (tests/mcp/env_server.mjs) sees exactly its configured environment plus PATH, HOME
+ * and LANG, none of the worker's, and in the sandbox (bwrap) no secret file of the worker's:
+ * one outside its paths is absent, one inside them reads empty. A malformed entry (env,
+ * sandbox, command, headers) is refused naming its field. Exit 77 without node.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,10 +27,17 @@
 #include "mcp.h"
 #include "mcpset.h"
 #include "mem.h"
+#include "sandbox.h"
 
 #define WAIT_MS 20000
 
 static char s_script[600];
+static char s_env_script[600];
+static char s_scripts_dir[600]; /* tests/mcp: the sandbox shows it read-only */
+static char s_secret_dir[64];   /* a "key directory" listed as a server's ro_path */
+static char s_secret[128];      /* CHATFLEET_CURVE_CERT: in s_secret_dir */
+static char s_public[128];      /* a file beside it that the server may read */
+static char s_config_file[64];  /* CHATFLEET_CONFIG: outside every path of the server */
 
 /* What a done callback left, for the test thread. */
 typedef struct {
@@ -78,7 +89,12 @@ static void s_wait(s_done_t *d) {
 }
 
 static mcp_t *s_start(const char *command, const char *const *args) {
-    mcp_conf_t conf = {.name = "paged", .command = command, .args = args, .call_timeout_ms = 5000};
+    const char *ro[] = {s_scripts_dir, NULL};
+    mcp_conf_t conf = {.name = "paged",
+                       .command = command,
+                       .args = args,
+                       .sandbox = {.ro_paths = ro},
+                       .call_timeout_ms = 5000};
     mcp_t *m = mcp_new(&conf);
     assert_non_null(m);
     return m;
@@ -198,6 +214,95 @@ static void test_a_command_that_cannot_start_ends_calls_at_their_deadline(void *
     mcp_destroy(&m);
 }
 
+/* The env server's report (structuredContent) of a probe of the three test paths, under mode. */
+static json_t *s_env_report(sandbox_mode_t mode) {
+    const char *env[] = {"GREETING=hello sandbox", "EMPTY=", NULL};
+    const char *ro[] = {s_scripts_dir, s_secret_dir, NULL};
+    const char *args[] = {s_env_script, NULL};
+    mcp_conf_t conf = {.name = "env",
+                       .command = "node",
+                       .args = args,
+                       .sandbox = {.mode = mode, .env = env, .ro_paths = ro},
+                       .call_timeout_ms = 5000};
+    mcp_t *m = mcp_new(&conf);
+    assert_non_null(m);
+    char *a = mem_printf("{\"paths\":[\"%s\",\"%s\",\"%s\"]}", s_secret, s_public, s_config_file);
+    s_done_t d;
+    s_call(m, "probe", a, 10000, &d);
+    free(a);
+    assert_false(d.is_error);
+    /* None of the worker's variables, whatever the mode. */
+    assert_null(strstr(d.text, "CHATFLEET_"));
+    assert_null(strstr(d.text, "sk-unit-provider-key"));
+    assert_null(strstr(d.text, "db-password"));
+    json_t *v = json_loads(d.text, 0, NULL);
+    json_t *report = json_incref(json_object_get(v, "structuredContent"));
+    json_decref(v);
+    s_done_clear(&d);
+    mcp_destroy(&m);
+    assert_non_null(report);
+    return report;
+}
+
+static const char *s_field(const json_t *report, const char *member, const char *key) {
+    return json_string_value(json_object_get(json_object_get(report, member), key));
+}
+
+/* Exactly the configured variables plus PATH, HOME (its scratch directory, also its working
+ * directory) and LANG; and PWD, which bwrap sets to the working directory. */
+static void s_expect_clean_env(const json_t *report) {
+    const json_t *env = json_object_get(report, "env");
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)env, key, val) {
+        printf("  env %s=%s\n", key, json_string_value(val));
+        assert_true(!strcmp(key, "GREETING") || !strcmp(key, "EMPTY") || !strcmp(key, "PATH") ||
+                    !strcmp(key, "HOME") || !strcmp(key, "LANG") || !strcmp(key, "PWD"));
+    }
+    const char *pwd = s_field(report, "env", "PWD");
+    assert_int_equal(json_object_size(env), pwd ? 6 : 5);
+    if (pwd) {
+        assert_string_equal(pwd, json_string_value(json_object_get(report, "cwd")));
+    }
+    assert_string_equal(s_field(report, "env", "GREETING"), "hello sandbox");
+    assert_string_equal(s_field(report, "env", "PATH"), SANDBOX_PATH_DEFAULT);
+    assert_string_equal(s_field(report, "env", "LANG"), "C.UTF-8");
+    assert_non_null(strstr(s_field(report, "env", "HOME"), "/chatfleet-mcp-"));
+    assert_string_equal(s_field(report, "env", "HOME"),
+                        json_string_value(json_object_get(report, "cwd")));
+}
+
+static void test_a_sandboxed_server_sees_only_its_env_and_no_secret_file(void **state) {
+    (void)state;
+    char why[256];
+    if (!sandbox_usable(why, sizeof why)) {
+        printf("  the sandbox is not usable here (%s): the environment only\n", why);
+    }
+    json_t *report = s_env_report(SANDBOX_AUTO);
+    s_expect_clean_env(report);
+    if (sandbox_usable(NULL, 0)) {
+        const char *secret = s_field(report, "files", s_secret);
+        const char *config = s_field(report, "files", s_config_file);
+        printf("  secret: %s; public: %s; config: %s\n", secret, s_field(report, "files", s_public),
+               config);
+        /* Masked inside a listed path: /dev/null on a nodev mount, which cannot be opened.
+         * Outside every path: absent. */
+        assert_string_equal(secret, "EACCES");
+        assert_string_equal(s_field(report, "files", s_public), "read 6 bytes: public");
+        assert_string_equal(config, "ENOENT");
+    }
+    json_decref(report);
+}
+
+static void test_an_unsandboxed_server_still_gets_a_clean_environment(void **state) {
+    (void)state;
+    json_t *report = s_env_report(SANDBOX_OFF);
+    s_expect_clean_env(report);
+    /* The risk of running without the sandbox: the worker's files are the server's. */
+    assert_non_null(strstr(s_field(report, "files", s_secret), "SECRET-KEY"));
+    json_decref(report);
+}
+
 /* mcpset_new on a config file holding text: NULL with err naming want, or a set when want is
  * NULL. */
 static void s_config(const char *text, const char *want) {
@@ -236,6 +341,67 @@ static void test_a_malformed_server_entry_is_refused_with_its_field_path(void **
     s_config("{\"mcp_servers\":{\"a\":{\"url\":\"ftp://h/\"}}}", "mcp_servers.a.url:");
     s_config("{\"mcp_servers\":{\"a\":{\"url\":\"http://h/\",\"headers\":{\"X\":\"a\\r\\nb\"}}}}",
              "mcp_servers.a.headers:");
+    s_config("{\"mcp_servers\":{\"a\":{\"url\":\"http://h/\",\"headers\":{\"X Y\":\"1\"}}}}",
+             "mcp_servers.a.headers:");
+}
+
+static void test_a_malformed_env_or_sandbox_is_refused_with_its_field_path(void **state) {
+    (void)state;
+    s_config("{\"mcp_servers\":{\"files\":{\"command\":\"x\",\"env\":{\"A_1\":\"v\"},"
+             "\"sandbox\":{\"ro_paths\":[\"/srv\"],\"rw_paths\":[],\"network\":true}}}}",
+             NULL);
+    s_config("{\"mcp_servers\":{\"files\":{\"command\":\"x\",\"env\":{\"FOO-BAR\":\"v\"}}}}",
+             "mcp_servers.files.env.FOO-BAR: a variable name must match");
+    s_config("{\"mcp_servers\":{\"files\":{\"command\":\"x\",\"env\":{\"1X\":\"v\"}}}}",
+             "mcp_servers.files.env.1X:");
+    s_config("{\"mcp_servers\":{\"files\":{\"command\":\"x\",\"env\":{\"FOO\":\"a\\nb\"}}}}",
+             "mcp_servers.files.env.FOO: must be a one-line string");
+    s_config("{\"mcp_servers\":{\"files\":{\"command\":\"x\",\"env\":{\"FOO\":3}}}}",
+             "mcp_servers.files.env.FOO: must be a one-line string");
+    s_config("{\"mcp_servers\":{\"files\":{\"command\":\"x\",\"env\":[]}}}",
+             "mcp_servers.files.env: must be an object");
+    s_config("{\"mcp_servers\":{\"files\":{\"command\":\"x\",\"sandbox\":"
+             "{\"ro_paths\":[\"/a\",\"rel\"]}}}}",
+             "mcp_servers.files.sandbox.ro_paths[1]: must be an absolute path");
+    s_config("{\"mcp_servers\":{\"files\":{\"command\":\"x\",\"sandbox\":"
+             "{\"rw_paths\":[\"/a/../etc\"]}}}}",
+             "mcp_servers.files.sandbox.rw_paths[0]:");
+    s_config("{\"mcp_servers\":{\"files\":{\"command\":\"x\",\"sandbox\":{\"network\":1}}}}",
+             "mcp_servers.files.sandbox.network: must be true or false");
+    s_config("{\"mcp_servers\":{\"files\":{\"command\":\"x\",\"sandbox\":{\"net\":true}}}}",
+             "mcp_servers.files.sandbox.net: unknown member");
+    s_config("{\"mcp_servers\":{\"files\":{\"command\":\"bin/x\"}}}",
+             "mcp_servers.files.command: must be an absolute path or a name");
+    s_config("{\"mcp_servers\":{\"web\":{\"url\":\"http://h/\",\"env\":{\"A\":\"b\"}}}}",
+             "mcp_servers.web: env and sandbox are for a stdio server");
+}
+
+/* The worker's environment as the unit tests pretend it: secrets in variables and files. */
+static void s_secrets_setup(void) {
+    snprintf(s_secret_dir, sizeof s_secret_dir, "/tmp/cf-mcp-keys.XXXXXX");
+    ASSERT(mkdtemp(s_secret_dir));
+    snprintf(s_secret, sizeof s_secret, "%s/worker.cert_secret", s_secret_dir);
+    snprintf(s_public, sizeof s_public, "%s/public.txt", s_secret_dir);
+    snprintf(s_config_file, sizeof s_config_file, "/tmp/cf-mcp-config-%d.json", (int)getpid());
+    const char *files[][2] = {
+        {s_secret, "SECRET-KEY"}, {s_public, "public"}, {s_config_file, "{}"}};
+    for (int i = 0; i < 3; i++) {
+        FILE *f = fopen(files[i][0], "w");
+        ASSERT(f);
+        fputs(files[i][1], f);
+        fclose(f);
+    }
+    setenv("CHATFLEET_CURVE_CERT", s_secret, 1);
+    setenv("CHATFLEET_CONFIG", s_config_file, 1);
+    setenv("CHATFLEET_DATABASE_URL", "postgresql://u:db-password@h/db", 1);
+    setenv("OPENAI_API_KEY", "sk-unit-provider-key", 1);
+}
+
+static void s_secrets_teardown(void) {
+    unlink(s_secret);
+    unlink(s_public);
+    unlink(s_config_file);
+    rmdir(s_secret_dir);
 }
 
 int main(void) {
@@ -245,6 +411,10 @@ int main(void) {
         return 77;
     }
     snprintf(s_script, sizeof s_script, "%s/tests/mcp/paged_server.mjs", source ? source : ".");
+    snprintf(s_env_script, sizeof s_env_script, "%s/tests/mcp/env_server.mjs",
+             source ? source : ".");
+    snprintf(s_scripts_dir, sizeof s_scripts_dir, "%s/tests/mcp", source ? source : ".");
+    s_secrets_setup(); /* before any thread: setenv is not thread-safe */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_page_of_tools_list_is_read),
         cmocka_unit_test(test_a_call_gets_its_result_and_an_oversized_one_is_an_error),
@@ -253,6 +423,11 @@ int main(void) {
         cmocka_unit_test(test_a_server_that_exits_mid_call_is_an_error_and_restarts),
         cmocka_unit_test(test_a_command_that_cannot_start_ends_calls_at_their_deadline),
         cmocka_unit_test(test_a_malformed_server_entry_is_refused_with_its_field_path),
+        cmocka_unit_test(test_a_malformed_env_or_sandbox_is_refused_with_its_field_path),
+        cmocka_unit_test(test_a_sandboxed_server_sees_only_its_env_and_no_secret_file),
+        cmocka_unit_test(test_an_unsandboxed_server_still_gets_a_clean_environment),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    s_secrets_teardown();
+    return rc;
 }
