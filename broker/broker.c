@@ -258,144 +258,197 @@ static void s_no_such_worker(self_t *self, const void *route, size_t route_len,
     s_reply(self, route, route_len, &reply);
 }
 
-static void s_handle_relay(self_t *self, zmq_msg_t *f, int n) {
-    const void *route = zmq_msg_data(&f[0]);
-    size_t route_len = zmq_msg_size(&f[0]);
+/* One relay message in hand: [route][to][body] from the ROUTER, its sender and the body
+ * decoded. */
+typedef struct {
+    const void *route; /* the sender's connection, where answers go */
+    size_t route_len;
+    zmq_msg_t *to;   /* a worker's reply: the requester's route it echoes; otherwise empty */
+    zmq_msg_t *body; /* the encoded message, forwarded unchanged */
+    s_sender_t who;
+    wire_msg_t msg;
+    int64_t now;
+} s_relay_t;
+
+/* Counts and notes a relay message dropped for reason (key=value text). */
+static void s_relay_drop(self_t *self, const char *reason) {
+    self->stats.dropped++;
+    s_note(self, "broker_drop", reason);
+}
+
+/* Checks the layout, the sender and the body of a relay message of n frames and decodes it
+ * into *r. Returns 0, or -1 when it was dropped or refused (counted and noted). */
+static int s_relay_decode(self_t *self, zmq_msg_t *f, int n, s_relay_t *r) {
+    char d[200];
     if (n != 3 || zmq_msg_size(&f[1]) > PROTO_ROUTE_MAX_BYTES) {
-        self->stats.dropped++;
-        char d[64];
         snprintf(d, sizeof d, "reason=bad_relay_layout frames=%d", n);
-        s_note(self, "broker_drop", d);
-        return;
+        s_relay_drop(self, d);
+        return -1;
     }
     /* The body carries the connection's metadata; the routing id frame the ROUTER makes up
      * does not always. */
     s_sender_t who = s_sender(self, &f[2]);
     if (!who.role) {
         s_forbid(self, &who, "relay");
-        return;
+        return -1;
     }
-    wire_msg_t msg;
     char why[128];
-    if (wire_decode(zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), &msg, why, sizeof why) != 0) {
-        self->stats.dropped++;
+    if (wire_decode(zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), &r->msg, why, sizeof why) != 0) {
         char q[160];
-        char d[200];
         snprintf(d, sizeof d, "reason=malformed detail=%s", log_quote(why, q, sizeof q));
-        s_note(self, "broker_drop", d);
+        s_relay_drop(self, d);
+        return -1;
+    }
+    r->route = zmq_msg_data(&f[0]);
+    r->route_len = zmq_msg_size(&f[0]);
+    r->to = &f[1];
+    r->body = &f[2];
+    r->who = who;
+    r->now = id_now_ms();
+    return 0;
+}
+
+/* Counts and notes a registration that registry_touch refused (result). Returns true when
+ * it was refused. */
+static bool s_relay_refused(self_t *self, const s_relay_t *r, int result) {
+    const wire_worker_t *w = &r->msg.u.worker;
+    char d[160];
+    if (result == REGISTRY_FULL) {
+        self->stats.refused++;
+        snprintf(d, sizeof d, "reason=registry_full worker_id=%s workers=%zu", w->worker_id,
+                 registry_size(self->registry));
+        s_note(self, "broker_refused", d);
+    } else if (result == REGISTRY_KEY_MISMATCH) {
+        snprintf(d, sizeof d, "%s_of_another_key worker_id=%s", wire_type_name(r->msg.type),
+                 w->worker_id);
+        s_forbid(self, &r->who, d);
+    } else if (result < 0) {
+        s_relay_drop(self, "reason=bad_route");
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* Logs a worker registered anew (REGISTRY_NEW) or from a new route (REGISTRY_REROUTED). */
+static void s_relay_registered(self_t *self, const s_relay_t *r, int result) {
+    const wire_worker_t *w = &r->msg.u.worker;
+    char d[200];
+    snprintf(d, sizeof d, "worker_id=%s heartbeat_ms=%lld key=%s rerouted=%d", w->worker_id,
+             (long long)w->heartbeat_ms, r->who.key[0] ? r->who.key : "(plain)",
+             result == REGISTRY_REROUTED);
+    int64_t suppressed = 0;
+    if (ratelog_allow(self->ratelog, "worker_registered", r->now, &suppressed)) {
+        log_info("worker_registered", "%s suppressed=%lld", d, (long long)suppressed);
+    }
+}
+
+/* register and heartbeat: record the worker; acknowledge every register, and a heartbeat
+ * from a worker the broker does not know (it restarted, or expired the worker), so that
+ * workers need not notice a broker restart. */
+static void s_relay_register(self_t *self, s_relay_t *r) {
+    const wire_worker_t *w = &r->msg.u.worker;
+    if (!s_is(self, &r->who, "worker")) {
+        s_forbid(self, &r->who, wire_type_name(r->msg.type));
         return;
     }
-    int64_t now = id_now_ms();
-    switch (msg.type) {
-        case WIRE_REGISTER:
-        case WIRE_HEARTBEAT: {
-            if (!s_is(self, &who, "worker")) {
-                s_forbid(self, &who, wire_type_name(msg.type));
-                break;
-            }
-            int fresh = registry_touch(self->registry, msg.u.worker.worker_id, route, route_len,
-                                       who.key, msg.u.worker.heartbeat_ms, now);
-            if (fresh == REGISTRY_FULL) {
-                self->stats.refused++;
-                char d[160];
-                snprintf(d, sizeof d, "reason=registry_full worker_id=%s workers=%zu",
-                         msg.u.worker.worker_id, registry_size(self->registry));
-                s_note(self, "broker_refused", d);
-                break;
-            }
-            if (fresh == REGISTRY_KEY_MISMATCH) {
-                char d[120];
-                snprintf(d, sizeof d, "%s_of_another_key worker_id=%s", wire_type_name(msg.type),
-                         msg.u.worker.worker_id);
-                s_forbid(self, &who, d);
-                break;
-            }
-            if (fresh < 0) {
-                self->stats.dropped++;
-                s_note(self, "broker_drop", "reason=bad_route");
-                break;
-            }
-            /* A heartbeat from a worker the broker does not know (it restarted, or expired
-             * the worker) registers it again: workers need not notice a broker restart. */
-            if (fresh != REGISTRY_KNOWN) {
-                char d[200];
-                snprintf(d, sizeof d, "worker_id=%s heartbeat_ms=%lld key=%s rerouted=%d",
-                         msg.u.worker.worker_id, (long long)msg.u.worker.heartbeat_ms,
-                         who.key[0] ? who.key : "(plain)", fresh == REGISTRY_REROUTED);
-                int64_t suppressed = 0;
-                if (ratelog_allow(self->ratelog, "worker_registered", now, &suppressed)) {
-                    log_info("worker_registered", "%s suppressed=%lld", d, (long long)suppressed);
-                }
-            }
-            if (fresh != REGISTRY_KNOWN || msg.type == WIRE_REGISTER) {
-                wire_msg_t ack = {.type = WIRE_REGISTERED, .u.worker = msg.u.worker};
-                s_reply(self, route, route_len, &ack);
-            }
-            break;
-        }
-        case WIRE_RELAY_REQUEST: {
-            if (!s_is(self, &who, "gateway")) {
-                s_forbid(self, &who, "relay_request");
-                break;
-            }
-            const registry_entry_t *w =
-                registry_lookup(self->registry, msg.u.request.worker_id, now);
-            if (!w) {
-                s_no_such_worker(self, route, route_len, &msg.u.request);
-                break;
-            }
-            /* Forward the body unchanged, with the requester's route for the worker to echo. */
-            if (s_router_send(self, w->route, w->route_len, route, route_len, zmq_msg_data(&f[2]),
-                              zmq_msg_size(&f[2])) != 0) {
-                log_info("worker_unreachable", "worker_id=%s error=\"%s\"", msg.u.request.worker_id,
-                         zmq_strerror(zmq_errno()));
-                if (zmq_errno() == EHOSTUNREACH) {
-                    registry_forget(self->registry, msg.u.request.worker_id);
-                }
-                s_no_such_worker(self, route, route_len, &msg.u.request);
-            }
-            break;
-        }
-        case WIRE_RELAY_REPLY: {
-            /* Only the key bound to the worker id the reply names may answer for it. */
-            const registry_entry_t *w =
-                self->auth ? registry_lookup(self->registry, msg.u.reply.worker_id, now) : NULL;
-            if (self->auth && (!s_is(self, &who, "worker") || !w || strcmp(w->key, who.key) != 0)) {
-                char d[80];
-                snprintf(d, sizeof d, "relay_reply_for worker_id=%s", msg.u.reply.worker_id);
-                s_forbid(self, &who, d);
-                break;
-            }
-            size_t to_len = zmq_msg_size(&f[1]);
-            if (to_len == 0 || s_router_send(self, zmq_msg_data(&f[1]), to_len, "", 0,
-                                             zmq_msg_data(&f[2]), zmq_msg_size(&f[2])) != 0) {
-                /* The requester went away (or gave up): nobody is waiting for this reply. */
-                self->stats.dropped++;
-                log_debug("broker_drop", "reason=requester_gone request_id=%s",
-                          msg.u.reply.request_id);
-            }
-            break;
-        }
-        case WIRE_STATS_REQUEST: {
-            wire_msg_t st = {.type = WIRE_STATS};
-            self->stats.workers = (int64_t)registry_size(self->registry);
-            self->stats.uptime_ms = now - self->started_ms;
-            st.u.stats = self->stats;
-            s_reply(self, route, route_len, &st);
-            if (log_enabled(LOG_LEVEL_DEBUG)) {
-                s_log_stats(self, "broker_stats_requested");
-            }
-            break;
-        }
-        default: {
-            self->stats.dropped++;
-            char d[64];
-            snprintf(d, sizeof d, "reason=unexpected_type type=%s", wire_type_name(msg.type));
-            s_note(self, "broker_drop", d);
-            break;
-        }
+    int result = registry_touch(self->registry, w->worker_id, r->route, r->route_len, r->who.key,
+                                w->heartbeat_ms, r->now);
+    if (s_relay_refused(self, r, result)) {
+        return;
     }
-    wire_msg_clear(&msg);
+    if (result != REGISTRY_KNOWN) {
+        s_relay_registered(self, r, result);
+    }
+    if (result != REGISTRY_KNOWN || r->msg.type == WIRE_REGISTER) {
+        wire_msg_t ack = {.type = WIRE_REGISTERED, .u.worker = *w};
+        s_reply(self, r->route, r->route_len, &ack);
+    }
+}
+
+/* relay_request: forwarded to the worker it names, or answered no_such_worker. */
+static void s_relay_request(self_t *self, s_relay_t *r) {
+    const wire_request_t *req = &r->msg.u.request;
+    if (!s_is(self, &r->who, "gateway")) {
+        s_forbid(self, &r->who, "relay_request");
+        return;
+    }
+    const registry_entry_t *w = registry_lookup(self->registry, req->worker_id, r->now);
+    if (!w) {
+        s_no_such_worker(self, r->route, r->route_len, req);
+        return;
+    }
+    /* Forward the body unchanged, with the requester's route for the worker to echo. */
+    if (s_router_send(self, w->route, w->route_len, r->route, r->route_len, zmq_msg_data(r->body),
+                      zmq_msg_size(r->body)) != 0) {
+        log_info("worker_unreachable", "worker_id=%s error=\"%s\"", req->worker_id,
+                 zmq_strerror(zmq_errno()));
+        if (zmq_errno() == EHOSTUNREACH) {
+            registry_forget(self->registry, req->worker_id);
+        }
+        s_no_such_worker(self, r->route, r->route_len, req);
+    }
+}
+
+/* relay_reply: passed to the requester's route the worker echoed. */
+static void s_relay_reply(self_t *self, s_relay_t *r) {
+    const wire_reply_t *rep = &r->msg.u.reply;
+    /* Only the key bound to the worker id the reply names may answer for it. */
+    const registry_entry_t *w =
+        self->auth ? registry_lookup(self->registry, rep->worker_id, r->now) : NULL;
+    if (self->auth && (!s_is(self, &r->who, "worker") || !w || strcmp(w->key, r->who.key) != 0)) {
+        char d[80];
+        snprintf(d, sizeof d, "relay_reply_for worker_id=%s", rep->worker_id);
+        s_forbid(self, &r->who, d);
+        return;
+    }
+    size_t to_len = zmq_msg_size(r->to);
+    if (to_len == 0 || s_router_send(self, zmq_msg_data(r->to), to_len, "", 0,
+                                     zmq_msg_data(r->body), zmq_msg_size(r->body)) != 0) {
+        /* The requester went away (or gave up): nobody is waiting for this reply. */
+        self->stats.dropped++;
+        log_debug("broker_drop", "reason=requester_gone request_id=%s", rep->request_id);
+    }
+}
+
+/* stats_request: answered with the counters. */
+static void s_relay_stats_request(self_t *self, s_relay_t *r) {
+    wire_msg_t st = {.type = WIRE_STATS};
+    self->stats.workers = (int64_t)registry_size(self->registry);
+    self->stats.uptime_ms = r->now - self->started_ms;
+    st.u.stats = self->stats;
+    s_reply(self, r->route, r->route_len, &st);
+    if (log_enabled(LOG_LEVEL_DEBUG)) {
+        s_log_stats(self, "broker_stats_requested");
+    }
+}
+
+/* Any other type is not for the broker: dropped. */
+static void s_relay_unexpected(self_t *self, s_relay_t *r) {
+    char d[64];
+    snprintf(d, sizeof d, "reason=unexpected_type type=%s", wire_type_name(r->msg.type));
+    s_relay_drop(self, d);
+}
+
+typedef void (*s_relay_fn)(self_t *self, s_relay_t *r);
+
+/* What the relay does with each message type (README "Relay"), indexed by wire_type_t;
+ * NULL: s_relay_unexpected. */
+static const s_relay_fn s_relay_handlers[WIRE_TYPE_COUNT + 1] = {
+    [WIRE_REGISTER] = s_relay_register,           [WIRE_HEARTBEAT] = s_relay_register,
+    [WIRE_RELAY_REQUEST] = s_relay_request,       [WIRE_RELAY_REPLY] = s_relay_reply,
+    [WIRE_STATS_REQUEST] = s_relay_stats_request,
+};
+
+static void s_handle_relay(self_t *self, zmq_msg_t *f, int n) {
+    s_relay_t r;
+    if (s_relay_decode(self, f, n, &r) != 0) {
+        return;
+    }
+    /* wire_decode returns only types 1..WIRE_TYPE_COUNT. */
+    s_relay_fn handler = s_relay_handlers[r.msg.type];
+    (handler ? handler : s_relay_unexpected)(self, &r);
+    wire_msg_clear(&r.msg);
 }
 
 static void s_pump_relay(self_t *self) {

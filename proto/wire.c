@@ -503,127 +503,68 @@ static int s_len(s_scan_t *s, int n, uint64_t *out) {
     return 0;
 }
 
+/* How the scan reads a value by its first byte (the msgpack spec's formats): lenb bytes of
+ * big-endian length or count follow, or the fix format's low bits (mask) hold it; then, for
+ * a scalar, fixed bytes (a number, an ext's type byte) and length bytes of payload; for an
+ * array or a map, count elements or count key-value pairs. */
+typedef enum { S_SCALAR, S_ARRAY, S_MAP, S_NEVER } s_shape_t;
+
+typedef struct {
+    s_shape_t shape;
+    uint8_t lenb;
+    uint8_t fixed;
+    uint8_t mask;
+} s_format_t;
+
+/* Indexed by the high nibble of a first byte outside 0xc0..0xdf: fixmap, fixarray, fixstr;
+ * the zero entries are the one-byte positive (0x0-0x7) and negative (0xe, 0xf) fixints. */
+static const s_format_t s_fix_formats[16] = {
+    [0x8] = {S_MAP, 0, 0, 0x0f},
+    [0x9] = {S_ARRAY, 0, 0, 0x0f},
+    [0xa] = {S_SCALAR, 0, 0, 0x1f},
+    [0xb] = {S_SCALAR, 0, 0, 0x1f},
+};
+
+/* Indexed by the first byte - 0xc0. */
+static const s_format_t s_formats[32] = {
+    [0x00] = {S_SCALAR, 0, 0, 0},  [0x01] = {S_NEVER, 0, 0, 0},  /* nil, never used */
+    [0x02] = {S_SCALAR, 0, 0, 0},  [0x03] = {S_SCALAR, 0, 0, 0}, /* false, true */
+    [0x04] = {S_SCALAR, 1, 0, 0},  [0x05] = {S_SCALAR, 2, 0, 0}, /* bin 8, 16 */
+    [0x06] = {S_SCALAR, 4, 0, 0},  [0x07] = {S_SCALAR, 1, 1, 0}, /* bin 32, ext 8 */
+    [0x08] = {S_SCALAR, 2, 1, 0},  [0x09] = {S_SCALAR, 4, 1, 0}, /* ext 16, 32 */
+    [0x0a] = {S_SCALAR, 0, 4, 0},  [0x0b] = {S_SCALAR, 0, 8, 0}, /* float 32, 64 */
+    [0x0c] = {S_SCALAR, 0, 1, 0},  [0x0d] = {S_SCALAR, 0, 2, 0}, /* uint 8, 16 */
+    [0x0e] = {S_SCALAR, 0, 4, 0},  [0x0f] = {S_SCALAR, 0, 8, 0}, /* uint 32, 64 */
+    [0x10] = {S_SCALAR, 0, 1, 0},  [0x11] = {S_SCALAR, 0, 2, 0}, /* int 8, 16 */
+    [0x12] = {S_SCALAR, 0, 4, 0},  [0x13] = {S_SCALAR, 0, 8, 0}, /* int 32, 64 */
+    [0x14] = {S_SCALAR, 0, 2, 0},  [0x15] = {S_SCALAR, 0, 3, 0}, /* fixext 1, 2 */
+    [0x16] = {S_SCALAR, 0, 5, 0},  [0x17] = {S_SCALAR, 0, 9, 0}, /* fixext 4, 8 */
+    [0x18] = {S_SCALAR, 0, 17, 0}, [0x19] = {S_SCALAR, 1, 0, 0}, /* fixext 16, str 8 */
+    [0x1a] = {S_SCALAR, 2, 0, 0},  [0x1b] = {S_SCALAR, 4, 0, 0}, /* str 16, 32 */
+    [0x1c] = {S_ARRAY, 2, 0, 0},   [0x1d] = {S_ARRAY, 4, 0, 0},  /* array 16, 32 */
+    [0x1e] = {S_MAP, 2, 0, 0},     [0x1f] = {S_MAP, 4, 0, 0},    /* map 16, 32 */
+};
+
 static int s_scan(s_scan_t *s, int depth) {
     if (depth > PROTO_MAX_DEPTH || ++s->objects > PROTO_MAX_OBJECTS || s_need(s, 1) != 0) {
         return -1;
     }
     uint8_t b = s->p[s->pos++];
-    uint64_t n = 0;
-    uint64_t skip = 0;
-    int container = 0; /* 1 array, 2 map */
-    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
-        return 0;
-    } else if (b >= 0x80 && b <= 0x8f) {
-        n = b & 0x0f;
-        container = 2;
-    } else if (b >= 0x90 && b <= 0x9f) {
-        n = b & 0x0f;
-        container = 1;
-    } else if (b >= 0xa0 && b <= 0xbf) {
-        skip = b & 0x1f;
-    } else {
-        switch (b) {
-            case 0xc4:
-            case 0xd9:
-                if (s_len(s, 1, &skip))
-                    return -1;
-                break;
-            case 0xc5:
-            case 0xda:
-                if (s_len(s, 2, &skip))
-                    return -1;
-                break;
-            case 0xc6:
-            case 0xdb:
-                if (s_len(s, 4, &skip))
-                    return -1;
-                break;
-            case 0xc7:
-                if (s_len(s, 1, &skip))
-                    return -1;
-                skip += 1;
-                break;
-            case 0xc8:
-                if (s_len(s, 2, &skip))
-                    return -1;
-                skip += 1;
-                break;
-            case 0xc9:
-                if (s_len(s, 4, &skip))
-                    return -1;
-                skip += 1;
-                break;
-            case 0xca:
-                skip = 4;
-                break;
-            case 0xcb:
-                skip = 8;
-                break;
-            case 0xcc:
-            case 0xd0:
-                skip = 1;
-                break;
-            case 0xcd:
-            case 0xd1:
-                skip = 2;
-                break;
-            case 0xce:
-            case 0xd2:
-                skip = 4;
-                break;
-            case 0xcf:
-            case 0xd3:
-                skip = 8;
-                break;
-            case 0xd4:
-                skip = 2;
-                break;
-            case 0xd5:
-                skip = 3;
-                break;
-            case 0xd6:
-                skip = 5;
-                break;
-            case 0xd7:
-                skip = 9;
-                break;
-            case 0xd8:
-                skip = 17;
-                break;
-            case 0xdc:
-                if (s_len(s, 2, &n))
-                    return -1;
-                container = 1;
-                break;
-            case 0xdd:
-                if (s_len(s, 4, &n))
-                    return -1;
-                container = 1;
-                break;
-            case 0xde:
-                if (s_len(s, 2, &n))
-                    return -1;
-                container = 2;
-                break;
-            case 0xdf:
-                if (s_len(s, 4, &n))
-                    return -1;
-                container = 2;
-                break;
-            default:
-                return -1; /* 0xc1 is never used */
-        }
+    const s_format_t *f = b >= 0xc0 && b <= 0xdf ? &s_formats[b - 0xc0] : &s_fix_formats[b >> 4];
+    uint64_t n = b & f->mask;
+    if (f->shape == S_NEVER || (f->lenb && s_len(s, f->lenb, &n) != 0)) {
+        return -1;
     }
-    if (!container) {
-        if (skip > s->len - s->pos) {
+    if (f->shape == S_SCALAR) {
+        if (n + f->fixed > s->len - s->pos) {
             return -1;
         }
-        s->pos += (size_t)skip;
+        s->pos += (size_t)(n + f->fixed);
         return 0;
     }
-    uint64_t elems = container == 2 ? n * 2 : n;
+    uint64_t elems = f->shape == S_MAP ? n * 2 : n;
     /* Every element takes at least one byte, so a count beyond the remaining bytes is a lie. */
-    if (elems > s->len - s->pos || (container == 2 && n > PROTO_MAX_FIELDS)) {
+    if (elems > s->len - s->pos || (f->shape == S_MAP && n > PROTO_MAX_FIELDS)) {
         return -1;
     }
     for (uint64_t i = 0; i < elems; i++) {

@@ -42,6 +42,7 @@ typedef struct {
     char pub[300];
     char sub[300];
     char relay[300];
+    const char *max_workers; /* --max-workers, or NULL for the default */
     pid_t pid;
 } s_broker_t;
 
@@ -85,8 +86,14 @@ static void s_broker_start(s_broker_t *b) {
     assert_true(pid >= 0);
     if (pid == 0) {
         proc_die_with_parent();
-        execl(s_broker_path(), "chatfleet-broker", "--pub", b->pub, "--sub", b->sub, "--relay",
-              b->relay, "--stats-interval-ms", "1000", (char *)NULL);
+        char *argv[] = {
+            "chatfleet-broker",    "--pub", b->pub, "--sub", b->sub, "--relay", b->relay,
+            "--stats-interval-ms", "1000",  NULL,   NULL,    NULL};
+        if (b->max_workers) {
+            argv[9] = "--max-workers";
+            argv[10] = (char *)b->max_workers;
+        }
+        execv(s_broker_path(), argv);
         _exit(127);
     }
     b->pid = pid;
@@ -936,6 +943,183 @@ static void test_relay_worker_reregisters_after_broker_restart(void **state) {
     s_broker_fini(&b);
 }
 
+/* Sends one message of n raw frames on a DEALER (the ROUTER adds the connection's route). */
+static void s_raw_frames(zsock_t *d, const void *const *data, const size_t *size, int n) {
+    zmsg_t *msg = zmsg_new();
+    for (int i = 0; i < n; i++) {
+        zmsg_addmem(msg, data[i], size[i]);
+    }
+    assert_int_equal(zmsg_send(&msg, d), 0);
+}
+
+/* Asks for the counters on d and expects the stats answer to be the next message there: so
+ * everything d sent before was handled, and none of it was answered. */
+static wire_stats_t s_raw_stats(zsock_t *d) {
+    wire_msg_t q = {.type = WIRE_STATS_REQUEST};
+    s_raw_send(d, &q);
+    wire_msg_t st;
+    assert_int_equal(s_raw_recv(d, &st, S_START_DEADLINE_MS), 1);
+    assert_int_equal(st.type, WIRE_STATS);
+    return st.u.stats;
+}
+
+static wire_msg_t s_worker_msg(wire_type_t type, const char *worker_id) {
+    wire_msg_t m = {.type = type};
+    snprintf(m.u.worker.worker_id, sizeof m.u.worker.worker_id, "%.*s", ID_UUID_LEN, worker_id);
+    m.u.worker.heartbeat_ms = PROTO_HEARTBEAT_MAX_MS; /* nobody expires during the test */
+    return m;
+}
+
+static void s_expect_registered(zsock_t *d, const char *worker_id) {
+    wire_msg_t ack;
+    assert_int_equal(s_raw_recv(d, &ack, S_START_DEADLINE_MS), 1);
+    assert_int_equal(ack.type, WIRE_REGISTERED);
+    assert_string_equal(ack.u.worker.worker_id, worker_id);
+    assert_int_equal(ack.u.worker.heartbeat_ms, PROTO_HEARTBEAT_MAX_MS);
+}
+
+/* register / heartbeat: acknowledged when new or when a register; refused past the cap. */
+static void s_pin_registrations(zsock_t *w, char ids[3][ID_UUID_LEN + 1]) {
+    wire_stats_t s0 = s_raw_stats(w);
+    wire_msg_t m = s_worker_msg(WIRE_REGISTER, ids[0]);
+    s_raw_send(w, &m);
+    s_expect_registered(w, ids[0]);
+    m.type = WIRE_HEARTBEAT; /* from a known worker: not answered */
+    s_raw_send(w, &m);
+    m.type = WIRE_REGISTER; /* again: answered again */
+    s_raw_send(w, &m);
+    s_expect_registered(w, ids[0]);
+    m = s_worker_msg(WIRE_HEARTBEAT, ids[1]); /* from an unknown worker: registers it */
+    s_raw_send(w, &m);
+    s_expect_registered(w, ids[1]);
+    m = s_worker_msg(WIRE_REGISTER, ids[2]); /* past --max-workers 2: refused, unanswered */
+    s_raw_send(w, &m);
+    m.type = WIRE_HEARTBEAT;
+    s_raw_send(w, &m);
+    wire_stats_t s1 = s_raw_stats(w);
+    assert_int_equal(s1.workers, 2);
+    assert_int_equal(s1.refused - s0.refused, 2);
+    assert_int_equal(s1.dropped, s0.dropped);
+    assert_int_equal(s1.relay_in - s0.relay_in, 7);   /* six messages and the stats request */
+    assert_int_equal(s1.relay_out - s0.relay_out, 4); /* three acks and the stats answer */
+}
+
+/* Receives the forwarded request on the worker's DEALER: [requester's route][body unchanged];
+ * returns the route. */
+static zframe_t *s_expect_forwarded(zsock_t *w, const char *body, size_t size) {
+    zmsg_t *fwd = zmsg_recv(w);
+    assert_non_null(fwd);
+    assert_int_equal(zmsg_size(fwd), 2);
+    zframe_t *route = zmsg_pop(fwd);
+    zframe_t *got = zmsg_pop(fwd);
+    assert_true(zframe_size(route) > 0);
+    assert_int_equal(zframe_size(got), size);
+    assert_memory_equal(zframe_data(got), body, size);
+    zframe_destroy(&got);
+    zmsg_destroy(&fwd);
+    return route;
+}
+
+/* A relay_request is forwarded unchanged with the requester's route; the worker's reply
+ * goes back on that route; a reply with no route or a gone route is dropped. */
+static void s_pin_forwarding(zsock_t *w, zsock_t *g, const char *worker_id) {
+    wire_stats_t s0 = s_raw_stats(w);
+    wire_msg_t q = {.type = WIRE_RELAY_REQUEST, .u.request.max_parts = 5};
+    s_uuid(q.u.request.request_id);
+    s_uuid(q.u.request.episode.chat_id);
+    snprintf(q.u.request.worker_id, sizeof q.u.request.worker_id, "%s", worker_id);
+    char *body = NULL;
+    size_t size = 0;
+    assert_int_equal(wire_encode(&q, &body, &size), 0);
+    s_raw_send(g, &q);
+    zframe_t *route = s_expect_forwarded(w, body, size);
+    free(body);
+    wire_msg_t rep = {.type = WIRE_RELAY_REPLY, .u.reply.episode = q.u.request.episode};
+    memcpy(rep.u.reply.request_id, q.u.request.request_id, sizeof rep.u.reply.request_id);
+    memcpy(rep.u.reply.worker_id, q.u.request.worker_id, sizeof rep.u.reply.worker_id);
+    rep.u.reply.status = WIRE_STATUS_NO_EPISODE;
+    assert_int_equal(wire_encode(&rep, &body, &size), 0);
+    const void *frames[] = {zframe_data(route), body};
+    size_t sizes[] = {zframe_size(route), size};
+    s_raw_frames(w, frames, sizes, 2);
+    wire_msg_t back;
+    assert_int_equal(s_raw_recv(g, &back, S_START_DEADLINE_MS), 1);
+    assert_int_equal(back.type, WIRE_RELAY_REPLY);
+    assert_string_equal(back.u.reply.request_id, q.u.request.request_id);
+    assert_int_equal(back.u.reply.status, WIRE_STATUS_NO_EPISODE);
+    wire_msg_clear(&back);
+    frames[0] = "";
+    sizes[0] = 0; /* no route */
+    s_raw_frames(w, frames, sizes, 2);
+    frames[0] = "gone";
+    sizes[0] = 4; /* nobody has that route */
+    s_raw_frames(w, frames, sizes, 2);
+    wire_stats_t s1 = s_raw_stats(w);
+    assert_int_equal(s1.dropped - s0.dropped, 2);
+    assert_int_equal(s1.relay_in - s0.relay_in, 5);
+    assert_int_equal(s1.relay_out - s0.relay_out, 3); /* forward, reply, stats answer */
+    zframe_destroy(&route);
+    free(body);
+}
+
+/* Bad layouts, a malformed body and types the broker does not take on the relay: dropped,
+ * unanswered. A route frame at the bound is served. */
+static void s_pin_drops(zsock_t *w, const char *worker_id) {
+    wire_stats_t s0 = s_raw_stats(w);
+    wire_msg_t m = s_worker_msg(WIRE_REGISTERED, worker_id);
+    s_raw_send(w, &m);
+    m = (wire_msg_t){.type = WIRE_STATS};
+    s_raw_send(w, &m);
+    char *body = NULL;
+    size_t size = 0;
+    m = (wire_msg_t){.type = WIRE_STATS_REQUEST};
+    assert_int_equal(wire_encode(&m, &body, &size), 0);
+    char long_route[PROTO_ROUTE_MAX_BYTES + 1];
+    memset(long_route, 'r', sizeof long_route);
+    const void *frames[] = {"", "", body};
+    size_t sizes[] = {0, 0, size};
+    s_raw_frames(w, &frames[2], &sizes[2], 1); /* one frame */
+    s_raw_frames(w, frames, sizes, 3);         /* three frames */
+    frames[1] = "\xc1";
+    sizes[1] = 1;
+    s_raw_frames(w, frames, sizes, 2); /* not msgpack */
+    frames[1] = long_route;
+    sizes[1] = sizeof long_route;
+    s_raw_frames(w, &frames[1], &sizes[1], 2); /* a route over PROTO_ROUTE_MAX_BYTES */
+    sizes[1] = PROTO_ROUTE_MAX_BYTES;          /* at the bound: answered on the sender's route */
+    s_raw_frames(w, &frames[1], &sizes[1], 2);
+    wire_msg_t st;
+    assert_int_equal(s_raw_recv(w, &st, S_START_DEADLINE_MS), 1);
+    assert_int_equal(st.type, WIRE_STATS);
+    wire_stats_t s1 = s_raw_stats(w);
+    assert_int_equal(s1.dropped - s0.dropped, 6);
+    assert_int_equal(s1.relay_in - s0.relay_in, 8);
+    assert_int_equal(s1.relay_out - s0.relay_out, 2);
+    free(body);
+}
+
+/* Pins what the relay does with each message type and layout (README "Relay"), counted
+ * exactly: answers, forwards, refusals and drops. */
+static void test_relay_handles_each_message_type_as_specified(void **state) {
+    (void)state;
+    s_broker_t b;
+    s_broker_init(&b, false);
+    b.max_workers = "2";
+    s_broker_start(&b);
+    zsock_t *w = s_raw_dealer(b.relay);
+    zsock_t *g = s_raw_dealer(b.relay);
+    char ids[3][ID_UUID_LEN + 1];
+    for (int i = 0; i < 3; i++) {
+        s_uuid(ids[i]);
+    }
+    s_pin_registrations(w, ids);
+    s_pin_forwarding(w, g, ids[0]);
+    s_pin_drops(w, ids[0]);
+    zsock_destroy(&g);
+    zsock_destroy(&w);
+    s_broker_fini(&b);
+}
+
 static void test_broker_counts_messages_and_drops_malformed(void **state) {
     (void)state;
     s_broker_t b;
@@ -1109,6 +1293,7 @@ int main(void) {
         cmocka_unit_test(test_relay_unknown_worker_is_answered_promptly),
         cmocka_unit_test(test_relay_dead_worker_is_forgotten_and_answered_promptly),
         cmocka_unit_test(test_relay_worker_reregisters_after_broker_restart),
+        cmocka_unit_test(test_relay_handles_each_message_type_as_specified),
         cmocka_unit_test(test_broker_counts_messages_and_drops_malformed),
         cmocka_unit_test(test_broker_exits_cleanly_on_sigterm_and_sigint),
         cmocka_unit_test(test_broker_refuses_to_start_on_an_unusable_endpoint),

@@ -402,6 +402,159 @@ static void test_hostile_frames_are_rejected(void **state) {
     s_rejects(deep, sizeof deep);
 }
 
+/* An ownership hint with one more entry, "x", whose value is the raw bytes given. */
+static void s_frame_with(s_pack_t *p, const uint8_t *value, size_t len) {
+    s_pack_init(p);
+    msgpack_pack_map(&p->pk, 5);
+    s_str(p, "v");
+    msgpack_pack_int64(&p->pk, PROTO_VERSION);
+    s_str(p, "type");
+    s_str(p, "ownership");
+    s_str(p, "chat_id");
+    s_str(p, CHAT);
+    s_str(p, "snapshot_version");
+    msgpack_pack_int64(&p->pk, 3);
+    s_str(p, "x");
+    msgpack_sbuffer_write(&p->buf, (const char *)value, len);
+}
+
+static int s_decode_with(const uint8_t *value, size_t len) {
+    s_pack_t p;
+    s_frame_with(&p, value, len);
+    wire_msg_t out;
+    char why[128] = "";
+    int rc = wire_decode(p.buf.data, p.buf.size, &out, why, sizeof why);
+    if (rc != 0) {
+        assert_true(why[0] != '\0');
+        assert_int_equal(out.type, 0);
+    }
+    wire_msg_clear(&out);
+    msgpack_sbuffer_destroy(&p.buf);
+    return rc;
+}
+
+/* A value of every msgpack format that is not a fix format (the msgpack spec's "formats"
+ * table), smallest complete: lenb bytes of length or count follow the format byte. */
+typedef struct {
+    uint8_t bytes[20];
+    size_t len;
+    int lenb;
+} s_format_value_t;
+
+static const s_format_value_t s_format_values[] = {
+    {{0xc0}, 1, 0}, /* nil */
+    {{0xc2}, 1, 0}, /* false */
+    {{0xc3}, 1, 0}, /* true */
+    {{0xc4, 1, 'a'}, 3, 1},
+    {{0xc5, 0, 1, 'a'}, 4, 2},
+    {{0xc6, 0, 0, 0, 1, 'a'}, 6, 4},
+    {{0xc7, 1, 5, 'a'}, 4, 1}, /* ext: length, type, data */
+    {{0xc8, 0, 1, 5, 'a'}, 5, 2},
+    {{0xc9, 0, 0, 0, 1, 5, 'a'}, 7, 4},
+    {{0xca, 0x3f, 0x80, 0, 0}, 5, 0},
+    {{0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0}, 9, 0},
+    {{0xcc, 1}, 2, 0},
+    {{0xcd, 0, 1}, 3, 0},
+    {{0xce, 0, 0, 0, 1}, 5, 0},
+    {{0xcf, 0, 0, 0, 0, 0, 0, 0, 1}, 9, 0},
+    {{0xd0, 0xff}, 2, 0},
+    {{0xd1, 0xff, 0xff}, 3, 0},
+    {{0xd2, 0xff, 0xff, 0xff, 0xff}, 5, 0},
+    {{0xd3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, 9, 0},
+    {{0xd4, 5, 'a'}, 3, 0}, /* fixext: type, data */
+    {{0xd5, 5, 'a', 'a'}, 4, 0},
+    {{0xd6, 5, 'a', 'a', 'a', 'a'}, 6, 0},
+    {{0xd7, 5, 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a'}, 10, 0},
+    {{0xd8, 5, 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a'},
+     18,
+     0},
+    {{0xd9, 1, 'a'}, 3, 1},
+    {{0xda, 0, 1, 'a'}, 4, 2},
+    {{0xdb, 0, 0, 0, 1, 'a'}, 6, 4},
+    {{0xdc, 0, 1, 0xc0}, 4, 2},
+    {{0xdd, 0, 0, 0, 1, 0xc0}, 6, 4},
+    {{0xde, 0, 1, 0xc0, 0xc0}, 5, 2},
+    {{0xdf, 0, 0, 0, 1, 0xc0, 0xc0}, 7, 4},
+};
+
+/* The smallest complete value of fix format b into out (containers of nils, strings of
+ * 'a'); returns its length. */
+static size_t s_fix_value(uint8_t b, uint8_t *out) {
+    size_t n = b >= 0x80 && b <= 0x8f ? 2u * (b & 0x0f) : b >= 0x90 && b <= 0x9f ? b & 0x0f : 0;
+    out[0] = b;
+    memset(out + 1, 0xc0, n);
+    if (b >= 0xa0 && b <= 0xbf) {
+        n = b & 0x1f;
+        memset(out + 1, 'a', n);
+    }
+    return 1 + n;
+}
+
+/* Each value is accepted whole (an unknown field is ignored), refused when cut anywhere or
+ * followed by a stray byte, and refused when a length or count claims every byte. */
+static void s_format_pinned(const uint8_t *value, size_t len, int lenb) {
+    assert_int_equal(s_decode_with(value, len), 0);
+    for (size_t cut = 1; cut < len; cut++) {
+        assert_int_equal(s_decode_with(value, cut), -1);
+    }
+    uint8_t longer[40];
+    memcpy(longer, value, len);
+    longer[len] = 0xc0;
+    assert_int_equal(s_decode_with(longer, len + 1), -1);
+    if (lenb > 0) {
+        memset(longer + 1, 0xff, (size_t)lenb);
+        assert_int_equal(s_decode_with(longer, len), -1);
+    }
+}
+
+static void test_every_msgpack_format_is_read_by_its_layout(void **state) {
+    (void)state;
+    uint8_t value[40];
+    for (int b = 0; b <= 0xff; b++) {
+        if (b < 0xc0 || b > 0xdf) {
+            s_format_pinned(value, s_fix_value((uint8_t)b, value), 0);
+        }
+    }
+    for (size_t i = 0; i < sizeof s_format_values / sizeof s_format_values[0]; i++) {
+        const s_format_value_t *f = &s_format_values[i];
+        s_format_pinned(f->bytes, f->len, f->lenb);
+    }
+    const uint8_t never = 0xc1;
+    assert_int_equal(s_decode_with(&never, 1), -1);
+}
+
+/* A value of nested one-element arrays, depth levels deep around a nil, into out. */
+static size_t s_nested(uint8_t *out, int depth) {
+    memset(out, 0x91, (size_t)depth);
+    out[depth] = 0xc0;
+    return (size_t)depth + 1;
+}
+
+/* A map16 of n nil-to-nil entries, or an array16 of n nils, into out. */
+static size_t s_container16(uint8_t *out, uint8_t format, size_t n) {
+    size_t elems = format == 0xde ? 2 * n : n;
+    out[0] = format;
+    out[1] = (uint8_t)(n >> 8);
+    out[2] = (uint8_t)n;
+    memset(out + 3, 0xc0, elems);
+    return 3 + elems;
+}
+
+static void test_scan_bounds_are_exact(void **state) {
+    (void)state;
+    uint8_t *v = mem_alloc(3 + PROTO_MAX_OBJECTS);
+    /* "x"'s value is at depth 1: the nil inside 7 arrays is at PROTO_MAX_DEPTH. */
+    assert_int_equal(s_decode_with(v, s_nested(v, PROTO_MAX_DEPTH - 1)), 0);
+    assert_int_equal(s_decode_with(v, s_nested(v, PROTO_MAX_DEPTH)), -1);
+    /* The frame holds 11 objects besides the array's elements. */
+    size_t most = PROTO_MAX_OBJECTS - 11;
+    assert_int_equal(s_decode_with(v, s_container16(v, 0xdc, most)), 0);
+    assert_int_equal(s_decode_with(v, s_container16(v, 0xdc, most + 1)), -1);
+    assert_int_equal(s_decode_with(v, s_container16(v, 0xde, PROTO_MAX_FIELDS)), 0);
+    assert_int_equal(s_decode_with(v, s_container16(v, 0xde, PROTO_MAX_FIELDS + 1)), -1);
+    free(v);
+}
+
 static void test_part_json_is_validated(void **state) {
     (void)state;
     wire_msg_t m = {.type = WIRE_PART};
@@ -451,6 +604,8 @@ int main(void) {
         cmocka_unit_test(test_every_truncation_is_rejected),
         cmocka_unit_test(test_hostile_frames_are_rejected),
         cmocka_unit_test(test_part_json_is_validated),
+        cmocka_unit_test(test_every_msgpack_format_is_read_by_its_layout),
+        cmocka_unit_test(test_scan_bounds_are_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
