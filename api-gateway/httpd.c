@@ -1,5 +1,6 @@
 /* httpd: libmicrohttpd in epoll mode with suspend/resume; see httpd.h. */
 #include "httpd.h"
+#include "dynbuf.h"
 #include "log.h"
 #include "mem.h"
 #include "tally.h"
@@ -54,8 +55,7 @@ typedef struct {
     struct MHD_Connection *mhd;
     conn_t *c;
     r_phase_t phase;
-    char *body;
-    size_t len;
+    dynbuf_t body; /* at most HTTP_BODY_MAX_BYTES */
     int64_t started_ms;
     http_req_t req;
     http_resp_t resp;
@@ -250,8 +250,8 @@ static void s_run_auth(void *arg) {
 
 static void s_run_handler(void *arg) {
     upload_t *up = arg;
-    up->req.body = up->body ? up->body : "";
-    up->req.body_len = up->len;
+    up->req.body = dynbuf_str(&up->body);
+    up->req.body_len = up->body.len;
     http_handle(&up->httpd->router, &up->req, &up->resp);
     up->phase = R_DONE;
     MHD_resume_connection(up->mhd);
@@ -317,6 +317,7 @@ static enum MHD_Result s_access(void *cls, struct MHD_Connection *mhd, const cha
     upload_t *up = *req_cls;
     if (!up) {
         up = mem_calloc(1, sizeof *up);
+        dynbuf_init(&up->body, HTTP_BODY_MAX_BYTES);
         up->httpd = self;
         up->mhd = mhd;
         const union MHD_ConnectionInfo *si =
@@ -340,12 +341,7 @@ static enum MHD_Result s_access(void *cls, struct MHD_Connection *mhd, const cha
             /* fall through */
         case R_BODY:
             if (*upload_size > 0) {
-                if (!up->req.body_too_large && up->len + *upload_size <= HTTP_BODY_MAX_BYTES) {
-                    up->body = mem_realloc(up->body, up->len + *upload_size + 1);
-                    memcpy(up->body + up->len, upload, *upload_size);
-                    up->len += *upload_size;
-                    up->body[up->len] = '\0';
-                } else {
+                if (up->req.body_too_large || dynbuf_add(&up->body, upload, *upload_size) != 0) {
                     up->req.body_too_large = true;
                 }
                 *upload_size = 0;
@@ -384,7 +380,7 @@ static void s_completed(void *cls, struct MHD_Connection *mhd, void **req_cls,
         MHD_destroy_response(up->resp.raw);
     }
     free(up->resp.body);
-    free(up->body);
+    dynbuf_free(&up->body);
     free(up);
     *req_cls = NULL;
 }

@@ -1,5 +1,6 @@
 /* fieldpath: the field names of validation errors; see fieldpath.h. */
 #include "fieldpath.h"
+#include "hex.h"
 #include "mem.h"
 
 #include <stdbool.h>
@@ -35,10 +36,8 @@ char *fieldpath_member(const char *parent, const char *key) {
             quoted[o++] = '\\';
             quoted[o++] = (char)*c;
         } else if (*c < 0x20) {
-            static const char hex[] = "0123456789abcdef";
             memcpy(quoted + o, "\\u00", 4);
-            quoted[o + 4] = hex[*c >> 4];
-            quoted[o + 5] = hex[*c & 15];
+            hex_encode(c, 1, quoted + o + 4); /* its NUL is overwritten next or ends below */
             o += 6;
         } else {
             quoted[o++] = (char)*c;

@@ -1,6 +1,7 @@
 /* jsonschema_format: the supported formats and the decimal multipleOf (equality, hashes and
  * exact number comparison are jsontape's); see JSONSCHEMA.md. */
 #include "jsonschema_internal.h"
+#include "hex.h"
 #include "jsonstrict.h"
 
 #include <math.h>
@@ -75,19 +76,6 @@ static bool s_isalpha(char c) {
     return (c | 0x20) >= 'a' && (c | 0x20) <= 'z';
 }
 
-static int s_hexval(char c) {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /* --- formats --- */
 
 static const char *s_format_names[] = {
@@ -130,7 +118,7 @@ static bool s_isdigit(char c) {
 }
 
 static bool s_ishex(char c) {
-    return s_hexval(c) >= 0;
+    return hex_digit(c) >= 0;
 }
 
 /* n ASCII digits at s as a number, or -1. */

@@ -1,5 +1,6 @@
 /* jsonschema_regex: ECMA-262 regexes on PCRE2 (rewrites, compile, match); see JSONSCHEMA.md. */
 #include "jsonschema_internal.h"
+#include "hex.h"
 #include "mem.h"
 
 #include <pthread.h>
@@ -61,19 +62,6 @@ __attribute__((format(printf, 2, 3))) static int s_rx_fail(s_rx_t *rx, const cha
     return -1;
 }
 
-static int s_hexval(char c) {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /* Reads exactly n hex digits at rx->i; -1 when they are not there. */
 static long s_hexn(s_rx_t *rx, size_t at, int n) {
     long v = 0;
@@ -81,7 +69,7 @@ static long s_hexn(s_rx_t *rx, size_t at, int n) {
         return -1;
     }
     for (int k = 0; k < n; k++) {
-        int h = s_hexval(rx->src[at + (size_t)k]);
+        int h = hex_digit(rx->src[at + (size_t)k]);
         if (h < 0) {
             return -1;
         }
@@ -102,8 +90,8 @@ static int s_unicode_escape(s_rx_t *rx, s_buf_t *out) {
     long cp = 0;
     if (at < rx->len && rx->src[at] == '{') {
         size_t j = at + 1;
-        while (j < rx->len && s_hexval(rx->src[j]) >= 0 && cp <= 0x10FFFF) {
-            cp = cp * 16 + s_hexval(rx->src[j++]);
+        while (j < rx->len && hex_digit(rx->src[j]) >= 0 && cp <= 0x10FFFF) {
+            cp = cp * 16 + hex_digit(rx->src[j++]);
         }
         if (j == at + 1 || j >= rx->len || rx->src[j] != '}' || cp > 0x10FFFF) {
             return s_rx_fail(rx, "invalid \\u{...} escape");

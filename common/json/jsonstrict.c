@@ -1,6 +1,7 @@
 /* jsonstrict: the strict JSON boundary; see jsonstrict.h. */
 #include "jsonstrict.h"
 #include "jsonstrict_internal.h"
+#include "hex.h"
 #include "mem.h"
 
 #include <math.h>
@@ -171,17 +172,11 @@ static int s_hex4(const unsigned char *p, const unsigned char *end, uint32_t *ou
     }
     uint32_t v = 0;
     for (int i = 0; i < 4; i++) {
-        unsigned c = p[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') {
-            v |= c - '0';
-        } else if (c >= 'a' && c <= 'f') {
-            v |= c - 'a' + 10;
-        } else if (c >= 'A' && c <= 'F') {
-            v |= c - 'A' + 10;
-        } else {
+        int d = hex_digit(p[i]);
+        if (d < 0) {
             return -1;
         }
+        v = v << 4 | (uint32_t)d;
     }
     *out = v;
     return 0;
