@@ -1,6 +1,7 @@
 /* models: config file to model_configs; see models.h. */
 #include "models.h"
 #include "db.h"
+#include "header.h"
 #include "id.h"
 #include "jsonstrict.h"
 #include "jsonout.h"
@@ -10,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define MODELS_FILE_MAX_BYTES (256 * 1024)
+#define S_ENV_NAME_MAX_BYTES  128 /* the longest api_key_env accepted */
 
 static const char *const s_builtin =
     "{\"models\":[{\"name\":\"sim\",\"provider\":\"sim\",\"model\":\"sim\",\"default\":true,"
@@ -64,6 +67,47 @@ static int s_check_prices(const char *path, size_t i, const json_t *prices) {
     return 0;
 }
 
+/* base_url goes into every request line the worker sends to the provider: http(s) only,
+ * and no control character (one would let the file's author write headers of their own). */
+static int s_check_base_url(const char *path, size_t i, const json_t *v) {
+    if (!v || json_is_null(v)) {
+        return 0;
+    }
+    const char *url = json_string_value(v);
+    if (!url) {
+        return s_bad(path, i, "base_url", "must be a string");
+    }
+    if (!header_text_ok(url)) {
+        return s_bad(path, i, "base_url", "must not hold control characters");
+    }
+    if ((strncasecmp(url, "http://", 7) || !url[7]) &&
+        (strncasecmp(url, "https://", 8) || !url[8])) {
+        return s_bad(path, i, "base_url", "must be an http:// or https:// URL");
+    }
+    return 0;
+}
+
+/* api_key_env names the worker's environment variable holding the key: a portable name
+ * ([A-Za-z_][A-Za-z0-9_]*), so that it can only ever name a variable. */
+static int s_check_key_env(const char *path, size_t i, const json_t *v) {
+    if (!v || json_is_null(v)) {
+        return 0;
+    }
+    const char *name = json_string_value(v);
+    size_t n = name ? strlen(name) : 0;
+    bool ok = n > 0 && n <= S_ENV_NAME_MAX_BYTES && !(name[0] >= '0' && name[0] <= '9');
+    for (size_t k = 0; ok && k < n; k++) {
+        char c = name[k];
+        ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    }
+    if (!ok) {
+        return s_bad(path, i, "api_key_env",
+                     "must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*, at most 128 "
+                     "bytes)");
+    }
+    return 0;
+}
+
 static int s_check(const char *path, size_t i, json_t *m) {
     static const char *const fields[] = {"name",
                                          "provider",
@@ -98,6 +142,10 @@ static int s_check(const char *path, size_t i, json_t *m) {
     }
     if (!json_is_string(json_object_get(m, "model"))) {
         return s_bad(path, i, "model", "must be a string");
+    }
+    if (s_check_base_url(path, i, json_object_get(m, "base_url")) != 0 ||
+        s_check_key_env(path, i, json_object_get(m, "api_key_env")) != 0) {
+        return -1;
     }
     const json_t *cl = json_object_get(m, "context_limit");
     if (cl && !(json_is_integer(cl) && json_integer_value(cl) > 0)) {

@@ -9,7 +9,9 @@
 #include <libpq-fe.h>
 
 /* Reads path (NULL: the built-in sim model only), validates every entry, and upserts them
- * with exactly one default. Returns 0, or -1 after printing the field path and reason. */
+ * with exactly one default. A base_url must be http(s) with no control character and an
+ * api_key_env a portable variable name: both reach the worker's outgoing requests. Returns 0,
+ * or -1 after printing the field path ("models[0].base_url") and reason. */
 int models_sync(PGconn *conn, const char *path);
 
 /* The names of the MCP servers the config file at path configures ("mcp_servers", an object by

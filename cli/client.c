@@ -1,5 +1,6 @@
 /* client: REST calls to the gateway; see client.h. */
 #include "client.h"
+#include "header.h"
 #include "jsonout.h"
 #include "mem.h"
 
@@ -80,6 +81,30 @@ const char *client_token(const client_t *self) {
     return self->token;
 }
 
+int client_headers(const client_t *self, const char *name, const char *value,
+                   struct curl_slist **list) {
+    int rc = header_append(list, name, value);
+    if (rc == 0 && self->token) {
+        char *bearer = mem_printf("Bearer %s", self->token);
+        rc = header_append(list, "Authorization", bearer);
+        free(bearer);
+        if (rc != 0) {
+            fprintf(stderr,
+                    "chatfleet: the token (--token or CHATFLEET_TOKEN) is not a valid "
+                    "header value (a control character, or over %d bytes); the request "
+                    "was not sent\n",
+                    HEADER_LINE_MAX_BYTES);
+        }
+    } else if (rc != 0) {
+        fprintf(stderr, "chatfleet: the %s header holds a control character; not sent\n", name);
+    }
+    if (rc != 0) {
+        curl_slist_free_all(*list);
+        *list = NULL;
+    }
+    return rc;
+}
+
 void client_transport(const client_t *self, CURL *c) {
     /* An https URL is only ever spoken over TLS; a redirect is never followed. */
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, self->https ? "https" : "http,https");
@@ -129,12 +154,12 @@ long client_call(client_t *self, const char *method, const char *path, const jso
                  json_t **out) {
     *out = NULL;
     char *url = mem_printf("%s%s", self->base, path);
-    char *text = body ? jsonout_dumps(body) : NULL;
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    char *auth = self->token ? mem_printf("Authorization: Bearer %s", self->token) : NULL;
-    if (auth) {
-        h = curl_slist_append(h, auth);
+    struct curl_slist *h = NULL;
+    if (client_headers(self, "Content-Type", "application/json", &h) != 0) {
+        free(url);
+        return -1;
     }
+    char *text = body ? jsonout_dumps(body) : NULL;
     s_buf_t b = {0};
     CURL *c = self->curl;
     char errbuf[CURL_ERROR_SIZE] = "";
@@ -168,7 +193,6 @@ long client_call(client_t *self, const char *method, const char *path, const jso
         }
     }
     curl_slist_free_all(h);
-    free(auth);
     free(text);
     free(b.data);
     free(url);

@@ -35,10 +35,18 @@ const char *client_base(const client_t *self);
 const char *client_token(const client_t *self);
 
 /* method path (under the base URL) with body (NULL: none). Returns the HTTP status, or -1
- * when no answer arrived or its text was refused (reason on stderr). *out receives the
+ * when no answer arrived, its text was refused, or client_headers refused a header and nothing
+ * was sent (reason on stderr). *out receives the
  * parsed answer (NULL for an empty body); the caller json_decref()s it. */
 long client_call(client_t *self, const char *method, const char *path, const json_t *body,
                  json_t **out);
+
+/* Appends the headers of one request to *list, each through header.h (common/net): name:
+ * value (e.g. Accept or Content-Type), then the bearer token when the client has one. Returns
+ * 0, or -1 (reason on stderr, *list freed and NULL) when a value holds a control character:
+ * the caller sends nothing. main refuses such a token where it is given; this refuses again. */
+int client_headers(const client_t *self, const char *name, const char *value,
+                   struct curl_slist **list);
 
 /* Sets c's transport options for this client's base URL: allowed protocols, certificate
  * and host verification, the CA file. Every request to the gateway goes through it. */

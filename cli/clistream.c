@@ -242,17 +242,16 @@ static int s_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_o
     return self->cancel && *self->cancel ? 1 : 0;
 }
 
-/* One dial; returns the HTTP status (0 when no answer arrived), the transfer's code in *rc
- * and libcurl's error text in errbuf. */
+/* One dial; returns the HTTP status (0 when no answer arrived; -1, nothing sent, when
+ * client_headers refused a header), the transfer's code in *rc and libcurl's error text in
+ * errbuf. */
 static long s_dial(clistream_t *self, CURL *c, CURLcode *rc, char errbuf[CURL_ERROR_SIZE]) {
     char *url = mem_printf("%s%s%safter_id=%lld", client_base(self->client), self->path,
                            strchr(self->path, '?') ? "&" : "?", (long long)self->after_id);
-    struct curl_slist *h = curl_slist_append(NULL, "Accept: text/event-stream");
-    char *auth = client_token(self->client)
-                     ? mem_printf("Authorization: Bearer %s", client_token(self->client))
-                     : NULL;
-    if (auth) {
-        h = curl_slist_append(h, auth);
+    struct curl_slist *h = NULL;
+    if (client_headers(self->client, "Accept", "text/event-stream", &h) != 0) {
+        free(url);
+        return -1; /* refused (on stderr): never sent */
     }
     self->line_len = 0;
     self->data_len = 0;
@@ -280,7 +279,6 @@ static long s_dial(clistream_t *self, CURL *c, CURLcode *rc, char errbuf[CURL_ER
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(h);
-    free(auth);
     free(url);
     return status;
 }
@@ -308,6 +306,10 @@ clistream_end_t clistream_run(clistream_t *self, clistream_event_fn fn, void *ct
         CURLcode rc = CURLE_OK;
         char errbuf[CURL_ERROR_SIZE];
         long status = s_dial(self, c, &rc, errbuf);
+        if (status < 0) {
+            end = CLISTREAM_REJECTED; /* a header was refused: a redial would be too */
+            break;
+        }
         if (self->stop) {
             end = CLISTREAM_STOPPED;
             break;

@@ -17,6 +17,7 @@
 
 #include "ask.h"
 #include "command.h"
+#include "header.h"
 #include "mem.h"
 
 static volatile sig_atomic_t s_cancel;
@@ -135,6 +136,19 @@ int main(int argc, char **argv) {
     }
     if (!url || !*url) {
         fputs("chatfleet: no gateway URL (--url or CHATFLEET_URL)\n", stderr);
+        return ASK_USAGE;
+    }
+    /* Both go into every request (its line and its Authorization header): a control
+     * character would let them write headers of their own, so it is refused here, naming
+     * where it came from (client_headers refuses it again). */
+    if (!header_text_ok(url)) {
+        fputs("chatfleet: the gateway URL (--url or CHATFLEET_URL) holds a control character\n",
+              stderr);
+        return ASK_USAGE;
+    }
+    if (token && !header_text_ok(token)) {
+        fputs("chatfleet: the token (--token or CHATFLEET_TOKEN) holds a control character\n",
+              stderr);
         return ASK_USAGE;
     }
     if (ca_file && *ca_file && access(ca_file, R_OK) != 0) {

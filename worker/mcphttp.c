@@ -1,6 +1,7 @@
 /* mcphttp: the MCP Streamable HTTP transport; see mcphttp.h. The transport is the MCP
  * specification's "Transports: Streamable HTTP" (2025-06-18). */
 #include "mcphttp.h"
+#include "header.h"
 #include "mcp.h"
 #include "mem.h"
 
@@ -11,7 +12,9 @@
 #include <string.h>
 #include <strings.h>
 
-#define S_SESSION_MAX 256 /* bytes of a session id we keep */
+#define S_SESSION_MAX  256 /* bytes of a session id, NUL included; a longer one is refused */
+#define S_PROTOCOL_MAX 32  /* bytes of a protocol version, NUL included; a longer one is refused */
+#define S_FAILED_MAX   160 /* bytes of a pending failure's reason */
 
 /* One POST and what its answer has brought so far. */
 typedef struct s_xfer {
@@ -22,7 +25,8 @@ typedef struct s_xfer {
     bool sse;  /* the answer is an event stream */
     char *buf; /* unparsed answer bytes */
     size_t len;
-    bool too_large; /* the answer went over the cap */
+    bool too_large;   /* the answer went over the cap */
+    bool bad_session; /* the server's Mcp-Session-Id is not one we may send back */
     char session[S_SESSION_MAX];
     struct s_xfer *next;
 } s_xfer_t;
@@ -39,7 +43,11 @@ struct mcphttp {
     char *url;
     char **headers;
     char session[S_SESSION_MAX];
-    char protocol[32];
+    char protocol[S_PROTOCOL_MAX];
+    /* A request that could not be built (header.h refused a value), or a protocol version
+     * the server gave that cannot be sent back: mcphttp_perform reports it as a failed
+     * transfer, and nothing is posted until the reset that follows. */
+    char failed[S_FAILED_MAX];
     s_xfer_t *xfers;
     s_msg_t *msgs;
     s_msg_t **msgs_tail;
@@ -140,9 +148,21 @@ static size_t s_on_header(char *ptr, size_t size, size_t n, void *arg) {
         while (off < len && ptr[off] == ' ') {
             off++;
         }
-        size_t v = len - off < S_SESSION_MAX - 1 ? len - off : S_SESSION_MAX - 1;
-        memcpy(x->session, ptr + off, v);
-        x->session[v] = 0;
+        /* The server's session id goes back in every later request's header: MCP allows
+         * visible ASCII only (0x21-0x7e, "Session Management"), so a control character (a
+         * hostile server's header injection) or an id too long to keep is refused here and
+         * the transfer fails (s_done), never sent. */
+        size_t v = len - off;
+        x->bad_session = v == 0 || v >= S_SESSION_MAX;
+        for (size_t i = off; i < len && !x->bad_session; i++) {
+            x->bad_session = (unsigned char)ptr[i] < 0x21 || (unsigned char)ptr[i] > 0x7e;
+        }
+        if (!x->bad_session) {
+            memcpy(x->session, ptr + off, v);
+            x->session[v] = 0;
+        } else {
+            x->session[0] = 0;
+        }
     } else if (len > sizeof ct - 1 && !strncasecmp(ptr, ct, sizeof ct - 1)) {
         char value[64] = "";
         size_t off = sizeof ct - 1;
@@ -196,6 +216,7 @@ void mcphttp_reset(mcphttp_t *self) {
     self->msgs_tail = &self->msgs;
     self->session[0] = 0;
     self->protocol[0] = 0;
+    self->failed[0] = 0;
     self->resets++;
 }
 
@@ -215,30 +236,67 @@ void mcphttp_destroy(mcphttp_t **self_p) {
     *self_p = NULL;
 }
 
+/* Records the first failure that mcphttp_perform is to report. */
+static void s_fail(mcphttp_t *self, const char *why) {
+    if (!self->failed[0]) {
+        snprintf(self->failed, sizeof self->failed, "%s", why);
+    }
+}
+
 void mcphttp_set_protocol(mcphttp_t *self, const char *version) {
+    /* The version comes from the server's answer and goes into every later request's
+     * header: one we could not send back intact is the server's failure. */
+    if (version && (strlen(version) >= sizeof self->protocol || !header_text_ok(version))) {
+        self->protocol[0] = 0;
+        s_fail(self, "the server's protocolVersion is not a valid header value");
+        return;
+    }
     snprintf(self->protocol, sizeof self->protocol, "%s", version ? version : "");
 }
 
+/* The headers of one POST, each through header.h. Returns 0, or -1 with the failure recorded
+ * (a configured header's value is not quoted: it may be a credential). */
+static int s_headers(mcphttp_t *self, struct curl_slist **list) {
+    if (header_append(list, "Content-Type", "application/json") != 0 ||
+        header_append(list, "Accept", "application/json, text/event-stream") != 0) {
+        s_fail(self, "cannot build the request headers");
+        return -1;
+    }
+    if (self->session[0] && header_append(list, "Mcp-Session-Id", self->session) != 0) {
+        s_fail(self, "the server's Mcp-Session-Id is not a valid header value");
+        return -1;
+    }
+    if (self->protocol[0] && header_append(list, "MCP-Protocol-Version", self->protocol) != 0) {
+        s_fail(self, "the server's protocolVersion is not a valid header value");
+        return -1;
+    }
+    for (size_t i = 0; self->headers[i]; i++) {
+        if (header_append_line(list, self->headers[i]) != 0) {
+            char why[S_FAILED_MAX];
+            snprintf(why, sizeof why,
+                     "configured header %zu is refused (a control character or no \"Name:\")", i);
+            s_fail(self, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 void mcphttp_post(mcphttp_t *self, const char *text, uint64_t id) {
+    if (self->failed[0]) {
+        return; /* the session is failing: the reset that follows drops everything */
+    }
+    struct curl_slist *hdrs = NULL;
+    if (s_headers(self, &hdrs) != 0) {
+        curl_slist_free_all(hdrs);
+        return; /* never sent: mcphttp_perform reports why */
+    }
     s_xfer_t *x = mem_calloc(1, sizeof *x);
     x->id = id;
     x->body = mem_strdup(text);
     x->easy = curl_easy_init();
     ASSERT(x->easy);
-    x->hdrs = curl_slist_append(x->hdrs, "Content-Type: application/json");
-    x->hdrs = curl_slist_append(x->hdrs, "Accept: application/json, text/event-stream");
-    char line[S_SESSION_MAX + 64];
-    if (self->session[0]) {
-        snprintf(line, sizeof line, "Mcp-Session-Id: %s", self->session);
-        x->hdrs = curl_slist_append(x->hdrs, line);
-    }
-    if (self->protocol[0]) {
-        snprintf(line, sizeof line, "MCP-Protocol-Version: %s", self->protocol);
-        x->hdrs = curl_slist_append(x->hdrs, line);
-    }
-    for (size_t i = 0; self->headers[i]; i++) {
-        x->hdrs = curl_slist_append(x->hdrs, self->headers[i]);
-    }
+    x->hdrs = hdrs;
     curl_easy_setopt(x->easy, CURLOPT_URL, self->url);
     curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->hdrs);
     curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->body);
@@ -266,6 +324,9 @@ void mcphttp_abort(mcphttp_t *self, uint64_t id) {
 }
 
 void mcphttp_wait(mcphttp_t *self, int wake_fd, int timeout_ms) {
+    if (self->failed[0]) {
+        return; /* a failure waits to be reported: no I/O to wait for */
+    }
     struct curl_waitfd extra = {.fd = wake_fd, .events = CURL_WAIT_POLLIN};
     int numfds = 0;
     (void)curl_multi_poll(self->multi, &extra, 1, timeout_ms, &numfds);
@@ -287,6 +348,11 @@ static int s_done(mcphttp_t *self, s_xfer_t *x, CURLcode rc, char *why, size_t s
         }
         return -1;
     }
+    if (x->bad_session) {
+        snprintf(why, size, "the server's Mcp-Session-Id is not visible ASCII of at most %d bytes",
+                 S_SESSION_MAX - 1);
+        return -1;
+    }
     if (x->session[0]) {
         snprintf(self->session, sizeof self->session, "%s", x->session);
     }
@@ -300,6 +366,11 @@ static int s_done(mcphttp_t *self, s_xfer_t *x, CURLcode rc, char *why, size_t s
 
 int mcphttp_perform(mcphttp_t *self, mcphttp_msg_fn *on_msg, void *arg, char *why,
                     size_t why_size) {
+    if (self->failed[0]) {
+        snprintf(why, why_size, "%s", self->failed);
+        self->failed[0] = 0;
+        return -1;
+    }
     int running = 0;
     (void)curl_multi_perform(self->multi, &running);
     for (s_xfer_t *x = self->xfers; x; x = x->next) {

@@ -5,7 +5,9 @@
  * stream whose data events are messages (a request's response among them), or 202 with no
  * body. The session id the server gives in Mcp-Session-Id (on the initialize response) and the
  * negotiated protocol version (MCP-Protocol-Version) go on every later request, with the
- * configured headers.
+ * configured headers. Every header is built through header.h (common/net): a session id that
+ * is not visible ASCII, a protocol version or a configured header with a control character is
+ * never sent; the transfer fails as the server's (or the configuration's) failure instead.
  *
  * Transfers run on a libcurl multi handle driven by the caller's thread (mcp's I/O thread):
  * mcphttp_wait, then mcphttp_perform. Not thread-safe: one thread uses it.
@@ -41,15 +43,17 @@ void mcphttp_abort(mcphttp_t *self, uint64_t id);
  * follows). Messages not yet delivered are dropped too. */
 void mcphttp_reset(mcphttp_t *self);
 
-/* The version initialize negotiated, sent from now on as MCP-Protocol-Version. */
+/* The version initialize negotiated, sent from now on as MCP-Protocol-Version. One with a
+ * control character or over 31 bytes is not kept: the next mcphttp_perform fails with why. */
 void mcphttp_set_protocol(mcphttp_t *self, const char *version);
 
 /* Waits up to timeout_ms for transfer I/O or for wake_fd to be readable. */
 void mcphttp_wait(mcphttp_t *self, int wake_fd, int timeout_ms);
 
 /* Moves the transfers on and hands each complete message to on_msg. Returns 0, or -1 with why
- * (bounded) when a transfer failed (no connection, an HTTP error status, an expired session):
- * the caller resets the session. */
+ * (bounded) when a transfer failed (no connection, an HTTP error status, an expired session, a
+ * session id that is not visible ASCII) or a request could not be built (header.h refused a
+ * value; nothing was sent and nothing is posted until then): the caller resets the session. */
 int mcphttp_perform(mcphttp_t *self, mcphttp_msg_fn *on_msg, void *arg, char *why, size_t why_size);
 
 #endif

@@ -6,6 +6,7 @@
 #include "hooks.h"
 #include "config.h"
 
+#include "header.h"
 #include "id.h"
 #include "jsonstrict.h"
 #include "log.h"
@@ -102,8 +103,20 @@ int hooks_config_read(hooks_config_t *out, int64_t threads, char *err, size_t er
         hooks_config_clear(out);
         return -1;
     }
+    /* The URL goes into every request line and the secret signs every body: a control
+     * character in either is a mistake (or an injection) to refuse here, not at first use. */
+    if (out->url && !header_text_ok(out->url)) {
+        snprintf(err, err_size, "CHATFLEET_HOOKS_URL: must not hold control characters");
+        hooks_config_clear(out);
+        return -1;
+    }
     if (out->url && strncmp(out->url, "http://", 7) && strncmp(out->url, "https://", 8)) {
         snprintf(err, err_size, "CHATFLEET_HOOKS_URL: must be an http:// or https:// URL");
+        hooks_config_clear(out);
+        return -1;
+    }
+    if (out->secret && !header_text_ok(out->secret)) {
+        snprintf(err, err_size, "CHATFLEET_HOOKS_SECRET: must not hold control characters");
         hooks_config_clear(out);
         return -1;
     }
@@ -320,6 +333,7 @@ static void s_finish(s_dispatch_t *d, bool held) {
     free(d);
 }
 
+/* Ends a dispatch that never took a slot: the cap was taken, or its request was refused. */
 static void s_busy(void *arg) {
     s_finish(arg, false);
 }
@@ -382,16 +396,19 @@ static s_dispatch_t *s_prepare(hooks_t *self, hooks_class_t cls, hooks_event_t e
     char sig[96];
     int rc = hooks_sign(self->cfg.secret, d->body, strlen(d->body), sig, sizeof sig);
     ASSERT(rc == 0);
-    char *h_sig = mem_printf("%s: %s", HOOKS_SIGNATURE_HEADER, sig);
-    char *h_id = mem_printf("X-Chatfleet-Event-Id: %s", event_id);
-    d->hdrs = curl_slist_append(d->hdrs, "Content-Type: application/json");
-    d->hdrs = curl_slist_append(d->hdrs, h_sig);
-    d->hdrs = curl_slist_append(d->hdrs, h_id);
-    d->hdrs = curl_slist_append(d->hdrs, "Expect:");
-    free(h_sig);
-    free(h_id);
+    /* Every header goes through header.h, which refuses a control character: the event id
+     * comes from the caller, and a refused one fails the dispatch unsent. */
+    if (header_append(&d->hdrs, "Content-Type", "application/json") != 0 ||
+        header_append(&d->hdrs, HOOKS_SIGNATURE_HEADER, sig) != 0 ||
+        header_append(&d->hdrs, "X-Chatfleet-Event-Id", event_id) != 0 ||
+        header_append(&d->hdrs, "Expect", "") != 0) {
+        d->res.rc = HOOKS_E_TRANSPORT;
+        snprintf(d->res.error, sizeof d->res.error,
+                 "hook request refused: the event id is not a valid header value");
+        return d; /* no transfer: the caller ends it unsent */
+    }
     d->easy = curl_easy_init();
-    ASSERT(d->easy && d->hdrs);
+    ASSERT(d->easy);
     curl_easy_setopt(d->easy, CURLOPT_URL, self->cfg.url);
     curl_easy_setopt(d->easy, CURLOPT_HTTPHEADER, d->hdrs);
     curl_easy_setopt(d->easy, CURLOPT_POSTFIELDS, d->body);
@@ -410,6 +427,10 @@ void hooks_dispatch(hooks_t *self, hooks_class_t cls, hooks_event_t event, const
     s_dispatch_t *d = s_prepare(self, cls, event, event_id, chat_id, payload);
     d->done = done;
     d->arg = arg;
+    if (!d->easy) {
+        self->runner.post(self->runner.ctx, s_busy, d); /* refused: ends unsent, no slot */
+        return;
+    }
     /* Admission takes a slot of its share or is refused; admitted work waits for a slot,
      * which frees within the timeout of a dispatch in flight. */
     pthread_mutex_lock(&self->mu);
@@ -444,6 +465,10 @@ hooks_rc_t hooks_call(hooks_t *self, hooks_class_t cls, hooks_event_t event, con
     d->done = s_call_done;
     d->arg = res;
     *answer = NULL;
+    if (!d->easy) {
+        s_finish(d, false); /* refused: ends unsent, no slot */
+        return res->rc;
+    }
     pthread_mutex_lock(&self->mu);
     bool room = s_room(self, cls);
     if (room) {

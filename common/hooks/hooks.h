@@ -88,8 +88,9 @@ typedef struct {
  * or 0 for a caller that never blocks (the worker). With threads > 0 the admission share
  * defaults to the smaller of max_inflight / 2 and threads / 2 (at least 1), and a share that
  * is not below threads is refused while hooks are on, naming both settings: a slow consumer
- * could otherwise hold every request thread. Returns 0, or -1 with the variable and why in
- * err. The caller frees with hooks_config_clear. */
+ * could otherwise hold every request thread. A URL that is not http(s) or holds a control
+ * character, and a secret that holds one, are refused naming the variable. Returns 0, or -1
+ * with the variable and why in err. The caller frees with hooks_config_clear. */
 int hooks_config_read(hooks_config_t *out, int64_t threads, char *err, size_t err_size);
 void hooks_config_clear(hooks_config_t *cfg);
 
@@ -128,7 +129,8 @@ int hooks_answer_check(hooks_event_t event, const json_t *answer, hooks_result_t
  * done(arg, result) runs exactly once on the loop's thread, when the consumer answered or
  * failed. When the cap is taken, an admission dispatch ends at once with HOOKS_E_BUSY (its
  * share, CHATFLEET_HOOKS_ADMISSION_MAX, or the whole cap) while an admitted one waits, oldest
- * first, for a slot (it never waits on admission work beyond that share). Any thread. */
+ * first, for a slot (it never waits on admission work beyond that share). An event id that
+ * header.h refuses (a control character) ends it unsent with HOOKS_E_TRANSPORT. Any thread. */
 void hooks_dispatch(hooks_t *self, hooks_class_t cls, hooks_event_t event, const char *event_id,
                     const char *chat_id, const json_t *payload, hooks_done_fn *done, void *arg);
 

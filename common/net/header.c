@@ -43,7 +43,9 @@ int header_append(struct curl_slist **list, const char *name, const char *value)
         return -1;
     }
     char line[HEADER_LINE_MAX_BYTES];
-    int n = snprintf(line, sizeof line, "%s: %s", name, value ? value : "");
+    /* An empty value is written "Name:", which is how curl is told to send none of its own. */
+    int n = value && value[0] ? snprintf(line, sizeof line, "%s: %s", name, value)
+                              : snprintf(line, sizeof line, "%s:", name);
     if (n < 0 || (size_t)n >= sizeof line) {
         return -1;
     }

@@ -25,7 +25,8 @@ bool header_value_ok(const char *value);
  * what a URL or an identifier that ends up in a request line may hold. */
 bool header_text_ok(const char *text);
 
-/* Appends "name: value" to *list (a new list when *list is NULL). Returns 0; or -1, leaving
+/* Appends "name: value" ("name:" for an empty value: curl then sends no header of that name)
+ * to *list (a new list when *list is NULL). Returns 0; or -1, leaving
  * *list as it was, when the name or the value is refused, the line is over
  * HEADER_LINE_MAX_BYTES, or curl could not grow the list. */
 int header_append(struct curl_slist **list, const char *name, const char *value);

@@ -414,6 +414,36 @@ static int s_teardown(void **state) {
     return 0;
 }
 
+/* Issue 34: a token or a gateway URL with a control character (CR LF would let it write
+ * headers of its own) is refused before any request, exit 2 naming where it came from; the
+ * same command with the cluster's good token, given by --token, works. */
+static void test_a_token_or_url_with_a_control_character_is_refused_unsent(void **u) {
+    (void)u;
+    s_cli_t c;
+    char *bad = mem_printf("%s\r\nX-Injected: 1", cluster_token(s_cluster));
+    s_cli_start(&c, "bad-token", "--token", bad, "chat", "list", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 2);
+    char *err = proc_file_text(c.err);
+    printf("  %s", err);
+    assert_non_null(strstr(err, "--token or CHATFLEET_TOKEN"));
+    assert_non_null(strstr(err, "control character"));
+    free(err);
+    char *out = proc_file_text(c.out);
+    assert_string_equal(out, "");
+    free(out);
+    char *url = mem_printf("%s/\x01", cluster_url(s_cluster, 0));
+    s_cli_start(&c, "bad-url", "--url", url, "chat", "list", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 2);
+    err = proc_file_text(c.err);
+    printf("  %s", err);
+    assert_non_null(strstr(err, "--url or CHATFLEET_URL"));
+    free(err);
+    s_cli_start(&c, "good-token", "--token", cluster_token(s_cluster), "chat", "list", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    free(url);
+    free(bad);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0);
     const struct CMUnitTest tests[] = {
@@ -427,6 +457,7 @@ int main(void) {
         cmocka_unit_test(test_ctrl_c_interrupts_the_server_side_run),
         cmocka_unit_test(test_chat_subcommands),
         cmocka_unit_test(test_model_system_compact_clear_and_usage),
+        cmocka_unit_test(test_a_token_or_url_with_a_control_character_is_refused_unsent),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }

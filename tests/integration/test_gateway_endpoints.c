@@ -1302,6 +1302,91 @@ static void test_every_4xx_carried_the_error_envelope(void **u) {
     assert_true(s_envelopes > 50);
 }
 
+/* Issue 34: a model config file whose base_url holds a control character or is not http(s),
+ * or whose api_key_env is not a variable name, stops the gateway at start naming the field
+ * (models[i].base_url); the same file with good values is stored and the gateway serves. */
+static char *s_write_config(const char *second) {
+    char *path = mem_strdup("/tmp/test_gateway_endpoints_models.XXXXXX");
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    char *text = mem_printf("{\"models\":[{\"name\":\"sim\",\"provider\":\"sim\",\"model\":"
+                            "\"sim\",\"default\":true},%s]}",
+                            second);
+    ASSERT(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    free(text);
+    return path;
+}
+
+static void test_a_model_config_with_a_control_character_stops_the_gateway(void **u) {
+    (void)u;
+    static const struct {
+        const char *model;
+        const char *field;
+    } bad[] = {
+        {"{\"name\":\"x\",\"provider\":\"openai\",\"model\":\"m\",\"base_url\":"
+         "\"http://127.0.0.1:9/v1\\r\\nX-Injected: 1\"}",
+         "models[1].base_url"},
+        {"{\"name\":\"x\",\"provider\":\"openai\",\"model\":\"m\",\"base_url\":"
+         "\"http://127.0.0.1:9/\\u001bv1\"}",
+         "models[1].base_url"},
+        {"{\"name\":\"x\",\"provider\":\"openai\",\"model\":\"m\",\"base_url\":"
+         "\"file:///etc/passwd\"}",
+         "models[1].base_url"},
+        {"{\"name\":\"x\",\"provider\":\"openai\",\"model\":\"m\",\"api_key_env\":"
+         "\"KEY\\nX\"}",
+         "models[1].api_key_env"},
+        {"{\"name\":\"x\",\"provider\":\"openai\",\"model\":\"m\",\"api_key_env\":"
+         "\"MY-KEY\"}",
+         "models[1].api_key_env"},
+    };
+    char *db = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
+    char *argv[] = {s_gw_bin, "serve", NULL};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *path = s_write_config(bad[i].model);
+        char *cfg = mem_printf("CHATFLEET_CONFIG=%s", path);
+        char out[] = "/tmp/test_gateway_endpoints_out.XXXXXX";
+        int fd = mkstemp(out);
+        assert_true(fd >= 0);
+        close(fd);
+        char *env[] = {db, cfg, "CHATFLEET_HTTP_LISTEN=127.0.0.1:1", NULL};
+        assert_int_equal(proc_run(argv, env, out, 10000), 2);
+        char *text = proc_file_text(out);
+        printf("  %s", text);
+        assert_non_null(strstr(text, bad[i].field));
+        free(text);
+        unlink(out);
+        unlink(path);
+        free(cfg);
+        free(path);
+    }
+    char *none = testdb_scalar(s_conn, "SELECT count(*) FROM model_configs WHERE name = 'x'");
+    assert_string_equal(none, "0");
+    free(none);
+    /* Good values: stored, and the gateway serves. */
+    char *path = s_write_config("{\"name\":\"x\",\"provider\":\"openai\",\"model\":\"m\","
+                                "\"base_url\":\"https://api.example.com/v1\",\"api_key_env\":"
+                                "\"MY_KEY_1\"}");
+    char *cfg = mem_printf("CHATFLEET_CONFIG=%s", path);
+    int port = proc_free_port();
+    char *listen = mem_printf("CHATFLEET_HTTP_LISTEN=127.0.0.1:%d", port);
+    char *env[] = {db, cfg, listen, NULL};
+    pid_t gw = proc_spawn(argv, env, "test_gateway_endpoints.log");
+    char health[96];
+    snprintf(health, sizeof health, "http://127.0.0.1:%d/healthz", port);
+    assert_int_equal(proc_wait_http(health, 10000), 0);
+    char *row = testdb_scalar(s_conn, "SELECT base_url || ' ' || api_key_env FROM model_configs"
+                                      " WHERE name = 'x'");
+    assert_string_equal(row, "https://api.example.com/v1 MY_KEY_1");
+    free(row);
+    proc_stop(gw, 5000);
+    unlink(path);
+    free(listen);
+    free(cfg);
+    free(path);
+    free(db);
+}
+
 static int s_setup(void **state) {
     (void)state;
     s_db = testdb_new();
@@ -1384,6 +1469,7 @@ int main(void) {
         cmocka_unit_test(test_tool_results_need_every_pending_call_and_valid_json),
         cmocka_unit_test(test_bodies_over_one_mib_are_413_on_every_body_route),
         cmocka_unit_test(test_queue_cap_is_429_when_busy_but_not_from_error),
+        cmocka_unit_test(test_a_model_config_with_a_control_character_stops_the_gateway),
         cmocka_unit_test(test_every_4xx_carried_the_error_envelope),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);

@@ -342,6 +342,80 @@ static void test_the_gateway_admission_share_stays_below_its_request_threads(voi
     unsetenv("CHATFLEET_HOOKS_ADMISSION_MAX");
 }
 
+/* Issue 34: what goes into the consumer's request is checked where it is accepted and again
+ * where the request is built. A URL or a secret with a control character (or a URL that is not
+ * http(s)) is refused at start naming its setting; an event id with one fails the dispatch, on
+ * the loop and blocking, without a request; good values are delivered as before. */
+static void test_control_characters_are_refused_at_start_and_never_sent(void **state) {
+    (void)state;
+    unsetenv("CHATFLEET_HOOKS_MAX_INFLIGHT");
+    unsetenv("CHATFLEET_HOOKS_ADMISSION_MAX");
+    hooks_config_t cfg;
+    char err[256] = "";
+    static const struct {
+        const char *url;
+        const char *secret;
+        const char *field;
+    } bad[] = {
+        {"http://127.0.0.1:9/hook\r\nX-Injected: 1", "s", "CHATFLEET_HOOKS_URL"},
+        {"http://127.0.0.1:9/ho\tok", "s", "CHATFLEET_HOOKS_URL"},
+        {"ftp://127.0.0.1:9/hook", "s", "CHATFLEET_HOOKS_URL"},
+        {"http://127.0.0.1:9/hook", "sec\nret", "CHATFLEET_HOOKS_SECRET"},
+        {"http://127.0.0.1:9/hook", "sec\x7fret", "CHATFLEET_HOOKS_SECRET"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("CHATFLEET_HOOKS_URL", bad[i].url, 1);
+        setenv("CHATFLEET_HOOKS_SECRET", bad[i].secret, 1);
+        err[0] = 0;
+        assert_int_equal(hooks_config_read(&cfg, 0, err, sizeof err), -1);
+        printf("  refused: %s\n", err);
+        assert_true(strncmp(err, bad[i].field, strlen(bad[i].field)) == 0);
+        assert_null(cfg.url);
+    }
+    setenv("CHATFLEET_HOOKS_URL", "https://hooks.example.com/a?b=c", 1);
+    setenv("CHATFLEET_HOOKS_SECRET", "a good secret", 1);
+    assert_int_equal(hooks_config_read(&cfg, 0, err, sizeof err), 0);
+    assert_string_equal(cfg.url, "https://hooks.example.com/a?b=c");
+    hooks_config_clear(&cfg);
+    unsetenv("CHATFLEET_HOOKS_URL");
+    unsetenv("CHATFLEET_HOOKS_SECRET");
+
+    /* At request time: an event id with CR LF is refused by the header builder, unsent. */
+    hookcons_t *c = hookcons_new(0);
+    hookcons_answer(c, NULL, 200, "{}", false);
+    s_env_t e = s_env(hookcons_port(c), 5000, 8, 4);
+    s_done_t d1 = {0};
+    s_dispatch_one(&e, HOOKS_STOP, "id\r\nX-Injected: 1", "{}", &d1);
+    assert_int_equal(d1.rc, HOOKS_E_TRANSPORT);
+    assert_non_null(strstr(d1.error, "event id"));
+    int64_t in_flight[3];
+    hooks_inflight(e.hooks, &in_flight[0], &in_flight[1], &in_flight[2]);
+    assert_int_equal(in_flight[0] + in_flight[1] + in_flight[2], 0); /* no slot was kept */
+    json_t *p = json_object();
+    hooks_result_t res;
+    json_t *answer = NULL;
+    assert_int_equal(hooks_call(e.hooks, HOOKS_ADMISSION, HOOKS_USER_PROMPT_SUBMIT, "id\x01",
+                                "chat-1", p, &res, &answer),
+                     HOOKS_E_TRANSPORT);
+    assert_null(answer);
+    assert_non_null(strstr(res.error, "event id"));
+    assert_int_equal(hookcons_seen(c), 0);
+    /* A good id on the same dispatcher is delivered, with every header intact. */
+    s_done_t d2 = {0};
+    s_dispatch_one(&e, HOOKS_STOP, "good-id", "{}", &d2);
+    assert_int_equal(d2.rc, HOOKS_OK);
+    assert_int_equal(hookcons_seen(c), 1);
+    char *id = hookcons_header(c, 0, "X-Chatfleet-Event-Id");
+    char *type = hookcons_header(c, 0, "Content-Type");
+    assert_string_equal(id, "good-id");
+    assert_string_equal(type, "application/json");
+    free(id);
+    free(type);
+    json_decref(p);
+    s_env_end(&e);
+    hookcons_destroy(&c);
+}
+
 /* The blocking call (the gateway's): the same answer on the calling thread; a consumer that is
  * down fails it; with the admission share taken by a call that hangs, another is refused at
  * once instead of waiting. */
@@ -420,6 +494,7 @@ int main(void) {
         cmocka_unit_test(test_admission_holds_only_its_share_of_the_cap),
         cmocka_unit_test(test_the_gateway_admission_share_stays_below_its_request_threads),
         cmocka_unit_test(test_a_blocking_call_answers_fails_closed_and_never_waits),
+        cmocka_unit_test(test_control_characters_are_refused_at_start_and_never_sent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

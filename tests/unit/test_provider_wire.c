@@ -739,29 +739,82 @@ static void s_native_schema_in_the_provider_field(const s_prov_t *p, mockprov_t 
     free(base);
 }
 
+/* One call of provider p with base_url and key (from api_key_env MODEL_KEY); its result. */
+static provider_rc_t s_call_with(const s_prov_t *p, const char *base, const char *key,
+                                 provider_result_t *out) {
+    provider_model_t model = {.name = "keyed-model",
+                              .provider = p->name,
+                              .model = "test-model",
+                              .base_url = base,
+                              .api_key_env = "MODEL_KEY",
+                              .api_key = key};
+    json_t *messages = s_user("hi");
+    provider_request_t req = {.model = &model, .messages = messages, .attempt = 1};
+    cancel_t *cancel = cancel_new();
+    s_sink_t sink = {.parts = json_array()};
+    provider_rc_t rc = provider_generate(&req, cancel, s_on_part, &sink, out);
+    cancel_destroy(&cancel);
+    json_decref(sink.parts);
+    json_decref(messages);
+    return rc;
+}
+
 /* A key with a control character would inject headers: every provider refuses it before
- * sending anything, with a non-retryable error that says why. */
+ * sending anything, with a non-retryable error naming the model and its api_key_env (never
+ * the key); the same provider with a good key still sends it in its credential header. */
 static void test_a_key_with_a_control_byte_is_refused_before_any_request(void **state) {
     mockprov_t *mp = *state;
     const s_prov_t *provs[] = {&s_openai, &s_anthropic, &s_ollama};
+    const char *bad[] = {"sk-test\r\nX-Injected: 1", "sk-\ttest", "sk-test\x7f"};
     for (size_t i = 0; i < sizeof provs / sizeof provs[0]; i++) {
         char *base = mem_printf("%s%s", mockprov_url(mp), provs[i]->base_path);
-        provider_model_t model = {.name = "m",
-                                  .provider = provs[i]->name,
-                                  .model = "test-model",
-                                  .base_url = base,
-                                  .api_key = "sk-test\r\nX-Injected: 1"};
-        json_t *messages = s_user("hi");
-        provider_request_t req = {.model = &model, .messages = messages, .attempt = 1};
-        cancel_t *cancel = cancel_new();
-        s_sink_t sink = {0};
+        for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            provider_result_t out;
+            assert_int_equal(s_call_with(provs[i], base, bad[k], &out), PROVIDER_ERROR);
+            assert_false(out.retryable);
+            assert_non_null(strstr(out.error, "control character"));
+            assert_non_null(strstr(out.error, provs[i]->name));
+            assert_non_null(strstr(out.error, "MODEL_KEY"));
+            assert_non_null(strstr(out.error, "keyed-model"));
+            assert_null(strstr(out.error, "sk-"));
+            provider_result_clear(&out);
+        }
+        free(base);
+    }
+    assert_int_equal(mockprov_request_count(mp), 0);
+    /* Good keys go through the same builder and arrive in each provider's header. */
+    const char *header[] = {"authorization", "x-api-key", "authorization"};
+    const char *want[] = {"Bearer sk-good", "sk-good", "Bearer sk-good"};
+    for (size_t i = 0; i < sizeof provs / sizeof provs[0]; i++) {
+        s_push(mp, 200, provs[i]->type, provs[i]->text, 0, 0);
+        char *base = mem_printf("%s%s", mockprov_url(mp), provs[i]->base_path);
         provider_result_t out;
-        assert_int_equal(provider_generate(&req, cancel, s_on_part, &sink, &out), PROVIDER_ERROR);
+        assert_int_equal(s_call_with(provs[i], base, "sk-good", &out), PROVIDER_OK);
+        provider_result_clear(&out);
+        json_t *sent = mockprov_request(mp, (int)i);
+        const json_t *h = json_object_get(sent, "headers");
+        assert_string_equal(json_string_value(json_object_get(h, header[i])), want[i]);
+        assert_string_equal(json_string_value(json_object_get(h, "content-type")),
+                            "application/json");
+        assert_null(json_object_get(h, "x-injected"));
+        json_decref(sent);
+        free(base);
+    }
+}
+
+/* A base_url with a control character (one stored before the gateway refused it) never
+ * reaches libcurl: the call fails unsent, non-retryable, saying the URL is refused. */
+static void test_a_base_url_with_a_control_character_is_refused_unsent(void **state) {
+    mockprov_t *mp = *state;
+    const s_prov_t *provs[] = {&s_openai, &s_anthropic, &s_ollama};
+    for (size_t i = 0; i < sizeof provs / sizeof provs[0]; i++) {
+        char *base = mem_printf("%s%s\r\nX-Injected: 1", mockprov_url(mp), provs[i]->base_path);
+        provider_result_t out;
+        assert_int_equal(s_call_with(provs[i], base, "sk-good", &out), PROVIDER_ERROR);
         assert_false(out.retryable);
-        assert_non_null(strstr(out.error, "control byte"));
-        assert_non_null(strstr(out.error, provs[i]->name));
-        cancel_destroy(&cancel);
-        json_decref(messages);
+        assert_non_null(strstr(out.error, "request refused"));
+        assert_non_null(strstr(out.error, "base_url"));
+        provider_result_clear(&out);
         free(base);
     }
     assert_int_equal(mockprov_request_count(mp), 0);
@@ -899,6 +952,7 @@ int main(void) {
         T(test_ollama_native_schema_is_format),
         T(test_no_native_schema_adds_no_native_field),
         T(test_a_key_with_a_control_byte_is_refused_before_any_request),
+        T(test_a_base_url_with_a_control_character_is_refused_unsent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -408,8 +408,7 @@ static void s_ok(void *arg, provider_result_t *out) {
 
 void anthropic_start(provider_call_t *call, const provider_request_t *req) {
     char *key = NULL;
-    if (httpstream_key_header("anthropic", "x-api-key", "", req->model->api_key, &key,
-                              &call->out) != 0) {
+    if (httpstream_key_header("anthropic", req->model, "x-api-key", "", &key, &call->out) != 0) {
         provider_call_end(call, PROVIDER_ERROR);
         return;
     }

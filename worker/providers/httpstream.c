@@ -1,5 +1,6 @@
 /* httpstream: see httpstream.h. */
 #include "httpstream.h"
+#include "header.h"
 #include "id.h"
 #include "jsonout.h"
 #include "log.h"
@@ -312,17 +313,26 @@ static size_t s_on_body(char *data, size_t size, size_t n, void *arg) {
     return len;
 }
 
-static struct curl_slist *s_headers(const char *const *headers) {
+/* The request's headers, each through header.h. NULL, with why, when one is refused. */
+static struct curl_slist *s_headers(const char *const *headers, char *why, size_t why_size) {
     struct curl_slist *list = NULL;
     /* No "Expect: 100-continue" round trip before a large body. */
-    const char *fixed[] = {"Content-Type: application/json", "Expect:"};
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
-        list = curl_slist_append(list, fixed[i]);
+    if (header_append(&list, "Content-Type", "application/json") != 0 ||
+        header_append(&list, "Expect", "") != 0) {
+        snprintf(why, why_size, "cannot build the request headers");
+        curl_slist_free_all(list);
+        return NULL;
     }
     for (size_t i = 0; headers && headers[i]; i++) {
-        list = curl_slist_append(list, headers[i]);
+        if (header_append_line(&list, headers[i]) != 0) {
+            const char *colon = strchr(headers[i], ':');
+            int n = colon ? (int)(colon - headers[i]) : 0;
+            snprintf(why, why_size, "the %.*s header holds a control character", n > 64 ? 64 : n,
+                     headers[i]);
+            curl_slist_free_all(list);
+            return NULL;
+        }
     }
-    ASSERT(list);
     return list;
 }
 
@@ -397,8 +407,17 @@ static void s_transfer_done(void *arg, CURLcode cc) {
 }
 
 httpstream_call_t *httpstream_start(evloop_t *loop, const httpstream_request_t *req,
-                                    httpstream_done_fn *done, void *arg) {
+                                    httpstream_done_fn *done, void *arg, char *why,
+                                    size_t why_size) {
     pthread_once(&s_curl_once, s_curl_init);
+    if (!header_text_ok(req->url)) {
+        snprintf(why, why_size, "the URL (base_url) holds a control character");
+        return NULL;
+    }
+    struct curl_slist *hdrs = s_headers(req->headers, why, why_size);
+    if (!hdrs) {
+        return NULL;
+    }
     httpstream_call_t *c = mem_calloc(1, sizeof *c);
     c->loop = loop;
     c->done = done;
@@ -407,7 +426,7 @@ httpstream_call_t *httpstream_start(evloop_t *loop, const httpstream_request_t *
     c->out.should_retry = -1;
     c->url = mem_strdup(req->url);
     c->body = mem_strdup(req->body ? req->body : "");
-    c->hdrs = s_headers(req->headers);
+    c->hdrs = hdrs;
     c->split = httpstream_new(req->mode, HTTPSTREAM_LINE_MAX_BYTES, req->on_event, req->ctx);
     c->easy = s_easy(c);
     evloop_curl_add(loop, c->easy, s_transfer_done, c);
@@ -626,17 +645,24 @@ char *httpstream_text_of(const json_t *msg) {
     return b.data ? b.data : mem_strdup("");
 }
 
-int httpstream_key_header(const char *who, const char *name, const char *prefix, const char *key,
-                          char **header, provider_result_t *out) {
+int httpstream_key_header(const char *who, const provider_model_t *model, const char *name,
+                          const char *prefix, char **header, provider_result_t *out) {
     *header = NULL;
+    const char *key = model->api_key;
     if (!key || !key[0]) {
         return 0;
     }
-    for (const char *c = key; *c; c++) {
-        if ((unsigned char)*c < 0x20 || *c == 0x7f) {
-            provider_fail(out, 0, false, -1, "%s: the API key holds a control byte", who);
-            return -1;
-        }
+    if (!header_text_ok(key)) {
+        const char *env = model->api_key_env ? model->api_key_env : "(none)";
+        log_error("provider_key_refused",
+                  "provider=%s model=%s api_key_env=%s reason=\"the key holds a control "
+                  "character\"",
+                  who, model->name ? model->name : "", env);
+        provider_fail(out, 0, false, -1,
+                      "%s: the API key in %s (model %s) holds a control character; the request "
+                      "was not sent",
+                      who, env, model->name ? model->name : "");
+        return -1;
     }
     *header = mem_printf("%s: %s%s", name, prefix, key);
     return 0;
@@ -687,8 +713,14 @@ void httpstream_exchange(provider_call_t *call, const char *who, httpstream_requ
     call->stop = s_exchange_stop;
     char *text = jsonout_dumps(body);
     req.body = text;
-    x->http = httpstream_start(call->loop, &req, s_exchange_done, x);
+    char why[160];
+    x->http = httpstream_start(call->loop, &req, s_exchange_done, x, why, sizeof why);
     free(text);
+    if (!x->http) {
+        /* Refused before anything was sent: a configuration fault, not worth a retry. */
+        provider_call_end(
+            call, provider_fail(&call->out, 0, false, -1, "%s: request refused: %s", who, why));
+    }
 }
 
 void httpstream_call_id(char out[HTTPSTREAM_CALL_ID_BYTES]) {

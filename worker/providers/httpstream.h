@@ -102,9 +102,13 @@ typedef void(httpstream_done_fn)(void *arg, httpstream_rc_t rc, const httpstream
 
 /* POSTs req on loop (from its thread) and streams a 2xx body through a splitter into
  * req->on_event; done runs once on the loop's thread when the transfer ends, never before
- * this returns. req's strings are copied. The handle is valid until done runs. */
+ * this returns. req's strings are copied. The handle is valid until done runs. Every header is
+ * built through header.h (common/net): when the URL or a header holds a control character (or
+ * a header line is not "Name: value") nothing is sent, done never runs, and this returns NULL
+ * with why (bounded by why_size; a header's value is not quoted, it may be a credential). */
 httpstream_call_t *httpstream_start(evloop_t *loop, const httpstream_request_t *req,
-                                    httpstream_done_fn *done, void *arg);
+                                    httpstream_done_fn *done, void *arg, char *why,
+                                    size_t why_size);
 
 /* Ends a call whose done has not run, without running it. */
 void httpstream_stop(httpstream_call_t *call);
@@ -179,11 +183,13 @@ void httpstream_buf_free(httpstream_buf_t *b);
 /* The concatenated "text" parts of a history message. Caller frees. */
 char *httpstream_text_of(const json_t *msg);
 
-/* The credential header "name: prefix key" in *header for a non-empty key (NULL for none).
- * Returns 0, or -1 with the failure in out when the key holds a control character (a key
- * with a newline would inject headers). Caller frees *header. */
-int httpstream_key_header(const char *who, const char *name, const char *prefix, const char *key,
-                          char **header, provider_result_t *out);
+/* The credential header "name: prefix key" in *header for model's non-empty key (NULL for
+ * none). Returns 0, or -1 when the key holds a control character (a key with a newline would
+ * inject headers): the error is logged once naming the model and its api_key_env, and out
+ * holds a non-retryable failure that says the same (never the key). Caller frees *header. This
+ * is the one place a resolved key is checked; httpstream_start refuses the line again. */
+int httpstream_key_header(const char *who, const provider_model_t *model, const char *name,
+                          const char *prefix, char **header, provider_result_t *out);
 
 /* Fills out->content and usage from a provider's state once its stream said DONE. */
 typedef void(httpstream_ok_fn)(void *state, provider_result_t *out);

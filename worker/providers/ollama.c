@@ -222,7 +222,7 @@ static void s_ok(void *arg, provider_result_t *out) {
 
 void ollama_start(provider_call_t *call, const provider_request_t *req) {
     char *auth = NULL;
-    if (httpstream_key_header("ollama", "Authorization", "Bearer ", req->model->api_key, &auth,
+    if (httpstream_key_header("ollama", req->model, "Authorization", "Bearer ", &auth,
                               &call->out) != 0) {
         provider_call_end(call, PROVIDER_ERROR);
         return;

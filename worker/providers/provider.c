@@ -102,6 +102,7 @@ void provider_model_of(const json_t *cfg, provider_model_t *model) {
         .provider = provider ? provider : "",
         .model = m ? m : "",
         .base_url = json_string_value(json_object_get(cfg, "base_url")),
+        .api_key_env = key_env,
         .api_key = key_env ? getenv(key_env) : NULL,
     };
 }

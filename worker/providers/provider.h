@@ -24,8 +24,9 @@ typedef struct {
     const char *name;
     const char *provider; /* sim, openai, anthropic, ollama */
     const char *model;
-    const char *base_url; /* NULL: the provider's default */
-    const char *api_key;  /* resolved from api_key_env, or NULL */
+    const char *base_url;    /* NULL: the provider's default */
+    const char *api_key_env; /* the variable the key is read from, or NULL */
+    const char *api_key;     /* resolved from api_key_env, or NULL */
 } provider_model_t;
 
 /* The model of a model_configs row as JSON (its "name", "provider", "model", "base_url",
