@@ -203,6 +203,31 @@ static bool s_schema_field(const char *f) {
     return f && !strncmp(f, prefix, sizeof prefix - 1);
 }
 
+/* What s_cancel_run did: canceled now, not cancelable (ended, or its turn moved on), or not
+ * the caller's task (or not readable). */
+typedef enum { S_CANCEL_DONE = 0, S_CANCEL_REFUSED, S_CANCEL_MISSING } s_cancel_rc_t;
+
+static s_cancel_rc_t s_cancel_run(gateway_t *gw, const http_req_t *req, const char *task_id,
+                                  bool legacy);
+
+/* The task exists but its inline push config could not be stored (a2a_send_push's code and
+ * data): the task is canceled, since its client asked for notifications it would never get and
+ * is better told than left waiting, and the answer is the error, its data naming the field,
+ * the task and whether the cancellation took (a refused task has already failed). */
+static void s_push_failed(gateway_t *gw, const http_req_t *req, s_call_t *c, const char *task_id,
+                          const char *context_id, bool legacy, int code, json_t *data) {
+    bool canceled = s_cancel_run(gw, req, task_id, legacy) == S_CANCEL_DONE;
+    log_warn("a2a_push_inline_failed", "chat_id=%s task_id=%s code=%d canceled=%d", context_id,
+             task_id, code, canceled);
+    json_t *d = data ? data : json_object();
+    json_object_set_new(d, "taskId", json_string(task_id));
+    json_object_set_new(d, "contextId", json_string(context_id));
+    json_object_set_new(d, "taskCanceled", json_boolean(canceled));
+    bool invalid = code == RPC_INVALID_PARAMS;
+    s_error(c, invalid ? RPC_INVALID_PARAMS : RPC_INTERNAL,
+            invalid ? "Invalid params" : "The push notification config could not be stored", d);
+}
+
 static void s_send(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *params, bool legacy,
                    bool streaming) {
     a2a_send_t s = {0};
@@ -270,6 +295,19 @@ static void s_send(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *params, 
     }
     log_info("a2a_task_started", "chat_id=%s task_id=%s structured=%d", chat_id, task_id,
              structured);
+    if (s.push) {
+        /* Now that the task has its id (a new chat's first message, the appended or queued
+         * message, or the refused "r<n>"), and before any wait: a turn that ends first is
+         * still delivered, WORKING then its end (a2a_push.h). */
+        json_t *pdata = NULL;
+        conn = pool_get(gw->pool);
+        int code = a2a_send_push(conn, req->user_id, &s, task_id, &pdata);
+        pool_put(gw->pool, conn);
+        if (code != 0) {
+            s_push_failed(gw, req, c, task_id, chat_id, legacy, code, pdata);
+            return;
+        }
+    }
     if (streaming && !c->notify) {
         a2a_stream_start(gw, req, c->resp, c->id, task_id, chat_id, legacy);
         return;
@@ -331,20 +369,18 @@ static int s_cancel_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
     return rc;
 }
 
-/* CancelTask: a queued task is deleted from the queue, a running one interrupted, and the
- * cancellation committed with the move (a2a_task_outcome_put), so every later read on any
- * gateway says CANCELED; the answer is the task read back after the commit. */
-static void s_cancel(gateway_t *gw, http_req_t *req, s_call_t *c, const char *task_id,
-                     bool legacy) {
+/* CancelTask's work, answering nothing: a queued task is deleted from the queue, a running one
+ * interrupted, and the cancellation committed with the move (a2a_task_outcome_put), so every
+ * later read on any gateway says CANCELED. */
+static s_cancel_rc_t s_cancel_run(gateway_t *gw, const http_req_t *req, const char *task_id,
+                                  bool legacy) {
     PGconn *conn = pool_get(gw->pool);
     a2a_task_t t;
     a2a_lookup_t rc = a2a_task_load(conn, task_id, req->user_id, legacy, &t);
     if (rc != A2A_TASK_FOUND || t.terminal) {
         pool_put(gw->pool, conn);
         json_decref(t.task);
-        s_error(c, rc == A2A_TASK_FOUND ? A2A_TASK_NOT_CANCELABLE : A2A_TASK_NOT_FOUND,
-                rc == A2A_TASK_FOUND ? "Task cannot be canceled" : "Task not found", NULL);
-        return;
+        return rc == A2A_TASK_FOUND ? S_CANCEL_REFUSED : S_CANCEL_MISSING;
     }
     s_cancel_t cc = {.conn = conn, .user_id = req->user_id, .task_id = task_id, .task = &t};
     if (!strcmp(t.state, "TASK_STATE_SUBMITTED") && task_id[0] == 'q' &&
@@ -359,11 +395,23 @@ static void s_cancel(gateway_t *gw, http_req_t *req, s_call_t *c, const char *ta
     free(h.body);
     json_decref(t.task);
     if (brc != 0) {
-        s_error(c, A2A_TASK_NOT_CANCELABLE, "Task cannot be canceled", NULL);
-        return;
+        return S_CANCEL_REFUSED;
     }
     log_info("a2a_task_canceled", "chat_id=%s task_id=%s", t.context_id, task_id);
-    s_reply_task(gw, req, c, task_id, legacy, false, 0);
+    return S_CANCEL_DONE;
+}
+
+/* CancelTask: the answer is the task read back after the cancellation's commit. */
+static void s_cancel(gateway_t *gw, http_req_t *req, s_call_t *c, const char *task_id,
+                     bool legacy) {
+    s_cancel_rc_t rc = s_cancel_run(gw, req, task_id, legacy);
+    if (rc == S_CANCEL_MISSING) {
+        s_error(c, A2A_TASK_NOT_FOUND, "Task not found", NULL);
+    } else if (rc == S_CANCEL_REFUSED) {
+        s_error(c, A2A_TASK_NOT_CANCELABLE, "Task cannot be canceled", NULL);
+    } else {
+        s_reply_task(gw, req, c, task_id, legacy, false, 0);
+    }
 }
 
 /* SubscribeToTask (v0.3 tasks/resubscribe): the task's stream from any gateway, the current

@@ -1,5 +1,6 @@
 /* a2a_send: SendMessage's params and store; see a2a_send.h. */
 #include "a2a_send.h"
+#include "a2a_push.h"
 #include "db.h"
 #include "jsonout.h"
 #include "jsonstrict.h"
@@ -151,6 +152,93 @@ json_t *a2a_send_error_data(http_resp_t *h, const char *schema_field) {
     return d ? d : s_invalid("params", "invalid");
 }
 
+#define S_PUSH_V1  "params.configuration.taskPushNotificationConfig"
+#define S_PUSH_OLD "params.configuration.pushNotificationConfig"
+
+/* A member whose value is JSON null is absent (proto3 JSON mapping). */
+static json_t *s_member(json_t *obj, const char *key) {
+    json_t *v = json_object_get(obj, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+/* The inline push config of a SendMessage, checked as a create would accept it and storing
+ * nothing (security issue 34, item 4: it used to be dropped). v1.0 names it
+ * SendMessageConfiguration.taskPushNotificationConfig, a TaskPushNotificationConfig whose
+ * taskId is empty (this message's task is the one it is for: any taskId given is replaced);
+ * v0.3 and the older v1 drafts name it pushNotificationConfig, accepted on v1 too, in the v1
+ * shape unless its authentication has the drafts' "schemes" list. 0 (s->push NULL when there
+ * is none), or -1 with *data naming the field. */
+static int s_push_parse(json_t *conf, bool legacy, a2a_send_t *s, json_t **data) {
+    json_t *v1 = legacy ? NULL : s_member(conf, "taskPushNotificationConfig");
+    json_t *old = s_member(conf, "pushNotificationConfig");
+    s->push = NULL;
+    if (!v1 && !old) {
+        return 0;
+    }
+    if (v1 && old) {
+        *data = s_invalid(S_PUSH_OLD, "give taskPushNotificationConfig or pushNotificationConfig,"
+                                      " not both");
+        return -1;
+    }
+    json_t *cfg = v1 ? v1 : old;
+    const char *at = v1 ? S_PUSH_V1 : S_PUSH_OLD;
+    if (!json_is_object(cfg)) {
+        *data = s_invalid(at, "must be a push notification config object");
+        return -1;
+    }
+    json_t *auth = json_object_get(cfg, "authentication");
+    bool shape03 =
+        legacy || (!v1 && json_object_get(auth, "schemes") && !json_object_get(auth, "scheme"));
+    if (a2a_push_config_check(cfg, at, shape03, data) != 0) {
+        return -1;
+    }
+    s->push = cfg;
+    s->push_legacy = shape03;
+    s->push_field = at;
+    return 0;
+}
+
+/* The field a create's failure names (params.<member> for v1, params.pushNotificationConfig.
+ * <member> for v0.3) as the SendMessage's: the same member under s->push_field. */
+static void s_push_field(json_t *data, const a2a_send_t *s) {
+    const char *prefix = s->push_legacy ? "params.pushNotificationConfig" : "params";
+    const char *f = json_string_value(json_object_get(data, "field"));
+    size_t n = strlen(prefix);
+    if (f && !strncmp(f, prefix, n) && (f[n] == '\0' || f[n] == '.')) {
+        char *nf = mem_printf("%s%s", s->push_field, f + n);
+        json_object_set_new(data, "field", json_string(nf));
+        free(nf);
+    }
+}
+
+int a2a_send_push(PGconn *conn, const char *user_id, const a2a_send_t *s, const char *task_id,
+                  json_t **data) {
+    if (!s->push) {
+        return 0;
+    }
+    json_t *params;
+    if (s->push_legacy) {
+        params = json_pack("{s:s,s:O}", "taskId", task_id, "pushNotificationConfig", s->push);
+    } else {
+        params = json_deep_copy(s->push);
+        json_object_del(params, "tenant");
+        json_object_set_new(params, "taskId", json_string(task_id));
+    }
+    json_t *result = NULL;
+    int code = a2a_push_rpc(conn, user_id, A2A_PUSH_CREATE, params, s->push_legacy, &result, data);
+    json_decref(params);
+    if (code == 0) {
+        log_info("a2a_push_inline_stored", "task_id=%s config_id=%s", task_id,
+                 json_string_value(json_object_get(
+                     s->push_legacy ? json_object_get(result, "pushNotificationConfig") : result,
+                     "id")));
+    } else if (*data) {
+        s_push_field(*data, s);
+    }
+    json_decref(result);
+    return code;
+}
+
 /* Validates a SendMessage's params into s: 0, -1 (invalid params) or A2A_SEND_MODES, with *data
  * naming the field. */
 int a2a_send_parse(json_t *params, bool legacy, a2a_send_t *s, json_t **data) {
@@ -176,6 +264,11 @@ int a2a_send_parse(json_t *params, bool legacy, a2a_send_t *s, json_t **data) {
             return -1;
         }
         s->context_id = s->context_buf;
+    }
+    /* Before the schema's checks: a schema they refuse is stored as a failed task, and a bad
+     * push config must leave nothing stored at all. */
+    if (s_push_parse(conf, legacy, s, data) != 0) {
+        return -1;
     }
     s->blocking = legacy ? !json_is_false(json_object_get(conf, "blocking"))
                          : !json_is_true(json_object_get(conf, "returnImmediately"));
@@ -328,5 +421,3 @@ int a2a_send_append(gateway_t *gw, PGconn *conn, const http_req_t *req, a2a_send
     }
     return 0;
 }
-
-/* Reads the task, waiting up to wait_ms for it to end; the answer goes to resp. */

@@ -5,9 +5,10 @@
 // case and exits non-zero on the first failure. A line "kill gateway 0" asks the test driving
 // the script to kill -9 the gateway at BASE_URL (resubscribe_after_kill).
 // Cases: card, text, structured, invalid_schema_json, output_modes, stream, cancel,
-// structured_cancel, cancel_durable, list_pages, jsonrpc, push, resubscribe_after_kill,
-// stream_early_parts, subscribe_mid_episode, subscribe_queued.
-import { EXT, check, checkDeltas, connect, drain, run, sleep, waitState } from "./a2a_common.mjs";
+// structured_cancel, cancel_durable, list_pages, jsonrpc, push, push_inline, push_inline_invalid,
+// push_inline_limit, resubscribe_after_kill, stream_early_parts, subscribe_mid_episode,
+// subscribe_queued.
+import { EXT, check, checkDelivered, checkDeltas, connect, drain, run, sleep, waitState, webhook } from "./a2a_common.mjs";
 
 const { base, only, other, authFetch, client, client2 } = await connect();
 const STATE = { SUBMITTED: 1, WORKING: 2, COMPLETED: 3, FAILED: 4, CANCELED: 5 };
@@ -375,6 +376,139 @@ const cases = {
     check(bad && bad.code === -32602, `a non-http URL is invalid params: ${JSON.stringify(bad)}`);
     server.close();
     return `${got.length} deliveries, ids ${ids.join(", ")}`;
+  },
+
+  async push_inline() {
+    // Issue 34, item 4: a push config inline in SendMessage (configuration.taskPushNotificationConfig,
+    // what this SDK sends) is stored for the task it creates and delivered like one made by
+    // CreateTaskPushNotificationConfig: WORKING then COMPLETED, each once. So is one on a
+    // message appended to the context by SendStreamingMessage (its id made by the agent), and
+    // one under the older name pushNotificationConfig (raw JSON-RPC: this SDK cannot say it).
+    check(client2, "A2A_OTHER names a second gateway");
+    const hook = await webhook();
+    const out = [];
+    const task = await client.sendMessage({
+      message: message("[sim:slow 50] [sim:words 20] inline push"),
+      configuration: {
+        taskPushNotificationConfig: {
+          id: "inline-1", url: hook.url, token: "tok-inline",
+          authentication: { scheme: "Bearer", credentials: "inline-s3cret" },
+        },
+      },
+    });
+    check(task.status.state === STATE.COMPLETED, `the blocking send completed: ${task.status.state}`);
+    out.push(await checkDelivered(hook, "SendMessage", task.id, "tok-inline", "Bearer inline-s3cret"));
+    const got = await client2.getTaskPushNotificationConfig({ taskId: task.id, id: "inline-1" });
+    check(got.taskId === task.id && got.url === hook.url && got.token === "tok-inline" && got.authentication.scheme === "Bearer",
+      `GetTaskPushNotificationConfig elsewhere: ${JSON.stringify(got)}`);
+    const listed = await client2.listTaskPushNotificationConfig({ taskId: task.id, pageSize: 0, pageToken: "" });
+    check(listed.configs.length === 1 && listed.configs[0].id === "inline-1", `the list: ${JSON.stringify(listed)}`);
+
+    const events = await drain(client.sendMessageStream({
+      message: message("[sim:slow 20] [sim:words 12] inline push streamed", { contextId: task.contextId }),
+      configuration: { taskPushNotificationConfig: { url: hook.url } },
+    }), [], (ev) => ev.payload);
+    check(events[0].$case === "task", "the first event is the task");
+    const streamed = events[0].value.id;
+    check(streamed !== task.id, "a task of its own in the context");
+    out.push(await checkDelivered(hook, "SendStreamingMessage", streamed, undefined, undefined));
+    const own = await client2.listTaskPushNotificationConfig({ taskId: streamed, pageSize: 0, pageToken: "" });
+    check(own.configs.length === 1 && own.configs[0].url === hook.url && own.configs[0].id !== "", `an id made by the agent: ${JSON.stringify(own)}`);
+    const byId = await client2.getTaskPushNotificationConfig({ taskId: streamed, id: own.configs[0].id });
+    check(byId.url === hook.url && byId.taskId === streamed, "and read back by that id");
+
+    const raw = await rpc({
+      jsonrpc: "2.0", id: 7, method: "SendMessage",
+      params: {
+        message: { messageId: `raw-${process.pid}`, role: "ROLE_USER", parts: [{ text: "[sim:slow 20] [sim:words 8] older name" }] },
+        configuration: { pushNotificationConfig: { id: "older-name", url: hook.url, token: "tok-old" } },
+      },
+    });
+    const rawTask = raw.body.result?.task;
+    check(rawTask && rawTask.status.state === "TASK_STATE_COMPLETED", `the older name's send: ${JSON.stringify(raw.body)}`);
+    out.push(await checkDelivered(hook, "pushNotificationConfig", rawTask.id, "tok-old", undefined));
+    const old = await client2.getTaskPushNotificationConfig({ taskId: rawTask.id, id: "older-name" });
+    check(old.url === hook.url && old.token === "tok-old", `stored under the older name: ${JSON.stringify(old)}`);
+
+    // Leaves the user's configs as they were (push_inline_limit counts them).
+    await client.deleteTaskPushNotificationConfig({ taskId: task.id, id: "inline-1" });
+    await client.deleteTaskPushNotificationConfig({ taskId: streamed, id: own.configs[0].id });
+    await client.deleteTaskPushNotificationConfig({ taskId: rawTask.id, id: "older-name" });
+    hook.close();
+    return out.join("; ");
+  },
+
+  async push_inline_invalid() {
+    // A bad inline push config is invalid params naming the exact field, and nothing is
+    // stored: no chat, no message, no task (not even the failed task an invalid schema makes).
+    const ctx = (await client.sendMessage({ message: message("a context for bad configs") })).contextId;
+    const before = (await listTasks(client, {})).totalSize;
+    const inCtx = (await listTasks(client, { contextId: ctx })).totalSize;
+    const at = "params.configuration.taskPushNotificationConfig";
+    const url = "http://127.0.0.1:9/hook";
+    const bad = [
+      [{ url: "ftp://x" }, `${at}.url`],
+      [{ url: "https://10.0.0.1/hook" }, `${at}.url`], // refused by the delivery policy
+      [{ url, token: "t\r\nX-Injected: 1" }, `${at}.token`],
+      [{ url, id: "a\nb" }, `${at}.id`],
+      [{ url, authentication: { scheme: "Bearer", credentials: "c\r\nX-Injected: 1" } }, `${at}.authentication.credentials`],
+    ];
+    const out = [];
+    for (const [cfg, field] of bad) {
+      for (const contextId of [undefined, ctx]) {
+        const e = await codeOf(client.sendMessage({
+          message: message("[sim:words 3] never stored", contextId ? { contextId } : {}),
+          configuration: { taskPushNotificationConfig: cfg },
+        }));
+        check(e && e.code === -32602 && e.data?.field === field, `${JSON.stringify(cfg)}: invalid params naming ${field}: ${JSON.stringify(e)}`);
+      }
+      out.push(field.slice(at.length + 1));
+    }
+    const e = await codeOf(client.sendMessage({ ...structured("never stored", '{"type":'), configuration: { acceptedOutputModes: ["application/json"], taskPushNotificationConfig: { url: "ftp://x" } } }));
+    check(e && e.code === -32602 && e.data?.field === `${at}.url`, `the config is checked before the schema: ${JSON.stringify(e)}`);
+    const stream = await rpc({
+      jsonrpc: "2.0", id: 8, method: "SendStreamingMessage",
+      params: { message: { messageId: `bad-${process.pid}`, role: "ROLE_USER", parts: [{ text: "never stored" }] }, configuration: { taskPushNotificationConfig: { url: "ftp://x" } } },
+    });
+    check(stream.body.error?.code === -32602 && stream.body.error.data.field === `${at}.url`, `SendStreamingMessage too: ${JSON.stringify(stream.body)}`);
+    const both = await rpc({
+      jsonrpc: "2.0", id: 9, method: "SendMessage",
+      params: { message: { messageId: `both-${process.pid}`, role: "ROLE_USER", parts: [{ text: "never stored" }] }, configuration: { taskPushNotificationConfig: { url }, pushNotificationConfig: { url } } },
+    });
+    check(both.body.error?.code === -32602 && both.body.error.data.field === "params.configuration.pushNotificationConfig", `one name, not both: ${JSON.stringify(both.body)}`);
+    const after = (await listTasks(client, {})).totalSize;
+    const afterCtx = (await listTasks(client, { contextId: ctx })).totalSize;
+    check(after === before && afterCtx === inCtx, `no task stored: ${before} -> ${after}, in the context ${inCtx} -> ${afterCtx}`);
+    return `refused ${out.join(", ")}; tasks ${before} -> ${after}`;
+  },
+
+  async push_inline_limit() {
+    // A config that passed its checks but cannot be stored (the user's CHATFLEET_PUSH_CONFIGS_MAX,
+    // which the test sets low) is an error answer, never silence: invalid params naming the
+    // config, with the task it was for, which is canceled rather than run unwatched.
+    const hook = await webhook();
+    const holder = await client.sendMessage({ message: message("holds configs") });
+    const held = [];
+    for (;;) {
+      check(held.length < 10, "the per-user limit is reached within 10 configs");
+      const e = await codeOf(client.createTaskPushNotificationConfig({ taskId: holder.id, id: `fill-${held.length}`, url: hook.url }));
+      if (e) {
+        check(e.code === -32602 && JSON.stringify(e).includes("CHATFLEET_PUSH_CONFIGS_MAX"), `the user's limit: ${JSON.stringify(e)}`);
+        break;
+      }
+      held.push(`fill-${held.length}`);
+    }
+    const e = await codeOf(client.sendMessage({
+      message: message("[sim:slow 100] [sim:words 200] over the limit"),
+      configuration: { taskPushNotificationConfig: { url: hook.url } },
+    }));
+    check(e && e.code === -32602 && e.data?.field === "params.configuration.taskPushNotificationConfig" && e.data.taskCanceled === true,
+      `the limit is the answer: ${JSON.stringify(e)}`);
+    const t = await client2.getTask({ id: e.data.taskId });
+    check(t.status.state === STATE.CANCELED && t.contextId === e.data.contextId, `its task was canceled: ${t.status.state}`);
+    for (const id of held) await client.deleteTaskPushNotificationConfig({ taskId: holder.id, id });
+    hook.close();
+    return `${held.length} configs held; task ${t.id} canceled`;
   },
 
   async stream_early_parts() {

@@ -4,11 +4,39 @@
 //   A2A_OTHER=BASE_URL_2 node a2a_client_v03.mjs BASE_URL TOKEN [CASE...]
 // As a2a_client.mjs: BASE_URL_2 is a second gateway of the cluster; one "ok CASE ..." line per
 // passing case; "kill gateway 0" asks the driving test to kill -9 the gateway at BASE_URL.
-// Cases: card, text, invalid_schema_json, stream, cancel_durable, push_configs,
-// resubscribe_after_kill, stream_early_parts, subscribe_mid_episode, subscribe_queued.
-import { EXT, check, checkDeltas, connect, drain, run, sleep, waitState } from "./a2a_common.mjs";
+// Cases: card, text, invalid_schema_json, stream, cancel_durable, push_configs, push_inline,
+// push_inline_invalid, push_inline_limit, resubscribe_after_kill, stream_early_parts,
+// subscribe_mid_episode, subscribe_queued.
+import { EXT, check, checkDelivered, checkDeltas, connect, drain, run, sleep, waitState, webhook } from "./a2a_common.mjs";
 
-const { base, only, other, client, client2 } = await connect();
+const { base, only, other, authFetch, client, client2 } = await connect();
+
+// The JSON-RPC error a call failed with ({code, message, data}), or null when it did not fail.
+async function errorOf(promise) {
+  try {
+    await promise;
+  } catch (e) {
+    return e.errorResponse?.error ?? { message: e.message };
+  }
+  return null;
+}
+
+// One raw JSON-RPC POST to BASE_URL/a2a; returns the parsed body.
+async function rpc(body) {
+  const r = await authFetch(`${base.replace(/\/$/, "")}/a2a`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  return JSON.parse(await r.text());
+}
+
+// Every task of the caller, counted through the v1 ListTasks (v0.3 has no list).
+async function taskCount(contextId) {
+  const r = await rpc({ jsonrpc: "2.0", id: 1, method: "ListTasks", params: contextId ? { contextId } : {} });
+  check(r.result, `ListTasks: ${JSON.stringify(r)}`);
+  return r.result.totalSize;
+}
 
 let n = 0;
 function message(text, extra = {}) {
@@ -105,6 +133,107 @@ const cases = {
     const after = await client2.listTaskPushNotificationConfig({ id: task.id });
     check(after.length === 0, "deleted");
     return `task ${task.id}: set, get, list, delete`;
+  },
+
+  async push_inline() {
+    // Issue 34, item 4, in v0.3: message/send's configuration.pushNotificationConfig is stored
+    // for the task it creates and delivered (WORKING then COMPLETED, each once); so is one on
+    // a message/stream appended to the context; tasks/pushNotificationConfig/get and list show
+    // them in the v0.3 shapes.
+    check(client2, "A2A_OTHER names a second gateway");
+    const hook = await webhook();
+    const out = [];
+    const task = await client.sendMessage({
+      message: message("[sim:slow 50] [sim:words 20] v03 inline push"),
+      configuration: {
+        pushNotificationConfig: {
+          id: "v03-inline", url: hook.url, token: "tok-v03",
+          authentication: { schemes: ["Bearer"], credentials: "v03-s3cret" },
+        },
+      },
+    });
+    check(task.kind === "task" && task.status.state === "completed", `the blocking send completed: ${task.status.state}`);
+    out.push(await checkDelivered(hook, "message/send", task.id, "tok-v03", "Bearer v03-s3cret"));
+    const got = await client2.getTaskPushNotificationConfig({ id: task.id, pushNotificationConfigId: "v03-inline" });
+    check(got.taskId === task.id && got.pushNotificationConfig.url === hook.url && got.pushNotificationConfig.token === "tok-v03" &&
+      got.pushNotificationConfig.authentication.schemes[0] === "Bearer", `get on the other gateway: ${JSON.stringify(got)}`);
+    const list = await client2.listTaskPushNotificationConfig({ id: task.id });
+    check(list.length === 1 && list[0].pushNotificationConfig.id === "v03-inline", `list: ${JSON.stringify(list)}`);
+
+    const events = await drain(client.sendMessageStream({
+      message: message("[sim:slow 20] [sim:words 12] v03 inline push streamed", { contextId: task.contextId }),
+      configuration: { pushNotificationConfig: { url: hook.url } },
+    }), []);
+    check(events[0].kind === "task" && events[0].id !== task.id, "message/stream's own task first");
+    const streamed = events[0].id;
+    out.push(await checkDelivered(hook, "message/stream", streamed, undefined, undefined));
+    const own = await client2.listTaskPushNotificationConfig({ id: streamed });
+    check(own.length === 1 && own[0].pushNotificationConfig.url === hook.url && own[0].pushNotificationConfig.id, `an id made by the agent: ${JSON.stringify(own)}`);
+
+    await client.deleteTaskPushNotificationConfig({ id: task.id, pushNotificationConfigId: "v03-inline" });
+    await client.deleteTaskPushNotificationConfig({ id: streamed, pushNotificationConfigId: own[0].pushNotificationConfig.id });
+    hook.close();
+    return out.join("; ");
+  },
+
+  async push_inline_invalid() {
+    // A bad inline config is invalid params naming the field; nothing is stored.
+    const ctx = (await client.sendMessage({ message: message("a v0.3 context for bad configs") })).contextId;
+    const before = await taskCount();
+    const inCtx = await taskCount(ctx);
+    const at = "params.configuration.pushNotificationConfig";
+    const url = "http://127.0.0.1:9/hook";
+    const bad = [
+      [{ url: "ftp://x" }, `${at}.url`],
+      [{ url, token: "t\r\nX-Injected: 1" }, `${at}.token`],
+      [{ url, authentication: { schemes: ["Bearer\r\nX-Injected: 1"], credentials: "c" } }, `${at}.authentication.schemes`],
+    ];
+    for (const [cfg, field] of bad) {
+      for (const contextId of [undefined, ctx]) {
+        const e = await errorOf(client.sendMessage({
+          message: message("[sim:words 3] never stored", contextId ? { contextId } : {}),
+          configuration: { pushNotificationConfig: cfg },
+        }));
+        check(e && e.code === -32602 && e.data?.field === field, `${JSON.stringify(cfg)}: invalid params naming ${field}: ${JSON.stringify(e)}`);
+      }
+    }
+    const stream = await rpc({
+      jsonrpc: "2.0", id: 8, method: "message/stream",
+      params: { message: { kind: "message", messageId: `bad-${process.pid}`, role: "user", parts: [{ kind: "text", text: "never stored" }] }, configuration: { pushNotificationConfig: { url: "ftp://x" } } },
+    });
+    check(stream.error?.code === -32602 && stream.error.data.field === `${at}.url`, `message/stream too: ${JSON.stringify(stream)}`);
+    const after = await taskCount();
+    const afterCtx = await taskCount(ctx);
+    check(after === before && afterCtx === inCtx, `no task stored: ${before} -> ${after}, in the context ${inCtx} -> ${afterCtx}`);
+    return `refused ${bad.length} configs (x2) and a stream; tasks ${before} -> ${after}`;
+  },
+
+  async push_inline_limit() {
+    // As a2a_client.mjs: a config over the user's CHATFLEET_PUSH_CONFIGS_MAX is an error answer
+    // naming it, and the task it was for is canceled.
+    const hook = await webhook();
+    const holder = await client.sendMessage({ message: message("v03 holds configs") });
+    const held = [];
+    for (;;) {
+      check(held.length < 10, "the per-user limit is reached within 10 configs");
+      const e = await errorOf(client.setTaskPushNotificationConfig({ taskId: holder.id, pushNotificationConfig: { id: `fill-${held.length}`, url: hook.url } }));
+      if (e) {
+        check(e.code === -32602 && JSON.stringify(e).includes("CHATFLEET_PUSH_CONFIGS_MAX"), `the user's limit: ${JSON.stringify(e)}`);
+        break;
+      }
+      held.push(`fill-${held.length}`);
+    }
+    const e = await errorOf(client.sendMessage({
+      message: message("[sim:slow 100] [sim:words 200] v03 over the limit"),
+      configuration: { pushNotificationConfig: { url: hook.url } },
+    }));
+    check(e && e.code === -32602 && e.data?.field === "params.configuration.pushNotificationConfig" && e.data.taskCanceled === true,
+      `the limit is the answer: ${JSON.stringify(e)}`);
+    const t = await client2.getTask({ id: e.data.taskId });
+    check(t.status.state === "canceled", `its task was canceled: ${t.status.state}`);
+    for (const id of held) await client.deleteTaskPushNotificationConfig({ id: holder.id, pushNotificationConfigId: id });
+    hook.close();
+    return `${held.length} configs held; task ${t.id} canceled`;
   },
 
   async stream_early_parts() {

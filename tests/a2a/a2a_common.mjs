@@ -75,3 +75,59 @@ export async function drain(iterable, events, f = (e) => e) {
   for await (const ev of iterable) events.push(f(ev));
   return events;
 }
+
+// A webhook on loopback for push notification deliveries (the test cluster allow-lists
+// 127.0.0.0/8). got holds one entry per delivery answered 200: its delivery id, headers and
+// statusUpdate. forTask(id) is that task's deliveries; until(cond) polls cond for up to ms.
+export async function webhook() {
+  const http = await import("node:http");
+  const got = [];
+  const server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      const u = JSON.parse(body).statusUpdate;
+      got.push({
+        id: req.headers["x-a2a-delivery-id"],
+        auth: req.headers["authorization"],
+        token: req.headers["x-a2a-notification-token"],
+        signature: req.headers["webhook-signature"],
+        task: u.taskId,
+        state: u.status.state,
+      });
+      res.writeHead(200);
+      res.end();
+    });
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const until = async (cond, ms = 30000) => {
+    const end = Date.now() + ms;
+    while (!cond() && Date.now() < end) await sleep(50);
+    return cond();
+  };
+  return {
+    url: `http://127.0.0.1:${server.address().port}/hook`,
+    got,
+    until,
+    forTask: (id) => got.filter((g) => g.task === id),
+    close: () => server.close(),
+  };
+}
+
+// Waits for a task's deliveries to end with COMPLETED, lets any stray one arrive, and checks
+// that the task got WORKING then COMPLETED, each exactly once, with the config's token and
+// authentication (null: none) and a Standard Webhooks signature. Returns a summary.
+export async function checkDelivered(hook, who, taskId, token, auth) {
+  const done = () => hook.forTask(taskId).some((g) => g.state === "TASK_STATE_COMPLETED");
+  check(await hook.until(done), `${who}: COMPLETED delivered: ${JSON.stringify(hook.forTask(taskId))}`);
+  await sleep(700); // two pusher polls: nothing more may come
+  const got = hook.forTask(taskId);
+  const ids = got.map((g) => g.id);
+  check(ids.length === 2 && ids[0] === `${taskId}/TASK_STATE_WORKING` && ids[1] === `${taskId}/TASK_STATE_COMPLETED`,
+    `${who}: WORKING then COMPLETED, each once: ${ids}`);
+  for (const g of got) {
+    check(g.token === token && g.auth === auth, `${who}: the config's token and authentication: ${JSON.stringify(g)}`);
+    check(typeof g.signature === "string" && g.signature.startsWith("v1,"), `${who}: signed: ${g.signature}`);
+  }
+  return `${who} ${taskId}: ${ids.length} deliveries`;
+}

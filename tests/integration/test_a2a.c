@@ -8,9 +8,11 @@
  * task, a structured task whose raw json-utf8 artifact keeps 2^53 + 1 exactly, an invalid
  * schemaJson that fails the task (never falling back), application/json required, streaming,
  * cancel (text and structured) read back CANCELED on the other gateway by GetTask and
- * ListTasks, ListTasks pages, JSON-RPC notifications and batches, and SubscribeToTask on the
- * other gateway after the first is killed mid-task (the script prints "kill gateway 0"; this
- * program kills it with SIGKILL and restarts it after the case).
+ * ListTasks, ListTasks pages, JSON-RPC notifications and batches, push notifications (configs
+ * made by their methods and inline in SendMessage, delivered to a webhook the script runs on
+ * loopback, which the cluster allow-lists), and SubscribeToTask on the other gateway after the
+ * first is killed mid-task (the script prints "kill gateway 0"; this program kills it with
+ * SIGKILL and restarts it after the case).
  *
  * With --tls (ctest's test_a2a_tls) the gateway serves HTTPS with a certificate from a
  * throwaway CA (tlsca.h) and node trusts that CA through NODE_EXTRA_CA_CERTS; the card's
@@ -35,7 +37,8 @@
 #include "mem.h"
 #include "tlsca.h"
 
-#define S_NWORKERS 2
+#define S_NWORKERS         2
+#define S_PUSH_CONFIGS_MAX "5" /* CHATFLEET_PUSH_CONFIGS_MAX: push_inline_limit fills it */
 
 static cluster_t *s_cluster;
 static tlsca_t *s_ca; /* --tls */
@@ -163,6 +166,48 @@ static void test_push_configs_in_the_v03_shapes(void **u) {
     s_case("push_configs");
 }
 
+/* Security issue 34, item 4: a push config inline in SendMessage / message/send (v1
+ * taskPushNotificationConfig or the older pushNotificationConfig; v0.3 pushNotificationConfig)
+ * and in the streaming variants is stored for the task it creates, shown by the config methods,
+ * and its webhook gets WORKING then COMPLETED, each once. */
+static void test_inline_push_config_is_stored_and_delivers_each_state_once(void **u) {
+    (void)u;
+    s_case("push_inline");
+}
+
+/* A bad inline config (a URL that is not http(s) or that the policy refuses, CR LF in a token,
+ * an id, a credential or a scheme) is -32602 naming the exact field, and nothing is stored: the
+ * script checks ListTasks, and the database has no row of any of those messages and no refused
+ * task's outcome. */
+static void test_invalid_inline_push_config_is_invalid_params_and_stores_nothing(void **u) {
+    (void)u;
+    char *outcomes = cluster_sql(s_cluster, "SELECT count(*) FROM a2a_task_outcomes");
+    assert_non_null(outcomes);
+    s_case("push_inline_invalid");
+    char *after = cluster_sql(s_cluster, "SELECT count(*) FROM a2a_task_outcomes");
+    char *stored = cluster_sql(s_cluster, "SELECT count(*) FROM chat_messages WHERE"
+                                          " content::text LIKE '%%never stored%%'");
+    char *queued = cluster_sql(s_cluster, "SELECT count(*) FROM chat_queued_messages WHERE"
+                                          " content::text LIKE '%%never stored%%'");
+    assert_non_null(after);
+    assert_string_equal(after, outcomes);
+    assert_non_null(stored);
+    assert_string_equal(stored, "0");
+    assert_non_null(queued);
+    assert_string_equal(queued, "0");
+    free(outcomes);
+    free(after);
+    free(stored);
+    free(queued);
+}
+
+/* An inline config that passed its checks but cannot be stored (the user's config limit) is an
+ * error answer naming it, never silence, and the task it was for is canceled. */
+static void test_inline_push_config_over_the_limit_is_an_error_and_cancels_its_task(void **u) {
+    (void)u;
+    s_case("push_inline_limit");
+}
+
 static void test_subscribe_after_a_gateway_kill_ends_with_the_complete_artifact(void **u) {
     (void)u;
     s_case("resubscribe_after_kill");
@@ -218,6 +263,7 @@ static int s_setup(void **state) {
                          "CHATFLEET_ACQUIRE_POLL_MS=200",
                          "CHATFLEET_STREAM_POLL_MS=200",
                          "CHATFLEET_LOG=info",
+                         "CHATFLEET_PUSH_CONFIGS_MAX=" S_PUSH_CONFIGS_MAX,
                          NULL};
     cluster_opts_t o = {.name = s_ca    ? "test_a2a_tls"
                                 : s_v03 ? "test_a2a_v03"
@@ -261,6 +307,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_list_tasks_pages_newest_first_each_task_once),
         cmocka_unit_test(test_notifications_are_never_answered_and_batches_answer_each_call),
         cmocka_unit_test(test_push_receiver_gets_each_state_once_across_a_gateway_kill),
+        cmocka_unit_test(test_inline_push_config_is_stored_and_delivers_each_state_once),
+        cmocka_unit_test(test_invalid_inline_push_config_is_invalid_params_and_stores_nothing),
+        cmocka_unit_test(test_inline_push_config_over_the_limit_is_an_error_and_cancels_its_task),
         cmocka_unit_test(test_subscribe_after_a_gateway_kill_ends_with_the_complete_artifact),
         cmocka_unit_test(test_without_the_ca_the_client_is_refused),
     };
@@ -275,6 +324,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_subscribe_to_a_queued_task_gets_only_its_own_deltas),
         cmocka_unit_test(test_canceled_tasks_read_canceled_on_another_gateway),
         cmocka_unit_test(test_push_configs_in_the_v03_shapes),
+        cmocka_unit_test(test_inline_push_config_is_stored_and_delivers_each_state_once),
+        cmocka_unit_test(test_invalid_inline_push_config_is_invalid_params_and_stores_nothing),
+        cmocka_unit_test(test_inline_push_config_over_the_limit_is_an_error_and_cancels_its_task),
         cmocka_unit_test(test_subscribe_after_a_gateway_kill_ends_with_the_complete_artifact),
     };
     if (s_v03) {
