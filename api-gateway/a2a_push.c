@@ -421,41 +421,41 @@ static bool s_rate_take(pool_t *pool, const char *owner) {
     return ok;
 }
 
-/* Puts a delivery over the rate off to the end of the owner's window: the claim is released,
- * the attempts are untouched (it did not fail). */
-static void s_defer(pool_t *pool, json_t *cfg) {
+/* Sets what set says on one config's row, releasing its claim. */
+static void s_release(pool_t *pool, json_t *cfg, const char *set) {
     const char *p[] = {json_string_value(json_object_get(cfg, "owner_id")),
                        json_string_value(json_object_get(cfg, "task_id")),
                        json_string_value(json_object_get(cfg, "id"))};
+    char *sql = mem_printf("UPDATE a2a_push_configs SET claimed_until = NULL, %s WHERE owner_id ="
+                           " $1::uuid AND task_id = $2 AND id = $3 RETURNING to_jsonb(id)",
+                           set);
     PGconn *conn = pool_get(pool);
-    json_t *rows = s_query(conn,
-                           "UPDATE a2a_push_configs SET claimed_until = NULL, next_at ="
-                           " greatest(now(), coalesce((SELECT window_start FROM a2a_push_rate"
-                           " WHERE owner_id = $1::uuid), now()) + interval '1 minute') WHERE"
-                           " owner_id = $1::uuid AND task_id = $2 AND id = $3 RETURNING"
-                           " to_jsonb(id)",
-                           3, p, &(int){0});
+    json_t *rows = s_query(conn, sql, 3, p, &(int){0});
     pool_put(pool, conn);
     json_decref(rows);
-    log_info("a2a_push_deferred", "task_id=%s config_id=%s reason=rate per_min=%lld", p[1], p[2],
-             (long long)s_deliveries_per_min);
+    free(sql);
+}
+
+static const char *s_field(json_t *cfg, const char *key) {
+    return json_string_value(json_object_get(cfg, key));
+}
+
+/* Puts a delivery over the rate off to the end of the owner's window: the claim is released,
+ * the attempts are untouched (it did not fail). */
+static void s_defer(pool_t *pool, json_t *cfg) {
+    s_release(pool, cfg,
+              "next_at = greatest(now(), coalesce((SELECT window_start FROM a2a_push_rate WHERE"
+              " owner_id = $1::uuid), now()) + interval '1 minute')");
+    log_info("a2a_push_deferred", "task_id=%s config_id=%s reason=rate per_min=%lld",
+             s_field(cfg, "task_id"), s_field(cfg, "id"), (long long)s_deliveries_per_min);
 }
 
 /* Gives a config up at once: its request may never be built (issue 34: a value the builder
  * refuses is never sent, whatever a retry would do). */
 static void s_give_up(pool_t *pool, json_t *cfg, const char *why) {
-    const char *p[] = {json_string_value(json_object_get(cfg, "owner_id")),
-                       json_string_value(json_object_get(cfg, "task_id")),
-                       json_string_value(json_object_get(cfg, "id"))};
-    PGconn *conn = pool_get(pool);
-    json_t *rows = s_query(conn,
-                           "UPDATE a2a_push_configs SET claimed_until = NULL, done = true WHERE"
-                           " owner_id = $1::uuid AND task_id = $2 AND id = $3 RETURNING"
-                           " to_jsonb(id)",
-                           3, p, &(int){0});
-    pool_put(pool, conn);
-    json_decref(rows);
-    log_warn("a2a_push_given_up", "task_id=%s config_id=%s reason=\"%s\"", p[1], p[2], why);
+    s_release(pool, cfg, "done = true");
+    log_warn("a2a_push_given_up", "task_id=%s config_id=%s reason=\"%s\"", s_field(cfg, "task_id"),
+             s_field(cfg, "id"), why);
 }
 
 /* The state to deliver next, or NULL when the webhook has the task's state already. A turn
