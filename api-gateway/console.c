@@ -90,9 +90,13 @@ static void s_serve(gateway_t *gw, const char *name, http_resp_t *resp) {
     MHD_add_response_header(resp->raw, "Content-Type", type);
     MHD_add_response_header(resp->raw, "Cache-Control", "no-cache");
     MHD_add_response_header(resp->raw, "X-Content-Type-Options", "nosniff");
-    /* Same origin only: the page talks to the gateway that served it. */
+    /* Same origin only: the page talks to the gateway that served it. It is never framed
+     * (frame-ancestors, and X-Frame-Options for browsers without CSP 2), so no other site
+     * can overlay it to click the operator's buttons, and it sends no Referer anywhere. */
     MHD_add_response_header(resp->raw, "Content-Security-Policy",
                             "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'");
+    MHD_add_response_header(resp->raw, "X-Frame-Options", "DENY");
+    MHD_add_response_header(resp->raw, "Referrer-Policy", "no-referrer");
 }
 
 static void s_root(void *app, http_req_t *req, http_resp_t *resp) {

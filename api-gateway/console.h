@@ -5,7 +5,10 @@
  * read from the directory CHATFLEET_CONSOLE_DIR (default: the source tree's console/), no
  * build step. Open routes: the page signs in with a token it sends on every API call. Only
  * a plain file name of the directory is served (letters, digits, '-', '_', one extension of
- * html, js, css, svg), at most CONSOLE_FILE_MAX_BYTES; anything else is 404.
+ * html, js, css, svg), at most CONSOLE_FILE_MAX_BYTES; anything else is 404. Every file goes
+ * out with its type, nosniff, a same-origin Content-Security-Policy, no framing
+ * (frame-ancestors 'none', X-Frame-Options: DENY) and no Referer (tests/integration/
+ * test_redteam.c).
  */
 #ifndef CHATFLEET_CONSOLE_H
 #define CHATFLEET_CONSOLE_H
