@@ -323,20 +323,25 @@ struct a2a_pusher {
     bool stop;
 };
 
+/* A string member of a claimed config row, or NULL. */
+static const char *s_field(json_t *cfg, const char *key) {
+    return json_string_value(json_object_get(cfg, key));
+}
+
 typedef enum { S_SENT = 0, S_FAILED, S_REFUSED } s_post_t;
 
 /* Appends every header of one delivery through header.h, which refuses a name or a value it
  * would not send: 0, or -1 (the list is then the caller's to free, and nothing is sent). */
 static int s_headers(json_t *cfg, const char *delivery_id, const char *body,
                      struct curl_slist **hd) {
-    const char *token = json_string_value(json_object_get(cfg, "token"));
-    const char *scheme = json_string_value(json_object_get(cfg, "scheme"));
-    const char *cred = json_string_value(json_object_get(cfg, "credentials"));
+    const char *token = s_field(cfg, "token");
+    const char *scheme = s_field(cfg, "scheme");
+    const char *cred = s_field(cfg, "credentials");
+    int64_t now = (int64_t)time(NULL);
     char ts[24];
-    snprintf(ts, sizeof ts, "%lld", (long long)time(NULL));
+    snprintf(ts, sizeof ts, "%lld", (long long)now);
     char sig[WHSIG_SIGNATURE_MAX];
-    if (whsig_sign(json_string_value(json_object_get(cfg, "secret")), delivery_id,
-                   strtoll(ts, NULL, 10), body, strlen(body), sig) != 0) {
+    if (whsig_sign(s_field(cfg, "secret"), delivery_id, now, body, strlen(body), sig) != 0) {
         return -1;
     }
     /* "Expect:" with no value: curl sends no "Expect: 100-continue" and waits for none. */
@@ -365,7 +370,7 @@ static int s_headers(json_t *cfg, const char *delivery_id, const char *body,
 static s_post_t s_post(json_t *cfg, const char *delivery_id, const char *body, long *status,
                        char *why, size_t why_size) {
     *status = 0;
-    const char *url = json_string_value(json_object_get(cfg, "url"));
+    const char *url = s_field(cfg, "url");
     struct curl_slist *hd = NULL;
     if (!url || !header_text_ok(url) || s_headers(cfg, delivery_id, body, &hd) != 0) {
         curl_slist_free_all(hd);
@@ -423,9 +428,7 @@ static bool s_rate_take(pool_t *pool, const char *owner) {
 
 /* Sets what set says on one config's row, releasing its claim. */
 static void s_release(pool_t *pool, json_t *cfg, const char *set) {
-    const char *p[] = {json_string_value(json_object_get(cfg, "owner_id")),
-                       json_string_value(json_object_get(cfg, "task_id")),
-                       json_string_value(json_object_get(cfg, "id"))};
+    const char *p[] = {s_field(cfg, "owner_id"), s_field(cfg, "task_id"), s_field(cfg, "id")};
     char *sql = mem_printf("UPDATE a2a_push_configs SET claimed_until = NULL, %s WHERE owner_id ="
                            " $1::uuid AND task_id = $2 AND id = $3 RETURNING to_jsonb(id)",
                            set);
@@ -434,10 +437,6 @@ static void s_release(pool_t *pool, json_t *cfg, const char *set) {
     pool_put(pool, conn);
     json_decref(rows);
     free(sql);
-}
-
-static const char *s_field(json_t *cfg, const char *key) {
-    return json_string_value(json_object_get(cfg, key));
 }
 
 /* Puts a delivery over the rate off to the end of the owner's window: the claim is released,

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,9 +67,13 @@ static const struct {
     {"ff00::/8", "multicast (ff00::/8)"},
 };
 
-static void s_why(char *why, size_t size, const char *fmt, const char *a, const char *b) {
+static void __attribute__((format(printf, 3, 4)))
+s_why(char *why, size_t size, const char *fmt, ...) {
     if (why && size) {
-        snprintf(why, size, fmt, a, b);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, size, fmt, ap);
+        va_end(ap);
     }
 }
 
@@ -131,6 +137,21 @@ static bool s_in(const s_cidr_t *c, int family, const unsigned char *addr) {
     return (c->addr[full] & mask) == (addr[full] & mask);
 }
 
+#define S_REFUSED_COUNT (sizeof s_refused / sizeof s_refused[0])
+
+/* s_refused parsed once, on the first check: every connect is checked against it. */
+static s_cidr_t s_refused_cidrs[S_REFUSED_COUNT];
+static pthread_once_t s_refused_once = PTHREAD_ONCE_INIT;
+
+static void s_refused_parse(void) {
+    for (size_t i = 0; i < S_REFUSED_COUNT; i++) {
+        char why[EGRESS_WHY_MAX];
+        int rc = s_cidr_parse(s_refused[i].cidr, strlen(s_refused[i].cidr), &s_refused_cidrs[i],
+                              why, sizeof why);
+        ASSERT(rc == 0); /* the table is ours */
+    }
+}
+
 egress_t *egress_new(const char *cidrs, char *why, size_t why_size) {
     egress_t *self = mem_calloc(1, sizeof *self);
     self->text = mem_strdup(cidrs ? cidrs : "");
@@ -188,7 +209,7 @@ bool egress_addr_ok(const egress_t *self, const struct sockaddr *addr, bool plai
             family = AF_INET;
         }
     } else {
-        s_why(why, why_size, "not an IP address%s%s", "", "");
+        s_why(why, why_size, "not an IP address");
         return false;
     }
     char text[INET6_ADDRSTRLEN];
@@ -199,22 +220,18 @@ bool egress_addr_ok(const egress_t *self, const struct sockaddr *addr, bool plai
         }
     }
     if (plain) {
-        s_why(why, why_size, "%s is outside the allow-list: a public target needs https%s", text,
-              "");
+        s_why(why, why_size, "%s is outside the allow-list: a public target needs https", text);
         return false;
     }
-    for (size_t i = 0; i < sizeof s_refused / sizeof s_refused[0]; i++) {
-        s_cidr_t c;
-        char ignored[8];
-        int rc =
-            s_cidr_parse(s_refused[i].cidr, strlen(s_refused[i].cidr), &c, ignored, sizeof ignored);
-        if (rc == 0 && s_in(&c, family, bytes)) {
+    pthread_once(&s_refused_once, s_refused_parse);
+    for (size_t i = 0; i < S_REFUSED_COUNT; i++) {
+        if (s_in(&s_refused_cidrs[i], family, bytes)) {
             s_why(why, why_size, "%s is %s, not a public address", text, s_refused[i].what);
             return false;
         }
     }
     if (family == AF_INET6 && (bytes[0] & 0xe0) != 0x20) {
-        s_why(why, why_size, "%s is outside global unicast (2000::/3)%s", text, "");
+        s_why(why, why_size, "%s is outside global unicast (2000::/3)", text);
         return false;
     }
     return true;
