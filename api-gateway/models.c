@@ -1,5 +1,6 @@
 /* models: config file to model_configs; see models.h. */
 #include "models.h"
+#include "config.h"
 #include "db.h"
 #include "header.h"
 #include "id.h"
@@ -94,12 +95,7 @@ static int s_check_key_env(const char *path, size_t i, const json_t *v) {
         return 0;
     }
     const char *name = json_string_value(v);
-    size_t n = name ? strlen(name) : 0;
-    bool ok = n > 0 && n <= S_ENV_NAME_MAX_BYTES && !(name[0] >= '0' && name[0] <= '9');
-    for (size_t k = 0; ok && k < n; k++) {
-        char c = name[k];
-        ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-    }
+    bool ok = config_env_name_ok(name) && strlen(name) <= S_ENV_NAME_MAX_BYTES;
     if (!ok) {
         return s_bad(path, i, "api_key_env",
                      "must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*, at most 128 "

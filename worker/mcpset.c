@@ -1,5 +1,6 @@
 /* mcpset: the deployment's MCP servers and a step's MCP calls; see mcpset.h. */
 #include "mcpset.h"
+#include "config.h"
 #include "header.h"
 #include "id.h"
 #include "jsonstrict.h"
@@ -125,10 +126,11 @@ static const char *s_env(const json_t *v, s_box_t *box, char *bad, size_t size) 
     int n = 0;
     json_object_foreach((json_t *)env, key, val) {
         snprintf(bad, size, "env.%.100s", key);
-        if (!sandbox_env_name_ok(key)) {
+        if (!config_env_name_ok(key)) {
             return "a variable name must match ^[A-Za-z_][A-Za-z0-9_]*$";
         }
-        if (!json_is_string(val) || !sandbox_env_value_ok(json_string_value(val)) ||
+        if (!json_is_string(val) || !json_string_value(val) ||
+            !header_value_ok(json_string_value(val)) ||
             strlen(json_string_value(val)) != json_string_length(val)) {
             return "must be a one-line string without control characters";
         }
@@ -150,7 +152,7 @@ static const char *s_paths(const json_t *sb, const char *member, const char **ou
     json_array_foreach(list, i, p) {
         const char *path = json_string_value(p);
         snprintf(bad, size, "sandbox.%s[%zu]", member, i);
-        if (!path || path[0] != '/' || !sandbox_env_value_ok(path) || strstr(path, "/../") ||
+        if (!path || path[0] != '/' || !header_value_ok(path) || strstr(path, "/../") ||
             strlen(path) != json_string_length(p) || strlen(path) >= 4096) {
             return "must be an absolute path (no control characters, no ..)";
         }

@@ -111,29 +111,6 @@ const char *sandbox_mode_name(sandbox_mode_t mode) {
     return mode == SANDBOX_REQUIRE ? "require" : mode == SANDBOX_OFF ? "off" : "auto";
 }
 
-bool sandbox_env_name_ok(const char *name) {
-    if (!name ||
-        !((*name >= 'A' && *name <= 'Z') || (*name >= 'a' && *name <= 'z') || *name == '_')) {
-        return false;
-    }
-    for (const char *c = name; *c; c++) {
-        if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
-              *c == '_')) {
-            return false;
-        }
-    }
-    return true;
-}
-
-bool sandbox_env_value_ok(const char *value) {
-    for (const unsigned char *c = (const unsigned char *)value; c && *c; c++) {
-        if ((*c < 0x20 && *c != '\t') || *c == 0x7f) {
-            return false;
-        }
-    }
-    return value != NULL;
-}
-
 /* The value of NAME in env ("NAME=value" entries), or NULL. */
 static const char *s_env_get(const char *const *env, const char *name) {
     size_t n = strlen(name);

@@ -46,12 +46,6 @@ const char *sandbox_mode_name(sandbox_mode_t mode);
  * why (may be NULL) gets the reason it failed. */
 bool sandbox_usable(char *why, size_t why_size);
 
-/* True when name is an environment variable name, ^[A-Za-z_][A-Za-z0-9_]*$. */
-bool sandbox_env_name_ok(const char *name);
-
-/* True when value is one line without control characters (tab allowed). */
-bool sandbox_env_value_ok(const char *value);
-
 /* Starts command (an absolute path, or a name looked up on the server's PATH) with args
  * (without the command) for the server called name, its standard input and output on in_fd
  * and out_fd, in a process group of its own with no signal blocked: sandboxed as conf->mode

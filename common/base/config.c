@@ -17,6 +17,20 @@ static char *s_str(const char *name, const char *dflt) {
     return dflt ? mem_strdup(dflt) : NULL;
 }
 
+bool config_env_name_ok(const char *name) {
+    if (!name ||
+        !((*name >= 'A' && *name <= 'Z') || (*name >= 'a' && *name <= 'z') || *name == '_')) {
+        return false;
+    }
+    for (const char *c = name; *c; c++) {
+        if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+              *c == '_')) {
+            return false;
+        }
+    }
+    return true;
+}
+
 int config_env_int(const char *name, int64_t dflt, int64_t min, int64_t *out) {
     const char *v = getenv(name);
     if (!v || !*v) {

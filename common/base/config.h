@@ -6,6 +6,7 @@
 #ifndef CHATFLEET_CONFIG_H
 #define CHATFLEET_CONFIG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -48,6 +49,10 @@ typedef struct {
     int64_t push_configs_max;        /* CHATFLEET_PUSH_CONFIGS_MAX: configs per user */
     int64_t push_deliveries_per_min; /* CHATFLEET_PUSH_DELIVERIES_PER_MIN: per user */
 } config_t;
+
+/* True when name is a portable environment variable name, ^[A-Za-z_][A-Za-z0-9_]*$ (a model's
+ * api_key_env, an MCP server's env). */
+bool config_env_name_ok(const char *name);
 
 /* The integer in the environment variable name: 0 with *out (dflt when it is unset or empty),
  * or -1 when it is set but not an integer of at least min (*out untouched; the caller says
