@@ -1,5 +1,6 @@
 /* idcache: see idcache.h. */
 #include "idcache.h"
+#include "hex.h"
 #include "mem.h"
 
 #include <czmq.h>
@@ -51,9 +52,7 @@ static void s_hash(const char *key, char hex[65]) {
     unsigned int len = 0;
     int ok = EVP_Digest(key, strlen(key), md, &len, EVP_sha256(), NULL);
     ASSERT(ok == 1 && len == 32);
-    for (unsigned i = 0; i < len; i++) {
-        snprintf(hex + 2 * i, 3, "%02x", md[i]);
-    }
+    hex_encode(md, len, hex);
 }
 
 static bool s_fresh(const idcache_t *self, const entry_t *e, int64_t now_ms) {

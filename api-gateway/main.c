@@ -12,6 +12,7 @@
 #include "db.h"
 #include "a2a_push.h"
 #include "gateway.h"
+#include "hex.h"
 #include "log.h"
 #include "mem.h"
 #include "migration.h"
@@ -70,9 +71,7 @@ static int s_user_add(const config_t *cfg, const char *name, bool admin) {
     unsigned char raw[32];
     char token[3 + 2 * sizeof raw + 1] = "cf_";
     ASSERT(id_uuid_new(uid) == 0 && id_uuid_new(tid) == 0 && id_random(raw, sizeof raw) == 0);
-    for (size_t i = 0; i < sizeof raw; i++) {
-        snprintf(token + 3 + 2 * i, 3, "%02x", raw[i]);
-    }
+    hex_encode(raw, sizeof raw, token + 3);
     char err[256];
     const char *p[] = {uid, name, tid, token, admin ? "true" : "false"};
     /* Only the SHA-256 of the token is stored (PostgreSQL's sha256()). */

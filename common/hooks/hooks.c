@@ -4,6 +4,7 @@
  * because callers run on job threads.
  */
 #include "hooks.h"
+#include "hex.h"
 #include "config.h"
 
 #include "header.h"
@@ -175,15 +176,6 @@ const char *hooks_event_name(hooks_event_t event) {
     return event < HOOKS_EVENT_COUNT ? s_names[event] : "unknown";
 }
 
-static void s_hex(const unsigned char *in, size_t n, char *out) {
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[in[i] >> 4];
-        out[2 * i + 1] = digits[in[i] & 15];
-    }
-    out[2 * n] = 0;
-}
-
 void hooks_event_id(const char *chat_id, int64_t history_version, int64_t attempt,
                     hooks_event_t event, const char *tool_call_id,
                     char out[HOOKS_EVENT_ID_LEN + 1]) {
@@ -196,7 +188,7 @@ void hooks_event_id(const char *chat_id, int64_t history_version, int64_t attemp
     int ok = EVP_Digest(text, strlen(text), md, &md_len, EVP_sha256(), NULL);
     ASSERT(ok == 1 && md_len == 32);
     free(text);
-    s_hex(md, md_len, out);
+    hex_encode(md, md_len, out);
 }
 
 int hooks_sign(const char *secret, const char *body, size_t len, char *out, size_t size) {
@@ -207,7 +199,7 @@ int hooks_sign(const char *secret, const char *body, size_t len, char *out, size
         return -1;
     }
     memcpy(out, "sha256=", 7);
-    s_hex(mac, mac_len, out + 7);
+    hex_encode(mac, mac_len, out + 7);
     return 0;
 }
 
