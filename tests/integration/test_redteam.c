@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "cluster.h"
+#include "dynbuf.h"
 #include "mem.h"
 #include "proc.h"
 #include "routes.h"
@@ -56,19 +57,11 @@ typedef struct {
     char *headers; /* the response head, NUL-terminated */
 } s_resp_t;
 
-typedef struct {
-    char *p;
-    size_t n;
-} s_buf_t;
+/* An answer past this is a failed probe (curl sees a short write). */
+#define S_ANSWER_MAX_BYTES (16 * 1024 * 1024)
 
 static size_t s_collect(char *data, size_t size, size_t n, void *ud) {
-    s_buf_t *b = ud;
-    b->p = realloc(b->p, b->n + size * n + 1);
-    ASSERT(b->p);
-    memcpy(b->p + b->n, data, size * n);
-    b->n += size * n;
-    b->p[b->n] = '\0';
-    return size * n;
+    return dynbuf_add(ud, data, size * n) == 0 ? size * n : 0;
 }
 
 /* A body of chunked_bytes 'x' bytes sent chunked, without a Content-Length. */
@@ -95,8 +88,10 @@ static s_resp_t s_http_ex(const char *method, const char *path, const char *toke
     if (header) {
         h = curl_slist_append(h, header);
     }
-    s_buf_t b = {0};
-    s_buf_t hd = {0};
+    dynbuf_t b;
+    dynbuf_t hd;
+    dynbuf_init(&b, S_ANSWER_MAX_BYTES);
+    dynbuf_init(&hd, S_ANSWER_MAX_BYTES);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
@@ -122,8 +117,10 @@ static s_resp_t s_http_ex(const char *method, const char *path, const char *toke
         fail_msg("%s %s: %s", method, path, curl_easy_strerror(rc));
     }
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-    r.body = b.p ? b.p : mem_strdup("");
-    r.headers = hd.p ? hd.p : mem_strdup("");
+    r.body = mem_strdup(dynbuf_str(&b));
+    r.headers = mem_strdup(dynbuf_str(&hd));
+    dynbuf_free(&b);
+    dynbuf_free(&hd);
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
     free(auth);
