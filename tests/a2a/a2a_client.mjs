@@ -309,41 +309,8 @@ const cases = {
     // A webhook this script runs gets each state change of a task once, or again with the same
     // delivery id, with the configured authentication, across a kill -9 of gateway 0.
     check(client2, "A2A_OTHER names a second gateway");
-    const http = await import("node:http");
-    const got = [];
-    let refuse = 1; // the first delivery is answered 503: it is retried, with the same id
-    const refused = [];
-    const server = http.createServer((req, res) => {
-      let body = "";
-      req.on("data", (c) => (body += c));
-      req.on("end", () => {
-        const u = JSON.parse(body).statusUpdate;
-        if (refuse-- > 0) {
-          refused.push(req.headers["x-a2a-delivery-id"]);
-          res.writeHead(503);
-          res.end();
-          return;
-        }
-        got.push({
-          id: req.headers["x-a2a-delivery-id"],
-          auth: req.headers["authorization"],
-          token: req.headers["x-a2a-notification-token"],
-          type: req.headers["content-type"],
-          task: u.taskId,
-          state: u.status.state,
-          mid: u.metadata?.chatfleetDeliveryId,
-        });
-        res.writeHead(200);
-        res.end();
-      });
-    });
-    await new Promise((r) => server.listen(0, "127.0.0.1", r));
-    const url = `http://127.0.0.1:${server.address().port}/hook`;
-    const until = async (cond, ms = 30000) => {
-      const end = Date.now() + ms;
-      while (!cond() && Date.now() < end) await sleep(50);
-      return cond();
-    };
+    // The first delivery is answered 503: it is retried, with the same id.
+    const { url, got, refused, until, close } = await webhook({ refuse: 1 });
     const task = await client.sendMessage({
       message: message("[sim:slow 100] [sim:words 60] push me"),
       configuration: { returnImmediately: true },
@@ -374,7 +341,7 @@ const cases = {
     check(e && e.code === -32001, `deleted: ${JSON.stringify(e)}`);
     const bad = await codeOf(client2.createTaskPushNotificationConfig({ taskId: task.id, url: "ftp://x" }));
     check(bad && bad.code === -32602, `a non-http URL is invalid params: ${JSON.stringify(bad)}`);
-    server.close();
+    close();
     return `${got.length} deliveries, ids ${ids.join(", ")}`;
   },
 

@@ -78,22 +78,32 @@ export async function drain(iterable, events, f = (e) => e) {
 
 // A webhook on loopback for push notification deliveries (the test cluster allow-lists
 // 127.0.0.0/8). got holds one entry per delivery answered 200: its delivery id, headers and
-// statusUpdate. forTask(id) is that task's deliveries; until(cond) polls cond for up to ms.
-export async function webhook() {
+// statusUpdate. The first `refuse` deliveries are answered 503 and their ids kept in refused.
+// forTask(id) is that task's deliveries; until(cond) polls cond for up to ms.
+export async function webhook({ refuse = 0 } = {}) {
   const http = await import("node:http");
   const got = [];
+  const refused = [];
   const server = http.createServer((req, res) => {
     let body = "";
     req.on("data", (c) => (body += c));
     req.on("end", () => {
       const u = JSON.parse(body).statusUpdate;
+      if (refuse-- > 0) {
+        refused.push(req.headers["x-a2a-delivery-id"]);
+        res.writeHead(503);
+        res.end();
+        return;
+      }
       got.push({
         id: req.headers["x-a2a-delivery-id"],
         auth: req.headers["authorization"],
         token: req.headers["x-a2a-notification-token"],
+        type: req.headers["content-type"],
         signature: req.headers["webhook-signature"],
         task: u.taskId,
         state: u.status.state,
+        mid: u.metadata?.chatfleetDeliveryId,
       });
       res.writeHead(200);
       res.end();
@@ -108,6 +118,7 @@ export async function webhook() {
   return {
     url: `http://127.0.0.1:${server.address().port}/hook`,
     got,
+    refused,
     until,
     forTask: (id) => got.filter((g) => g.task === id),
     close: () => server.close(),
