@@ -1,8 +1,9 @@
-/* routes: joins the route tables of routes_config.c, routes_chat.c, routes_message.c, admin.c
- * and console.c; see routes.h. */
+/* routes: joins the wings' route tables; see routes.h. */
 #include "routes.h"
+#include "a2a.h"
 #include "admin.h"
 #include "console.h"
+#include "rest.h"
 #include "mem.h"
 
 #include <string.h>
@@ -11,11 +12,10 @@ http_route_t *routes_all(int *count) {
     const struct {
         const http_route_t *table;
         int n;
-    } tables[] = {{config_route_table, config_route_count},
-                  {chat_route_table, chat_route_count},
-                  {message_route_table, message_route_count},
-                  {admin_route_table, admin_route_count},
-                  {console_route_table, console_route_count}};
+    } tables[] = {
+        {config_route_table, config_route_count},   {chat_route_table, chat_route_count},
+        {message_route_table, message_route_count}, {admin_route_table, admin_route_count},
+        {console_route_table, console_route_count}, {a2a_route_table, a2a_route_count}};
     *count = 0;
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
         *count += tables[i].n;

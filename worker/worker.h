@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "compaction.h"
+#include "taskctx.h"
 #include "config.h"
 #include "id.h"
 

@@ -43,7 +43,7 @@ typedef struct {
     int64_t stream_threads;       /* CHATFLEET_STREAM_THREADS: stream and watch reads */
     int64_t streams_per_user;     /* CHATFLEET_STREAMS_PER_USER: open streams and watches */
     int64_t auth_cache_ms; /* CHATFLEET_AUTH_CACHE_MS: a verified token's lifetime (0: none) */
-    /* A2A push notifications (api-gateway/a2a_push.h, deploy/OPERATIONS.md "Push
+    /* A2A push notifications (api-gateway/a2a/a2a_push.h, deploy/OPERATIONS.md "Push
      * notifications"). The CIDR text is checked where it is used (common/net/egress.h). */
     char *push_allow_cidrs;          /* CHATFLEET_PUSH_ALLOW_CIDRS: allow-listed targets, or NULL */
     int64_t push_configs_max;        /* CHATFLEET_PUSH_CONFIGS_MAX: configs per user */

@@ -1,5 +1,5 @@
 /*
- * A2A push notifications made safe (security issue 34; api-gateway/a2a_push.h), against real
+ * A2A push notifications made safe (security issue 34; api-gateway/a2a/a2a_push.h), against real
  * processes: the fixture's PostgreSQL, a broker, a gateway and a worker (sim model), and
  * stand-in webhooks that are raw sockets in this program, counting requests and keeping their
  * bytes. Cases: a token that would smuggle a second request (and every other field with a

@@ -1,5 +1,5 @@
 /*
- * The operator console (console/) and the admin API (api-gateway/admin.h) end to end: real
+ * The operator console (console/) and the admin API (api-gateway/rest/admin.h) end to end: real
  * processes (the fixture's PostgreSQL, chatfleet-broker, chatfleet-gateway, two
  * chatfleet-worker with the sim model). The admin API is checked over HTTP (an operator made
  * with `chatfleet-gateway user-add --admin`, an ordinary user gets 403, the view lists a

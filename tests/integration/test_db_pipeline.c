@@ -3,7 +3,7 @@
  * they run in order in one round trip with the next read, a failure among them is that read's
  * failure and stops the rest, a failed first prepare is prepared again, a lost connection is
  * reported as one, a chat's create bundle takes two round trips, a turn-ending reply five and
- * a step's reads (worker/history.h) one, an acquisition three, and each chat of an
+ * a step's reads (worker/turn/history.h) one, an acquisition three, and each chat of an
  * acquisition pass one.
  * Round trips are counted from libpq's own protocol trace: every Sync or simple Query the client
  * sends is one wait for the server.
@@ -410,7 +410,7 @@ static void test_a_steps_reads_take_one_round_trip(void **state) {
     chatstate_destroy(&cs);
 }
 
-/* Acquire (worker/leasedb.c's bundle for one chat): the bundle's start, the owner update
+/* Acquire (worker/lease/leasedb.c's bundle for one chat): the bundle's start, the owner update
  * with the heartbeat row's insert (and its slot, under the limiter) and the load, COMMIT. */
 static void test_an_acquisition_takes_three_round_trips(void **state) {
     (void)state;
@@ -446,7 +446,7 @@ static void test_an_acquisition_takes_three_round_trips(void **state) {
     }
 }
 
-/* One chat of an acquisition pass (worker/leasedb.c): nested, or alone (joined). */
+/* One chat of an acquisition pass (worker/lease/leasedb.c): nested, or alone (joined). */
 static int s_acquire_in_pass(const char *chat, bool alone, const char *worker, cs_slots_t *slots,
                              cs_hints_t *hints, cs_error_t *err) {
     char runner[ID_UUID_LEN + 1];

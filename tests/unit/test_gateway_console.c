@@ -1,5 +1,5 @@
 /*
- * console_content_type (api-gateway/console.h): the console serves only plain file names of
+ * console_content_type (api-gateway/rest/console.h): the console serves only plain file names of
  * its own directory with a known extension, so no request can name another file.
  */
 #include <setjmp.h>

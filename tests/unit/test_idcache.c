@@ -1,4 +1,4 @@
-/* The gateway's id cache (api-gateway/idcache.h): an id found for a key is answered from
+/* The gateway's id cache (api-gateway/core/idcache.h): an id found for a key is answered from
  * memory for ttl_ms and then checked again; 0 keeps nothing; a full cache makes room from
  * expired entries only. */
 #include <setjmp.h>

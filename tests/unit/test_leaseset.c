@@ -1,4 +1,4 @@
-/* The worker's lease set (worker/leaseset.h): thousands of leases added and removed in any
+/* The worker's lease set (worker/lease/leaseset.h): thousands of leases added and removed in any
  * order; a duplicate is ignored; a lease is known by its chat and its runner together; a
  * snapshot holds exactly the leases present. */
 #include <setjmp.h>

@@ -1,5 +1,5 @@
 /*
- * One MCP connection (worker/mcp.h) against tests/mcp/paged_server.mjs, a real child process
+ * One MCP connection (worker/mcp/mcp.h) against tests/mcp/paged_server.mjs, a real child process
  * over stdio (node, no packages): the handshake reads every page of tools/list; a call gets
  * its result; an oversized result, a server past the deadline, a server that exits mid-call
  * and a command that cannot start each end the call with a bounded error; a timed-out or

@@ -1,5 +1,5 @@
 /*
- * The MCP Streamable HTTP transport's request headers (worker/mcphttp.h, issue 34), against the
+ * The MCP Streamable HTTP transport's request headers (worker/mcp/mcphttp.h, issue 34), against the
  * in-process mock server: a session id the server gives with a control character, a space or
  * over the length we keep is refused where it is read and the transfer fails naming
  * Mcp-Session-Id; a protocol version or a configured header with a control character is never

@@ -122,7 +122,7 @@ struct provider_call {
 
 /* A new call in its starting state (starting is true: an end is deferred until the caller
  * clears it), for provider_start and for work that the generation task waits for as a call
- * (worker/mcpset.h). Never NULL. */
+ * (worker/mcp/mcpset.h). Never NULL. */
 provider_call_t *provider_call_new(evloop_t *loop, provider_part_fn *on_part, void *part_ctx,
                                    provider_done_fn *done, void *ctx);
 

@@ -15,6 +15,7 @@
 
 #include "chatstate.h"
 #include "compaction.h"
+#include "taskctx.h"
 
 #define HISTORY_MAX_MESSAGES 100000 /* rows one load reads; a longer history fails the load */
 

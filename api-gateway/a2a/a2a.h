@@ -28,7 +28,8 @@
 #define A2A_POLL_MS         50    /* how often a blocking SendMessage rereads its task */
 #define A2A_BATCH_MAX       32    /* calls in one JSON-RPC batch */
 
-void a2a_agent_card(void *app, http_req_t *req, http_resp_t *resp);
-void a2a_rpc(void *app, http_req_t *req, http_resp_t *resp);
+/* The A2A routes: the agent card and the JSON-RPC endpoint (routes.c joins them in). */
+extern const http_route_t a2a_route_table[];
+extern const int a2a_route_count;
 
 #endif

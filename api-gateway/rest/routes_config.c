@@ -2,7 +2,7 @@
  * thresholds per model config (ARCHITECTURE.md §7.6): the automatic chat trigger of the
  * caller's chats on that model fires at this percent of its context_limit, over the model's
  * compression_threshold and the deployment's default. */
-#include "routes.h"
+#include "rest.h"
 #include "db.h"
 #include "mem.h"
 

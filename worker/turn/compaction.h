@@ -31,16 +31,6 @@
 /* A threshold of 100 disables the chat trigger. */
 #define COMPACTION_THRESHOLD_OFF_PERCENT 100
 
-#define COMPACTION_MODEL_NAME_MAX 128 /* a model config name in the configuration, NUL included */
-
-/* The deployment's compaction settings (ARCHITECTURE.md §10). */
-typedef struct {
-    char model[COMPACTION_MODEL_NAME_MAX]; /* CHATFLEET_COMPACTION_MODEL: the override's model
-                                              config name; "": none */
-    int default_threshold; /* CHATFLEET_COMPACTION_THRESHOLD_PERCENT: when neither the owner nor
-                              the model config sets one */
-} compaction_config_t;
-
 /* The binding automatic trigger of one chat (ARCHITECTURE.md §7.6): the chat trigger is
  * threshold_percent of the chat model's window; the override trigger exists while a
  * compaction model override resolves and is COMPACTION_OVERRIDE_WINDOW_PERCENT of its window.

@@ -4,7 +4,7 @@
 #include "jsonout.h"
 #include "log.h"
 #include "mem.h"
-#include "routes.h"
+#include "rest.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -72,7 +72,7 @@ static json_t *s_invalid(const char *field, const char *detail) {
     return json_pack("{s:s,s:s}", "field", field, "detail", detail);
 }
 
-void a2a_agent_card(void *app, http_req_t *req, http_resp_t *resp) {
+static void s_agent_card(void *app, http_req_t *req, http_resp_t *resp) {
     (void)req;
     const gateway_t *gw = app;
     ASSERT(gw->public_url); /* set by main.c (or a test's gateway) */
@@ -608,7 +608,7 @@ static void s_batch(gateway_t *gw, http_req_t *req, http_resp_t *resp, json_t *c
     }
 }
 
-void a2a_rpc(void *app, http_req_t *req, http_resp_t *resp) {
+static void s_rpc(void *app, http_req_t *req, http_resp_t *resp) {
     json_t *rpc = NULL;
     jsonstrict_error_t err;
     if (jsonstrict_parse(req->body ? req->body : "", req->body_len, NULL, &rpc, &err) != 0) {
@@ -626,3 +626,9 @@ void a2a_rpc(void *app, http_req_t *req, http_resp_t *resp) {
     }
     json_decref(rpc);
 }
+
+const http_route_t a2a_route_table[] = {
+    {"GET", "/.well-known/agent-card.json", s_agent_card, true},
+    {"POST", A2A_RPC_PATH, s_rpc, false},
+};
+const int a2a_route_count = sizeof a2a_route_table / sizeof a2a_route_table[0];

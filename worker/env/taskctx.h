@@ -19,7 +19,6 @@
 
 #include "cancel.h"
 #include "chatstate.h"
-#include "compaction.h"
 #include "dbexec.h"
 #include "dbpool.h"
 #include "evloop.h"
@@ -30,6 +29,16 @@
 
 #include <czmq.h>
 #include <pthread.h>
+
+#define COMPACTION_MODEL_NAME_MAX 128 /* a model config name in the configuration, NUL included */
+
+/* The deployment's compaction settings (ARCHITECTURE.md §10). */
+typedef struct {
+    char model[COMPACTION_MODEL_NAME_MAX]; /* CHATFLEET_COMPACTION_MODEL: the override's model
+                                              config name; "": none */
+    int default_threshold; /* CHATFLEET_COMPACTION_THRESHOLD_PERCENT: when neither the owner nor
+                              the model config sets one */
+} compaction_config_t;
 
 /* What one attempt of a task body achieved. */
 typedef enum {

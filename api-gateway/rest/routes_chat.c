@@ -1,7 +1,6 @@
 /* routes_chat: chats (create, list, get, update) and the chat-level transitions (interrupt,
  * tool-results, compact, clear, reconcile-invalid), plus health and models. */
-#include "routes.h"
-#include "a2a.h"
+#include "rest.h"
 #include "stream.h"
 #include "watch.h"
 #include "admithook.h"
@@ -520,8 +519,6 @@ const http_route_t chat_route_table[] = {
     {"GET", "/healthz", s_healthz, true},
     {"GET", "/readyz", s_readyz, true},
     {"GET", "/metrics", s_metrics, true},
-    {"GET", "/.well-known/agent-card.json", a2a_agent_card, true},
-    {"POST", "/a2a", a2a_rpc, false},
     {"GET", "/api/v2/chats/models", s_models, false},
     {"GET", "/api/v2/chats/watch", watch_handle, false},
     {"POST", "/api/v2/chats", s_create, false},

@@ -7,7 +7,6 @@
 
 #include "chatstate.h"
 #include "hooks.h"
-#include "hub.h"
 #include "idcache.h"
 #include "jsonstrict.h"
 #include "http.h"
@@ -40,7 +39,7 @@ typedef struct {
     pool_t *pool;
     hint_sink_t sink;
     int max_queue;
-    hub_t *hub;                      /* wakes the open streams */
+    struct hub *hub;                 /* wakes the open streams */
     workpool_t *streams;             /* runs the streams' and watches' reads */
     const char *relay_endpoint;      /* the broker's relay, for part catch-up */
     relay_client_t *relay;           /* the one relay client, made on first use */
