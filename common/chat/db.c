@@ -277,6 +277,11 @@ PGconn *db_connect(const char *url, const char *application_name) {
     return conn;
 }
 
+const char *db_param_int64(char out[DB_PARAM_INT64_LEN], int64_t v) {
+    snprintf(out, DB_PARAM_INT64_LEN, "%lld", (long long)v);
+    return out;
+}
+
 db_err_t db_classify(PGconn *conn, const PGresult *res) {
     if (PQstatus(conn) != CONNECTION_OK) {
         return DB_ERR_CONNECTION;

@@ -56,6 +56,11 @@ db_err_t db_flush(PGconn *conn, char *errbuf, int errlen);
 db_err_t db_exec(PGconn *conn, char *errbuf, int errlen, const char *sql, int nparams,
                  const char *const *params);
 
+/* An int64 as a text parameter: writes v in decimal into out and returns out, so that a
+ * parameter array can name it in place (const char *p[] = {id, db_param_int64(buf, n)}). */
+#define DB_PARAM_INT64_LEN 21 /* "-9223372036854775808" and its NUL */
+const char *db_param_int64(char out[DB_PARAM_INT64_LEN], int64_t v);
+
 /* Classifies a failed result (or a NULL result) on conn. */
 db_err_t db_classify(PGconn *conn, const PGresult *res);
 
