@@ -1,6 +1,6 @@
 /*
  * a2a: the gateway's A2A v1.0 JSON-RPC binding (ARCHITECTURE.md §8, "A2A", for the
- * structured-output extension; api-gateway/README.md "A2A" for the mapping).
+ * structured-output extension; api-gateway/a2a/README.md for the mapping).
  *
  *   GET  /.well-known/agent-card.json   the agent card (no auth), declaring the extension;
  *                                       its URL is gateway_t.public_url (never the Host)

@@ -8,7 +8,7 @@
  * spawn a task of a kind with a fence (status, history version). It performs no I/O and
  * owns no threads: the manager hosts every runner in its loop and carries out the actions.
  * That keeps the rules unit-testable, and costs an idle chat a few hundred bytes instead of
- * a thread (ARCHITECTURE.md §1.2; worker/README.md, "Why runners are not threads").
+ * a thread (ARCHITECTURE.md §1.2; worker/sched/README.md, "Why runners are not threads").
  */
 #ifndef CHATFLEET_RUNNER_H
 #define CHATFLEET_RUNNER_H

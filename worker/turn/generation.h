@@ -18,7 +18,7 @@
  * the finalizer, screens every tool call's raw arguments before the assistant row is stored,
  * checks submissions, stamps the step's metadata on its rows, and ends the request with its
  * receipt in the bundle of the FinishTurn or FinishError that ends the turn
- * (ARCHITECTURE.md §8; worker/README.md, "Structured output").
+ * (ARCHITECTURE.md §8; worker/turn/README.md, "Structured output").
  */
 #ifndef CHATFLEET_GENERATION_H
 #define CHATFLEET_GENERATION_H
