@@ -19,6 +19,7 @@
 #include "models.h"
 #include "bus.h"
 #include "routes.h"
+#include "sigs.h"
 #include "feed.h"
 #include "stream.h"
 #include "watch.h"
@@ -367,9 +368,9 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
         log_warn("a2a_pusher_failed", "push notifications wait for another gateway");
     }
     s_gauges(&gw);
-    signal(SIGTERM, s_on_signal);
-    signal(SIGINT, s_on_signal);
-    signal(SIGPIPE, SIG_IGN);
+    /* SA_RESTART, as signal() gave it (glibc's BSD semantics): the signal may land on an HTTP
+     * thread, whose interrupted calls then restart; pause() below returns either way. */
+    sigs_install(s_on_signal, (const int[]){SIGTERM, SIGINT, 0}, SA_RESTART, SIGS_PIPE_IGNORE);
     while (!s_stop) {
         pause();
     }

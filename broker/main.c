@@ -8,6 +8,7 @@
 #include "mem.h"
 #include "protocol.h"
 #include "registry.h"
+#include "sigs.h"
 
 #include <czmq.h>
 
@@ -16,7 +17,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 static volatile sig_atomic_t s_stop = 0;
 static volatile sig_atomic_t s_usr1 = 0;
@@ -185,13 +185,7 @@ int main(int argc, char **argv) {
     /* CZMQ's own handler would only set zsys_interrupted; ours also covers SIGUSR1 and
      * leaves the actor running until it is told to stop, so shutdown is one orderly path. */
     zsys_handler_set(NULL);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = s_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
+    sigs_install(s_on_signal, (const int[]){SIGTERM, SIGINT, SIGUSR1, 0}, 0, SIGS_PIPE_KEEP);
 
     broker_t *b = broker_new(&bc);
     if (!b) {

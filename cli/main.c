@@ -19,6 +19,7 @@
 #include "command.h"
 #include "header.h"
 #include "mem.h"
+#include "sigs.h"
 
 static volatile sig_atomic_t s_cancel;
 
@@ -156,11 +157,7 @@ int main(int argc, char **argv) {
                 strerror(errno));
         return ASK_USAGE;
     }
-    struct sigaction sa = {0};
-    sa.sa_handler = s_on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    sigs_install(s_on_sigint, (const int[]){SIGINT, SIGTERM, 0}, 0, SIGS_PIPE_KEEP);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     client_t *c = client_new(url, token, ca_file);
     int rc = c ? s_dispatch(c, argc - i, argv + i) : ASK_TRANSPORT;

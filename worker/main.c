@@ -9,6 +9,7 @@
 #include "config.h"
 #include "curve.h"
 #include "log.h"
+#include "sigs.h"
 #include "status.h"
 #include "worker.h"
 
@@ -17,7 +18,6 @@
 #include <stdlib.h>
 #include <sys/time.h>
 #include <stdio.h>
-#include <string.h>
 
 static volatile sig_atomic_t s_stop;
 static volatile sig_atomic_t s_usr1;
@@ -54,25 +54,12 @@ int main(void) {
     /* CZMQ's handler would only set zsys_interrupted and stop every zloop at once; the
      * shutdown must instead run in order, so signals are ours. */
     zsys_handler_set(NULL);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = s_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGALRM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    static const int signals[] = {SIGTERM, SIGINT, SIGUSR1, SIGALRM, 0};
+    sigs_install(s_on_signal, signals, 0, SIGS_PIPE_IGNORE);
     /* Blocked here and in every thread started below (they inherit the mask), so the
      * signals reach only sigsuspend in the loop, without a lost wake-up. */
-    sigset_t block;
     sigset_t old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGUSR1);
-    sigaddset(&block, SIGALRM);
-    sigprocmask(SIG_BLOCK, &block, &old);
+    sigs_block(signals, &old);
     worker_t *w = worker_new(cfg, &opts);
     if (!w) {
         config_destroy(&cfg);
