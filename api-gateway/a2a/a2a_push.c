@@ -1,6 +1,7 @@
 /* a2a_push: push notification configs and their delivery; see a2a_push.h. */
 #include "a2a_push.h"
 #include "a2a_task.h"
+#include "db.h"
 #include "egress.h"
 #include "gateway.h"
 #include "header.h"
@@ -406,9 +407,8 @@ static s_post_t s_post(json_t *cfg, const char *delivery_id, const char *body, l
  * gateway): true when it may go now. A database error lets it go (a limit that fails open
  * for one pass beats deliveries stuck behind a broken read). */
 static bool s_rate_take(pool_t *pool, const char *owner) {
-    char max[24];
-    snprintf(max, sizeof max, "%lld", (long long)s_deliveries_per_min);
-    const char *p[] = {owner, max};
+    char max[DB_PARAM_INT64_LEN];
+    const char *p[] = {owner, db_param_int64(max, s_deliveries_per_min)};
     int code = 0;
     PGconn *conn = pool_get(pool);
     json_t *rows = s_query(
@@ -480,13 +480,12 @@ static void s_record(pool_t *pool, json_t *cfg, const char *state, bool ok, bool
         backoff *= 2;
     }
     backoff = backoff < A2A_PUSH_BACKOFF_MAX_MS ? backoff : A2A_PUSH_BACKOFF_MAX_MS;
-    char ms[24];
-    snprintf(ms, sizeof ms, "%lld", (long long)(ok ? 0 : backoff));
+    char ms[DB_PARAM_INT64_LEN];
     const char *p[] = {json_string_value(json_object_get(cfg, "owner_id")),
                        json_string_value(json_object_get(cfg, "task_id")),
                        json_string_value(json_object_get(cfg, "id")),
                        ok ? state : NULL,
-                       ms,
+                       db_param_int64(ms, ok ? 0 : backoff),
                        ok                              ? (final ? "t" : "f")
                        : attempts >= A2A_PUSH_ATTEMPTS ? "t"
                                                        : "f"};

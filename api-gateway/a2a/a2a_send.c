@@ -333,8 +333,7 @@ int a2a_send_admit(gateway_t *gw, const http_req_t *req, a2a_send_t *s, http_res
     }
     admithook_t hk;
     admithook_begin(&hk, gw, s->context_id ? s->context_id : s->chat_id, req->user_id, "a2a");
-    int rc = s->context_id ? 0 : admithook_session(&hk, &s->context, h);
-    return rc == 0 ? admithook_prompt(&hk, &s->content, &s->context, h) : rc;
+    return admithook_run(&hk, NULL, !s->context_id, &s->content, &s->context, h);
 }
 
 /* A new chat whose first message is the task; its id is that message's. */

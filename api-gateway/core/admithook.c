@@ -155,3 +155,19 @@ int admithook_prompt(admithook_t *self, char **content, admithook_context_t *ctx
     json_decref(answer);
     return rc;
 }
+
+int admithook_run(admithook_t *self, PGconn **conn, bool session, char **content,
+                  admithook_context_t *ctx, http_resp_t *resp) {
+    if (conn) {
+        pool_put(self->gw->pool, *conn);
+        *conn = NULL;
+    }
+    int rc = session ? admithook_session(self, ctx, resp) : 0;
+    if (rc == 0 && content) {
+        rc = admithook_prompt(self, content, ctx, resp);
+    }
+    if (conn) {
+        *conn = pool_get(self->gw->pool);
+    }
+    return rc;
+}

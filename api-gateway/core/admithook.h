@@ -53,4 +53,14 @@ int admithook_session(admithook_t *self, admithook_context_t *ctx, http_resp_t *
 int admithook_prompt(admithook_t *self, char **content, admithook_context_t *ctx,
                      http_resp_t *resp);
 
+/* A submission's whole admission (only when admithook_enabled), with no database connection
+ * held while its hooks wait, so that a slow consumer cannot drain the pool: when conn is not
+ * NULL, *conn goes back to the gateway's pool first, and *conn is a connection taken again on
+ * return, whatever the outcome. Dispatches session_start when session is true (as
+ * admithook_session), then user_prompt_submit for *content when content is not NULL (as
+ * admithook_prompt). 0, or -1 with the refusal in resp; ctx is the caller's to clear either
+ * way. */
+int admithook_run(admithook_t *self, PGconn **conn, bool session, char **content,
+                  admithook_context_t *ctx, http_resp_t *resp);
+
 #endif

@@ -210,11 +210,10 @@ int models_sync(PGconn *conn, const char *path) {
         }
         char id[ID_UUID_LEN + 1];
         ASSERT(id_uuid_new(id) == 0);
-        char limit[24] = "";
+        char limit_buf[DB_PARAM_INT64_LEN];
         json_t *cl = json_object_get(m, "context_limit");
-        if (json_is_integer(cl)) {
-            snprintf(limit, sizeof limit, "%lld", (long long)json_integer_value(cl));
-        }
+        const char *limit =
+            json_is_integer(cl) ? db_param_int64(limit_buf, json_integer_value(cl)) : NULL;
         json_t *pj = json_object_get(m, "prices");
         char *prices = pj ? jsonout_dumps(pj) : NULL;
         char threshold[8] = "";
@@ -229,7 +228,7 @@ int models_sync(PGconn *conn, const char *path) {
                            json_string_value(json_object_get(m, "base_url")),
                            json_string_value(json_object_get(m, "api_key_env")),
                            i == dflt ? "t" : "f",
-                           limit[0] ? limit : NULL,
+                           limit,
                            json_is_true(json_object_get(m, "native_structured_output")) ? "t" : "f",
                            threshold[0] ? threshold : NULL,
                            prices};

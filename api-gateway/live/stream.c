@@ -68,9 +68,8 @@ static bool s_resume_point_gone(stream_t *s, PGconn *conn) {
     if (s->after_id <= 0) {
         return false;
     }
-    char after[24];
-    snprintf(after, sizeof after, "%lld", (long long)s->after_id);
-    const char *p[] = {s->chat_id, after};
+    char after[DB_PARAM_INT64_LEN];
+    const char *p[] = {s->chat_id, db_param_int64(after, s->after_id)};
     json_t *rows = s_rows(conn,
                           "SELECT to_jsonb(deleted) FROM chat_messages WHERE chat_id = $1"
                           " AND id = $2::bigint",
@@ -81,11 +80,10 @@ static bool s_resume_point_gone(stream_t *s, PGconn *conn) {
 }
 
 static void s_sync_messages(stream_t *s, PGconn *conn) {
-    char after[24];
-    char since[24];
-    snprintf(after, sizeof after, "%lld", (long long)s->after_id);
-    snprintf(since, sizeof since, "%lld", (long long)s->snapshot_version);
-    const char *p[] = {s->chat_id, after, since};
+    char after[DB_PARAM_INT64_LEN];
+    char since[DB_PARAM_INT64_LEN];
+    const char *p[] = {s->chat_id, db_param_int64(after, s->after_id),
+                       db_param_int64(since, s->snapshot_version)};
     const char *all = "SELECT " GATEWAY_MESSAGE_JSON " FROM chat_messages m WHERE m.chat_id = $1"
                       " AND m.visibility <> 'model' AND NOT m.deleted AND m.id > $2::bigint"
                       " ORDER BY m.id";

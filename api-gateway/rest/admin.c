@@ -5,7 +5,6 @@
 #include "relay.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,9 +82,8 @@ static void s_cluster(void *app, http_req_t *req, http_resp_t *resp) {
     PGconn *conn = pool_get(gw->pool);
     json_t *rows = NULL;
     if (s_require_admin(conn, req, resp) == 0) {
-        char stale[32];
-        snprintf(stale, sizeof stale, "%lld", (long long)gw->lease_stale_ms);
-        const char *p[] = {stale};
+        char stale[DB_PARAM_INT64_LEN];
+        const char *p[] = {db_param_int64(stale, gw->lease_stale_ms)};
         rows = gateway_rows(conn, s_cluster_sql, 1, p, resp);
     }
     pool_put(gw->pool, conn);

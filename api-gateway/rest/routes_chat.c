@@ -112,114 +112,155 @@ static int s_mcp_servers(const gateway_t *gw, json_t *v, http_resp_t *resp) {
     return 0;
 }
 
-/* Resolves the optional model name to a config id (the default when omitted). */
-static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
-    gateway_t *gw = app;
-    json_t *body = gateway_body(req, resp, false);
-    if (!body) {
-        return;
-    }
+/* A chat creation (POST /chats): its body, what the checks made of it, and what its hooks
+ * added. The body's checks run before the request takes a database connection. */
+typedef struct {
+    json_t *body;
+    json_t *title;
+    json_t *sys;
+    const char *dyn_key; /* dynamic_tools or its alias unsafe_dynamic_tools, as sent */
+    json_t *dyn;
+    json_t *mcp;
+    char *content; /* gateway_content's canonical text, or a hook's override (heap) */
+    gateway_format_t format;
+    admithook_context_t context;
+    char model_id[ID_UUID_LEN + 1];
+    char chat_id[ID_UUID_LEN + 1];
+} create_t;
+
+/* The body's known fields and its scalar ones, each checked on its own so that the error
+ * names the one at fault. */
+static int s_create_fields(create_t *c, http_resp_t *resp) {
     static const char *const fields[] = {"content",         "title",         "system_prompt",
                                          "model",           "dynamic_tools", "unsafe_dynamic_tools",
                                          "response_format", "mcp_servers",   NULL};
-    PGconn *conn = pool_get(gw->pool);
-    char *content = NULL;
-    char *tools = NULL;
-    char model_id[ID_UUID_LEN + 1];
-    gateway_format_t format = {0};
-    admithook_context_t context = {0};
-    json_t *title = json_object_get(body, "title");
-    json_t *sys = json_object_get(body, "system_prompt");
-    const char *dyn_key =
-        json_object_get(body, "dynamic_tools") ? "dynamic_tools" : "unsafe_dynamic_tools";
-    json_t *dyn = json_object_get(body, dyn_key);
-    json_t *mcp = json_object_get(body, "mcp_servers");
-    char *mcp_text = NULL;
-    if (gateway_only_fields(body, fields, "", resp) != 0) {
-        goto done;
+    if (gateway_only_fields(c->body, fields, "", resp) != 0) {
+        return -1;
     }
-    if (dyn && json_object_get(body, "unsafe_dynamic_tools") && !strcmp(dyn_key, "dynamic_tools")) {
+    if (c->dyn && json_object_get(c->body, "unsafe_dynamic_tools") &&
+        !strcmp(c->dyn_key, "dynamic_tools")) {
         http_invalid(resp, "unsafe_dynamic_tools",
                      "give dynamic_tools or its alias unsafe_dynamic_tools, not both");
-        goto done;
+        return -1;
     }
-    /* Each field is checked on its own, so the error names the one at fault. */
-    if (title && (!json_is_string(title) || json_string_length(title) > CS_TITLE_MAX_BYTES)) {
+    if (c->title &&
+        (!json_is_string(c->title) || json_string_length(c->title) > CS_TITLE_MAX_BYTES)) {
         http_invalid(resp, "title", "must be a string of at most 200 bytes");
-        goto done;
+        return -1;
     }
-    if (sys && (!json_is_string(sys) || json_string_length(sys) > SYSTEM_PROMPT_MAX_BYTES)) {
+    if (c->sys &&
+        (!json_is_string(c->sys) || json_string_length(c->sys) > SYSTEM_PROMPT_MAX_BYTES)) {
         http_invalid(resp, "system_prompt", "must be a string of at most 10000 bytes");
-        goto done;
+        return -1;
     }
-    if (!(content = gateway_content(json_object_get(body, "content"), "content", true, resp)) ||
-        (dyn && s_dynamic_tools(dyn, dyn_key, resp) != 0) ||
-        gateway_format(body, dyn, &format, resp) != 0 ||
-        (mcp && s_mcp_servers(gw, mcp, resp) != 0) ||
-        gateway_model_id(gw, conn, json_object_get(body, "model"), model_id, resp) != 0) {
-        goto done;
+    return 0;
+}
+
+/* Reads and checks the whole body into c (nothing of it needs the database): 0, or -1 with
+ * the answer in resp. */
+static int s_create_parse(const gateway_t *gw, const http_req_t *req, create_t *c,
+                          http_resp_t *resp) {
+    if (!(c->body = gateway_body(req, resp, false))) {
+        return -1;
     }
-    if (format.structured && json_array_size(json_object_get(body, "content")) == 0) {
+    c->title = json_object_get(c->body, "title");
+    c->sys = json_object_get(c->body, "system_prompt");
+    c->dyn_key =
+        json_object_get(c->body, "dynamic_tools") ? "dynamic_tools" : "unsafe_dynamic_tools";
+    c->dyn = json_object_get(c->body, c->dyn_key);
+    c->mcp = json_object_get(c->body, "mcp_servers");
+    json_t *parts = json_object_get(c->body, "content");
+    if (s_create_fields(c, resp) != 0 ||
+        !(c->content = gateway_content(parts, "content", true, resp)) ||
+        (c->dyn && s_dynamic_tools(c->dyn, c->dyn_key, resp) != 0) ||
+        gateway_format(c->body, c->dyn, &c->format, resp) != 0 ||
+        (c->mcp && s_mcp_servers(gw, c->mcp, resp) != 0)) {
+        return -1;
+    }
+    if (c->format.structured && json_array_size(parts) == 0) {
         http_invalid(resp, "response_format", "a structured request needs content to answer");
-        goto done;
+        return -1;
     }
-    char chat_id[ID_UUID_LEN + 1];
-    int minted = id_uuid_new(chat_id);
+    return 0;
+}
+
+/* True when the body sends a first message (else the chat starts empty and waits). */
+static bool s_create_has_first(const create_t *c) {
+    return json_array_size(json_object_get(c->body, "content")) > 0;
+}
+
+/* Mints the new chat's id, then runs its admission hooks (admithook.h): session_start, then
+ * user_prompt_submit for a first message, with no connection held while they wait; a refusal
+ * stores nothing. */
+static int s_create_admit(gateway_t *gw, const http_req_t *req, create_t *c, PGconn **conn,
+                          http_resp_t *resp) {
+    int minted = id_uuid_new(c->chat_id);
     ASSERT(minted == 0);
-    bool has_first = json_array_size(json_object_get(body, "content")) > 0;
-    /* The admission hooks (admithook.h): session_start, then user_prompt_submit for a first
-     * message, with no connection held while they wait; a refusal stores nothing. */
-    if (admithook_enabled(gw)) {
-        pool_put(gw->pool, conn);
-        admithook_t h;
-        admithook_begin(&h, gw, chat_id, req->user_id, "create");
-        int hrc = admithook_session(&h, &context, resp);
-        if (hrc == 0 && has_first) {
-            hrc = admithook_prompt(&h, &content, &context, resp);
-        }
-        conn = pool_get(gw->pool);
-        if (hrc != 0) {
-            goto done;
-        }
+    if (!admithook_enabled(gw)) {
+        return 0;
     }
-    tools = dyn ? jsonout_dumps(dyn) : NULL;
-    mcp_text = mcp ? jsonout_dumps(mcp) : NULL;
-    cs_message_t first = {.role = "user",
-                          .content = content,
-                          .created_by = req->user_id,
-                          .model_config_id = model_id,
-                          .response_format = format.json,
-                          .so_request_id = format.structured ? format.request_id : NULL};
-    cs_create_t c = {.chat_id = chat_id,
-                     .owner_id = req->user_id,
-                     .title = json_string_value(title),
-                     .title_from_user = title != NULL,
-                     .model_config_id = model_id,
-                     .system_prompt = json_string_value(sys),
-                     .dynamic_tools = tools,
-                     .mcp_servers = mcp_text,
-                     .messages = has_first ? &first : context.rows,
-                     .message_count = has_first ? 1 : context.count};
+    admithook_t h;
+    admithook_begin(&h, gw, c->chat_id, req->user_id, "create");
+    return admithook_run(&h, conn, true, s_create_has_first(c) ? &c->content : NULL, &c->context,
+                         resp);
+}
+
+/* Creates the chat (with its first message and the hooks' context) and answers 201 with it. */
+static void s_create_store(gateway_t *gw, PGconn *conn, const http_req_t *req, create_t *c,
+                           http_resp_t *resp) {
+    bool has_first = s_create_has_first(c);
+    char *tools = c->dyn ? jsonout_dumps(c->dyn) : NULL;
+    char *mcp_text = c->mcp ? jsonout_dumps(c->mcp) : NULL;
     /* The hook's context after the prompt; with no prompt, alone: the chat waits (§7.10). */
-    first.context = context.rows;
-    first.context_count = context.count;
+    cs_message_t first = {.role = "user",
+                          .content = c->content,
+                          .created_by = req->user_id,
+                          .model_config_id = c->model_id,
+                          .response_format = c->format.json,
+                          .so_request_id = c->format.structured ? c->format.request_id : NULL,
+                          .context = c->context.rows,
+                          .context_count = c->context.count};
+    cs_create_t cc = {.chat_id = c->chat_id,
+                      .owner_id = req->user_id,
+                      .title = json_string_value(c->title),
+                      .title_from_user = c->title != NULL,
+                      .model_config_id = c->model_id,
+                      .system_prompt = json_string_value(c->sys),
+                      .dynamic_tools = tools,
+                      .mcp_servers = mcp_text,
+                      .messages = has_first ? &first : c->context.rows,
+                      .message_count = has_first ? 1 : c->context.count};
     cs_error_t err;
-    if (chatstate_create(conn, &c, &gw->sink, chat_id, &err) != 0) {
+    char chat_id[ID_UUID_LEN + 1];
+    if (chatstate_create(conn, &cc, &gw->sink, chat_id, &err) != 0) {
         gateway_cs_error(resp, &err);
-        goto done;
+    } else {
+        json_t *chat = gateway_chat_json(conn, chat_id, req->user_id, resp);
+        if (chat) {
+            http_json(resp, 201, chat);
+        }
     }
-    json_t *chat = gateway_chat_json(conn, chat_id, req->user_id, resp);
-    if (chat) {
-        http_json(resp, 201, chat);
-    }
-done:
-    admithook_context_clear(&context);
-    gateway_format_clear(&format);
-    free(content);
     free(tools);
     free(mcp_text);
-    json_decref(body);
-    pool_put(gw->pool, conn);
+}
+
+/* POST /chats: the body is checked whole first; then, on a pooled connection, the model is
+ * resolved (the default when omitted), the hooks admit the chat and it is stored. */
+static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    create_t c = {0};
+    if (s_create_parse(gw, req, &c, resp) == 0) {
+        PGconn *conn = pool_get(gw->pool);
+        if (gateway_model_id(gw, conn, json_object_get(c.body, "model"), c.model_id, resp) == 0 &&
+            s_create_admit(gw, req, &c, &conn, resp) == 0) {
+            s_create_store(gw, conn, req, &c, resp);
+        }
+        pool_put(gw->pool, conn);
+    }
+    admithook_context_clear(&c.context);
+    gateway_format_clear(&c.format);
+    free(c.content);
+    json_decref(c.body);
 }
 
 static void s_get(void *app, http_req_t *req, http_resp_t *resp) {
@@ -265,9 +306,9 @@ static void s_list(void *app, http_req_t *req, http_resp_t *resp) {
         http_invalid(resp, "archived", "must be true or false");
         return;
     }
-    char lim[24];
-    snprintf(lim, sizeof lim, "%lld", (long long)limit);
-    const char *p[] = {req->user_id, archived ? archived : "false", after_s ? after : NULL, lim};
+    char lim[DB_PARAM_INT64_LEN];
+    const char *p[] = {req->user_id, archived ? archived : "false", after_s ? after : NULL,
+                       db_param_int64(lim, limit)};
     PGconn *conn = pool_get(gw->pool);
     int own = after_s ? s_own_cursor(conn, after, req->user_id, resp) : 1;
     if (own <= 0) {

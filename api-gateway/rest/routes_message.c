@@ -7,7 +7,6 @@
 #include "rest.h"
 
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,15 +73,13 @@ static void s_list(void *app, http_req_t *req, http_resp_t *resp) {
         return;
     }
     json_decref(chat);
-    char bs[24];
-    char as[24];
-    char ls[24];
-    snprintf(bs, sizeof bs, "%lld", (long long)b);
-    snprintf(as, sizeof as, "%lld", (long long)a);
-    snprintf(ls, sizeof ls, "%lld", (long long)limit + 1);
+    char bs[DB_PARAM_INT64_LEN];
+    char as[DB_PARAM_INT64_LEN];
+    char ls[DB_PARAM_INT64_LEN];
     /* Newest first, except when only after_id is given (polling forward). */
     bool asc = after && !before;
-    const char *p[] = {req->params[0], bs, as, ls};
+    const char *p[] = {req->params[0], db_param_int64(bs, b), db_param_int64(as, a),
+                       db_param_int64(ls, limit + 1)};
     char *sql =
         mem_printf("SELECT " GATEWAY_MESSAGE_JSON " FROM chat_messages m WHERE m.chat_id = $1"
                    " AND NOT m.deleted AND m.visibility IN ('user', 'both')"
@@ -274,16 +271,11 @@ static int s_admit(gateway_t *gw, const http_req_t *req, send_t *s, bool edit) {
         return -1;
     }
     json_decref(chat);
-    pool_put(gw->pool, s->conn);
     admithook_t h;
     admithook_begin(&h, gw, req->params[0], req->user_id, edit ? "edit" : "send");
     char *content = (char *)s->msg.content;
-    int rc = edit ? admithook_session(&h, &s->context, s->resp) : 0;
-    if (rc == 0) {
-        rc = admithook_prompt(&h, &content, &s->context, s->resp);
-    }
+    int rc = admithook_run(&h, &s->conn, edit, &content, &s->context, s->resp);
     s->msg.content = content;
-    s->conn = pool_get(gw->pool);
     return rc;
 }
 
@@ -306,9 +298,8 @@ static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
                 json_object_set(out, "message", m);
             }
             if (s.queued_id) {
-                char q[24];
-                snprintf(q, sizeof q, "%lld", (long long)s.queued_id);
-                const char *p[] = {q};
+                char q[DB_PARAM_INT64_LEN];
+                const char *p[] = {db_param_int64(q, s.queued_id)};
                 json_t *qr = gateway_rows(s.conn,
                                           "SELECT " GATEWAY_QUEUED_JSON
                                           " FROM chat_queued_messages q WHERE q.id = $1",
@@ -335,9 +326,8 @@ static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
  * (api-shapes.md §2.1), 400 "Only user messages can be edited." for another role's message,
  * else 404 "Chat message not found."; a chat that is not the caller's keeps its 404. */
 static void s_edit_missing(PGconn *conn, const http_req_t *req, int64_t id, http_resp_t *resp) {
-    char mid[24];
-    snprintf(mid, sizeof mid, "%lld", (long long)id);
-    const char *p[] = {req->params[0], mid, req->user_id};
+    char mid[DB_PARAM_INT64_LEN];
+    const char *p[] = {req->params[0], db_param_int64(mid, id), req->user_id};
     http_resp_t h = {0};
     json_t *rows = gateway_rows(conn,
                                 "SELECT jsonb_build_object('role', m.role) FROM chats c LEFT JOIN"

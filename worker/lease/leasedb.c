@@ -20,12 +20,12 @@
  * statements run on the plan their connection made once (§6.2, "Plans made once"). 0, or -1
  * when they could not be sent. */
 static int s_send_begin(PGconn *conn, int64_t lock_ms, int64_t statement_ms, int64_t idle_ms) {
-    char lock[24], idle[24], stmt[24];
-    snprintf(lock, sizeof lock, "%lld", (long long)lock_ms);
-    snprintf(idle, sizeof idle, "%lld", (long long)idle_ms);
-    snprintf(stmt, sizeof stmt, "%lld", (long long)statement_ms);
-    const char *p[] = {lock_ms > 0 ? lock : NULL, idle_ms > 0 ? idle : NULL,
-                       statement_ms > 0 ? stmt : NULL};
+    char lock[DB_PARAM_INT64_LEN];
+    char idle[DB_PARAM_INT64_LEN];
+    char stmt[DB_PARAM_INT64_LEN];
+    const char *p[] = {lock_ms > 0 ? db_param_int64(lock, lock_ms) : NULL,
+                       idle_ms > 0 ? db_param_int64(idle, idle_ms) : NULL,
+                       statement_ms > 0 ? db_param_int64(stmt, statement_ms) : NULL};
     if (db_send(conn, "BEGIN", 0, NULL, NULL, NULL) != 0) {
         return -1;
     }
@@ -142,8 +142,13 @@ static int s_open(PGconn *conn, const leasedb_acquire_args_t *a, int64_t idle, s
                   char *err, int errlen) {
     memset(f, 0, sizeof *f);
     f->nslots = -1;
-    char start[24], max[24], stale[24], lockclass[24], want[24], batch[24];
-    snprintf(stale, sizeof stale, "%lld", (long long)a->lease_stale_ms);
+    char start[DB_PARAM_INT64_LEN];
+    char max[DB_PARAM_INT64_LEN];
+    char stale_buf[DB_PARAM_INT64_LEN];
+    char lockclass[24];
+    char want[24];
+    char batch[24];
+    const char *stale = db_param_int64(stale_buf, a->lease_stale_ms);
     snprintf(batch, sizeof batch, "%d", a->batch);
     db_err_t e;
     PGresult *res = NULL;
@@ -158,11 +163,14 @@ static int s_open(PGconn *conn, const leasedb_acquire_args_t *a, int64_t idle, s
         if ((int64_t)w > a->max_chats) {
             w = (int)a->max_chats;
         }
-        snprintf(start, sizeof start, "%lld", 1 + (long long)(r % (uint64_t)a->max_chats));
-        snprintf(max, sizeof max, "%lld", (long long)a->max_chats);
         snprintf(lockclass, sizeof lockclass, "%d", LEASEDB_SLOT_LOCK_CLASS);
         snprintf(want, sizeof want, "%d", w);
-        const char *p[] = {start, max, stale, lockclass, want, batch};
+        const char *p[] = {db_param_int64(start, 1 + (int64_t)(r % (uint64_t)a->max_chats)),
+                           db_param_int64(max, a->max_chats),
+                           stale,
+                           lockclass,
+                           want,
+                           batch};
         res = db_query(conn, &e, err, errlen, s_scan_sql[a->quick][0], 6, p);
     } else if (sent == 0) {
         const char *p[] = {stale, batch};
@@ -364,9 +372,8 @@ int leasedb_renew(PGconn *conn, const char *worker_id, const lease_t *leases, si
     }
     char *chats = s_array(leases, n, false);
     char *runners = s_array(leases, n, true);
-    char stale[24];
-    snprintf(stale, sizeof stale, "%lld", (long long)lease_stale_ms);
-    const char *p[] = {chats, runners, stale, worker_id};
+    char stale[DB_PARAM_INT64_LEN];
+    const char *p[] = {chats, runners, db_param_int64(stale, lease_stale_ms), worker_id};
     db_err_t e;
     /* Only rows fresh when their lock is granted are renewed: the lock is taken in slot
      * order (acquisitions claim slots in that order too, so the two never wait on each other
@@ -413,9 +420,8 @@ int leasedb_renew(PGconn *conn, const char *worker_id, const lease_t *leases, si
 }
 
 int64_t leasedb_sweep(PGconn *conn, int64_t lease_stale_ms) {
-    char stale[24];
-    snprintf(stale, sizeof stale, "%lld", (long long)lease_stale_ms);
-    const char *p[] = {stale};
+    char stale[DB_PARAM_INT64_LEN];
+    const char *p[] = {db_param_int64(stale, lease_stale_ms)};
     char err[S_ERR_LEN];
     db_err_t e;
     /* SKIP LOCKED: the sweep never waits, so it never joins a wait cycle with the
