@@ -2,7 +2,8 @@
  * The summary call of a compaction (provider.h, summary; ARCHITECTURE.md §7.6) on the three
  * network providers: the request asks for a whole response ("stream": false, no tools), and the
  * response, one JSON document cut into small chunks, becomes the reply's text and usage. An
- * error document in a 200 response fails the call.
+ * error document in a 200 response fails the call. Also the path and header lines each
+ * provider's spec (netprovider.h) sends on a streamed and on a summary call.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,9 +22,12 @@
 
 typedef struct {
     const char *name;
-    const char *base_path; /* appended to the mock URL to make base_url */
-    const char *reply;     /* a whole response whose text is "The summary." (usage 30/4) */
-    const char *error;     /* a whole error document */
+    const char *base_path;      /* appended to the mock URL to make base_url */
+    const char *reply;          /* a whole response whose text is "The summary." (usage 30/4) */
+    const char *error;          /* a whole error document */
+    const char *path;           /* the request path */
+    const char *stream_headers; /* the headers of a streamed call with key sk-good */
+    const char *whole_headers;  /* the headers of a summary call without a key */
 } s_prov_t;
 
 static const s_prov_t s_openai = {
@@ -34,6 +38,10 @@ static const s_prov_t s_openai = {
              "\"The summary.\"},\n    \"finish_reason\": \"stop\"\n  }],\n  \"usage\": "
              "{\"prompt_tokens\": 30, \"completion_tokens\": 4, \"total_tokens\": 34}\n}\n",
     .error = "{\"error\":{\"message\":\"bad thing\",\"type\":\"invalid_request_error\"}}",
+    .path = "/v1/chat/completions",
+    .stream_headers = "{\"accept\":\"text/event-stream\",\"authorization\":\"Bearer "
+                      "sk-good\",\"content-type\":\"application/json\"}",
+    .whole_headers = "{\"accept\":\"application/json\",\"content-type\":\"application/json\"}",
 };
 
 static const s_prov_t s_anthropic = {
@@ -44,6 +52,13 @@ static const s_prov_t s_anthropic = {
              "\"stop_reason\":\"end_turn\",\"usage\":{\"input_tokens\":30,\"output_tokens\":4}}",
     .error = "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
              "\"message\":\"bad thing\"}}",
+    .path = "/v1/messages",
+    .stream_headers = "{\"accept\":\"text/"
+                      "event-stream\",\"anthropic-version\":\"2023-06-01\",\"x-api-key\":\"sk-"
+                      "good\",\"content-type\":\"application/json\"}",
+    .whole_headers =
+        "{\"accept\":\"application/"
+        "json\",\"anthropic-version\":\"2023-06-01\",\"content-type\":\"application/json\"}",
 };
 
 static const s_prov_t s_ollama = {
@@ -52,6 +67,10 @@ static const s_prov_t s_ollama = {
     .reply = "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"The summary.\"},"
              "\"done\":true,\"done_reason\":\"stop\",\"prompt_eval_count\":30,\"eval_count\":4}",
     .error = "{\"error\":\"bad thing\"}",
+    .path = "/api/chat",
+    .stream_headers = "{\"accept\":\"application/x-ndjson\",\"authorization\":\"Bearer "
+                      "sk-good\",\"content-type\":\"application/json\"}",
+    .whole_headers = "{\"accept\":\"application/x-ndjson\",\"content-type\":\"application/json\"}",
 };
 
 static void s_ignore_part(void *ctx, const char *part_json) {
@@ -59,16 +78,22 @@ static void s_ignore_part(void *ctx, const char *part_json) {
     (void)part_json;
 }
 
-static provider_rc_t s_summary_call(const s_prov_t *p, mockprov_t *mp, provider_result_t *out) {
+/* One call of p (a summary call when summary is set, with key when it is not NULL). */
+static provider_rc_t s_call(const s_prov_t *p, mockprov_t *mp, bool summary, const char *key,
+                            provider_result_t *out) {
     char *base = mem_printf("%s%s", mockprov_url(mp), p->base_path);
-    provider_model_t model = {
-        .name = "m", .provider = p->name, .model = "test-model", .base_url = base};
+    provider_model_t model = {.name = "m",
+                              .provider = p->name,
+                              .model = "test-model",
+                              .base_url = base,
+                              .api_key_env = key ? "MODEL_KEY" : NULL,
+                              .api_key = key};
     json_t *msgs = json_pack("[{s:s, s:[{s:s, s:s}]}, {s:s, s:[{s:s, s:s}]}]", "role", "system",
                              "content", "type", "text", "text", "You summarize.", "role", "user",
                              "content", "type", "text", "text", "Summarize the conversation.");
     json_t *tools = json_array();
     provider_request_t req = {
-        .model = &model, .messages = msgs, .tools = tools, .attempt = 1, .summary = true};
+        .model = &model, .messages = msgs, .tools = tools, .attempt = 1, .summary = summary};
     cancel_t *cancel = cancel_new();
     provider_rc_t rc = provider_generate(&req, cancel, s_ignore_part, NULL, out);
     cancel_destroy(&cancel);
@@ -76,6 +101,10 @@ static provider_rc_t s_summary_call(const s_prov_t *p, mockprov_t *mp, provider_
     json_decref(msgs);
     free(base);
     return rc;
+}
+
+static provider_rc_t s_summary_call(const s_prov_t *p, mockprov_t *mp, provider_result_t *out) {
+    return s_call(p, mp, true, NULL, out);
 }
 
 static void s_push(mockprov_t *mp, const char *body) {
@@ -138,11 +167,73 @@ static void test_ollama_summary_is_one_whole_response(void **u) {
     s_summary_is_one_whole_response(&s_ollama);
 }
 
+/* The headers of a request other than those libcurl adds itself, as one JSON object text. */
+static char *s_sent_headers(const json_t *sent) {
+    json_t *h = json_deep_copy(json_object_get(sent, "headers"));
+    json_object_del(h, "host");
+    json_object_del(h, "content-length");
+    char *text = json_dumps(h, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(h);
+    return text;
+}
+
+static void s_assert_headers(const json_t *sent, const char *want_text) {
+    json_t *want = json_loads(want_text, 0, NULL);
+    assert_non_null(want);
+    char *want_sorted = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS);
+    char *got = s_sent_headers(sent);
+    assert_string_equal(got, want_sorted);
+    free(got);
+    free(want_sorted);
+    json_decref(want);
+}
+
+/* Whatever the reply, a streamed call and a summary call POST to the provider's path with
+ * exactly its header lines: the Accept line of each kind, a fixed line (Anthropic's version)
+ * and the credential only when a key is set. */
+static void s_calls_send_the_specs_path_and_headers(const s_prov_t *p) {
+    mockprov_t *mp = mockprov_new();
+    assert_non_null(mp);
+    for (int summary = 0; summary <= 1; summary++) {
+        mockprov_reply_t *r = mockprov_reply_new(400, "application/json");
+        mockprov_reply_body(r, p->error, 0, 0);
+        mockprov_push(mp, &r);
+        provider_result_t out;
+        assert_int_equal(s_call(p, mp, summary, summary ? NULL : "sk-good", &out), PROVIDER_ERROR);
+        assert_int_equal(out.status, 400);
+        provider_result_clear(&out);
+        json_t *sent = mockprov_request(mp, summary);
+        assert_string_equal(json_string_value(json_object_get(sent, "method")), "POST");
+        assert_string_equal(json_string_value(json_object_get(sent, "path")), p->path);
+        s_assert_headers(sent, summary ? p->whole_headers : p->stream_headers);
+        json_decref(sent);
+    }
+    mockprov_destroy(&mp);
+}
+
+static void test_openai_calls_send_the_specs_path_and_headers(void **u) {
+    (void)u;
+    s_calls_send_the_specs_path_and_headers(&s_openai);
+}
+
+static void test_anthropic_calls_send_the_specs_path_and_headers(void **u) {
+    (void)u;
+    s_calls_send_the_specs_path_and_headers(&s_anthropic);
+}
+
+static void test_ollama_calls_send_the_specs_path_and_headers(void **u) {
+    (void)u;
+    s_calls_send_the_specs_path_and_headers(&s_ollama);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_openai_summary_is_one_whole_response),
         cmocka_unit_test(test_anthropic_summary_is_one_whole_response),
         cmocka_unit_test(test_ollama_summary_is_one_whole_response),
+        cmocka_unit_test(test_openai_calls_send_the_specs_path_and_headers),
+        cmocka_unit_test(test_anthropic_calls_send_the_specs_path_and_headers),
+        cmocka_unit_test(test_ollama_calls_send_the_specs_path_and_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

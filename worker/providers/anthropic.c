@@ -2,7 +2,6 @@
 #include "anthropic.h"
 #include "httpstream.h"
 #include "usage.h"
-#include "jsonout.h"
 #include "mem.h"
 
 #include <stdlib.h>
@@ -387,17 +386,14 @@ static json_t *s_content(s_state_t *st) {
     return content;
 }
 
-static void s_state_free(s_state_t *st) {
+static void s_state_free(void *arg) {
+    s_state_t *st = arg;
     for (size_t i = 0; i < ANTHROPIC_BLOCKS_MAX; i++) {
         httpstream_buf_free(&st->blocks[i].buf);
         httpstream_buf_free(&st->blocks[i].sig);
         json_decref(st->blocks[i].part);
     }
-}
-
-static void s_state_destroy(void *arg) {
-    s_state_free(arg);
-    free(arg);
+    free(st);
 }
 
 static void s_ok(void *arg, provider_result_t *out) {
@@ -406,29 +402,29 @@ static void s_ok(void *arg, provider_result_t *out) {
     out->usage = usage_json(&st->usage);
 }
 
-void anthropic_start(provider_call_t *call, const provider_request_t *req) {
-    char *key = NULL;
-    if (httpstream_key_header("anthropic", req->model, "x-api-key", "", &key, &call->out) != 0) {
-        provider_call_end(call, PROVIDER_ERROR);
-        return;
-    }
-    json_t *body = s_body(req);
-    char *url = httpstream_url(req->model->base_url, ANTHROPIC_BASE_URL_DEFAULT, "/v1/messages");
-    const char *headers[] = {req->summary ? "Accept: application/json"
-                                          : "Accept: text/event-stream",
-                             "anthropic-version: " ANTHROPIC_VERSION, key, NULL};
+static void *s_state_new(provider_call_t *call) {
     s_state_t *st = mem_calloc(1, sizeof *st);
-    st->usage = usage_none();
     st->on_part = call->on_part;
     st->ctx = call->part_ctx;
     st->out = &call->out;
-    httpstream_request_t hr = {.url = url,
-                               .headers = headers,
-                               .mode = req->summary ? HTTPSTREAM_WHOLE : HTTPSTREAM_SSE,
-                               .on_event = req->summary ? s_on_whole : s_on_event,
-                               .ctx = st};
-    httpstream_exchange(call, "anthropic", hr, body, s_ok, st, s_state_destroy);
-    json_decref(body);
-    free(url);
-    free(key);
+    st->usage = usage_none();
+    return st;
 }
+
+const netprovider_spec_t anthropic_spec = {
+    .name = "anthropic",
+    .base_url_default = ANTHROPIC_BASE_URL_DEFAULT,
+    .path = "/v1/messages",
+    .key_name = "x-api-key",
+    .key_prefix = "",
+    .accept_stream = "Accept: text/event-stream",
+    .accept_whole = "Accept: application/json",
+    .fixed_header = "anthropic-version: " ANTHROPIC_VERSION,
+    .stream_mode = HTTPSTREAM_SSE,
+    .body = s_body,
+    .state_new = s_state_new,
+    .state_free = s_state_free,
+    .on_event = s_on_event,
+    .on_whole = s_on_whole,
+    .ok = s_ok,
+};

@@ -8,7 +8,7 @@
 #ifndef CHATFLEET_ANTHROPIC_H
 #define CHATFLEET_ANTHROPIC_H
 
-#include "provider.h"
+#include "netprovider.h"
 
 #define ANTHROPIC_BASE_URL_DEFAULT "https://api.anthropic.com" /* POST {base}/v1/messages */
 #define ANTHROPIC_VERSION          "2023-06-01"                /* anthropic-version header */
@@ -17,7 +17,7 @@
 #define ANTHROPIC_BLOCK_MAX_BYTES  (8 * 1024 * 1024) /* text, thinking or input JSON of a block */
 #define ANTHROPIC_SIGNATURE_BYTES  16384 /* a thinking block's signature, NUL included */
 
-/* The start function of provider "anthropic" (provider.h). The key goes in x-api-key. */
-void anthropic_start(provider_call_t *call, const provider_request_t *req);
+/* Provider "anthropic" (netprovider.h). The key goes in x-api-key. */
+extern const netprovider_spec_t anthropic_spec;
 
 #endif

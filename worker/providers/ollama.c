@@ -220,27 +220,28 @@ static void s_ok(void *arg, provider_result_t *out) {
     st->usage = NULL;
 }
 
-void ollama_start(provider_call_t *call, const provider_request_t *req) {
-    char *auth = NULL;
-    if (httpstream_key_header("ollama", req->model, "Authorization", "Bearer ", &auth,
-                              &call->out) != 0) {
-        provider_call_end(call, PROVIDER_ERROR);
-        return;
-    }
-    json_t *body = s_body(req);
-    char *url = httpstream_url(req->model->base_url, OLLAMA_BASE_URL_DEFAULT, "/api/chat");
-    const char *headers[] = {"Accept: application/x-ndjson", auth, NULL};
+static void *s_state_new(provider_call_t *call) {
     s_state_t *st = mem_calloc(1, sizeof *st);
     *st = (s_state_t){
         .on_part = call->on_part, .ctx = call->part_ctx, .out = &call->out, .calls = json_array()};
-    httpstream_request_t hr = {.url = url,
-                               .headers = headers,
-                               /* A summary is one object: the last line of a stream. */
-                               .mode = req->summary ? HTTPSTREAM_WHOLE : HTTPSTREAM_NDJSON,
-                               .on_event = s_on_line,
-                               .ctx = st};
-    httpstream_exchange(call, "ollama", hr, body, s_ok, st, s_state_free);
-    json_decref(body);
-    free(url);
-    free(auth);
+    return st;
 }
+
+/* A summary's answer (stream:false) is one object, read like a stream's last line, so one
+ * handler serves both; the Accept line is the same for both. */
+const netprovider_spec_t ollama_spec = {
+    .name = "ollama",
+    .base_url_default = OLLAMA_BASE_URL_DEFAULT,
+    .path = "/api/chat",
+    .key_name = "Authorization",
+    .key_prefix = "Bearer ",
+    .accept_stream = "Accept: application/x-ndjson",
+    .accept_whole = "Accept: application/x-ndjson",
+    .stream_mode = HTTPSTREAM_NDJSON,
+    .body = s_body,
+    .state_new = s_state_new,
+    .state_free = s_state_free,
+    .on_event = s_on_line,
+    .on_whole = s_on_line,
+    .ok = s_ok,
+};

@@ -6,14 +6,14 @@
 #ifndef CHATFLEET_OLLAMA_H
 #define CHATFLEET_OLLAMA_H
 
-#include "provider.h"
+#include "netprovider.h"
 
 #define OLLAMA_BASE_URL_DEFAULT "http://127.0.0.1:11434" /* POST {base}/api/chat */
 #define OLLAMA_TEXT_MAX_BYTES   (8 * 1024 * 1024)        /* text or thinking of one reply */
 #define OLLAMA_TOOL_CALLS_MAX   64                       /* tool calls in one reply */
 
-/* The start function of provider "ollama" (provider.h). A set api_key is sent as
- * "Authorization: Bearer" (Ollama itself needs none; proxies in front of it may). */
-void ollama_start(provider_call_t *call, const provider_request_t *req);
+/* Provider "ollama" (netprovider.h). A set api_key is sent as "Authorization: Bearer"
+ * (Ollama itself needs none; proxies in front of it may). */
+extern const netprovider_spec_t ollama_spec;
 
 #endif

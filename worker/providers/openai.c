@@ -289,28 +289,25 @@ static void s_ok(void *arg, provider_result_t *out) {
     st->usage = NULL;
 }
 
-void openai_start(provider_call_t *call, const provider_request_t *req) {
-    char *auth = NULL;
-    if (httpstream_key_header("openai", req->model, "Authorization", "Bearer ", &auth,
-                              &call->out) != 0) {
-        provider_call_end(call, PROVIDER_ERROR);
-        return;
-    }
-    json_t *body = s_body(req);
-    char *url = httpstream_url(req->model->base_url, OPENAI_BASE_URL_DEFAULT, "/chat/completions");
-    const char *headers[] = {
-        req->summary ? "Accept: application/json" : "Accept: text/event-stream", auth, NULL};
+static void *s_state_new(provider_call_t *call) {
     s_state_t *st = mem_calloc(1, sizeof *st);
-    st->on_part = call->on_part;
-    st->ctx = call->part_ctx;
-    st->out = &call->out;
-    httpstream_request_t hr = {.url = url,
-                               .headers = headers,
-                               .mode = req->summary ? HTTPSTREAM_WHOLE : HTTPSTREAM_SSE,
-                               .on_event = req->summary ? s_on_whole : s_on_event,
-                               .ctx = st};
-    httpstream_exchange(call, "openai", hr, body, s_ok, st, s_state_free);
-    json_decref(body);
-    free(url);
-    free(auth);
+    *st = (s_state_t){.on_part = call->on_part, .ctx = call->part_ctx, .out = &call->out};
+    return st;
 }
+
+const netprovider_spec_t openai_spec = {
+    .name = "openai",
+    .base_url_default = OPENAI_BASE_URL_DEFAULT,
+    .path = "/chat/completions",
+    .key_name = "Authorization",
+    .key_prefix = "Bearer ",
+    .accept_stream = "Accept: text/event-stream",
+    .accept_whole = "Accept: application/json",
+    .stream_mode = HTTPSTREAM_SSE,
+    .body = s_body,
+    .state_new = s_state_new,
+    .state_free = s_state_free,
+    .on_event = s_on_event,
+    .on_whole = s_on_whole,
+    .ok = s_ok,
+};

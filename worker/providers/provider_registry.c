@@ -1,8 +1,9 @@
-/* provider_registry: provider_start, the dispatch by model_configs.provider to each provider's
- * start function, and provider_generate on a private loop; see provider.h. */
+/* provider_registry: provider_start, the dispatch by model_configs.provider to the sim's start
+ * function or a network provider's spec (netprovider.h), and provider_generate on a private
+ * loop; see provider.h. */
 #include "provider.h"
 #include "anthropic.h"
-#include "mem.h"
+#include "netprovider.h"
 #include "ollama.h"
 #include "openai.h"
 #include "sim.h"
@@ -11,22 +12,21 @@
 
 #define S_SYNC_POLL_MS 50 /* provider_generate looks at its cancel token this often */
 
-typedef void(s_start_fn)(provider_call_t *call, const provider_request_t *req);
+static const netprovider_spec_t *const s_specs[] = {&openai_spec, &anthropic_spec, &ollama_spec};
 
-static s_start_fn *s_find(const char *name) {
-    static const struct {
-        const char *name;
-        s_start_fn *start;
-    } known[] = {{"sim", sim_start},
-                 {"openai", openai_start},
-                 {"anthropic", anthropic_start},
-                 {"ollama", ollama_start}};
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-        if (!strcmp(name, known[i].name)) {
-            return known[i].start;
+/* Starts the call on the provider named name; false when no provider has that name. */
+static bool s_start(const char *name, provider_call_t *call, const provider_request_t *req) {
+    if (!strcmp(name, "sim")) {
+        sim_start(call, req);
+        return true;
+    }
+    for (size_t i = 0; i < sizeof s_specs / sizeof s_specs[0]; i++) {
+        if (!strcmp(name, s_specs[i]->name)) {
+            netprovider_start(s_specs[i], call, req);
+            return true;
         }
     }
-    return NULL;
+    return false;
 }
 
 provider_call_t *provider_start(evloop_t *loop, const provider_request_t *req,
@@ -34,10 +34,7 @@ provider_call_t *provider_start(evloop_t *loop, const provider_request_t *req,
                                 void *ctx) {
     provider_call_t *call = provider_call_new(loop, on_part, part_ctx, done, ctx);
     const char *p = req->model && req->model->provider ? req->model->provider : "";
-    s_start_fn *start = s_find(p);
-    if (start) {
-        start(call, req);
-    } else {
+    if (!s_start(p, call, req)) {
         provider_call_end(call, provider_fail(&call->out, 0, false, -1,
                                               "provider %s is not known to this worker", p));
     }
