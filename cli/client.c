@@ -1,5 +1,6 @@
 /* client: REST calls to the gateway; see client.h. */
 #include "client.h"
+#include "dynbuf.h"
 #include "header.h"
 #include "jsonout.h"
 #include "mem.h"
@@ -32,11 +33,11 @@ struct client {
     CURL *curl;
 };
 
+/* A REST answer as it arrives. */
 typedef struct {
-    char *data;
-    size_t len;
+    dynbuf_t body; /* at most CLIENT_RESPONSE_MAX_BYTES */
     bool overflow;
-} s_buf_t;
+} s_answer_t;
 
 client_t *client_new(const char *base_url, const char *token, const char *ca_file) {
     if (!base_url || !*base_url) {
@@ -137,16 +138,12 @@ void client_describe(const client_t *self, CURLcode rc, const char *errbuf, char
 }
 
 static size_t s_collect(char *ptr, size_t size, size_t nmemb, void *ud) {
-    s_buf_t *b = ud;
+    s_answer_t *b = ud;
     size_t n = size * nmemb;
-    if (b->len + n > CLIENT_RESPONSE_MAX_BYTES) {
+    if (dynbuf_add(&b->body, ptr, n) != 0) {
         b->overflow = true;
         return 0; /* aborts the transfer */
     }
-    b->data = mem_realloc(b->data, b->len + n + 1);
-    memcpy(b->data + b->len, ptr, n);
-    b->len += n;
-    b->data[b->len] = '\0';
     return n;
 }
 
@@ -160,7 +157,8 @@ long client_call(client_t *self, const char *method, const char *path, const jso
         return -1;
     }
     char *text = body ? jsonout_dumps(body) : NULL;
-    s_buf_t b = {0};
+    s_answer_t b = {.overflow = false};
+    dynbuf_init(&b.body, CLIENT_RESPONSE_MAX_BYTES);
     CURL *c = self->curl;
     char errbuf[CURL_ERROR_SIZE] = "";
     curl_easy_reset(c);
@@ -186,7 +184,8 @@ long client_call(client_t *self, const char *method, const char *path, const jso
     } else {
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
         jsonstrict_error_t err;
-        if (b.len > 0 && jsonstrict_parse(b.data, b.len, &client_limits, out, &err) != 0) {
+        if (b.body.len > 0 &&
+            jsonstrict_parse(dynbuf_str(&b.body), b.body.len, &client_limits, out, &err) != 0) {
             fprintf(stderr, "chatfleet: %s %s: HTTP %ld with an unreadable answer: %s at %s\n",
                     method, url, status, err.message, err.path[0] ? err.path : "/");
             status = -1;
@@ -194,7 +193,7 @@ long client_call(client_t *self, const char *method, const char *path, const jso
     }
     curl_slist_free_all(h);
     free(text);
-    free(b.data);
+    dynbuf_free(&b.body);
     free(url);
     return status;
 }

@@ -1,5 +1,6 @@
 /* clistream: SSE with redial, resume and dedupe; see clistream.h. */
 #include "clistream.h"
+#include "dynbuf.h"
 #include "id.h"
 #include "jsonout.h"
 #include "mem.h"
@@ -38,12 +39,10 @@ struct clistream {
     void *ctx;
     bool stop;
     bool got_event;
-    char *line;
-    size_t line_len;
+    dynbuf_t line; /* the line being read: it and its NUL fit in CLISTREAM_EVENT_MAX_BYTES */
     char type[CLISTREAM_TYPE_MAX];
     int64_t event_id;
-    char *data;
-    size_t data_len;
+    dynbuf_t data; /* the event's data lines, at most CLISTREAM_EVENT_MAX_BYTES */
     bool too_big;
 };
 
@@ -55,6 +54,8 @@ clistream_t *clistream_new(client_t *client, const char *path, int64_t after_id,
     self->after_id = after_id;
     self->cancel = cancel;
     self->seen = mem_calloc(CLISTREAM_SEEN_MAX, sizeof *self->seen);
+    dynbuf_init(&self->line, CLISTREAM_EVENT_MAX_BYTES - 1);
+    dynbuf_init(&self->data, CLISTREAM_EVENT_MAX_BYTES);
     return self;
 }
 
@@ -66,8 +67,8 @@ void clistream_destroy(clistream_t **self_p) {
     free(self->path);
     free(self->seen);
     free(self->last_action);
-    free(self->line);
-    free(self->data);
+    dynbuf_free(&self->line);
+    dynbuf_free(&self->data);
     free(self);
     *self_p = NULL;
 }
@@ -148,12 +149,13 @@ static bool s_is_new(clistream_t *self, const char *type, json_t *data) {
 }
 
 static void s_dispatch(clistream_t *self) {
-    if (self->data_len == 0 || self->stop) {
+    if (self->data.len == 0 || self->stop) {
         return;
     }
     json_t *data = NULL;
     jsonstrict_error_t err;
-    if (jsonstrict_parse(self->data, self->data_len, &client_limits, &data, &err) != 0) {
+    const char *text = dynbuf_str(&self->data);
+    if (jsonstrict_parse(text, self->data.len, &client_limits, &data, &err) != 0) {
         fprintf(stderr, "chatfleet: stream: an unreadable %s event dropped: %s\n",
                 self->type[0] ? self->type : "message", err.message);
         return;
@@ -169,69 +171,62 @@ static void s_dispatch(clistream_t *self) {
     json_decref(data);
 }
 
-static void s_line(clistream_t *self, char *line) {
+/* Whether the field name of n bytes is name. */
+static bool s_field_is(const char *field, size_t n, const char *name) {
+    return n == strlen(name) && !memcmp(field, name, n);
+}
+
+/* One line (up to its first NUL, as a C string). */
+static void s_line(clistream_t *self, const char *line) {
     if (*line == '\0') {
         s_dispatch(self);
         self->type[0] = '\0';
         self->event_id = 0;
-        self->data_len = 0;
+        dynbuf_reset(&self->data);
         return;
     }
     if (*line == ':') {
         return; /* a keep-alive comment */
     }
-    char *colon = strchr(line, ':');
-    char *value = colon ? colon + 1 : line + strlen(line);
-    if (colon) {
-        *colon = '\0';
-    }
+    const char *colon = strchr(line, ':');
+    size_t n = colon ? (size_t)(colon - line) : strlen(line);
+    const char *value = line + n + (colon ? 1 : 0);
     if (*value == ' ') {
         value++;
     }
-    if (!strcmp(line, "event")) {
+    if (s_field_is(line, n, "event")) {
         snprintf(self->type, sizeof self->type, "%s", value);
-    } else if (!strcmp(line, "id")) {
+    } else if (s_field_is(line, n, "id")) {
         char *end = NULL;
         long long v = strtoll(value, &end, 10);
         self->event_id = end && *end == '\0' && v > 0 ? v : 0;
-    } else if (!strcmp(line, "data")) {
-        size_t n = strlen(value);
-        if (self->data_len + n + 1 > CLISTREAM_EVENT_MAX_BYTES) {
+    } else if (s_field_is(line, n, "data")) {
+        /* The event's data lines joined by newlines; over the cap, the dial is dropped. */
+        if ((self->data.len > 0 && dynbuf_add(&self->data, "\n", 1) != 0) ||
+            dynbuf_add(&self->data, value, strlen(value)) != 0) {
             self->too_big = true;
-            return;
         }
-        self->data = mem_realloc(self->data, self->data_len + n + 2);
-        if (self->data_len > 0) {
-            self->data[self->data_len++] = '\n';
-        }
-        memcpy(self->data + self->data_len, value, n + 1);
-        self->data_len += n;
     }
 }
 
 static size_t s_write(char *ptr, size_t size, size_t nmemb, void *ud) {
     clistream_t *self = ud;
     size_t n = size * nmemb;
-    for (size_t i = 0; i < n && !self->stop && !self->too_big; i++) {
-        char c = ptr[i];
-        if (c == '\r') {
-            continue;
+    size_t i = 0;
+    while (i < n && !self->stop && !self->too_big) {
+        size_t j = i;
+        while (j < n && ptr[j] != '\r' && ptr[j] != '\n') {
+            j++;
         }
-        if (c != '\n') {
-            if (self->line_len + 2 > CLISTREAM_EVENT_MAX_BYTES) {
-                self->too_big = true;
-                break;
-            }
-            self->line = mem_realloc(self->line, self->line_len + 2);
-            self->line[self->line_len++] = c;
-            continue;
+        if (dynbuf_add(&self->line, ptr + i, j - i) != 0) {
+            self->too_big = true;
+            break;
         }
-        if (!self->line) {
-            self->line = mem_alloc(1);
+        if (j < n && ptr[j] == '\n') {
+            s_line(self, dynbuf_str(&self->line));
+            dynbuf_reset(&self->line);
         }
-        self->line[self->line_len] = '\0';
-        s_line(self, self->line);
-        self->line_len = 0;
+        i = j + 1; /* a CR is dropped wherever it stands */
     }
     return self->stop || self->too_big ? 0 : n;
 }
@@ -253,8 +248,8 @@ static long s_dial(clistream_t *self, CURL *c, CURLcode *rc, char errbuf[CURL_ER
         free(url);
         return -1; /* refused (on stderr): never sent */
     }
-    self->line_len = 0;
-    self->data_len = 0;
+    dynbuf_reset(&self->line);
+    dynbuf_reset(&self->data);
     self->type[0] = '\0';
     self->event_id = 0;
     self->too_big = false;

@@ -44,6 +44,16 @@ const char *dynbuf_str(const dynbuf_t *b) {
     return b->data ? b->data : "";
 }
 
+void dynbuf_consume(dynbuf_t *b, size_t n) {
+    ASSERT(n <= b->len);
+    if (n == 0) {
+        return;
+    }
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+    b->data[b->len] = '\0';
+}
+
 void dynbuf_reset(dynbuf_t *b) {
     b->len = 0;
     if (b->data) {

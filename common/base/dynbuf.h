@@ -29,6 +29,11 @@ int dynbuf_addf(dynbuf_t *b, const char *fmt, ...) __attribute__((format(printf,
 /* The bytes ("" while empty: never NULL). Valid until the next append or free. */
 const char *dynbuf_str(const dynbuf_t *b);
 
+/* Drops the first n bytes (n at most len: a programmer error otherwise) and moves the rest to
+ * the front, so a reader that took whole lines or events off the front frees their room under
+ * the cap. Keeps the memory. */
+void dynbuf_consume(dynbuf_t *b, size_t n);
+
 /* Empties the buffer, keeping its memory and its cap. */
 void dynbuf_reset(dynbuf_t *b);
 

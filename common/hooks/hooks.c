@@ -7,6 +7,7 @@
 #include "hex.h"
 #include "config.h"
 
+#include "dynbuf.h"
 #include "header.h"
 #include "id.h"
 #include "jsonstrict.h"
@@ -48,8 +49,7 @@ typedef struct s_dispatch {
     CURL *easy;
     struct curl_slist *hdrs;
     char *body;
-    char *answer; /* bounded by HOOKS_ANSWER_MAX_BYTES */
-    size_t answer_len;
+    dynbuf_t answer; /* at most HOOKS_ANSWER_MAX_BYTES */
     bool too_large;
     hooks_result_t res;
     hooks_done_fn *done;
@@ -265,14 +265,10 @@ int hooks_answer_check(hooks_event_t event, const json_t *answer, hooks_result_t
 static size_t s_on_body(char *ptr, size_t size, size_t n, void *arg) {
     s_dispatch_t *d = arg;
     size_t bytes = size * n;
-    if (d->answer_len + bytes > HOOKS_ANSWER_MAX_BYTES) {
+    if (dynbuf_add(&d->answer, ptr, bytes) != 0) {
         d->too_large = true;
         return 0; /* ends the transfer with an error */
     }
-    d->answer = mem_realloc(d->answer, d->answer_len + bytes + 1);
-    memcpy(d->answer + d->answer_len, ptr, bytes);
-    d->answer_len += bytes;
-    d->answer[d->answer_len] = 0;
     return bytes;
 }
 
@@ -321,7 +317,7 @@ static void s_finish(s_dispatch_t *d, bool held) {
     }
     curl_slist_free_all(d->hdrs);
     free(d->body);
-    free(d->answer);
+    dynbuf_free(&d->answer);
     free(d);
 }
 
@@ -343,12 +339,12 @@ static json_t *s_conclude(s_dispatch_t *d, CURLcode result) {
     } else if (status < 200 || status > 299) {
         d->res.rc = HOOKS_E_TRANSPORT;
         snprintf(d->res.error, sizeof d->res.error, "hook consumer: HTTP status %ld", status);
-    } else if (d->answer_len == 0) {
+    } else if (d->answer.len == 0) {
         answer = json_object(); /* an empty 2xx answer allows and adds nothing */
         hooks_answer_check(d->event, answer, &d->res);
     } else {
         jsonstrict_error_t err;
-        if (jsonstrict_parse(d->answer, d->answer_len, NULL, &answer, &err)) {
+        if (jsonstrict_parse(dynbuf_str(&d->answer), d->answer.len, NULL, &answer, &err)) {
             d->res.rc = HOOKS_E_INVALID;
             snprintf(d->res.error, sizeof d->res.error, "hook answer: %.120s at %.100s",
                      err.message, err.path[0] ? err.path : "/");
@@ -378,6 +374,7 @@ static s_dispatch_t *s_prepare(hooks_t *self, hooks_class_t cls, hooks_event_t e
     d->hooks = self;
     d->cls = cls;
     d->event = event;
+    dynbuf_init(&d->answer, HOOKS_ANSWER_MAX_BYTES);
     json_t *body = json_pack("{s:s, s:s, s:s, s:I, s:O}", "event_id", event_id, "event",
                              hooks_event_name(event), "chat_id", chat_id, "sent_at_ms",
                              (json_int_t)id_now_ms(), "data", payload);

@@ -1,5 +1,6 @@
 /* dynbuf and hex (common/base): the cap is hard and exact, appends past it change nothing,
- * the bytes stay NUL-terminated, and hex reads and writes every digit. */
+ * the bytes stay NUL-terminated, consuming a prefix gives its room back, and hex reads and
+ * writes every digit. */
 #include "dynbuf.h"
 #include "hex.h"
 
@@ -62,6 +63,28 @@ static void test_dynbuf_grows_across_many_appends_and_hands_its_bytes_over(void 
     dynbuf_free(&b);
 }
 
+static void test_dynbuf_consume_drops_a_prefix_and_frees_its_room_under_the_cap(void **state) {
+    (void)state;
+    dynbuf_t b;
+    dynbuf_init(&b, 8);
+    dynbuf_consume(&b, 0); /* nothing to drop while empty */
+    assert_string_equal(dynbuf_str(&b), "");
+    assert_int_equal(dynbuf_add(&b, "line1\nli", 8), 0);
+    assert_int_equal(dynbuf_add(&b, "n", 1), -1); /* full */
+    dynbuf_consume(&b, 6);
+    assert_int_equal(b.len, 2);
+    assert_string_equal(dynbuf_str(&b), "li"); /* the rest moved to the front, NUL-terminated */
+    assert_int_equal(dynbuf_add(&b, "ne2\n", 4), 0); /* the dropped bytes' room is back */
+    assert_string_equal(dynbuf_str(&b), "line2\n");
+    assert_int_equal(dynbuf_add(&b, "abc", 3), -1); /* 6 + 3 > 8: the cap still holds */
+    dynbuf_consume(&b, b.len);
+    assert_int_equal(b.len, 0);
+    assert_string_equal(dynbuf_str(&b), "");
+    assert_int_equal(dynbuf_add(&b, "12345678", 8), 0);
+    assert_string_equal(dynbuf_str(&b), "12345678");
+    dynbuf_free(&b);
+}
+
 static void test_hex_reads_every_digit_and_refuses_the_rest(void **state) {
     (void)state;
     const char *digits = "0123456789abcdefABCDEF";
@@ -94,6 +117,7 @@ int main(void) {
         cmocka_unit_test(test_dynbuf_fills_exactly_to_its_cap_and_refuses_one_byte_more),
         cmocka_unit_test(test_dynbuf_refuses_a_whole_append_that_would_pass_the_cap),
         cmocka_unit_test(test_dynbuf_grows_across_many_appends_and_hands_its_bytes_over),
+        cmocka_unit_test(test_dynbuf_consume_drops_a_prefix_and_frees_its_room_under_the_cap),
         cmocka_unit_test(test_hex_reads_every_digit_and_refuses_the_rest),
         cmocka_unit_test(test_hex_writes_lower_case_pairs_with_a_nul),
     };

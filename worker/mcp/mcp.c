@@ -2,6 +2,7 @@
  * (modelcontextprotocol.io, "Base Protocol", "Lifecycle", "Transports: stdio", "Tools",
  * "Cancellation"); what the worker makes of it is ARCHITECTURE.md §7.9. */
 #include "mcp.h"
+#include "dynbuf.h"
 #include "id.h"
 #include "jsonout.h"
 #include "jsonstrict.h"
@@ -21,7 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define S_WBUF_MAX_BYTES (16 * 1024 * 1024) /* requests not yet taken by the server */
+#define S_WBUF_MAX_BYTES   (16 * 1024 * 1024) /* requests not yet taken by the server */
+#define S_READ_CHUNK_BYTES (64 * 1024)        /* one read of the server's stdout (a pipe's size) */
 
 typedef enum { S_DOWN = 0, S_HANDSHAKE, S_READY } s_state_t;
 
@@ -71,12 +73,10 @@ struct mcp {
     /* The child and the handshake (the I/O thread's, under mu too). */
     s_state_t state;
     pid_t pid;
-    int to_fd;   /* the server's stdin */
-    int from_fd; /* the server's stdout */
-    char *rbuf;
-    size_t rlen;
-    char *wbuf;
-    size_t wlen;
+    int to_fd;     /* the server's stdin */
+    int from_fd;   /* the server's stdout */
+    dynbuf_t rbuf; /* the server's partial line; one that fills MCP_LINE_MAX_BYTES is garbage */
+    dynbuf_t wbuf; /* lines for its stdin, at most S_WBUF_MAX_BYTES */
     int64_t restart_at;
     int64_t backoff;
     int64_t handshake_deadline;
@@ -119,26 +119,21 @@ static void s_send(mcp_t *self, json_t *msg) {
         free(text);
         return;
     }
-    size_t n = strlen(text);
-    if (self->to_fd < 0 || self->wlen + n + 1 > S_WBUF_MAX_BYTES) {
-        free(text); /* the server is down, or not reading: its calls will time out */
-        return;
+    /* A line whole or not at all: when the server is down or not reading (the buffer is
+     * full), the message is dropped and its calls will time out. */
+    if (self->to_fd >= 0) {
+        (void)dynbuf_addf(&self->wbuf, "%s\n", text);
     }
-    self->wbuf = mem_realloc(self->wbuf, self->wlen + n + 1);
-    memcpy(self->wbuf + self->wlen, text, n);
-    self->wbuf[self->wlen + n] = '\n';
-    self->wlen += n + 1;
     free(text);
 }
 
 static void s_flush(mcp_t *self) {
-    while (self->to_fd >= 0 && self->wlen > 0) {
-        ssize_t w = write(self->to_fd, self->wbuf, self->wlen);
+    while (self->to_fd >= 0 && self->wbuf.len > 0) {
+        ssize_t w = write(self->to_fd, self->wbuf.data, self->wbuf.len);
         if (w <= 0) {
             return; /* EAGAIN: poll says when; an error shows as EOF on the other pipe */
         }
-        memmove(self->wbuf, self->wbuf + w, self->wlen - (size_t)w);
-        self->wlen -= (size_t)w;
+        dynbuf_consume(&self->wbuf, (size_t)w);
     }
 }
 
@@ -162,8 +157,8 @@ static void s_close_child(mcp_t *self) {
     self->stats.pid = 0;
     self->to_fd = -1;
     self->from_fd = -1;
-    self->rlen = 0;
-    self->wlen = 0;
+    dynbuf_reset(&self->rbuf);
+    dynbuf_reset(&self->wbuf);
 }
 
 /* The server failed: every call it had taken ends with an error, and it restarts after the
@@ -422,11 +417,10 @@ static int s_on_line(mcp_t *self, const char *line, size_t len) {
 }
 
 static void s_read(mcp_t *self) {
+    char chunk[S_READ_CHUNK_BYTES];
     for (;;) {
-        if (!self->rbuf) {
-            self->rbuf = mem_alloc(MCP_LINE_MAX_BYTES + 1);
-        }
-        ssize_t n = read(self->from_fd, self->rbuf + self->rlen, MCP_LINE_MAX_BYTES - self->rlen);
+        size_t room = MCP_LINE_MAX_BYTES - self->rbuf.len;
+        ssize_t n = read(self->from_fd, chunk, room < sizeof chunk ? room : sizeof chunk);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
             s_down(self, "the server exited");
             return;
@@ -434,19 +428,20 @@ static void s_read(mcp_t *self) {
         if (n < 0) {
             return;
         }
-        self->rlen += (size_t)n;
+        int rc = dynbuf_add(&self->rbuf, chunk, (size_t)n);
+        ASSERT(rc == 0); /* n fits: it was read into the room left */
+        const char *buf = self->rbuf.data;
         size_t start = 0;
-        char *nl;
-        while ((nl = memchr(self->rbuf + start, '\n', self->rlen - start))) {
-            size_t len = (size_t)(nl - (self->rbuf + start));
-            if (len > 0 && s_on_line(self, self->rbuf + start, len) != 0) {
-                return; /* the server is down and its buffers are gone */
+        const char *nl;
+        while ((nl = memchr(buf + start, '\n', self->rbuf.len - start))) {
+            size_t len = (size_t)(nl - (buf + start));
+            if (len > 0 && s_on_line(self, buf + start, len) != 0) {
+                return; /* the server is down and its buffers are emptied */
             }
             start += len + 1;
         }
-        memmove(self->rbuf, self->rbuf + start, self->rlen - start);
-        self->rlen -= start;
-        if (self->rlen >= MCP_LINE_MAX_BYTES) {
+        dynbuf_consume(&self->rbuf, start);
+        if (self->rbuf.len >= MCP_LINE_MAX_BYTES) {
             s_down(self, "garbage from the server: a message over the size cap");
             return;
         }
@@ -574,7 +569,7 @@ static void *s_thread(void *arg) {
         }
         struct pollfd fds[3] = {{.fd = self->wake[0], .events = POLLIN},
                                 {.fd = self->from_fd, .events = POLLIN},
-                                {.fd = self->wlen > 0 ? self->to_fd : -1, .events = POLLOUT}};
+                                {.fd = self->wbuf.len > 0 ? self->to_fd : -1, .events = POLLOUT}};
         pthread_mutex_unlock(&self->mu);
         (void)poll(fds, 3, wait_ms);
         pthread_mutex_lock(&self->mu);
@@ -652,6 +647,8 @@ mcp_t *mcp_new(const mcp_conf_t *conf) {
     self->tools = json_array();
     self->to_fd = -1;
     self->from_fd = -1;
+    dynbuf_init(&self->rbuf, MCP_LINE_MAX_BYTES);
+    dynbuf_init(&self->wbuf, S_WBUF_MAX_BYTES);
     self->backoff = MCP_BACKOFF_MIN_MS;
     pthread_mutex_init(&self->mu, NULL);
     if (s_pipe(self->wake, true) != 0 || pthread_create(&self->thread, NULL, s_thread, self) != 0) {
@@ -693,8 +690,8 @@ void mcp_destroy(mcp_t **self_p) {
     free(self->url);
     mcphttp_destroy(&self->http);
     json_decref(self->cancels);
-    free(self->rbuf);
-    free(self->wbuf);
+    dynbuf_free(&self->rbuf);
+    dynbuf_free(&self->wbuf);
     json_decref(self->tools);
     json_decref(self->listing);
     pthread_mutex_destroy(&self->mu);

@@ -25,15 +25,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "mcphttp.h"
 #include "sandbox.h"
 
-#define MCP_LINE_MAX_BYTES   (4 * 1024 * 1024) /* one message from a server; longer: garbage */
-#define MCP_RESULT_MAX_BYTES (64 * 1024)       /* a tool result as the model sees it */
-#define MCP_TOOLS_MAX        128               /* tools read from one server */
-#define MCP_LIST_PAGES_MAX   64                /* tools/list pages read from one server */
-#define MCP_HANDSHAKE_MS     15000             /* initialize and tools/list, all pages */
-#define MCP_BACKOFF_MIN_MS   500               /* the first restart's wait, doubled per failure */
-#define MCP_BACKOFF_MAX_MS   30000             /* the restart backoff's cap */
+/* One message from a server, on either transport; longer is garbage. The value is the HTTP
+ * transport's (mcphttp.h), so that the transport needs nothing of this header. */
+#define MCP_LINE_MAX_BYTES MCPHTTP_MESSAGE_MAX_BYTES
+
+#define MCP_RESULT_MAX_BYTES (64 * 1024) /* a tool result as the model sees it */
+#define MCP_TOOLS_MAX        128         /* tools read from one server */
+#define MCP_LIST_PAGES_MAX   64          /* tools/list pages read from one server */
+#define MCP_HANDSHAKE_MS     15000       /* initialize and tools/list, all pages */
+#define MCP_BACKOFF_MIN_MS   500         /* the first restart's wait, doubled per failure */
+#define MCP_BACKOFF_MAX_MS   30000       /* the restart backoff's cap */
 #define MCP_PROTOCOL_VERSION "2025-06-18"
 #define MCP_ARGS_MAX         64 /* arguments of a server's command */
 

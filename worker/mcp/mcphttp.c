@@ -1,8 +1,8 @@
 /* mcphttp: the MCP Streamable HTTP transport; see mcphttp.h. The transport is the MCP
  * specification's "Transports: Streamable HTTP" (2025-06-18). */
 #include "mcphttp.h"
+#include "dynbuf.h"
 #include "header.h"
-#include "mcp.h"
 #include "mem.h"
 
 #include <curl/curl.h>
@@ -22,9 +22,8 @@ typedef struct s_xfer {
     struct curl_slist *hdrs;
     char *body;
     uint64_t id;
-    bool sse;  /* the answer is an event stream */
-    char *buf; /* unparsed answer bytes */
-    size_t len;
+    bool sse;         /* the answer is an event stream */
+    dynbuf_t answer;  /* unparsed answer bytes, at most MCPHTTP_MESSAGE_MAX_BYTES */
     bool too_large;   /* the answer went over the cap */
     bool bad_session; /* the server's Mcp-Session-Id is not one we may send back */
     char session[S_SESSION_MAX];
@@ -65,72 +64,71 @@ static void s_queue(mcphttp_t *self, const char *text, size_t len) {
     self->msgs_tail = &m->next;
 }
 
-/* Takes the complete events out of an SSE answer: each event's data lines, joined by newlines,
- * are one message (event names and ids are not needed: every event here is a message). */
-static void s_sse(mcphttp_t *self, s_xfer_t *x, bool final) {
-    if (!x->buf) {
-        return; /* nothing has arrived yet */
+/* Queues one SSE event of elen bytes: its data lines, joined by newlines, are one message. */
+static void s_event(mcphttp_t *self, const char *p, size_t elen) {
+    char *data = mem_alloc(elen + 1);
+    size_t dlen = 0;
+    const char *stop = p + elen;
+    while (p < stop) {
+        const char *nl = memchr(p, '\n', (size_t)(stop - p));
+        const char *le = nl ? nl : stop;
+        size_t n = (size_t)(le - p);
+        if (n > 0 && p[n - 1] == '\r') {
+            n--;
+        }
+        if (n >= 5 && !memcmp(p, "data:", 5)) {
+            size_t off = n > 5 && p[5] == ' ' ? 6 : 5;
+            if (dlen > 0) {
+                data[dlen++] = '\n';
+            }
+            memcpy(data + dlen, p + off, n - off);
+            dlen += n - off;
+        }
+        p = nl ? nl + 1 : stop;
     }
+    s_queue(self, data, dlen);
+    free(data);
+}
+
+/* Takes the complete events out of an SSE answer (event names and ids are not needed: every
+ * event here is a message); at the end of the answer, what is left is the last event. */
+static void s_sse(mcphttp_t *self, s_xfer_t *x, bool final) {
+    const char *buf = dynbuf_str(&x->answer);
+    size_t len = x->answer.len;
     size_t start = 0;
     for (;;) {
-        char *end = NULL;
+        const char *end = NULL;
         size_t skip = 0;
-        for (size_t i = start; i + 1 < x->len; i++) {
-            if (x->buf[i] == '\n' && x->buf[i + 1] == '\n') {
-                end = x->buf + i, skip = 2;
+        for (size_t i = start; i + 1 < len; i++) {
+            if (buf[i] == '\n' && buf[i + 1] == '\n') {
+                end = buf + i, skip = 2;
                 break;
             }
-            if (i + 3 < x->len && !memcmp(x->buf + i, "\r\n\r\n", 4)) {
-                end = x->buf + i, skip = 4;
+            if (i + 3 < len && !memcmp(buf + i, "\r\n\r\n", 4)) {
+                end = buf + i, skip = 4;
                 break;
             }
         }
-        if (!end && !(final && start < x->len)) {
+        if (!end && !(final && start < len)) {
             break;
         }
-        size_t elen = end ? (size_t)(end - (x->buf + start)) : x->len - start;
-        char *data = mem_alloc(elen + 1);
-        size_t dlen = 0;
-        const char *p = x->buf + start;
-        const char *stop = p + elen;
-        while (p < stop) {
-            const char *nl = memchr(p, '\n', (size_t)(stop - p));
-            const char *le = nl ? nl : stop;
-            size_t n = (size_t)(le - p);
-            if (n > 0 && p[n - 1] == '\r') {
-                n--;
-            }
-            if (n >= 5 && !memcmp(p, "data:", 5)) {
-                size_t off = n > 5 && p[5] == ' ' ? 6 : 5;
-                if (dlen > 0) {
-                    data[dlen++] = '\n';
-                }
-                memcpy(data + dlen, p + off, n - off);
-                dlen += n - off;
-            }
-            p = nl ? nl + 1 : stop;
-        }
-        s_queue(self, data, dlen);
-        free(data);
+        size_t elen = end ? (size_t)(end - (buf + start)) : len - start;
+        s_event(self, buf + start, elen);
         start += elen + (end ? skip : 0);
         if (!end) {
             break;
         }
     }
-    memmove(x->buf, x->buf + start, x->len - start);
-    x->len -= start;
+    dynbuf_consume(&x->answer, start);
 }
 
 static size_t s_on_body(char *ptr, size_t size, size_t n, void *arg) {
     s_xfer_t *x = arg;
     size_t bytes = size * n;
-    if (x->len + bytes > MCP_LINE_MAX_BYTES) {
+    if (dynbuf_add(&x->answer, ptr, bytes) != 0) {
         x->too_large = true;
         return 0; /* ends the transfer with an error */
     }
-    x->buf = mem_realloc(x->buf, x->len + bytes + 1);
-    memcpy(x->buf + x->len, ptr, bytes);
-    x->len += bytes;
     return bytes;
 }
 
@@ -180,7 +178,7 @@ static void s_xfer_free(mcphttp_t *self, s_xfer_t *x) {
     curl_easy_cleanup(x->easy);
     curl_slist_free_all(x->hdrs);
     free(x->body);
-    free(x->buf);
+    dynbuf_free(&x->answer);
     free(x);
 }
 
@@ -293,6 +291,7 @@ void mcphttp_post(mcphttp_t *self, const char *text, uint64_t id) {
     }
     s_xfer_t *x = mem_calloc(1, sizeof *x);
     x->id = id;
+    dynbuf_init(&x->answer, MCPHTTP_MESSAGE_MAX_BYTES);
     x->body = mem_strdup(text);
     x->easy = curl_easy_init();
     ASSERT(x->easy);
@@ -338,7 +337,7 @@ static int s_done(mcphttp_t *self, s_xfer_t *x, CURLcode rc, char *why, size_t s
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
     if (rc != CURLE_OK || status >= 400) {
         if (x->too_large) {
-            snprintf(why, size, "an answer over %d bytes", MCP_LINE_MAX_BYTES);
+            snprintf(why, size, "an answer over %d bytes", MCPHTTP_MESSAGE_MAX_BYTES);
         } else if (status == 404 && self->session[0]) {
             snprintf(why, size, "the session expired (HTTP 404)");
         } else if (rc != CURLE_OK) {
@@ -359,7 +358,7 @@ static int s_done(mcphttp_t *self, s_xfer_t *x, CURLcode rc, char *why, size_t s
     if (x->sse) {
         s_sse(self, x, true);
     } else {
-        s_queue(self, x->buf, x->len);
+        s_queue(self, dynbuf_str(&x->answer), x->answer.len);
     }
     return 0;
 }

@@ -19,6 +19,10 @@
 #include <stdint.h>
 
 #define MCPHTTP_CONNECT_MS 10000 /* connecting to the server */
+/* One message from a server, on either transport (mcp.h's MCP_LINE_MAX_BYTES is this): here the
+ * unparsed bytes of one answer, a whole JSON document or the events not yet taken out of an SSE
+ * stream. More fails the transfer. */
+#define MCPHTTP_MESSAGE_MAX_BYTES (4 * 1024 * 1024)
 
 typedef struct mcphttp mcphttp_t;
 

@@ -1,5 +1,6 @@
 /* anthropic: see anthropic.h; the wire format is in worker/providers/README.md. */
 #include "anthropic.h"
+#include "dynbuf.h"
 #include "httpstream.h"
 #include "usage.h"
 #include "mem.h"
@@ -153,9 +154,9 @@ typedef struct {
     s_kind_t kind;
     char id[128];
     char name[128];
-    httpstream_buf_t buf; /* text, input JSON, thinking or redacted data */
-    httpstream_buf_t sig; /* thinking: the signature (replaced, not appended) */
-    json_t *part;         /* owned: the finished non-text part, at content_block_stop */
+    dynbuf_t buf; /* text, input JSON, thinking or redacted data */
+    dynbuf_t sig; /* thinking: the signature (replaced, not appended) */
+    json_t *part; /* owned: the finished non-text part, at content_block_stop */
 } s_block_t;
 
 typedef struct {
@@ -198,7 +199,7 @@ static httpstream_verdict_t s_block_start(s_state_t *st, const json_t *ev) {
     const char *initial = b->kind == S_TEXT       ? s_str(cb, "text")
                           : b->kind == S_REDACTED ? s_str(cb, "data")
                                                   : "";
-    if (httpstream_buf_append(&b->buf, initial, strlen(initial), ANTHROPIC_BLOCK_MAX_BYTES)) {
+    if (dynbuf_add(&b->buf, initial, strlen(initial)) != 0) {
         return s_fail(st, "block over its cap");
     }
     return HTTPSTREAM_CONTINUE;
@@ -225,12 +226,12 @@ static httpstream_verdict_t s_block_delta(s_state_t *st, const json_t *ev) {
         piece = s_str(d, "thinking");
     } else if (!strcmp(type, "signature_delta") && b->kind == S_THINKING) {
         const char *sig = s_str(d, "signature");
-        b->sig.len = 0;
-        if (httpstream_buf_append(&b->sig, sig, strlen(sig), ANTHROPIC_SIGNATURE_BYTES - 1)) {
+        dynbuf_reset(&b->sig);
+        if (dynbuf_add(&b->sig, sig, strlen(sig)) != 0) {
             return s_fail(st, "signature over its cap");
         }
     }
-    if (piece && httpstream_buf_append(&b->buf, piece, strlen(piece), ANTHROPIC_BLOCK_MAX_BYTES)) {
+    if (piece && dynbuf_add(&b->buf, piece, strlen(piece)) != 0) {
         return s_fail(st, "block over its cap");
     }
     return HTTPSTREAM_CONTINUE;
@@ -238,7 +239,7 @@ static httpstream_verdict_t s_block_delta(s_state_t *st, const json_t *ev) {
 
 /* The finished part of a non-text block (NULL for text and unknown blocks). */
 static json_t *s_block_part(s_block_t *b) {
-    const char *buf = b->buf.data ? b->buf.data : "";
+    const char *buf = dynbuf_str(&b->buf);
     switch (b->kind) {
         case S_TOOL:
             return httpstream_tool_call(b->id, b->name, buf, b->buf.len);
@@ -351,8 +352,7 @@ static httpstream_verdict_t s_on_whole(void *arg, const char *event, const char 
             continue;
         }
         st->blocks[i].kind = S_TEXT;
-        if (httpstream_buf_append(&st->blocks[i].buf, text, strlen(text),
-                                  ANTHROPIC_BLOCK_MAX_BYTES)) {
+        if (dynbuf_add(&st->blocks[i].buf, text, strlen(text)) != 0) {
             v = s_fail(st, "text block over its cap");
         }
     }
@@ -389,8 +389,8 @@ static json_t *s_content(s_state_t *st) {
 static void s_state_free(void *arg) {
     s_state_t *st = arg;
     for (size_t i = 0; i < ANTHROPIC_BLOCKS_MAX; i++) {
-        httpstream_buf_free(&st->blocks[i].buf);
-        httpstream_buf_free(&st->blocks[i].sig);
+        dynbuf_free(&st->blocks[i].buf);
+        dynbuf_free(&st->blocks[i].sig);
         json_decref(st->blocks[i].part);
     }
     free(st);
@@ -408,6 +408,10 @@ static void *s_state_new(provider_call_t *call) {
     st->ctx = call->part_ctx;
     st->out = &call->out;
     st->usage = usage_none();
+    for (size_t i = 0; i < ANTHROPIC_BLOCKS_MAX; i++) {
+        dynbuf_init(&st->blocks[i].buf, ANTHROPIC_BLOCK_MAX_BYTES);
+        dynbuf_init(&st->blocks[i].sig, ANTHROPIC_SIGNATURE_BYTES - 1); /* and its NUL */
+    }
     return st;
 }
 

@@ -1,5 +1,6 @@
 /* httpstream: see httpstream.h. */
 #include "httpstream.h"
+#include "dynbuf.h"
 #include "header.h"
 #include "id.h"
 #include "jsonout.h"
@@ -24,16 +25,11 @@ _Static_assert(HTTPSTREAM_NET_ERROR_BYTES >= CURL_ERROR_SIZE, "curl error buffer
 
 struct httpstream {
     httpstream_mode_t mode;
-    size_t line_max;
     httpstream_event_fn *fn;
     void *ctx;
-    char *line; /* the line being read, bounded by line_max */
-    size_t line_len;
-    size_t line_cap;
-    bool last_cr; /* the previous byte ended a line with CR: a following LF belongs to it */
-    char *data;   /* SSE: the data lines of the pending event, bounded by line_max */
-    size_t data_len;
-    size_t data_cap;
+    dynbuf_t line; /* the line being read (WHOLE: the body), at most the line cap */
+    bool last_cr;  /* the previous byte ended a line with CR: a following LF belongs to it */
+    dynbuf_t data; /* SSE: the data lines of the pending event, at most the line cap */
     bool has_data;
     char event[S_EVENT_NAME_BYTES];
     int state; /* HTTPSTREAM_CONTINUE, a sticky DONE or ABORT, or -1 (oversize) */
@@ -43,7 +39,8 @@ httpstream_t *httpstream_new(httpstream_mode_t mode, size_t line_max, httpstream
                              void *ctx) {
     httpstream_t *self = mem_calloc(1, sizeof *self);
     self->mode = mode;
-    self->line_max = line_max;
+    dynbuf_init(&self->line, line_max);
+    dynbuf_init(&self->data, line_max);
     self->fn = fn;
     self->ctx = ctx;
     return self;
@@ -53,29 +50,10 @@ void httpstream_destroy(httpstream_t **self_p) {
     if (!self_p || !*self_p) {
         return;
     }
-    free((*self_p)->line);
-    free((*self_p)->data);
+    dynbuf_free(&(*self_p)->line);
+    dynbuf_free(&(*self_p)->data);
     free(*self_p);
     *self_p = NULL;
-}
-
-/* Appends n bytes to a growable buffer bounded by max (a NUL always fits). */
-static int s_append(char **buf, size_t *len, size_t *cap, size_t max, const char *src, size_t n) {
-    if (*len + n > max) {
-        return -1;
-    }
-    if (*len + n + 1 > *cap) {
-        size_t want = *cap ? *cap : 256;
-        while (want < *len + n + 1) {
-            want *= 2;
-        }
-        *buf = mem_realloc(*buf, want);
-        *cap = want;
-    }
-    memcpy(*buf + *len, src, n);
-    *len += n;
-    (*buf)[*len] = '\0';
-    return 0;
 }
 
 static int s_dispatch(httpstream_t *self, const char *event, const char *data, size_t len) {
@@ -96,12 +74,11 @@ static int s_sse_field(httpstream_t *self, const char *line, size_t len) {
         vlen--;
     }
     if (flen == 4 && !memcmp(line, "data", 4)) {
-        if (self->has_data &&
-            s_append(&self->data, &self->data_len, &self->data_cap, self->line_max, "\n", 1)) {
+        if (self->has_data && dynbuf_add(&self->data, "\n", 1) != 0) {
             return -1;
         }
         self->has_data = true;
-        return s_append(&self->data, &self->data_len, &self->data_cap, self->line_max, value, vlen);
+        return dynbuf_add(&self->data, value, vlen);
     }
     if (flen == 5 && !memcmp(line, "event", 5)) {
         size_t n = vlen < sizeof self->event - 1 ? vlen : sizeof self->event - 1;
@@ -115,9 +92,9 @@ static int s_sse_line(httpstream_t *self, const char *line, size_t len) {
     if (len == 0) {
         int rc = HTTPSTREAM_CONTINUE;
         if (self->has_data) {
-            rc = s_dispatch(self, self->event, self->data ? self->data : "", self->data_len);
+            rc = s_dispatch(self, self->event, dynbuf_str(&self->data), self->data.len);
         }
-        self->data_len = 0;
+        dynbuf_reset(&self->data);
         self->has_data = false;
         self->event[0] = '\0';
         return rc;
@@ -131,13 +108,7 @@ static int s_sse_line(httpstream_t *self, const char *line, size_t len) {
     return self->state;
 }
 
-static int s_line(httpstream_t *self) {
-    const char *line = self->line ? self->line : "";
-    size_t len = self->line_len;
-    self->line_len = 0;
-    if (self->mode == HTTPSTREAM_SSE) {
-        return s_sse_line(self, line, len);
-    }
+static int s_ndjson_line(httpstream_t *self, const char *line, size_t len) {
     size_t lead = 0;
     while (lead < len && (line[lead] == ' ' || line[lead] == '\t')) {
         lead++;
@@ -148,10 +119,19 @@ static int s_line(httpstream_t *self) {
     return s_dispatch(self, "", line, len);
 }
 
+/* The line read so far is complete: it is handled, then the buffer is emptied for the next. */
+static int s_line(httpstream_t *self) {
+    const char *line = dynbuf_str(&self->line);
+    size_t len = self->line.len;
+    int rc =
+        self->mode == HTTPSTREAM_SSE ? s_sse_line(self, line, len) : s_ndjson_line(self, line, len);
+    dynbuf_reset(&self->line);
+    return rc;
+}
+
 int httpstream_feed(httpstream_t *self, const char *data, size_t len) {
     if (self->mode == HTTPSTREAM_WHOLE) {
-        if (self->state == HTTPSTREAM_CONTINUE &&
-            s_append(&self->line, &self->line_len, &self->line_cap, self->line_max, data, len)) {
+        if (self->state == HTTPSTREAM_CONTINUE && dynbuf_add(&self->line, data, len) != 0) {
             self->state = -1;
         }
         return self->state;
@@ -166,8 +146,7 @@ int httpstream_feed(httpstream_t *self, const char *data, size_t len) {
         while (j < len && data[j] != '\n' && data[j] != '\r') {
             j++;
         }
-        if (s_append(&self->line, &self->line_len, &self->line_cap, self->line_max, data + i,
-                     j - i)) {
+        if (dynbuf_add(&self->line, data + i, j - i) != 0) {
             self->state = -1;
             break;
         }
@@ -185,10 +164,10 @@ int httpstream_finish(httpstream_t *self) {
     if (self->state != HTTPSTREAM_CONTINUE) {
         return self->state;
     }
-    if (self->mode == HTTPSTREAM_NDJSON && self->line_len > 0) {
+    if (self->mode == HTTPSTREAM_NDJSON && self->line.len > 0) {
         s_line(self);
     } else if (self->mode == HTTPSTREAM_WHOLE) {
-        s_dispatch(self, "", self->line ? self->line : "", self->line_len);
+        s_dispatch(self, "", dynbuf_str(&self->line), self->line.len);
     }
     return self->state;
 }
@@ -622,27 +601,20 @@ char *httpstream_result_text(const json_t *part) {
     return jsonout_dumps(r);
 }
 
-int httpstream_buf_append(httpstream_buf_t *b, const char *s, size_t n, size_t max) {
-    return s_append(&b->data, &b->len, &b->cap, max, s, n);
-}
-
-void httpstream_buf_free(httpstream_buf_t *b) {
-    free(b->data);
-    memset(b, 0, sizeof *b);
-}
-
 char *httpstream_text_of(const json_t *msg) {
-    httpstream_buf_t b = {0};
+    dynbuf_t b;
+    dynbuf_init(&b, SIZE_MAX / 2); /* uncapped: the history it copies is already in memory */
     size_t i;
     json_t *p;
     json_array_foreach(json_object_get(msg, "content"), i, p) {
         const char *type = json_string_value(json_object_get(p, "type"));
         const char *t = json_string_value(json_object_get(p, "text"));
         if (t && type && !strcmp(type, "text")) {
-            (void)s_append(&b.data, &b.len, &b.cap, SIZE_MAX / 2, t, strlen(t));
+            (void)dynbuf_add(&b, t, strlen(t));
         }
     }
-    return b.data ? b.data : mem_strdup("");
+    char *text = dynbuf_take(&b);
+    return text ? text : mem_strdup("");
 }
 
 int httpstream_key_header(const char *who, const provider_model_t *model, const char *name,

@@ -168,18 +168,6 @@ char *httpstream_result_text(const json_t *part);
 httpstream_verdict_t httpstream_stream_error(const char *who, const json_t *err,
                                              provider_result_t *out);
 
-/* A growable byte buffer bounded by the max given to each append; data is NUL-terminated
- * (or NULL while empty). Release with httpstream_buf_free. */
-typedef struct {
-    char *data;
-    size_t len;
-    size_t cap;
-} httpstream_buf_t;
-
-/* Appends n bytes; returns -1 (and appends nothing) when len would exceed max. */
-int httpstream_buf_append(httpstream_buf_t *b, const char *s, size_t n, size_t max);
-void httpstream_buf_free(httpstream_buf_t *b);
-
 /* The concatenated "text" parts of a history message. Caller frees. */
 char *httpstream_text_of(const json_t *msg);
 

@@ -1,5 +1,6 @@
 /* ollama: see ollama.h; the wire format is in worker/providers/README.md. */
 #include "ollama.h"
+#include "dynbuf.h"
 #include "httpstream.h"
 #include "usage.h"
 #include "jsonout.h"
@@ -20,14 +21,15 @@ static json_t *s_assistant(const json_t *msg) {
     json_t *m = json_pack("{s:s, s:s}", "role", "assistant", "content", text);
     free(text);
     json_t *calls = json_array();
-    httpstream_buf_t thinking = {0};
+    dynbuf_t thinking;
+    dynbuf_init(&thinking, OLLAMA_TEXT_MAX_BYTES);
     size_t i;
     json_t *p;
     json_array_foreach(json_object_get(msg, "content"), i, p) {
         const char *type = s_str(p, "type");
         if (!strcmp(type, "reasoning")) {
             const char *t = s_str(p, "text");
-            (void)httpstream_buf_append(&thinking, t, strlen(t), OLLAMA_TEXT_MAX_BYTES);
+            (void)dynbuf_add(&thinking, t, strlen(t));
         } else if (!strcmp(type, "tool-call")) {
             const json_t *args = json_object_get(p, "args");
             json_array_append_new(calls,
@@ -39,7 +41,7 @@ static json_t *s_assistant(const json_t *msg) {
     if (thinking.len > 0) {
         json_object_set_new(m, "thinking", json_stringn(thinking.data, thinking.len));
     }
-    httpstream_buf_free(&thinking);
+    dynbuf_free(&thinking);
     if (json_array_size(calls)) {
         json_object_set_new(m, "tool_calls", calls);
     } else {
@@ -84,8 +86,8 @@ typedef struct {
     provider_part_fn *on_part;
     void *ctx;
     provider_result_t *out;
-    httpstream_buf_t text;
-    httpstream_buf_t thinking;
+    dynbuf_t text;     /* at most OLLAMA_TEXT_MAX_BYTES */
+    dynbuf_t thinking; /* at most OLLAMA_TEXT_MAX_BYTES */
     json_t *reasoning; /* owned: the reasoning part, once its thinking has ended */
     json_t *calls;     /* owned: the tool-call parts so far */
     json_t *usage;     /* owned */
@@ -134,8 +136,7 @@ static httpstream_verdict_t s_message(s_state_t *st, const json_t *msg) {
     const char *thinking = s_str(msg, "thinking");
     const char *content = s_str(msg, "content");
     if (thinking[0] && !st->reasoning) {
-        if (httpstream_buf_append(&st->thinking, thinking, strlen(thinking),
-                                  OLLAMA_TEXT_MAX_BYTES)) {
+        if (dynbuf_add(&st->thinking, thinking, strlen(thinking)) != 0) {
             return s_fail(st, "thinking over its cap");
         }
     }
@@ -144,7 +145,7 @@ static httpstream_verdict_t s_message(s_state_t *st, const json_t *msg) {
         s_close_thinking(st);
     }
     if (content[0]) {
-        if (httpstream_buf_append(&st->text, content, strlen(content), OLLAMA_TEXT_MAX_BYTES)) {
+        if (dynbuf_add(&st->text, content, strlen(content)) != 0) {
             return s_fail(st, "reply text over its cap");
         }
         json_t *part = json_pack("{s:s, s:s}", "type", "text", "text", content);
@@ -205,8 +206,8 @@ static json_t *s_content(s_state_t *st) {
 
 static void s_state_free(void *arg) {
     s_state_t *st = arg;
-    httpstream_buf_free(&st->text);
-    httpstream_buf_free(&st->thinking);
+    dynbuf_free(&st->text);
+    dynbuf_free(&st->thinking);
     json_decref(st->reasoning);
     json_decref(st->calls);
     json_decref(st->usage);
@@ -224,6 +225,8 @@ static void *s_state_new(provider_call_t *call) {
     s_state_t *st = mem_calloc(1, sizeof *st);
     *st = (s_state_t){
         .on_part = call->on_part, .ctx = call->part_ctx, .out = &call->out, .calls = json_array()};
+    dynbuf_init(&st->text, OLLAMA_TEXT_MAX_BYTES);
+    dynbuf_init(&st->thinking, OLLAMA_TEXT_MAX_BYTES);
     return st;
 }
 

@@ -1,5 +1,6 @@
 /* openai: see openai.h; the wire format is in worker/providers/README.md. */
 #include "openai.h"
+#include "dynbuf.h"
 #include "httpstream.h"
 #include "usage.h"
 #include "jsonout.h"
@@ -96,7 +97,7 @@ static json_t *s_body(const provider_request_t *req) {
 typedef struct {
     char id[128];
     char name[128];
-    httpstream_buf_t args;
+    dynbuf_t args; /* at most OPENAI_ARGS_MAX_BYTES */
     bool used;
 } s_call_t;
 
@@ -104,7 +105,7 @@ typedef struct {
     provider_part_fn *on_part;
     void *ctx;
     provider_result_t *out;
-    httpstream_buf_t text;
+    dynbuf_t text;                          /* at most OPENAI_TEXT_MAX_BYTES */
     s_call_t *calls[OPENAI_TOOL_CALLS_MAX]; /* made on first use: most replies have none */
     json_t *usage;
     bool finished; /* finish_reason seen */
@@ -119,7 +120,7 @@ static httpstream_verdict_t s_text(s_state_t *st, const char *delta) {
     if (!delta[0]) {
         return HTTPSTREAM_CONTINUE;
     }
-    if (httpstream_buf_append(&st->text, delta, strlen(delta), OPENAI_TEXT_MAX_BYTES)) {
+    if (dynbuf_add(&st->text, delta, strlen(delta)) != 0) {
         return s_fail(st, "reply text over its cap");
     }
     json_t *part = json_pack("{s:s, s:s}", "type", "text", "text", delta);
@@ -136,6 +137,7 @@ static httpstream_verdict_t s_call_delta(s_state_t *st, const json_t *tc) {
     }
     if (!st->calls[index]) {
         st->calls[index] = mem_calloc(1, sizeof(s_call_t));
+        dynbuf_init(&st->calls[index]->args, OPENAI_ARGS_MAX_BYTES);
     }
     s_call_t *c = st->calls[index];
     c->used = true;
@@ -149,7 +151,7 @@ static httpstream_verdict_t s_call_delta(s_state_t *st, const json_t *tc) {
     if (name && name[0]) {
         snprintf(c->name, sizeof c->name, "%s", name);
     }
-    if (args && httpstream_buf_append(&c->args, args, strlen(args), OPENAI_ARGS_MAX_BYTES)) {
+    if (args && dynbuf_add(&c->args, args, strlen(args)) != 0) {
         return s_fail(st, "tool call arguments over their cap");
     }
     return HTTPSTREAM_CONTINUE;
@@ -231,8 +233,7 @@ static httpstream_verdict_t s_on_whole(void *arg, const char *event, const char 
         v = httpstream_stream_error("openai", err, st->out);
     } else if (!json_is_object(msg)) {
         v = s_fail(st, "a response without choices[0].message");
-    } else if (text &&
-               httpstream_buf_append(&st->text, text, strlen(text), OPENAI_TEXT_MAX_BYTES)) {
+    } else if (text && dynbuf_add(&st->text, text, strlen(text)) != 0) {
         v = s_fail(st, "reply text over its cap");
     } else {
         const char *reason = json_string_value(json_object_get(choice, "finish_reason"));
@@ -261,8 +262,8 @@ static json_t *s_content(s_state_t *st) {
         if (!c->id[0]) {
             httpstream_call_id(fresh);
         }
-        json_t *part = httpstream_tool_call(c->id[0] ? c->id : fresh, c->name,
-                                            c->args.data ? c->args.data : "", c->args.len);
+        json_t *part = httpstream_tool_call(c->id[0] ? c->id : fresh, c->name, dynbuf_str(&c->args),
+                                            c->args.len);
         httpstream_emit(st->on_part, st->ctx, part);
         json_array_append_new(content, part);
     }
@@ -271,10 +272,10 @@ static json_t *s_content(s_state_t *st) {
 
 static void s_state_free(void *arg) {
     s_state_t *st = arg;
-    httpstream_buf_free(&st->text);
+    dynbuf_free(&st->text);
     for (size_t i = 0; i < OPENAI_TOOL_CALLS_MAX; i++) {
         if (st->calls[i]) {
-            httpstream_buf_free(&st->calls[i]->args);
+            dynbuf_free(&st->calls[i]->args);
             free(st->calls[i]);
         }
     }
@@ -292,6 +293,7 @@ static void s_ok(void *arg, provider_result_t *out) {
 static void *s_state_new(provider_call_t *call) {
     s_state_t *st = mem_calloc(1, sizeof *st);
     *st = (s_state_t){.on_part = call->on_part, .ctx = call->part_ctx, .out = &call->out};
+    dynbuf_init(&st->text, OPENAI_TEXT_MAX_BYTES); /* after the literal, which zeroes it */
     return st;
 }
 
