@@ -330,7 +330,8 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
     gw.hooks = hooks_new(&hc, NULL);
     hooks_config_clear(&hc);
     hooks_log_config(gw.hooks);
-    chatstate_configure(cfg->lease_stale_ms, 5 * 60 * 1000);
+    gw.chat_settings = (cs_settings_t){.lease_stale_ms = cfg->lease_stale_ms,
+                                       .requires_action_deadline_ms = 5 * 60 * 1000};
     gw.pool = pool_new(cfg->database_url, GATEWAY_POOL_SIZE, "chatfleet-gateway");
     if (gw.hub && gw.pool) {
         hub_set_versions(gw.hub, stream_versions, &gw);

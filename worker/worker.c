@@ -25,8 +25,8 @@
 
 struct worker {
     char id[ID_UUID_LEN + 1];
-    worker_options_t opts;
-    config_t cfg; /* strings borrowed from the caller's config */
+    worker_options_t opts; /* the caller's, copied: every step reads them here */
+    config_t cfg;          /* likewise; its strings borrowed from the caller's config */
     bus_publisher_t *pub;
     partbuf_t *partbuf;
     relay_worker_t *relay;
@@ -82,10 +82,11 @@ static int s_compaction(compaction_config_t *c) {
 }
 
 int worker_options_load(worker_options_t *o) {
-    int rc = s_options(o) || s_compaction(&o->compaction) ||
-                     s_name("CHATFLEET_TITLE_MODEL", o->title_model, sizeof o->title_model)
-                 ? -1
-                 : 0;
+    int rc =
+        s_options(o) || s_compaction(&o->turn.compaction) ||
+                s_name("CHATFLEET_TITLE_MODEL", o->turn.title_model, sizeof o->turn.title_model)
+            ? -1
+            : 0;
     /* Limiter slots are PostgreSQL integers (chat_heartbeats.slot). */
     if (rc == 0 && o->max_chats > INT32_MAX) {
         fprintf(stderr, "config: CHATFLEET_WORKER_MAX_CHATS must be at most %d (got %lld)\n",
@@ -98,11 +99,11 @@ int worker_options_load(worker_options_t *o) {
 static int s_options(worker_options_t *o) {
     return s_num("CHATFLEET_WORKER_MAX_CHATS", 1000, 0, &o->max_chats) ||
                    s_num("CHATFLEET_WORKER_SYNC_MS", 1000, 10, &o->sync_ms) ||
-                   s_num("CHATFLEET_MAX_GENERATION_RETRIES", 25, 0, &o->max_retries) ||
-                   s_num("CHATFLEET_MAX_STEPS_PER_TURN", 1200, 1, &o->max_steps) ||
-                   s_num("CHATFLEET_WORKER_RETRY_BASE_MS", 500, 0, &o->retry_base_ms) ||
-                   s_num("CHATFLEET_WORKER_RETRY_MAX_MS", 30000, 0, &o->retry_max_ms) ||
-                   s_num("CHATFLEET_SIM_CHUNK_MS", 20, 0, &o->sim_chunk_ms) ||
+                   s_num("CHATFLEET_MAX_GENERATION_RETRIES", 25, 0, &o->turn.max_retries) ||
+                   s_num("CHATFLEET_MAX_STEPS_PER_TURN", 1200, 1, &o->turn.max_steps) ||
+                   s_num("CHATFLEET_WORKER_RETRY_BASE_MS", 500, 0, &o->turn.retry_base_ms) ||
+                   s_num("CHATFLEET_WORKER_RETRY_MAX_MS", 30000, 0, &o->turn.retry_max_ms) ||
+                   s_num("CHATFLEET_SIM_CHUNK_MS", 20, 0, &o->turn.sim_chunk_ms) ||
                    s_num("CHATFLEET_REQUIRES_ACTION_DEADLINE_MS", 5 * 60 * 1000, 1,
                          &o->ra_deadline_ms) ||
                    s_num("CHATFLEET_WORKER_DRAIN_MS", 5000, 0, &o->drain_ms) ||
@@ -111,27 +112,40 @@ static int s_options(worker_options_t *o) {
                : 0;
 }
 
-worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
+/* The database URL is required and must fit the manager's copy. 0 or -1 (logged). */
+static int s_config_check(const config_t *cfg) {
     if (!cfg->database_url) {
         log_error("worker_config", "reason=\"CHATFLEET_DATABASE_URL is required\"");
-        return NULL;
+        return -1;
     }
     if (strlen(cfg->database_url) >= MANAGER_URL_MAX) {
         log_error("worker_config", "reason=\"CHATFLEET_DATABASE_URL is longer than %d bytes\"",
                   MANAGER_URL_MAX - 1);
-        return NULL;
+        return -1;
     }
-    worker_t *self = mem_calloc(1, sizeof *self);
-    ASSERT(id_uuid_new(self->id) == 0);
-    self->opts = *opts;
-    self->cfg = *cfg;
-    chatstate_configure(cfg->lease_stale_ms, opts->ra_deadline_ms);
+    return 0;
+}
+
+/* Statements are bounded so that no task or actor can hang on a wedged server. */
+static int64_t s_statement_ms(const config_t *cfg) {
+    return cfg->lease_stale_ms > 3000 ? cfg->lease_stale_ms : 3000;
+}
+
+/* The acquirer, the heartbeater and the sync loop hold one connection each; the task jobs
+ * share the rest (ARCHITECTURE.md §6.5). */
+static int s_task_conns(const worker_options_t *opts) {
+    return (int)opts->db_conns - 3;
+}
+
+/* The bus publisher, the part buffer and its relay, the lease set. -1 (logged) without a
+ * publisher; a relay that cannot start is only a warning. */
+static int s_start_bus(worker_t *self) {
+    const config_t *cfg = &self->cfg;
     self->pub = bus_publisher_new(cfg->broker_pub);
     if (!self->pub) {
         log_error("worker_config", "reason=\"invalid broker pub endpoint\" endpoint=%s",
                   cfg->broker_pub);
-        free(self);
-        return NULL;
+        return -1;
     }
     self->partbuf = partbuf_new(self->pub);
     int64_t relay_hb = PROTO_HEARTBEAT_DEFAULT_MS;
@@ -141,60 +155,73 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
         log_warn("worker_relay_unavailable", "endpoint=%s", cfg->broker_relay);
     }
     self->leases = leaseset_new();
+    return 0;
+}
+
+/* What the tasks run on: the connection pool, the job threads and the event loop. 0 or -1
+ * (logged). */
+static int s_start_task_threads(worker_t *self) {
     taskctx_env_t *env = &self->env;
     snprintf(env->worker_id, sizeof env->worker_id, "%s", self->id);
-    /* Statements are bounded so that no task or actor can hang on a wedged server. */
-    int64_t stmt_ms = cfg->lease_stale_ms > 3000 ? cfg->lease_stale_ms : 3000;
-    /* The acquirer, the heartbeater and the sync loop hold one connection each; the task
-     * jobs share the rest (ARCHITECTURE.md §6.5). */
-    int task_conns = (int)opts->db_conns - 3;
-    env->pool = dbpool_new(cfg->database_url, "chatfleet-worker task", (int)stmt_ms, task_conns);
+    int task_conns = s_task_conns(&self->opts);
+    env->pool = dbpool_new(self->cfg.database_url, "chatfleet-worker task",
+                           (int)s_statement_ms(&self->cfg), task_conns);
     env->exec = dbexec_new(env->pool, task_conns);
     env->loop = evloop_new();
     ASSERT(pthread_mutex_init(&env->done_lock, NULL) == 0);
     if (!env->exec || evloop_start(env->loop) != 0) {
         log_error("worker_start_failed", "worker_id=%s reason=\"task threads\"", self->id);
-        worker_destroy(&self);
-        return NULL;
+        return -1;
     }
-    /* The deployment's MCP servers, one connection each, started now (ARCHITECTURE.md §7.9). */
+    return 0;
+}
+
+/* The deployment's MCP servers, one connection each, started now (ARCHITECTURE.md §7.9),
+ * and the lifecycle hook consumer, when one is configured (§7.10). 0 or -1 (logged). */
+static int s_start_mcp_and_hooks(worker_t *self) {
+    taskctx_env_t *env = &self->env;
     char why[256] = "";
-    env->mcp = mcpset_new(cfg->config_path, why, sizeof why);
+    env->mcp = mcpset_new(self->cfg.config_path, why, sizeof why);
     if (!env->mcp) {
         log_error("worker_config", "reason=\"%s\"", why);
-        worker_destroy(&self);
-        return NULL;
+        return -1;
     }
     mcpset_log(env->mcp);
-    /* The lifecycle hook consumer, when one is configured (ARCHITECTURE.md §7.10). */
     hooks_config_t hc;
     if (hooks_config_read(&hc, 0, why, sizeof why) != 0) { /* never blocks: no thread bound */
         log_error("worker_config", "reason=\"%s\"", why);
-        worker_destroy(&self);
-        return NULL;
+        return -1;
     }
     hooks_runner_t hr = hookstep_runner(env->loop);
     env->hooks = hooks_new(&hc, &hr);
     hooks_config_clear(&hc);
     hooks_log_config(env->hooks);
+    return 0;
+}
+
+/* The rest of what every task sees: where its hints and ends go, the turn's options (a copy
+ * of opts->turn), and the chatstate settings every bundle of the worker passes. */
+static void s_task_env(worker_t *self) {
+    const worker_options_t *opts = &self->opts;
+    taskctx_env_t *env = &self->env;
     env->partbuf = self->partbuf;
     env->sink = bus_publisher_sink(self->pub);
     snprintf(env->inbox, sizeof env->inbox, "inproc://chatfleet-manager-%s", self->id);
-    env->max_retries = opts->max_retries;
-    env->max_steps = opts->max_steps;
-    env->retry_base_ms = opts->retry_base_ms;
-    env->retry_max_ms = opts->retry_max_ms;
-    env->sim_chunk_ms = opts->sim_chunk_ms;
-    env->ra_default_ms = opts->ra_deadline_ms;
-    env->compaction = opts->compaction;
-    snprintf(env->title_model, sizeof env->title_model, "%s", opts->title_model);
+    env->opts = opts->turn;
     env->usage = usagemeter_new();
+    env->chat_settings = (cs_settings_t){.lease_stale_ms = self->cfg.lease_stale_ms,
+                                         .requires_action_deadline_ms = opts->ra_deadline_ms};
+}
+
+/* The manager and its inbox, the socket task ends are pushed on. 0 or -1 (logged). */
+static int s_start_manager(worker_t *self) {
+    taskctx_env_t *env = &self->env;
     manager_args_t ma = {.env = env,
                          .leases = self->leases,
-                         .database_url = cfg->database_url,
-                         .broker_sub = cfg->broker_sub,
-                         .sync_ms = opts->sync_ms,
-                         .statement_timeout_ms = stmt_ms};
+                         .database_url = self->cfg.database_url,
+                         .broker_sub = self->cfg.broker_sub,
+                         .sync_ms = self->opts.sync_ms,
+                         .statement_timeout_ms = s_statement_ms(&self->cfg)};
     self->manager = manager_new(&ma);
     env->done = zsock_new(ZMQ_PUSH);
     if (env->done) {
@@ -204,9 +231,17 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
     }
     if (!self->manager || !env->done || zsock_connect(env->done, "%s", env->inbox) != 0) {
         log_error("worker_start_failed", "worker_id=%s reason=\"manager inbox\"", self->id);
-        worker_destroy(&self);
-        return NULL;
+        return -1;
     }
+    return 0;
+}
+
+/* The lease actors: the heartbeater and the acquirer. */
+static void s_start_lease_actors(worker_t *self) {
+    const config_t *cfg = &self->cfg;
+    const worker_options_t *opts = &self->opts;
+    taskctx_env_t *env = &self->env;
+    int64_t stmt_ms = s_statement_ms(cfg);
     heartbeater_args_t ha = {.database_url = cfg->database_url,
                              .inbox = env->inbox,
                              .leases = self->leases,
@@ -224,18 +259,45 @@ worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
                           .sink = env->sink};
     snprintf(aa.worker_id, sizeof aa.worker_id, "%s", self->id);
     self->acquirer = acquirer_new(&aa);
+}
+
+static void s_log_started(const worker_t *self) {
+    const worker_options_t *opts = &self->opts;
     log_info("worker_started",
              "worker_id=%s max_chats=%lld sync_ms=%lld max_retries=%lld max_steps=%lld "
              "retry_base_ms=%lld retry_max_ms=%lld sim_chunk_ms=%lld "
              "requires_action_deadline_ms=%lld drain_ms=%lld db_conns=%lld task_conns=%d "
              "compaction_model=%s compaction_threshold_percent=%d title_model=%s",
              self->id, (long long)opts->max_chats, (long long)opts->sync_ms,
-             (long long)opts->max_retries, (long long)opts->max_steps,
-             (long long)opts->retry_base_ms, (long long)opts->retry_max_ms,
-             (long long)opts->sim_chunk_ms, (long long)opts->ra_deadline_ms,
-             (long long)opts->drain_ms, (long long)opts->db_conns, task_conns,
-             opts->compaction.model[0] ? opts->compaction.model : "-",
-             opts->compaction.default_threshold, opts->title_model[0] ? opts->title_model : "-");
+             (long long)opts->turn.max_retries, (long long)opts->turn.max_steps,
+             (long long)opts->turn.retry_base_ms, (long long)opts->turn.retry_max_ms,
+             (long long)opts->turn.sim_chunk_ms, (long long)opts->ra_deadline_ms,
+             (long long)opts->drain_ms, (long long)opts->db_conns, s_task_conns(opts),
+             opts->turn.compaction.model[0] ? opts->turn.compaction.model : "-",
+             opts->turn.compaction.default_threshold,
+             opts->turn.title_model[0] ? opts->turn.title_model : "-");
+}
+
+worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
+    if (s_config_check(cfg) != 0) {
+        return NULL;
+    }
+    worker_t *self = mem_calloc(1, sizeof *self);
+    ASSERT(id_uuid_new(self->id) == 0);
+    self->opts = *opts;
+    self->cfg = *cfg;
+    if (s_start_bus(self) != 0 || s_start_task_threads(self) != 0 ||
+        s_start_mcp_and_hooks(self) != 0) {
+        worker_destroy(&self);
+        return NULL;
+    }
+    s_task_env(self);
+    if (s_start_manager(self) != 0) {
+        worker_destroy(&self);
+        return NULL;
+    }
+    s_start_lease_actors(self);
+    s_log_started(self);
     return self;
 }
 

@@ -23,20 +23,15 @@
 typedef struct {
     int64_t max_chats;      /* CHATFLEET_WORKER_MAX_CHATS: deployment-wide limiter; 0: none */
     int64_t sync_ms;        /* CHATFLEET_WORKER_SYNC_MS: the manager's sync loop */
-    int64_t max_retries;    /* CHATFLEET_MAX_GENERATION_RETRIES */
-    int64_t max_steps;      /* CHATFLEET_MAX_STEPS_PER_TURN */
-    int64_t retry_base_ms;  /* CHATFLEET_WORKER_RETRY_BASE_MS: first model retry backoff */
-    int64_t retry_max_ms;   /* CHATFLEET_WORKER_RETRY_MAX_MS */
-    int64_t sim_chunk_ms;   /* CHATFLEET_SIM_CHUNK_MS: the sim provider's pace */
     int64_t ra_deadline_ms; /* CHATFLEET_REQUIRES_ACTION_DEADLINE_MS */
     int64_t drain_ms;       /* CHATFLEET_WORKER_DRAIN_MS: how long shutdown waits to abandon */
     int64_t db_conns;       /* CHATFLEET_WORKER_DB_CONNS: every PostgreSQL connection of the
                                worker (acquirer, heartbeater and sync loop one each, the task
                                jobs the rest); ARCHITECTURE.md §6.5 */
-    compaction_config_t compaction;              /* CHATFLEET_COMPACTION_MODEL and
-                                                    CHATFLEET_COMPACTION_THRESHOLD_PERCENT (§7.6) */
-    char title_model[COMPACTION_MODEL_NAME_MAX]; /* CHATFLEET_TITLE_MODEL (§7.8); "": the
-                                                    chat's model */
+    taskctx_options_t turn; /* what a turn is allowed (taskctx.h): CHATFLEET_MAX_GENERATION_RETRIES,
+                               CHATFLEET_MAX_STEPS_PER_TURN, CHATFLEET_WORKER_RETRY_BASE_MS and
+                               _MAX_MS, CHATFLEET_SIM_CHUNK_MS, the compaction settings (§7.6),
+                               CHATFLEET_TITLE_MODEL (§7.8) */
 } worker_options_t;
 
 /* Reads the options from the environment over their defaults. Returns -1 and prints the

@@ -363,7 +363,7 @@ int a2a_send_create(gateway_t *gw, PGconn *conn, const http_req_t *req, a2a_send
                      .messages = msgs,
                      .message_count = 1 + s->context.count};
     cs_error_t err;
-    if (chatstate_create(conn, &c, &gw->sink, chat_id, &err) != 0) {
+    if (chatstate_create(conn, &gw->chat_settings, &c, &gw->sink, chat_id, &err) != 0) {
         log_warn("a2a_create_failed", "message=%s", err.message);
         return -1;
     }

@@ -79,7 +79,7 @@ int gateway_bundle(gateway_t *gw, PGconn *conn, const http_req_t *req, gateway_s
     }
     cs_error_t err = {0};
     for (int attempt = 0; attempt < GATEWAY_BUNDLE_TRIES; attempt++) {
-        chatstate_t *cs = chatstate_begin(conn, chat_id, &err);
+        chatstate_t *cs = chatstate_begin(conn, &gw->chat_settings, chat_id, &err);
         if (cs && step(cs, ctx, &err) == 0 && chatstate_commit(&cs, &gw->sink, after, &err) == 0) {
             return 0;
         }

@@ -54,8 +54,9 @@ typedef struct {
     json_t *mcp_servers;
     /* The operator console's files (console.h), or NULL: not served. */
     const char *console_dir;
-    int64_t lease_stale_ms;    /* CHATFLEET_LEASE_STALE_MS, for the admin API's lease view */
-    atomic_llong stream_reads; /* chat streams' database reads (/metrics) */
+    int64_t lease_stale_ms;      /* CHATFLEET_LEASE_STALE_MS, for the admin API's lease view */
+    cs_settings_t chat_settings; /* what every bundle of the gateway passes (chatstate.h) */
+    atomic_llong stream_reads;   /* chat streams' database reads (/metrics) */
     /* The lifecycle hook dispatcher (blocking calls only; admithook.h), or NULL: none. */
     hooks_t *hooks;
     idcache_t *auth;   /* tokens verified recently (CHATFLEET_AUTH_CACHE_MS) */

@@ -232,7 +232,7 @@ static void s_create_store(gateway_t *gw, PGconn *conn, const http_req_t *req, c
                       .message_count = has_first ? 1 : c->context.count};
     cs_error_t err;
     char chat_id[ID_UUID_LEN + 1];
-    if (chatstate_create(conn, &cc, &gw->sink, chat_id, &err) != 0) {
+    if (chatstate_create(conn, &gw->chat_settings, &cc, &gw->sink, chat_id, &err) != 0) {
         gateway_cs_error(resp, &err);
     } else {
         json_t *chat = gateway_chat_json(conn, chat_id, req->user_id, resp);

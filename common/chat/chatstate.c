@@ -8,15 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int64_t chatstate_lease_stale_ms = 30000;
-int64_t chatstate_ra_deadline_ms = 5 * 60 * 1000;
-
-void chatstate_configure(int64_t lease_stale_ms, int64_t requires_action_deadline_ms) {
-    ASSERT(lease_stale_ms > 0 && requires_action_deadline_ms > 0);
-    chatstate_lease_stale_ms = lease_stale_ms;
-    chatstate_ra_deadline_ms = requires_action_deadline_ms;
-}
-
 /* Runs a statement now (after whatever was sent ahead); 0 or -1 as cs_query. */
 static int s_exec_now(chatstate_t *self, cs_error_t *err, const char *sql) {
     PGresult *res = cs_query(self, err, sql, 0, NULL);
@@ -34,9 +25,11 @@ static int s_hand_over(chatstate_t *self, cs_error_t *err, const char *sql) {
     return 0;
 }
 
-static chatstate_t *s_new(PGconn *conn, const char *chat_id) {
+static chatstate_t *s_new(PGconn *conn, const cs_settings_t *settings, const char *chat_id) {
+    ASSERT(settings && settings->lease_stale_ms > 0 && settings->requires_action_deadline_ms >= 0);
     chatstate_t *self = mem_calloc(1, sizeof *self);
     self->conn = conn;
+    self->settings = *settings;
     snprintf(self->chat_id, sizeof self->chat_id, "%s", chat_id);
     self->state = ES_N;
     return self;
@@ -67,13 +60,16 @@ void chatstate_destroy(chatstate_t **self_p) {
 /* How a bundle starts: its own transaction, joining the caller's, or nested in it. */
 typedef enum { S_BEGIN, S_JOIN, S_NEST } s_start_t;
 
-static chatstate_t *s_begin(PGconn *conn, const char *chat_id, s_start_t how, cs_error_t *err);
+static chatstate_t *s_begin(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
+                            s_start_t how, cs_error_t *err);
 
-chatstate_t *chatstate_begin(PGconn *conn, const char *chat_id, cs_error_t *err) {
-    return s_begin(conn, chat_id, S_BEGIN, err);
+chatstate_t *chatstate_begin(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
+                             cs_error_t *err) {
+    return s_begin(conn, settings, chat_id, S_BEGIN, err);
 }
 
-static chatstate_t *s_inside(PGconn *conn, const char *chat_id, s_start_t how, cs_error_t *err) {
+static chatstate_t *s_inside(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
+                             s_start_t how, cs_error_t *err) {
     /* Active: statements sent ahead in it (a released bundle's RELEASE) are still running. */
     PGTransactionStatusType ts = PQtransactionStatus(conn);
     if (ts != PQTRANS_INTRANS && ts != PQTRANS_ACTIVE) {
@@ -82,21 +78,24 @@ static chatstate_t *s_inside(PGconn *conn, const char *chat_id, s_start_t how, c
         snprintf(err->message, sizeof err->message, "chatstate: no open transaction");
         return NULL;
     }
-    return s_begin(conn, chat_id, how, err);
+    return s_begin(conn, settings, chat_id, how, err);
 }
 
-chatstate_t *chatstate_join(PGconn *conn, const char *chat_id, cs_error_t *err) {
-    return s_inside(conn, chat_id, S_JOIN, err);
+chatstate_t *chatstate_join(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
+                            cs_error_t *err) {
+    return s_inside(conn, settings, chat_id, S_JOIN, err);
 }
 
-chatstate_t *chatstate_nest(PGconn *conn, const char *chat_id, cs_error_t *err) {
-    return s_inside(conn, chat_id, S_NEST, err);
+chatstate_t *chatstate_nest(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
+                            cs_error_t *err) {
+    return s_inside(conn, settings, chat_id, S_NEST, err);
 }
 
-static chatstate_t *s_begin(PGconn *conn, const char *chat_id, s_start_t how, cs_error_t *err) {
+static chatstate_t *s_begin(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
+                            s_start_t how, cs_error_t *err) {
     memset(err, 0, sizeof *err);
     err->state = ES_N;
-    chatstate_t *self = s_new(conn, chat_id);
+    chatstate_t *self = s_new(conn, settings, chat_id);
     self->nested = how == S_NEST;
     if (!id_uuid_valid(chat_id)) {
         cs_fail(self, err, CS_NOT_FOUND, "chat not found");
@@ -116,7 +115,7 @@ static chatstate_t *s_begin(PGconn *conn, const char *chat_id, s_start_t how, cs
             db_send(conn, "UPDATE chats SET snapshot_version = snapshot_version + 1 WHERE id = $1",
                     1, p, NULL, NULL);
     }
-    char *sql = cs_row_sql();
+    char *sql = cs_row_sql(self);
     /* Joined or nested: the load is sent ahead too and read with the first move's round trip
      * (ARCHITECTURE.md §6.2 step 4); a failure is that move's. */
     bool ahead = how != S_BEGIN;
@@ -314,8 +313,7 @@ int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64
     if (cs_context_check(self, m, err) != 0) {
         return -1;
     }
-    char qid[24];
-    snprintf(qid, sizeof qid, "%lld", (long long)queued_id);
+    char qid[DB_PARAM_INT64_LEN];
     const char *p[] = {self->chat_id,
                        m->role,
                        m->visibility,
@@ -325,7 +323,7 @@ int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64
                        m->usage,
                        m->so_request_id,
                        m->so_meta,
-                       queued_id ? qid : NULL,
+                       queued_id ? db_param_int64(qid, queued_id) : NULL,
                        m->compressed ? "t" : "f",
                        m->response_format};
     /* Sent ahead: the id reaches the inserted list (and *id_out) when the bundle next reads,
@@ -418,9 +416,8 @@ int cs_answer_pending(chatstate_t *self, const char *reason, cs_error_t *err) {
 }
 
 int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_error_t *err) {
-    char qid[24];
-    snprintf(qid, sizeof qid, "%lld", (long long)queued_id);
-    const char *p[] = {self->chat_id, qid};
+    char qid[DB_PARAM_INT64_LEN];
+    const char *p[] = {self->chat_id, db_param_int64(qid, queued_id)};
     PGresult *res =
         cs_query(self, err,
                  "DELETE FROM chat_queued_messages WHERE id = (SELECT id FROM chat_queued_messages"
@@ -589,8 +586,8 @@ const int64_t *chatstate_deleted(const chatstate_t *self, int *count) {
     return self->deleted.ids;
 }
 
-int chatstate_create(PGconn *conn, const cs_create_t *c, const hint_sink_t *sink,
-                     char chat_id_out[ID_UUID_LEN + 1], cs_error_t *err) {
+int chatstate_create(PGconn *conn, const cs_settings_t *settings, const cs_create_t *c,
+                     const hint_sink_t *sink, char chat_id_out[ID_UUID_LEN + 1], cs_error_t *err) {
     memset(err, 0, sizeof *err);
     char id[ID_UUID_LEN + 1];
     if (c->chat_id) {
@@ -600,7 +597,7 @@ int chatstate_create(PGconn *conn, const cs_create_t *c, const hint_sink_t *sink
         snprintf(err->message, sizeof err->message, "no randomness for a chat id");
         return -1;
     }
-    chatstate_t *self = s_new(conn, id);
+    chatstate_t *self = s_new(conn, settings, id);
     const char *first_user = NULL;
     for (int i = 0; i < c->message_count && !first_user; i++) {
         const cs_message_t *m = &c->messages[i];

@@ -95,25 +95,36 @@ typedef enum { CS_BUSY_QUEUE = 0, CS_BUSY_INTERRUPT } cs_busy_t;
 
 typedef struct chatstate chatstate_t;
 
-/* Process-wide settings; set once at start, before any bundle. */
-void chatstate_configure(int64_t lease_stale_ms, int64_t requires_action_deadline_ms);
+/* What a bundle takes from the process's configuration. The caller owns it and hands it to
+ * every bundle it starts (chatstate_create, _begin, _join, _nest), which keeps a copy: two
+ * callers in one process may use different settings. */
+typedef struct {
+    /* CHATFLEET_LEASE_STALE_MS: a heartbeat row older than this holds no lease, so its chat
+     * needs an owner (every load of the row) and Acquire may take it. Must be > 0. */
+    int64_t lease_stale_ms;
+    /* CHATFLEET_REQUIRES_ACTION_DEADLINE_MS: how long EnterRequiresAction gives the user.
+     * Only that move reads it: > 0 for a bundle that makes it; 0 in one that never does. */
+    int64_t requires_action_deadline_ms;
+} cs_settings_t;
 
 /* Creates a chat (N -> R0, or N -> W when no user message is given: model-only user rows,
  * like a session_start hook context, are none) in its own bundle and
  * commits it. Writes the chat id into chat_id_out. */
-int chatstate_create(PGconn *conn, const cs_create_t *params, const hint_sink_t *sink,
-                     char chat_id_out[ID_UUID_LEN + 1], cs_error_t *err);
+int chatstate_create(PGconn *conn, const cs_settings_t *settings, const cs_create_t *params,
+                     const hint_sink_t *sink, char chat_id_out[ID_UUID_LEN + 1], cs_error_t *err);
 
 /* BEGIN; lock the chat and advance snapshot_version. NULL on failure (CS_NOT_FOUND when the
  * chat does not exist), with the transaction rolled back. */
-chatstate_t *chatstate_begin(PGconn *conn, const char *chat_id, cs_error_t *err);
+chatstate_t *chatstate_begin(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
+                             cs_error_t *err);
 
 /* The same as chatstate_begin inside a transaction the caller already opened (to take a lock
  * first); the bundle's commit or destroy ends that transaction. The bundle's start is sent
  * ahead and read with its first move's round trip (ARCHITECTURE.md §6.2 step 4): a failure
  * of the start (a chat that does not exist) is that move's, and NULL only when the start
  * could not be sent. */
-chatstate_t *chatstate_join(PGconn *conn, const char *chat_id, cs_error_t *err);
+chatstate_t *chatstate_join(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
+                            cs_error_t *err);
 
 /* A bundle nested in a transaction the caller owns and ends, so that one transaction can
  * carry bundles for several chats (the acquirer's batch, ARCHITECTURE.md §6.2). The bundle is
@@ -121,7 +132,8 @@ chatstate_t *chatstate_join(PGconn *conn, const char *chat_id, cs_error_t *err);
  * rolls back to the savepoint, so a failed transition undoes only its own bundle and the
  * transaction goes on. One nested bundle at a time per connection; chatstate_commit refuses
  * one. Its start is sent ahead as chatstate_join's; NULL only when it could not be sent. */
-chatstate_t *chatstate_nest(PGconn *conn, const char *chat_id, cs_error_t *err);
+chatstate_t *chatstate_nest(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
+                            cs_error_t *err);
 
 /* The hints a bundle owes once its transaction has committed. */
 typedef struct {
@@ -280,6 +292,7 @@ int chatstate_commit_step(chatstate_t *self, const cs_fence_t *fence, const cs_m
  * compaction_requested_at in the same transaction. CS_CONFLICT when no request is pending. */
 int chatstate_commit_compaction(chatstate_t *self, const cs_fence_t *fence,
                                 const cs_message_t *msgs, int count, cs_error_t *err);
+/* Lands in requires_action with its deadline the bundle's requires_action_deadline_ms from now. */
 int chatstate_enter_requires_action(chatstate_t *self, const cs_fence_t *fence, cs_error_t *err);
 
 /* Inserts the partial suffix (may be empty), answers its open tool calls as interrupted,

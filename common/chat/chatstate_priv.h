@@ -35,6 +35,7 @@ typedef struct {
 
 struct chatstate {
     PGconn *conn;
+    cs_settings_t settings; /* the starter's, copied */
     char chat_id[ID_UUID_LEN + 1];
     bool open;   /* a transaction (nested: the bundle's savepoint) is in progress */
     bool nested; /* chatstate_nest: the caller owns the transaction */
@@ -60,9 +61,6 @@ struct chatstate {
     } insert_outs;
 };
 
-extern int64_t chatstate_lease_stale_ms;
-extern int64_t chatstate_ra_deadline_ms;
-
 /* Checks m's hook context rows (chatstate.h, cs_message_t.context); -1 (bundle poisoned,
  * CS_BAD_INPUT) when one is not a hook context row. */
 int cs_context_check(chatstate_t *self, const cs_message_t *m, cs_error_t *err);
@@ -87,9 +85,9 @@ int cs_exec(chatstate_t *self, cs_error_t *err, const char *sql, int n, const ch
 int cs_keep(chatstate_t *self, cs_error_t *err, const char *sql, int n, const char *const *params,
             PGresult **keep);
 
-/* The statement that loads the row of chat $1 (the columns cs_row_from reads, with the lease
- * stale threshold in it). Caller frees. */
-char *cs_row_sql(void);
+/* The statement that loads the row of chat $1 (the columns cs_row_from reads, with the
+ * bundle's lease stale threshold in it). Caller frees. */
+char *cs_row_sql(const chatstate_t *self);
 
 /* Fills the bundle's row from a result of cs_row_sql and frees it: 0, or -1 (CS_NOT_FOUND, the
  * bundle failed) when it has no row. */

@@ -88,7 +88,8 @@ static void s_ids_push(cs_ids_t *ids, int64_t id) {
     ids->ids[ids->count++] = id;
 }
 
-/* The columns every load reads; $1 is the chat id, $2 the lease stale threshold in ms. */
+/* The columns every load reads; $1 is the chat id, and cs_row_sql writes the bundle's lease
+ * stale threshold (ms) in for the %lld. */
 #define CS_ROW_COLUMNS                                                                             \
     "status, archived, coalesce(worker_id::text, ''), coalesce(runner_id::text, ''),"              \
     " history_version, generation_attempt,"                                                        \
@@ -192,9 +193,9 @@ int cs_first_check(chatstate_t *self, chatmove_t move, exec_state_t *from, cs_er
 }
 
 /* The statement that loads the row (CS_ROW_COLUMNS) of chat $1; caller frees. */
-char *cs_row_sql(void) {
+char *cs_row_sql(const chatstate_t *self) {
     return mem_printf("SELECT " CS_ROW_COLUMNS " FROM chats c WHERE id = $1",
-                      (long long)chatstate_lease_stale_ms);
+                      (long long)self->settings.lease_stale_ms);
 }
 
 int cs_load(chatstate_t *self, cs_error_t *err) {
@@ -208,7 +209,7 @@ int cs_load(chatstate_t *self, cs_error_t *err) {
         return 0;
     }
     const char *p[] = {self->chat_id};
-    char *sql = cs_row_sql();
+    char *sql = cs_row_sql(self);
     PGresult *res = cs_query(self, err, sql, 1, p);
     free(sql);
     return res ? cs_row_from(self, res, err) : -1;

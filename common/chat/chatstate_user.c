@@ -243,9 +243,8 @@ int chatstate_edit_message(chatstate_t *self, int64_t message_id, const cs_messa
         return -1;
     }
     exec_state_t from = self->state;
-    char mid[24];
-    snprintf(mid, sizeof mid, "%lld", (long long)message_id);
-    const char *p[] = {self->chat_id, mid};
+    char mid[DB_PARAM_INT64_LEN];
+    const char *p[] = {self->chat_id, db_param_int64(mid, message_id)};
     int found = 0;
     char *kept = s_edited_format(self, p, &found, err);
     if (found <= 0) {
@@ -279,9 +278,8 @@ int chatstate_delete_queued(chatstate_t *self, int64_t queued_id, cs_error_t *er
         return -1;
     }
     exec_state_t from = self->state;
-    char qid[24];
-    snprintf(qid, sizeof qid, "%lld", (long long)queued_id);
-    const char *p[] = {self->chat_id, qid};
+    char qid[DB_PARAM_INT64_LEN];
+    const char *p[] = {self->chat_id, db_param_int64(qid, queued_id)};
     PGresult *res = cs_query(self, err,
                              "DELETE FROM chat_queued_messages WHERE chat_id = $1"
                              " AND id = $2::bigint RETURNING structured_output_request_id::text",
@@ -303,9 +301,8 @@ int chatstate_promote_queued(chatstate_t *self, int64_t queued_id, cs_error_t *e
         return -1;
     }
     exec_state_t from = self->state;
-    char qid[24];
-    snprintf(qid, sizeof qid, "%lld", (long long)queued_id);
-    const char *p[] = {self->chat_id, qid};
+    char qid[DB_PARAM_INT64_LEN];
+    const char *p[] = {self->chat_id, db_param_int64(qid, queued_id)};
     int rc;
     if (from == ES_R1 || from == ES_I1) {
         /* Move it to the head; FinishInterruption promotes it after the partial suffix. */

@@ -1,6 +1,7 @@
 /* chatstate: the transitions the worker applies (ARCHITECTURE.md §4.2, §5.2). Every one but
  * Acquire takes a fence. */
 #include "chatstate_priv.h"
+#include "mem.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -32,9 +33,8 @@ static int s_claim_slot(chatstate_t *self, const char *runner_id, cs_slots_t *sl
     while (slots->next < slots->count) {
         bool vacant = slots->vacant && slots->vacant[slots->next];
         int32_t slot = slots->slots[slots->next++];
-        char text[16];
-        snprintf(text, sizeof text, "%d", (int)slot);
-        const char *p[] = {self->chat_id, runner_id, text, stale};
+        char text[DB_PARAM_INT64_LEN];
+        const char *p[] = {self->chat_id, runner_id, db_param_int64(text, slot), stale};
         /* A stale holder gives the slot up. The statement re-checks staleness on the row's
          * newest version once its lock is granted, so a renewal that committed meanwhile
          * keeps its slot; a renewal that comes after this delete finds no row and never
@@ -99,8 +99,8 @@ static int s_runnable(chatstate_t *self, exec_state_t from, cs_error_t *err) {
  * limiter slot when slots is given), then the row's load. */
 static int s_acquire_writes(chatstate_t *self, const char *worker_id, const char *runner_id,
                             cs_slots_t *slots, cs_error_t *err) {
-    char stale[24];
-    snprintf(stale, sizeof stale, "%lld", (long long)chatstate_lease_stale_ms);
+    char stale[DB_PARAM_INT64_LEN];
+    db_param_int64(stale, self->settings.lease_stale_ms);
     const char *p[] = {self->chat_id, worker_id, runner_id, stale};
     /* Only a chat without a fresh lease can be taken; the heartbeat row is the lease. Sent
      * ahead: its result is read with the heartbeat row's insert and the row's load, so an
@@ -218,9 +218,11 @@ int chatstate_enter_requires_action(chatstate_t *self, const cs_fence_t *fence, 
         return -1;
     }
     exec_state_t from = self->state;
-    char ms[24];
-    snprintf(ms, sizeof ms, "%lld", (long long)chatstate_ra_deadline_ms);
-    const char *p[] = {self->chat_id, ms};
+    /* A bundle that enters requires_action must have been given a deadline. */
+    ASSERT(self->settings.requires_action_deadline_ms > 0);
+    char ms[DB_PARAM_INT64_LEN];
+    const char *p[] = {self->chat_id,
+                       db_param_int64(ms, self->settings.requires_action_deadline_ms)};
     if (cs_exec(self, err,
                 "UPDATE chats SET status = 'requires_action', updated_at = now(),"
                 " requires_action_deadline_at = now() + $2::bigint * interval '1 millisecond'"

@@ -37,6 +37,11 @@
 #define USER_MSG              "[{\"type\":\"text\",\"text\":\"bench question\"}]"
 #define STEP_MSG              "[{\"type\":\"text\",\"text\":\"bench answer\"}]"
 
+/* The bundles' settings: CHATFLEET_LEASE_STALE_MS and CHATFLEET_REQUIRES_ACTION_DEADLINE_MS at
+ * their defaults. */
+static const cs_settings_t s_settings = {.lease_stale_ms = 30000,
+                                         .requires_action_deadline_ms = 5 * 60 * 1000};
+
 typedef struct {
     const char *url;
     const char *owner;
@@ -93,26 +98,26 @@ static int s_cycle(worker_t *w, PGconn *conn, const char *chat) {
     int64_t qid = 0;
     cs_fence_t f;
 
-    chatstate_t *cs = chatstate_begin(conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(conn, &s_settings, chat, &err);
     if (!cs || chatstate_send_message(cs, &user, CS_BUSY_QUEUE, 0, &mid, &qid, &err) != 0 ||
         chatstate_commit(&cs, NULL, NULL, &err) != 0) {
         chatstate_destroy(&cs);
         return s_fail(w, "SendMessage", &err);
     }
-    cs = chatstate_begin(conn, chat, &err);
+    cs = chatstate_begin(conn, &s_settings, chat, &err);
     if (!cs || chatstate_acquire(cs, w->worker, runner, &err) != 0 ||
         chatstate_commit(&cs, NULL, NULL, &err) != 0) {
         chatstate_destroy(&cs);
         return s_fail(w, "Acquire", &err);
     }
-    cs = chatstate_begin(conn, chat, &err);
+    cs = chatstate_begin(conn, &s_settings, chat, &err);
     if (!cs || s_fence(conn, chat, w->worker, runner, &f) != 0 ||
         chatstate_commit_step(cs, &f, &step, 1, &err) != 0 ||
         chatstate_commit(&cs, NULL, NULL, &err) != 0) {
         chatstate_destroy(&cs);
         return s_fail(w, "CommitStep", &err);
     }
-    cs = chatstate_begin(conn, chat, &err);
+    cs = chatstate_begin(conn, &s_settings, chat, &err);
     if (!cs || s_fence(conn, chat, w->worker, runner, &f) != 0 ||
         chatstate_finish_turn(cs, &f, NULL, 0, &err) != 0 || chatstate_abandon(cs, &f, &err) != 0 ||
         chatstate_commit(&cs, NULL, NULL, &err) != 0) {
@@ -146,7 +151,7 @@ static int s_create_chats(PGconn *conn, const char *owner, char (*chats)[ID_UUID
     for (int i = 0; i < count; i++) {
         cs_create_t c = {.owner_id = owner, .system_prompt = "You are a benchmark."};
         cs_error_t err;
-        if (chatstate_create(conn, &c, NULL, chats[i], &err) != 0) {
+        if (chatstate_create(conn, &s_settings, &c, NULL, chats[i], &err) != 0) {
             fprintf(stderr, "bench: create failed: %s\n", err.message);
             return -1;
         }

@@ -180,6 +180,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     s_gw.pool = pool_new_unverified(FUZZ_CONNINFO, 1);
     s_gw.sink = hint_sink_log;
     s_gw.max_queue = 10;
+    s_gw.chat_settings =
+        (cs_settings_t){.lease_stale_ms = 30000, .requires_action_deadline_ms = 300000};
     s_gw.public_url = "https://chat.example.test";
     s_gw.hub = hub_new(FUZZ_BUS, FUZZ_POLL_MS, 100, &feed_hub_ops);
     ASSERT(s_gw.hub);

@@ -29,7 +29,10 @@
     "[{\"type\":\"tool-call\",\"tool_call_id\":\"dyn_1\",\"tool_name\":\"ask_user\",\"args\":{}}]"
 #define LEASE_STALE_MS 2000
 #define RA_DEADLINE_MS 60000
-#define DIGEST_LEN     32
+
+static const cs_settings_t s_settings = {.lease_stale_ms = LEASE_STALE_MS,
+                                         .requires_action_deadline_ms = RA_DEADLINE_MS};
+#define DIGEST_LEN 32
 
 static testdb_t *s_db;
 static PGconn *s_conn;
@@ -99,12 +102,12 @@ static void s_create(char chat[ID_UUID_LEN + 1]) {
     cs_message_t m = {.role = "user", .content = USER_MSG};
     cs_create_t c = {.owner_id = s_owner, .messages = &m, .message_count = 1};
     cs_error_t err;
-    s_ok(chatstate_create(s_conn, &c, NULL, chat, &err), &err, "create");
+    s_ok(chatstate_create(s_conn, &s_settings, &c, NULL, chat, &err), &err, "create");
 }
 
 static void s_acquire(const char *chat, const char *worker, const char *runner) {
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(s_conn, &s_settings, chat, &err);
     s_ok(cs ? 0 : -1, &err, "begin");
     s_ok(chatstate_acquire(cs, worker, runner, &err), &err, "acquire");
     s_ok(chatstate_commit(&cs, NULL, NULL, &err), &err, "commit acquire");
@@ -115,7 +118,7 @@ static void s_record_attempt(const char *chat, const char *worker, const char *r
     char status[32];
     s_fence_now(chat, worker, runner, &f, status);
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(s_conn, &s_settings, chat, &err);
     s_ok(cs ? 0 : -1, &err, "begin");
     int64_t attempt = 0;
     s_ok(chatstate_record_generation_attempt(cs, &f, &attempt, &err), &err, "record attempt");
@@ -125,7 +128,7 @@ static void s_record_attempt(const char *chat, const char *worker, const char *r
 
 static void s_interrupt(const char *chat) {
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(s_conn, &s_settings, chat, &err);
     s_ok(cs ? 0 : -1, &err, "begin");
     s_ok(chatstate_interrupt(cs, "user", &err), &err, "interrupt");
     s_ok(chatstate_commit(&cs, NULL, NULL, &err), &err, "commit interrupt");
@@ -136,7 +139,7 @@ static void s_enter_requires_action(const char *chat, const char *worker, const 
     char status[32];
     s_fence_now(chat, worker, runner, &f, status);
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(s_conn, &s_settings, chat, &err);
     s_ok(cs ? 0 : -1, &err, "begin");
     cs_message_t m = {.role = "assistant", .content = TOOL_CALL_MSG};
     s_ok(chatstate_commit_step(cs, &f, &m, 1, &err), &err, "tool step");
@@ -264,7 +267,7 @@ static cs_rc_t s_expect_rejected(const char *chat, wmove_t mv, const cs_fence_t 
     int64_t snap = s_snapshot(chat);
 
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(s_conn, &s_settings, chat, &err);
     s_ok(cs ? 0 : -1, &err, "begin");
     if (s_apply(mv, cs, f, &err) == 0) {
         chatstate_destroy(&cs);
@@ -293,7 +296,6 @@ static void s_expect_fenced(const char *chat, wmove_t mv, const cs_fence_t *f, c
 static int s_group_setup(void **state) {
     (void)state;
     log_init("test_chatstate_fence", "warn");
-    chatstate_configure(LEASE_STALE_MS, RA_DEADLINE_MS);
     s_db = testdb_new();
     s_conn = testdb_connect(s_db);
     return testdb_user_new(s_conn, "fence-owner", s_owner);
@@ -359,7 +361,7 @@ static void test_stale_fence_field_is_fenced_and_changes_nothing_for_every_worke
 
             /* Control: the current fence is accepted on the very same chat. */
             cs_error_t err;
-            chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+            chatstate_t *cs = chatstate_begin(s_conn, &s_settings, chat, &err);
             s_ok(cs ? 0 : -1, &err, "begin");
             if (s_apply((wmove_t)mv, cs, &good, &err) != 0) {
                 chatstate_destroy(&cs);
@@ -431,7 +433,7 @@ static void test_old_runner_is_fenced_after_takeover_of_stale_lease(void **st) {
     char after[DIGEST_LEN + 1];
     s_digest(chat, before);
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(s_conn, &s_settings, chat, &err);
     s_ok(cs ? 0 : -1, &err, "begin");
     assert_int_equal(chatstate_acquire(cs, worker_b, runner_b, &err), -1);
     assert_int_equal(err.rc, CS_CONFLICT);
@@ -465,7 +467,7 @@ static void test_old_runner_is_fenced_after_takeover_of_stale_lease(void **st) {
     /* The new owner's fence works. */
     cs_fence_t now;
     s_fence_now(chat, worker_b, runner_b, &now, status);
-    cs = chatstate_begin(s_conn, chat, &err);
+    cs = chatstate_begin(s_conn, &s_settings, chat, &err);
     s_ok(cs ? 0 : -1, &err, "begin");
     cs_message_t m = {.role = "assistant", .content = STEP_MSG};
     s_ok(chatstate_commit_step(cs, &now, &m, 1, &err), &err, "new owner's CommitStep");

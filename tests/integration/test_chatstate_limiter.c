@@ -36,7 +36,10 @@
 #define S_STALE_MS       5000  /* chatstate's and the acquirers' stale threshold */
 #define S_LATE_STALE_MS  60000 /* a renewer that still sees a 10 s old row as fresh */
 #define S_RA_DEADLINE_MS 60000
-#define S_WAIT_MS        10000 /* how long a forced interleaving may take to show up */
+
+static const cs_settings_t s_settings = {.lease_stale_ms = S_STALE_MS,
+                                         .requires_action_deadline_ms = S_RA_DEADLINE_MS};
+#define S_WAIT_MS 10000 /* how long a forced interleaving may take to show up */
 
 /* The race. */
 #define S_RACE_MAX_CHATS 6
@@ -82,7 +85,6 @@ static void s_sql(PGconn *conn, const char *fmt, ...) {
 static int s_setup(void **state) {
     (void)state;
     log_init("test_chatstate_limiter", "warn");
-    chatstate_configure(S_STALE_MS, S_RA_DEADLINE_MS);
     s_db = testdb_new();
     s_conn = testdb_connect(s_db);
     return testdb_user_new(s_conn, "limiter", s_owner);
@@ -101,7 +103,7 @@ static void s_chat(char chat[ID_UUID_LEN + 1]) {
     cs_message_t m = {.role = "user", .content = S_USER_MSG};
     cs_create_t c = {.owner_id = s_owner, .messages = &m, .message_count = 1};
     cs_error_t err;
-    if (chatstate_create(s_conn, &c, NULL, chat, &err) != 0) {
+    if (chatstate_create(s_conn, &s_settings, &c, NULL, chat, &err) != 0) {
         fail_msg("create: %s", err.message);
     }
 }
@@ -128,7 +130,7 @@ static void s_finish_turn(const char *chat) {
     f.history_version = hv;
     f.generation_attempt = ga;
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(s_conn, &s_settings, chat, &err);
     assert_non_null(cs);
     if (chatstate_finish_turn(cs, &f, NULL, 0, &err) != 0 ||
         chatstate_commit(&cs, NULL, NULL, &err) != 0) {
@@ -195,7 +197,7 @@ static void s_abandon(racer_t *r, PGconn *conn, size_t i) {
     snprintf(f.worker_id, sizeof f.worker_id, "%s", r->worker);
     snprintf(f.runner_id, sizeof f.runner_id, "%s", r->held[i].runner_id);
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(conn, r->held[i].chat_id, &err);
+    chatstate_t *cs = chatstate_begin(conn, &s_settings, r->held[i].chat_id, &err);
     int rc = cs ? chatstate_abandon(cs, &f, &err) : -1;
     if (rc == 0) {
         rc = chatstate_commit(&cs, NULL, NULL, &err);

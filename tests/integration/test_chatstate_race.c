@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "chatsetup.h"
 #include "chatstate.h"
 #include "id.h"
 #include "log.h"
@@ -154,7 +155,7 @@ static void *s_racer(void *arg) {
     while (r->committed < BUNDLES && !r->error[0]) {
         cs_error_t err;
         memset(&err, 0, sizeof err);
-        chatstate_t *cs = chatstate_begin(conn, r->chat, &err);
+        chatstate_t *cs = chatstate_begin(conn, &chatsetup_settings, r->chat, &err);
         bundle_kind_t kind = B_OTHER;
         int rc = cs ? s_apply(r, conn, cs, r->committed, &kind, &err) : -1;
         bool rollback = rc == 0 && r->role == R_QUEUE && ++attempt_no % ROLLBACK_EVERY == 0;
@@ -226,8 +227,8 @@ static void test_racing_bundles_on_one_chat_serialize_without_lost_updates(void 
     cs_message_t m = {.role = "user", .content = USER_MSG};
     cs_create_t c = {.owner_id = s_owner, .messages = &m, .message_count = 1};
     cs_error_t err;
-    assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    assert_int_equal(chatstate_create(s_conn, &chatsetup_settings, &c, NULL, chat, &err), 0);
+    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
     assert_non_null(cs);
     assert_int_equal(chatstate_acquire(cs, WORKER, RUNNER, &err), 0);
     assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);

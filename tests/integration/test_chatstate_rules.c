@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chatsetup.h"
 #include "chatstate.h"
 #include "mem.h"
 #include "testdb.h"
@@ -70,9 +71,9 @@ static void s_new_chat(char chat[ID_UUID_LEN + 1], bool own) {
     cs_message_t first = {.role = "user", .content = USER_MSG};
     cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
     cs_error_t err;
-    assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
+    assert_int_equal(chatstate_create(s_conn, &chatsetup_settings, &c, NULL, chat, &err), 0);
     if (own) {
-        chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+        chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
         assert_non_null(cs);
         assert_int_equal(chatstate_acquire(cs, WORKER, RUNNER, &err), 0);
         assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
@@ -90,7 +91,7 @@ static void s_fence(const char *chat, const char *status, cs_fence_t *f) {
 
 static chatstate_t *s_begin(const char *chat) {
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
     if (!cs) {
         fail_msg("begin: %s", err.message);
     }
@@ -330,7 +331,7 @@ static void test_compaction_marks_the_chat_and_refuses_when_nothing_to_compact(v
     cs_error_t err;
     cs_message_t first = {.role = "user", .content = USER_MSG};
     cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
-    assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
+    assert_int_equal(chatstate_create(s_conn, &chatsetup_settings, &c, NULL, chat, &err), 0);
     chatstate_t *cs = s_begin(chat);
     assert_int_equal(chatstate_interrupt(cs, "user", &err), 0); /* unowned: -> W */
     assert_int_equal(chatstate_request_compaction(cs, &err), -1);
@@ -518,7 +519,7 @@ static void test_create_without_user_message_waits_and_titles_fall_back(void **u
     char chat[ID_UUID_LEN + 1];
     cs_error_t err;
     cs_create_t c = {.owner_id = s_owner, .system_prompt = "be brief"};
-    assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
+    assert_int_equal(chatstate_create(s_conn, &chatsetup_settings, &c, NULL, chat, &err), 0);
     s_expect(chat, "SELECT status || '|' || title FROM chats WHERE id = '%s'", "waiting|New Chat");
     s_new_chat(chat, false);
     s_expect(chat, "SELECT title || '|' || title_source FROM chats WHERE id = '%s'",

@@ -138,9 +138,10 @@ static cs_rc_t s_apply(chatmove_t m, const char *chat) {
         cs_create_t c = {
             .chat_id = chat, .owner_id = s_owner, .messages = &first, .message_count = 1};
         char out[ID_UUID_LEN + 1];
-        return chatstate_create(s_conn, &c, NULL, out, &err) == 0 ? CS_OK : err.rc;
+        return chatstate_create(s_conn, &chatsetup_settings, &c, NULL, out, &err) == 0 ? CS_OK
+                                                                                       : err.rc;
     }
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
     if (!cs) {
         return err.rc;
     }

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "chatsetup.h"
 #include "chatstate.h"
 #include "db.h"
 #include "history.h"
@@ -219,7 +220,7 @@ static void test_a_chat_create_takes_two_round_trips(void **state) {
     cs_error_t err;
     char chat[ID_UUID_LEN + 1];
     FILE *trace = s_trace_start(s_conn);
-    int rc = chatstate_create(s_conn, &c, NULL, chat, &err);
+    int rc = chatstate_create(s_conn, &chatsetup_settings, &c, NULL, chat, &err);
     int trips = s_trace_round_trips(s_conn, trace);
     if (rc != 0) {
         fail_msg("create: %s", err.message);
@@ -241,7 +242,7 @@ static void test_a_create_under_a_taken_id_changes_nothing(void **state) {
     cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
     cs_error_t err;
     char chat[ID_UUID_LEN + 1];
-    assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
+    assert_int_equal(chatstate_create(s_conn, &chatsetup_settings, &c, NULL, chat, &err), 0);
     cs_message_t again[2] = {first, first};
     cs_create_t dup = {.chat_id = chat,
                        .owner_id = s_owner,
@@ -249,7 +250,7 @@ static void test_a_create_under_a_taken_id_changes_nothing(void **state) {
                        .messages = again,
                        .message_count = 2};
     char out[ID_UUID_LEN + 1];
-    assert_int_equal(chatstate_create(s_conn, &dup, NULL, out, &err), -1);
+    assert_int_equal(chatstate_create(s_conn, &chatsetup_settings, &dup, NULL, out, &err), -1);
     assert_int_equal(err.rc, CS_CONFLICT);
     assert_non_null(strstr(err.message, "already exists"));
     assert_int_equal(PQtransactionStatus(s_conn), PQTRANS_IDLE);
@@ -264,7 +265,7 @@ static void s_new_chat(char chat[ID_UUID_LEN + 1]) {
     cs_message_t first = {.role = "user", .content = S_HI};
     cs_create_t c = {.owner_id = s_owner, .messages = &first, .message_count = 1};
     cs_error_t err;
-    assert_int_equal(chatstate_create(s_conn, &c, NULL, chat, &err), 0);
+    assert_int_equal(chatstate_create(s_conn, &chatsetup_settings, &c, NULL, chat, &err), 0);
 }
 
 /* A new chat with the message "hi", acquired by a worker of its own: its id into chat, the
@@ -276,7 +277,7 @@ static void s_acquired_chat(char chat[ID_UUID_LEN + 1], cs_fence_t *f) {
     assert_int_equal(id_uuid_new(runner), 0);
     s_new_chat(chat);
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
     assert_non_null(cs);
     assert_int_equal(chatstate_acquire(cs, worker, runner, &err), 0);
     assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
@@ -293,7 +294,7 @@ typedef int s_moves_fn(chatstate_t *cs, const cs_fence_t *f, void *ctx, cs_error
 static int s_bundle_trips(const char *chat, const cs_fence_t *f, s_moves_fn *moves, void *ctx) {
     cs_error_t err;
     FILE *trace = s_trace_start(s_conn);
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
     int rc = cs ? moves(cs, f, ctx, &err) : -1;
     rc = rc == 0 ? chatstate_commit(&cs, NULL, NULL, &err) : rc;
     int trips = s_trace_round_trips(s_conn, trace);
@@ -369,7 +370,7 @@ static void test_a_generated_title_takes_three_round_trips(void **state) {
     s_expect("Greeting generated", "SELECT title || ' ' || title_source FROM chats WHERE id = '%s'",
              chat);
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
     assert_non_null(cs);
     assert_int_equal(chatstate_set_title(cs, "Mine", &err), 0);
     assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
@@ -387,7 +388,7 @@ static void test_a_steps_reads_take_one_round_trip(void **state) {
     chatstate_t *cs;
     /* The step's bundle holds the row lock; its reads (row, model, history, request, summary,
      * the compaction override and the title model by name) go together. */
-    cs = chatstate_begin(s_conn, chat, &err);
+    cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
     assert_non_null(cs);
     compaction_config_t cc = {.model = "no-such-model", .default_threshold = 80};
     history_t h;
@@ -426,7 +427,7 @@ static void test_an_acquisition_takes_three_round_trips(void **state) {
         bool vacant[] = {true};
         cs_slots_t slots = {.slots = candidates, .vacant = vacant, .count = 1};
         FILE *trace = s_trace_start(s_conn);
-        chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+        chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
         int rc =
             cs ? chatstate_acquire_slot(cs, worker, runner, limited ? &slots : NULL, &err) : -1;
         rc = rc == 0 ? chatstate_commit(&cs, NULL, NULL, &err) : rc;
@@ -451,7 +452,8 @@ static int s_acquire_in_pass(const char *chat, bool alone, const char *worker, c
                              cs_hints_t *hints, cs_error_t *err) {
     char runner[ID_UUID_LEN + 1];
     assert_int_equal(id_uuid_new(runner), 0);
-    chatstate_t *cs = alone ? chatstate_join(s_conn, chat, err) : chatstate_nest(s_conn, chat, err);
+    chatstate_t *cs = alone ? chatstate_join(s_conn, &chatsetup_settings, chat, err)
+                            : chatstate_nest(s_conn, &chatsetup_settings, chat, err);
     int rc = cs ? chatstate_acquire_slot(cs, worker, runner, slots, err) : -1;
     if (rc == 0 && alone) {
         hint_update_t after;
@@ -574,7 +576,7 @@ static void test_a_held_chat_is_refused_and_gives_its_candidate_back(void **stat
     bool vacant[] = {true, true};
     cs_slots_t slots = {.slots = candidates, .vacant = vacant, .count = 2};
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
     assert_non_null(cs);
     assert_int_equal(chatstate_acquire_slot(cs, worker, runner, &slots, &err), -1);
     assert_int_equal(err.rc, CS_CONFLICT);

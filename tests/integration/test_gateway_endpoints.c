@@ -22,7 +22,9 @@
 #include <unistd.h>
 
 #include "bus.h"
+#include "chatsetup.h"
 #include "chatstate.h"
+#include "db.h"
 #include "gateway.h"
 #include "mem.h"
 #include "proc.h"
@@ -177,7 +179,7 @@ typedef int (*step_fn)(chatstate_t *cs, const char *chat, void *ctx, cs_error_t 
 
 static void s_worker(const char *chat, step_fn fn, void *ctx) {
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
     if (!cs || fn(cs, chat, ctx, &err) != 0 || chatstate_commit(&cs, NULL, NULL, &err) != 0) {
         fail_msg("worker step on %s: %s", chat, err.message);
     }
@@ -649,9 +651,9 @@ static void test_promote_moves_the_message_into_history_with_its_queue_id(void *
     json_t *queued = json_object_get(m, "queued_messages");
     assert_int_equal(json_array_size(queued), 1);
     assert_int_equal(s_int(json_array_get(queued, 0), "id"), qa);
-    char idtext[24];
-    snprintf(idtext, sizeof idtext, "%lld", (long long)s_int(newest, "id"));
-    char *qid = s_db_value("SELECT queued_message_id FROM chat_messages WHERE id = %s", idtext);
+    char idtext[DB_PARAM_INT64_LEN];
+    char *qid = s_db_value("SELECT queued_message_id FROM chat_messages WHERE id = %s",
+                           db_param_int64(idtext, s_int(newest, "id")));
     assert_non_null(qid);
     assert_int_equal(strtoll(qid, NULL, 10), qb);
     free(qid);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chatsetup.h"
 #include "chatstate.h"
 #include "mem.h"
 #include "proc.h"
@@ -221,7 +222,7 @@ static void s_requires_action(const char *chat) {
                     .status = "running",
                     .history_version = -1,
                     .generation_attempt = -1};
-    chatstate_t *cs = chatstate_begin(conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(conn, &chatsetup_settings, chat, &err);
     assert_non_null(cs);
     cs_message_t call = {.role = "assistant",
                          .content = "[{\"type\":\"tool-call\",\"tool_call_id\":\"c1\","

@@ -20,7 +20,9 @@
 #include <unistd.h>
 
 #include "bus.h"
+#include "chatsetup.h"
 #include "chatstate.h"
+#include "db.h"
 #include "cluster.h"
 #include "id.h"
 #include "mem.h"
@@ -108,7 +110,7 @@ typedef int (*step_fn)(chatstate_t *cs, const char *chat, cs_error_t *err);
 
 static void s_worker(const char *chat, step_fn fn) {
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(cluster_db(s_cluster), chat, &err);
+    chatstate_t *cs = chatstate_begin(cluster_db(s_cluster), &chatsetup_settings, chat, &err);
     assert_non_null(cs);
     if (fn(cs, chat, &err) != 0) {
         fail_msg("worker step: %s", err.message);
@@ -247,9 +249,8 @@ static void test_stream_follows_a_scripted_turn(void **u) {
     assert_true(again_a >= 0 && again_b >= 0);
     assert_true(sse_wait(b, 0, "message", s_is_text, "hello", WAIT_MS) >= 0);
     /* An edit of the first message: history_reset, then the new history. */
-    char first_text[32];
-    snprintf(first_text, sizeof first_text, "%lld", (long long)first_id);
-    s_edit(chat, first_text);
+    char first_text[DB_PARAM_INT64_LEN];
+    s_edit(chat, db_param_int64(first_text, first_id));
     int reset = s_want(a, again_a, "history_reset");
     assert_true(sse_wait(a, reset, "message", s_is_text, "edited", WAIT_MS) >= 0);
     assert_true(sse_wait(b, again_b, "history_reset", NULL, NULL, WAIT_MS) >= 0);
@@ -509,7 +510,7 @@ static void test_the_poll_reads_a_chat_once_and_still_finds_a_change_no_hint_ann
     }
     /* A reply committed with no hint published at all. */
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(cluster_db(s_cluster), chat, &err);
+    chatstate_t *cs = chatstate_begin(cluster_db(s_cluster), &chatsetup_settings, chat, &err);
     assert_non_null(cs);
     if (s_step(cs, chat, &err) != 0) {
         fail_msg("step: %s", err.message);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chatsetup.h"
 #include "chatstate.h"
 #include "mem.h"
 #include "proc.h"
@@ -137,13 +138,13 @@ static void test_queue_deletion_cancels_at_once_and_leaves_the_fence(void **u) {
     char *chat = s_new_chat("{\"content\":[" TEXT("plain turn") "]}");
     /* A worker owns it and is mid-attempt: history_version and attempt are its fence. */
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
     assert_non_null(cs);
     assert_int_equal(chatstate_acquire(cs, "11111111-1111-4111-8111-111111111111",
                                        "22222222-2222-4222-8222-222222222222", &err),
                      0);
     assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
-    cs = chatstate_begin(s_conn, chat, &err);
+    cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
     cs_fence_t f = {.worker_id = "11111111-1111-4111-8111-111111111111",
                     .runner_id = "22222222-2222-4222-8222-222222222222",
                     .status = "running",
@@ -187,7 +188,7 @@ static void test_queue_deletion_cancels_at_once_and_leaves_the_fence(void **u) {
                             chat);
     assert_string_equal(fence0, fence1); /* the receipt-only insert left the fence alone */
     /* The running worker's next write still passes its fence. */
-    cs = chatstate_begin(s_conn, chat, &err);
+    cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
     f.generation_attempt = attempt;
     cs_message_t a = {.role = "assistant", .content = "[" TEXT("done") "]"};
     assert_int_equal(chatstate_commit_step(cs, &f, &a, 1, &err), 0);

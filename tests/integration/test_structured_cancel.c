@@ -46,11 +46,11 @@ static void s_wait_on_dynamic_tool(const char *chat) {
     PGconn *conn = cluster_db(s_cluster);
     cs_error_t err;
     cs_fence_t f;
-    chatstate_t *cs = chatstate_begin(conn, chat, &err);
+    chatstate_t *cs = chatstate_begin(conn, &chatsetup_settings, chat, &err);
     assert_non_null(cs);
     assert_int_equal(chatstate_acquire(cs, CHATSETUP_WORKER, CHATSETUP_RUNNER, &err), 0);
     assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
-    cs = chatstate_begin(conn, chat, &err);
+    cs = chatstate_begin(conn, &chatsetup_settings, chat, &err);
     chatsetup_fence(conn, chat, &f);
     int64_t attempt;
     assert_int_equal(chatstate_record_generation_attempt(cs, &f, &attempt, &err), 0);

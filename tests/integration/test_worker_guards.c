@@ -33,6 +33,10 @@
 
 #define WAIT_MS  20000
 #define STALE_MS 30000
+
+/* The same lease as the worker's. */
+static const cs_settings_t s_settings = {.lease_stale_ms = STALE_MS,
+                                         .requires_action_deadline_ms = 60000};
 /* About 3 s of streaming: time for the test to act while the worker holds the turn. */
 #define SLOW_TURN "[sim:slow 150] [sim:words 20] guard"
 
@@ -86,7 +90,7 @@ static void test_a_raw_acquire_of_a_chat_a_live_worker_holds_is_refused(void **u
     char runner[ID_UUID_LEN + 1];
     ASSERT(id_uuid_new(worker) == 0 && id_uuid_new(runner) == 0);
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(cluster_db(s_cluster), chat, &err);
+    chatstate_t *cs = chatstate_begin(cluster_db(s_cluster), &s_settings, chat, &err);
     assert_non_null(cs);
     int rc = chatstate_acquire(cs, worker, runner, &err);
     chatstate_destroy(&cs); /* rolls back whatever it did */
@@ -125,7 +129,7 @@ static void test_a_commit_of_an_older_attempt_is_fenced(void **u) {
     f.generation_attempt = ga;
     /* A newer attempt, recorded with the worker's own fence while it streams. */
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(cluster_db(s_cluster), chat, &err);
+    chatstate_t *cs = chatstate_begin(cluster_db(s_cluster), &s_settings, chat, &err);
     assert_non_null(cs);
     int64_t attempt = 0;
     assert_int_equal(chatstate_record_generation_attempt(cs, &f, &attempt, &err), 0);
@@ -153,7 +157,6 @@ static int s_setup(void **state) {
                          "CHATFLEET_ACQUIRE_POLL_MS=200", "CHATFLEET_LOG=info", NULL};
     cluster_opts_t o = {.name = "test_worker_guards", .gateways = 1, .workers = 1, .env = env};
     s_cluster = cluster_new(&o);
-    chatstate_configure(STALE_MS, 60000); /* the same lease as the worker's */
     return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chatsetup.h"
 #include "chatstate.h"
 #include "id.h"
 #include "mem.h"
@@ -64,7 +65,7 @@ static void test_worker_serves_health_and_metrics_that_follow_its_work(void **u)
         .owner_id = owner, .model_config_id = model, .messages = &m, .message_count = 1};
     char chat[ID_UUID_LEN + 1];
     cs_error_t err;
-    assert_int_equal(chatstate_create(conn, &c, NULL, chat, &err), 0);
+    assert_int_equal(chatstate_create(conn, &chatsetup_settings, &c, NULL, chat, &err), 0);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", port);
     int64_t deadline = id_now_ms() + 15000;
     long long turns = 0;

@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+const cs_settings_t chatsetup_settings = {.lease_stale_ms = 30000,
+                                          .requires_action_deadline_ms = 5 * 60 * 1000};
+
 const chatsetup_t chatsetup_all[] = {
     {"N", 0, 0},       {"W", 0, 0},       {"E0", 0, 0},  {"E1", 1, 0},      {"E1", 2, 0},
     {"R0", 0, 0},      {"R1", 1, 0},      {"R1", 2, 0},  {"I0", 0, 0},      {"I1", 1, 0},
@@ -96,7 +99,7 @@ static int s_step(PGconn *conn, chatstate_t *cs, const char *chat, step_t step, 
 static void s_bundle(PGconn *conn, const char *chat, step_t step, int times) {
     for (int i = 0; i < times; i++) {
         cs_error_t err = {0};
-        chatstate_t *cs = chatstate_begin(conn, chat, &err);
+        chatstate_t *cs = chatstate_begin(conn, &chatsetup_settings, chat, &err);
         if (!cs || s_step(conn, cs, chat, step, &err) != 0 ||
             chatstate_commit(&cs, NULL, NULL, &err) != 0) {
             chatstate_destroy(&cs);
@@ -149,7 +152,7 @@ void chatsetup_build(PGconn *conn, const char *owner, const chatsetup_t *s, bool
     cs_message_t first = {.role = "user", .content = CHATSETUP_USER_MSG};
     cs_create_t c = {.owner_id = owner, .messages = &first, .message_count = 1};
     cs_error_t err;
-    if (chatstate_create(conn, &c, NULL, chat, &err) != 0) {
+    if (chatstate_create(conn, &chatsetup_settings, &c, NULL, chat, &err) != 0) {
         fail_msg("chatsetup: create: %s", err.message);
     }
     s_bundle(conn, chat, STEP_ACQUIRE, 1);

@@ -16,6 +16,11 @@
 #define CHATSETUP_RUNNER   "22222222-2222-4222-8222-222222222222"
 #define CHATSETUP_USER_MSG "[{\"type\":\"text\",\"text\":\"hello\"}]"
 
+/* The settings the tests' own bundles pass unless a test needs others: CHATFLEET_LEASE_STALE_MS
+ * and CHATFLEET_REQUIRES_ACTION_DEADLINE_MS at their defaults (30 s, 5 min). chatsetup_build
+ * uses them too. */
+extern const cs_settings_t chatsetup_settings;
+
 typedef struct {
     const char *name; /* state name as in ARCHITECTURE.md §4.1: "N", "E1", "XW", "Invalid" */
     int queued;       /* queue length to set up */

@@ -119,6 +119,8 @@ void gwrequest_gateway_init(gateway_t *gw) {
     gw->sink = hint_sink_log;
     gw->max_queue = 10;
     gw->public_url = GWREQUEST_PUBLIC_URL;
+    gw->chat_settings =
+        (cs_settings_t){.lease_stale_ms = 30000, .requires_action_deadline_ms = 5 * 60 * 1000};
     gw->models = idcache_new(GATEWAY_MODEL_CACHE_MS);
 }
 

@@ -26,7 +26,7 @@ taskctx_rc_t taskctx_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn,
         return TASKCTX_QUIET;
     }
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(conn, ctx->chat_id, &err);
+    chatstate_t *cs = chatstate_begin(conn, &ctx->env->chat_settings, ctx->chat_id, &err);
     int rc = cs ? fn(cs, arg, &err) : -1;
     if (rc == TASKCTX_BUNDLE_EMPTY) {
         chatstate_destroy(&cs); /* rolls back */

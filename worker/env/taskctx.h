@@ -78,6 +78,18 @@ int taskctx_error_class(int status);
 /* Counts one model call's duration (any outcome). */
 void taskctx_count_model_call(taskctx_counters_t *c, int64_t ms);
 
+/* What a turn is allowed (the worker's options embed this struct; worker.h reads each from
+ * its CHATFLEET_* setting). */
+typedef struct {
+    int64_t max_retries;            /* generation retries per history version (25) */
+    int64_t max_steps;              /* assistant responses per turn (1200) */
+    int64_t retry_base_ms;          /* first model retry backoff, doubled per attempt */
+    int64_t retry_max_ms;           /* cap of the model retry backoff */
+    int64_t sim_chunk_ms;           /* the sim provider's default pace */
+    compaction_config_t compaction; /* automatic compaction's settings (ARCHITECTURE.md §7.6) */
+    char title_model[COMPACTION_MODEL_NAME_MAX]; /* CHATFLEET_TITLE_MODEL; "": the chat's */
+} taskctx_options_t;
+
 /* Shared by every task of a worker; owned by the worker, outlives every task. */
 typedef struct {
     char worker_id[ID_UUID_LEN + 1];
@@ -87,19 +99,13 @@ typedef struct {
     zsock_t *done;  /* PUSH to the manager's inbox, for task ends; under done_lock */
     pthread_mutex_t done_lock;
     partbuf_t *partbuf;
-    hint_sink_t sink;               /* where committed hints go (the bus publisher) */
-    char inbox[128];                /* the manager's inbox endpoint (inproc) */
-    int64_t max_retries;            /* generation retries per history version (25) */
-    int64_t max_steps;              /* assistant responses per turn (1200) */
-    int64_t retry_base_ms;          /* first model retry backoff, doubled per attempt */
-    int64_t retry_max_ms;           /* cap of the model retry backoff */
-    int64_t sim_chunk_ms;           /* the sim provider's default pace */
-    int64_t ra_default_ms;          /* deadline used when requires_action has none recorded */
-    compaction_config_t compaction; /* automatic compaction's settings (ARCHITECTURE.md §7.6) */
-    usagemeter_t *usage;            /* tokens and cost by model (ARCHITECTURE.md §7.7) */
-    char title_model[COMPACTION_MODEL_NAME_MAX]; /* CHATFLEET_TITLE_MODEL; "": the chat's */
-    struct mcpset *mcp;  /* the deployment's MCP servers (mcpset.h); never NULL */
-    struct hooks *hooks; /* the lifecycle hook dispatcher (hooks.h); never NULL */
+    hint_sink_t sink;            /* where committed hints go (the bus publisher) */
+    char inbox[128];             /* the manager's inbox endpoint (inproc) */
+    taskctx_options_t opts;      /* the turn's settings, as the worker's options hold them */
+    cs_settings_t chat_settings; /* what every bundle of the worker's tasks passes */
+    usagemeter_t *usage;         /* tokens and cost by model (ARCHITECTURE.md §7.7) */
+    struct mcpset *mcp;          /* the deployment's MCP servers (mcpset.h); never NULL */
+    struct hooks *hooks;         /* the lifecycle hook dispatcher (hooks.h); never NULL */
     taskctx_counters_t counters;
 } taskctx_env_t;
 

@@ -224,7 +224,10 @@ static s_outcome_t s_take(PGconn *conn, const leasedb_acquire_args_t *a, const c
     ASSERT(id_uuid_new(runner) == 0);
     int tried = slots ? slots->next : 0;
     cs_error_t cerr;
-    chatstate_t *cs = alone ? chatstate_join(conn, chat, &cerr) : chatstate_nest(conn, chat, &cerr);
+    /* Acquire never enters requires_action: no deadline is needed. */
+    const cs_settings_t settings = {.lease_stale_ms = a->lease_stale_ms};
+    chatstate_t *cs = alone ? chatstate_join(conn, &settings, chat, &cerr)
+                            : chatstate_nest(conn, &settings, chat, &cerr);
     int rc = cs ? chatstate_acquire_slot(cs, a->worker_id, runner, slots, &cerr) : -1;
     if (rc == 0 && alone) {
         rc = chatstate_commit(&cs, a->sink, &hints->update, &cerr);

@@ -35,7 +35,7 @@
 typedef struct {
     const char *worker_id;
     int64_t max_chats;       /* slots 1..max_chats; 0: no limiter */
-    int64_t lease_stale_ms;  /* the same as chatstate_configure's */
+    int64_t lease_stale_ms;  /* also the lease threshold of its Acquire bundles */
     int batch;               /* chats to take at most, 1..LEASEDB_BATCH_MAX */
     int64_t lock_timeout_ms; /* 0: LEASEDB_LOCK_TIMEOUT_MS */
     int64_t idle_ms;         /* idle_in_transaction_session_timeout; 0: lease_stale_ms / 3 */

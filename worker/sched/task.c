@@ -207,7 +207,9 @@ static taskctx_rc_t s_deadline(taskctx_t *ctx, PGconn *conn) {
     if (hr != HISTORY_OK) {
         return hr == HISTORY_DB ? TASKCTX_RETRY : TASKCTX_QUIET;
     }
-    int64_t wait = h.deadline_in_ms == INT64_MAX ? ctx->env->ra_default_ms : h.deadline_in_ms;
+    int64_t wait = h.deadline_in_ms == INT64_MAX
+                       ? ctx->env->chat_settings.requires_action_deadline_ms
+                       : h.deadline_in_ms;
     history_clear(&h);
     log_info("requires_action_wait", "chat_id=%s wait_ms=%lld", ctx->chat_id, (long long)wait);
     ctx->wait_ms = wait;

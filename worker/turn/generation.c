@@ -184,11 +184,11 @@ static char *s_error_json(const provider_result_t *r, int64_t attempt, bool retr
 }
 
 static int64_t s_backoff(const taskctx_env_t *env, int64_t attempt, const provider_result_t *res) {
-    int64_t delay = env->retry_base_ms;
-    for (int64_t k = 1; k < attempt && delay < env->retry_max_ms; k++) {
+    int64_t delay = env->opts.retry_base_ms;
+    for (int64_t k = 1; k < attempt && delay < env->opts.retry_max_ms; k++) {
         delay *= 2;
     }
-    delay = delay > env->retry_max_ms ? env->retry_max_ms : delay;
+    delay = delay > env->opts.retry_max_ms ? env->opts.retry_max_ms : delay;
     return res->retry_after_ms >= 0 ? res->retry_after_ms : delay;
 }
 
@@ -202,7 +202,7 @@ static taskctx_rc_t s_model_failed(taskctx_t *ctx, PGconn *conn, const provider_
     *delay_ms = -1;
     atomic_fetch_add(&env->counters.model_errors, 1);
     atomic_fetch_add(&env->counters.model_errors_by_class[taskctx_error_class(res->status)], 1);
-    bool give_up = !res->retryable || attempt > env->max_retries;
+    bool give_up = !res->retryable || attempt > env->opts.max_retries;
     int64_t delay = s_backoff(env, attempt, res);
     char q[300];
     log_info("model_error",
@@ -407,7 +407,7 @@ static taskctx_rc_t s_start_call(taskctx_t *ctx, int64_t attempt) {
                              .messages = g->prompt,
                              .tools = g->tools,
                              .attempt = attempt,
-                             .chunk_ms = env->sim_chunk_ms,
+                             .chunk_ms = env->opts.sim_chunk_ms,
                              .native_schema = turn && turn->native ? turn->fmt->schema : NULL,
                              .native_name = turn && turn->native ? turn->fmt->name : NULL,
                              .summary = g->compact};
@@ -546,7 +546,7 @@ static bool s_structured_step(taskctx_t *ctx, PGconn *conn, const history_t *h,
         return false;
     }
     structured_decision_t sd =
-        structured_decide(&turn->st, d == DECIDE_FINISH_TURN, (long long)ctx->env->max_steps);
+        structured_decide(&turn->st, d == DECIDE_FINISH_TURN, (long long)ctx->env->opts.max_steps);
     log_info("structured_decision",
              "chat_id=%s request_id=%s native=%d steps=%d rejections=%d candidate=%d"
              " decision=%s",
@@ -608,8 +608,8 @@ typedef struct {
 static int s_read_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     s_read_t *r = arg;
     taskctx_t *ctx = r->ctx;
-    r->hr = history_read_locked(r->conn, ctx->chat_id, &ctx->fence, &ctx->env->compaction,
-                                ctx->env->title_model, &r->h);
+    r->hr = history_read_locked(r->conn, ctx->chat_id, &ctx->fence, &ctx->env->opts.compaction,
+                                ctx->env->opts.title_model, &r->h);
     if (r->hr != HISTORY_OK) {
         return TASKCTX_BUNDLE_EMPTY;
     }
@@ -626,8 +626,8 @@ static int s_read_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     bool resume = r->h.summary && !strcmp(s_str(r->h.summary, "source"), COMPACTION_AUTOMATIC);
     unsigned flags = (r->h.compaction_requested ? HISTORY_COMPACTION_REQUESTED : 0) |
                      (resume ? HISTORY_RESUME_AFTER_SUMMARY : 0);
-    r->d =
-        history_decide(r->h.messages, r->h.dynamic_tools, ctx->env->max_steps, flags, &r->pending);
+    r->d = history_decide(r->h.messages, r->h.dynamic_tools, ctx->env->opts.max_steps, flags,
+                          &r->pending);
     /* The automatic gate, while preparing a model call (ARCHITECTURE.md §7.6). */
     if (r->d == DECIDE_CALL_MODEL) {
         compaction_gate_t gate =

@@ -36,7 +36,7 @@ static provider_call_t *s_start(taskctx_t *side, provider_done_fn *done, void *d
                               .messages = t->prompt,
                               .tools = t->no_tools,
                               .attempt = 1,
-                              .chunk_ms = side->env->sim_chunk_ms,
+                              .chunk_ms = side->env->opts.sim_chunk_ms,
                               .native_schema = t->fmt->schema,
                               .native_name = TITLE_SCHEMA_NAME,
                               .title = true};
