@@ -1,5 +1,5 @@
 /* jsonschema: the Draft-07 compiler; see jsonschema.h and JSONSCHEMA.md. */
-#include "jsonschema_internal.h"
+#include "schemanode.h"
 #include "jsonstrict.h"
 #include "mem.h"
 

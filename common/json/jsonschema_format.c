@@ -1,6 +1,6 @@
 /* jsonschema_format: the supported formats and the decimal multipleOf (equality, hashes and
  * exact number comparison are jsontape's); see JSONSCHEMA.md. */
-#include "jsonschema_internal.h"
+#include "schemanode.h"
 #include "hex.h"
 #include "jsonstrict.h"
 

@@ -1,6 +1,6 @@
 /* jsonschema_linear: the linear-pattern matcher that js_regex_match takes instead of PCRE2 for
  * simple patterns (jsonschema_regex.c decides); see JSONSCHEMA.md. */
-#include "jsonschema_internal.h"
+#include "schemanode.h"
 #include "mem.h"
 
 #include <stdlib.h>

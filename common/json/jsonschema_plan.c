@@ -2,7 +2,7 @@
  * the validator does little per instance value: name tables, keyword groups, quick tests,
  * one-pass objects, discriminators and const/enum values on a tape (JSONSCHEMA.md,
  * "Validation cost"). */
-#include "jsonschema_internal.h"
+#include "schemanode.h"
 #include "mem.h"
 
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* jsonschema_regex: ECMA-262 regexes on PCRE2 (rewrites, compile, match); see JSONSCHEMA.md. */
-#include "jsonschema_internal.h"
+#include "schemanode.h"
 #include "hex.h"
 #include "mem.h"
 

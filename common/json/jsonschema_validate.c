@@ -1,5 +1,5 @@
 /* jsonschema_validate: the Draft-07 validator over a compiled schema; see jsonschema.h. */
-#include "jsonschema_internal.h"
+#include "schemanode.h"
 #include "mem.h"
 
 #include <math.h>

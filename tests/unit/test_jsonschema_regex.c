@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jsonschema_internal.h"
+#include "schemanode.h"
 
 /* Patterns inside the linear subset (anchored or not). */
 static const char *s_linear[] = {

@@ -1,11 +1,11 @@
 /*
- * jsonschema_internal: the compiled form shared by jsonschema.c (compiler), jsonschema_plan.c
- * (what the compiler derives for the validator), jsonschema_validate.c (validator),
- * jsonschema_regex.c and jsonschema_linear.c (regexes) and jsonschema_format.c (formats). Not
- * part of the public interface; include jsonschema.h instead.
+ * schemanode: a compiled schema's nodes, the form shared by jsonschema.c (compiler),
+ * jsonschema_plan.c (what the compiler derives for the validator), jsonschema_validate.c
+ * (validator), jsonschema_regex.c and jsonschema_linear.c (regexes) and jsonschema_format.c
+ * (formats). Not part of the public interface; include jsonschema.h instead.
  */
-#ifndef CHATFLEET_JSONSCHEMA_INTERNAL_H
-#define CHATFLEET_JSONSCHEMA_INTERNAL_H
+#ifndef CHATFLEET_SCHEMANODE_H
+#define CHATFLEET_SCHEMANODE_H
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
