@@ -1,7 +1,7 @@
 /*
  * chatmove: the execution states of a chat, the transitions, and the table of allowed moves
  * between them (ARCHITECTURE.md §4: a legend of every state name, and the move table). Pure data
- * and classification: no I/O. common/chatstate consults it for every transition; the table is the
+ * and classification: no I/O. chatstate.c consults it for every transition; the table is the
  * single place that says what may happen.
  */
 #ifndef CHATFLEET_CHATMOVE_H

@@ -3,7 +3,7 @@
  *
  * A bundle is one PostgreSQL transaction: chatstate_begin() locks the chat row and advances
  * snapshot_version; each transition re-reads the state, classifies it, checks the allowed-
- * move table (common/chatmove) and, on the worker side, a fence; chatstate_commit() commits
+ * move table (chatmove.h) and, on the worker side, a fence; chatstate_commit() commits
  * and only then hands the hints to a sink. Any failed transition poisons the bundle: commit
  * refuses and the transaction is rolled back, so a rejected move leaves the database
  * exactly as it was. Nothing else writes chats, chat_messages or chat_queued_messages.

@@ -2,7 +2,7 @@
  * Walks every (execution state, transition) pair, the 13 states plus Invalid, on a real
  * PostgreSQL, and checks acceptance or rejection and the resulting state against the
  * move table of ARCHITECTURE.md §4.3, transcribed below as
- * the test's own expectation (independent of common/chatmove's table). Rejected moves must
+ * the test's own expectation (independent of chatmove.c's table). Rejected moves must
  * leave the chat's rows exactly as they were.
  */
 #include <setjmp.h>
