@@ -369,15 +369,30 @@ json_t *gateway_rows(PGconn *conn, const char *sql, int n, const char *const *pa
     return rows;
 }
 
+/* One chat's own fields, of the row aliased a (jsonb_strip_nulls: a root has no
+ * parent_chat_id or root_chat_id). */
+#define GATEWAY_CHAT_FIELDS(a)                                                                     \
+    "jsonb_strip_nulls(jsonb_build_object('id', " a ".id, 'owner_id', " a ".owner_id,"             \
+    " 'title', " a ".title, 'status', " a ".status, 'archived', " a ".archived,"                   \
+    " 'parent_chat_id', " a ".parent_chat_id, 'root_chat_id', " a ".root_chat_id,"                 \
+    " 'last_model_config_id', " a ".model_config_id, 'last_error', " a ".last_error,"              \
+    " 'retry_state', " a ".retry_state,"                                                           \
+    " 'requires_action_deadline_at', " a ".requires_action_deadline_at,"                           \
+    " 'created_at', " a ".created_at, 'updated_at', " a ".updated_at,"                             \
+    " 'snapshot_version', " a ".snapshot_version, 'dynamic_tools', " a ".dynamic_tools,"           \
+    " 'mcp_servers', " a ".mcp_servers))"                                                          \
+    " || jsonb_build_object('last_turn_summary', NULL, 'summary', NULL)"
+
+/* A member of a root's family, as the root embeds it. */
+#define GATEWAY_CHILD_JSON GATEWAY_CHAT_FIELDS("d") " || '{\"children\": []}'::jsonb"
+
+/* A chat with its children: a root's whole family, flat, in creation order (each member with
+ * its parent_chat_id); a child's are [] (ARCHITECTURE.md §3, "Families"). */
 #define GATEWAY_CHAT_JSON                                                                          \
-    "jsonb_strip_nulls(jsonb_build_object('id', c.id, 'owner_id', c.owner_id, 'title', c.title,"   \
-    " 'status', c.status, 'archived', c.archived, 'last_model_config_id', c.model_config_id,"      \
-    " 'last_error', c.last_error, 'retry_state', c.retry_state,"                                   \
-    " 'requires_action_deadline_at', c.requires_action_deadline_at,"                               \
-    " 'created_at', c.created_at, 'updated_at', c.updated_at,"                                     \
-    " 'snapshot_version', c.snapshot_version, 'dynamic_tools', c.dynamic_tools,"                   \
-    " 'mcp_servers', c.mcp_servers))"                                                              \
-    " || jsonb_build_object('last_turn_summary', NULL, 'summary', NULL, 'children', '[]'::jsonb)"
+    GATEWAY_CHAT_FIELDS("c")                                                                       \
+    " || jsonb_build_object('children', CASE WHEN c.parent_chat_id IS NOT NULL THEN '[]'::jsonb"   \
+    " ELSE coalesce((SELECT jsonb_agg(" GATEWAY_CHILD_JSON " ORDER BY d.created_at, d.id)"         \
+    " FROM chats d WHERE d.root_chat_id = c.id), '[]'::jsonb) END)"
 
 const char *const gateway_chat_json_sql = GATEWAY_CHAT_JSON;
 

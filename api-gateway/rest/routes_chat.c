@@ -321,6 +321,7 @@ static void s_list(void *app, http_req_t *req, http_resp_t *resp) {
     /* The cursor's row is read with the owner again: the check above and this query may see
      * different snapshots, and neither may read another user's row. */
     char *sql = mem_printf("SELECT %s FROM chats c WHERE c.owner_id = $1"
+                           " AND c.parent_chat_id IS NULL" /* roots: children are embedded */
                            " AND c.archived = $2::boolean AND ($3::uuid IS NULL OR"
                            " (c.updated_at, c.id) < (SELECT updated_at, id FROM chats"
                            " WHERE id = $3::uuid AND owner_id = $1)) ORDER BY c.updated_at DESC,"

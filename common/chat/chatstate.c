@@ -53,6 +53,7 @@ void chatstate_destroy(chatstate_t **self_p) {
     free(self->inserted.ids);
     free(self->deleted.ids);
     free(self->insert_outs.outs);
+    free(self->family);
     free(self);
     *self_p = NULL;
 }
@@ -556,6 +557,10 @@ int chatstate_commit(chatstate_t **self_p, const hint_sink_t *sink, hint_update_
     }
     if (rc == 0) {
         chatstate_publish(sink, &h);
+        for (int i = 0; i < self->family_count; i++) {
+            cs_hints_t member = {.update = self->family[i]};
+            chatstate_publish(sink, &member);
+        }
         if (after) {
             *after = h.update;
         }
@@ -610,6 +615,12 @@ int chatstate_create(PGconn *conn, const cs_settings_t *settings, const cs_creat
         return -1;
     }
     self->open = true;
+    cs_family_t fam = {.depth = 0};
+    if (c->parent_chat_id && cs_family_join(self, c, &fam, err) != 0) {
+        chatstate_destroy(&self);
+        return -1;
+    }
+    char depth[DB_PARAM_INT64_LEN];
     const char *p[] = {id,
                        c->owner_id,
                        c->title,
@@ -619,20 +630,25 @@ int chatstate_create(PGconn *conn, const cs_settings_t *settings, const cs_creat
                        c->system_prompt,
                        c->dynamic_tools,
                        first_user,
-                       c->mcp_servers};
+                       c->mcp_servers,
+                       c->parent_chat_id,
+                       c->parent_chat_id ? fam.root_chat_id : NULL,
+                       db_param_int64(depth, fam.depth)};
     /* The row is sent ahead with the messages, and read with the load that checks them: one
      * round trip (ARCHITECTURE.md §4.4). Were the id taken, the messages would have gone to
      * that chat inside this transaction, which the conflict below rolls back. */
     PGresult *created = NULL;
     cs_keep(self, err,
             "INSERT INTO chats (id, owner_id, title, title_source, status, model_config_id,"
-            " system_prompt, dynamic_tools, mcp_servers) SELECT $1, $2::uuid, coalesce($3,"
+            " system_prompt, dynamic_tools, mcp_servers, parent_chat_id, root_chat_id, depth)"
+            " SELECT $1, $2::uuid, coalesce($3,"
             " left(regexp_replace("
             "(SELECT e.p ->> 'text' FROM jsonb_array_elements($9::jsonb) e(p)"
             " WHERE e.p ->> 'type' = 'text' LIMIT 1), '\\s+', ' ', 'g'), 80), 'New Chat'),"
-            " $4::chat_title_source, $5::chat_status, $6::uuid, $7, $8::jsonb, $10::jsonb"
+            " $4::chat_title_source, $5::chat_status, $6::uuid, $7, $8::jsonb, $10::jsonb,"
+            " $11::uuid, $12::uuid, $13::int"
             " WHERE NOT EXISTS (SELECT 1 FROM chats WHERE id = $1) RETURNING id",
-            10, p, &created);
+            13, p, &created);
     if (!self->failed && c->system_prompt) {
         cs_message_t sys = {
             .role = "system", .visibility = "model", .content = NULL, .created_by = c->owner_id};

@@ -89,6 +89,13 @@ typedef struct {
     const char *mcp_servers;   /* JSON array of MCP server names (ARCHITECTURE.md §7.9), or NULL */
     const cs_message_t *messages;
     int message_count;
+    /* A subagent chat (ARCHITECTURE.md §3, "Families"): its parent, one of the owner's chats,
+     * or NULL for a root. The root is locked FOR SHARE while the child is created, and an
+     * archived root refuses it; so do the caps when set (0: none): the child's depth (the
+     * parent's plus one) over max_depth, or a parent already holding max_children. */
+    const char *parent_chat_id;
+    int max_depth;
+    int max_children;
 } cs_create_t;
 
 typedef enum { CS_BUSY_QUEUE = 0, CS_BUSY_INTERRUPT } cs_busy_t;

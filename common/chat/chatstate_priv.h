@@ -53,6 +53,8 @@ struct chatstate {
     exec_state_t state;
     cs_ids_t inserted;
     cs_ids_t deleted;
+    hint_update_t *family; /* the family members a root's archive changed (chatstate_family.c) */
+    int family_count;
     struct {
         int64_t **outs; /* where each message insert sent ahead wants its id (NULL: nowhere) */
         int count;
@@ -60,6 +62,22 @@ struct chatstate {
         int head; /* the next insert whose result comes back */
     } insert_outs;
 };
+
+/* Where a new child chat sits (chatstate_family.c). */
+typedef struct {
+    char root_chat_id[ID_UUID_LEN + 1];
+    int depth;
+} cs_family_t;
+
+/* Locks c->parent_chat_id's family (the root first) and checks that the child may join it:
+ * the parent is the owner's (CS_NOT_FOUND), the root is not archived, and the depth and
+ * children caps hold (CS_CONFLICT); fills f. 0 or -1 (the bundle poisoned). */
+int cs_family_join(chatstate_t *self, const cs_create_t *c, cs_family_t *f, cs_error_t *err);
+
+/* SetArchived's family part, after the chat's own: unarchiving a child whose parent is
+ * archived is refused (CS_CONFLICT); a root takes every descendant along, or the bundle fails
+ * when one of them is not waiting or in error. 0 or -1. */
+int cs_family_archive(chatstate_t *self, bool archived, cs_error_t *err);
 
 /* Checks m's hook context rows (chatstate.h, cs_message_t.context); -1 (bundle poisoned,
  * CS_BAD_INPUT) when one is not a hook context row. */

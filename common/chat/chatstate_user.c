@@ -53,7 +53,8 @@ int chatstate_set_archived(chatstate_t *self, bool archived, cs_error_t *err) {
     const char *p[] = {self->chat_id, archived ? "t" : "f"};
     if (cs_exec(self, err,
                 "UPDATE chats SET archived = $2::boolean, updated_at = now() WHERE id = $1", 2,
-                p) != 0) {
+                p) != 0 ||
+        cs_family_archive(self, archived, err) != 0) {
         return -1;
     }
     return cs_finish(self, from, mv, err);
