@@ -279,6 +279,17 @@ static int s_admit(gateway_t *gw, const http_req_t *req, send_t *s, bool edit) {
     return rc;
 }
 
+/* Gives back what a send or an edit held: its connection, hook context, format, rows. */
+static void s_send_clear(gateway_t *gw, send_t *s, json_t *body) {
+    pool_put(gw->pool, s->conn);
+    admithook_context_clear(&s->context);
+    gateway_format_clear(&s->format);
+    json_decref(s->inserted);
+    json_decref(s->deleted);
+    free((char *)s->msg.content);
+    json_decref(body);
+}
+
 static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     json_t *body = NULL;
@@ -313,13 +324,7 @@ static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
             http_json(resp, 200, out);
         }
     }
-    pool_put(gw->pool, s.conn);
-    admithook_context_clear(&s.context);
-    gateway_format_clear(&s.format);
-    json_decref(s.inserted);
-    json_decref(s.deleted);
-    free((char *)s.msg.content);
-    json_decref(body);
+    s_send_clear(gw, &s, body);
 }
 
 /* The edit found no active user message in the caller's chat: the reference's answers
@@ -386,13 +391,7 @@ static void s_edit(void *app, http_req_t *req, http_resp_t *resp) {
             http_json(resp, 200, out);
         }
     }
-    pool_put(gw->pool, s.conn);
-    admithook_context_clear(&s.context);
-    gateway_format_clear(&s.format);
-    json_decref(s.inserted);
-    json_decref(s.deleted);
-    free((char *)s.msg.content);
-    json_decref(body);
+    s_send_clear(gw, &s, body);
 }
 
 typedef struct {
