@@ -90,13 +90,18 @@ typedef struct {
     const cs_message_t *messages;
     int message_count;
     /* A subagent chat (ARCHITECTURE.md §3, "Families"): its parent, one of the owner's chats,
-     * or NULL for a root. The root is locked FOR SHARE while the child is created, and an
-     * archived root refuses it; so do the caps when set (0: none): the child's depth (the
+     * or NULL for a root. The root is locked while the child is created (one creation at a
+     * time per family), and an archived root refuses it, as does a family of CS_FAMILY_MAX
+     * chats besides its root; so do the caps when set (0: none): the child's depth (the
      * parent's plus one) over max_depth, or a parent already holding max_children. */
     const char *parent_chat_id;
     int max_depth;
     int max_children;
 } cs_create_t;
+
+/* The most chats a family holds besides its root, whatever the caps: what a family archive
+ * locks and a root's JSON embeds stays bounded. */
+#define CS_FAMILY_MAX 1024
 
 typedef enum { CS_BUSY_QUEUE = 0, CS_BUSY_INTERRUPT } cs_busy_t;
 

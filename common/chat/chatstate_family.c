@@ -4,7 +4,6 @@
 #include "mem.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* The parent's family: its root (the parent itself when it is a root), depth and owner. */
@@ -20,46 +19,50 @@ static int s_parent(chatstate_t *self, const char *parent, cs_family_t *f, char 
     }
     int n = PQntuples(res);
     if (n == 1) {
-        snprintf(f->root_chat_id, sizeof f->root_chat_id, "%s", PQgetvalue(res, 0, 0));
-        f->depth = atoi(PQgetvalue(res, 0, 1)) + 1;
-        snprintf(owner, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 2));
+        snprintf(f->root_chat_id, sizeof f->root_chat_id, "%s", db_text(res, 0, 0));
+        f->depth = (int)db_int64(res, 0, 1) + 1;
+        snprintf(owner, ID_UUID_LEN + 1, "%s", db_text(res, 0, 2));
     }
     PQclear(res);
     return n == 1 ? 0 : cs_fail(self, err, CS_NOT_FOUND, "parent chat %s not found", parent);
 }
 
-/* Locks the family in its one order, root first: a root parent FOR NO KEY UPDATE (its
- * children are counted under it), else the root FOR SHARE and then the parent. A family
- * archive holds the root FOR UPDATE, so a child is created wholly before or after it. */
-static int s_lock(chatstate_t *self, const char *parent, const cs_family_t *f, bool *archived,
-                  cs_error_t *err) {
-    bool root_parent = !strcmp(parent, f->root_chat_id);
-    const char *root[] = {f->root_chat_id};
+/* Locks the family's root FOR NO KEY UPDATE: one child is created at a time in a family, so
+ * the counts below are exact, and a family archive (the root FOR UPDATE) sees a child wholly
+ * or not at all. Reads the root's archived marker, the family's size and the parent's
+ * children in the same round trip's snapshot. */
+static int s_lock_and_count(chatstate_t *self, const char *parent, const cs_family_t *f,
+                            bool *archived, int64_t *members, int64_t *children, cs_error_t *err) {
+    const char *p[] = {f->root_chat_id, parent};
     PGresult *res =
         cs_query(self, err,
-                 root_parent ? "SELECT archived FROM chats WHERE id = $1 FOR NO KEY UPDATE"
-                             : "SELECT archived FROM chats WHERE id = $1 FOR SHARE",
-                 1, root);
+                 "SELECT archived, (SELECT count(*) FROM chats WHERE root_chat_id = $1),"
+                 " (SELECT count(*) FROM chats WHERE parent_chat_id = $2)"
+                 " FROM chats WHERE id = $1 FOR NO KEY UPDATE",
+                 2, p);
     if (!res) {
         return -1;
     }
-    *archived = PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t");
-    PQclear(res);
-    if (root_parent) {
-        return 0;
+    int n = PQntuples(res);
+    if (n == 1) {
+        *archived = db_bool(res, 0, 0);
+        *members = db_int64(res, 0, 1);
+        *children = db_int64(res, 0, 2);
     }
-    const char *p[] = {parent};
-    return cs_exec(self, err, "SELECT 1 FROM chats WHERE id = $1 FOR NO KEY UPDATE", 1, p);
+    PQclear(res);
+    return n == 1 ? 0 : cs_fail(self, err, CS_NOT_FOUND, "parent chat %s not found", parent);
 }
 
 int cs_family_join(chatstate_t *self, const cs_create_t *c, cs_family_t *f, cs_error_t *err) {
     char owner[ID_UUID_LEN + 1] = "";
     bool archived = false;
+    int64_t members = 0;
+    int64_t children = 0;
     if (!id_uuid_valid(c->parent_chat_id)) {
         return cs_fail(self, err, CS_NOT_FOUND, "parent chat %s not found", c->parent_chat_id);
     }
     if (s_parent(self, c->parent_chat_id, f, owner, err) != 0 ||
-        s_lock(self, c->parent_chat_id, f, &archived, err) != 0) {
+        s_lock_and_count(self, c->parent_chat_id, f, &archived, &members, &children, err) != 0) {
         return -1;
     }
     if (strcmp(owner, c->owner_id) != 0) {
@@ -69,21 +72,17 @@ int cs_family_join(chatstate_t *self, const cs_create_t *c, cs_family_t *f, cs_e
         return cs_fail(self, err, CS_CONFLICT,
                        "the family's root %s is archived: Create is not allowed", f->root_chat_id);
     }
+    if (members >= CS_FAMILY_MAX) {
+        return cs_fail(self, err, CS_CONFLICT, "the family has %lld members, the most there can be",
+                       (long long)members);
+    }
     if (c->max_depth > 0 && f->depth > c->max_depth) {
         return cs_fail(self, err, CS_CONFLICT, "a child at depth %d is over the depth cap %d",
                        f->depth, c->max_depth);
     }
-    const char *p[] = {c->parent_chat_id};
-    PGresult *res =
-        cs_query(self, err, "SELECT count(*) FROM chats WHERE parent_chat_id = $1", 1, p);
-    if (!res) {
-        return -1;
-    }
-    long children = atol(PQgetvalue(res, 0, 0));
-    PQclear(res);
     if (c->max_children > 0 && children >= c->max_children) {
-        return cs_fail(self, err, CS_CONFLICT, "the parent has %ld children, the cap is %d",
-                       children, c->max_children);
+        return cs_fail(self, err, CS_CONFLICT, "the parent has %lld children, the cap is %d",
+                       (long long)children, c->max_children);
     }
     return 0;
 }
@@ -98,31 +97,32 @@ static int s_parent_archived(chatstate_t *self, cs_error_t *err) {
     if (!res) {
         return -1;
     }
-    bool archived = PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t");
+    bool archived = PQntuples(res) == 1 && db_bool(res, 0, 0);
     PQclear(res);
     return archived ? cs_fail(self, err, CS_CONFLICT,
                               "the parent chat is archived: unarchive the family's root instead")
                     : 0;
 }
 
-/* Keeps one hint per family member the archive changed, for chatstate_commit to publish. */
+/* Keeps one hint per family member the archive changed, for chatstate_commit to publish (at
+ * most CS_FAMILY_MAX: creation keeps a family within it). */
 static void s_keep_hints(chatstate_t *self, const PGresult *res) {
     int n = PQntuples(res);
     self->family = mem_calloc((size_t)(n ? n : 1), sizeof *self->family);
     self->family_count = n;
     for (int i = 0; i < n; i++) {
         hint_update_t *u = &self->family[i];
-        snprintf(u->chat_id, sizeof u->chat_id, "%s", PQgetvalue(res, i, 0));
-        snprintf(u->owner_id, sizeof u->owner_id, "%s", PQgetvalue(res, i, 1));
-        u->snapshot_version = atoll(PQgetvalue(res, i, 2));
-        snprintf(u->worker_id, sizeof u->worker_id, "%s", PQgetvalue(res, i, 3));
-        snprintf(u->runner_id, sizeof u->runner_id, "%s", PQgetvalue(res, i, 4));
-        u->history_version = atoll(PQgetvalue(res, i, 5));
-        u->queue_version = atoll(PQgetvalue(res, i, 6));
-        u->retry_state_version = atoll(PQgetvalue(res, i, 7));
-        u->generation_attempt = atoll(PQgetvalue(res, i, 8));
-        snprintf(u->status, sizeof u->status, "%s", PQgetvalue(res, i, 9));
-        u->archived = !strcmp(PQgetvalue(res, i, 10), "t");
+        snprintf(u->chat_id, sizeof u->chat_id, "%s", db_text(res, i, 0));
+        snprintf(u->owner_id, sizeof u->owner_id, "%s", db_text(res, i, 1));
+        u->snapshot_version = db_int64(res, i, 2);
+        snprintf(u->worker_id, sizeof u->worker_id, "%s", db_text(res, i, 3));
+        snprintf(u->runner_id, sizeof u->runner_id, "%s", db_text(res, i, 4));
+        u->history_version = db_int64(res, i, 5);
+        u->queue_version = db_int64(res, i, 6);
+        u->retry_state_version = db_int64(res, i, 7);
+        u->generation_attempt = db_int64(res, i, 8);
+        snprintf(u->status, sizeof u->status, "%s", db_text(res, i, 9));
+        u->archived = db_bool(res, i, 10);
     }
 }
 
@@ -140,11 +140,11 @@ static int s_descendants(chatstate_t *self, bool archived, cs_error_t *err) {
         return -1;
     }
     for (int i = 0; i < PQntuples(res); i++) {
-        const char *status = PQgetvalue(res, i, 1);
+        const char *status = db_text(res, i, 1);
         if (strcmp(status, "waiting") != 0 && strcmp(status, "error") != 0) {
             int rc = cs_fail(self, err, CS_CONFLICT,
                              "chat %s of the family is %s: SetArchived is not allowed",
-                             PQgetvalue(res, i, 0), status);
+                             db_text(res, i, 0), status);
             PQclear(res);
             return rc;
         }
@@ -176,7 +176,7 @@ int cs_family_archive(chatstate_t *self, bool archived, cs_error_t *err) {
     if (!res) {
         return -1;
     }
-    bool root = PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t");
+    bool root = PQntuples(res) == 1 && db_bool(res, 0, 0);
     PQclear(res);
     return root ? s_descendants(self, archived, err) : 0;
 }

@@ -69,9 +69,10 @@ typedef struct {
     int depth;
 } cs_family_t;
 
-/* Locks c->parent_chat_id's family (the root first) and checks that the child may join it:
- * the parent is the owner's (CS_NOT_FOUND), the root is not archived, and the depth and
- * children caps hold (CS_CONFLICT); fills f. 0 or -1 (the bundle poisoned). */
+/* Locks c->parent_chat_id's family (its root) and checks that the child may join it: the
+ * parent is the owner's (CS_NOT_FOUND), the root is not archived, the family is under
+ * CS_FAMILY_MAX, and the depth and children caps hold (CS_CONFLICT); fills f. 0 or -1 (the
+ * bundle poisoned). */
 int cs_family_join(chatstate_t *self, const cs_create_t *c, cs_family_t *f, cs_error_t *err);
 
 /* SetArchived's family part, after the chat's own: unarchiving a child whose parent is

@@ -21,6 +21,7 @@
 #include "bus.h"
 #include "chatsetup.h"
 #include "chatstate.h"
+#include "db.h"
 #include "mem.h"
 #include "proc.h"
 #include "protocol.h"
@@ -433,6 +434,31 @@ static void test_an_archived_family_refuses_a_new_child(void **state) {
     free(u.token);
 }
 
+/* A family holds at most CS_FAMILY_MAX chats besides its root, with no caps set: the next
+ * child is refused and nothing is written. */
+static void test_a_family_at_its_size_limit_refuses_another_child(void **state) {
+    (void)state;
+    user_t u;
+    s_user("fam-full", &u);
+    char *root = s_root(&u, EMPTY);
+    char *fill =
+        mem_printf("INSERT INTO chats (id, owner_id, title, parent_chat_id, root_chat_id, depth)"
+                   " SELECT gen_random_uuid(), '%s', 'member ' || n, '%s', '%s', 1"
+                   " FROM generate_series(1, %d) n",
+                   u.id, root, root, CS_FAMILY_MAX);
+    char why[256] = "";
+    if (db_exec(s_conn, why, sizeof why, fill, 0, NULL) != DB_OK) {
+        fail_msg("filling the family: %s", why);
+    }
+    free(fill);
+    s_refused(u.id, root, 0, 0, CS_CONFLICT, "a child past the family's size limit");
+    json_t *r = s_chat(&u, root);
+    assert_int_equal(json_array_size(json_object_get(r, "children")), CS_FAMILY_MAX);
+    json_decref(r);
+    free(root);
+    free(u.token);
+}
+
 static void test_the_family_archive_publishes_an_update_hint_for_each_member(void **state) {
     (void)state;
     user_t u;
@@ -556,6 +582,7 @@ int main(void) {
             test_a_child_alone_archives_alone_and_cannot_unarchive_under_an_archived_parent),
         cmocka_unit_test(test_a_running_descendant_refuses_the_root_archive_and_nothing_changes),
         cmocka_unit_test(test_an_archived_family_refuses_a_new_child),
+        cmocka_unit_test(test_a_family_at_its_size_limit_refuses_another_child),
         cmocka_unit_test(test_the_family_archive_publishes_an_update_hint_for_each_member),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
