@@ -87,23 +87,6 @@ int cs_family_join(chatstate_t *self, const cs_create_t *c, cs_family_t *f, cs_e
     return 0;
 }
 
-/* Unarchiving a child while its parent is archived is refused. */
-static int s_parent_archived(chatstate_t *self, cs_error_t *err) {
-    const char *p[] = {self->chat_id};
-    PGresult *res = cs_query(self, err,
-                             "SELECT coalesce(p.archived, false) FROM chats c"
-                             " LEFT JOIN chats p ON p.id = c.parent_chat_id WHERE c.id = $1",
-                             1, p);
-    if (!res) {
-        return -1;
-    }
-    bool archived = PQntuples(res) == 1 && db_bool(res, 0, 0);
-    PQclear(res);
-    return archived ? cs_fail(self, err, CS_CONFLICT,
-                              "the parent chat is archived: unarchive the family's root instead")
-                    : 0;
-}
-
 /* Keeps one hint per family member the archive changed, for chatstate_commit to publish (at
  * most CS_FAMILY_MAX: creation keeps a family within it). */
 static void s_keep_hints(chatstate_t *self, const PGresult *res) {
@@ -167,16 +150,21 @@ static int s_descendants(chatstate_t *self, bool archived, cs_error_t *err) {
 }
 
 int cs_family_archive(chatstate_t *self, bool archived, cs_error_t *err) {
-    if (!archived && s_parent_archived(self, err) != 0) {
-        return -1;
-    }
     const char *p[] = {self->chat_id};
-    PGresult *res =
-        cs_query(self, err, "SELECT parent_chat_id IS NULL FROM chats WHERE id = $1", 1, p);
+    PGresult *res = cs_query(self, err,
+                             "SELECT c.parent_chat_id IS NULL, coalesce(p.archived, false)"
+                             " FROM chats c LEFT JOIN chats p ON p.id = c.parent_chat_id"
+                             " WHERE c.id = $1",
+                             1, p);
     if (!res) {
         return -1;
     }
     bool root = PQntuples(res) == 1 && db_bool(res, 0, 0);
+    bool parent_archived = PQntuples(res) == 1 && db_bool(res, 0, 1);
     PQclear(res);
+    if (!archived && parent_archived) {
+        return cs_fail(self, err, CS_CONFLICT,
+                       "the parent chat is archived: unarchive the family's root instead");
+    }
     return root ? s_descendants(self, archived, err) : 0;
 }
