@@ -21,6 +21,7 @@
 #include "bus.h"
 #include "chatsetup.h"
 #include "chatstate.h"
+#include "cluster.h"
 #include "db.h"
 #include "mem.h"
 #include "proc.h"
@@ -30,12 +31,10 @@
 #define WAIT_MS 8000
 #define EMPTY   "{\"content\":[]}" /* a chat with no user message: waiting */
 
-static testdb_t *s_db;
-static PGconn *s_conn;
-static pid_t s_broker;
-static pid_t s_gw;
-static char s_base[64];
-static char s_sub[64]; /* the broker's subscriber endpoint, to read the gateway's hints */
+static cluster_t *s_c;     /* PostgreSQL, a broker and one gateway; no worker */
+static PGconn *s_conn;     /* the harness's connection (cluster_db) */
+static const char *s_base; /* the gateway's URL */
+static const char *s_sub;  /* the broker's subscriber endpoint, to read the gateway's hints */
 static char s_gw_bin[512];
 
 /* One test's user: its bearer token and its id. */
@@ -45,7 +44,7 @@ typedef struct {
 } user_t;
 
 static void s_user(const char *name, user_t *u) {
-    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
+    char *url = mem_printf("CHATFLEET_DATABASE_URL=%s", cluster_db_url(s_c));
     char *env[] = {url, NULL};
     char *argv[] = {s_gw_bin, "user-add", (char *)name, NULL};
     u->token = proc_output(argv, env);
@@ -531,45 +530,19 @@ static void test_the_family_archive_publishes_an_update_hint_for_each_member(voi
 
 static int s_setup(void **state) {
     (void)state;
-    s_db = testdb_new();
-    s_conn = testdb_connect(s_db);
+    cluster_opts_t o = {.name = "test_chat_family", .gateways = 1, .workers = 0};
+    s_c = cluster_new(&o);
+    s_conn = cluster_db(s_c);
+    s_base = cluster_url(s_c, 0);
+    s_sub = cluster_endpoint(s_c, "sub");
     snprintf(s_gw_bin, sizeof s_gw_bin, "%s/api-gateway/chatfleet-gateway",
              getenv("CHATFLEET_BUILD_DIR"));
-    char pub[64];
-    char relay[64];
-    snprintf(pub, sizeof pub, "tcp://127.0.0.1:%d", proc_free_port());
-    snprintf(s_sub, sizeof s_sub, "tcp://127.0.0.1:%d", proc_free_port());
-    snprintf(relay, sizeof relay, "tcp://127.0.0.1:%d", proc_free_port());
-    char bbin[512];
-    snprintf(bbin, sizeof bbin, "%s/broker/chatfleet-broker", getenv("CHATFLEET_BUILD_DIR"));
-    char *bargv[] = {bbin, "--pub", pub, "--sub", s_sub, "--relay", relay, NULL};
-    s_broker = proc_spawn(bargv, NULL, "test_chat_family.log");
-    int port = proc_free_port();
-    snprintf(s_base, sizeof s_base, "http://127.0.0.1:%d", port);
-    char *env[] = {mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db)),
-                   mem_printf("CHATFLEET_HTTP_LISTEN=127.0.0.1:%d", port),
-                   mem_printf("CHATFLEET_BROKER_PUB=%s", pub),
-                   mem_printf("CHATFLEET_BROKER_SUB=%s", s_sub),
-                   mem_printf("CHATFLEET_BROKER_RELAY=%s", relay),
-                   NULL};
-    char *argv[] = {s_gw_bin, "serve", NULL};
-    s_gw = proc_spawn(argv, env, "test_chat_family.log");
-    for (int k = 0; env[k]; k++) {
-        free(env[k]);
-    }
-    char health[96];
-    snprintf(health, sizeof health, "%s/healthz", s_base);
-    ASSERT(proc_wait_http(health, 10000) == 0);
     return 0;
 }
 
 static int s_teardown(void **state) {
     (void)state;
-    int rc = proc_stop(s_gw, 5000);
-    proc_stop(s_broker, 5000);
-    PQfinish(s_conn);
-    testdb_destroy(&s_db);
-    return rc == 0 ? 0 : -1;
+    return cluster_destroy(&s_c) == 0 ? 0 : -1;
 }
 
 int main(void) {
