@@ -107,7 +107,9 @@ static int s_options(worker_options_t *o) {
                    s_num("CHATFLEET_REQUIRES_ACTION_DEADLINE_MS", 5 * 60 * 1000, 1,
                          &o->ra_deadline_ms) ||
                    s_num("CHATFLEET_WORKER_DRAIN_MS", 5000, 0, &o->drain_ms) ||
-                   s_num("CHATFLEET_WORKER_DB_CONNS", 8, WORKER_DB_CONNS_MIN, &o->db_conns)
+                   s_num("CHATFLEET_WORKER_DB_CONNS", 8, WORKER_DB_CONNS_MIN, &o->db_conns) ||
+                   s_num("CHATFLEET_SUBAGENT_MAX_DEPTH", 3, 0, &o->turn.subagent_max_depth) ||
+                   s_num("CHATFLEET_SUBAGENT_MAX_CHILDREN", 16, 1, &o->turn.subagent_max_children)
                ? -1
                : 0;
 }
@@ -208,6 +210,7 @@ static void s_task_env(worker_t *self) {
     env->sink = bus_publisher_sink(self->pub);
     snprintf(env->inbox, sizeof env->inbox, "inproc://chatfleet-manager-%s", self->id);
     env->opts = opts->turn;
+    env->opts.queue_max = self->cfg.queue_max;
     env->usage = usagemeter_new();
     env->chat_settings = (cs_settings_t){.lease_stale_ms = self->cfg.lease_stale_ms,
                                          .requires_action_deadline_ms = opts->ra_deadline_ms};
@@ -267,7 +270,8 @@ static void s_log_started(const worker_t *self) {
              "worker_id=%s max_chats=%lld sync_ms=%lld max_retries=%lld max_steps=%lld "
              "retry_base_ms=%lld retry_max_ms=%lld sim_chunk_ms=%lld "
              "requires_action_deadline_ms=%lld drain_ms=%lld db_conns=%lld task_conns=%d "
-             "compaction_model=%s compaction_threshold_percent=%d title_model=%s",
+             "compaction_model=%s compaction_threshold_percent=%d title_model=%s "
+             "subagent_max_depth=%lld subagent_max_children=%lld",
              self->id, (long long)opts->max_chats, (long long)opts->sync_ms,
              (long long)opts->turn.max_retries, (long long)opts->turn.max_steps,
              (long long)opts->turn.retry_base_ms, (long long)opts->turn.retry_max_ms,
@@ -275,7 +279,8 @@ static void s_log_started(const worker_t *self) {
              (long long)opts->drain_ms, (long long)opts->db_conns, s_task_conns(opts),
              opts->turn.compaction.model[0] ? opts->turn.compaction.model : "-",
              opts->turn.compaction.default_threshold,
-             opts->turn.title_model[0] ? opts->turn.title_model : "-");
+             opts->turn.title_model[0] ? opts->turn.title_model : "-",
+             (long long)opts->turn.subagent_max_depth, (long long)opts->turn.subagent_max_children);
 }
 
 worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {

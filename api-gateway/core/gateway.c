@@ -80,7 +80,8 @@ int gateway_bundle(gateway_t *gw, PGconn *conn, const http_req_t *req, gateway_s
     cs_error_t err = {0};
     for (int attempt = 0; attempt < GATEWAY_BUNDLE_TRIES; attempt++) {
         chatstate_t *cs = chatstate_begin(conn, &gw->chat_settings, chat_id, &err);
-        if (cs && step(cs, ctx, &err) == 0 && chatstate_commit(&cs, &gw->sink, after, &err) == 0) {
+        if (cs && step(cs, ctx, &err) == 0 &&
+            chatstate_commit_wake(&cs, &gw->sink, after, &err) == 0) {
             return 0;
         }
         chatstate_destroy(&cs);
@@ -378,6 +379,7 @@ json_t *gateway_rows(PGconn *conn, const char *sql, int n, const char *const *pa
     " 'last_model_config_id', " a ".model_config_id, 'last_error', " a ".last_error,"              \
     " 'retry_state', " a ".retry_state,"                                                           \
     " 'requires_action_deadline_at', " a ".requires_action_deadline_at,"                           \
+    " 'waiting_on_agents', nullif(" a ".waiting_on_agents, false), 'worker_id', " a ".worker_id,"  \
     " 'created_at', " a ".created_at, 'updated_at', " a ".updated_at,"                             \
     " 'snapshot_version', " a ".snapshot_version, 'dynamic_tools', " a ".dynamic_tools,"           \
     " 'mcp_servers', " a ".mcp_servers))"                                                          \

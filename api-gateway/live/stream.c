@@ -125,10 +125,12 @@ static void s_sync_action(stream_t *s, PGconn *conn) {
     const char *p[] = {s->chat_id};
     char *sql = mem_printf("SELECT jsonb_build_object('tool_call_id', call_id, 'tool_name', name,"
                            " 'args', args::text) FROM (%s) pending",
-                           chatstate_pending_calls_sql);
+                           chatstate_client_calls_sql);
     json_t *calls = s_rows(conn, sql, 1, p);
     free(sql);
-    if (calls) {
+    if (json_array_size(calls) == 0) { /* none: an agent wait, no client's business */
+        json_decref(calls);
+    } else {
         s_emit(s, "action_required", json_pack("{s:{s:o}}", "action_required", "tool_calls", calls),
                0);
     }

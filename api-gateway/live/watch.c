@@ -192,7 +192,7 @@ static json_t *s_tool_calls(PGconn *conn, const char *chat_id) {
     const char *p[] = {chat_id};
     char *sql = mem_printf("SELECT jsonb_build_object('tool_call_id', call_id, 'tool_name', name,"
                            " 'args', args::text) FROM (%s) pending",
-                           chatstate_pending_calls_sql);
+                           chatstate_client_calls_sql);
     http_resp_t ignore = {0};
     json_t *calls = gateway_rows(conn, sql, 1, p, &ignore);
     free(ignore.body);
@@ -224,7 +224,12 @@ static void s_diff(watch_t *w, PGconn **conn, json_t *chat) {
                 if (!*conn) {
                     *conn = pool_get(w->gw->pool);
                 }
-                s_event(w, "action_required", chat, s_tool_calls(*conn, id));
+                json_t *calls = s_tool_calls(*conn, id);
+                if (json_array_size(calls) > 0) { /* none: an agent wait, no client's business */
+                    s_event(w, "action_required", chat, calls);
+                } else {
+                    json_decref(calls);
+                }
             }
         }
         if (strcmp(was->title ? was->title : "", title ? title : "") != 0) {

@@ -421,8 +421,25 @@ static void s_simple(gateway_t *gw, http_req_t *req, http_resp_t *resp, gateway_
     pool_put(gw->pool, conn);
 }
 
+/* Interrupts the chat, then its active descendants (ARCHITECTURE.md §3, "Families"): a parent
+ * that is itself idle still stops its family, and answers 200 when anything stopped. */
 static void s_interrupt(void *app, http_req_t *req, http_resp_t *resp) {
-    s_simple(app, req, resp, s_interrupt_step, NULL, 200);
+    gateway_t *gw = app;
+    PGconn *conn = pool_get(gw->pool);
+    int rc = gateway_bundle(gw, conn, req, s_interrupt_step, NULL, NULL, resp);
+    int count = 0;
+    if (rc == 0 || resp->status == 409) {
+        cs_error_t err;
+        if (chatstate_interrupt_descendants(conn, &gw->chat_settings, req->params[0], "user_cancel",
+                                            &gw->sink, &count, &err) != 0) {
+            gateway_cs_error(resp, &err);
+            rc = 1;
+        }
+    }
+    if (rc == 0 || (rc < 0 && count > 0)) {
+        s_reply_chat(conn, req, 200, resp);
+    }
+    pool_put(gw->pool, conn);
 }
 
 static void s_compact(void *app, http_req_t *req, http_resp_t *resp) {

@@ -207,8 +207,20 @@ static int s_clear_compaction(chatstate_t *self, chatmove_t move, cs_error_t *er
                    p);
 }
 
+/* An agent wait lasts while the chat stays in requires_action: every move that leaves it (the
+ * resumption, an interrupt, an edit) ends it here, by construction. */
+static int s_clear_agent_wait(chatstate_t *self, cs_error_t *err) {
+    if (!self->row.agent_wait || self->state == ES_A0 || self->state == ES_A1) {
+        return 0;
+    }
+    const char *p[] = {self->chat_id};
+    return cs_exec(self, err, "UPDATE chats SET waiting_on_agents = false WHERE id = $1", 1, p) ||
+           cs_load(self, err);
+}
+
 int cs_finish(chatstate_t *self, exec_state_t from, chatmove_t move, cs_error_t *err) {
-    if (s_clear_compaction(self, move, err) != 0 || cs_load(self, err) != 0) {
+    if (s_clear_compaction(self, move, err) != 0 || cs_load(self, err) != 0 ||
+        s_clear_agent_wait(self, err) != 0) {
         return -1;
     }
     if (!chatmove_result_ok(from, move, self->state)) {
@@ -216,6 +228,10 @@ int cs_finish(chatstate_t *self, exec_state_t from, chatmove_t move, cs_error_t 
                   chatmove_state_name(from), chatmove_name(move), chatmove_state_name(self->state));
         return cs_fail(self, err, CS_DB, "internal: %s from %s landed in %s", chatmove_name(move),
                        chatmove_state_name(from), chatmove_state_name(self->state));
+    }
+    bool ended = self->state == ES_W || self->state == ES_E0 || self->state == ES_E1;
+    if (ended && chatmove_runnable(from) && self->row.parent_chat_id[0]) {
+        snprintf(self->wake, sizeof self->wake, "%s", self->row.parent_chat_id);
     }
     log_debug("transition", "chat_id=%s move=%s from=%s to=%s", self->chat_id, chatmove_name(move),
               chatmove_state_name(from), chatmove_state_name(self->state));
@@ -377,30 +393,12 @@ int cs_insert_all(chatstate_t *self, const cs_message_t *msgs, int count, cs_err
     return 0;
 }
 
-/* Outstanding calls: tool-call parts of active assistant rows (receipts excluded, provider-
- * executed calls excluded) with no tool-result of the same id in an active tool row. Only
- * rows after the latest user row are scanned: every transition that inserts a user row
- * answers the outstanding calls first, so none can stand before it. */
-#define CS_PENDING_CALLS_SQL                                                                       \
-    "WITH active AS (SELECT id, role, content FROM chat_messages"                                  \
-    " WHERE chat_id = $1 AND NOT deleted AND id > coalesce((SELECT max(id) FROM chat_messages"     \
-    " WHERE chat_id = $1 AND role = 'user' AND NOT deleted AND (structured_output ->> 'type')"     \
-    " IS DISTINCT FROM 'hook-context'), 0)"                                                        \
-    " AND (structured_output ->> 'type') IS DISTINCT FROM 'structured-output-outcome'),"           \
-    " calls AS (SELECT m.id AS mid, e.ord, e.p ->> 'tool_call_id' AS call_id,"                     \
-    " e.p ->> 'tool_name' AS name, coalesce(e.p -> 'args', '{}'::jsonb) AS args FROM active m,"    \
-    " jsonb_array_elements(m.content) WITH ORDINALITY AS e(p, ord)"                                \
-    " WHERE m.role = 'assistant' AND e.p ->> 'type' = 'tool-call'"                                 \
-    " AND e.p ->> 'tool_call_id' IS NOT NULL"                                                      \
-    " AND coalesce(e.p ->> 'provider_executed', 'false') <> 'true'),"                              \
-    " results AS (SELECT e.p ->> 'tool_call_id' AS call_id FROM active m,"                         \
-    " jsonb_array_elements(m.content) AS e(p)"                                                     \
-    " WHERE m.role = 'tool' AND e.p ->> 'type' = 'tool-result'),"                                  \
-    " pending AS (SELECT c.* FROM calls c"                                                         \
-    " WHERE NOT EXISTS (SELECT 1 FROM results r WHERE r.call_id = c.call_id))"
-
 const char *const chatstate_pending_calls_sql =
     CS_PENDING_CALLS_SQL " SELECT call_id, name, args FROM pending ORDER BY mid, ord";
+
+const char *const chatstate_client_calls_sql =
+    CS_PENDING_CALLS_SQL " SELECT call_id, name, args FROM pending"
+                         " WHERE name <> '" CS_AGENT_WAIT_TOOL "' ORDER BY mid, ord";
 
 int cs_answer_pending(chatstate_t *self, const char *reason, cs_error_t *err) {
     const char *p[] = {self->chat_id, reason};
@@ -528,7 +526,8 @@ static int s_end(chatstate_t *self, const char *sql, cs_hints_t *h, cs_error_t *
         }
     } else if (cs_load(self, err) == 0) {
         s_hint_from_row(self, &h->update);
-        h->ownership = chatmove_runnable(self->state) && self->row.needs_owner;
+        h->ownership =
+            chatmove_runnable(self->state) && self->row.needs_owner && !self->row.agent_wait;
         rc = self->nested ? s_hand_over(self, err, sql) : s_exec_now(self, err, sql);
     }
     if (rc == 0) {
@@ -633,22 +632,25 @@ int chatstate_create(PGconn *conn, const cs_settings_t *settings, const cs_creat
                        c->mcp_servers,
                        c->parent_chat_id,
                        c->parent_chat_id ? fam.root_chat_id : NULL,
-                       db_param_int64(depth, fam.depth)};
+                       db_param_int64(depth, fam.depth),
+                       c->parent_chat_id ? c->spawn_call_id : NULL};
     /* The row is sent ahead with the messages, and read with the load that checks them: one
      * round trip (ARCHITECTURE.md §4.4). Were the id taken, the messages would have gone to
      * that chat inside this transaction, which the conflict below rolls back. */
     PGresult *created = NULL;
     cs_keep(self, err,
             "INSERT INTO chats (id, owner_id, title, title_source, status, model_config_id,"
-            " system_prompt, dynamic_tools, mcp_servers, parent_chat_id, root_chat_id, depth)"
+            " system_prompt, dynamic_tools, mcp_servers, parent_chat_id, root_chat_id, depth,"
+            " spawn_call_id)"
             " SELECT $1, $2::uuid, coalesce($3,"
             " left(regexp_replace("
             "(SELECT e.p ->> 'text' FROM jsonb_array_elements($9::jsonb) e(p)"
             " WHERE e.p ->> 'type' = 'text' LIMIT 1), '\\s+', ' ', 'g'), 80), 'New Chat'),"
             " $4::chat_title_source, $5::chat_status, $6::uuid, $7, $8::jsonb, $10::jsonb,"
-            " $11::uuid, $12::uuid, $13::int"
-            " WHERE NOT EXISTS (SELECT 1 FROM chats WHERE id = $1) RETURNING id",
-            13, p, &created);
+            " $11::uuid, $12::uuid, $13::int, $14"
+            " WHERE NOT EXISTS (SELECT 1 FROM chats WHERE id = $1 OR (parent_chat_id = $11::uuid"
+            " AND spawn_call_id = $14)) RETURNING id",
+            14, p, &created);
     if (!self->failed && c->system_prompt) {
         cs_message_t sys = {
             .role = "system", .visibility = "model", .content = NULL, .created_by = c->owner_id};

@@ -97,6 +97,10 @@ typedef struct {
     const char *parent_chat_id;
     int max_depth;
     int max_children;
+    /* The parent's spawn_agent call that creates the child (chats.spawn_call_id), or NULL:
+     * at most one child per call, so that running the call again creates nothing (the
+     * unique index refuses it, CS_CONFLICT). */
+    const char *spawn_call_id;
 } cs_create_t;
 
 /* The most chats a family holds besides its root, whatever the caps: what a family archive
@@ -186,6 +190,10 @@ const int64_t *chatstate_deleted(const chatstate_t *self, int *count);
 /* A read-only query: call_id, tool_name and args (JSON) of every outstanding tool call of
  * chat $1 in active history, oldest first (what requires_action is waiting for). */
 extern const char *const chatstate_pending_calls_sql;
+
+/* The same, without the calls an agent wait holds (CS_AGENT_WAIT_TOOL): what a client is
+ * asked to answer. */
+extern const char *const chatstate_client_calls_sql;
 
 /* --- Transitions used by the HTTP side. Each returns 0, or -1 with err filled. --- */
 
@@ -307,6 +315,16 @@ int chatstate_commit_compaction(chatstate_t *self, const cs_fence_t *fence,
 /* Lands in requires_action with its deadline the bundle's requires_action_deadline_ms from now. */
 int chatstate_enter_requires_action(chatstate_t *self, const cs_fence_t *fence, cs_error_t *err);
 
+/* The tool whose calls an agent wait holds (ARCHITECTURE.md §3, "Agent waits"): args
+ * {"agent_ids": [...]}, none or empty meaning every child of the chat. */
+#define CS_AGENT_WAIT_TOOL "wait_agent"
+
+/* Lands in requires_action as an agent wait: no owner, lease, limiter slot or deadline, marked
+ * waiting_on_agents, so that no acquirer takes the chat and no user answers its calls. Every
+ * pending call must be a CS_AGENT_WAIT_TOOL call (CS_BAD_INPUT otherwise). The bundle owes a
+ * wake of the chat itself (chatstate_commit_wake): its children may have ended already. */
+int chatstate_enter_agent_wait(chatstate_t *self, const cs_fence_t *fence, cs_error_t *err);
+
 /* Inserts the partial suffix (may be empty), answers its open tool calls as interrupted,
  * and lands in waiting or promotes the queue head. */
 int chatstate_finish_interruption(chatstate_t *self, const cs_fence_t *fence,
@@ -325,5 +343,38 @@ int chatstate_finish_error(chatstate_t *self, const cs_fence_t *fence, const cha
                            const cs_message_t *msgs, int count, cs_error_t *err);
 int chatstate_cancel_requires_action(chatstate_t *self, const cs_fence_t *fence, const char *reason,
                                      cs_error_t *err);
+
+/* --- Agent waits and family interrupts (chatstate_agents.c; ARCHITECTURE.md §3). --- */
+
+/* Resumes parent_id if it is in an agent wait and every child its pending wait_agent calls
+ * name has ended (waiting or error; a name that is not a child of the parent counts as ended,
+ * with an error entry): one bundle answers every pending call with {"agents": [{"agent_id",
+ * "title", "status": "completed"|"error"|"not_found", "answer"?, "value"?, "error"?}]} and sets
+ * the parent running, to be acquired. Anything else is left alone, *resumed false. Any number
+ * of callers may try at once: the parent's row lock and the calls it consumes make exactly one
+ * resumption. 0, or -1 with err (CS_RETRY: try again). */
+int chatstate_agents_resume(PGconn *conn, const cs_settings_t *settings, const char *parent_id,
+                            const hint_sink_t *sink, bool *resumed, cs_error_t *err);
+
+/* chatstate_commit, then, once committed, chatstate_agents_resume of the chat whose agent wait
+ * the bundle may have released: the parent when the bundle ended a child's turn (a runnable
+ * child landed in waiting or error), the chat itself when it entered an agent wait (a failure
+ * of the resumption is logged: the sweep retries it). What every committer of bundles that
+ * may end a child's turn or enter an agent wait calls. */
+int chatstate_commit_wake(chatstate_t **self_p, const hint_sink_t *sink, hint_update_t *after,
+                          cs_error_t *err);
+
+/* The safety net for a wake lost to a crash between a child's end and its committer's
+ * chatstate_agents_resume: tries up to limit agent waits none of whose children is active,
+ * oldest first. *resumed counts the resumptions. 0, or -1 with err. */
+int chatstate_agents_sweep(PGconn *conn, const cs_settings_t *settings, const hint_sink_t *sink,
+                           int limit, int *resumed, cs_error_t *err);
+
+/* Interrupts every active descendant of chat_id (not the chat itself), shallowest first, each
+ * in a bundle of its own (chatstate_interrupt; one that ended meanwhile is skipped). *count
+ * counts the interrupts. 0, or -1 with err on the first database failure. */
+int chatstate_interrupt_descendants(PGconn *conn, const cs_settings_t *settings,
+                                    const char *chat_id, const char *reason,
+                                    const hint_sink_t *sink, int *count, cs_error_t *err);
 
 #endif

@@ -22,9 +22,11 @@ typedef struct {
     int64_t snapshot_version;
     int64_t queue_version;
     int64_t retry_state_version;
-    bool needs_owner;               /* no fresh lease holds the chat */
-    char owner_id[ID_UUID_LEN + 1]; /* the user the chat belongs to */
-    bool compaction_requested;      /* compaction_requested_at is set */
+    bool needs_owner;                     /* no fresh lease holds the chat */
+    char owner_id[ID_UUID_LEN + 1];       /* the user the chat belongs to */
+    bool compaction_requested;            /* compaction_requested_at is set */
+    bool agent_wait;                      /* waiting_on_agents: requires_action on subagents */
+    char parent_chat_id[ID_UUID_LEN + 1]; /* "" for a root */
 } cs_row_t;
 
 typedef struct {
@@ -53,6 +55,7 @@ struct chatstate {
     exec_state_t state;
     cs_ids_t inserted;
     cs_ids_t deleted;
+    char wake[ID_UUID_LEN + 1]; /* chatstate_commit_wake's chat: "" when none */
     hint_update_t *family; /* the family members a root's archive changed (chatstate_family.c) */
     int family_count;
     struct {
@@ -79,6 +82,34 @@ int cs_family_join(chatstate_t *self, const cs_create_t *c, cs_family_t *f, cs_e
  * archived is refused (CS_CONFLICT); a root takes every descendant along, or the bundle fails
  * when one of them is not waiting or in error. 0 or -1. */
 int cs_family_archive(chatstate_t *self, bool archived, cs_error_t *err);
+
+/* A CTE "pending": call_id, name, args (jsonb), mid, ord of every outstanding tool call of chat
+ * $1: tool-call parts of active assistant rows (receipts excluded, provider-executed calls
+ * excluded) with no tool-result of the same id in an active tool row. Only rows after the
+ * latest user row are scanned: every transition that inserts a user row answers the
+ * outstanding calls first, so none can stand before it. */
+#define CS_PENDING_CALLS_SQL                                                                       \
+    "WITH active AS (SELECT id, role, content FROM chat_messages"                                  \
+    " WHERE chat_id = $1 AND NOT deleted AND id > coalesce((SELECT max(id) FROM chat_messages"     \
+    " WHERE chat_id = $1 AND role = 'user' AND NOT deleted AND (structured_output ->> 'type')"     \
+    " IS DISTINCT FROM 'hook-context'), 0)"                                                        \
+    " AND (structured_output ->> 'type') IS DISTINCT FROM 'structured-output-outcome'),"           \
+    " calls AS (SELECT m.id AS mid, e.ord, e.p ->> 'tool_call_id' AS call_id,"                     \
+    " e.p ->> 'tool_name' AS name, coalesce(e.p -> 'args', '{}'::jsonb) AS args FROM active m,"    \
+    " jsonb_array_elements(m.content) WITH ORDINALITY AS e(p, ord)"                                \
+    " WHERE m.role = 'assistant' AND e.p ->> 'type' = 'tool-call'"                                 \
+    " AND e.p ->> 'tool_call_id' IS NOT NULL"                                                      \
+    " AND coalesce(e.p ->> 'provider_executed', 'false') <> 'true'),"                              \
+    " results AS (SELECT e.p ->> 'tool_call_id' AS call_id FROM active m,"                         \
+    " jsonb_array_elements(m.content) AS e(p)"                                                     \
+    " WHERE m.role = 'tool' AND e.p ->> 'type' = 'tool-result'),"                                  \
+    " pending AS (SELECT c.* FROM calls c"                                                         \
+    " WHERE NOT EXISTS (SELECT 1 FROM results r WHERE r.call_id = c.call_id))"
+
+/* CompleteRequiresAction's writes after its cs_start (the user's or an agent wait's): every
+ * pending call answered exactly once by results, the suffix inserted, the chat running. */
+int cs_complete_pending(chatstate_t *self, const cs_tool_result_t *results, int result_count,
+                        const cs_message_t *suffix, int suffix_count, cs_error_t *err);
 
 /* Checks m's hook context rows (chatstate.h, cs_message_t.context); -1 (bundle poisoned,
  * CS_BAD_INPUT) when one is not a hook context row. */

@@ -365,6 +365,15 @@ int chatstate_complete_requires_action(chatstate_t *self, const cs_tool_result_t
     if (cs_start(self, MV_COMPLETE_REQUIRES_ACTION, NULL, err) != 0) {
         return -1;
     }
+    if (self->row.agent_wait) {
+        return cs_fail(self, err, CS_CONFLICT,
+                       "the chat waits for its subagents: their ends answer its calls");
+    }
+    return cs_complete_pending(self, results, result_count, suffix, suffix_count, err);
+}
+
+int cs_complete_pending(chatstate_t *self, const cs_tool_result_t *results, int result_count,
+                        const cs_message_t *suffix, int suffix_count, cs_error_t *err) {
     exec_state_t from = self->state;
     const char *p[] = {self->chat_id};
     PGresult *pending = cs_query(self, err, chatstate_pending_calls_sql, 1, p);

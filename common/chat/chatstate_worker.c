@@ -92,6 +92,10 @@ static int s_runnable(chatstate_t *self, exec_state_t from, cs_error_t *err) {
         return cs_fail(self, err, CS_CONFLICT, "chat is in state %s: Acquire is not allowed",
                        chatmove_state_name(from));
     }
+    if (self->row.agent_wait) {
+        return cs_fail(self, err, CS_CONFLICT,
+                       "chat waits for its subagents: Acquire is not allowed");
+    }
     return 0;
 }
 
@@ -108,6 +112,7 @@ static int s_acquire_writes(chatstate_t *self, const char *worker_id, const char
     PGresult *own = NULL;
     if (cs_keep(self, err,
                 "UPDATE chats c SET worker_id = $2::uuid, runner_id = $3::uuid WHERE id = $1"
+                " AND NOT waiting_on_agents"
                 " AND (worker_id IS NULL OR runner_id IS NULL OR (SELECT true FROM"
                 " chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id = c.runner_id"
                 " AND h.heartbeat_at > statement_timestamp() - $4::bigint * interval"
@@ -231,6 +236,41 @@ int chatstate_enter_requires_action(chatstate_t *self, const cs_fence_t *fence, 
         return -1;
     }
     return cs_finish(self, from, MV_ENTER_REQUIRES_ACTION, err);
+}
+
+int chatstate_enter_agent_wait(chatstate_t *self, const cs_fence_t *fence, cs_error_t *err) {
+    if (cs_start(self, MV_ENTER_REQUIRES_ACTION, fence, err) != 0) {
+        return -1;
+    }
+    exec_state_t from = self->state;
+    const char *p[] = {self->chat_id, CS_AGENT_WAIT_TOOL};
+    PGresult *res = cs_query(self, err,
+                             CS_PENDING_CALLS_SQL " SELECT count(*) FILTER (WHERE name <> $2),"
+                                                  " count(*) FROM pending",
+                             2, p);
+    if (!res) {
+        return -1;
+    }
+    bool only_waits = db_int64(res, 0, 0) == 0 && db_int64(res, 0, 1) > 0;
+    PQclear(res);
+    if (!only_waits) {
+        return cs_fail(self, err, CS_BAD_INPUT,
+                       "an agent wait needs pending calls, all of them " CS_AGENT_WAIT_TOOL);
+    }
+    /* Ownership goes with the lease and its limiter slot, as in Abandon: a parent that waits
+     * holds nothing a child may need. */
+    if (cs_exec(self, err,
+                "WITH gone AS (DELETE FROM chat_heartbeats h USING chats c WHERE h.chat_id = $1"
+                " AND c.id = $1 AND h.runner_id = c.runner_id)"
+                " UPDATE chats SET status = 'requires_action', waiting_on_agents = true,"
+                " worker_id = NULL, runner_id = NULL, requires_action_deadline_at = NULL,"
+                " updated_at = now() WHERE id = $1",
+                1, p) != 0 ||
+        cs_finish(self, from, MV_ENTER_REQUIRES_ACTION, err) != 0) {
+        return -1;
+    }
+    snprintf(self->wake, sizeof self->wake, "%s", self->chat_id);
+    return 0;
 }
 
 int chatstate_finish_interruption(chatstate_t *self, const cs_fence_t *fence,

@@ -33,7 +33,7 @@ taskctx_rc_t taskctx_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn,
         return TASKCTX_DONE;
     }
     if (cs && rc == 0) {
-        rc = chatstate_commit(&cs, &ctx->env->sink, &ctx->after, &err);
+        rc = chatstate_commit_wake(&cs, &ctx->env->sink, &ctx->after, &err);
     }
     chatstate_destroy(&cs);
     if (rc == 0) {

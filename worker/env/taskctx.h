@@ -88,6 +88,12 @@ typedef struct {
     int64_t sim_chunk_ms;           /* the sim provider's default pace */
     compaction_config_t compaction; /* automatic compaction's settings (ARCHITECTURE.md §7.6) */
     char title_model[COMPACTION_MODEL_NAME_MAX]; /* CHATFLEET_TITLE_MODEL; "": the chat's */
+    /* Subagents (ARCHITECTURE.md §3, "Families"): CHATFLEET_SUBAGENT_MAX_DEPTH (3; 0: the
+     * subagent tools are not offered), CHATFLEET_SUBAGENT_MAX_CHILDREN (16 per parent), and
+     * CHATFLEET_QUEUE_MAX for message_agent's queued sends. */
+    int64_t subagent_max_depth;
+    int64_t subagent_max_children;
+    int64_t queue_max;
 } taskctx_options_t;
 
 /* Shared by every task of a worker; owned by the worker, outlives every task. */

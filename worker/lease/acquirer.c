@@ -1,6 +1,7 @@
 /* acquirer: see acquirer.h. */
 #include "acquirer.h"
 #include "bus.h"
+#include "chatstate.h"
 #include "dbpool.h"
 #include "leasedb.h"
 #include "log.h"
@@ -33,6 +34,22 @@ typedef struct {
     int64_t takeovers;
 } self_t;
 
+/* The agent waits whose wake was lost to a crash (chatstate_agents_sweep), on each full pass:
+ * the resumed parents' ownership hints bring them to a worker like any runnable chat. */
+static void s_sweep(self_t *self) {
+    cs_settings_t settings = {.lease_stale_ms = self->args.lease_stale_ms};
+    cs_error_t err;
+    int resumed = 0;
+    if (chatstate_agents_sweep(self->conn, &settings, &self->args.sink, ACQUIRER_SWEEP_MAX,
+                               &resumed, &err) != 0) {
+        char q[300];
+        log_warn("agents_sweep_failed", "worker_id=%s reason=%s", self->args.worker_id,
+                 log_quote(err.message, q, sizeof q));
+    } else if (resumed > 0) {
+        log_info("agents_swept", "worker_id=%s resumed=%d", self->args.worker_id, resumed);
+    }
+}
+
 /* One acquisition transaction; a full batch, or a miss worth another look, asks for another
  * pass at once (after a look at the pipe, so that a command never waits behind many):
  * runnable chats that found no worker send no more hints. A hint's pass is quick (unowned
@@ -63,6 +80,9 @@ static void s_pass(self_t *self) {
         dbpool_put(self->pool, self->conn); /* closes a broken connection */
         self->conn = NULL;
         return;
+    }
+    if (full) {
+        s_sweep(self);
     }
     if (b.free_slots == 0) {
         /* Every slot is held by a fresh lease: the limiter refuses (ARCHITECTURE.md §6.2). */

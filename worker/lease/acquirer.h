@@ -31,6 +31,8 @@
  * ACQUIRER_BATCH_MAX after one that did, which also runs the next pass at once. */
 #define ACQUIRER_BATCH_MAX   LEASEDB_BATCH_MAX
 #define ACQUIRER_BATCH_SMALL 4
+/* The most agent waits one full pass tries to resume (chatstate_agents_sweep). */
+#define ACQUIRER_SWEEP_MAX 16
 /* A hint's pass is quick; a full pass (stale leases too) follows within this interval, and
  * hints cause at most one full pass per interval (ARCHITECTURE.md §6.2, "Quick and full
  * passes"). */

@@ -85,6 +85,7 @@ typedef struct {
 #define S_CHATS_SQL(STALE, LIMIT)                                                                  \
     "SELECT c.id, coalesce(c.worker_id::text, '') AS prev, c.updated_at FROM chats c"              \
     " WHERE c.archived = false AND c.status IN ('running', 'interrupting', 'requires_action')"     \
+    " AND NOT c.waiting_on_agents"                                                                 \
     " AND (c.worker_id IS NULL OR c.runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM"                \
     " chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id = c.runner_id"                      \
     " AND h.heartbeat_at > statement_timestamp() - " STALE "::bigint * interval '1 millisecond'))" \
@@ -96,7 +97,7 @@ typedef struct {
 #define S_UNOWNED_SQL(STALE, LIMIT)                                                                \
     "SELECT c.id, '' AS prev, c.updated_at FROM chats c"                                           \
     " WHERE c.archived = false AND c.status IN ('running', 'interrupting', 'requires_action')"     \
-    " AND c.worker_id IS NULL AND " STALE "::bigint IS NOT NULL"                                   \
+    " AND c.worker_id IS NULL AND NOT c.waiting_on_agents AND " STALE "::bigint IS NOT NULL"       \
     " ORDER BY c.updated_at, c.id LIMIT " LIMIT " FOR UPDATE OF c SKIP LOCKED"
 
 /* With the limiter: up to $5 slots of 1..$2 not held by a fresh heartbeat row, scanned from $1

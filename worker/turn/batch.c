@@ -1,5 +1,6 @@
 /* batch: see batch.h. */
 #include "batch.h"
+#include "agents.h"
 #include "jsonout.h"
 #include "jsonstrict.h"
 #include "mcpset.h"
@@ -112,7 +113,38 @@ static bool s_is_dynamic(const json_t *dynamic_tools, const char *name) {
 
 bool batch_runs_locally(const json_t *dynamic_tools, const char *name) {
     return !mcpset_is_tool(name) && strcmp(name, OUTFORMAT_FINALIZER) != 0 &&
-           !s_is_dynamic(dynamic_tools, name);
+           !agents_is_tool(name) && !s_is_dynamic(dynamic_tools, name);
+}
+
+/* Whether calls hold a call of a declared dynamic tool. */
+static bool s_has_dynamic(const json_t *calls, const json_t *dynamic_tools) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(calls, i, c) {
+        if (!strcmp(s_str(c, "type"), "tool-call") &&
+            s_is_dynamic(dynamic_tools, s_str(c, "tool_name"))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A subagent tool's call (agents.h): answered from an->answers when the step that runs it
+ * made one; else left pending, except a wait_agent beside a client's call, which would hold
+ * the chat for the client and the children at once: that one is refused. */
+static void s_agent_call(batch_t *r, const json_t *calls, const json_t *c, s_answer_t *an) {
+    const json_t *a = json_object_get(an->answers, s_str(c, "tool_call_id"));
+    if (a) {
+        s_add_result(r, c, json_incref(json_object_get(a, "result")),
+                     json_is_true(json_object_get(a, "is_error")), NULL, NULL);
+    } else if (!strcmp(s_str(c, "tool_name"), CS_AGENT_WAIT_TOOL) &&
+               s_has_dynamic(calls, an->dynamic_tools)) {
+        s_add_result(r, c,
+                     s_tool_error(CS_AGENT_WAIT_TOOL " cannot wait beside client tool calls: call"
+                                                     " it again once they are answered",
+                                  -1),
+                     true, NULL, NULL);
+    }
 }
 
 /* Runs the one finalizer call of an acceptable batch: a candidate, or a bounded error. */
@@ -163,6 +195,8 @@ static void s_answer(batch_t *r, const json_t *calls, s_answer_t *an) {
                          true, NULL, NULL);
         } else if (finalizer && an->turn) {
             s_submit(r, an, c);
+        } else if (agents_is_tool(name) && !s_is_dynamic(an->dynamic_tools, name)) {
+            s_agent_call(r, calls, c, an);
         } else if (mcpset_is_tool(name) || (r->hooked && !s_is_dynamic(an->dynamic_tools, name))) {
             /* Answered by the step that makes the call (mcpset.h, hookstep.h); left pending
              * until then. */

@@ -1,5 +1,6 @@
 /* generation: see generation.h. */
 #include "generation.h"
+#include "agents.h"
 #include "stepbundle.h"
 #include "toolstep.h"
 #include "batch.h"
@@ -119,12 +120,19 @@ static void s_on_part(void *arg, const char *part_json) {
                       s->attempt, "assistant", part_json, strlen(part_json));
 }
 
-static json_t *s_tools_on_offer(mcpset_t *mcp, const history_t *h, const structured_turn_t *turn) {
+static json_t *s_tools_on_offer(const taskctx_env_t *env, const history_t *h,
+                                const structured_turn_t *turn) {
     if (turn && turn->native) {
         return json_array(); /* native mode: the schema constrains the text; no tools at all */
     }
     const json_t *dynamic_tools = h->dynamic_tools;
     json_t *tools = tools_local_specs();
+    if (env->opts.subagent_max_depth > 0) {
+        json_t *agents = agents_specs();
+        json_array_extend(tools, agents);
+        json_decref(agents);
+    }
+    mcpset_t *mcp = env->mcp;
     json_t *remote = mcpset_specs(mcp, h->mcp_servers);
     json_array_extend(tools, remote);
     json_decref(remote);
@@ -501,8 +509,7 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
     }
     g->prompt = compact ? compaction_prompt(g->h.messages, &g->replay)
                         : s_prompt(&g->h, open ? &g->turn : NULL);
-    g->tools =
-        compact ? json_array() : s_tools_on_offer(ctx->env->mcp, &g->h, open ? &g->turn : NULL);
+    g->tools = compact ? json_array() : s_tools_on_offer(ctx->env, &g->h, open ? &g->turn : NULL);
     ctx->body = g;
     ctx->body_free = s_gen_free;
     if (!compact) {
@@ -694,6 +701,9 @@ static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard) {
             break;
         case DECIDE_REQUIRES_ACTION:
             rc = taskctx_bundle(ctx, conn, stepbundle_enter_ra, &a, "EnterRequiresAction");
+            break;
+        case DECIDE_AGENT_WAIT:
+            rc = taskctx_bundle(ctx, conn, stepbundle_enter_agent_wait, &a, "EnterAgentWait");
             break;
         case DECIDE_FINISH_TURN:
             if (hooks_enabled(ctx->env->hooks)) { /* the stop hook first (§7.10) */

@@ -517,6 +517,7 @@ decide_t history_decide(const json_t *messages, const json_t *dynamic_tools, int
     }
     json_t *local = json_array();
     size_t dynamic = 0;
+    size_t waits = 0;
     size_t k;
     json_t *c;
     json_array_foreach(calls, k, c) {
@@ -525,6 +526,8 @@ decide_t history_decide(const json_t *messages, const json_t *dynamic_tools, int
         }
         if (s_is_dynamic(dynamic_tools, s_str(c, "tool_name"))) {
             dynamic++;
+        } else if (!strcmp(s_str(c, "tool_name"), CS_AGENT_WAIT_TOOL)) {
+            waits++;
         } else {
             /* Local, or a name nobody declared: tools_run answers the latter with an error
              * result so the model learns of it. */
@@ -538,6 +541,8 @@ decide_t history_decide(const json_t *messages, const json_t *dynamic_tools, int
         d = DECIDE_RUN_LOCAL;
     } else if (dynamic > 0) {
         d = DECIDE_REQUIRES_ACTION;
+    } else if (waits > 0) {
+        d = DECIDE_AGENT_WAIT;
     } else if (flags & HISTORY_COMPACTION_REQUESTED) {
         d = s_compactable(messages) ? DECIDE_COMPACT : DECIDE_FINISH_TURN;
     } else if (s_complete(messages, flags & HISTORY_RESUME_AFTER_SUMMARY)) {
@@ -568,6 +573,8 @@ const char *history_decision_name(decide_t d) {
             return "compact";
         case DECIDE_OVER_LIMIT:
             return "over_limit";
+        case DECIDE_AGENT_WAIT:
+            return "agent_wait";
     }
     return "?";
 }

@@ -90,6 +90,7 @@ typedef enum {
     DECIDE_FINISH_TURN,     /* nothing left to do for this history (or the step limit) */
     DECIDE_COMPACT,         /* a compaction was requested and there is something to summarize */
     DECIDE_OVER_LIMIT,      /* still over the compaction limit after a summary: FinishError */
+    DECIDE_AGENT_WAIT,      /* only wait_agent calls are pending: an agent wait (chatstate.h) */
 } decide_t;
 
 /* history_decide's flags. */

@@ -56,6 +56,11 @@ int stepbundle_enter_ra(chatstate_t *cs, void *arg, cs_error_t *err) {
     return chatstate_enter_requires_action(cs, a->fence, err);
 }
 
+int stepbundle_enter_agent_wait(chatstate_t *cs, void *arg, cs_error_t *err) {
+    stepbundle_args_t *a = arg;
+    return chatstate_enter_agent_wait(cs, a->fence, err);
+}
+
 int stepbundle_finish_turn(chatstate_t *cs, void *arg, cs_error_t *err) {
     stepbundle_args_t *a = arg;
     if (s_receipt(cs, a, err) != 0) {

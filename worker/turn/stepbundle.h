@@ -41,6 +41,7 @@ typedef struct {
 int stepbundle_commit_step(chatstate_t *cs, void *arg, cs_error_t *err);
 int stepbundle_commit_compaction(chatstate_t *cs, void *arg, cs_error_t *err);
 int stepbundle_enter_ra(chatstate_t *cs, void *arg, cs_error_t *err);
+int stepbundle_enter_agent_wait(chatstate_t *cs, void *arg, cs_error_t *err);
 int stepbundle_finish_turn(chatstate_t *cs, void *arg, cs_error_t *err);
 int stepbundle_finish_error(chatstate_t *cs, void *arg, cs_error_t *err);
 int stepbundle_record_attempt(chatstate_t *cs, void *arg, cs_error_t *err);

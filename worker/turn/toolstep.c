@@ -1,5 +1,6 @@
 /* toolstep: see toolstep.h. */
 #include "toolstep.h"
+#include "agents.h"
 #include "batch.h"
 #include "hookstep.h"
 #include "log.h"
@@ -309,11 +310,67 @@ static json_t *s_hooked_calls(const taskctx_t *ctx, const json_t *pending, const
     return local;
 }
 
+/* Runs the pending subagent calls but wait_agent (agents.h; pending holds no dynamic call)
+ * with conn, in call order: their
+ * answers ({tool_call_id: {"result", "is_error"}}) and the calls in *calls; NULL when there
+ * are none, or (*failed) when the database failed. */
+static json_t *s_agent_answers(taskctx_t *ctx, PGconn *conn, const json_t *pending, json_t **calls,
+                               bool *failed) {
+    const taskctx_options_t *o = &ctx->env->opts;
+    agents_ctx_t a = {.chat_id = ctx->chat_id,
+                      .settings = &ctx->env->chat_settings,
+                      .sink = &ctx->env->sink,
+                      .max_depth = (int)o->subagent_max_depth,
+                      .max_children = (int)o->subagent_max_children,
+                      .max_queue = (int)o->queue_max};
+    json_t *answers = json_object();
+    *calls = json_array();
+    *failed = false;
+    size_t i;
+    json_t *c;
+    json_array_foreach(pending, i, c) {
+        const char *name = s_str(c, "tool_name");
+        if (!agents_is_tool(name) || !strcmp(name, CS_AGENT_WAIT_TOOL)) {
+            continue;
+        }
+        bool is_error = false;
+        json_t *result = agents_run(conn, &a, c, &is_error);
+        if (!result) {
+            *failed = true;
+            break;
+        }
+        json_object_set_new(answers, s_str(c, "tool_call_id"),
+                            json_pack("{s:o, s:b}", "result", result, "is_error", is_error));
+        json_array_append(*calls, c);
+    }
+    if (*failed || json_array_size(*calls) == 0) {
+        json_decref(answers);
+        json_decref(*calls);
+        *calls = NULL;
+        return NULL;
+    }
+    log_info("agent_calls", "chat_id=%s calls=%zu", ctx->chat_id, json_array_size(*calls));
+    return answers;
+}
+
 /* Pending calls read back from history (DECIDE_RUN_LOCAL): local ones answered here; once
  * only MCP calls are left, they are made on the loop with no connection held, and the phase
  * after commits their results. */
 taskctx_rc_t toolstep_run_pending(taskctx_t *ctx, PGconn *conn, const json_t *pending,
                                   const history_t *h, const structured_turn_t *turn) {
+    json_t *calls = NULL;
+    bool failed = false;
+    json_t *answers = s_agent_answers(ctx, conn, pending, &calls, &failed);
+    if (failed) {
+        return TASKCTX_RETRY;
+    }
+    if (answers) { /* subagent calls first, unhooked, in a CommitStep of their own */
+        batch_t *b = batch_new();
+        batch_pending(b, calls, h->dynamic_tools, turn, answers);
+        json_decref(calls);
+        json_decref(answers);
+        return stepbundle_commit_batch(ctx, conn, &b, false);
+    }
     json_t *local = s_hooked_calls(ctx, pending, h);
     if (local) {
         s_hooked_t *hk = mem_calloc(1, sizeof *hk);
