@@ -97,9 +97,38 @@ static void s_schema_directive(const char *what, const char **d, sim_script_t *o
     }
 }
 
+/* The subagent directives (simagents.h); false when verb is none of them. */
+static bool s_agents_directive(const char *verb, const char *d, simagents_script_t *out) {
+    if (!strcmp(verb, "spawn")) {
+        int n = s_count(&d, 1);
+        out->spawn = n < 1 ? 1 : n;
+    } else if (!strcmp(verb, "child")) {
+        d += strspn(d, " ");
+        if (*d && out->children < SIMAGENTS_CHILDREN_MAX) {
+            snprintf(out->child[out->children++], sizeof out->child[0], "%s", d);
+        }
+    } else if (!strcmp(verb, "child-schema")) {
+        out->child_schema = true;
+    } else if (!strcmp(verb, "nowait")) {
+        out->nowait = true;
+    } else if (!strcmp(verb, "wait-all")) {
+        out->wait_all = true;
+    } else if (!strcmp(verb, "agents")) {
+        char what[16];
+        s_word(&d, what, sizeof what);
+        out->verb = simagents_verb(what);
+    } else {
+        return false;
+    }
+    return true;
+}
+
 static void s_directive(const char *d, sim_script_t *out) {
     char verb[40];
     s_word(&d, verb, sizeof verb);
+    if (s_agents_directive(verb, d, &out->agents)) {
+        return;
+    }
     if (!strcmp(verb, "tool")) {
         s_word(&d, out->tool, sizeof out->tool);
         out->tool_steps = s_times(&d, 1);
@@ -477,6 +506,22 @@ static void s_native_step(const s_call_t *c, int index, const char *clean, json_
     free(text);
 }
 
+/* A step of the subagent script (calls from simagents_calls): its calls in one message,
+ * which take the model one chunk's time, as a structured step's do. */
+static void s_agents_step(const s_call_t *c, const json_t *calls, json_t *content,
+                          provider_result_t *out, int64_t *chunks) {
+    c->plan->t += c->pace;
+    size_t i;
+    json_t *k;
+    json_array_foreach(calls, i, k) {
+        json_t *part = s_call_part(s_str(k, "tool_name"), json_incref(json_object_get(k, "args")));
+        s_emit(c->plan, part);
+        json_array_append_new(content, part);
+    }
+    snprintf(out->finish, sizeof out->finish, "tool_calls");
+    *chunks += (int64_t)json_array_size(calls);
+}
+
 /* The index of the latest real user message (control feedback rows skipped), or n. */
 static size_t s_last_user(const json_t *msgs) {
     size_t n = json_array_size(msgs);
@@ -631,7 +676,8 @@ static provider_rc_t s_plan(s_plan_t *plan, const provider_request_t *req, provi
     free(prompt);
     int steps = 0;
     size_t last_assistant = n;
-    for (size_t i = last_user < n ? last_user + 1 : 0; i < n; i++) {
+    size_t from = last_user < n ? last_user + 1 : 0;
+    for (size_t i = from; i < n; i++) {
         if (!strcmp(s_role(json_array_get(msgs, i)), "assistant")) {
             steps++;
             last_assistant = i;
@@ -678,15 +724,23 @@ static provider_rc_t s_plan(s_plan_t *plan, const provider_request_t *req, provi
         free(clean);
         return provider_fail(out, 400, false, -1, "sim: a native schema cannot come with tools");
     }
-    if (!tool_step && req->native_schema) {
-        int ordinary = sc.tool[0] ? sc.tool_steps : 0;
-        ordinary = sc.dynamic[0] && sc.dynamic_steps > ordinary ? sc.dynamic_steps : ordinary;
-        int index = steps - (steps < ordinary ? steps : ordinary);
+    /* The subagent script comes after the [sim:tool] steps and before a structured answer;
+     * in native mode no tool is on offer, so there is none. */
+    json_t *agent_calls =
+        tool_step || req->native_schema ? NULL : simagents_calls(&sc.agents, msgs, from, clean);
+    int ordinary = sc.tool[0] ? sc.tool_steps : 0;
+    ordinary = sc.dynamic[0] && sc.dynamic_steps > ordinary ? sc.dynamic_steps : ordinary;
+    int index = steps - (steps < ordinary ? steps : ordinary);
+    if (sc.agents.spawn > 0) {
+        index -= simagents_steps(msgs, from);
+        index = index < 0 ? 0 : index;
+    }
+    if (agent_calls) {
+        s_agents_step(&call, agent_calls, content, out, &out_tokens);
+        json_decref(agent_calls);
+    } else if (!tool_step && req->native_schema) {
         s_native_step(&call, index, clean, content, out, &out_tokens);
     } else if (!tool_step && schema) {
-        int ordinary = sc.tool[0] ? sc.tool_steps : 0;
-        ordinary = sc.dynamic[0] && sc.dynamic_steps > ordinary ? sc.dynamic_steps : ordinary;
-        int index = steps - (steps < ordinary ? steps : ordinary);
         bool acked = after_tools && s_acknowledged(msgs, last_assistant + 1);
         s_schema_step(&call, schema, index, acked, clean, content, out, &out_tokens);
     } else if (!tool_step) {

@@ -9,15 +9,19 @@
  * schema directives scripting the same mistakes as text; a native schema together with tools
  * fails the call with 400, as a grammar-constrained server would. A summary request (provider.h)
  * gets "Summary of N messages:" and the start of each user and assistant text, streamed as text.
+ * With [sim:spawn N], after any [sim:tool] steps, the turn plays the subagent script of
+ * simagents.h (spawn, message or interrupt, wait), then answers as after any tool results, or
+ * submits as above when structured.
  */
 #ifndef CHATFLEET_SIM_H
 #define CHATFLEET_SIM_H
 
 #include "provider.h"
+#include "simagents.h"
 
 #define SIM_WORDS_DEFAULT     8     /* filler words after the echo of the prompt */
 #define SIM_WORDS_MAX         20000 /* [sim:words N] is clamped to this */
-#define SIM_REPEAT_MAX        1000  /* the xN of tool, dynamic and fail directives */
+#define SIM_REPEAT_MAX        1000  /* the xN of tool, dynamic and fail; the N of spawn */
 #define SIM_SUMMARY_MAX_BYTES 4096  /* a summary stops adding rows past this length */
 
 /* Parsed directives of one prompt (exposed for unit tests). */
@@ -49,6 +53,8 @@ typedef struct {
     bool clock;          /* [sim:clock]: each text part, as it is handed to the worker, starts
                             with "@MICROS@ ": the monotonic clock's microseconds then (benches
                             measure delivery from there; the reply's message is not stamped) */
+    simagents_script_t agents; /* [sim:spawn N], [sim:child TEXT], [sim:child-schema],
+                                  [sim:nowait], [sim:wait-all], [sim:agents VERB] */
 } sim_script_t;
 
 /* Parses the directives in text into *out (defaults for those absent); unknown directives
