@@ -95,6 +95,33 @@ static int s_create(client_t *c, int argc, char **argv) {
     return s_call(c, "POST", "/api/v2/chats", body, 201);
 }
 
+/* One line of chat list: id, status (an agent wait as waiting_on_agents), title, indented two
+ * spaces per level below its root. */
+static void s_list_line(const json_t *chat, int depth) {
+    const char *title = json_string_value(json_object_get(chat, "title"));
+    const char *status = json_is_true(json_object_get(chat, "waiting_on_agents"))
+                             ? "waiting_on_agents"
+                             : json_string_value(json_object_get(chat, "status"));
+    fprintf(stdout, "%*s%s\t%s\t%s\n", 2 * depth, "",
+            json_string_value(json_object_get(chat, "id")), status ? status : "",
+            title ? title : "");
+}
+
+/* The members of family (a root's flat children, oldest first) whose parent is parent, each
+ * followed by its own, depth first: the family as a tree. The API bounds a family (1,024), and
+ * every member's parent is older than it, so the walk ends. */
+static void s_list_family(const json_t *family, const char *parent, int depth) {
+    size_t i;
+    json_t *m;
+    json_array_foreach(family, i, m) {
+        const char *p = json_string_value(json_object_get(m, "parent_chat_id"));
+        if (p && !strcmp(p, parent)) {
+            s_list_line(m, depth);
+            s_list_family(family, json_string_value(json_object_get(m, "id")), depth + 1);
+        }
+    }
+}
+
 static int s_list(client_t *c, int argc, char **argv) {
     bool archived = argc > 0 && !strcmp(argv[0], "--archived");
     json_t *out = NULL;
@@ -108,9 +135,9 @@ static int s_list(client_t *c, int argc, char **argv) {
     size_t i;
     json_t *chat;
     json_array_foreach(out, i, chat) {
-        const char *title = json_string_value(json_object_get(chat, "title"));
-        fprintf(stdout, "%s\t%s\t%s\n", json_string_value(json_object_get(chat, "id")),
-                json_string_value(json_object_get(chat, "status")), title ? title : "");
+        const char *id = json_string_value(json_object_get(chat, "id"));
+        s_list_line(chat, 0);
+        s_list_family(json_object_get(chat, "children"), id ? id : "", 1);
     }
     json_decref(out);
     return CMD_OK;

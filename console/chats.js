@@ -81,21 +81,38 @@ export class ChatsView {
     }
   }
 
+  // The roots, newest first, each followed by its subagent family as a tree (ARCHITECTURE.md
+  // §3, "Families"): a member's state, and its worker while one holds it. A root's JSON embeds
+  // its family; the watch brings each member's own updates, which win.
   s_render_list() {
     const ul = $("chat-list");
     ul.replaceChildren();
-    const sorted = [...this.chats.values()].sort((a, b) => String(b.created_at).localeCompare(String(a.created_at)));
-    for (const c of sorted) {
+    const all = new Map();
+    for (const c of this.chats.values()) for (const m of c.children ?? []) all.set(m.id, m);
+    for (const c of this.chats.values()) all.set(c.id, c);
+    const byAge = (a, b) => String(a.created_at).localeCompare(String(b.created_at));
+    const kids = (id) => [...all.values()].filter((m) => m.parent_chat_id === id).sort(byAge);
+    const add = (c, depth) => {
+      const status = c.waiting_on_agents ? "waiting_on_agents" : c.status;
       const li = el(
         "li",
-        { "data-chat": c.id, class: `${c.id === this.chatId ? "selected" : ""} ${c.archived ? "archived" : ""}` },
-        el("span", { class: `status ${c.status}`, textContent: c.status }),
+        {
+          "data-chat": c.id,
+          ...(c.parent_chat_id ? { "data-parent": c.parent_chat_id } : {}),
+          class: `${c.id === this.chatId ? "selected" : ""} ${c.archived ? "archived" : ""} ${depth ? "child" : ""}`,
+          style: `padding-left: ${0.5 + 1.25 * depth}em`,
+        },
+        el("span", { class: `status ${c.status}`, textContent: status }),
         " ",
         c.title || c.id,
+        ...(c.worker_id ? [" ", el("span", { class: "worker", textContent: c.worker_id.slice(0, 8) })] : []),
       );
-      li.onclick = () => (location.hash = `#/chats/${c.id}`);
+      li.onclick = (e) => (e.stopPropagation(), (location.hash = `#/chats/${c.id}`));
       ul.append(li);
-    }
+      for (const k of kids(c.id)) add(k, depth + 1);
+    };
+    const roots = [...all.values()].filter((c) => !c.parent_chat_id).sort((a, b) => byAge(b, a));
+    for (const c of roots) add(c, 0);
   }
 
   s_open(chatId) {

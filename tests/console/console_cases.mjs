@@ -95,6 +95,23 @@ try {
   await shot(page, "06-takeover");
   console.log(`step takeover from=${before} to=${after} ms=${tookMs} stale=${staleMs}`);
 
+  // A family as a tree: a chat that spawns two slow subagents shows them under it, each with
+  // its state and, while one holds it, its worker.
+  const fam = await api("POST", "/api/v2/chats", {
+    content: [{ type: "text", text: "Fan out [sim:spawn 2][sim:child slow 100][sim:child words 40]" }],
+  });
+  await page.goto(`${url}/console/index.html#/chats`);
+  const kid = `#chat-list li.child[data-parent="${fam.id}"]`;
+  await page.waitForFunction((s) => document.querySelectorAll(s).length === 2, {}, kid);
+  await page.waitForFunction((s) => [...document.querySelectorAll(s)].some((e) => e.querySelector(".worker")), {}, kid);
+  const order = await page.$$eval("#chat-list li", (ls) => ls.map((e) => e.dataset.chat));
+  const at = order.indexOf(fam.id);
+  const kids = await page.$$eval(kid, (ls) => ls.map((e) => e.dataset.chat));
+  assert.deepEqual(order.slice(at + 1, at + 3).sort(), [...kids].sort(), "the children do not follow their parent");
+  await shot(page, "07-family");
+  await page.waitForFunction((s) => [...document.querySelectorAll(s)].every((e) => e.querySelector(".status.waiting")), { timeout: 60000 }, kid);
+  console.log(`step family children=${kids.length}`);
+
   // Interrupt and archive from the chat view.
   await page.goto(`${url}/console/index.html#/chats/${long.id}`);
   await page.waitForFunction(() => document.getElementById("chat-status").textContent === "running");
@@ -104,7 +121,7 @@ try {
   await page.waitForFunction(() => location.hash === "#/chats");
   await page.waitForSelector(`#chat-list li.archived[data-chat="${long.id}"]`);
   assert.equal((await api("GET", `/api/v2/chats/${long.id}`)).archived, true);
-  await shot(page, "07-archived");
+  await shot(page, "08-archived");
   console.log("step interrupt_archive");
 
   assert.deepEqual(errors, [], "console errors");

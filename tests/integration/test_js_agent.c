@@ -117,6 +117,11 @@ static void test_gateway_killed_mid_stream_resumes_without_repeated_or_missing_t
     s_case("resume");
 }
 
+static void test_a_turn_that_waits_for_its_subagents_ends_once_with_their_results(void **u) {
+    (void)u;
+    s_case("subagents");
+}
+
 static int s_setup(void **state) {
     (void)state;
     const char *env[] = {"CHATFLEET_ACQUIRE_POLL_MS=200", "CHATFLEET_STREAM_POLL_MS=200",
@@ -149,6 +154,7 @@ int main(void) {
         cmocka_unit_test(test_a_failed_turn_raises_the_chat_error_with_its_kind_and_status),
         cmocka_unit_test(test_abort_interrupts_the_server_side_run),
         cmocka_unit_test(test_gateway_killed_mid_stream_resumes_without_repeated_or_missing_text),
+        cmocka_unit_test(test_a_turn_that_waits_for_its_subagents_ends_once_with_their_results),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }

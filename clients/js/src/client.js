@@ -75,6 +75,18 @@ export class ChatfleetClient {
     return this.request("GET", `/api/v2/chats/${chatId}`, undefined, signal);
   }
 
+  /** The chat's subagents as a tree (ARCHITECTURE.md §3, "Families"): [{...chat, children:
+   * [...]}], its direct children oldest first, each with its own. A root's JSON embeds its
+   * whole family flat (each member with parent_chat_id); a child's is read from its root. */
+  async getSubagents(chatId, signal) {
+    const chat = await this.getChat(chatId, signal);
+    const root = chat.root_chat_id ? await this.getChat(chat.root_chat_id, signal) : chat;
+    const family = root.children ?? [];
+    const under = (id) =>
+      family.filter((m) => m.parent_chat_id === id).map((m) => ({ ...m, children: under(m.id) }));
+    return under(chatId);
+  }
+
   /** The chat's messages, newest first (the gateway's default order), limit at most 100. */
   async getMessages(chatId, { limit = 100, afterId, beforeId } = {}, signal) {
     const q = new URLSearchParams({ limit: String(limit) });

@@ -255,6 +255,26 @@ const cases = {
   },
 };
 
+cases.subagents = async function subagents() {
+  // The turn spawns two children that run on the cluster's workers and waits for them (an
+  // agent wait, which asks nothing of the client): generate() ends once, with the parent's
+  // answer to the children's results, and the family reads back as a tree.
+  const agent = new ChatfleetAgent({ baseUrl: url, token });
+  const r = await agent.generate({ prompt: "fan out [sim:spawn 2][sim:child words 3]" });
+  assert.equal(r.finishReason, "stop");
+  assert.ok(r.text.includes("wait_agent="), r.text);
+  assert.equal(r.text, await committedText(agent.chatId));
+  const kids = await client.getSubagents(agent.chatId);
+  assert.equal(kids.length, 2, JSON.stringify(kids));
+  for (const [k, c] of kids.entries()) {
+    assert.equal(c.parent_chat_id, agent.chatId);
+    assert.equal(c.status, "waiting");
+    assert.ok(r.text.includes(`task ${k + 1} of 2`), r.text);
+    assert.deepEqual(await client.getSubagents(c.id), []);
+  }
+  return `children=${kids.map((c) => c.id).join(",")}`;
+};
+
 const run = cases[name];
 if (!run) {
   console.error(`unknown case ${name}`);
