@@ -387,6 +387,72 @@ static void test_two_acquirers_never_hold_more_than_max_chats_or_one_slot_twice(
     free(racers);
 }
 
+/* --- The subagent pool (ARCHITECTURE.md §6.2, "Pools"). --- */
+
+/* A new running subagent chat of parent, without an owner. */
+static void s_child(const char *parent, char chat[ID_UUID_LEN + 1]) {
+    cs_message_t m = {.role = "user", .content = S_USER_MSG};
+    cs_create_t c = {
+        .owner_id = s_owner, .messages = &m, .message_count = 1, .parent_chat_id = parent};
+    cs_error_t err;
+    if (chatstate_create(s_conn, &s_settings, &c, NULL, chat, &err) != 0) {
+        fail_msg("create child: %s", err.message);
+    }
+}
+
+static void test_subagents_and_roots_take_slots_of_their_own_pools_only(void **state) {
+    (void)state;
+    char w[ID_UUID_LEN + 1];
+    assert_int_equal(id_uuid_new(w), 0);
+    char root[ID_UUID_LEN + 1];
+    char root2[ID_UUID_LEN + 1];
+    char kids[3][ID_UUID_LEN + 1];
+    s_chat(root);
+    for (int i = 0; i < 3; i++) {
+        s_child(root, kids[i]);
+    }
+    s_chat(root2);
+    /* Roots: slot 1 only. The one free slot goes to the oldest root, never to a child. */
+    leasedb_acquire_args_t roots = s_args(w, 1, 8);
+    roots.pool = LEASEDB_POOL_ROOTS;
+    leasedb_batch_t got;
+    assert_int_equal(leasedb_acquire(s_conn, &roots, &got), 0);
+    assert_int_equal(got.count, 1);
+    assert_string_equal(got.chats[0].chat_id, root);
+    assert_int_equal(got.chats[0].slot, 1);
+    /* Subagents: slots 2..3, taken by the two oldest children; the roots' pool is full. */
+    leasedb_acquire_args_t subs = s_args(w, 2, 8);
+    subs.first_slot = 2;
+    subs.pool = LEASEDB_POOL_SUBAGENTS;
+    assert_int_equal(leasedb_acquire(s_conn, &subs, &got), 0);
+    assert_int_equal(got.count, 2);
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(got.chats[i].chat_id, kids[i]);
+        assert_true(got.chats[i].slot == 2 || got.chats[i].slot == 3);
+    }
+    assert_int_not_equal(got.chats[0].slot, got.chats[1].slot);
+    /* Both pools are full now: the third child and the second root wait, each for its own. */
+    assert_int_equal(leasedb_acquire(s_conn, &subs, &got), 0);
+    assert_int_equal(got.free_slots, 0);
+    assert_int_equal(got.count, 0);
+    assert_int_equal(leasedb_acquire(s_conn, &roots, &got), 0);
+    assert_int_equal(got.free_slots, 0);
+    /* A child's turn ends and its slot goes stale: the waiting child takes it, not the root. */
+    s_finish_turn(kids[0]);
+    s_sql(s_conn,
+          "UPDATE chat_heartbeats SET heartbeat_at = now() - interval '1 hour'"
+          " WHERE chat_id = '%s'",
+          kids[0]);
+    assert_int_equal(leasedb_acquire(s_conn, &subs, &got), 0);
+    assert_int_equal(got.count, 1);
+    assert_string_equal(got.chats[0].chat_id, kids[2]);
+    assert_int_equal(s_int(s_conn,
+                           "SELECT count(*) FROM chats WHERE id = '%s' AND worker_id IS"
+                           " NULL",
+                           root2),
+                     1);
+}
+
 /* --- A stale holder's slot. --- */
 
 static void test_a_stale_holders_slot_goes_to_another_chat(void **state) {
@@ -829,7 +895,7 @@ static void test_a_lease_question_is_an_index_probe_whatever_the_table_looked_li
     args = mem_printf("('%s', '%s', '%s', 5000)", chat, w, w);
     char *own = s_plan_of("UPDATE chats c SET worker_id", args);
     free(args);
-    char *scan = s_plan_of("WITH s AS MATERIALIZED", "(1, 100, 5000, 1, 8, 4)");
+    char *scan = s_plan_of("WITH s AS MATERIALIZED", "(1, 100, 5000, 1, 8, 4, 1, 0)");
     const char *plans[] = {load, own, scan};
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
         if (strstr(plans[i], "Seq Scan on chat_heartbeats") || strstr(plans[i], "hashed") ||
@@ -880,6 +946,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(
             test_two_acquirers_never_hold_more_than_max_chats_or_one_slot_twice, s_setup,
             s_teardown),
+        cmocka_unit_test_setup_teardown(test_subagents_and_roots_take_slots_of_their_own_pools_only,
+                                        s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_a_stale_holders_slot_goes_to_another_chat, s_setup,
                                         s_teardown),
         cmocka_unit_test_setup_teardown(

@@ -9,7 +9,8 @@
  * tool error before any child exists; that a family archive is all or nothing; that a child's
  * structured output comes back as its validated value; and that message_agent reaches a child.
  *
- * The workers run with CHATFLEET_SUBAGENT_MAX_CHILDREN=3 and CHATFLEET_SUBAGENT_MAX_DEPTH=1.
+ * The workers run with CHATFLEET_SUBAGENT_MAX_CHILDREN=3 and CHATFLEET_SUBAGENT_MAX_DEPTH=1, and
+ * the limiter split into pools: 8 root slots, 3 subagent slots after them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -137,6 +138,26 @@ static int s_acquisitions(const char *chat, int w, bool takeovers) {
     return n;
 }
 
+/* How many times the workers' logs show the chat acquired in pool (the acquirer's pool=). */
+static int s_pool_acquisitions(const char *chat, const char *pool) {
+    char needle[128];
+    char tag[32];
+    snprintf(needle, sizeof needle, "chat_acquired chat_id=%s", chat);
+    snprintf(tag, sizeof tag, "pool=%s", pool);
+    int n = 0;
+    for (int w = 0; w < 2; w++) {
+        FILE *f = fopen(cluster_log(s_c, CLUSTER_WORKER, w), "r");
+        char line[2048];
+        while (f && fgets(line, sizeof line, f)) {
+            n += strstr(line, needle) && strstr(line, tag);
+        }
+        if (f) {
+            fclose(f);
+        }
+    }
+    return n;
+}
+
 /* The one worker that has acquired the chat so far (the test fails when it is not one). */
 static int s_worker_of(const char *chat) {
     int a = s_acquisitions(chat, 0, false);
@@ -204,7 +225,11 @@ static void test_three_children_run_in_parallel_and_the_parent_resumes_once_with
     int on[2] = {0, 0};
     for (char *save = NULL, *id = strtok_r(kids, ",", &save); id; id = strtok_r(NULL, ",", &save)) {
         on[s_worker_of(id)]++;
+        /* Each child held a slot of the subagent pool (9..11), the parent one of the roots'. */
+        assert_int_equal(s_pool_acquisitions(id, "subagents"), 1);
     }
+    assert_true(s_pool_acquisitions(parent, "roots") >= 1);
+    assert_int_equal(s_pool_acquisitions(parent, "subagents"), 0);
     free(kids);
     print_message("three children: span / longest child = %.2f; on worker 0: %d, 1: %d\n", ratio,
                   on[0], on[1]);
@@ -438,8 +463,9 @@ static void test_the_cli_lists_a_family_as_a_tree_under_its_root(void **st) {
 
 static int s_setup(void **state) {
     (void)state;
-    static const char *const env[] = {"CHATFLEET_SUBAGENT_MAX_CHILDREN=3",
-                                      "CHATFLEET_SUBAGENT_MAX_DEPTH=1", NULL};
+    static const char *const env[] = {
+        "CHATFLEET_SUBAGENT_MAX_CHILDREN=3", "CHATFLEET_SUBAGENT_MAX_DEPTH=1",
+        "CHATFLEET_WORKER_MAX_CHATS=8", "CHATFLEET_WORKER_MAX_SUBAGENTS=3", NULL};
     cluster_opts_t o = {.name = "test_subagents", .gateways = 1, .workers = 2, .env = env};
     s_c = cluster_new(&o);
     return 0;

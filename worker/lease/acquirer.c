@@ -15,6 +15,15 @@ struct acquirer {
     zactor_t *actor;
 };
 
+/* One pool of the limiter, as this acquirer passes over it. */
+typedef struct {
+    leasedb_pool_t kind;
+    int64_t first; /* its first slot */
+    int64_t size;  /* its slots; 0: no limiter */
+    int batch;     /* the next pass's batch (acquirer.h) */
+    bool refused;  /* the limiter refused in the last pass (logged once per episode) */
+} s_pool_t;
+
 typedef struct {
     zsock_t *pipe;
     acquirer_args_t args;
@@ -27,12 +36,18 @@ typedef struct {
     bool full;            /* the next pass is a full one (the poll's, or asked for by one) */
     int64_t last_full_ms; /* when the last full pass started */
     int64_t hint_full_at; /* when a full pass is due for a hint; 0: none */
-    int batch;            /* the next pass's batch (acquirer.h) */
-    bool refused;         /* the limiter refused in the last pass (logged once per episode) */
+    s_pool_t pools[2];
+    int npools;
     int64_t passes;
     int64_t acquired;
     int64_t takeovers;
 } self_t;
+
+static const char *s_pool_name(leasedb_pool_t kind) {
+    return kind == LEASEDB_POOL_ROOTS       ? "roots"
+           : kind == LEASEDB_POOL_SUBAGENTS ? "subagents"
+                                            : "all";
+}
 
 /* The agent waits whose wake was lost to a crash (chatstate_agents_sweep), on each full pass:
  * the resumed parents' ownership hints bring them to a worker like any runnable chat. */
@@ -50,11 +65,68 @@ static void s_sweep(self_t *self) {
     }
 }
 
-/* One acquisition transaction; a full batch, or a miss worth another look, asks for another
- * pass at once (after a look at the pipe, so that a command never waits behind many):
- * runnable chats that found no worker send no more hints. A hint's pass is quick (unowned
- * chats only), the poll's is full (stale leases too); the pass asked for is full only after
- * a full one that took a lease over (ARCHITECTURE.md §6.2). */
+/* One acquisition transaction in one pool; a full batch, or a miss worth another look, asks
+ * for another pass at once (after a look at the pipe, so that a command never waits behind
+ * many): runnable chats that found no worker send no more hints. A hint's pass is quick
+ * (unowned chats only), the poll's is full (stale leases too); the pass asked for is full only
+ * after a full one that took a lease over (ARCHITECTURE.md §6.2). -1 when the connection
+ * broke. */
+static int s_pass_pool(self_t *self, s_pool_t *pool, bool full) {
+    leasedb_acquire_args_t a = {.worker_id = self->args.worker_id,
+                                .max_chats = pool->size,
+                                .first_slot = pool->first,
+                                .pool = pool->kind,
+                                .lease_stale_ms = self->args.lease_stale_ms,
+                                .batch = pool->batch,
+                                .sink = &self->args.sink,
+                                .quick = !full};
+    leasedb_batch_t b;
+    if (leasedb_acquire(self->conn, &a, &b) != 0) {
+        dbpool_put(self->pool, self->conn); /* closes a broken connection */
+        self->conn = NULL;
+        return -1;
+    }
+    if (b.free_slots == 0) {
+        /* Every slot of the pool is held by a fresh lease: the limiter refuses (§6.2). */
+        if (!pool->refused) {
+            log_info("admission_refused", "worker_id=%s pool=%s first_slot=%lld slots=%lld",
+                     self->args.worker_id, s_pool_name(pool->kind), (long long)pool->first,
+                     (long long)pool->size);
+        }
+        pool->refused = true;
+        return 0;
+    }
+    pool->refused = false;
+    bool took_over = false;
+    for (int i = 0; i < b.count; i++) {
+        const leasedb_acquired_t *c = &b.chats[i];
+        bool takeover = c->previous[0] != '\0';
+        self->acquired++;
+        self->takeovers += takeover;
+        took_over |= takeover;
+        log_info("chat_acquired",
+                 "chat_id=%s worker_id=%s runner_id=%s takeover=%d previous=%s slot=%d pass=%s "
+                 "pool=%s",
+                 c->chat_id, self->args.worker_id, c->runner_id, takeover,
+                 takeover ? c->previous : "-", (int)c->slot, full ? "full" : "quick",
+                 s_pool_name(pool->kind));
+        zmsg_t *m = zmsg_new();
+        zmsg_addstr(m, "SPAWN");
+        zmsg_addmem(m, &c->after, sizeof c->after);
+        if (zmsg_send(&m, self->push) != 0) {
+            zmsg_destroy(&m);
+        }
+    }
+    bool filled = b.count == a.batch;
+    pool->batch = filled ? ACQUIRER_BATCH_MAX : ACQUIRER_BATCH_SMALL;
+    if (filled || b.again) {
+        self->wake = true;
+        self->full |= full && took_over;
+    }
+    return 0;
+}
+
+/* A pass over every pool, and on a full pass the sweep of lost agent wakes. */
 static void s_pass(self_t *self) {
     bool full = self->full;
     self->wake = false;
@@ -69,61 +141,36 @@ static void s_pass(self_t *self) {
             return;
         }
     }
-    leasedb_acquire_args_t a = {.worker_id = self->args.worker_id,
-                                .max_chats = self->args.max_chats,
-                                .lease_stale_ms = self->args.lease_stale_ms,
-                                .batch = self->batch,
-                                .sink = &self->args.sink,
-                                .quick = !full};
-    leasedb_batch_t b;
-    if (leasedb_acquire(self->conn, &a, &b) != 0) {
-        dbpool_put(self->pool, self->conn); /* closes a broken connection */
-        self->conn = NULL;
-        return;
+    for (int i = 0; i < self->npools; i++) {
+        if (s_pass_pool(self, &self->pools[i], full) != 0) {
+            return;
+        }
     }
     if (full) {
         s_sweep(self);
     }
-    if (b.free_slots == 0) {
-        /* Every slot is held by a fresh lease: the limiter refuses (ARCHITECTURE.md §6.2). */
-        if (!self->refused) {
-            log_info("admission_refused", "worker_id=%s held=%lld max_chats=%lld",
-                     self->args.worker_id, (long long)self->args.max_chats,
-                     (long long)self->args.max_chats);
-        }
-        self->refused = true;
-        return;
-    }
-    self->refused = false;
-    bool took_over = false;
-    for (int i = 0; i < b.count; i++) {
-        const leasedb_acquired_t *c = &b.chats[i];
-        bool takeover = c->previous[0] != '\0';
-        self->acquired++;
-        self->takeovers += takeover;
-        took_over |= takeover;
-        log_info("chat_acquired",
-                 "chat_id=%s worker_id=%s runner_id=%s takeover=%d previous=%s slot=%d pass=%s",
-                 c->chat_id, self->args.worker_id, c->runner_id, takeover,
-                 takeover ? c->previous : "-", (int)c->slot, full ? "full" : "quick");
-        zmsg_t *m = zmsg_new();
-        zmsg_addstr(m, "SPAWN");
-        zmsg_addmem(m, &c->after, sizeof c->after);
-        if (zmsg_send(&m, self->push) != 0) {
-            zmsg_destroy(&m);
-        }
-    }
-    bool filled = b.count == a.batch;
-    self->batch = filled ? ACQUIRER_BATCH_MAX : ACQUIRER_BATCH_SMALL;
-    if (filled || b.again) {
-        self->wake = true;
-        self->full = full && took_over;
-    }
+}
+
+/* The limiter's pools (ARCHITECTURE.md §6.2): one for every chat, or, with max_subagents, the
+ * roots' slots 1..max_chats and the subagents' after them. */
+static void s_pools(self_t *self) {
+    const acquirer_args_t *a = &self->args;
+    bool split = a->max_chats > 0 && a->max_subagents > 0;
+    self->pools[0] = (s_pool_t){.kind = split ? LEASEDB_POOL_ROOTS : LEASEDB_POOL_ANY,
+                                .first = 1,
+                                .size = a->max_chats,
+                                .batch = ACQUIRER_BATCH_MAX};
+    self->pools[1] = (s_pool_t){.kind = LEASEDB_POOL_SUBAGENTS,
+                                .first = a->max_chats + 1,
+                                .size = a->max_subagents,
+                                .batch = ACQUIRER_BATCH_MAX};
+    self->npools = split ? 2 : 1;
 }
 
 static void s_actor(zsock_t *pipe, void *argp) {
     /* The first pass may find a backlog: a full batch. */
-    self_t self = {.pipe = pipe, .args = *(acquirer_args_t *)argp, .batch = ACQUIRER_BATCH_MAX};
+    self_t self = {.pipe = pipe, .args = *(acquirer_args_t *)argp};
+    s_pools(&self);
     self.sub = bus_subscriber_new(self.args.broker_sub);
     ASSERT(self.sub);
     bus_subscriber_subscribe(self.sub, PROTO_TOPIC_OWNERSHIP);

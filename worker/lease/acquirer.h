@@ -45,6 +45,10 @@ typedef struct {
     const char *inbox;      /* the manager's inbox */
     int64_t poll_ms;
     int64_t max_chats; /* chats held by fresh leases deployment-wide; 0: no limit */
+    /* With max_chats: subagent chats held at once deployment-wide, in a pool of their own
+     * (slots max_chats+1..max_chats+max_subagents; max_chats then bounds root chats only);
+     * 0: subagents share the one pool. */
+    int64_t max_subagents;
     int64_t lease_stale_ms;
     int64_t statement_timeout_ms;
     hint_sink_t sink; /* where Acquire's hints go */

@@ -80,49 +80,55 @@ typedef struct {
     int nchats;                           /* first */
 } s_found_t;
 
-/* Runnable chats without a fresh lease, oldest first, locked without waiting; STALE and LIMIT
- * are the statement's parameters for the stale bound and the limit. */
-#define S_CHATS_SQL(STALE, LIMIT)                                                                  \
+/* The pool's kind filter (leasedb_pool_t, the statement's parameter KIND): any chat, roots only
+ * or subagents only. */
+#define S_POOL_SQL(KIND)                                                                           \
+    " AND (" KIND "::int = 0 OR (c.parent_chat_id IS NULL) = (" KIND "::int = 1))"
+
+/* Runnable chats without a fresh lease, oldest first, locked without waiting; STALE, LIMIT and
+ * KIND are the statement's parameters for the stale bound, the limit and the pool. */
+#define S_CHATS_SQL(STALE, LIMIT, KIND)                                                            \
     "SELECT c.id, coalesce(c.worker_id::text, '') AS prev, c.updated_at FROM chats c"              \
     " WHERE c.archived = false AND c.status IN ('running', 'interrupting', 'requires_action')"     \
     " AND NOT c.waiting_on_agents"                                                                 \
     " AND (c.worker_id IS NULL OR c.runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM"                \
     " chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id = c.runner_id"                      \
-    " AND h.heartbeat_at > statement_timestamp() - " STALE "::bigint * interval '1 millisecond'))" \
-    " ORDER BY c.updated_at, c.id LIMIT " LIMIT " FOR UPDATE OF c SKIP LOCKED"
+    " AND h.heartbeat_at > statement_timestamp() - " STALE                                         \
+    "::bigint * interval '1 millisecond'))" S_POOL_SQL(                                            \
+        KIND) " ORDER BY c.updated_at, c.id LIMIT " LIMIT " FOR UPDATE OF c SKIP LOCKED"
 
 /* The quick pass's candidates: runnable chats without any owner, oldest first, through the
  * partial index chats_unowned_candidates (0008), whose predicate this repeats; STALE is
  * unused (the parameter keeps the statements' shapes alike). */
-#define S_UNOWNED_SQL(STALE, LIMIT)                                                                \
+#define S_UNOWNED_SQL(STALE, LIMIT, KIND)                                                          \
     "SELECT c.id, '' AS prev, c.updated_at FROM chats c"                                           \
     " WHERE c.archived = false AND c.status IN ('running', 'interrupting', 'requires_action')"     \
-    " AND c.worker_id IS NULL AND NOT c.waiting_on_agents AND " STALE "::bigint IS NOT NULL"       \
-    " ORDER BY c.updated_at, c.id LIMIT " LIMIT " FOR UPDATE OF c SKIP LOCKED"
+    " AND c.worker_id IS NULL AND NOT c.waiting_on_agents AND " STALE                              \
+    "::bigint IS NOT NULL" S_POOL_SQL(KIND) " ORDER BY c.updated_at, c.id LIMIT " LIMIT            \
+                                            " FOR UPDATE OF c SKIP LOCKED"
 
-/* With the limiter: up to $5 slots of 1..$2 not held by a fresh heartbeat row, scanned from $1
- * and wrapping around, each claimed by an advisory lock of class $4 taken without waiting
- * (the CASE takes it only after the probe found the slot free: the planner runs the cheaper
- * filter first, which would lock every held slot it passes);
- * then up to min($6, slots found) chats of CHATS. Kind 0 rows are the slots (ascending), kind
- * 1 the chats (oldest first). Whether a slot is held, and whether freshly, is one index probe
- * per slot (scalar subqueries, never a hash of every heartbeat row: ARCHITECTURE.md §6.2,
- * "Probes, not hashes"). */
+/* With the limiter: up to $5 slots of the pool's $7..$7+$2-1 not held by a fresh heartbeat
+ * row, scanned from $1 and wrapping around, each claimed by an advisory lock of class $4 taken
+ * without waiting (the CASE takes it only after the probe found the slot free: the planner runs the
+ * cheaper filter first, which would lock every held slot it passes); then up to min($6, slots
+ * found) chats of CHATS. Kind 0 rows are the slots (ascending), kind 1 the chats (oldest first).
+ * Whether a slot is held, and whether freshly, is one index probe per slot (scalar subqueries,
+ * never a hash of every heartbeat row: ARCHITECTURE.md §6.2, "Probes, not hashes"). */
 #define S_SCAN_SQL(CHATS)                                                                          \
     "WITH s AS MATERIALIZED (SELECT g.s, (SELECT true FROM chat_heartbeats h"                      \
     " WHERE h.slot = g.s LIMIT 1) IS NOT NULL AS held FROM (SELECT generate_series($1::int,"       \
-    " $2::int) UNION ALL SELECT generate_series(1, $1::int - 1)) AS g(s)"                          \
+    " $7::int + $2::int - 1) UNION ALL SELECT generate_series($7::int, $1::int - 1)) AS g(s)"      \
     " WHERE CASE WHEN (SELECT true FROM chat_heartbeats h WHERE h.slot = g.s AND h.heartbeat_at >" \
     " statement_timestamp() - $3::bigint * interval '1 millisecond' LIMIT 1) IS NULL"              \
     " THEN pg_try_advisory_xact_lock($4::int, g.s) ELSE false END LIMIT $5::int)"                  \
     " SELECT 0 AS kind, s.s AS ord, s.s::text, s.held::text FROM s UNION ALL"                      \
     " SELECT 1, row_number() OVER (ORDER BY c.updated_at, c.id), c.id::text, c.prev FROM "         \
-    "(" CHATS("$3", "least($6::int, (SELECT count(*) FROM s))") ") c ORDER BY 1, 2"
+    "(" CHATS("$3", "least($6::int, (SELECT count(*) FROM s))", "$8") ") c ORDER BY 1, 2"
 
-/* Without the limiter: up to $2 chats of CHATS, as kind 1 rows. */
+/* Without the limiter: up to $2 chats of CHATS in pool $3, as kind 1 rows. */
 #define S_SCAN_FREE_SQL(CHATS)                                                                     \
-    "SELECT 1 AS kind, 0, c.id::text, c.prev FROM (" CHATS(                                        \
-        "$1", "$2::int") ") c ORDER BY c.updated_at, c.id"
+    "SELECT 1 AS kind, 0, c.id::text, c.prev FROM (" CHATS("$1", "$2::int",                        \
+                                                           "$3") ") c ORDER BY c.updated_at, c.id"
 
 /* The scans by pass ([quick]) and limiter ([free]). */
 static const char *const s_scan_sql[2][2] = {
@@ -146,6 +152,8 @@ static int s_open(PGconn *conn, const leasedb_acquire_args_t *a, int64_t idle, s
     char start[DB_PARAM_INT64_LEN];
     char max[DB_PARAM_INT64_LEN];
     char stale_buf[DB_PARAM_INT64_LEN];
+    char first[DB_PARAM_INT64_LEN];
+    char kind[DB_PARAM_INT64_LEN];
     char lockclass[24];
     char want[24];
     char batch[24];
@@ -166,16 +174,19 @@ static int s_open(PGconn *conn, const leasedb_acquire_args_t *a, int64_t idle, s
         }
         snprintf(lockclass, sizeof lockclass, "%d", LEASEDB_SLOT_LOCK_CLASS);
         snprintf(want, sizeof want, "%d", w);
-        const char *p[] = {db_param_int64(start, 1 + (int64_t)(r % (uint64_t)a->max_chats)),
+        int64_t lo = a->first_slot > 0 ? a->first_slot : 1;
+        const char *p[] = {db_param_int64(start, lo + (int64_t)(r % (uint64_t)a->max_chats)),
                            db_param_int64(max, a->max_chats),
                            stale,
                            lockclass,
                            want,
-                           batch};
-        res = db_query(conn, &e, err, errlen, s_scan_sql[a->quick][0], 6, p);
+                           batch,
+                           db_param_int64(first, lo),
+                           db_param_int64(kind, a->pool)};
+        res = db_query(conn, &e, err, errlen, s_scan_sql[a->quick][0], 8, p);
     } else if (sent == 0) {
-        const char *p[] = {stale, batch};
-        res = db_query(conn, &e, err, errlen, s_scan_sql[a->quick][1], 2, p);
+        const char *p[] = {stale, batch, db_param_int64(kind, a->pool)};
+        res = db_query(conn, &e, err, errlen, s_scan_sql[a->quick][1], 3, p);
     } else {
         s_error(conn, NULL, err, errlen);
     }

@@ -7,7 +7,8 @@
  *
  * The limiter is the unique index on chat_heartbeats.slot (common/chat/sql/0002): with
  * max_chats N, a chat holds one of the slots 1..N through its fresh heartbeat row, so at most
- * N chats hold fresh leases deployment-wide, and no lock is shared between workers: an
+ * N chats hold fresh leases deployment-wide, and no lock is shared between workers. A pool
+ * (roots, subagents) is a range of slots of its own, taken only by its kind of chat: an
  * acquisition waits on another transaction only when both touch the same row or claim the
  * same slot. Not thread-safe per connection; any number of workers and threads may call it,
  * each on its own connection.
@@ -32,9 +33,19 @@
  * peer's transaction ends in milliseconds); then it tries the next slot. */
 #define LEASEDB_LOCK_TIMEOUT_MS 1000
 
+/* The chats an acquisition considers: the limiter's pools (ARCHITECTURE.md §6.2). */
+typedef enum {
+    LEASEDB_POOL_ANY = 0,  /* every chat: one pool */
+    LEASEDB_POOL_ROOTS,    /* root chats only */
+    LEASEDB_POOL_SUBAGENTS /* subagent chats (a parent_chat_id) only */
+} leasedb_pool_t;
+
 typedef struct {
     const char *worker_id;
-    int64_t max_chats;       /* slots 1..max_chats; 0: no limiter */
+    int64_t max_chats;       /* the pool's slots first_slot..first_slot+max_chats-1; 0: no
+                                limiter */
+    int64_t first_slot;      /* the pool's first slot; 0 means 1 */
+    leasedb_pool_t pool;     /* which chats the pass considers */
     int64_t lease_stale_ms;  /* also the lease threshold of its Acquire bundles */
     int batch;               /* chats to take at most, 1..LEASEDB_BATCH_MAX */
     int64_t lock_timeout_ms; /* 0: LEASEDB_LOCK_TIMEOUT_MS */
