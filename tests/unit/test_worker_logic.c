@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch.h"
 #include "compaction.h"
 #include "generation.h"
 #include "history.h"
@@ -218,6 +219,84 @@ static void test_decide_covers_every_branch(void **u) {
     /* The step limit: one assistant response already counts against max_steps = 1. */
     assert_int_equal(history_decide(m, dyn, 1, 0, NULL), DECIDE_FINISH_TURN);
     json_decref(m);
+    json_decref(dyn);
+}
+
+/* Subagent calls: spawn_agent and the other tools run as local calls; wait_agent waits only
+ * once nothing else is pending, and a client's call goes first. */
+static void test_decide_waits_for_agents_only_when_nothing_else_is_pending(void **u) {
+    (void)u;
+    json_t *dyn = s_msgs("[{\"name\":\"ask\"}]");
+    json_t *pending = NULL;
+    json_t *m =
+        s_msgs("[{\"role\":\"user\",\"content\":[]},{\"role\":\"assistant\",\"content\":["
+               "{\"type\":\"tool-call\",\"tool_call_id\":\"s\",\"tool_name\":\"spawn_agent\"},"
+               "{\"type\":\"tool-call\",\"tool_call_id\":\"w\",\"tool_name\":\"wait_agent\"},"
+               "{\"type\":\"tool-call\",\"tool_call_id\":\"d\",\"tool_name\":\"ask\"}]}]");
+    assert_int_equal(history_decide(m, dyn, 10, 0, &pending), DECIDE_RUN_LOCAL);
+    assert_int_equal(json_array_size(pending), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(pending, 0), "tool_name")),
+                        "spawn_agent");
+    json_decref(pending);
+    json_array_append_new(m, s_msgs("{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
+                                    "\"tool_call_id\":\"s\",\"result\":{}}]}"));
+    assert_int_equal(history_decide(m, dyn, 10, 0, NULL), DECIDE_REQUIRES_ACTION);
+    json_array_append_new(m, s_msgs("{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
+                                    "\"tool_call_id\":\"d\",\"result\":{}}]}"));
+    assert_int_equal(history_decide(m, dyn, 10, 0, NULL), DECIDE_AGENT_WAIT);
+    assert_string_equal(history_decision_name(DECIDE_AGENT_WAIT), "agent_wait");
+    json_array_append_new(m, s_msgs("{\"role\":\"tool\",\"content\":[{\"type\":\"tool-result\","
+                                    "\"tool_call_id\":\"w\",\"result\":{}}]}"));
+    assert_int_equal(history_decide(m, dyn, 10, 0, NULL), DECIDE_CALL_MODEL);
+    json_decref(m);
+    json_decref(dyn);
+}
+
+/* The tool rows a reply's batch writes, as one array of their parts. */
+static json_t *s_answered(json_t *content, const json_t *dyn) {
+    batch_t *b = batch_new();
+    const char *rejection = NULL;
+    bool candidate = false;
+    batch_reply(b, content, "tool_calls", NULL, NULL, dyn, NULL, &rejection, &candidate);
+    int n = 0;
+    const cs_message_t *rows = batch_rows(b, &n);
+    json_t *parts = json_array();
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(rows[i].role, "tool")) {
+            json_t *row = json_loads(rows[i].content, 0, NULL);
+            json_array_extend(parts, row);
+            json_decref(row);
+        }
+    }
+    batch_destroy(&b);
+    return parts;
+}
+
+/* A reply's subagent calls are left for the next step, which has a connection; a wait_agent
+ * beside a client's call is refused at once (the chat cannot wait for both). */
+static void
+test_a_reply_leaves_agent_calls_pending_and_refuses_a_wait_beside_a_client_call(void **u) {
+    (void)u;
+    json_t *dyn = s_msgs("[{\"name\":\"ask\"}]");
+    json_t *content =
+        s_msgs("[{\"type\":\"tool-call\",\"tool_call_id\":\"s\",\"tool_name\":\"spawn_agent\","
+               "\"args\":{\"prompt\":\"x\"}},{\"type\":\"tool-call\",\"tool_call_id\":\"w\","
+               "\"tool_name\":\"wait_agent\",\"args\":{}}]");
+    json_t *parts = s_answered(content, dyn);
+    assert_int_equal(json_array_size(parts), 0);
+    json_decref(parts);
+    json_array_append_new(content, s_msgs("{\"type\":\"tool-call\",\"tool_call_id\":\"d\","
+                                          "\"tool_name\":\"ask\",\"args\":{}}"));
+    parts = s_answered(content, dyn);
+    assert_int_equal(json_array_size(parts), 1);
+    json_t *p = json_array_get(parts, 0);
+    assert_string_equal(json_string_value(json_object_get(p, "tool_call_id")), "w");
+    assert_true(json_is_true(json_object_get(p, "is_error")));
+    char *text = json_dumps(json_object_get(p, "result"), 0);
+    assert_non_null(strstr(text, "cannot wait beside client tool calls"));
+    free(text);
+    json_decref(parts);
+    json_decref(content);
     json_decref(dyn);
 }
 
@@ -457,6 +536,9 @@ int main(void) {
         cmocka_unit_test(
             test_compaction_trigger_binds_the_lower_point_and_gates_on_the_latest_usage),
         cmocka_unit_test(test_decide_covers_every_branch),
+        cmocka_unit_test(test_decide_waits_for_agents_only_when_nothing_else_is_pending),
+        cmocka_unit_test(
+            test_a_reply_leaves_agent_calls_pending_and_refuses_a_wait_beside_a_client_call),
         cmocka_unit_test(test_decide_compaction_after_the_guards_and_the_boundary_completes),
         cmocka_unit_test(test_sim_parses_directives_and_strips_them),
         cmocka_unit_test(test_sim_clock_stamps_each_text_part_as_it_is_sent),

@@ -433,6 +433,9 @@ json_t *agents_run(PGconn *conn, const agents_ctx_t *a, const json_t *call, bool
     *is_error = false;
     const char *name = json_string_value(json_object_get(call, "tool_name"));
     name = name ? name : "";
+    if (a->max_depth <= 0) { /* not offered (CHATFLEET_SUBAGENT_MAX_DEPTH=0): a made-up call */
+        return s_error(is_error, "%s: subagents are off on this deployment", name);
+    }
     if (!strcmp(name, "spawn_agent")) {
         return s_spawn(conn, a, call, is_error);
     }

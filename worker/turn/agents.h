@@ -28,7 +28,7 @@ typedef struct {
     const char *chat_id; /* the calling chat, the parent of what it spawns */
     const cs_settings_t *settings;
     const hint_sink_t *sink; /* where committed hints go */
-    int max_depth;           /* CHATFLEET_SUBAGENT_MAX_DEPTH */
+    int max_depth;           /* CHATFLEET_SUBAGENT_MAX_DEPTH; 0: every call is an error */
     int max_children;        /* CHATFLEET_SUBAGENT_MAX_CHILDREN */
     int max_queue;           /* CHATFLEET_QUEUE_MAX, for message_agent's queued sends */
 } agents_ctx_t;

@@ -311,9 +311,8 @@ static json_t *s_hooked_calls(const taskctx_t *ctx, const json_t *pending, const
 }
 
 /* Runs the pending subagent calls but wait_agent (agents.h; pending holds no dynamic call)
- * with conn, in call order: their
- * answers ({tool_call_id: {"result", "is_error"}}) and the calls in *calls; NULL when there
- * are none, or (*failed) when the database failed. */
+ * with conn, in call order. Returns their answers ({tool_call_id: {"result", "is_error"}}),
+ * the calls in *calls; NULL when there are none, or (*failed) when the database failed. */
 static json_t *s_agent_answers(taskctx_t *ctx, PGconn *conn, const json_t *pending, json_t **calls,
                                bool *failed) {
     const taskctx_options_t *o = &ctx->env->opts;
