@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The longest answer text a wait returns per child (bytes of text, before JSON escaping). */
+/* The longest answer text a wait returns per child, in characters (before JSON escaping). */
 #define S_ANSWER_MAX "32768"
 
 /* For one wait_agent call of parent $1 with args $2: whether every child it names has ended,

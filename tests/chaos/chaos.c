@@ -40,8 +40,13 @@
 #define CHAOS_SLOW_WORDS      16   /* [sim:words]: with the echo 21 chunks, 12.6 s a reply */
 #define CHAOS_SLOW_STRUCTURED 4    /* every 4th slow turn is a structured request */
 #define CHAOS_SLOW_CREATORS   8    /* client threads creating the slow chats */
-#define CHAOS_STR_(x)         #x
-#define CHAOS_STR(x)          CHAOS_STR_(x)
+#define CHAOS_CHILD_WORDS     11   /* a child's [sim:words]: 2 to 12 */
+#define CHAOS_WAIT_ALL_MAX    8    /* [sim:wait-all] only while the chat has this many children */
+/* CHATFLEET_SUBAGENT_MAX_CHILDREN of every worker: above the default 16, so that a long run's
+ * subagent turns keep spawning (README.md, "Workload"). */
+#define CHAOS_SUBAGENT_MAX_CHILDREN 256
+#define CHAOS_STR_(x)               #x
+#define CHAOS_STR(x)                CHAOS_STR_(x)
 
 /* The response formats structured sends use (ledger_call_t.schema indexes them). */
 static const char *const s_formats[] = {
@@ -134,6 +139,7 @@ typedef struct {
     int64_t qids[CHAOS_RECENT_MAX]; /* queued ids, for queue deletions */
     int nqids;
     bool answer_failed; /* the last answer was rejected: ask REST for the pending calls */
+    int children;       /* children the chat's accepted subagent turns asked for */
 } client_t;
 
 static unsigned s_rand(unsigned *state) {
@@ -424,7 +430,9 @@ static void s_read_send(client_t *cl, json_t *resp, ledger_call_t *call) {
     }
 }
 
-static void s_send(client_t *cl, ledger_op_t op, const char *directive, int schema) {
+/* Sends a tagged message with directive; schema >= 0 makes it a structured request, agents > 0
+ * says it is a subagent turn asking for that many children. */
+static void s_send(client_t *cl, ledger_op_t op, const char *directive, int schema, int agents) {
     run_t *r = cl->run;
     int tag = atomic_fetch_add(&r->tags, 1);
     char text[256];
@@ -441,12 +449,14 @@ static void s_send(client_t *cl, ledger_op_t op, const char *directive, int sche
     json_decref(body);
     char path[160];
     snprintf(path, sizeof path, "/api/v2/chats/%s/messages", ledger_chat_id(r->ledger, cl->chat));
-    ledger_call_t call = {.op = op, .chat = cl->chat, .tag = tag, .schema = schema};
+    ledger_call_t call = {
+        .op = op, .chat = cl->chat, .tag = tag, .schema = schema, .agents = agents};
     json_t *resp = s_call(cl, "POST", path, b, &call.status);
     free(b);
     if (s_ok(call.status)) {
         s_read_send(cl, resp, &call);
         cl->wrote = true;
+        cl->children += agents;
     }
     json_decref(resp);
     ledger_add(r->ledger, &call);
@@ -528,8 +538,10 @@ static void s_interrupt(client_t *cl) {
     ledger_add(cl->run->ledger, &call);
 }
 
-/* The calls pending after the latest user row, from GET /messages (a new reference): the
- * fallback when the stream's latest action_required is stale or was never seen. */
+/* The calls of the client's dynamic tool ask pending after the latest user row, from GET
+ * /messages (a new reference): the fallback when the stream's latest action_required is stale
+ * or was never seen. Other pending calls are the worker's to run (a subagent tool's between
+ * two steps, a wait_agent's until the resumption), never the client's to answer. */
 static json_t *s_pending_rest(client_t *cl) {
     char path[200];
     snprintf(path, sizeof path, "/api/v2/chats/%s/messages?limit=200",
@@ -571,7 +583,9 @@ static json_t *s_pending_rest(client_t *cl) {
         json_array_foreach(json_object_get(m, "content"), k, part) {
             const char *type = json_string_value(json_object_get(part, "type"));
             const char *call = json_string_value(json_object_get(part, "tool_call_id"));
-            if (type && call && !strcmp(type, "tool-call") && !json_object_get(answered, call)) {
+            const char *name = json_string_value(json_object_get(part, "tool_name"));
+            if (type && call && !strcmp(type, "tool-call") && name && !strcmp(name, "ask") &&
+                !json_object_get(answered, call)) {
                 json_array_append_new(calls, json_pack("{s:s}", "tool_call_id", call));
             }
         }
@@ -613,14 +627,19 @@ static void s_answer(client_t *cl) {
     ledger_add(cl->run->ledger, &call);
 }
 
-/* GET /chats/{id}: records the snapshot_version; returns the status ("" when unknown). */
-static void s_observe(client_t *cl, char *status, size_t cap) {
+/* GET /chats/{id}: records the snapshot_version; returns the status ("" when unknown) and
+ * whether the chat sits in an agent wait (requires_action for its children, not its client:
+ * ARCHITECTURE.md §3, "Agent waits"). */
+static void s_observe(client_t *cl, char *status, size_t cap, bool *agent_wait) {
     char path[160];
     snprintf(path, sizeof path, "/api/v2/chats/%s", ledger_chat_id(cl->run->ledger, cl->chat));
     ledger_call_t call = {.op = LEDGER_GET, .chat = cl->chat, .tag = -1};
     json_t *chat = s_call(cl, "GET", path, NULL, &call.status);
     status[0] = '\0';
+    *agent_wait = false;
     if (call.status == 200 && chat) {
+        *agent_wait = json_is_true(json_object_get(chat, "waiting_on_agents"));
+        call.agent_wait = *agent_wait;
         ledger_snapshot(cl->run->ledger, cl->chat,
                         json_integer_value(json_object_get(chat, "snapshot_version")), cl->wrote);
         cl->wrote = false;
@@ -631,21 +650,45 @@ static void s_observe(client_t *cl, char *status, size_t cap) {
     ledger_add(cl->run->ledger, &call);
 }
 
+/* A subagent turn (worker/README.md, "The sim provider"): 1 to 3 children, each answering with
+ * a short slow reply; sometimes a structured answer, a grandchild of its own (a nested agent
+ * wait), a message_agent, list_agents or interrupt_agent before the wait, or a wait for every
+ * child of the chat (only while it has few: its result, echoed word by word in the parent's
+ * reply, grows with each child). */
+static void s_subagents(client_t *cl) {
+    static const char *const verbs[] = {"[sim:agents message]", "[sim:agents message]",
+                                        "[sim:agents list]", "[sim:agents interrupt]"};
+    unsigned *rng = &cl->rng;
+    int k = 1 + (int)(s_rand(rng) % 3);
+    int words = 2 + (int)(s_rand(rng) % CHAOS_CHILD_WORDS);
+    bool schema = s_rand(rng) % 5 == 0;
+    bool nested = s_rand(rng) % 6 == 0;
+    unsigned verb = s_rand(rng) % 10; /* 0..3: one of verbs; else none */
+    bool wait_all = s_rand(rng) % 8 == 0 && cl->children <= CHAOS_WAIT_ALL_MAX;
+    char d[200];
+    snprintf(d, sizeof d, "[sim:spawn %d][sim:child slow 10][sim:child words %d]%s%s%s%s", k, words,
+             schema ? "[sim:child-schema]" : "", nested ? "[sim:child spawn 1]" : "",
+             verb < 4 ? verbs[verb] : "", wait_all ? "[sim:wait-all]" : "");
+    s_send(cl, LEDGER_SEND, d, -1, k);
+}
+
 static void s_act(client_t *cl) {
     unsigned roll = s_rand(&cl->rng) % 100;
-    if (roll < 28) {
-        s_send(cl, LEDGER_SEND, "", -1);
-    } else if (roll < 38) {
+    if (roll < 20) {
+        s_send(cl, LEDGER_SEND, "", -1, 0);
+    } else if (roll < 30) {
         /* With an MCP server, half the tool turns call its tool (an MCP step, §7.9). */
         bool mcp = cl->run->cfg.mcp && s_rand(&cl->rng) % 2;
-        s_send(cl, LEDGER_SEND, mcp ? "[sim:tool mcp__chaos__t1]" : "[sim:tool time]", -1);
-    } else if (roll < 46) {
-        s_send(cl, LEDGER_SEND, "[sim:dynamic ask]", -1);
-    } else if (roll < 62) {
+        s_send(cl, LEDGER_SEND, mcp ? "[sim:tool mcp__chaos__t1]" : "[sim:tool time]", -1, 0);
+    } else if (roll < 38) {
+        s_send(cl, LEDGER_SEND, "[sim:dynamic ask]", -1, 0);
+    } else if (roll < 54) {
         s_send(cl, LEDGER_SEND, s_scripts[s_rand(&cl->rng) % CHAOS_NSCRIPTS],
-               (int)(s_rand(&cl->rng) % CHAOS_NFORMATS));
+               (int)(s_rand(&cl->rng) % CHAOS_NFORMATS), 0);
+    } else if (roll < 62) {
+        s_subagents(cl);
     } else if (roll < 70) {
-        s_send(cl, LEDGER_SEND_INTERRUPT, "", -1);
+        s_send(cl, LEDGER_SEND_INTERRUPT, "", -1, 0);
     } else if (roll < 78) {
         s_interrupt(cl);
     } else if (roll < 88) {
@@ -671,8 +714,12 @@ static void *s_client_thread(void *arg) {
         }
         pthread_mutex_unlock(&r->stream_lock);
         char status[32];
-        s_observe(cl, status, sizeof status);
-        if (!strcmp(status, "requires_action")) {
+        bool agent_wait = false;
+        s_observe(cl, status, sizeof status, &agent_wait);
+        /* An agent wait is requires_action with nothing for the client to answer (POST
+         * /tool-results would be refused with 409): the client acts as if the chat were busy,
+         * and while draining waits for the children to end it. */
+        if (!strcmp(status, "requires_action") && !agent_wait) {
             s_answer(cl);
         } else if (!atomic_load(&r->drain)) {
             s_act(cl);
@@ -989,10 +1036,12 @@ static void s_progress(run_t *r, const char *phase) {
     int dels = ledger_count(r->ledger, LEDGER_QUEUE_DELETE, NULL);
     int ints = ledger_count(r->ledger, LEDGER_INTERRUPT, NULL);
     int tools = ledger_count(r->ledger, LEDGER_TOOL_RESULTS, NULL);
-    printf("chaos: t=%5.1fs %s: sends %d/%d accepted, interrupt-sends %d, edits %d, queue deletes"
-           " %d, interrupts %d, tool results %d, faults %d/%d\n",
-           (double)(id_now_ms() - r->t0) / 1000.0, phase, sends, total, sends_i, edits, dels, ints,
-           tools, atomic_load(&r->main.done), r->main.n);
+    ledger_agents_t ag = ledger_agent_counts(r->ledger);
+    printf("chaos: t=%5.1fs %s: sends %d/%d accepted (%d/%d subagent turns), interrupt-sends %d,"
+           " edits %d, queue deletes %d, interrupts %d, tool results %d, agent waits seen %d,"
+           " faults %d/%d\n",
+           (double)(id_now_ms() - r->t0) / 1000.0, phase, sends, total, ag.accepted, ag.turns,
+           sends_i, edits, dels, ints, tools, ag.waits_seen, atomic_load(&r->main.done), r->main.n);
 }
 
 int chaos_run(const chaos_config_t *cfg) {
@@ -1005,17 +1054,19 @@ int chaos_run(const chaos_config_t *cfg) {
     s_schedule(r);
     /* The slow phase's takeovers of a hundred chats at once need no longer lease: acquisition
      * takes them in batches and the phase drains in about one reply time (README.md). */
-    static const char *const env[] = {"CHATFLEET_LEASE_STALE_MS=" CHAOS_STR(CHAOS_LEASE_STALE_MS),
-                                      "CHATFLEET_HEARTBEAT_MS=600",
-                                      "CHATFLEET_ACQUIRE_POLL_MS=300",
-                                      "CHATFLEET_STREAM_POLL_MS=1000",
-                                      "CHATFLEET_WORKER_RETRY_BASE_MS=50",
-                                      "CHATFLEET_WORKER_RETRY_MAX_MS=500",
-                                      "CHATFLEET_MAX_STEPS_PER_TURN=8",
-                                      "CHATFLEET_REQUIRES_ACTION_DEADLINE_MS=120000",
-                                      "CHATFLEET_LOG=info",
-                                      "CHATFLEET_WORKER_DB_CONNS=" CHAOS_STR(CHAOS_WORKER_DB_CONNS),
-                                      NULL};
+    static const char *const env[] = {
+        "CHATFLEET_LEASE_STALE_MS=" CHAOS_STR(CHAOS_LEASE_STALE_MS),
+        "CHATFLEET_HEARTBEAT_MS=600",
+        "CHATFLEET_ACQUIRE_POLL_MS=300",
+        "CHATFLEET_STREAM_POLL_MS=1000",
+        "CHATFLEET_WORKER_RETRY_BASE_MS=50",
+        "CHATFLEET_WORKER_RETRY_MAX_MS=500",
+        "CHATFLEET_MAX_STEPS_PER_TURN=8",
+        "CHATFLEET_REQUIRES_ACTION_DEADLINE_MS=120000",
+        "CHATFLEET_LOG=info",
+        "CHATFLEET_WORKER_DB_CONNS=" CHAOS_STR(CHAOS_WORKER_DB_CONNS),
+        "CHATFLEET_SUBAGENT_MAX_CHILDREN=" CHAOS_STR(CHAOS_SUBAGENT_MAX_CHILDREN),
+        NULL};
     /* With mcp: the config file naming the sim model and the chaos MCP server; with hooks:
      * the consumer's URL and secret. */
     const char *env_all[sizeof env / sizeof env[0] + 3];
@@ -1096,6 +1147,8 @@ int chaos_run(const chaos_config_t *cfg) {
     atomic_store(&r->drain, true);
     pthread_join(faults, NULL);
     s_progress(r, "faults healed, draining");
+    /* Every chat counts, children and grandchildren too; an agent wait is requires_action, so
+     * quiescence also waits for every wait to be resumed or canceled. */
     int64_t q = cluster_wait(r->cluster,
                              "SELECT ((SELECT count(*) FROM chats WHERE status IN ('running',"
                              " 'interrupting', 'requires_action')) + (SELECT count(*) FROM"

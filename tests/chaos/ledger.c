@@ -1,5 +1,6 @@
 /* ledger: a chaos run's record and its invariant checker; see ledger.h and README.md. */
 #include "ledger.h"
+#include "agentcheck.h"
 #include "id.h"
 #include "jsonschema.h"
 #include "mem.h"
@@ -109,10 +110,10 @@ void ledger_add(ledger_t *self, const ledger_call_t *call) {
     if (self->log && call->op != LEDGER_GET) {
         fprintf(self->log,
                 "t=%lld chat=%d op=%s status=%ld tag=%d target=%lld message_id=%lld"
-                " queued_id=%lld rid=%s\n",
+                " queued_id=%lld rid=%s agents=%d\n",
                 (long long)(c->at_ms - self->t0), c->chat, s_op_names[c->op], c->status, c->tag,
                 (long long)c->target, (long long)c->message_id, (long long)c->queued_id,
-                c->rid[0] ? c->rid : "-");
+                c->rid[0] ? c->rid : "-", c->agents);
         fflush(self->log);
     }
     pthread_mutex_unlock(&self->lock);
@@ -221,6 +222,21 @@ int ledger_count(ledger_t *self, ledger_op_t op, int *total) {
         *total = all;
     }
     return ok;
+}
+
+ledger_agents_t ledger_agent_counts(ledger_t *self) {
+    ledger_agents_t a = {0};
+    pthread_mutex_lock(&self->lock);
+    for (size_t i = 0; i < self->ncalls; i++) {
+        const ledger_call_t *c = &self->calls[i];
+        bool ok = c->status >= 200 && c->status < 300;
+        a.turns += c->agents > 0;
+        a.accepted += c->agents > 0 && ok;
+        a.children += ok ? c->agents : 0;
+        a.waits_seen += c->agent_wait;
+    }
+    pthread_mutex_unlock(&self->lock);
+    return a;
 }
 
 void ledger_set_schemas(ledger_t *self, const char *const *formats, int n) {
@@ -408,8 +424,11 @@ static int s_check_accepted(ledger_t *self, PGconn *conn, receipts_t *rs) {
         maxtag = self->calls[i].tag > maxtag ? self->calls[i].tag : maxtag;
     }
     tagrow_t *tags = mem_calloc((size_t)maxtag + 1, sizeof *tags);
-    PGresult *res = s_query(conn, "SELECT id, deleted, content::text FROM chat_messages"
-                                  " WHERE role = 'user' AND visibility <> 'model' ORDER BY id");
+    /* Top-level chats only: a child's prompt quotes its parent's (tag included). */
+    PGresult *res = s_query(conn, "SELECT m.id, m.deleted, m.content::text FROM chat_messages m"
+                                  " JOIN chats c ON c.id = m.chat_id AND c.parent_chat_id IS NULL"
+                                  " WHERE m.role = 'user' AND m.visibility <> 'model'"
+                                  " ORDER BY m.id");
     for (int i = 0; res && i < PQntuples(res); i++) {
         int t = s_tag_of(PQgetvalue(res, i, 2));
         if (t >= 0 && t <= maxtag) {
@@ -653,8 +672,8 @@ static int s_check_terminal(PGconn *conn) {
               "m.content) e(p) WHERE m.chat_id = c.id AND m.role = 'assistant' AND NOT m.deleted"
               " AND e.p ->> 'type' = 'tool-call' AND NOT EXISTS (SELECT 1 FROM chat_messages t,"
               " jsonb_array_elements(t.content) f(p) WHERE t.chat_id = c.id AND NOT t.deleted AND"
-              " t.role = 'tool' AND f.p ->> 'tool_call_id' = e.p ->> 'tool_call_id')) FROM chats c"
-              " ORDER BY c.created_at");
+              " t.role = 'tool' AND f.p ->> 'tool_call_id' = e.p ->> 'tool_call_id')),"
+              " c.waiting_on_agents FROM chats c ORDER BY c.created_at");
     int waiting = 0;
     int error = 0;
     int action = 0;
@@ -662,16 +681,17 @@ static int s_check_terminal(PGconn *conn) {
         const char *st = PQgetvalue(res, i, 1);
         long queued = strtol(PQgetvalue(res, i, 2), NULL, 10);
         long pending = strtol(PQgetvalue(res, i, 3), NULL, 10);
+        bool agent_wait = PQgetvalue(res, i, 4)[0] == 't'; /* its calls are not the client's */
         if (queued > 0) {
             s_offend(&o, "%s(%ld queued)", PQgetvalue(res, i, 0), queued);
         } else if (!strcmp(st, "waiting")) {
             waiting++;
         } else if (!strcmp(st, "error")) {
             error++;
-        } else if (!strcmp(st, "requires_action") && pending > 0) {
+        } else if (!strcmp(st, "requires_action") && pending > 0 && !agent_wait) {
             action++;
         } else {
-            s_offend(&o, "%s(%s)", PQgetvalue(res, i, 0), st);
+            s_offend(&o, "%s(%s%s)", PQgetvalue(res, i, 0), st, agent_wait ? ", agent wait" : "");
         }
     }
     printf("chaos: final chat states: %d chats: %d waiting, %d error, %d requires_action waiting"
@@ -1151,18 +1171,25 @@ static int s_check_connections(ledger_t *self) {
 
 /* Invariant 9: compaction requests are consumed once. No chat is left with a request pending;
  * no chat has more manual summaries (deleted ones included: an edit may truncate one) than
- * requests its client saw accepted; every summary call has exactly one result. */
+ * requests its client saw accepted or whose outcome it could not know (no response, or a 5xx:
+ * a gateway whose database went away after the COMMIT answers 500 for a committed request);
+ * every summary call has exactly one result. */
 static int s_check_compactions(ledger_t *self, PGconn *conn) {
     offenders_t o = {0};
     int *accepted = mem_calloc((size_t)self->nchats, sizeof *accepted);
+    int *unknown = mem_calloc((size_t)self->nchats, sizeof *unknown);
     int requested = 0;
     int ok = 0;
+    int unknowns = 0;
     for (size_t i = 0; i < self->ncalls; i++) {
         const ledger_call_t *c = &self->calls[i];
         if (c->op == LEDGER_COMPACT) {
+            bool unsure = c->status < 0 || c->status >= 500;
             requested++;
             ok += s_2xx(c);
             accepted[c->chat] += s_2xx(c);
+            unknown[c->chat] += unsure;
+            unknowns += unsure;
         }
     }
     PGresult *res = s_query(conn, "SELECT id FROM chats WHERE compaction_requested_at IS NOT NULL");
@@ -1182,9 +1209,10 @@ static int s_check_compactions(ledger_t *self, PGconn *conn) {
         summaries += (int)strtol(PQgetvalue(res, i, 2), NULL, 10);
         automatic += (int)(strtol(PQgetvalue(res, i, 2), NULL, 10) - manual);
         for (int c = 0; c < self->nchats; c++) {
-            if (!strcmp(ledger_chat_id(self, c), PQgetvalue(res, i, 0)) && manual > accepted[c]) {
-                s_offend(&o, "%s(%ld summaries for %d accepted requests)", PQgetvalue(res, i, 0),
-                         manual, accepted[c]);
+            if (!strcmp(ledger_chat_id(self, c), PQgetvalue(res, i, 0)) &&
+                manual > accepted[c] + unknown[c]) {
+                s_offend(&o, "%s(%ld summaries for %d accepted requests, %d of unknown outcome)",
+                         PQgetvalue(res, i, 0), manual, accepted[c], unknown[c]);
             }
         }
     }
@@ -1197,10 +1225,12 @@ static int s_check_compactions(ledger_t *self, PGconn *conn) {
         " AND t.role = 'tool' AND t.compressed AND t.content -> 0 ->> 'tool_call_id' ="
         " a.content -> 0 ->> 'tool_call_id') <> 1",
         &o, "summary calls without exactly one result");
-    printf("chaos: compactions: %d requested, %d accepted, %d summaries committed (%d automatic),"
-           " %d requests pending, %d summary calls without exactly one result\n",
-           requested, ok, summaries, automatic, pending, unpaired);
+    printf("chaos: compactions: %d requested, %d accepted, %d of unknown outcome, %d summaries"
+           " committed (%d automatic), %d requests pending, %d summary calls without exactly one"
+           " result\n",
+           requested, ok, unknowns, summaries, automatic, pending, unpaired);
     free(accepted);
+    free(unknown);
     return s_verdict("compactions_once", &o);
 }
 
@@ -1218,7 +1248,13 @@ int ledger_check(ledger_t *self, PGconn *conn, const char *const *worker_logs, i
     failed += s_check_slow(self, conn, &rs, slow_min_in_flight);
     failed += s_check_connections(self);
     failed += s_check_compactions(self, conn);
+    ledger_agents_t ag = ledger_agent_counts(self);
+    agentcheck_sent_t sent = {.turns = ag.turns,
+                              .accepted = ag.accepted,
+                              .children = ag.children,
+                              .waits_seen = ag.waits_seen};
+    failed += agentcheck_check(conn, &sent);
     s_receipts_free(&rs);
-    printf("chaos: %d of 9 invariants failed\n", failed);
+    printf("chaos: %d of 10 invariants failed\n", failed);
     return failed;
 }

@@ -50,6 +50,8 @@ typedef struct {
     char rid[40];       /* the structured request UUID, or "" */
     int schema;         /* index into the caller's schema list for structured sends, or -1 */
     json_t *deleted;    /* edit: deleted_message_ids (owned by the ledger), or NULL */
+    int agents;         /* send: a subagent turn asking for this many children, or 0 */
+    bool agent_wait;    /* get: the chat answered in an agent wait ("waiting_on_agents") */
     int64_t at_ms;      /* when the response arrived (monotonic) */
 } ledger_call_t;
 
@@ -84,6 +86,16 @@ json_t *ledger_stream_action(ledger_t *self, int chat);
 
 /* Calls of op answered with a 2xx, and all calls of op. */
 int ledger_count(ledger_t *self, ledger_op_t op, int *total);
+
+/* What the clients did and saw of subagents. */
+typedef struct {
+    int turns;      /* subagent turns sent (calls with agents > 0) */
+    int accepted;   /* of them, answered with a 2xx */
+    int children;   /* children the accepted ones asked for */
+    int waits_seen; /* GET /chats/{id} answers that showed an agent wait */
+} ledger_agents_t;
+
+ledger_agents_t ledger_agent_counts(ledger_t *self);
 
 /* The schemas a structured send may name (ledger_call_t.schema indexes them): response_format
  * JSON texts, borrowed for the ledger's life. */
@@ -127,8 +139,9 @@ void ledger_sample(ledger_t *self, ledger_phase_t phase, const ledger_sample_t *
 /* Waits up to timeout_ms for every chat's stream client to show the committed history, then
  * checks every invariant against conn and the worker logs (NULL-terminated paths), printing
  * each with its counts and, when it fails, the offending ids: the six of the workload, the
- * slow phase's turns (slow_min_in_flight: the peak of turns in flight it must have reached)
- * and the workers' connections. Returns the number of failed invariants. */
+ * slow phase's turns (slow_min_in_flight: the peak of turns in flight it must have reached),
+ * the workers' connections, compactions and agent waits (agentcheck.h). Returns the number of
+ * failed invariants. */
 int ledger_check(ledger_t *self, PGconn *conn, const char *const *worker_logs, int timeout_ms,
                  int slow_min_in_flight);
 

@@ -5,7 +5,9 @@
  * flight together while workers are killed and stopped, on workers capped at 6 connections;
  * then every invariant of tests/chaos/README.md holds and is printed with its counts, the
  * slow turns' (each answered once, none stale, every chat waiting, one receipt each) and the
- * workers' connections (never above 3 x 6 in pg_stat_activity) among them.
+ * workers' connections (never above 3 x 6 in pg_stat_activity) among them, and (issue 36) the
+ * subagent turns' agent waits (each resumed at most once, exactly once while its call stands,
+ * with every named child's final answer and value).
  * CHATFLEET_CHAOS_SEED reproduces a run; CHATFLEET_CHAOS_SECONDS, CHATFLEET_CHAOS_SLOW_TURNS
  * and CHATFLEET_CHAOS_SLOW_SECONDS resize it (the longer command is in the README).
  *
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../chaos/agentcheck.c"
 #include "../chaos/chaos.c"
 #include "../chaos/hookcheck.c"
 #include "../chaos/ledger.c"
