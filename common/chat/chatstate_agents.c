@@ -78,12 +78,14 @@ static int s_wait_results(chatstate_t *self, const PGresult *pending, cs_tool_re
     return 0;
 }
 
-/* The resumption's moves in an open bundle of the parent: *resumed when it applied them. */
-static int s_resume(chatstate_t *self, bool *resumed, cs_error_t *err) {
+/* The resumption's moves in an open bundle of the parent: *resumed when it applied them;
+ * *rehint when another attempt resumed the parent already and it still needs an owner. */
+static int s_resume(chatstate_t *self, bool *resumed, bool *rehint, cs_error_t *err) {
     if (cs_load(self, err) != 0) {
         return -1;
     }
     if (!self->row.agent_wait) {
+        *rehint = chatmove_runnable(self->state) && self->row.needs_owner;
         return 0;
     }
     if (cs_start(self, MV_COMPLETE_REQUIRES_ACTION, NULL, err) != 0) {
@@ -117,16 +119,49 @@ static int s_resume(chatstate_t *self, bool *resumed, cs_error_t *err) {
     return rc;
 }
 
+/* Whether the parent is in an agent wait, read without a lock: 1, 0 (also when it does not
+ * exist), or -1 with err. A wait that begins after this read is the waiting bundle's own to
+ * resume (chatstate_commit_wake). */
+static int s_waiting(PGconn *conn, const char *parent_id, cs_error_t *err) {
+    if (!id_uuid_valid(parent_id)) {
+        return 0;
+    }
+    db_err_t e = DB_OK;
+    const char *p[] = {parent_id};
+    PGresult *res = db_query(conn, &e, err->message, sizeof err->message,
+                             "SELECT waiting_on_agents FROM chats WHERE id = $1", 1, p);
+    if (!res) {
+        err->rc = e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB;
+        return -1;
+    }
+    int waiting = PQntuples(res) == 1 && db_bool(res, 0, 0);
+    PQclear(res);
+    return waiting;
+}
+
 int chatstate_agents_resume(PGconn *conn, const cs_settings_t *settings, const char *parent_id,
                             const hint_sink_t *sink, bool *resumed, cs_error_t *err) {
     *resumed = false;
+    /* Most children end while their parent still waits for others, or after it resumed: they
+     * leave the parent's row alone, so that its lock stays free for the acquirers. */
+    int waiting = s_waiting(conn, parent_id, err);
+    if (waiting <= 0) {
+        return waiting;
+    }
     chatstate_t *cs = chatstate_begin(conn, settings, parent_id, err);
     if (!cs) {
         return err->rc == CS_NOT_FOUND ? 0 : -1;
     }
-    if (s_resume(cs, resumed, err) != 0) {
+    bool rehint = false;
+    if (s_resume(cs, resumed, &rehint, err) != 0) {
         chatstate_destroy(&cs);
         return -1;
+    }
+    if (!*resumed && rehint) {
+        /* Another attempt resumed the parent and published its ownership hint while this one
+         * held the row lock, so an acquirer's pass (FOR UPDATE SKIP LOCKED) may have skipped
+         * it: the lock's last holder hints again as it lets go. */
+        return chatstate_commit(&cs, sink, NULL, err);
     }
     if (!*resumed) {
         chatstate_destroy(&cs);
