@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -528,6 +529,137 @@ static void test_the_family_archive_publishes_an_update_hint_for_each_member(voi
     free(u.token);
 }
 
+/* ---- Agent waits through the state machine ---- */
+
+/* Runs one worker move on chat under its current fence: acquired first when unowned. */
+typedef int (*s_move_fn)(chatstate_t *cs, const cs_fence_t *f, void *arg, cs_error_t *err);
+
+static void s_worker_move(const char *chat, s_move_fn fn, void *arg) {
+    cs_error_t err;
+    char *owned = mem_printf("SELECT worker_id IS NOT NULL FROM chats WHERE id = '%s'", chat);
+    char *is = testdb_scalar(s_conn, owned);
+    free(owned);
+    if (is && !strcmp(is, "f")) {
+        chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
+        if (!cs || chatstate_acquire(cs, CHATSETUP_WORKER, CHATSETUP_RUNNER, &err) != 0 ||
+            chatstate_commit(&cs, NULL, NULL, &err) != 0) {
+            fail_msg("acquire %s: %s", chat, err.message);
+        }
+    }
+    free(is);
+    cs_fence_t f;
+    chatsetup_fence(s_conn, chat, &f);
+    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
+    if (!cs || fn(cs, &f, arg, &err) != 0 || chatstate_commit(&cs, NULL, NULL, &err) != 0) {
+        chatstate_destroy(&cs);
+        fail_msg("worker move on %s: %s", chat, err.message);
+    }
+}
+
+static int s_step_fn(chatstate_t *cs, const cs_fence_t *f, void *arg, cs_error_t *err) {
+    cs_message_t m = {.role = "assistant", .content = arg};
+    return chatstate_commit_step(cs, f, &m, 1, err);
+}
+
+static int s_wait_fn(chatstate_t *cs, const cs_fence_t *f, void *arg, cs_error_t *err) {
+    (void)arg;
+    return chatstate_enter_agent_wait(cs, f, err);
+}
+
+static int s_finish_fn(chatstate_t *cs, const cs_fence_t *f, void *arg, cs_error_t *err) {
+    (void)arg;
+    return chatstate_finish_turn(cs, f, NULL, 0, err);
+}
+
+typedef struct {
+    const char *parent;
+    int resumed;
+    int failed;
+} s_resumer_t;
+
+static void *s_resumer(void *arg) {
+    s_resumer_t *r = arg;
+    PGconn *conn = PQconnectdb(cluster_db_url(s_c));
+    bool resumed = false;
+    cs_error_t err;
+    for (int tries = 0; tries < 5; tries++) {
+        if (chatstate_agents_resume(conn, &chatsetup_settings, r->parent, NULL, &resumed, &err) ==
+            0) {
+            r->resumed = resumed;
+            PQfinish(conn);
+            return NULL;
+        }
+    }
+    r->failed = 1;
+    PQfinish(conn);
+    return NULL;
+}
+
+/* Eight resumptions of one agent wait at once (as many children's ends would make): exactly
+ * one answers the wait; the parent held no owner while it waited, and none can take it then. */
+static void test_concurrent_resumptions_of_one_agent_wait_resume_it_exactly_once(void **st) {
+    (void)st;
+    user_t u;
+    s_user("resume", &u);
+    char *parent = s_root(&u, "{\"content\":[{\"type\":\"text\",\"text\":\"go\"}]}");
+    char kids[2][ID_UUID_LEN + 1];
+    s_child(&u, parent, true, kids[0]);
+    s_child(&u, parent, true, kids[1]);
+    s_worker_move(parent, s_step_fn,
+                  "[{\"type\":\"tool-call\",\"tool_call_id\":\"w1\",\"tool_name\":"
+                  "\"wait_agent\",\"args\":{}}]");
+    s_worker_move(parent, s_wait_fn, NULL);
+    char *q = mem_printf("SELECT status || ':' || waiting_on_agents || ':' || (worker_id IS NULL)"
+                         " || ':' || (SELECT count(*) FROM chat_heartbeats WHERE chat_id = c.id)"
+                         " FROM chats c WHERE id = '%s'",
+                         parent);
+    char *v = testdb_scalar(s_conn, q);
+    assert_string_equal(v, "requires_action:true:true:0");
+    free(v);
+    /* Acquire refuses an agent wait. */
+    cs_error_t err;
+    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, parent, &err);
+    assert_non_null(cs);
+    assert_int_equal(chatstate_acquire(cs, CHATSETUP_WORKER, CHATSETUP_RUNNER, &err), -1);
+    assert_int_equal(err.rc, CS_CONFLICT);
+    chatstate_destroy(&cs);
+    /* A child still runs: an attempt leaves the wait alone. */
+    s_worker_move(kids[0], s_finish_fn, NULL);
+    bool resumed = true;
+    assert_int_equal(
+        chatstate_agents_resume(s_conn, &chatsetup_settings, parent, NULL, &resumed, &err), 0);
+    assert_false(resumed);
+    s_worker_move(kids[1], s_finish_fn, NULL);
+    pthread_t t[8];
+    s_resumer_t r[8];
+    for (int i = 0; i < 8; i++) {
+        r[i] = (s_resumer_t){.parent = parent};
+        assert_int_equal(pthread_create(&t[i], NULL, s_resumer, &r[i]), 0);
+    }
+    int once = 0;
+    for (int i = 0; i < 8; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(r[i].failed, 0);
+        once += r[i].resumed;
+    }
+    assert_int_equal(once, 1);
+    v = testdb_scalar(s_conn, q);
+    assert_string_equal(v, "running:false:true:0");
+    free(v);
+    free(q);
+    q = mem_printf("SELECT count(*) || ':' || string_agg(jsonb_array_length(e.p -> 'result' ->"
+                   " 'agents')::text, ',') FROM chat_messages m, jsonb_array_elements(m.content)"
+                   " e(p) WHERE m.chat_id = '%s' AND m.role = 'tool' AND e.p ->> 'tool_call_id' ="
+                   " 'w1'",
+                   parent);
+    v = testdb_scalar(s_conn, q);
+    assert_string_equal(v, "1:2");
+    free(v);
+    free(q);
+    free(parent);
+    free(u.token);
+}
+
 static int s_setup(void **state) {
     (void)state;
     cluster_opts_t o = {.name = "test_chat_family", .gateways = 1, .workers = 0};
@@ -557,6 +689,7 @@ int main(void) {
         cmocka_unit_test(test_an_archived_family_refuses_a_new_child),
         cmocka_unit_test(test_a_family_at_its_size_limit_refuses_another_child),
         cmocka_unit_test(test_the_family_archive_publishes_an_update_hint_for_each_member),
+        cmocka_unit_test(test_concurrent_resumptions_of_one_agent_wait_resume_it_exactly_once),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
