@@ -31,6 +31,8 @@ function partText(p) {
   }
 }
 
+const FAMILY_REFRESH_MS = 1000;
+
 export class ChatsView {
   constructor(api) {
     this.api = api;
@@ -58,6 +60,7 @@ export class ChatsView {
         this.s_note(`chat list: ${err.message}`);
       }
       this.s_render_list();
+      this.families = setInterval(() => this.s_refresh_families(), FAMILY_REFRESH_MS);
       this.api.follow("/api/v2/chats/watch", {
         signal: this.watch.signal,
         onEvent: (type, data) => {
@@ -77,8 +80,28 @@ export class ChatsView {
     if (full) {
       this.watch?.abort();
       this.watch = undefined;
+      clearInterval(this.families);
       this.chats.clear();
     }
+  }
+
+  // The watch tells of a member's state, not of the worker that takes it: while a family has a
+  // member at work, its root (whose JSON embeds the family with each member's worker_id) is
+  // read again every FAMILY_REFRESH_MS.
+  async s_refresh_families() {
+    const busy = new Set(["running", "interrupting", "requires_action"]);
+    const members = [...this.chats.values()].flatMap((c) => [c, ...(c.children ?? [])]);
+    const roots = new Set(members.filter((m) => m.root_chat_id && busy.has(m.status)).map((m) => m.root_chat_id));
+    for (const id of roots) {
+      try {
+        const root = await this.api.call("GET", `/api/v2/chats/${id}`);
+        this.chats.set(root.id, root);
+        for (const m of root.children ?? []) this.chats.set(m.id, m);
+      } catch (err) {
+        this.s_note(`family of ${id}: ${err.message}`);
+      }
+    }
+    if (roots.size) this.s_render_list();
   }
 
   // The roots, newest first, each followed by its subagent family as a tree (ARCHITECTURE.md

@@ -98,7 +98,7 @@ try {
   // A family as a tree: a chat that spawns two slow subagents shows them under it, each with
   // its state and, while one holds it, its worker.
   const fam = await api("POST", "/api/v2/chats", {
-    content: [{ type: "text", text: "Fan out [sim:spawn 2][sim:child slow 100][sim:child words 40]" }],
+    content: [{ type: "text", text: "Fan out [sim:spawn 2][sim:child slow 100][sim:child words 80]" }],
   });
   await page.goto(`${url}/console/index.html#/chats`);
   const kid = `#chat-list li.child[data-parent="${fam.id}"]`;
