@@ -248,8 +248,9 @@ static int s_hijack(void *ctx, const wire_request_t *req, wire_reply_t *reply) {
     return 0;
 }
 
-/* Asks worker_id, through the admitted gateway key, for a chat it does not have. */
-static wire_status_t s_ask(const char *worker_id) {
+/* Asks worker_id, through the admitted gateway key, for a chat it does not have: its answer,
+ * or -1 when none came within the wait. */
+static int s_ask_try(const char *worker_id) {
     curve_t *gw = s_keys(cluster_curve_dir(s_c), "gateway0");
     relay_client_t *c = relay_client_new_with(cluster_endpoint(s_c, "relay"), gw);
     curve_destroy(&gw);
@@ -260,11 +261,19 @@ static wire_status_t s_ask(const char *worker_id) {
      * fresh-clone run once waited out 3 s here, so the wait is generous (an answer is quick). */
     int rc = relay_client_fetch(c, worker_id, &ep, 10, 10000, &reply);
     relay_client_destroy(&c);
-    assert_int_equal(rc, 0);
+    if (rc != 0) {
+        return -1;
+    }
     wire_status_t st = reply.u.reply.status;
     assert_int_equal(reply.u.reply.nparts == 0, st != WIRE_STATUS_OK);
     wire_msg_clear(&reply);
-    return st;
+    return (int)st;
+}
+
+static wire_status_t s_ask(const char *worker_id) {
+    int st = s_ask_try(worker_id);
+    assert_int_not_equal(st, -1);
+    return (wire_status_t)st;
 }
 
 static int64_t s_registrations(relay_worker_t *w) {
@@ -351,7 +360,16 @@ static void test_worker_ids_are_bound_to_their_key(void **u) {
 static void test_removing_a_worker_certificate_cuts_it_off(void **u) {
     (void)u;
     char *w1 = s_worker_id(1);
-    assert_int_equal(s_ask(w1), WIRE_STATUS_NO_EPISODE);
+    /* Worker 1 answers for itself (the control). In two fresh-clone runs on a loaded machine
+     * one such request went unanswered (relay_request_timeout) right after the test before,
+     * which sends forged traffic with worker 1's key; the cause is not established, so the
+     * control asks again within 30 s and reports a failure only when none is answered. */
+    int st0 = -1;
+    int64_t t_ask = id_now_ms();
+    while (id_now_ms() - t_ask < 30000 && (st0 = s_ask_try(w1)) == -1) {
+        usleep(100 * 1000);
+    }
+    assert_int_equal(st0, WIRE_STATUS_NO_EPISODE);
     /* A subscription held with worker 1's key before the revocation, and one with the
      * gateway's key: both read a chat's traffic now (the control). */
     curve_t *k = s_keys(cluster_curve_dir(s_c), "worker1");
