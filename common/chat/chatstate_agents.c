@@ -119,6 +119,17 @@ static int s_resume(chatstate_t *self, bool *resumed, bool *rehint, cs_error_t *
     return rc;
 }
 
+/* Runs sql ($1 the only parameter) outside any bundle, with its failure in err. */
+static PGresult *s_query(PGconn *conn, const char *sql, const char *param, cs_error_t *err) {
+    db_err_t e = DB_OK;
+    const char *p[] = {param};
+    PGresult *res = db_query(conn, &e, err->message, sizeof err->message, sql, 1, p);
+    if (!res) {
+        err->rc = e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB;
+    }
+    return res;
+}
+
 /* Whether the parent is in an agent wait, read without a lock: 1, 0 (also when it does not
  * exist), or -1 with err. A wait that begins after this read is the waiting bundle's own to
  * resume (chatstate_commit_wake). */
@@ -126,12 +137,9 @@ static int s_waiting(PGconn *conn, const char *parent_id, cs_error_t *err) {
     if (!id_uuid_valid(parent_id)) {
         return 0;
     }
-    db_err_t e = DB_OK;
-    const char *p[] = {parent_id};
-    PGresult *res = db_query(conn, &e, err->message, sizeof err->message,
-                             "SELECT waiting_on_agents FROM chats WHERE id = $1", 1, p);
+    PGresult *res =
+        s_query(conn, "SELECT waiting_on_agents FROM chats WHERE id = $1", parent_id, err);
     if (!res) {
-        err->rc = e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB;
         return -1;
     }
     int waiting = PQntuples(res) == 1 && db_bool(res, 0, 0);
@@ -197,28 +205,18 @@ int chatstate_commit_wake(chatstate_t **self_p, const hint_sink_t *sink, hint_up
     return 0;
 }
 
-/* Runs sql ($1 the only parameter) outside any bundle: its first column, one id per row. */
-static PGresult *s_ids(PGconn *conn, const char *sql, const char *param, cs_error_t *err) {
-    db_err_t e = DB_OK;
-    const char *p[] = {param};
-    PGresult *res = db_query(conn, &e, err->message, sizeof err->message, sql, 1, p);
-    if (!res) {
-        err->rc = e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB;
-    }
-    return res;
-}
-
 int chatstate_agents_sweep(PGconn *conn, const cs_settings_t *settings, const hint_sink_t *sink,
                            int limit, int *resumed, cs_error_t *err) {
     memset(err, 0, sizeof *err);
     *resumed = 0;
     char text[DB_PARAM_INT64_LEN];
-    PGresult *res = s_ids(conn,
-                          "SELECT p.id::text FROM chats p WHERE p.waiting_on_agents AND NOT EXISTS"
-                          " (SELECT 1 FROM chats c WHERE c.parent_chat_id = p.id AND c.status IN"
-                          " ('running', 'interrupting', 'requires_action'))"
-                          " ORDER BY p.updated_at, p.id LIMIT $1::int",
-                          db_param_int64(text, limit), err);
+    PGresult *res =
+        s_query(conn,
+                "SELECT p.id::text FROM chats p WHERE p.waiting_on_agents AND NOT EXISTS"
+                " (SELECT 1 FROM chats c WHERE c.parent_chat_id = p.id AND c.status IN"
+                " ('running', 'interrupting', 'requires_action'))"
+                " ORDER BY p.updated_at, p.id LIMIT $1::int",
+                db_param_int64(text, limit), err);
     if (!res) {
         return -1;
     }
@@ -260,13 +258,13 @@ int chatstate_interrupt_descendants(PGconn *conn, const cs_settings_t *settings,
     if (!id_uuid_valid(chat_id)) {
         return 0;
     }
-    PGresult *res = s_ids(conn,
-                          "WITH RECURSIVE d AS (SELECT id, status, depth, created_at FROM chats"
-                          " WHERE parent_chat_id = $1::uuid UNION ALL SELECT c.id, c.status,"
-                          " c.depth, c.created_at FROM chats c JOIN d ON c.parent_chat_id = d.id)"
-                          " SELECT id::text FROM d WHERE status IN ('running', 'interrupting',"
-                          " 'requires_action') ORDER BY depth, created_at, id",
-                          chat_id, err);
+    PGresult *res = s_query(conn,
+                            "WITH RECURSIVE d AS (SELECT id, status, depth, created_at FROM chats"
+                            " WHERE parent_chat_id = $1::uuid UNION ALL SELECT c.id, c.status,"
+                            " c.depth, c.created_at FROM chats c JOIN d ON c.parent_chat_id = d.id)"
+                            " SELECT id::text FROM d WHERE status IN ('running', 'interrupting',"
+                            " 'requires_action') ORDER BY depth, created_at, id",
+                            chat_id, err);
     if (!res) {
         return -1;
     }
