@@ -42,6 +42,8 @@ static cluster_t *s_cluster;
 static mockprov_t *s_mock;
 static char s_config[256];
 static char s_dir[64]; /* the filesystem server's directory */
+/* envwide's own copy of env_server.mjs: its /tmp grant masks a checkout that lives in /tmp */
+static char s_wide[64];
 static char s_npm[600];
 static char s_source[512];
 static int s_http_port;
@@ -562,6 +564,11 @@ static int s_setup(void **state) {
     s_http_start();
     snprintf(s_dir, sizeof s_dir, "/tmp/cf-mcp-files.XXXXXX");
     ASSERT(mkdtemp(s_dir));
+    snprintf(s_wide, sizeof s_wide, "/tmp/cf-mcp-wide.XXXXXX");
+    ASSERT(mkdtemp(s_wide));
+    char *copy = mem_printf("cp '%s/tests/mcp/env_server.mjs' '%s/'", s_source, s_wide);
+    ASSERT(system(copy) == 0);
+    free(copy);
     snprintf(s_config, sizeof s_config, "/tmp/cf-mcp-%d.json", (int)getpid());
     FILE *f = fopen(s_config, "w");
     ASSERT(f);
@@ -592,7 +599,7 @@ static int s_setup(void **state) {
             "\"web\":{\"url\":\"http://127.0.0.1:%d/mcp\",\"headers\":{\"Authorization\":"
             "\"Bearer " HTTP_TOKEN "\"}}}}",
             mockprov_url(s_mock), s_npm, ev, s_npm, s_npm, ev, s_npm, s_npm, s_dir, s_npm, s_dir,
-            scripts, scripts, scripts, scripts, scripts, scripts, s_http_port);
+            scripts, scripts, scripts, scripts, s_wide, s_wide, s_http_port);
     fclose(f);
     char *cfg = mem_printf("CHATFLEET_CONFIG=%s", s_config);
     /* Titles from the sim, so that the mock's scripted replies all go to the turns. */
@@ -621,7 +628,7 @@ static int s_teardown(void **state) {
     mockprov_destroy(&s_mock);
     (void)proc_stop(s_http_pid, 5000);
     unlink(s_config);
-    char *cmd = mem_printf("rm -rf '%s'", s_dir);
+    char *cmd = mem_printf("rm -rf '%s' '%s'", s_dir, s_wide);
     (void)!system(cmd);
     free(cmd);
     return unclean == 0 ? 0 : -1;
