@@ -48,6 +48,27 @@ static json_t *s_tool_result_block(const json_t *p) {
     return b;
 }
 
+/* A file part of a user message as an image or document block, or as a text block holding
+ * the placeholder of a file the API does not take. */
+static json_t *s_file_block(const json_t *p) {
+    const char *type = "image";
+    switch (httpstream_user_part(p, HTTPSTREAM_TAKES_IMAGE | HTTPSTREAM_TAKES_PDF)) {
+        case HTTPSTREAM_PART_IMAGE:
+            break;
+        case HTTPSTREAM_PART_PDF:
+            type = "document";
+            break;
+        default: {
+            char *text = httpstream_file_placeholder(p);
+            json_t *b = json_pack("{s:s, s:s}", "type", "text", "text", text);
+            free(text);
+            return b;
+        }
+    }
+    return json_pack("{s:s, s:{s:s, s:s, s:s}}", "type", type, "source", "type", "base64",
+                     "media_type", s_str(p, "media_type"), "data", s_str(p, "data"));
+}
+
 /* The blocks of one history message, in its part order. */
 static json_t *s_blocks(const json_t *msg, bool assistant) {
     json_t *blocks = json_array();
@@ -64,6 +85,8 @@ static json_t *s_blocks(const json_t *msg, bool assistant) {
             b = s_tool_use_block(p);
         } else if (!assistant && !strcmp(type, "tool-result")) {
             b = s_tool_result_block(p);
+        } else if (!assistant && !strcmp(type, "file")) {
+            b = s_file_block(p);
         }
         if (b) {
             json_array_append_new(blocks, b);

@@ -536,7 +536,8 @@ static const char *s_field(const json_t *o, const char *key) {
     return v ? v : "";
 }
 
-json_t *httpstream_chat_messages(const json_t *history, json_t *(*assistant)(const json_t *m),
+json_t *httpstream_chat_messages(const json_t *history, json_t *(*user)(const json_t *m),
+                                 json_t *(*assistant)(const json_t *m),
                                  void (*tool_results)(json_t *out, const json_t *m)) {
     json_t *out = json_array();
     size_t i;
@@ -547,13 +548,62 @@ json_t *httpstream_chat_messages(const json_t *history, json_t *(*assistant)(con
             json_array_append_new(out, assistant(m));
         } else if (!strcmp(role, "tool")) {
             tool_results(out, m);
-        } else if (!strcmp(role, "system") || !strcmp(role, "user")) {
+        } else if (!strcmp(role, "user")) {
+            json_array_append_new(out, user(m));
+        } else if (!strcmp(role, "system")) {
             char *text = httpstream_text_of(m);
             json_array_append_new(out, json_pack("{s:s, s:s}", "role", role, "content", text));
             free(text);
         }
     }
     return out;
+}
+
+httpstream_part_kind_t httpstream_user_part(const json_t *part, unsigned takes) {
+    static const char *const images[] = {"image/png", "image/jpeg", "image/gif", "image/webp"};
+    const char *type = s_field(part, "type");
+    if (!strcmp(type, "text")) {
+        return json_is_string(json_object_get(part, "text")) ? HTTPSTREAM_PART_TEXT
+                                                             : HTTPSTREAM_PART_SKIP;
+    }
+    if (strcmp(type, "file")) {
+        return HTTPSTREAM_PART_SKIP;
+    }
+    const char *media = s_field(part, "media_type");
+    if (!json_is_string(json_object_get(part, "data"))) {
+        return HTTPSTREAM_PART_PLACEHOLDER;
+    }
+    if ((takes & HTTPSTREAM_TAKES_PDF) && !strcmp(media, "application/pdf")) {
+        return HTTPSTREAM_PART_PDF;
+    }
+    for (size_t i = 0; (takes & HTTPSTREAM_TAKES_IMAGE) && i < sizeof images / sizeof *images;
+         i++) {
+        if (!strcmp(media, images[i])) {
+            return HTTPSTREAM_PART_IMAGE;
+        }
+    }
+    return HTTPSTREAM_PART_PLACEHOLDER;
+}
+
+bool httpstream_has_files(const json_t *msg) {
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(msg, "content"), i, p) {
+        if (!strcmp(s_field(p, "type"), "file")) {
+            return true;
+        }
+    }
+    return false;
+}
+
+char *httpstream_data_url(const json_t *part) {
+    return mem_printf("data:%s;base64,%s", s_field(part, "media_type"), s_field(part, "data"));
+}
+
+char *httpstream_file_placeholder(const json_t *part) {
+    const char *name = s_field(part, "name");
+    return mem_printf("[attachment %s (%s) is not supported by this model]",
+                      name[0] ? name : s_field(part, "file_id"), s_field(part, "media_type"));
 }
 
 json_t *httpstream_function_tools(const json_t *tools) {

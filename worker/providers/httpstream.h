@@ -140,11 +140,43 @@ json_t *httpstream_tool_call(const char *id, const char *name, const char *args,
  * so an attempt that did not end plainly can never yield a structured candidate. */
 void httpstream_stop_reason(provider_result_t *out, const char *reason);
 
-/* The messages array of the OpenAI-style chat wire (OpenAI, Ollama): system and user rows as
- * text, assistant rows through assistant(m), tool rows through tool_results(out, m) (which
- * appends one message per result). New reference. */
-json_t *httpstream_chat_messages(const json_t *history, json_t *(*assistant)(const json_t *m),
+/* The messages array of the OpenAI-style chat wire (OpenAI, Ollama): system rows as text, user
+ * rows through user(m), assistant rows through assistant(m), tool rows through
+ * tool_results(out, m) (which appends one message per result). New reference. */
+json_t *httpstream_chat_messages(const json_t *history, json_t *(*user)(const json_t *m),
+                                 json_t *(*assistant)(const json_t *m),
                                  void (*tool_results)(json_t *out, const json_t *m));
+
+/* The file kinds a wire format takes in a user message (a bit set for httpstream_user_part). */
+#define HTTPSTREAM_TAKES_IMAGE 1u /* image/png, image/jpeg, image/gif, image/webp */
+#define HTTPSTREAM_TAKES_PDF   2u /* application/pdf */
+
+/* How one part of a user message goes on a wire. A file part is
+ * {"type":"file","file_id","media_type","name","data": standard base64} (the worker's history
+ * loader inlines text files and replaces expired ones before a provider sees them). */
+typedef enum {
+    HTTPSTREAM_PART_SKIP = 0,    /* neither a text nor a file part */
+    HTTPSTREAM_PART_TEXT,        /* a text part: send its "text" */
+    HTTPSTREAM_PART_IMAGE,       /* an image the wire takes: media_type and data */
+    HTTPSTREAM_PART_PDF,         /* a PDF the wire takes: name and data */
+    HTTPSTREAM_PART_PLACEHOLDER, /* a file the wire does not take: send the placeholder text */
+} httpstream_part_kind_t;
+
+/* What part of a user message is on a wire that takes the file kinds in takes. A file part is
+ * never SKIP: one of another media type, of a kind not in takes or without data is a
+ * PLACEHOLDER, so that nothing is dropped silently. */
+httpstream_part_kind_t httpstream_user_part(const json_t *part, unsigned takes);
+
+/* Whether msg (a history message) holds a file part. */
+bool httpstream_has_files(const json_t *msg);
+
+/* "data:<media_type>;base64,<data>" of a file part. Caller frees. */
+char *httpstream_data_url(const json_t *part);
+
+/* The text sent instead of a file part the wire does not take:
+ * "[attachment <name> (<media_type>) is not supported by this model]" (the file_id stands for
+ * a missing name). Caller frees. */
+char *httpstream_file_placeholder(const json_t *part);
 
 /* [{"type":"function","function":{"name","description","parameters"}}] for tools (an absent
  * input schema becomes {"type":"object"}). New reference. */

@@ -6,6 +6,7 @@
 #include "jsonout.h"
 #include "mem.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,51 @@ static const char *s_str(const json_t *obj, const char *key) {
 }
 
 /* --- Request. --- */
+
+/* Appends a user message's part to its text or images. Ollama takes no PDF: a file it does
+ * not take becomes a placeholder on a line of its own (*note: the text ends with one). */
+static void s_user_part(const json_t *p, dynbuf_t *text, json_t *images, bool *note) {
+    httpstream_part_kind_t kind = httpstream_user_part(p, HTTPSTREAM_TAKES_IMAGE);
+    if (kind == HTTPSTREAM_PART_IMAGE) {
+        json_array_append_new(images, json_string(s_str(p, "data")));
+    } else if (kind == HTTPSTREAM_PART_TEXT) {
+        const char *t = s_str(p, "text");
+        if (*note && t[0]) {
+            (void)dynbuf_add(text, "\n", 1);
+        }
+        (void)dynbuf_add(text, t, strlen(t));
+        *note = *note && !t[0];
+    } else if (kind == HTTPSTREAM_PART_PLACEHOLDER) {
+        char *t = httpstream_file_placeholder(p);
+        if (text->len > 0) {
+            (void)dynbuf_add(text, "\n", 1);
+        }
+        (void)dynbuf_add(text, t, strlen(t));
+        free(t);
+        *note = true;
+    }
+}
+
+/* A user message: its text in content and its images (raw base64) in images. */
+static json_t *s_user(const json_t *msg) {
+    dynbuf_t text;
+    dynbuf_init(&text, SIZE_MAX / 2); /* uncapped: the history it copies is already in memory */
+    json_t *images = json_array();
+    bool note = false;
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(msg, "content"), i, p) {
+        s_user_part(p, &text, images, &note);
+    }
+    json_t *m = json_pack("{s:s, s:s%}", "role", "user", "content", dynbuf_str(&text), text.len);
+    dynbuf_free(&text);
+    if (json_array_size(images) > 0) {
+        json_object_set_new(m, "images", images); /* steals images */
+    } else {
+        json_decref(images);
+    }
+    return m;
+}
 
 static json_t *s_assistant(const json_t *msg) {
     char *text = httpstream_text_of(msg);
@@ -66,10 +112,10 @@ static void s_tool_results(json_t *out, const json_t *msg) {
 }
 
 static json_t *s_body(const provider_request_t *req) {
-    json_t *body =
-        json_pack("{s:s, s:o, s:b}", "model", req->model->model ? req->model->model : "",
-                  "messages", httpstream_chat_messages(req->messages, s_assistant, s_tool_results),
-                  "stream", !req->summary);
+    json_t *body = json_pack(
+        "{s:s, s:o, s:b}", "model", req->model->model ? req->model->model : "", "messages",
+        httpstream_chat_messages(req->messages, s_user, s_assistant, s_tool_results), "stream",
+        !req->summary);
     if (json_array_size(req->tools) > 0) {
         json_object_set_new(body, "tools", httpstream_function_tools(req->tools));
     }

@@ -16,6 +16,53 @@ static const char *s_str(const json_t *obj, const char *key) {
 
 /* --- Request. --- */
 
+/* One part of a user message that holds files, as a content part (NULL: not sent). */
+static json_t *s_user_part(const json_t *p) {
+    char *text = NULL;
+    json_t *c = NULL;
+    switch (httpstream_user_part(p, HTTPSTREAM_TAKES_IMAGE | HTTPSTREAM_TAKES_PDF)) {
+        case HTTPSTREAM_PART_TEXT:
+            return json_pack("{s:s, s:s}", "type", "text", "text", s_str(p, "text"));
+        case HTTPSTREAM_PART_IMAGE:
+            text = httpstream_data_url(p);
+            c = json_pack("{s:s, s:{s:s}}", "type", "image_url", "image_url", "url", text);
+            break;
+        case HTTPSTREAM_PART_PDF:
+            text = httpstream_data_url(p);
+            c = json_pack("{s:s, s:{s:s, s:s}}", "type", "file", "file", "filename",
+                          s_str(p, "name"), "file_data", text);
+            break;
+        case HTTPSTREAM_PART_PLACEHOLDER:
+            text = httpstream_file_placeholder(p);
+            c = json_pack("{s:s, s:s}", "type", "text", "text", text);
+            break;
+        case HTTPSTREAM_PART_SKIP:
+            break;
+    }
+    free(text);
+    return c;
+}
+
+/* A user message: its text as a string, or content parts in order when it holds a file. */
+static json_t *s_user(const json_t *msg) {
+    if (!httpstream_has_files(msg)) {
+        char *text = httpstream_text_of(msg);
+        json_t *m = json_pack("{s:s, s:s}", "role", "user", "content", text);
+        free(text);
+        return m;
+    }
+    json_t *content = json_array();
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(msg, "content"), i, p) {
+        json_t *c = s_user_part(p);
+        if (c) {
+            json_array_append_new(content, c);
+        }
+    }
+    return json_pack("{s:s, s:o}", "role", "user", "content", content); /* o steals content */
+}
+
 /* The argument text of a history tool call: what the model wrote when it was not JSON. */
 static char *s_args_text(const json_t *part) {
     const char *raw = json_string_value(json_object_get(part, "args_text"));
@@ -70,10 +117,10 @@ static void s_tool_results(json_t *out, const json_t *msg) {
 }
 
 static json_t *s_body(const provider_request_t *req) {
-    json_t *body =
-        json_pack("{s:s, s:o, s:b}", "model", req->model->model ? req->model->model : "",
-                  "messages", httpstream_chat_messages(req->messages, s_assistant, s_tool_results),
-                  "stream", !req->summary);
+    json_t *body = json_pack(
+        "{s:s, s:o, s:b}", "model", req->model->model ? req->model->model : "", "messages",
+        httpstream_chat_messages(req->messages, s_user, s_assistant, s_tool_results), "stream",
+        !req->summary);
     if (!req->summary) {
         json_object_set_new(body, "stream_options", json_pack("{s:b}", "include_usage", 1));
     }
