@@ -207,6 +207,7 @@ static void s_teardown(gateway_t *gw, bus_publisher_t **pub) {
     bus_publisher_destroy(pub);
     metrics_destroy(&gw->metrics);
     json_decref(gw->mcp_servers);
+    sniffer_destroy(&gw->sniffer);
     gw->mcp_servers = NULL;
     hooks_destroy(&gw->hooks);
     idcache_destroy(&gw->auth);
@@ -331,17 +332,21 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
     hooks_config_clear(&hc);
     hooks_log_config(gw.hooks);
     gw.chat_settings = (cs_settings_t){.lease_stale_ms = cfg->lease_stale_ms,
-                                       .requires_action_deadline_ms = 5 * 60 * 1000};
+                                       .requires_action_deadline_ms = 5 * 60 * 1000,
+                                       .max_attachments = (int)cfg->chat_max_attachments};
+    gw.file_quota_bytes = cfg->file_quota_bytes;
+    gw.sniffer = sniffer_new();
     gw.pool = pool_new(cfg->database_url, GATEWAY_POOL_SIZE, "chatfleet-gateway");
     if (gw.hub && gw.pool) {
         hub_set_versions(gw.hub, stream_versions, &gw);
     }
-    if (!pub || !gw.hub || !gw.pool || !gw.streams || !gw.mcp_servers) {
+    if (!pub || !gw.hub || !gw.pool || !gw.streams || !gw.mcp_servers || !gw.sniffer) {
         fprintf(stderr, "chatfleet-gateway: cannot start (%s)\n",
                 !pub              ? "bad CHATFLEET_BROKER_PUB"
                 : !gw.hub         ? "bad CHATFLEET_BROKER_SUB"
                 : !gw.pool        ? "database unreachable"
                 : !gw.mcp_servers ? "config file unreadable"
+                : !gw.sniffer     ? "libmagic cannot load its database"
                                   : "no stream threads");
         s_teardown(&gw, &pub);
         free(public_url);

@@ -221,7 +221,8 @@ static void s_task_env(worker_t *self) {
     env->opts.queue_max = self->cfg.queue_max;
     env->usage = usagemeter_new();
     env->chat_settings = (cs_settings_t){.lease_stale_ms = self->cfg.lease_stale_ms,
-                                         .requires_action_deadline_ms = opts->ra_deadline_ms};
+                                         .requires_action_deadline_ms = opts->ra_deadline_ms,
+                                         .max_attachments = (int)self->cfg.chat_max_attachments};
 }
 
 /* The manager and its inbox, the socket task ends are pushed on. 0 or -1 (logged). */

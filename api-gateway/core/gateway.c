@@ -259,6 +259,17 @@ int gateway_chat_id(const char *text, char out[ID_UUID_LEN + 1]) {
     return 0;
 }
 
+/* Puts a file part's file_id in canonical (lower-case) form: 0, or -1 when it is no UUID. */
+static int s_file_id(json_t *part) {
+    char id[ID_UUID_LEN + 1];
+    const char *v = json_string_value(json_object_get(part, "file_id"));
+    if (!v || gateway_chat_id(v, id) != 0) {
+        return -1;
+    }
+    json_object_set_new(part, "file_id", json_string(id));
+    return 0;
+}
+
 char *gateway_content(json_t *content, const char *field, bool empty_ok, http_resp_t *resp) {
     if (!json_is_array(content)) {
         http_invalid(resp, field, content ? "must be an array of parts" : "is required");
@@ -274,19 +285,25 @@ char *gateway_content(json_t *content, const char *field, bool empty_ok, http_re
         char *path = fieldpath_element(field, i);
         json_t *type = json_object_get(part, "type");
         static const char *const text_fields[] = {"type", "text", NULL};
+        static const char *const file_fields[] = {"type", "file_id", NULL};
+        const char *t = json_string_value(type);
+        bool file = t && !strcmp(t, "file");
         const char *bad = NULL;
         const char *detail = NULL;
-        if (!json_is_object(part) || !json_is_string(type)) {
+        if (!json_is_object(part) || !t) {
             detail = "a part is an object with a string \"type\"";
-        } else if (strcmp(json_string_value(type), "text") != 0) {
+        } else if (strcmp(t, "text") != 0 && !file) {
             bad = "type";
-            detail = "only \"text\" input parts are supported";
-        } else if (gateway_only_fields(part, text_fields, path, resp) != 0) {
+            detail = "only \"text\" and \"file\" input parts are supported";
+        } else if (gateway_only_fields(part, file ? file_fields : text_fields, path, resp) != 0) {
             free(path);
             return NULL;
-        } else if (!json_is_string(json_object_get(part, "text"))) {
+        } else if (!file && !json_is_string(json_object_get(part, "text"))) {
             bad = "text";
             detail = "must be a string";
+        } else if (file && s_file_id(part) != 0) {
+            bad = "file_id";
+            detail = "must be the id (a UUID) of an uploaded file (POST /api/v2/chats/files)";
         }
         if (detail) {
             char *f = bad ? fieldpath_member(path, bad) : mem_strdup(path);
@@ -394,7 +411,11 @@ json_t *gateway_rows(PGconn *conn, const char *sql, int n, const char *const *pa
     GATEWAY_CHAT_FIELDS("c")                                                                       \
     " || jsonb_build_object('children', CASE WHEN c.parent_chat_id IS NOT NULL THEN '[]'::jsonb"   \
     " ELSE coalesce((SELECT jsonb_agg(" GATEWAY_CHILD_JSON " ORDER BY d.created_at, d.id)"         \
-    " FROM chats d WHERE d.root_chat_id = c.id), '[]'::jsonb) END)"
+    " FROM chats d WHERE d.root_chat_id = c.id), '[]'::jsonb) END)"                                \
+    " || jsonb_build_object('files', coalesce((SELECT jsonb_agg(jsonb_build_object('id', f.id,"    \
+    " 'owner_id', f.owner_id, 'name', f.name, 'mime_type', f.mime_type, 'size_bytes',"             \
+    " f.size_bytes, 'sha256', encode(f.sha256, 'hex'), 'created_at', f.created_at)"                \
+    " ORDER BY f.created_at, f.id) FROM chat_files f WHERE f.chat_id = c.id), '[]'::jsonb))"
 
 const char *const gateway_chat_json_sql = GATEWAY_CHAT_JSON;
 

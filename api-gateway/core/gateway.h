@@ -6,6 +6,7 @@
 #define CHATFLEET_GATEWAY_H
 
 #include "chatstate.h"
+#include "fileupload.h"
 #include "hooks.h"
 #include "idcache.h"
 #include "jsonstrict.h"
@@ -59,8 +60,10 @@ typedef struct {
     atomic_llong stream_reads;   /* chat streams' database reads (/metrics) */
     /* The lifecycle hook dispatcher (blocking calls only; admithook.h), or NULL: none. */
     hooks_t *hooks;
-    idcache_t *auth;   /* tokens verified recently (CHATFLEET_AUTH_CACHE_MS) */
-    idcache_t *models; /* model config ids by name, found recently (GATEWAY_MODEL_CACHE_MS) */
+    idcache_t *auth;    /* tokens verified recently (CHATFLEET_AUTH_CACHE_MS) */
+    idcache_t *models;  /* model config ids by name, found recently (GATEWAY_MODEL_CACHE_MS) */
+    sniffer_t *sniffer; /* uploads' type checks (fileupload.h) */
+    int64_t file_quota_bytes; /* CHATFLEET_FILE_QUOTA_BYTES */
 } gateway_t;
 
 /* How long a model config's id, once found by its name (or as the default), is answered

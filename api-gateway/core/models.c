@@ -1,5 +1,6 @@
 /* models: config file to model_configs; see models.h. */
 #include "models.h"
+#include "chatfile.h"
 #include "config.h"
 #include "db.h"
 #include "header.h"
@@ -104,6 +105,45 @@ static int s_check_key_env(const char *path, size_t i, const json_t *v) {
     return 0;
 }
 
+/* media_types: the file types the model takes as file parts, each a stored type that is not
+ * text (text files reach every model as text). */
+static int s_check_media_types(const char *path, size_t i, const json_t *types) {
+    if (!types) {
+        return 0;
+    }
+    if (!json_is_array(types)) {
+        return s_bad(path, i, "media_types", "must be an array of media types");
+    }
+    size_t k;
+    json_t *t;
+    json_array_foreach(types, k, t) {
+        const char *v = json_string_value(t);
+        if (!v || !chatfile_media_known(v) || chatfile_media_text(v)) {
+            char field[48];
+            snprintf(field, sizeof field, "media_types[%zu]", k);
+            return s_bad(path, i, field,
+                         "must be one of application/pdf, image/gif, image/jpeg, image/png, "
+                         "image/webp");
+        }
+    }
+    return 0;
+}
+
+/* The media types a model takes: its config's, else its provider's (ARCHITECTURE.md §3,
+ * "Files"). A new reference. */
+static json_t *s_media_types(const json_t *m) {
+    json_t *given = json_object_get(m, "media_types");
+    if (given) {
+        return json_incref(given);
+    }
+    const char *prov = json_string_value(json_object_get(m, "provider"));
+    if (prov && !strcmp(prov, "ollama")) {
+        return json_pack("[s, s]", "image/png", "image/jpeg");
+    }
+    return json_pack("[s, s, s, s, s]", "image/png", "image/jpeg", "image/gif", "image/webp",
+                     "application/pdf");
+}
+
 static int s_check(const char *path, size_t i, json_t *m) {
     static const char *const fields[] = {"name",
                                          "provider",
@@ -115,6 +155,7 @@ static int s_check(const char *path, size_t i, json_t *m) {
                                          "native_structured_output",
                                          "compression_threshold",
                                          "prices",
+                                         "media_types",
                                          NULL};
     const char *key;
     json_t *v;
@@ -152,7 +193,8 @@ static int s_check(const char *path, size_t i, json_t *m) {
         !(json_is_integer(ct) && json_integer_value(ct) >= 0 && json_integer_value(ct) <= 100)) {
         return s_bad(path, i, "compression_threshold", "must be an integer from 0 to 100");
     }
-    return s_check_prices(path, i, json_object_get(m, "prices"));
+    return s_check_prices(path, i, json_object_get(m, "prices")) ||
+           s_check_media_types(path, i, json_object_get(m, "media_types"));
 }
 
 int models_sync(PGconn *conn, const char *path) {
@@ -216,6 +258,9 @@ int models_sync(PGconn *conn, const char *path) {
             json_is_integer(cl) ? db_param_int64(limit_buf, json_integer_value(cl)) : NULL;
         json_t *pj = json_object_get(m, "prices");
         char *prices = pj ? jsonout_dumps(pj) : NULL;
+        json_t *mt = s_media_types(m);
+        char *media = jsonout_dumps(mt);
+        json_decref(mt);
         char threshold[8] = "";
         json_t *ct = json_object_get(m, "compression_threshold");
         if (json_is_integer(ct)) {
@@ -231,19 +276,23 @@ int models_sync(PGconn *conn, const char *path) {
                            limit,
                            json_is_true(json_object_get(m, "native_structured_output")) ? "t" : "f",
                            threshold[0] ? threshold : NULL,
-                           prices};
+                           prices,
+                           media};
         rc = db_exec(conn, err, sizeof err,
                      "INSERT INTO model_configs (id, name, provider, model, base_url, api_key_env,"
                      " is_default, context_limit, native_structured_output, compression_threshold,"
-                     " prices) VALUES ($1, $2, $3, $4, $5, $6, $7::boolean, $8::bigint,"
-                     " $9::boolean, $10::int, $11::jsonb) ON CONFLICT (name) DO"
+                     " prices, media_types) VALUES ($1, $2, $3, $4, $5, $6, $7::boolean,"
+                     " $8::bigint, $9::boolean, $10::int, $11::jsonb,"
+                     " ARRAY(SELECT jsonb_array_elements_text($12::jsonb)))"
+                     " ON CONFLICT (name) DO"
                      " UPDATE SET provider = EXCLUDED.provider, model = EXCLUDED.model,"
                      " base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env,"
                      " is_default = EXCLUDED.is_default, context_limit = EXCLUDED.context_limit,"
                      " native_structured_output = EXCLUDED.native_structured_output,"
                      " compression_threshold = EXCLUDED.compression_threshold,"
-                     " prices = EXCLUDED.prices, updated_at = now()",
-                     11, p) == DB_OK
+                     " prices = EXCLUDED.prices, media_types = EXCLUDED.media_types,"
+                     " updated_at = now()",
+                     12, p) == DB_OK
                  ? 0
                  : -1;
         if (rc == 0) {
@@ -251,6 +300,7 @@ int models_sync(PGconn *conn, const char *path) {
                      i == dflt);
         }
         free(prices);
+        free(media);
     }
     if (rc == 0 && db_exec(conn, err, sizeof err, "COMMIT", 0, NULL) != DB_OK) {
         rc = -1;

@@ -192,9 +192,13 @@ void http_not_routed(http_resp_t *resp, int status) {
     }
 }
 
-void http_too_large(http_resp_t *resp) {
+size_t http_max_body(const http_route_t *route) {
+    return route && route->body ? route->body->max_bytes : HTTP_BODY_MAX_BYTES;
+}
+
+void http_too_large(http_resp_t *resp, size_t max_body) {
     char d[64];
-    snprintf(d, sizeof d, "the body exceeds %d bytes", HTTP_BODY_MAX_BYTES);
+    snprintf(d, sizeof d, "the body exceeds %zu bytes", max_body);
     http_error(resp, 413, "Request body too large.", d);
 }
 
@@ -204,7 +208,10 @@ void http_handle(const http_router_t *router, http_req_t *req, http_resp_t *resp
     int status = 0;
     const http_route_t *rt = NULL;
     if (req->body_too_large) {
-        http_too_large(resp);
+        /* Over the cap of the route it would have gone to (a route's own, else the default). */
+        const http_route_t *to =
+            http_find(router, req->method, req->path, req->params, scratch, &status);
+        http_too_large(resp, http_max_body(to));
     } else if (!(rt = http_find(router, req->method, req->path, req->params, scratch, &status))) {
         http_not_routed(resp, status);
     } else {

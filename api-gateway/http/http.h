@@ -21,6 +21,7 @@
 #define HTTP_PATH_MAX_BYTES 1024          /* paths this long or longer match no route (404) */
 #define HTTP_BODY_MAX_BYTES (1024 * 1024) /* request bodies above this get 413 */
 #define HTTP_RETRY_AFTER_S  1             /* the Retry-After of every 503 at a cap */
+#define HTTP_CHUNK_BYTES    (64 * 1024)   /* the pieces a streamed body reaches its sink in */
 
 /* What a request lookup reads: a query-string argument or a header. */
 typedef enum { HTTP_QUERY, HTTP_HEADER } http_kind_t;
@@ -43,6 +44,8 @@ typedef struct {
     bool authed;                         /* user_id was checked already (the server does it
                                             before reading the body) */
     struct MHD_Connection *conn;         /* the connection (NULL without a server) */
+    void *stream;                        /* a streamed body's state: the route's sink sets it,
+                                            its handler or release frees it */
 } http_req_t;
 
 struct MHD_Response;
@@ -63,11 +66,30 @@ typedef void (*http_handler_fn)(void *app, http_req_t *req, http_resp_t *resp);
 #define HTTP_AUTH_UNAVAILABLE (-2)
 typedef int (*http_auth_fn)(void *app, const char *token, char user_id[ID_UUID_LEN + 1]);
 
+/* A streamed body (http_route_t.sink): called on a request thread with each piece of the
+ * body in order, HTTP_CHUNK_BYTES each, before the handler, which gets the rest (fewer bytes)
+ * in req->body. 0 to go on, or -1 with resp filled: the rest of the body is read and dropped,
+ * the handler does not run and resp is the answer. */
+typedef int (*http_sink_fn)(void *app, http_req_t *req, const char *data, size_t len,
+                            http_resp_t *resp);
+
+/* Frees a req->stream its handler left set (the body went over the cap, the client left, the
+ * sink or the handler failed); runs on a request thread, or at shutdown on the server's. */
+typedef void (*http_release_fn)(void *app, void *stream);
+
+/* A route's own body rules. */
+typedef struct {
+    size_t max_bytes;        /* above it 413 */
+    http_sink_fn sink;       /* NULL: the handler gets the whole body at once */
+    http_release_fn release; /* with sink */
+} http_body_t;
+
 typedef struct http_route {
     const char *method;
     const char *pattern;
     http_handler_fn fn;
-    bool open; /* no authentication */
+    bool open;               /* no authentication */
+    const http_body_t *body; /* NULL: collected whole, up to HTTP_BODY_MAX_BYTES */
 } http_route_t;
 
 /* What request handling needs: the routes (the first match wins), the bearer check and the
@@ -103,7 +125,10 @@ const http_route_t *http_find(const http_router_t *router, const char *method, c
                               const char **params, char *scratch, int *status);
 int http_authenticate(const http_router_t *router, http_req_t *req, http_resp_t *resp);
 void http_not_routed(http_resp_t *resp, int status);
-void http_too_large(http_resp_t *resp);
+void http_too_large(http_resp_t *resp, size_t max_body);
+
+/* The body cap of route (HTTP_BODY_MAX_BYTES unless it sets its own). */
+size_t http_max_body(const http_route_t *route);
 
 /* A query-string argument, or NULL. */
 const char *http_query(const http_req_t *req, const char *name);

@@ -46,6 +46,7 @@ typedef enum {
     R_AUTHING, /* the bearer check runs */
     R_AUTHED,  /* it ran: refused (resp set) or the body may come */
     R_BODY,
+    R_SINKING, /* a streamed body's sink takes a piece */
     R_RUNNING, /* the handler runs */
     R_DONE,    /* resp is ready to queue */
 } r_phase_t;
@@ -55,7 +56,10 @@ typedef struct {
     struct MHD_Connection *mhd;
     conn_t *c;
     r_phase_t phase;
-    dynbuf_t body; /* at most HTTP_BODY_MAX_BYTES */
+    dynbuf_t body; /* the whole body, or a streamed body's next piece (HTTP_CHUNK_BYTES) */
+    const http_route_t *route; /* the matched route (req.route is http_handle's to reset) */
+    size_t total;              /* body bytes received */
+    bool sink_failed;          /* a streamed body's sink answered: the rest is dropped */
     int64_t started_ms;
     http_req_t req;
     http_resp_t resp;
@@ -257,6 +261,31 @@ static void s_run_handler(void *arg) {
     MHD_resume_connection(up->mhd);
 }
 
+static void s_run_sink(void *arg) {
+    upload_t *up = arg;
+    const http_route_t *rt = up->route;
+    if (rt->body->sink(up->httpd->router.app, &up->req, up->body.data, up->body.len, &up->resp) !=
+        0) {
+        up->sink_failed = true;
+    }
+    dynbuf_reset(&up->body);
+    up->phase = R_BODY;
+    s_phase(up->httpd, up->c, C_BODY); /* the body deadline runs again, for the next piece */
+    MHD_resume_connection(up->mhd);
+}
+
+typedef struct {
+    http_release_fn release;
+    void *app;
+    void *stream;
+} release_t;
+
+static void s_run_release(void *arg) {
+    release_t *r = arg;
+    r->release(r->app, r->stream);
+    free(r);
+}
+
 /* Suspends the connection and runs fn on a request thread; -1 when stopping (nothing
  * suspended then). */
 static int s_post(httpd_t *self, upload_t *up, workpool_fn *fn, r_phase_t phase) {
@@ -289,22 +318,55 @@ static enum MHD_Result s_first(httpd_t *self, upload_t *up) {
     int status = 0;
     const char *params[HTTP_MAX_PARAMS];
     const http_route_t *rt = NULL;
-    if (cl && strtoull(cl, NULL, 10) > HTTP_BODY_MAX_BYTES) {
-        http_too_large(&up->resp);
-    } else if (!(rt = http_find(&self->router, up->req.method, up->req.path, params, scratch,
-                                &status))) {
+    if (!(rt = http_find(&self->router, up->req.method, up->req.path, params, scratch, &status))) {
         http_not_routed(&up->resp, status);
+    } else if (cl && strtoull(cl, NULL, 10) > http_max_body(rt)) {
+        http_too_large(&up->resp, http_max_body(rt));
+        rt = NULL;
     }
-    up->req.route = rt;
+    up->req.route = up->route = rt;
     if (!rt) {
         return s_respond(self, up);
     }
+    dynbuf_init(&up->body, rt->body && rt->body->sink ? HTTP_CHUNK_BYTES : http_max_body(rt));
     up->phase = R_BODY;
     /* A token the cache knows is answered here; any other waits for a request thread. */
     if (!rt->open && !http_authenticate_cached(&self->router, &up->req) &&
         s_post(self, up, s_run_auth, R_AUTHING) != 0) {
         http_busy(&up->resp, "the server is stopping");
         return s_respond(self, up);
+    }
+    return MHD_YES;
+}
+
+/* Takes what it can of the body bytes at upload (*upload_size is left at what it did not
+ * take): all of them into the body, or dropped once the body is over the cap or a sink
+ * answered; a streamed body's full piece goes to its sink on a request thread. */
+static enum MHD_Result s_take(httpd_t *self, upload_t *up, const char *upload,
+                              size_t *upload_size) {
+    const http_route_t *rt = up->route;
+    size_t n = *upload_size;
+    if (rt->body && rt->body->sink && !up->req.body_too_large && !up->sink_failed) {
+        n = HTTP_CHUNK_BYTES - up->body.len < n ? HTTP_CHUNK_BYTES - up->body.len : n;
+    }
+    up->total += n;
+    *upload_size -= n;
+    if (up->total > http_max_body(rt)) {
+        up->req.body_too_large = true;
+    }
+    if (up->req.body_too_large || up->sink_failed) {
+        dynbuf_reset(&up->body);
+        return MHD_YES;
+    }
+    if (dynbuf_add(&up->body, upload, n) != 0) {
+        up->req.body_too_large = true; /* not reached: the cap was checked above */
+        return MHD_YES;
+    }
+    if (rt->body && rt->body->sink && up->body.len == HTTP_CHUNK_BYTES) {
+        if (s_post(self, up, s_run_sink, R_SINKING) != 0) {
+            up->sink_failed = true;
+            http_busy(&up->resp, "the server is stopping");
+        }
     }
     return MHD_YES;
 }
@@ -317,7 +379,6 @@ static enum MHD_Result s_access(void *cls, struct MHD_Connection *mhd, const cha
     upload_t *up = *req_cls;
     if (!up) {
         up = mem_calloc(1, sizeof *up);
-        dynbuf_init(&up->body, HTTP_BODY_MAX_BYTES);
         up->httpd = self;
         up->mhd = mhd;
         const union MHD_ConnectionInfo *si =
@@ -341,11 +402,10 @@ static enum MHD_Result s_access(void *cls, struct MHD_Connection *mhd, const cha
             /* fall through */
         case R_BODY:
             if (*upload_size > 0) {
-                if (up->req.body_too_large || dynbuf_add(&up->body, upload, *upload_size) != 0) {
-                    up->req.body_too_large = true;
-                }
-                *upload_size = 0;
-                return MHD_YES;
+                return s_take(self, up, upload, upload_size);
+            }
+            if (up->sink_failed) {
+                return s_respond(self, up);
             }
             if (s_post(self, up, s_run_handler, R_RUNNING) != 0) {
                 http_busy(&up->resp, "the server is stopping");
@@ -355,10 +415,28 @@ static enum MHD_Result s_access(void *cls, struct MHD_Connection *mhd, const cha
         case R_DONE:
             return s_respond(self, up);
         case R_AUTHING:
+        case R_SINKING:
         case R_RUNNING:
             break; /* suspended: not called */
     }
     return MHD_YES;
+}
+
+/* Hands a stream its handler left to the route's release, on a request thread while there
+ * are any. */
+static void s_release(httpd_t *self, upload_t *up) {
+    release_t *r = mem_calloc(1, sizeof *r);
+    *r = (release_t){up->route->body->release, self->router.app, up->req.stream};
+    up->req.stream = NULL;
+    pthread_mutex_lock(&self->lock);
+    bool stopping = self->stopping;
+    if (!stopping) {
+        workpool_post(self->handlers, s_run_release, r);
+    }
+    pthread_mutex_unlock(&self->lock);
+    if (stopping) {
+        s_run_release(r);
+    }
 }
 
 static void s_completed(void *cls, struct MHD_Connection *mhd, void **req_cls,
@@ -378,6 +456,9 @@ static void s_completed(void *cls, struct MHD_Connection *mhd, void **req_cls,
     s_phase(self, si ? si->socket_context : NULL, C_HEAD);
     if (up->resp.raw) {
         MHD_destroy_response(up->resp.raw);
+    }
+    if (up->req.stream) {
+        s_release(self, up);
     }
     free(up->resp.body);
     dynbuf_free(&up->body);

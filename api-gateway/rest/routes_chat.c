@@ -1,6 +1,7 @@
 /* routes_chat: chats (create, list, get, update) and the chat-level transitions (interrupt,
  * tool-results, compact, clear, reconcile-invalid), plus health and models. */
 #include "rest.h"
+#include "attachment.h"
 #include "stream.h"
 #include "watch.h"
 #include "admithook.h"
@@ -252,7 +253,9 @@ static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     if (s_create_parse(gw, req, &c, resp) == 0) {
         PGconn *conn = pool_get(gw->pool);
         if (gateway_model_id(gw, conn, json_object_get(c.body, "model"), c.model_id, resp) == 0 &&
-            s_create_admit(gw, req, &c, &conn, resp) == 0) {
+            s_create_admit(gw, req, &c, &conn, resp) == 0 &&
+            attachment_resolve(conn, req->user_id, NULL, c.model_id, "content", &c.content, resp) ==
+                0) {
             s_create_store(gw, conn, req, &c, resp);
         }
         pool_put(gw->pool, conn);
@@ -575,20 +578,20 @@ static void s_readyz(void *app, http_req_t *req, http_resp_t *resp) {
 
 /* Order matters: fixed paths before the "{}" patterns they would also match. */
 const http_route_t chat_route_table[] = {
-    {"GET", "/healthz", s_healthz, true},
-    {"GET", "/readyz", s_readyz, true},
-    {"GET", "/metrics", s_metrics, true},
-    {"GET", "/api/v2/chats/models", s_models, false},
-    {"GET", "/api/v2/chats/watch", watch_handle, false},
-    {"POST", "/api/v2/chats", s_create, false},
-    {"GET", "/api/v2/chats", s_list, false},
-    {"GET", "/api/v2/chats/{}", s_get, false},
-    {"PATCH", "/api/v2/chats/{}", s_update, false},
-    {"POST", "/api/v2/chats/{}/interrupt", s_interrupt, false},
-    {"POST", "/api/v2/chats/{}/tool-results", s_tool_results, false},
-    {"POST", "/api/v2/chats/{}/compact", s_compact, false},
-    {"POST", "/api/v2/chats/{}/clear", s_clear, false},
-    {"POST", "/api/v2/chats/{}/reconcile-invalid", s_reconcile, false},
-    {"GET", "/api/v2/chats/{}/stream", stream_handle, false},
+    {"GET", "/healthz", s_healthz, true, NULL},
+    {"GET", "/readyz", s_readyz, true, NULL},
+    {"GET", "/metrics", s_metrics, true, NULL},
+    {"GET", "/api/v2/chats/models", s_models, false, NULL},
+    {"GET", "/api/v2/chats/watch", watch_handle, false, NULL},
+    {"POST", "/api/v2/chats", s_create, false, NULL},
+    {"GET", "/api/v2/chats", s_list, false, NULL},
+    {"GET", "/api/v2/chats/{}", s_get, false, NULL},
+    {"PATCH", "/api/v2/chats/{}", s_update, false, NULL},
+    {"POST", "/api/v2/chats/{}/interrupt", s_interrupt, false, NULL},
+    {"POST", "/api/v2/chats/{}/tool-results", s_tool_results, false, NULL},
+    {"POST", "/api/v2/chats/{}/compact", s_compact, false, NULL},
+    {"POST", "/api/v2/chats/{}/clear", s_clear, false, NULL},
+    {"POST", "/api/v2/chats/{}/reconcile-invalid", s_reconcile, false, NULL},
+    {"GET", "/api/v2/chats/{}/stream", stream_handle, false, NULL},
 };
 const int chat_route_count = sizeof chat_route_table / sizeof chat_route_table[0];

@@ -5,6 +5,7 @@
 #include "log.h"
 #include "mem.h"
 #include "rest.h"
+#include "attachment.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -279,6 +280,16 @@ static int s_admit(gateway_t *gw, const http_req_t *req, send_t *s, bool edit) {
     return rc;
 }
 
+/* The message's file parts checked against the chat and the message's model, and described
+ * (attachment.h). */
+static int s_attach(const http_req_t *req, send_t *s) {
+    char *content = (char *)s->msg.content;
+    int rc = attachment_resolve(s->conn, req->user_id, req->params[0], s->msg.model_config_id,
+                                "content", &content, s->resp);
+    s->msg.content = content;
+    return rc;
+}
+
 /* Gives back what a send or an edit held: its connection, hook context, format, rows. */
 static void s_send_clear(gateway_t *gw, send_t *s, json_t *body) {
     pool_put(gw->pool, s->conn);
@@ -300,6 +311,7 @@ static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
     }
     s.conn = pool_get(gw->pool);
     if (s_format(&s, req, body, false) == 0 && s_admit(gw, req, &s, false) == 0 &&
+        s_attach(req, &s) == 0 &&
         gateway_bundle(gw, s.conn, req, s_send_step, &s, NULL, resp) == 0) {
         json_t *rows = s_inserted_rows(&s);
         if (rows) {
@@ -371,6 +383,9 @@ static void s_edit(void *app, http_req_t *req, http_resp_t *resp) {
     int rc = s_format(&s, req, body, true);
     if (rc == 0) {
         rc = s_admit(gw, req, &s, true);
+    }
+    if (rc == 0) {
+        rc = s_attach(req, &s);
     }
     if (rc == 0 && gateway_bundle(gw, s.conn, req, s_edit_step, &s, NULL, resp) != 0) {
         rc = -1;
@@ -466,11 +481,11 @@ static void s_usage(void *app, http_req_t *req, http_resp_t *resp) {
 }
 
 const http_route_t message_route_table[] = {
-    {"GET", "/api/v2/chats/{}/messages", s_list, false},
-    {"GET", "/api/v2/chats/{}/usage", s_usage, false},
-    {"POST", "/api/v2/chats/{}/messages", s_send, false},
-    {"PATCH", "/api/v2/chats/{}/messages/{}", s_edit, false},
-    {"DELETE", "/api/v2/chats/{}/queue/{}", s_queue_delete, false},
-    {"POST", "/api/v2/chats/{}/queue/{}/promote", s_queue_promote, false},
+    {"GET", "/api/v2/chats/{}/messages", s_list, false, NULL},
+    {"GET", "/api/v2/chats/{}/usage", s_usage, false, NULL},
+    {"POST", "/api/v2/chats/{}/messages", s_send, false, NULL},
+    {"PATCH", "/api/v2/chats/{}/messages/{}", s_edit, false, NULL},
+    {"DELETE", "/api/v2/chats/{}/queue/{}", s_queue_delete, false, NULL},
+    {"POST", "/api/v2/chats/{}/queue/{}/promote", s_queue_promote, false, NULL},
 };
 const int message_route_count = sizeof message_route_table / sizeof message_route_table[0];

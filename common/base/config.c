@@ -94,15 +94,19 @@ config_t *config_new(void) {
         s_num("CHATFLEET_STREAMS_PER_USER", 100, &self->streams_per_user) ||
         s_num_or_zero("CHATFLEET_AUTH_CACHE_MS", 5000, &self->auth_cache_ms) ||
         s_num("CHATFLEET_PUSH_CONFIGS_MAX", 100, &self->push_configs_max) ||
-        s_num("CHATFLEET_PUSH_DELIVERIES_PER_MIN", 600, &self->push_deliveries_per_min)) {
+        s_num("CHATFLEET_PUSH_DELIVERIES_PER_MIN", 600, &self->push_deliveries_per_min) ||
+        s_num("CHATFLEET_CHAT_MAX_ATTACHMENTS", 50, &self->chat_max_attachments) ||
+        s_num("CHATFLEET_FILE_QUOTA_BYTES", 1024LL * 1024 * 1024, &self->file_quota_bytes)) {
         config_destroy(&self);
         return NULL;
     }
     if (self->http_max_connections > 1000000 || self->http_io_threads > 64 ||
-        self->http_threads > 256 || self->stream_threads > 256) {
+        self->http_threads > 256 || self->stream_threads > 256 ||
+        self->chat_max_attachments > 10000) {
         fprintf(stderr, "config: CHATFLEET_HTTP_MAX_CONNECTIONS must be at most 1000000 and "
                         "CHATFLEET_HTTP_IO_THREADS, CHATFLEET_HTTP_THREADS and "
-                        "CHATFLEET_STREAM_THREADS at most 64, 256 and 256\n");
+                        "CHATFLEET_STREAM_THREADS at most 64, 256 and 256, and "
+                        "CHATFLEET_CHAT_MAX_ATTACHMENTS at most 10000\n");
         config_destroy(&self);
         return NULL;
     }
@@ -219,7 +223,7 @@ void config_log(const config_t *self) {
              "http_max_per_address=%lld http_head_timeout_ms=%lld http_body_timeout_ms=%lld "
              "http_io_threads=%lld http_threads=%lld stream_threads=%lld streams_per_user=%lld "
              "auth_cache_ms=%lld push_allow_cidrs=%s push_configs_max=%lld "
-             "push_deliveries_per_min=%lld",
+             "push_deliveries_per_min=%lld chat_max_attachments=%lld file_quota_bytes=%lld",
              url, self->http_listen, self->http_tls_cert ? self->http_tls_cert : "(unset)",
              self->http_tls_key ? self->http_tls_key : "(unset)", self->http_tls_priorities,
              self->public_url ? self->public_url : "(listen address)",
@@ -234,5 +238,6 @@ void config_log(const config_t *self) {
              (long long)self->http_threads, (long long)self->stream_threads,
              (long long)self->streams_per_user, (long long)self->auth_cache_ms,
              self->push_allow_cidrs ? self->push_allow_cidrs : "(none)",
-             (long long)self->push_configs_max, (long long)self->push_deliveries_per_min);
+             (long long)self->push_configs_max, (long long)self->push_deliveries_per_min,
+             (long long)self->chat_max_attachments, (long long)self->file_quota_bytes);
 }

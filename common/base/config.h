@@ -48,6 +48,9 @@ typedef struct {
     char *push_allow_cidrs;          /* CHATFLEET_PUSH_ALLOW_CIDRS: allow-listed targets, or NULL */
     int64_t push_configs_max;        /* CHATFLEET_PUSH_CONFIGS_MAX: configs per user */
     int64_t push_deliveries_per_min; /* CHATFLEET_PUSH_DELIVERIES_PER_MIN: per user */
+    /* Files (ARCHITECTURE.md §3, "Files"). */
+    int64_t chat_max_attachments; /* CHATFLEET_CHAT_MAX_ATTACHMENTS: files a chat holds */
+    int64_t file_quota_bytes;     /* CHATFLEET_FILE_QUOTA_BYTES: all of a user's files */
 } config_t;
 
 /* True when name is a portable environment variable name, ^[A-Za-z_][A-Za-z0-9_]*$ (a model's

@@ -327,7 +327,10 @@ static int s_insert_kept_context(chatstate_t *self, const char *context_json,
 
 int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64_t *id_out,
               cs_error_t *err) {
-    if (cs_context_check(self, m, err) != 0) {
+    /* A promoted row's files were linked when it was queued (one of them may have been
+     * evicted since: the history then shows its placeholder). */
+    if (cs_context_check(self, m, err) != 0 ||
+        (!queued_id && cs_link_files(self, m->content, err) != 0)) {
         return -1;
     }
     char qid[DB_PARAM_INT64_LEN];

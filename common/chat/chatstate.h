@@ -121,6 +121,10 @@ typedef struct {
     /* CHATFLEET_REQUIRES_ACTION_DEADLINE_MS: how long EnterRequiresAction gives the user.
      * Only that move reads it: > 0 for a bundle that makes it; 0 in one that never does. */
     int64_t requires_action_deadline_ms;
+    /* CHATFLEET_CHAT_MAX_ATTACHMENTS: the most files a chat holds (ARCHITECTURE.md §3,
+     * "Files"). A message that names files links them in the transition that persists it;
+     * with this below 1 such a transition fails (CS_BAD_INPUT) instead of choosing a cap. */
+    int max_attachments;
 } cs_settings_t;
 
 /* Creates a chat (N -> R0, or N -> W when no user message is given: model-only user rows,

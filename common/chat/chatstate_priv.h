@@ -173,6 +173,13 @@ int cs_finish(chatstate_t *self, exec_state_t from, chatmove_t move, cs_error_t 
 /* Sets status (and clears last_error when clear_error) and bumps updated_at. */
 int cs_set_status(chatstate_t *self, const char *status, bool clear_error, cs_error_t *err);
 
+/* Links the files content (a JSON array of parts) names in its "file" parts to the chat, in
+ * the bundle (ARCHITECTURE.md §3, "Files"): each must be a complete upload of the chat's owner
+ * held by no other chat (else CS_BAD_INPUT); the chat's earliest-uploaded other files are
+ * deleted to keep it within settings.max_attachments, and a message naming more than that
+ * is refused. A no-op for content without file parts. 0 or -1. */
+int cs_link_files(chatstate_t *self, const char *content, cs_error_t *err);
+
 /* Inserts one message row; queued_id is 0 or the queue row it was promoted from. */
 int cs_insert(chatstate_t *self, const cs_message_t *msg, int64_t queued_id, int64_t *id_out,
               cs_error_t *err);

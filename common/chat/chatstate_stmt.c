@@ -224,3 +224,60 @@ void cs_ids_push_inserted(chatstate_t *self, int64_t id) {
 void cs_deleted_push(chatstate_t *self, int64_t id) {
     s_ids_push(&self->deleted, id);
 }
+
+int cs_link_files(chatstate_t *self, const char *content, cs_error_t *err) {
+    if (!content || !strstr(content, "\"file_id\"")) {
+        return 0;
+    }
+    if (self->settings.max_attachments < 1) {
+        return cs_fail(self, err, CS_BAD_INPUT, "no attachment cap is configured");
+    }
+    char cap[DB_PARAM_INT64_LEN];
+    const char *p[] = {self->chat_id, content, db_param_int64(cap, self->settings.max_attachments)};
+    /* One statement: the message's files locked and checked, then (only when all pass) the
+     * chat's earliest other files evicted to make room and the new ones linked. */
+    PGresult *res = cs_query(
+        self, err,
+        "WITH msg AS (SELECT DISTINCT (p ->> 'file_id')::uuid AS id"
+        " FROM jsonb_array_elements($2::jsonb) p"
+        " WHERE p ->> 'type' = 'file' AND p ? 'file_id'),"
+        " f AS (SELECT c.id, c.chat_id FROM chat_files c"
+        " WHERE c.id IN (SELECT id FROM msg) AND c.complete"
+        " AND c.owner_id = (SELECT owner_id FROM chats WHERE id = $1) FOR UPDATE OF c),"
+        " chk AS (SELECT (SELECT count(*) FROM msg) AS wanted,"
+        " count(*) FILTER (WHERE chat_id IS NULL OR chat_id = $1) AS ok,"
+        " count(*) FILTER (WHERE chat_id IS NULL) AS fresh FROM f),"
+        " plan AS (SELECT wanted, ok = wanted AND wanted <= $3::int AS v,"
+        " CASE WHEN ok = wanted AND wanted <= $3::int THEN greatest(0, (SELECT count(*)"
+        " FROM chat_files WHERE chat_id = $1) + fresh - $3::int) ELSE 0 END AS n FROM chk),"
+        " evicted AS (DELETE FROM chat_files WHERE id IN (SELECT id FROM chat_files"
+        " WHERE chat_id = $1 AND id NOT IN (SELECT id FROM msg) ORDER BY created_at, id"
+        " LIMIT (SELECT n FROM plan)) RETURNING id),"
+        " linked AS (UPDATE chat_files SET chat_id = $1 WHERE (SELECT v FROM plan)"
+        " AND id IN (SELECT id FROM f WHERE chat_id IS NULL) RETURNING id)"
+        " SELECT p.wanted, p.v, (SELECT count(*) FROM evicted), (SELECT count(*) FROM linked)"
+        " FROM plan p",
+        3, p);
+    if (!res) {
+        return -1;
+    }
+    int64_t wanted = db_int64(res, 0, 0);
+    bool ok = db_bool(res, 0, 1);
+    int64_t evicted = db_int64(res, 0, 2);
+    PQclear(res);
+    if (!ok && wanted > self->settings.max_attachments) {
+        return cs_fail(self, err, CS_BAD_INPUT,
+                       "the message names %lld files, over the chat's cap of %d", (long long)wanted,
+                       self->settings.max_attachments);
+    }
+    if (!ok) {
+        return cs_fail(self, err, CS_BAD_INPUT,
+                       "a file the message names is gone (deleted or evicted), not the owner's, "
+                       "or attached to another chat");
+    }
+    if (evicted > 0) {
+        log_info("chat_files_evicted", "chat_id=%s evicted=%lld cap=%d", self->chat_id,
+                 (long long)evicted, self->settings.max_attachments);
+    }
+    return 0;
+}

@@ -16,7 +16,7 @@ static bool s_owned(const chatstate_t *self) {
 
 /* Queues m with its hook context (promotion inserts it after m, cs_promote). */
 static int s_enqueue(chatstate_t *self, const cs_message_t *m, int64_t *qid, cs_error_t *err) {
-    if (cs_context_check(self, m, err) != 0) {
+    if (cs_context_check(self, m, err) != 0 || cs_link_files(self, m->content, err) != 0) {
         return -1;
     }
     char *context = m->context_count ? cs_context_json(m) : NULL;
@@ -521,8 +521,15 @@ int chatstate_clear_context(chatstate_t *self, const char *created_by, cs_error_
          .created_by = created_by,
          .content = result},
     };
-    int rc =
-        cs_answer_pending(self, REASON_NEW_MESSAGE, err) || cs_insert_all(self, triplet, 3, err);
+    /* The cleared history's files are released; a queued message keeps those it names. */
+    int rc = cs_answer_pending(self, REASON_NEW_MESSAGE, err) ||
+             cs_insert_all(self, triplet, 3, err) ||
+             cs_exec(self, err,
+                     "DELETE FROM chat_files WHERE chat_id = $1 AND id NOT IN (SELECT"
+                     " (e.p ->> 'file_id')::uuid FROM chat_queued_messages q,"
+                     " jsonb_array_elements(q.content) AS e(p) WHERE q.chat_id = $1"
+                     " AND e.p ->> 'type' = 'file' AND e.p ? 'file_id')",
+                     1, p);
     free(call);
     free(result);
     /* A pending compaction request is cleared by cs_finish (ClearContext does not carry it). */

@@ -91,13 +91,16 @@ static void s_enqueue(conn_state_t *st, long prepare, db_result_fn *fn, void *ct
  * run by name (unprepared when the registry is full). Queues its entries; 0 or -1 (nothing
  * queued for it). */
 static int s_send(PGconn *conn, conn_state_t *st, const char *sql, int n, const char *const *params,
-                  db_result_fn *fn, void *ctx) {
+                  const db_bin_t *bin, db_result_fn *fn, void *ctx) {
+    const int *lengths = bin ? bin->lengths : NULL;
+    const int *formats = bin ? bin->formats : NULL;
+    int result_format = bin ? bin->result_format : 0;
     if (PQpipelineStatus(conn) == PQ_PIPELINE_OFF && PQenterPipelineMode(conn) != 1) {
         return -1;
     }
     long id = s_stmt_id(sql);
     if (id < 0) {
-        if (PQsendQueryParams(conn, sql, n, NULL, params, NULL, NULL, 0) != 1) {
+        if (PQsendQueryParams(conn, sql, n, NULL, params, lengths, formats, result_format) != 1) {
             return -1;
         }
         s_enqueue(st, -1, fn, ctx);
@@ -112,7 +115,7 @@ static int s_send(PGconn *conn, conn_state_t *st, const char *sql, int n, const 
         s_set_prepared(st, id, true); /* undone when its result says it failed */
         s_enqueue(st, id, NULL, NULL);
     }
-    if (PQsendQueryPrepared(conn, name, n, params, NULL, NULL, 0) != 1) {
+    if (PQsendQueryPrepared(conn, name, n, params, lengths, formats, result_format) != 1) {
         return -1;
     }
     s_enqueue(st, -1, fn, ctx);
@@ -211,7 +214,7 @@ int db_send(PGconn *conn, const char *sql, int nparams, const char *const *param
         PQclear(res);
         return res ? 0 : -1;
     }
-    if (s_send(conn, st, sql, nparams, params, fn, ctx) != 0) {
+    if (s_send(conn, st, sql, nparams, params, NULL, fn, ctx) != 0) {
         /* What was queued before still runs (or fails) at the next read. */
         return -1;
     }
@@ -305,14 +308,20 @@ db_err_t db_classify(PGconn *conn, const PGresult *res) {
 
 PGresult *db_query(PGconn *conn, db_err_t *err, char *errbuf, int errlen, const char *sql,
                    int nparams, const char *const *params) {
+    return db_query_bin(conn, err, errbuf, errlen, sql, nparams, params, NULL);
+}
+
+PGresult *db_query_bin(PGconn *conn, db_err_t *err, char *errbuf, int errlen, const char *sql,
+                       int nparams, const char *const *params, const db_bin_t *bin) {
     conn_state_t *st = PQinstanceData(conn, s_event);
     PGresult *res = NULL;
     if (!st) {
-        res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+        res = PQexecParams(conn, sql, nparams, NULL, params, bin ? bin->lengths : NULL,
+                           bin ? bin->formats : NULL, bin ? bin->result_format : 0);
     } else {
         /* With whatever was sent ahead, and its own first prepare: one round trip. */
         PGresult *failed;
-        if (s_send(conn, st, sql, nparams, params, NULL, NULL) == 0) {
+        if (s_send(conn, st, sql, nparams, params, bin, NULL, NULL) == 0) {
             failed = s_drain(conn, st, &res);
         } else {
             failed = s_drain(conn, st, NULL);

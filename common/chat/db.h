@@ -32,6 +32,17 @@ PGconn *db_connect(const char *url, const char *application_name);
 PGresult *db_query(PGconn *conn, db_err_t *err, char *errbuf, int errlen, const char *sql,
                    int nparams, const char *const *params);
 
+/* What db_query_bin adds to a statement: binary parameters, binary results. */
+typedef struct {
+    const int *lengths; /* each parameter's length, read where formats says binary */
+    const int *formats; /* 1: parameter i is lengths[i] bytes, 0: text; NULL: all text */
+    int result_format;  /* 1: values come as their bytes (bytea unescaped, text as is) */
+} db_bin_t;
+
+/* db_query with bin's formats (NULL: db_query itself). */
+PGresult *db_query_bin(PGconn *conn, db_err_t *err, char *errbuf, int errlen, const char *sql,
+                       int nparams, const char *const *params, const db_bin_t *bin);
+
 /* Statements sent ahead (libpq pipeline mode, ARCHITECTURE.md §4.4): db_send sends one
  * statement without waiting for its result; the next db_query on the connection joins them
  * and one round trip runs them all, in order, or db_flush runs them on their own. A queued

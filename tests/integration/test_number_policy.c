@@ -652,11 +652,11 @@ static void test_message_content_cannot_carry_a_number(void **u) {
         const char *detail;
         const char *number_field; /* what a refused number's refusal names */
     } cases[] = {
-        {"{\"type\":\"data\",\"data\":{\"n\":%s}}", "content[0].type", "only \"text\" input parts",
-         "content[0].data.n"},
+        {"{\"type\":\"data\",\"data\":{\"n\":%s}}", "content[0].type",
+         "only \"text\" and \"file\" input parts", "content[0].data.n"},
         {"{\"type\":\"tool-result\",\"tool_call_id\":\"c1\",\"tool_name\":\"ask\",\"output\":"
          "{\"n\":%s}}",
-         "content[0].type", "only \"text\" input parts", "content[0].output.n"},
+         "content[0].type", "only \"text\" and \"file\" input parts", "content[0].output.n"},
         {"{\"type\":\"text\",\"text\":\"a number\",\"n\":%s}", "content[0].n", "unknown field",
          "content[0].n"},
     };

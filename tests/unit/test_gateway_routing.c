@@ -50,17 +50,17 @@ static void s_silent(void *app, http_req_t *req, http_resp_t *resp) {
 }
 
 static const http_route_t s_table[] = {
-    {"GET", "/open", s_record, true},
-    {"GET", "/items", s_record, false},
-    {"POST", "/items", s_record, false},
-    {"GET", "/items/special", s_record, false},
-    {"GET", "/items/{}", s_record, false},
-    {"DELETE", "/items/{}", s_record, false},
-    {"GET", "/items/{}/parts/{}", s_record, false},
-    {"GET", "/four/{}/{}/{}/{}", s_record, true},
-    {"GET", "/five/{}/{}/{}/{}/{}", s_record, true},
-    {"GET", "/long/{}", s_record, true},
-    {"GET", "/silent", s_silent, true},
+    {"GET", "/open", s_record, true, NULL},
+    {"GET", "/items", s_record, false, NULL},
+    {"POST", "/items", s_record, false, NULL},
+    {"GET", "/items/special", s_record, false, NULL},
+    {"GET", "/items/{}", s_record, false, NULL},
+    {"DELETE", "/items/{}", s_record, false, NULL},
+    {"GET", "/items/{}/parts/{}", s_record, false, NULL},
+    {"GET", "/four/{}/{}/{}/{}", s_record, true, NULL},
+    {"GET", "/five/{}/{}/{}/{}/{}", s_record, true, NULL},
+    {"GET", "/long/{}", s_record, true, NULL},
+    {"GET", "/silent", s_silent, true, NULL},
 };
 
 static const http_router_t s_test_router = {s_table, sizeof s_table / sizeof s_table[0],

@@ -1,5 +1,6 @@
 /* acquirer: see acquirer.h. */
 #include "acquirer.h"
+#include "chatfile.h"
 #include "bus.h"
 #include "chatstate.h"
 #include "dbpool.h"
@@ -49,8 +50,9 @@ static const char *s_pool_name(leasedb_pool_t kind) {
                                             : "all";
 }
 
-/* The agent waits whose wake was lost to a crash (chatstate_agents_sweep), on each full pass:
- * the resumed parents' ownership hints bring them to a worker like any runnable chat. */
+/* On each full pass: the agent waits whose wake was lost to a crash (chatstate_agents_sweep),
+ * whose resumed parents' ownership hints bring them to a worker like any runnable chat, and
+ * the abandoned uploads. */
 static void s_sweep(self_t *self) {
     cs_settings_t settings = {.lease_stale_ms = self->args.lease_stale_ms};
     cs_error_t err;
@@ -62,6 +64,12 @@ static void s_sweep(self_t *self) {
                  log_quote(err.message, q, sizeof q));
     } else if (resumed > 0) {
         log_info("agents_swept", "worker_id=%s resumed=%d", self->args.worker_id, resumed);
+    }
+    /* Uploads whose gateway died mid-body (a gateway deletes the ones it refuses itself). */
+    int64_t files = chatfile_sweep(self->conn);
+    if (files > 0) {
+        log_info("chat_files_swept", "worker_id=%s abandoned_uploads=%lld", self->args.worker_id,
+                 (long long)files);
     }
 }
 

@@ -1,5 +1,6 @@
 /* history: see history.h. */
 #include "history.h"
+#include "fileparts.h"
 #include "db.h"
 #include "jsonstrict.h"
 #include "log.h"
@@ -361,7 +362,8 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
             out->model = json_null();
         }
         if (!r.messages || s_take_messages(r.messages, chat_id, out) != 0 ||
-            s_take_request(conn, chat_id, r.request, out) != 0) {
+            s_take_request(conn, chat_id, r.request, out) != 0 ||
+            fileparts_fill(conn, chat_id, out->messages) != 0) {
             rc = HISTORY_DB;
         }
     }

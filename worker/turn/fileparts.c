@@ -1,0 +1,113 @@
+/* fileparts: a history's files made ready for a model; see fileparts.h. */
+#include "fileparts.h"
+#include "chatfile.h"
+#include "mem.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *s_str(const json_t *obj, const char *key) {
+    const char *v = json_string_value(json_object_get(obj, key));
+    return v ? v : "";
+}
+
+/* The ids of every file part with a file_id, as a uuid[] literal; NULL when there are none. */
+static char *s_ids(const json_t *messages) {
+    char *ids = NULL;
+    size_t i, k;
+    json_t *m, *p;
+    json_array_foreach(messages, i, m) {
+        json_array_foreach(json_object_get(m, "content"), k, p) {
+            const char *id = json_string_value(json_object_get(p, "file_id"));
+            if (id && !strcmp(s_str(p, "type"), "file")) {
+                char *next = mem_printf("%s%s%s", ids ? ids : "{", ids ? "," : "", id);
+                free(ids);
+                ids = next;
+            }
+        }
+    }
+    char *closed = ids ? mem_printf("%s}", ids) : NULL;
+    free(ids);
+    return closed;
+}
+
+/* The part the model gets for file row r of files. */
+static json_t *s_loaded(const PGresult *files, int r) {
+    const char *type = PQgetvalue(files, r, 1);
+    const char *name = PQgetvalue(files, r, 2);
+    const char *bytes = PQgetvalue(files, r, 3);
+    int len = PQgetlength(files, r, 3);
+    if (chatfile_media_text(type)) {
+        char *text = mem_printf("Attached file %s (%s):\n%.*s", name[0] ? name : "(unnamed)", type,
+                                len, bytes);
+        json_t *part = json_pack("{s:s, s:s}", "type", "text", "text", text);
+        free(text);
+        return part;
+    }
+    char *b64 = mem_calloc(1, 4 * ((size_t)len / 3 + 1) + 1);
+    EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)bytes, len);
+    json_t *part =
+        json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "file", "file_id", PQgetvalue(files, r, 0),
+                  "media_type", type, "name", name, "data", b64);
+    free(b64);
+    return part;
+}
+
+/* The part the model gets for file part p of a message of role; NULL: none. */
+static json_t *s_part(const json_t *p, const char *role, const PGresult *files) {
+    const char *id = s_str(p, "file_id");
+    for (int r = 0; r < PQntuples(files); r++) {
+        if (!strcmp(PQgetvalue(files, r, 0), id)) {
+            return s_loaded(files, r);
+        }
+    }
+    if (strcmp(role, "user")) {
+        return NULL;
+    }
+    const char *name = s_str(p, "name");
+    char *text = mem_printf("[attachment %s (%s) has expired: its content is no longer available]",
+                            name[0] ? name : id, s_str(p, "media_type"));
+    json_t *part = json_pack("{s:s, s:s}", "type", "text", "text", text);
+    free(text);
+    return part;
+}
+
+int fileparts_fill(PGconn *conn, const char *chat_id, json_t *messages) {
+    char *ids = s_ids(messages);
+    if (!ids) {
+        return 0;
+    }
+    PGresult *files = chatfile_load(conn, chat_id, ids);
+    free(ids);
+    if (!files) {
+        return -1;
+    }
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        json_t *content = json_object_get(m, "content");
+        json_t *out = json_array();
+        size_t k;
+        json_t *p;
+        bool changed = false;
+        json_array_foreach(content, k, p) {
+            if (strcmp(s_str(p, "type"), "file") || !json_object_get(p, "file_id")) {
+                json_array_append(out, p);
+                continue;
+            }
+            json_t *made = s_part(p, s_str(m, "role"), files);
+            if (made) {
+                json_array_append_new(out, made);
+            }
+            changed = true;
+        }
+        if (changed) {
+            json_object_set(m, "content", out);
+        }
+        json_decref(out);
+    }
+    PQclear(files);
+    return 0;
+}
