@@ -1,5 +1,6 @@
 /* a2a: agent card and JSON-RPC dispatch; see a2a.h. */
 #include "a2a.h"
+#include "a2a_file.h"
 #include "a2a_list.h"
 #include "a2a_push.h"
 #include "a2a_send.h"
@@ -241,6 +242,7 @@ static void s_send(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *params, 
         json_decref(data);
         if (!refused) {
             free(s.content);
+            json_decref(s.files);
             gateway_format_clear(&s.format);
             return; /* answered */
         }
@@ -251,6 +253,7 @@ static void s_send(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *params, 
             s_error(c, RPC_INVALID_PARAMS, "Invalid params", data);
         }
         free(s.content);
+        json_decref(s.files);
         gateway_format_clear(&s.format);
         return;
     }
@@ -265,12 +268,24 @@ static void s_send(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *params, 
                 d);
         free(h.body);
         free(s.content);
+        json_decref(s.files);
         gateway_format_clear(&s.format);
         admithook_context_clear(&s.context);
         return;
     }
     PGconn *conn = pool_get(gw->pool);
     int rc = 0;
+    json_t *fdata = NULL;
+    if (!refused &&
+        a2a_file_store(gw, conn, req->user_id, s.context_id, s.files, &s.content, &fdata) != 0) {
+        pool_put(gw->pool, conn);
+        s_error(c, RPC_INVALID_PARAMS, "Invalid params", fdata);
+        free(s.content);
+        json_decref(s.files);
+        admithook_context_clear(&s.context);
+        gateway_format_clear(&s.format);
+        return;
+    }
     if (refused) {
         /* the failed task is the answer */
     } else if (s.context_id) {
@@ -281,6 +296,7 @@ static void s_send(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *params, 
     }
     pool_put(gw->pool, conn);
     free(s.content);
+    json_decref(s.files);
     admithook_context_clear(&s.context);
     bool structured = s.format.structured;
     gateway_format_clear(&s.format);

@@ -1,5 +1,6 @@
 /* a2a_send: SendMessage's params and store; see a2a_send.h. */
 #include "a2a_send.h"
+#include "a2a_file.h"
 #include "a2a_push.h"
 #include "db.h"
 #include "jsonout.h"
@@ -16,8 +17,9 @@ static json_t *s_invalid(const char *field, const char *detail) {
     return json_pack("{s:s,s:s}", "field", field, "detail", detail);
 }
 
-/* The message's text: its text parts joined (v1 {"text"} or v0.3 {"kind":"text"}). */
-static char *s_text(json_t *message, json_t **data) {
+/* The message's text: its text parts joined (v1 {"text"} or v0.3 {"kind":"text"}); its file
+ * parts go to files (a2a_file.h). */
+static char *s_text(json_t *message, json_t *files, json_t **data) {
     json_t *parts = json_object_get(message, "parts");
     if (!json_is_array(parts) || json_array_size(parts) == 0) {
         *data = s_invalid("params.message.parts", "must be a non-empty array of text parts");
@@ -27,17 +29,22 @@ static char *s_text(json_t *message, json_t **data) {
     size_t i;
     json_t *p;
     json_array_foreach(parts, i, p) {
+        char *f = mem_printf("params.message.parts[%zu]", i);
         const char *t = json_string_value(json_object_get(p, "text"));
-        if (!t) {
+        int file = t ? 0 : a2a_file_part(p, f, files, data);
+        if (!t && file == 0) {
+            *data = s_invalid(f, "only text and file parts are accepted");
+        }
+        free(f);
+        if (!t && file != 1) {
             free(text);
-            char *f = mem_printf("params.message.parts[%zu]", i);
-            *data = s_invalid(f, "only text parts are accepted");
-            free(f);
             return NULL;
         }
-        char *n = mem_printf("%s%s%s", text, i ? "\n" : "", t);
-        free(text);
-        text = n;
+        if (t) {
+            char *n = mem_printf("%s%s%s", text, text[0] ? "\n" : "", t);
+            free(text);
+            text = n;
+        }
     }
     return text;
 }
@@ -272,7 +279,8 @@ int a2a_send_parse(json_t *params, bool legacy, a2a_send_t *s, json_t **data) {
     }
     s->blocking = legacy ? !json_is_false(json_object_get(conf, "blocking"))
                          : !json_is_true(json_object_get(conf, "returnImmediately"));
-    char *text = s_text(msg, data);
+    s->files = json_array();
+    char *text = s_text(msg, s->files, data);
     if (!text) {
         return -1;
     }

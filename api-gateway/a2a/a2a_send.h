@@ -33,14 +33,16 @@ typedef struct {
     json_t *push;                  /* the inline push config (borrowed from params), or NULL */
     bool push_legacy;              /* push has the v0.3 shape (authentication.schemes) */
     const char *push_field;        /* where push came from, for its errors (a literal) */
+    json_t *files;                 /* the message's file parts (a2a_file.h), stored before the
+                                      message (owned) */
 } a2a_send_t;
 
 /* Validates a SendMessage's params into s: 0, -1 (invalid params) or A2A_SEND_MODES, with
  * *data naming the field of the JSON-RPC request. An inline push config
  * (configuration.taskPushNotificationConfig, or pushNotificationConfig: v0.3 and the older v1
  * drafts) is checked first, as a2a_push_config_check does, and set in s->push, so that a bad
- * one stores nothing, not even a refused task. The caller frees s->content and clears
- * s->format either way. */
+ * one stores nothing, not even a refused task. The caller frees s->content and s->files and
+ * clears s->format either way. */
 int a2a_send_parse(json_t *params, bool legacy, a2a_send_t *s, json_t **data);
 
 /* The lifecycle hooks of a SendMessage (ARCHITECTURE.md §7.10, admithook.h), before anything

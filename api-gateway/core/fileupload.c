@@ -97,10 +97,21 @@ static int s_media_type(const char *value, char *out, size_t size) {
     return chatfile_media_known(out) ? 0 : -1;
 }
 
-/* The filename of a Content-Disposition value (RFC 6266: filename*=UTF-8''<percent-encoded>
- * preferred over filename="..."), its last path segment, into out ("" when none). 0, or -1
- * when it is not UTF-8, holds a control character or is too long. */
-static int s_file_name(const char *value, char *out, size_t size) {
+/* Checks name: UTF-8 without control characters, under size bytes. */
+static int s_name_ok(const char *name, size_t size) {
+    const unsigned char *p = (const unsigned char *)name;
+    const unsigned char *end = p + strlen(name);
+    while (p < end) {
+        size_t c = jsonstrict_utf8_len(p, end);
+        if (c == 0 || (c == 1 && (*p < 0x20 || *p == 0x7f))) {
+            return -1;
+        }
+        p += c;
+    }
+    return strlen(name) < size ? 0 : -1;
+}
+
+int fileupload_disposition_name(const char *value, char *out, size_t size) {
     out[0] = '\0';
     if (!value) {
         return 0;
@@ -143,36 +154,25 @@ static int s_file_name(const char *value, char *out, size_t size) {
             base = p + 1;
         }
     }
-    const unsigned char *p = (const unsigned char *)base;
-    const unsigned char *end = p + strlen(base);
-    while (p < end) {
-        size_t c = jsonstrict_utf8_len(p, end);
-        if (c == 0 || (c == 1 && (*p < 0x20 || *p == 0x7f))) {
-            return -1;
-        }
-        p += c;
-    }
-    if (strlen(base) >= size) {
+    if (s_name_ok(base, size) != 0) {
         return -1;
     }
     snprintf(out, size, "%s", base);
     return 0;
 }
 
-fileupload_t *fileupload_new(sniffer_t *sniffer, const http_req_t *req, const char *owner_id,
-                             int64_t quota_bytes, http_resp_t *resp) {
-    const char *ct = http_header(req, "Content-Type");
+fileupload_t *fileupload_new(sniffer_t *sniffer, const char *owner_id, const char *ct,
+                             const char *name, int64_t quota_bytes, http_resp_t *resp) {
     char media[CHATFILE_MEDIA_MAX + 1];
-    char name[CHATFILE_NAME_MAX + 1];
     if (!ct || s_media_type(ct, media, sizeof media) != 0) {
         http_invalid(resp, "Content-Type",
                      "must be one of application/json, application/pdf, image/gif, image/jpeg, "
                      "image/png, image/webp, text/csv, text/markdown, text/plain (UTF-8)");
         return NULL;
     }
-    if (s_file_name(http_header(req, "Content-Disposition"), name, sizeof name) != 0) {
-        http_invalid(resp, "Content-Disposition",
-                     "the filename must be UTF-8 without control characters, at most 255 bytes");
+    if (s_name_ok(name, CHATFILE_NAME_MAX + 1) != 0) {
+        http_invalid(resp, "name",
+                     "the file name must be UTF-8 without control characters, at most 255 bytes");
         return NULL;
     }
     fileupload_t *self = mem_calloc(1, sizeof *self);
@@ -318,6 +318,10 @@ int fileupload_finish(fileupload_t *self, PGconn *conn, http_resp_t *resp) {
                         "mime_type", self->media_type, "size_bytes", (json_int_t)self->size,
                         "sha256", hex));
     return 0;
+}
+
+const char *fileupload_id(const fileupload_t *self) {
+    return self->id;
 }
 
 void fileupload_destroy(fileupload_t **self_p, PGconn *conn) {

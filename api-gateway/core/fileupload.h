@@ -21,11 +21,20 @@ void sniffer_destroy(sniffer_t **self_p);
 
 typedef struct fileupload fileupload_t;
 
-/* An upload of owner's described by req's Content-Type (one of chatfile_media_known, with
- * no charset but UTF-8) and optional Content-Disposition filename; quota_bytes is what all
- * the owner's files may take. NULL with a 400 naming the header in resp. */
-fileupload_t *fileupload_new(sniffer_t *sniffer, const http_req_t *req, const char *owner_id,
-                             int64_t quota_bytes, http_resp_t *resp);
+/* The file name of a Content-Disposition value (NULL: none) into out: the filename (RFC 6266,
+ * filename* in UTF-8 preferred), its last path segment; "" when it names none. 0, or -1 when
+ * it is not UTF-8, holds a control character or is longer than CHATFILE_NAME_MAX bytes. */
+int fileupload_disposition_name(const char *disposition, char *out, size_t size);
+
+/* An upload of owner's of content_type (a Content-Type value: one of chatfile_media_known,
+ * no charset but UTF-8) named name (checked as fileupload_disposition_name checks it; "" for
+ * none); quota_bytes is what all the owner's files may take. NULL with a 400 naming field
+ * "Content-Type" or "name" in resp. */
+fileupload_t *fileupload_new(sniffer_t *sniffer, const char *owner_id, const char *content_type,
+                             const char *name, int64_t quota_bytes, http_resp_t *resp);
+
+/* The id of the file (after fileupload_finish). */
+const char *fileupload_id(const fileupload_t *self);
 
 /* Stores the next len bytes of the body (the first piece creates the file row). 0, or -1
  * with resp set: 400 when the bytes are not what the type says, 413 over the quota, 500. */

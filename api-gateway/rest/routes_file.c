@@ -19,9 +19,18 @@
 
 /* The upload of req, made at its first piece; NULL with resp set when the headers are bad. */
 static fileupload_t *s_upload_of(gateway_t *gw, http_req_t *req, http_resp_t *resp) {
-    if (!req->stream) {
-        req->stream = fileupload_new(gw->sniffer, req, req->user_id, gw->file_quota_bytes, resp);
+    if (req->stream) {
+        return req->stream;
     }
+    char name[CHATFILE_NAME_MAX + 1];
+    if (fileupload_disposition_name(http_header(req, "Content-Disposition"), name, sizeof name) !=
+        0) {
+        http_invalid(resp, "Content-Disposition",
+                     "the filename must be UTF-8 without control characters, at most 255 bytes");
+        return NULL;
+    }
+    req->stream = fileupload_new(gw->sniffer, req->user_id, http_header(req, "Content-Type"), name,
+                                 gw->file_quota_bytes, resp);
     return req->stream;
 }
 

@@ -7,13 +7,14 @@
 // Cases: card, text, structured, invalid_schema_json, output_modes, stream, cancel,
 // structured_cancel, cancel_durable, list_pages, jsonrpc, push, push_inline, push_inline_invalid,
 // push_inline_limit, resubscribe_after_kill, stream_early_parts, subscribe_mid_episode,
-// subscribe_queued.
+// subscribe_queued, files.
 import { EXT, check, checkDelivered, checkDeltas, connect, drain, run, sleep, waitState, webhook } from "./a2a_common.mjs";
 
 const { base, only, other, authFetch, client, client2 } = await connect();
 const STATE = { SUBMITTED: 1, WORKING: 2, COMPLETED: 3, FAILED: 4, CANCELED: 5 };
 const ROLE_USER = 1;
-const BIG = "9007199254740993"; // 2^53 + 1: a double would read 9007199254740992
+const BIG = "9007199254740993";
+const PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"; // a 1x1 RGB PNG // 2^53 + 1: a double would read 9007199254740992
 
 let n = 0;
 function message(text, extra = {}) {
@@ -87,6 +88,34 @@ const cases = {
     // The gateway's own address (its listen address, scheme included), not a guess.
     check(card.supportedInterfaces[0].url === `${base.replace(/\/$/, "")}/a2a`, "interface url");
     return `interface ${card.supportedInterfaces[0].url}`;
+  },
+
+  async files() {
+    // A text file and a PNG as raw parts: stored as the caller's uploads, linked to the chat, the
+    // text inlined for the model (the sim echoes it); a file by URL is refused, naming the part.
+    const png = Buffer.from(PNG_1X1, "base64");
+    const note = "h\u00e9llo from an attached file";
+    const parts = [
+      { content: { $case: "text", value: "read the attachment" } },
+      { content: { $case: "raw", value: new Uint8Array(Buffer.from(note, "utf8")) }, mediaType: "text/plain", filename: "note.txt" },
+      { content: { $case: "raw", value: new Uint8Array(png) }, mediaType: "image/png", filename: "dot.png" },
+    ];
+    const task = await client.sendMessage({ message: { ...message(""), parts } });
+    check(task.status.state === STATE.COMPLETED, `completed (state ${task.status.state})`);
+    const answer = task.artifacts[0].parts[0].content.value;
+    check(answer.includes(note), `the model saw the text file: ${answer}`);
+    const r = await authFetch(`${base.replace(/\/$/, "")}/api/v2/chats/${task.contextId}`);
+    const chat = await r.json();
+    const files = chat.files.map((f) => `${f.name}:${f.mime_type}:${f.size_bytes}`).sort();
+    const want = [`dot.png:image/png:${png.length}`, `note.txt:text/plain:${Buffer.byteLength(note)}`];
+    check(JSON.stringify(files) === JSON.stringify(want), `the chat's files: ${JSON.stringify(files)}`);
+    const byUrl = [parts[0], { content: { $case: "url", value: "http://127.0.0.1:9/x.png" }, mediaType: "image/png" }];
+    const e = await codeOf(client.sendMessage({ message: { ...message(""), parts: byUrl } }));
+    check(e && e.code === -32602 && e.data?.field === "params.message.parts[1].url", `a URL is refused: ${JSON.stringify(e)}`);
+    const lying = [parts[0], { content: { $case: "raw", value: new Uint8Array(png) }, mediaType: "application/pdf" }];
+    const e2 = await codeOf(client.sendMessage({ message: { ...message(""), parts: lying } }));
+    check(e2 && e2.code === -32602 && e2.data?.field === "params.message.parts[1]", `PNG bytes as a PDF are refused: ${JSON.stringify(e2)}`);
+    return `files ${files.join(" ")}`;
   },
 
   async text() {

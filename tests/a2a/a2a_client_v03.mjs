@@ -6,7 +6,7 @@
 // passing case; "kill gateway 0" asks the driving test to kill -9 the gateway at BASE_URL.
 // Cases: card, text, invalid_schema_json, stream, cancel_durable, push_configs, push_inline,
 // push_inline_invalid, push_inline_limit, resubscribe_after_kill, stream_early_parts,
-// subscribe_mid_episode, subscribe_queued.
+// subscribe_mid_episode, subscribe_queued, files.
 import { EXT, check, checkDelivered, checkDeltas, connect, drain, run, sleep, waitState, webhook } from "./a2a_common.mjs";
 
 const { base, only, other, authFetch, client, client2 } = await connect();
@@ -63,6 +63,26 @@ const cases = {
     check(card.url === `${base.replace(/\/$/, "")}/a2a`, `the v0.3 url: ${card.url}`);
     check(card.capabilities.extensions.some((e) => e.uri === EXT), "the extension");
     return card.url;
+  },
+
+  async files() {
+    // v0.3 FileParts: {kind:"file", file:{bytes (base64), mimeType, name}}; file.uri is refused.
+    const note = "h\u00e9llo from a v0.3 file";
+    const parts = [
+      { kind: "text", text: "read the attachment" },
+      { kind: "file", file: { bytes: Buffer.from(note, "utf8").toString("base64"), mimeType: "text/plain", name: "note.txt" } },
+    ];
+    const task = await client.sendMessage({ message: { ...message(""), parts } });
+    check(task.status.state === "completed", `completed: ${task.status.state}`);
+    check(task.artifacts[0].parts[0].text.includes(note), `the model saw the file: ${task.artifacts[0].parts[0].text}`);
+    let err = null;
+    try {
+      await client.sendMessage({ message: { ...message(""), parts: [parts[0], { kind: "file", file: { uri: "http://127.0.0.1:9/x", mimeType: "text/plain" } }] } });
+    } catch (e) {
+      err = e;
+    }
+    check(err && String(err.message).includes("params.message.parts[1].file.uri"), `a uri is refused: ${err && err.message}`);
+    return `task ${task.id}`;
   },
 
   async text() {

@@ -126,6 +126,11 @@ static void test_text_task_completes_with_the_answer(void **u) {
     s_case("text");
 }
 
+static void test_file_parts_are_stored_linked_and_reach_the_model(void **u) {
+    (void)u;
+    s_case("files");
+}
+
 static void test_structured_task_returns_one_raw_artifact_with_a_large_integer_intact(void **u) {
     (void)u;
     s_case("structured");
@@ -294,6 +299,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_agent_card_declares_the_structured_output_extension),
         cmocka_unit_test(test_text_task_completes_with_the_answer),
+        cmocka_unit_test(test_file_parts_are_stored_linked_and_reach_the_model),
         cmocka_unit_test(test_structured_task_returns_one_raw_artifact_with_a_large_integer_intact),
         cmocka_unit_test(test_invalid_schema_json_fails_the_task_never_falling_back_to_schema),
         cmocka_unit_test(test_structured_request_must_accept_application_json),
@@ -317,6 +323,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest v03[] = {
         cmocka_unit_test(test_agent_card_declares_the_structured_output_extension),
         cmocka_unit_test(test_text_task_completes_with_the_answer),
+        cmocka_unit_test(test_file_parts_are_stored_linked_and_reach_the_model),
         cmocka_unit_test(test_invalid_schema_json_fails_the_task_never_falling_back_to_schema),
         cmocka_unit_test(test_streaming_message_sends_task_deltas_artifact_and_final_status),
         cmocka_unit_test(test_stream_gets_every_delta_published_before_it_registered),
