@@ -357,6 +357,61 @@ static void test_kill_9_owner_mid_generation_another_worker_completes(void **u) 
     free(chat);
 }
 
+/* A complete file of the cluster's user, written as an upload leaves it; its id. */
+static char *s_stored_file(const char *type, const char *name, const char *hex) {
+    char id[ID_UUID_LEN + 1];
+    assert_int_equal(id_uuid_new(id), 0);
+    char *v = cluster_sql(s_cluster,
+                          "WITH f AS (INSERT INTO chat_files (id, owner_id, mime_type, name,"
+                          " size_bytes, sha256, complete) SELECT '%s', user_id, '%s', '%s',"
+                          " length(decode('%s', 'hex')), sha256(decode('%s', 'hex')), true FROM"
+                          " api_tokens LIMIT 1 RETURNING id) INSERT INTO chat_file_chunks"
+                          " (file_id, seq, data) SELECT id, 0, decode('%s', 'hex') FROM f"
+                          " RETURNING file_id",
+                          id, type, name, hex, hex, hex);
+    assert_non_null(v);
+    assert_string_equal(v, id);
+    return v;
+}
+
+/* The hex of a 1x1 RGB PNG (69 bytes) and of "kept across a takeover". */
+#define S_PNG_HEX                                                                                  \
+    "89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de0000000c4944415478"         \
+    "9c63f8cfc0000003010100c9fe92ef0000000049454e44ae426082"
+#define S_NOTE_HEX "6b657074206163726f737320612074616b656f766572"
+
+static void test_kill_9_mid_turn_with_files_the_new_owner_sends_them(void **u) {
+    (void)u;
+    char *png = s_stored_file("image/png", "dot.png", S_PNG_HEX);
+    char *note = s_stored_file("text/plain", "note.txt", S_NOTE_HEX);
+    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":"
+                            "\"[sim:slow 50] [sim:words 40] with files\"},"
+                            "{\"type\":\"file\",\"file_id\":\"%s\"},"
+                            "{\"type\":\"file\",\"file_id\":\"%s\"}]}",
+                            png, note);
+    char chat[ID_UUID_LEN + 1];
+    assert_int_equal(cluster_post_chat(s_cluster, 0, body, chat), 201);
+    free(body);
+    char *dead_id = NULL;
+    int owner = s_generating_owner(chat, &dead_id);
+    cluster_signal(s_cluster, CLUSTER_WORKER, owner, SIGKILL);
+    s_wait_new_owner(chat, dead_id, S_LEASE_STALE_MS + S_POLL_MS + 3000);
+    s_wait_status(chat, "waiting", S_TURN_MS);
+    s_assert_one_answer(chat);
+    /* The sim names each file part it got with its bytes, and echoes the inlined text file
+     * (its newline as a space): the answer is the new owner's, so its model call carried
+     * both. */
+    json_t *h = s_history(chat);
+    const char *text = s_last_text(h);
+    assert_non_null(strstr(text, "[file dot.png image/png 69 bytes]"));
+    assert_non_null(strstr(text, "Attached file note.txt (text/plain): kept across a takeover"));
+    json_decref(h);
+    clusterlog_worker_start(s_cluster, owner);
+    free(dead_id);
+    free(png);
+    free(note);
+}
+
 static void test_sigterm_hands_off_within_a_second(void **u) {
     (void)u;
     char *chat = s_create("[sim:slow 50] [sim:words 40] hand me off", NULL);
@@ -543,6 +598,7 @@ int main(void) {
         cmocka_unit_test(test_interrupt_mid_stream_commits_the_partial),
         cmocka_unit_test(test_retryable_failures_retry_and_the_limit_fails_the_turn),
         cmocka_unit_test(test_kill_9_owner_mid_generation_another_worker_completes),
+        cmocka_unit_test(test_kill_9_mid_turn_with_files_the_new_owner_sends_them),
         cmocka_unit_test(test_sigterm_hands_off_within_a_second),
         cmocka_unit_test(test_stopped_owner_is_fenced_after_takeover),
     };

@@ -231,24 +231,23 @@ static void test_anthropic_merges_files_after_tool_results(void **state) {
 }
 
 /* The sim's reply to a message with files is its reply to the message's text alone. */
-static void test_sim_ignores_file_parts(void **state) {
+/* The sim names each file it received, with its decoded size, so that cluster tests can see
+ * that the model got a file. */
+static void test_sim_names_the_files_it_received(void **state) {
     (void)state;
-    const char *histories[] = {"[" S_USER(S_TEXT) "]", "[" S_USER(S_PNG "," S_TEXT "," S_PDF) "]"};
-    provider_result_t out[2];
-    for (size_t i = 0; i < 2; i++) {
-        json_t *msgs = json_loads(histories[i], 0, NULL);
-        provider_model_t model = {.name = "m", .provider = "sim", .model = "sim"};
-        provider_request_t req = {.model = &model, .messages = msgs, .attempt = 1};
-        cancel_t *cancel = cancel_new();
-        assert_int_equal(provider_generate(&req, cancel, NULL, NULL, &out[i]), PROVIDER_OK);
-        cancel_destroy(&cancel);
-        json_decref(msgs);
-    }
-    assert_true(json_array_size(out[0].content) > 0);
-    assert_true(json_equal(out[0].content, out[1].content));
-    assert_true(json_equal(out[0].usage, out[1].usage));
-    provider_result_clear(&out[0]);
-    provider_result_clear(&out[1]);
+    json_t *msgs = json_loads("[" S_USER(S_PNG "," S_TEXT "," S_PDF) "]", 0, NULL);
+    provider_model_t model = {.name = "m", .provider = "sim", .model = "sim"};
+    provider_request_t req = {.model = &model, .messages = msgs, .attempt = 1};
+    cancel_t *cancel = cancel_new();
+    provider_result_t out;
+    assert_int_equal(provider_generate(&req, cancel, NULL, NULL, &out), PROVIDER_OK);
+    cancel_destroy(&cancel);
+    json_decref(msgs);
+    const char *text = json_string_value(json_object_get(json_array_get(out.content, 0), "text"));
+    assert_non_null(text);
+    assert_non_null(strstr(text, "Echo: [file a.png image/png 8 bytes]Compare these. "
+                                 "[file b.pdf application/pdf 8 bytes]."));
+    provider_result_clear(&out);
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, s_setup, s_teardown)
@@ -262,7 +261,7 @@ int main(void) {
         T(test_a_text_only_user_message_keeps_todays_body),
         T(test_a_file_of_another_media_type_is_a_placeholder_on_every_wire),
         T(test_anthropic_merges_files_after_tool_results),
-        cmocka_unit_test(test_sim_ignores_file_parts),
+        cmocka_unit_test(test_sim_names_the_files_it_received),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

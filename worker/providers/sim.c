@@ -212,14 +212,25 @@ static const char *s_role(const json_t *msg) {
 }
 
 /* The text of a message's text parts, concatenated (caller frees). */
+/* A message's text parts joined; a file part the sim received (with its bytes) adds
+ * " [file <name> <media type> <N> bytes]", so a test can see that the model got it. */
 static char *s_text_of(const json_t *msg) {
     size_t i;
     json_t *p;
     char *acc = mem_strdup("");
     json_array_foreach(json_object_get(msg, "content"), i, p) {
         const char *t = json_string_value(json_object_get(p, "text"));
+        const char *data = json_string_value(json_object_get(p, "data"));
+        char *next = NULL;
         if (t && !strcmp(s_str(p, "type"), "text")) {
-            char *next = mem_printf("%s%s", acc, t);
+            next = mem_printf("%s%s", acc, t);
+        } else if (data && !strcmp(s_str(p, "type"), "file")) {
+            size_t n = strlen(data);
+            size_t bytes = n / 4 * 3 - (n && data[n - 1] == '=') - (n > 1 && data[n - 2] == '=');
+            next = mem_printf("%s [file %s %s %zu bytes]", acc, s_str(p, "name"),
+                              s_str(p, "media_type"), bytes);
+        }
+        if (next) {
             free(acc);
             acc = next;
         }
