@@ -618,7 +618,7 @@ static void test_a2a_data_parts_are_refused(void **u) {
             json_t *rpc = s_rpc(body);
             if (s_accepted(lit)) {
                 s_assert_rpc_invalid(rpc, lit, "params.message.parts[1]",
-                                     "only text parts are accepted");
+                                     "only text and file parts are accepted");
             } else {
                 s_assert_rpc_refused(rpc, lit, body,
                                      (size_t)(strstr(body, "{\"n\":") - body + strlen("{\"n\":")),
