@@ -246,6 +246,56 @@ static void test_a_model_call_of_an_mcp_tool_gets_the_real_result(void **state) 
     json_decref(req);
 }
 
+/* A tool's image takes the uploads' path: stored as the chat's file (linked, listed, served
+ * with its SHA-256), the tool's result naming it instead of carrying its bytes, which the model
+ * is not sent (ARCHITECTURE.md §3, "Files"). */
+static void test_a_tool_s_image_becomes_a_file_of_the_chat(void **state) {
+    (void)state;
+    int first = mockprov_request_count(s_mock);
+    s_push_call("call_img", "mcp__everything__get-tiny-image", "{}");
+    char chat[ID_UUID_LEN + 1];
+    s_run_turn("[\"everything\"]", "show me the logo", "a logo", chat);
+    s_expect(chat, "call_img", "\"file_id\"", 0);
+    char *files = cluster_sql(s_cluster,
+                              "SELECT string_agg(mime_type || ' ' || name || ' ' || size_bytes"
+                              " || ' ' || encode(sha256, 'hex') || ' ' || id, ',')"
+                              " FROM chat_files WHERE chat_id = '%s'",
+                              chat);
+    assert_non_null(files);
+    printf("  files: %s\n", files);
+    char type[32], name[128], hex[65], id[ID_UUID_LEN + 1];
+    long size = 0;
+    assert_int_equal(sscanf(files, "%31s %127s %ld %64s %36s", type, name, &size, hex, id), 5);
+    assert_string_equal(type, "image/png");
+    assert_true(size > 1000);
+    free(files);
+    /* The result row and the model's next request hold no base64 image. */
+    char *data = cluster_sql(s_cluster,
+                             "SELECT count(*) FROM chat_messages WHERE chat_id = '%s'"
+                             " AND content::text LIKE '%%iVBORw0KGgo%%'",
+                             chat);
+    assert_string_equal(data, "0");
+    free(data);
+    json_t *req = mockprov_request(s_mock, first + 1);
+    const char *body = json_string_value(json_object_get(req, "body_text"));
+    assert_null(strstr(body, "iVBORw0KGgo"));
+    assert_non_null(strstr(body, id));
+    json_decref(req);
+    /* Served back whole: the bytes' SHA-256 is the one recorded. */
+    char *url = mem_printf("%s/api/v2/chats/files/%s", cluster_url(s_cluster, 0), id);
+    proc_http_t r;
+    assert_int_equal(proc_http("GET", url, cluster_token(s_cluster), NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    free(url);
+    proc_http_free(&r);
+    char *sum = cluster_sql(s_cluster,
+                            "SELECT encode(sha256(string_agg(data, '' ORDER BY seq)), 'hex')"
+                            " FROM chat_file_chunks WHERE file_id = '%s'",
+                            id);
+    assert_string_equal(sum, hex);
+    free(sum);
+}
+
 static void test_a_chat_without_servers_is_offered_no_mcp_tool(void **state) {
     (void)state;
     int first = mockprov_request_count(s_mock);
@@ -642,6 +692,7 @@ int main(void) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_model_call_of_an_mcp_tool_gets_the_real_result),
+        cmocka_unit_test(test_a_tool_s_image_becomes_a_file_of_the_chat),
         cmocka_unit_test(test_a_chat_without_servers_is_offered_no_mcp_tool),
         cmocka_unit_test(test_the_filesystem_server_reads_a_file_of_its_directory),
         cmocka_unit_test(test_every_page_of_tools_list_is_offered),

@@ -51,6 +51,22 @@ const cs_message_t *batch_rows(const batch_t *self, int *count) {
     return self->msgs;
 }
 
+/* Appends a file part to content for each stored file the result's content names (a tool's
+ * image, toolfiles.h): the row's transition links them to the chat. */
+static void s_file_parts(json_t *content, const json_t *result) {
+    size_t i;
+    json_t *item;
+    json_array_foreach(json_object_get(result, "content"), i, item) {
+        const char *id = json_string_value(json_object_get(item, "file_id"));
+        if (id) {
+            json_array_append_new(content,
+                                  json_pack("{s:s, s:s, s:s, s:s}", "type", "file", "file_id", id,
+                                            "media_type", s_str(item, "mimeType"), "name",
+                                            s_str(item, "name")));
+        }
+    }
+}
+
 /* Appends the tool row answering call (result is stolen; meta, stolen, may be NULL). */
 static void s_add_result(batch_t *r, const json_t *call, json_t *result, bool is_error,
                          const char *request_id, json_t *meta) {
@@ -58,6 +74,7 @@ static void s_add_result(batch_t *r, const json_t *call, json_t *result, bool is
     json_t *content = json_pack("[{s:s, s:s, s:s, s:o, s:b}]", "type", "tool-result",
                                 "tool_call_id", s_str(call, "tool_call_id"), "tool_name",
                                 s_str(call, "tool_name"), "result", result, "is_error", is_error);
+    s_file_parts(content, result);
     r->msgs[r->n] = (cs_message_t){.role = "tool", .content = s_keep(r, jsonout_dumps(content))};
     if (meta) {
         r->msgs[r->n].so_request_id = request_id;

@@ -4,6 +4,7 @@
 #include "mem.h"
 
 #include <openssl/evp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,9 @@ static char *s_ids(const json_t *messages) {
     size_t i, k;
     json_t *m, *p;
     json_array_foreach(messages, i, m) {
+        if (strcmp(s_str(m, "role"), "user")) {
+            continue; /* the model takes files in user messages only: the others are dropped */
+        }
         json_array_foreach(json_object_get(m, "content"), k, p) {
             const char *id = json_string_value(json_object_get(p, "file_id"));
             if (id && !strcmp(s_str(p, "type"), "file")) {
@@ -57,6 +61,9 @@ static json_t *s_loaded(const PGresult *files, int r) {
 
 /* The part the model gets for file part p of a message of role; NULL: none. */
 static json_t *s_part(const json_t *p, const char *role, const PGresult *files) {
+    if (strcmp(role, "user")) {
+        return NULL; /* a tool's file: its result names it, no wire takes its bytes there */
+    }
     const char *id = s_str(p, "file_id");
     for (int r = 0; r < PQntuples(files); r++) {
         if (!strcmp(PQgetvalue(files, r, 0), id)) {
@@ -74,39 +81,57 @@ static json_t *s_part(const json_t *p, const char *role, const PGresult *files) 
     return part;
 }
 
+/* True when message m holds a file part naming a stored file. */
+static bool s_has_file(const json_t *m) {
+    size_t k;
+    json_t *p;
+    json_array_foreach(json_object_get(m, "content"), k, p) {
+        if (!strcmp(s_str(p, "type"), "file") && json_object_get(p, "file_id")) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Rewrites m's file parts (s_part for each). */
+static void s_rewrite(json_t *m, const PGresult *files) {
+    json_t *out = json_array();
+    size_t k;
+    json_t *p;
+    json_array_foreach(json_object_get(m, "content"), k, p) {
+        if (strcmp(s_str(p, "type"), "file") || !json_object_get(p, "file_id")) {
+            json_array_append(out, p);
+            continue;
+        }
+        json_t *made = s_part(p, s_str(m, "role"), files);
+        if (made) {
+            json_array_append_new(out, made);
+        }
+    }
+    json_object_set_new(m, "content", out);
+}
+
 int fileparts_fill(PGconn *conn, const char *chat_id, json_t *messages) {
-    char *ids = s_ids(messages);
-    if (!ids) {
+    size_t i;
+    json_t *m;
+    bool any = false;
+    json_array_foreach(messages, i, m) {
+        any = any || s_has_file(m);
+    }
+    if (!any) {
         return 0;
     }
-    PGresult *files = chatfile_load(conn, chat_id, ids);
+    char *ids = s_ids(messages);
+    PGresult *files =
+        ids ? chatfile_load(conn, chat_id, ids) : PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
     free(ids);
     if (!files) {
         return -1;
     }
-    size_t i;
-    json_t *m;
     json_array_foreach(messages, i, m) {
-        json_t *content = json_object_get(m, "content");
-        json_t *out = json_array();
-        size_t k;
-        json_t *p;
-        bool changed = false;
-        json_array_foreach(content, k, p) {
-            if (strcmp(s_str(p, "type"), "file") || !json_object_get(p, "file_id")) {
-                json_array_append(out, p);
-                continue;
-            }
-            json_t *made = s_part(p, s_str(m, "role"), files);
-            if (made) {
-                json_array_append_new(out, made);
-            }
-            changed = true;
+        if (s_has_file(m)) {
+            s_rewrite(m, files);
         }
-        if (changed) {
-            json_object_set(m, "content", out);
-        }
-        json_decref(out);
     }
     PQclear(files);
     return 0;

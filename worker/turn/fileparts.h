@@ -2,8 +2,9 @@
  * fileparts: the files a history's messages name, made ready for a model (ARCHITECTURE.md §3,
  * "Files"; §7.3): a linked image or PDF gets its bytes (base64, the providers' neutral shape,
  * worker/providers/README.md), a text file is inlined as a text part, and a file that is gone
- * (evicted, or the chat cleared) becomes a placeholder in a user message and is dropped from
- * an assistant or tool message.
+ * (evicted, or the chat cleared) becomes a placeholder. Only user messages carry files to a
+ * model: an assistant's or a tool's file parts (a tool's image, toolfiles.h) are dropped, the
+ * tool's result naming the file.
  */
 #ifndef CHATFLEET_FILEPARTS_H
 #define CHATFLEET_FILEPARTS_H

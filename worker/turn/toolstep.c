@@ -7,6 +7,7 @@
 #include "mcpset.h"
 #include "mem.h"
 #include "stepbundle.h"
+#include "toolfiles.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,12 +58,26 @@ static taskctx_rc_t s_mcp_commit(taskctx_t *ctx, PGconn *conn) {
     if (!conn || ctx->call_rc != PROVIDER_OK) {
         return TASKCTX_RETRY;
     }
+    /* A tool's images become the chat's files, linked by the CommitStep (toolfiles.h). */
+    json_t *stored = json_array();
+    if (toolfiles_store(conn, ctx->chat_id, ctx->call_res.content, stored) != 0) {
+        toolfiles_discard(conn, stored);
+        json_decref(stored);
+        provider_result_clear(&ctx->call_res);
+        return TASKCTX_RETRY;
+    }
     batch_t *b = batch_new();
     batch_pending(b, m->calls, NULL, NULL, ctx->call_res.content);
     batch_hook_context(b, m->calls, ctx->call_res.content);
-    log_info("mcp_results", "chat_id=%s calls=%zu", ctx->chat_id, json_array_size(m->calls));
+    log_info("mcp_results", "chat_id=%s calls=%zu files=%zu", ctx->chat_id,
+             json_array_size(m->calls), json_array_size(stored));
     provider_result_clear(&ctx->call_res);
-    return stepbundle_commit_batch(ctx, conn, &b, false);
+    taskctx_rc_t rc = stepbundle_commit_batch(ctx, conn, &b, false);
+    if (rc != TASKCTX_DONE) {
+        toolfiles_discard(conn, stored);
+    }
+    json_decref(stored);
+    return rc;
 }
 
 /* A failed hook call (ARCHITECTURE.md §7.10, fail closed): FinishError with the hook's error,
