@@ -579,12 +579,20 @@ int ask_run(client_t *client, const ask_opts_t *opts, volatile sig_atomic_t *can
             return ASK_USAGE;
         }
     }
+    if (upload_check(&opts->files) != 0) {
+        json_decref(schema);
+        s_free(&a);
+        return ASK_USAGE;
+    }
     if (opts->chat_id) {
         snprintf(a.chat_id, sizeof a.chat_id, "%s", opts->chat_id);
     }
     json_t *body = s_body(opts, schema, !opts->chat_id);
-    int rc = (opts->chat_id ? s_send(&a, body) : s_create(&a, body)) == 0 ? s_follow(&a, cancel)
-                                                                          : ASK_TRANSPORT;
+    int rc = ASK_TRANSPORT;
+    if (upload_all(client, &opts->files, json_object_get(body, "content")) == 0 &&
+        (opts->chat_id ? s_send(&a, body) : s_create(&a, body)) == 0) {
+        rc = s_follow(&a, cancel);
+    }
     if (opts->verbose && a.chat_id[0]) {
         s_print_usage(&a);
     }

@@ -8,8 +8,9 @@
  *
  * Exit status (ask_run's return): ASK_OK, ASK_FAILED (a failed structured request, a value
  * the local validator refuses, or a turn that ended in error; the code goes to stderr),
- * ASK_CANCELED (a canceled request), ASK_USAGE, ASK_TRANSPORT (the gateway refused or could
- * not be reached), ASK_INTERRUPTED (Ctrl-C: the server-side run was interrupted first).
+ * ASK_CANCELED (a canceled request), ASK_USAGE (a --file refused before anything was sent
+ * included), ASK_TRANSPORT (the gateway refused or could not be reached, a failed upload
+ * included), ASK_INTERRUPTED (Ctrl-C: the server-side run was interrupted first).
  */
 #ifndef CHATFLEET_CLI_ASK_H
 #define CHATFLEET_CLI_ASK_H
@@ -18,6 +19,7 @@
 #include <stdbool.h>
 
 #include "client.h"
+#include "upload.h"
 
 enum {
     ASK_OK = 0,
@@ -40,6 +42,7 @@ typedef struct {
     const char *chat_id; /* --chat, or NULL for a new chat */
     ask_tool_t tools[ASK_TOOLS_MAX];
     int ntools;
+    upload_list_t files; /* --file: uploaded, then named by file parts after the prompt */
     const char *prompt;
     const char *model;  /* --model: a model config name, or NULL for the chat's (default) */
     const char *system; /* --system: the new chat's system prompt, or NULL */

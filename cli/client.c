@@ -147,16 +147,28 @@ static size_t s_collect(char *ptr, size_t size, size_t nmemb, void *ud) {
     return n;
 }
 
-long client_call(client_t *self, const char *method, const char *path, const json_t *body,
-                 json_t **out) {
-    *out = NULL;
-    char *url = mem_printf("%s%s", self->base, path);
-    struct curl_slist *h = NULL;
-    if (client_headers(self, "Content-Type", "application/json", &h) != 0) {
-        free(url);
-        return -1;
+/* What a request sends as its body: nothing, text, or a file read as it is sent. */
+typedef struct {
+    const char *text; /* NULL: no text body */
+    FILE *file;       /* NULL: no file body */
+    int64_t size;     /* the file's bytes */
+    bool failed;      /* the file could not be read */
+} s_body_t;
+
+static size_t s_read_file(char *buf, size_t size, size_t nitems, void *ud) {
+    s_body_t *b = ud;
+    size_t n = fread(buf, 1, size * nitems, b->file);
+    if (n == 0 && ferror(b->file)) {
+        b->failed = true;
+        return CURL_READFUNC_ABORT;
     }
-    char *text = body ? jsonout_dumps(body) : NULL;
+    return n;
+}
+
+/* One request of h's headers (freed here) and body; the status, the answer in *out. */
+static long s_perform(client_t *self, const char *method, const char *path, struct curl_slist *h,
+                      s_body_t *body, json_t **out) {
+    char *url = mem_printf("%s%s", self->base, path);
     s_answer_t b = {.overflow = false};
     dynbuf_init(&b.body, CLIENT_RESPONSE_MAX_BYTES);
     CURL *c = self->curl;
@@ -167,12 +179,23 @@ long client_call(client_t *self, const char *method, const char *path, const jso
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)CLIENT_TIMEOUT_MS);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, s_collect);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    if (text) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
+    if (body->file) {
+        /* A file's time grows with its size: only a stalled transfer is given up on. */
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CLIENT_TIMEOUT_MS);
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)(CLIENT_TIMEOUT_MS / 1000));
+        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->size);
+        curl_easy_setopt(c, CURLOPT_READFUNCTION, s_read_file);
+        curl_easy_setopt(c, CURLOPT_READDATA, body);
+    } else {
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)CLIENT_TIMEOUT_MS);
+        if (body->text) {
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, body->text);
+        }
     }
     CURLcode rc = curl_easy_perform(c);
     long status = -1;
@@ -180,7 +203,9 @@ long client_call(client_t *self, const char *method, const char *path, const jso
         char why[CURL_ERROR_SIZE + 256];
         client_describe(self, rc, errbuf, why, sizeof why);
         fprintf(stderr, "chatfleet: %s %s: %s\n", method, url,
-                b.overflow ? "answer too large" : why);
+                b.overflow     ? "answer too large"
+                : body->failed ? "the file could not be read"
+                               : why);
     } else {
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
         jsonstrict_error_t err;
@@ -192,10 +217,42 @@ long client_call(client_t *self, const char *method, const char *path, const jso
         }
     }
     curl_slist_free_all(h);
-    free(text);
     dynbuf_free(&b.body);
     free(url);
     return status;
+}
+
+long client_call(client_t *self, const char *method, const char *path, const json_t *body,
+                 json_t **out) {
+    *out = NULL;
+    struct curl_slist *h = NULL;
+    if (client_headers(self, "Content-Type", "application/json", &h) != 0) {
+        return -1;
+    }
+    char *text = body ? jsonout_dumps(body) : NULL;
+    s_body_t b = {.text = text};
+    long status = s_perform(self, method, path, h, &b, out);
+    free(text);
+    return status;
+}
+
+long client_post_file(client_t *self, const char *path, const char *content_type,
+                      const char *disposition, FILE *file, int64_t size, json_t **out) {
+    *out = NULL;
+    struct curl_slist *h = NULL;
+    if (client_headers(self, "Content-Type", content_type, &h) != 0) {
+        return -1;
+    }
+    if (disposition && header_append(&h, "Content-Disposition", disposition) != 0) {
+        fprintf(stderr,
+                "chatfleet: the Content-Disposition header is refused (a control "
+                "character, or over %d bytes); not sent\n",
+                HEADER_LINE_MAX_BYTES);
+        curl_slist_free_all(h);
+        return -1;
+    }
+    s_body_t b = {.file = file, .size = size};
+    return s_perform(self, "POST", path, h, &b, out);
 }
 
 void client_print_error(const char *what, long status, const json_t *envelope) {

@@ -13,6 +13,8 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "jsonstrict.h"
 
@@ -40,6 +42,15 @@ const char *client_token(const client_t *self);
  * parsed answer (NULL for an empty body); the caller json_decref()s it. */
 long client_call(client_t *self, const char *method, const char *path, const json_t *body,
                  json_t **out);
+
+/* POST path with the size bytes of file as the body, read from it as they are sent (the file is
+ * never held in memory), content_type and disposition (NULL: none) its Content-Type and
+ * Content-Disposition. A transfer is given up on only when it stalls (no byte for
+ * CLIENT_TIMEOUT_MS), since a file's time grows with its size. Returns and fills *out as
+ * client_call; -1 also when the file could not be read or a header is refused (reason on
+ * stderr). The caller keeps file. */
+long client_post_file(client_t *self, const char *path, const char *content_type,
+                      const char *disposition, FILE *file, int64_t size, json_t **out);
 
 /* Appends the headers of one request to *list, each through header.h (common/net): name:
  * value (e.g. Accept or Content-Type), then the bearer token when the client has one. Returns

@@ -3,12 +3,18 @@
 #include "jsonout.h"
 #include "mem.h"
 #include "clistream.h"
+#include "upload.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { CMD_OK = 0, CMD_USAGE = 2, CMD_REFUSED = 3 };
+enum {
+    CMD_OK = COMMAND_OK,
+    CMD_USAGE = COMMAND_USAGE,
+    CMD_REFUSED = COMMAND_REFUSED,
+    CMD_BAD_FILE = COMMAND_BAD_FILE
+};
 
 static void s_print(const json_t *v) {
     char *t = jsonout_dumps(v);
@@ -44,20 +50,36 @@ static char *s_join(int argc, char **argv, int from) {
     return t;
 }
 
-static json_t *s_content(const char *text) {
-    return json_pack("[{s:s,s:s}]", "type", "text", "text", text);
+/* The content of a message: its text part (none for NULL) then one file part per --file, each
+ * uploaded first. Sets body's "content"; CMD_OK, CMD_BAD_FILE when a file was refused before
+ * anything was sent, CMD_REFUSED when an upload failed (reasons on stderr). */
+static int s_content(client_t *c, json_t *body, const char *text, const upload_list_t *files) {
+    if (upload_check(files) != 0) {
+        return CMD_BAD_FILE;
+    }
+    json_t *content = text ? json_pack("[{s:s,s:s}]", "type", "text", "text", text) : json_array();
+    json_object_set_new(body, "content", content); /* steals content; body keeps it alive */
+    return upload_all(c, files, content) == 0 ? CMD_OK : CMD_REFUSED;
 }
 
 /* Reads the leading "--NAME VALUE" options among names (NULL-terminated) into body under
- * the keys of the same index (a "--interrupt" flag sets busy_behavior); returns the index of
- * the first other word, or -1 for an option without its value. */
+ * the keys of the same index (a "--interrupt" flag sets busy_behavior, each "--file PATH" is
+ * added to files); returns the index of the first other word, or -1 for an option without its
+ * value or a --file too many. */
 static int s_options(int argc, char **argv, const char *const *names, const char *const *keys,
-                     json_t *body) {
+                     json_t *body, upload_list_t *files) {
     int i = 0;
     while (i < argc) {
         if (!strcmp(argv[i], "--interrupt")) {
             json_object_set_new(body, "busy_behavior", json_string("interrupt"));
             i++;
+            continue;
+        }
+        if (!strcmp(argv[i], "--file")) {
+            if (i + 1 >= argc || upload_list_add(files, argv[i + 1]) != 0) {
+                return -1;
+            }
+            i += 2;
             continue;
         }
         int k = 0;
@@ -80,17 +102,19 @@ static int s_create(client_t *c, int argc, char **argv) {
     json_t *body = json_object();
     static const char *const names[] = {"--title", "--model", "--system", NULL};
     static const char *const keys[] = {"title", "model", "system_prompt", NULL};
-    int i = s_options(argc, argv, names, keys, body);
+    upload_list_t files = {.n = 0};
+    int i = s_options(argc, argv, names, keys, body, &files);
     if (i < 0) {
         json_decref(body);
         return CMD_USAGE;
     }
-    if (i < argc) {
-        char *text = s_join(argc, argv, i);
-        json_object_set_new(body, "content", s_content(text));
-        free(text);
-    } else {
-        json_object_set_new(body, "content", json_array()); /* a chat with no turn yet */
+    /* No text and no file: a chat with no turn yet (empty content). */
+    char *text = i < argc ? s_join(argc, argv, i) : NULL;
+    int rc = s_content(c, body, text, &files);
+    free(text);
+    if (rc != CMD_OK) {
+        json_decref(body);
+        return rc;
     }
     return s_call(c, "POST", "/api/v2/chats", body, 201);
 }
@@ -166,23 +190,29 @@ static int s_show(client_t *c, const char *id) {
     return rc;
 }
 
-/* send and edit: [--interrupt] [--model M] TEXT (an edit takes no --interrupt). */
+/* send and edit: [--interrupt] [--model M] [--file PATH]... TEXT (an edit takes no
+ * --interrupt). */
 static int s_send(client_t *c, const char *id, const char *edit_id, int argc, char **argv) {
     static const char *const names[] = {"--model", NULL};
     static const char *const keys[] = {"model", NULL};
     json_t *body = json_object();
-    int i = s_options(argc, argv, names, keys, body);
+    upload_list_t files = {.n = 0};
+    int i = s_options(argc, argv, names, keys, body, &files);
     if (i < 0 || i >= argc || (edit_id && json_object_get(body, "busy_behavior"))) {
         json_decref(body);
         return CMD_USAGE;
     }
     char *text = s_join(argc, argv, i);
-    json_object_set_new(body, "content", s_content(text));
+    int rc = s_content(c, body, text, &files);
+    free(text);
+    if (rc != CMD_OK) {
+        json_decref(body);
+        return rc;
+    }
     char *path = edit_id ? mem_printf("/api/v2/chats/%s/messages/%s", id, edit_id)
                          : mem_printf("/api/v2/chats/%s/messages", id);
-    int rc = s_call(c, edit_id ? "PATCH" : "POST", path, body, 200);
+    rc = s_call(c, edit_id ? "PATCH" : "POST", path, body, 200);
     free(path);
-    free(text);
     return rc;
 }
 

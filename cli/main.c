@@ -30,16 +30,17 @@ static void s_on_sigint(int sig) {
 
 static int s_usage(void) {
     fputs("usage: chatfleet [--url URL] [--token TOKEN] [--cacert FILE] COMMAND\n"
-          "  chat create [--title T] [--model M] [--system S] [TEXT]\n"
+          "  chat create [--title T] [--model M] [--system S] [--file PATH]... [TEXT]\n"
           "  chat list [--archived]             chat show ID\n"
-          "  chat send ID [--interrupt] [--model M] TEXT\n"
-          "  chat edit ID MESSAGE_ID [--model M] TEXT\n"
+          "  chat send ID [--interrupt] [--model M] [--file PATH]... TEXT\n"
+          "  chat edit ID MESSAGE_ID [--model M] [--file PATH]... TEXT\n"
           "  chat interrupt ID                  chat compact ID\n"
           "  chat clear ID                      chat usage ID\n"
           "  chat archive ID [--undo]           chat queue ID [delete|promote QUEUED_ID]\n"
           "  watch [ID]\n"
           "  ask [-v] [--model M] [--system S] [--schema FILE|JSON] [--chat ID]\n"
-          "      [--tool NAME=COMMAND]... PROMPT\n"
+          "      [--tool NAME=COMMAND]... [--file PATH]... PROMPT\n"
+          "--file: " UPLOAD_EXTENSIONS ", uploaded and attached to the message\n"
           "environment: CHATFLEET_URL, CHATFLEET_TOKEN, CHATFLEET_CA_FILE (PEM CAs for https)\n",
           stderr);
     return ASK_USAGE;
@@ -69,6 +70,10 @@ static int s_ask_opts(int argc, char **argv, ask_opts_t *o, char **prompt) {
             o->model = v;
         } else if (!strcmp(argv[i - 1], "--system")) {
             o->system = v;
+        } else if (!strcmp(argv[i - 1], "--file")) {
+            if (upload_list_add(&o->files, v) != 0) {
+                return -1;
+            }
         } else if (!strcmp(argv[i - 1], "--tool") && strchr(v, '=') && o->ntools < ASK_TOOLS_MAX) {
             char *eq = strchr(v, '=');
             argv[i][eq - v] = '\0';
@@ -111,7 +116,7 @@ static int s_dispatch(client_t *c, int argc, char **argv) {
     }
     if (!strcmp(argv[0], "chat")) {
         int rc = command_chat(c, argc - 1, argv + 1);
-        return rc == ASK_USAGE ? s_usage() : rc;
+        return rc == COMMAND_USAGE ? s_usage() : rc == COMMAND_BAD_FILE ? ASK_USAGE : rc;
     }
     return s_usage();
 }

@@ -5,9 +5,45 @@
 const BACKOFF_MIN_MS = 200;
 const BACKOFF_MAX_MS = 5000;
 
+/** The media types the gateway stores (POST /chats/files), by file extension. */
+export const MEDIA_TYPES = {
+  png: "image/png",
+  jpg: "image/jpeg",
+  jpeg: "image/jpeg",
+  gif: "image/gif",
+  webp: "image/webp",
+  pdf: "application/pdf",
+  json: "application/json",
+  csv: "text/csv",
+  md: "text/markdown",
+  txt: "text/plain",
+};
+
+/** The extensions of MEDIA_TYPES, as a message shows them. */
+export const EXTENSIONS = Object.keys(MEDIA_TYPES).map((e) => `.${e}`).join(" ");
+
+/** The media type a File is uploaded as: its extension's, else the browser's when the
+ * gateway stores it; undefined otherwise. */
+export function mediaTypeOf(file) {
+  const ext = /\.([^.]+)$/.exec(file.name)?.[1].toLowerCase();
+  if (ext && MEDIA_TYPES[ext]) return MEDIA_TYPES[ext];
+  return Object.values(MEDIA_TYPES).includes(file.type) ? file.type : undefined;
+}
+
+/** The Content-Disposition of an upload named name (RFC 6266): quoted with '_' for what a
+ * header cannot carry, and as RFC 8187 UTF-8 (filename*) when it is not plain ASCII. */
+export function contentDisposition(name) {
+  const quoted = name.replace(/[^\x20-\x7e]/g, "_").replace(/["\\]/g, "\\$&");
+  if (/^[\x20-\x7e]*$/.test(name)) return `attachment; filename="${quoted}"`;
+  const utf8 = encodeURIComponent(name).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  return `attachment; filename="${quoted}"; filename*=UTF-8''${utf8}`;
+}
+
 export class ApiError extends Error {
   constructor(status, method, path, body) {
-    super(`${method} ${path}: ${status}${body && body.detail ? ` (${body.detail})` : ""}`);
+    const v = body?.validations?.[0];
+    const detail = body?.detail ?? (v ? `${v.field}: ${v.detail}` : undefined);
+    super(`${method} ${path}: ${status}${detail ? ` (${detail})` : ""}`);
     this.status = status;
     this.body = body;
   }
@@ -19,14 +55,35 @@ export class Api {
   }
 
   /** One REST call; the parsed body, or ApiError. */
-  async call(method, path, body) {
+  call(method, path, body) {
+    const headers = body !== undefined ? { "content-type": "application/json" } : {};
+    return this.s_exchange(method, path, headers, body !== undefined ? JSON.stringify(body) : undefined);
+  }
+
+  /** Uploads a File (POST /chats/files, the browser streams it from disk): {id, name,
+   * mime_type, size_bytes, sha256}, or ApiError (400 when its bytes are not of its type, 413
+   * over 10 MiB or the quota); an Error before anything is sent for a type not stored. */
+  upload(file) {
+    const type = mediaTypeOf(file);
+    if (!type) return Promise.reject(new Error(`${file.name}: not a type chatfleet stores (${EXTENSIONS})`));
+    const headers = { "content-type": type, "content-disposition": contentDisposition(file.name) };
+    return this.s_exchange("POST", "/api/v2/chats/files", headers, file);
+  }
+
+  /** A chat file's bytes as a Blob (GET /chats/files/{id} with the token, which a plain link
+   * could not send), or ApiError. */
+  async download(fileId) {
+    const path = `/api/v2/chats/files/${fileId}`;
+    const res = await fetch(path, { headers: { authorization: `Bearer ${this.token}` } });
+    if (!res.ok) throw new ApiError(res.status, "GET", path);
+    return res.blob();
+  }
+
+  async s_exchange(method, path, headers, body) {
     const res = await fetch(path, {
       method,
-      headers: {
-        authorization: `Bearer ${this.token}`,
-        ...(body !== undefined ? { "content-type": "application/json" } : {}),
-      },
-      body: body !== undefined ? JSON.stringify(body) : undefined,
+      headers: { authorization: `Bearer ${this.token}`, ...headers },
+      body,
     });
     const text = await res.text();
     let parsed;

@@ -1,6 +1,11 @@
 // chats: the chat list (GET /chats, then live from GET /chats/watch) and the chat view (GET
 // /chats/{id}/stream: committed messages, parts as they stream, tool calls, receipts,
-// retries, errors), with the interrupt and archive buttons and a send box.
+// retries, errors), with the interrupt and archive buttons and a send box that attaches files.
+// A message's file parts show by name: a download link while the file is among the chat's
+// live files (GET /chats/{id} "files"), "expired" once it was evicted (ARCHITECTURE.md §3,
+// "Files"). The link fetches the bytes with the token and hands them over as an object URL.
+
+import { EXTENSIONS, mediaTypeOf } from "./api.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -40,6 +45,8 @@ export class ChatsView {
     this.watch = undefined; // AbortController of the watch
     this.stream = undefined; // AbortController of the open chat's stream
     this.chatId = undefined;
+    this.files = undefined; // the open chat's live files by id; undefined until read
+    this.objectUrls = []; // downloads handed to the browser, revoked when the chat closes
     $("new-chat").onsubmit = (e) => this.s_create(e);
     $("send").onsubmit = (e) => this.s_send(e);
     $("interrupt").onclick = () => this.s_action(() => this.api.call("POST", `/api/v2/chats/${this.chatId}/interrupt`));
@@ -144,8 +151,15 @@ export class ChatsView {
     this.chatId = chatId;
     $("chat-view").hidden = !chatId;
     this.s_render_list();
+    for (const u of this.objectUrls) URL.revokeObjectURL(u);
+    this.objectUrls = [];
+    this.files = undefined;
+    this.filesReading = undefined;
+    this.filesCover = new Map(); // message id -> the revision the files were read after
     if (!chatId) return;
     this.messages = new Map();
+    this.shown = new Map(); // message id -> the message, to draw again when the files change
+    this.s_refresh_files();
     this.parts = new Set();
     this.episode = "";
     this.live = "";
@@ -187,34 +201,113 @@ export class ChatsView {
         return this.s_note(`error ${JSON.stringify(data.error)}`, "error");
       case "history_reset":
         this.messages.clear();
+        this.shown.clear();
         $("messages").replaceChildren();
+        this.s_refresh_files(); // a clear releases the chat's files
         return this.s_note("history reset");
       default:
         return undefined;
     }
   }
 
-  s_message(m) {
+  // Draws m (again when redraw: the chat's files changed).
+  s_message(m, redraw = false) {
     if (!m || m.deleted) return;
     const so = m.structured_output;
+    const parts = (m.content ?? []).filter((p) => p.type !== "file");
+    const attached = (m.content ?? []).filter((p) => p.type === "file" && p.file_id);
     const text = so
       ? so.status === "succeeded"
         ? `receipt ${so.status}: ${JSON.stringify(so.value)}`
         : `receipt ${so.status}: ${so.code ?? so.error?.code ?? "?"}`
-      : (m.content ?? []).map(partText).join("\n");
+      : parts.map(partText).join("\n");
     const li = el(
       "li",
       { "data-id": String(m.id), "data-role": m.role, class: so ? "receipt" : "" },
       el("span", { class: "role", textContent: m.role }),
       text,
     );
+    // The files list tells of this revision's files once it was read after it was shown.
+    const known = this.files !== undefined && this.filesCover.get(m.id) === (m.revision ?? 0);
+    if (attached.length > 0) {
+      li.append(el("div", { class: "attachments" }, ...attached.map((p) => this.s_attachment(p, known))));
+    }
     const old = this.messages.get(m.id);
     if (old) old.replaceWith(li);
     else $("messages").append(li);
     this.messages.set(m.id, li);
+    this.shown.set(m.id, m);
+    // A message (or revision) newer than the last read of the files linked its own and may
+    // have evicted older ones: read them again. (An older one's missing file is expired.)
+    if (!redraw && attached.length > 0 && !known) this.s_refresh_files();
     if (m.role === "assistant") {
       this.live = "";
       $("live").textContent = "";
+    }
+  }
+
+  // One attachment of a message: while the file is live, a link that fetches its bytes with
+  // the token on the first click and hands them to the browser as an object URL (a plain
+  // link could not send the Authorization header); "expired" once the chat no longer lists
+  // it (evicted past the chat's cap, or released by a clear); just its name until a read of
+  // the list tells (known).
+  s_attachment(p, known) {
+    const name = p.name || p.file_id;
+    const attrs = { "data-file": p.file_id, title: p.media_type ?? "" };
+    const live = this.files?.has(p.file_id);
+    if (!live && !known) return el("span", { ...attrs, class: "attachment pending", textContent: name });
+    if (!live) {
+      return el(
+        "span",
+        { ...attrs, class: "attachment expired" },
+        el("span", { class: "name", textContent: name }),
+        " ",
+        el("em", { textContent: "expired" }),
+      );
+    }
+    const a = el("a", { ...attrs, class: "attachment", href: "#", download: name, textContent: name });
+    a.onclick = async (e) => {
+      if (a.dataset.ready) return; // the object URL is in place: the browser downloads it
+      e.preventDefault();
+      try {
+        const url = URL.createObjectURL(await this.api.download(p.file_id));
+        this.objectUrls.push(url);
+        a.href = url;
+        a.dataset.ready = "true";
+        a.click();
+      } catch (err) {
+        this.s_note(`download ${name}: ${err.message}`, "error");
+      }
+    };
+    return a;
+  }
+
+  // Reads the open chat's live files and draws the messages with attachments again; one read
+  // at a time, and one more when asked during it.
+  async s_refresh_files() {
+    if (this.filesReading) {
+      this.filesAgain = true;
+      return;
+    }
+    const chatId = this.chatId;
+    this.filesReading = true;
+    do {
+      this.filesAgain = false;
+      // Every message revision shown by now was committed, its files linked, before this read.
+      const cover = new Map([...this.shown].map(([id, m]) => [id, m.revision ?? 0]));
+      try {
+        const chat = await this.api.call("GET", `/api/v2/chats/${chatId}`);
+        if (chatId !== this.chatId) return;
+        this.files = new Map((chat.files ?? []).map((f) => [f.id, f]));
+        this.filesCover = cover;
+      } catch (err) {
+        this.s_note(`files: ${err.message}`, "error");
+      }
+    } while (this.filesAgain && chatId === this.chatId);
+    if (chatId !== this.chatId) return;
+    this.filesReading = undefined;
+    for (const m of this.shown.values()) {
+      if ((m.content ?? []).some((p) => p.type === "file")) this.s_message(m, true);
     }
   }
 
@@ -263,12 +356,24 @@ export class ChatsView {
     });
   }
 
+  // Sends the typed message with the chosen files: each uploaded first (a type the gateway
+  // does not store is refused before anything is sent), then named by a file part after the
+  // text.
   async s_send(e) {
     e.preventDefault();
     const text = $("send-text").value;
+    const chosen = [...$("send-files").files];
     await this.s_action(async () => {
-      await this.api.call("POST", `/api/v2/chats/${this.chatId}/messages`, { content: [{ type: "text", text }] });
+      const refused = chosen.find((f) => !mediaTypeOf(f));
+      if (refused) throw new Error(`${refused.name}: not a type chatfleet stores (${EXTENSIONS})`);
+      const content = [{ type: "text", text }];
+      for (const f of chosen) {
+        const up = await this.api.upload(f);
+        content.push({ type: "file", file_id: up.id });
+      }
+      await this.api.call("POST", `/api/v2/chats/${this.chatId}/messages`, { content });
       $("send-text").value = "";
+      $("send-files").value = "";
     });
   }
 }

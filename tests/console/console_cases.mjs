@@ -1,9 +1,11 @@
 // The operator console in headless Chromium (puppeteer-core), against a real cluster; run by
-// tests/integration/test_console.c. Usage: node console_cases.mjs URL ADMIN_TOKEN OUT_DIR.
+// tests/integration/test_console.c. Usage: node console_cases.mjs URL ADMIN_TOKEN OUT_DIR (the
+// cluster's CHATFLEET_CHAT_MAX_ATTACHMENTS must be 1: the expired step relies on it).
 // Prints "KILL_WORKER <worker_id>" when the harness must kill the worker holding the long
 // chat, then "ok console ..." when every check held; screenshots of each view go to OUT_DIR.
 
 import assert from "node:assert/strict";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import puppeteer from "puppeteer-core";
 
 const [url, token, out] = process.argv.slice(2);
@@ -23,10 +25,24 @@ async function api(method, path, body) {
 const text = (page, sel) => page.$eval(sel, (e) => e.textContent);
 const shot = (page, name) => page.screenshot({ path: `${out}/${name}.png`, fullPage: true });
 
+// Downloads from the page (an attachment's link) land here, to be compared with what was sent.
+const downloads = `${out}/downloads`;
+mkdirSync(downloads, { recursive: true });
+
+/** Polls fn until it is truthy, failing after ms with what. */
+async function until(fn, what, ms = 30000) {
+  const end = Date.now() + ms;
+  while (!(await fn())) {
+    if (Date.now() > end) throw new Error(`timed out: ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 const browser = await puppeteer.launch({
   executablePath: chromium,
   headless: true,
   args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+  downloadBehavior: { policy: "allow", downloadPath: downloads },
 });
 let rc = 1;
 try {
@@ -66,6 +82,53 @@ try {
   await shot(page, "04-chat-done");
   console.log(`step stream partial=${partial.length} answer=${answer.length}`);
 
+  // Files: a text file chosen in the send box goes up with the typed message; the user message
+  // lists it by name with a link, and the link's download (fetched with the token, handed over
+  // as an object URL) holds the file's bytes.
+  const noteName = "console-note.txt";
+  const noteText = "Tides follow the moon.\n";
+  writeFileSync(`${out}/${noteName}`, noteText);
+  const chooser = await page.$("#send-files");
+  await chooser.uploadFile(`${out}/${noteName}`);
+  await page.type("#send-text", "Read this [sim:words 3]");
+  await page.click("#send button");
+  const link = `#messages li[data-role="user"] a.attachment[data-file]`;
+  await page.waitForSelector(link);
+  assert.equal(await text(page, link), noteName);
+  const [firstMsg, firstFile] = await page.$eval(link, (a) => [a.closest("li").dataset.id, a.dataset.file]);
+  const listed = (await api("GET", `/api/v2/chats/${chatId}`)).files;
+  assert.deepEqual(listed.map((f) => [f.id, f.name, f.mime_type]), [[firstFile, noteName, "text/plain"]]);
+  await page.click(link);
+  const saved = `${downloads}/${noteName}`;
+  await until(() => existsSync(saved) && readFileSync(saved, "utf8") === noteText, `the download of ${noteName}`);
+  await page.waitForFunction(() => document.getElementById("chat-status").textContent === "waiting");
+  await shot(page, "05-attachment");
+  console.log(`step attach file=${firstFile}`);
+
+  // The cluster's cap is one file per chat: a second upload sent to the chat (over REST)
+  // evicts the first, and the page marks the first message's attachment expired, with no link.
+  const up = await fetch(`${url}/api/v2/chats/files`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${token}`,
+      "content-type": "text/markdown",
+      "content-disposition": 'attachment; filename="second.md"',
+    },
+    body: "# Second\n",
+  });
+  assert.equal(up.status, 201);
+  const second = await up.json();
+  await api("POST", `/api/v2/chats/${chatId}/messages`, {
+    content: [{ type: "text", text: "And this [sim:words 2]" }, { type: "file", file_id: second.id }],
+  });
+  const expired = `#messages li[data-id="${firstMsg}"] .attachment.expired[data-file="${firstFile}"]`;
+  await page.waitForSelector(expired);
+  assert.equal(await page.$(`#messages li[data-id="${firstMsg}"] a.attachment`), null);
+  assert.ok((await text(page, expired)).includes("expired"));
+  await page.waitForSelector(`#messages a.attachment[data-file="${second.id}"]`);
+  await shot(page, "06-expired");
+  console.log("step expired");
+
   // The cluster view: a long chat's lease under its worker; that worker killed, the view
   // shows the chat taken over by another worker, within the lease (plus the acquire poll).
   const long = await api("POST", "/api/v2/chats", {
@@ -80,7 +143,7 @@ try {
   const staleMs = Number(await text(page, "#lease-stale"));
   const broker = await text(page, "#broker");
   assert.ok(broker.startsWith("reachable, 2 worker(s) registered"), broker);
-  await shot(page, "05-cluster");
+  await shot(page, "07-cluster");
   const killedAt = Date.now();
   console.log(`KILL_WORKER ${before}`);
   const takeover = `#takeovers li.takeover[data-chat="${long.id}"][data-from="${before}"]`;
@@ -92,7 +155,7 @@ try {
   // The lease goes stale after staleMs; an acquirer finds it within its poll (500 ms in the
   // harness), and the page polls every second: this bound is generous for a loaded machine.
   assert.ok(tookMs < staleMs + 15000, `the takeover showed after ${tookMs} ms`);
-  await shot(page, "06-takeover");
+  await shot(page, "08-takeover");
   console.log(`step takeover from=${before} to=${after} ms=${tookMs} stale=${staleMs}`);
 
   // A family as a tree: a chat that spawns two slow subagents shows them under it, each with
@@ -108,7 +171,7 @@ try {
   const at = order.indexOf(fam.id);
   const kids = await page.$$eval(kid, (ls) => ls.map((e) => e.dataset.chat));
   assert.deepEqual(order.slice(at + 1, at + 3).sort(), [...kids].sort(), "the children do not follow their parent");
-  await shot(page, "07-family");
+  await shot(page, "09-family");
   await page.waitForFunction((s) => [...document.querySelectorAll(s)].every((e) => e.querySelector(".status.waiting")), { timeout: 60000 }, kid);
   console.log(`step family children=${kids.length}`);
 
@@ -121,7 +184,7 @@ try {
   await page.waitForFunction(() => location.hash === "#/chats");
   await page.waitForSelector(`#chat-list li.archived[data-chat="${long.id}"]`);
   assert.equal((await api("GET", `/api/v2/chats/${long.id}`)).archived, true);
-  await shot(page, "08-archived");
+  await shot(page, "10-archived");
   console.log("step interrupt_archive");
 
   assert.deepEqual(errors, [], "console errors");

@@ -3,8 +3,9 @@
  * chatfleet-broker, chatfleet-gateway, two chatfleet-worker with the sim model): ask piped
  * prints exactly the answer (text, or the structured value), a gateway killed and restarted
  * mid-turn is redialed and the output is the committed answer exactly once, a dynamic tool
- * round trip through --tool, exit codes for failed, canceled and Ctrl-C'd requests, and the
- * chat subcommands.
+ * round trip through --tool, exit codes for failed, canceled and Ctrl-C'd requests, the
+ * chat subcommands, and --file: uploads named by the message's file parts, an unknown
+ * extension refused before anything is sent.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -388,6 +389,193 @@ static void test_model_system_compact_clear_and_usage(void **u) {
     free(id);
 }
 
+/* A 1x1 PNG (what libmagic reads as image/png) and a text file, written beside the test. */
+static const unsigned char s_png[] = {
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48,
+    0x44, 0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00,
+    0x00, 0x1f, 0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0b, 0x49, 0x44, 0x41, 0x54, 0x78,
+    0x9c, 0x63, 0x60, 0x00, 0x02, 0x00, 0x00, 0x05, 0x00, 0x01, 0x7a, 0x5e, 0xab, 0x3f,
+    0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82};
+static const char s_note[] = "Notes for the model: tides follow the moon.\n";
+
+static void s_write(const char *path, const void *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The SHA-256 of data in lower-case hex, computed by PostgreSQL from the local bytes (caller
+ * frees). */
+static char *s_sha256(const void *data, size_t len) {
+    char *hex = mem_calloc(1, 2 * len + 1);
+    for (size_t i = 0; i < len; i++) {
+        snprintf(hex + 2 * i, 3, "%02x", ((const unsigned char *)data)[i]);
+    }
+    char *sha = cluster_sql(s_cluster, "SELECT encode(sha256(decode('%s', 'hex')), 'hex')", hex);
+    free(hex);
+    return sha;
+}
+
+/* The entry of files (the chat's files list) named name; the test fails without one. */
+static json_t *s_file_named(json_t *files, const char *name) {
+    size_t i;
+    json_t *f;
+    json_array_foreach(files, i, f) {
+        if (!strcmp(json_string_value(json_object_get(f, "name")), name)) {
+            return f;
+        }
+    }
+    fail_msg("no file named %s in the chat's files", name);
+    return NULL;
+}
+
+static void test_chat_create_with_files_attaches_each_upload(void **u) {
+    (void)u;
+    s_write("test_cli.note.txt", s_note, strlen(s_note));
+    s_write("test_cli.pixel.png", s_png, sizeof s_png);
+    s_cli_t c;
+    s_cli_start(&c, "files", "chat", "create", "--file", "test_cli.note.txt", "--file",
+                "test_cli.pixel.png", "What do these say? [sim:words 3]", NULL);
+    int rc = s_cli_wait(&c, S_TURN_MS);
+    if (rc != 0) {
+        char *err = proc_file_text(c.err);
+        fail_msg("chat create --file exited %d: %s", rc, err);
+    }
+    json_t *chat = s_out_json(&c);
+    const char *id = json_string_value(json_object_get(chat, "id"));
+    assert_non_null(id);
+    /* The chat's files: both, with the media types of their extensions and the SHA-256 of
+     * the local bytes. */
+    char *url = mem_printf("%s/api/v2/chats/%s", cluster_url(s_cluster, 0), id);
+    proc_http_t r = {0};
+    assert_int_equal(proc_http("GET", url, cluster_token(s_cluster), NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    json_t *shown = json_loads(r.body, 0, NULL);
+    assert_non_null(shown);
+    json_t *files = json_object_get(shown, "files");
+    assert_int_equal(json_array_size(files), 2);
+    json_t *note = s_file_named(files, "test_cli.note.txt");
+    json_t *pixel = s_file_named(files, "test_cli.pixel.png");
+    char *note_sha = s_sha256(s_note, strlen(s_note));
+    char *png_sha = s_sha256(s_png, sizeof s_png);
+    assert_string_equal(json_string_value(json_object_get(note, "mime_type")), "text/plain");
+    assert_string_equal(json_string_value(json_object_get(note, "sha256")), note_sha);
+    assert_int_equal(json_integer_value(json_object_get(note, "size_bytes")), strlen(s_note));
+    assert_string_equal(json_string_value(json_object_get(pixel, "mime_type")), "image/png");
+    assert_string_equal(json_string_value(json_object_get(pixel, "sha256")), png_sha);
+    assert_int_equal(json_integer_value(json_object_get(pixel, "size_bytes")), sizeof s_png);
+    /* The user message: its text, then one file part per --file in the order given. */
+    char *parts = cluster_sql(s_cluster,
+                              "SELECT string_agg(concat_ws(':', p ->> 'type', p ->> 'file_id',"
+                              " p ->> 'media_type'), ' ' ORDER BY o) FROM chat_messages m CROSS"
+                              " JOIN LATERAL jsonb_array_elements(m.content) WITH ORDINALITY"
+                              " AS x(p, o) WHERE m.chat_id = '%s' AND m.role = 'user'",
+                              id);
+    char *want = mem_printf("text file:%s:text/plain file:%s:image/png",
+                            json_string_value(json_object_get(note, "id")),
+                            json_string_value(json_object_get(pixel, "id")));
+    assert_string_equal(parts, want);
+    printf("  files: %s\n", parts);
+    free(want);
+    free(parts);
+    free(png_sha);
+    free(note_sha);
+    json_decref(shown);
+    proc_http_free(&r);
+    free(url);
+    json_decref(chat);
+}
+
+static void test_an_unknown_extension_is_refused_before_anything_is_sent(void **u) {
+    (void)u;
+    s_write("test_cli.data.bin", s_png, sizeof s_png);
+    const char *counts = "SELECT (SELECT count(*) FROM chats) || '/' ||"
+                         " (SELECT count(*) FROM chat_files)";
+    char *before = cluster_sql(s_cluster, "%s", counts);
+    s_cli_t c;
+    s_cli_start(&c, "badfile", "chat", "create", "--file", "test_cli.pixel.png", "--file",
+                "test_cli.data.bin", "never sent", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 2);
+    char *err = proc_file_text(c.err);
+    printf("  %s", err);
+    assert_non_null(strstr(err, "test_cli.data.bin"));
+    assert_non_null(strstr(err, "the accepted extensions are .png .jpg .jpeg"));
+    assert_null(strstr(err, "usage:"));
+    free(err);
+    /* A missing file likewise, named with the system's reason. */
+    s_cli_start(&c, "nofile", "chat", "send", "00000000-0000-0000-0000-000000000000", "--file",
+                "test_cli.absent.txt", "never sent", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 2);
+    err = proc_file_text(c.err);
+    printf("  %s", err);
+    assert_non_null(strstr(err, "test_cli.absent.txt: No such file or directory"));
+    free(err);
+    char *after = cluster_sql(s_cluster, "%s", counts);
+    assert_string_equal(after, before); /* no chat, no upload */
+    free(after);
+    free(before);
+}
+
+/* An upload the gateway refuses (the bytes are not of the extension's type) fails the command
+ * with the gateway's message, and no chat is created. */
+static void test_an_upload_refused_by_the_gateway_prints_its_message(void **u) {
+    (void)u;
+    s_write("test_cli.fake.png", s_note, strlen(s_note));
+    char *before = cluster_sql(s_cluster, "SELECT count(*) FROM chats");
+    s_cli_t c;
+    s_cli_start(&c, "refused", "ask", "--file", "test_cli.fake.png", "never asked", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 3);
+    char *err = proc_file_text(c.err);
+    printf("  %s", err);
+    assert_non_null(strstr(err, "upload test_cli.fake.png: HTTP 400"));
+    assert_non_null(
+        strstr(err, "Content-Type: the bytes are text/plain, not the declared image/png"));
+    free(err);
+    char *after = cluster_sql(s_cluster, "SELECT count(*) FROM chats");
+    assert_string_equal(after, before);
+    free(after);
+    free(before);
+}
+
+/* ask --file: a name outside ASCII (with a quote) reaches the gateway as it is on disk (RFC
+ * 6266 filename*) and the file reaches the model (the sim echoes an inlined text file); a file
+ * over the gateway's 10 MiB is refused with its 413 message. */
+static void test_ask_with_a_utf8_named_file_and_an_oversized_one(void **u) {
+    (void)u;
+    const char *name = "test_cli.\xc3\xbc"
+                       "ber \"q\".md";
+    s_write(name, s_note, strlen(s_note));
+    s_cli_t c;
+    s_cli_start(&c, "utf8", "ask", "--file", name, "[sim:words 2] read it", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    char *out = proc_file_text(c.out);
+    assert_non_null(strstr(out, "tides follow the moon"));
+    free(out);
+    char *chat = s_last_chat();
+    char *stored = cluster_sql(s_cluster,
+                               "SELECT name || ' ' || mime_type FROM chat_files WHERE"
+                               " chat_id = '%s'",
+                               chat);
+    char *want = mem_printf("%s text/markdown", name);
+    assert_string_equal(stored, want);
+    free(want);
+    free(stored);
+    free(chat);
+    size_t big = 10 * 1024 * 1024 + 1;
+    char *bytes = mem_calloc(1, big);
+    memset(bytes, 'a', big);
+    s_write("test_cli.big.txt", bytes, big);
+    free(bytes);
+    s_cli_start(&c, "big", "chat", "create", "--file", "test_cli.big.txt", "never sent", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 3);
+    char *err = proc_file_text(c.err);
+    printf("  %s", err);
+    assert_non_null(strstr(err, "upload test_cli.big.txt: HTTP 413: "));
+    free(err);
+    unlink("test_cli.big.txt");
+}
+
 /* --- Setup. --- */
 
 static int s_setup(void **state) {
@@ -458,6 +646,10 @@ int main(void) {
         cmocka_unit_test(test_chat_subcommands),
         cmocka_unit_test(test_model_system_compact_clear_and_usage),
         cmocka_unit_test(test_a_token_or_url_with_a_control_character_is_refused_unsent),
+        cmocka_unit_test(test_chat_create_with_files_attaches_each_upload),
+        cmocka_unit_test(test_an_unknown_extension_is_refused_before_anything_is_sent),
+        cmocka_unit_test(test_an_upload_refused_by_the_gateway_prints_its_message),
+        cmocka_unit_test(test_ask_with_a_utf8_named_file_and_an_oversized_one),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }

@@ -6,7 +6,9 @@
  * held chat under its worker with a fresh lease, and the broker's counters). The console
  * runs in headless Chromium (Debian's chromium, driven by puppeteer-core installed from npm
  * into the build tree) by tests/console/console_cases.mjs: sign in, a chat streaming into the page
- * as the worker produces it, the cluster view showing a killed worker's chat taken over by the
+ * as the worker produces it, a file sent from the page listed on its message with a download
+ * link, that attachment marked expired once a second upload evicts it (a cap of one), the
+ * cluster view showing a killed worker's chat taken over by the
  * other worker within the lease, interrupt and archive, no console errors; screenshots of each view
  * in BUILD/console-artifacts/. Exit 77 (skipped) only when chromium is not installed or the npm
  * registry cannot be reached.
@@ -236,8 +238,9 @@ static void test_console_in_chromium_signs_in_streams_and_shows_a_takeover(void 
 
 static int s_setup(void **state) {
     (void)state;
+    /* One attachment per chat: the console's expired marking is seen by a second upload. */
     const char *env[] = {"CHATFLEET_ACQUIRE_POLL_MS=500", "CHATFLEET_STREAM_POLL_MS=500",
-                         "CHATFLEET_LOG=info", NULL};
+                         "CHATFLEET_CHAT_MAX_ATTACHMENTS=1", "CHATFLEET_LOG=info", NULL};
     cluster_opts_t o = {.name = "test_console", .gateways = 1, .workers = S_NWORKERS, .env = env};
     s_cluster = cluster_new(&o);
     s_admin_token = s_user_add(true, "operator");

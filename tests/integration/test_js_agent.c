@@ -7,8 +7,9 @@
  * deltas in order with a finish carrying usage, a client tool round trip, a server-side tool
  * as a provider-executed call and result, structured output (zod and JSON Schema) and the
  * validation_exhausted receipt as a typed error, a failed turn as ChatfleetChatError, abort
- * interrupting the server-side run, and the gateway killed mid-stream and restarted with the
- * stream resumed, no text repeated or missing.
+ * interrupting the server-side run, the gateway killed mid-stream and restarted with the
+ * stream resumed, no text repeated or missing, and a text file part and an image part uploaded
+ * and sent as file parts (a URL refused before anything is sent).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -122,6 +123,11 @@ static void test_a_turn_that_waits_for_its_subagents_ends_once_with_their_result
     s_case("subagents");
 }
 
+static void test_file_and_image_parts_reach_the_chat_as_uploaded_file_parts(void **u) {
+    (void)u;
+    s_case("files");
+}
+
 static int s_setup(void **state) {
     (void)state;
     const char *env[] = {"CHATFLEET_ACQUIRE_POLL_MS=200", "CHATFLEET_STREAM_POLL_MS=200",
@@ -155,6 +161,7 @@ int main(void) {
         cmocka_unit_test(test_abort_interrupts_the_server_side_run),
         cmocka_unit_test(test_gateway_killed_mid_stream_resumes_without_repeated_or_missing_text),
         cmocka_unit_test(test_a_turn_that_waits_for_its_subagents_ends_once_with_their_results),
+        cmocka_unit_test(test_file_and_image_parts_reach_the_chat_as_uploaded_file_parts),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }

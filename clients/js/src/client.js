@@ -5,6 +5,16 @@
 import { ChatfleetApiError, ChatfleetStreamError } from "./errors.js";
 import { sseEvents } from "./sse.js";
 
+/** The Content-Disposition of an upload named name (RFC 6266): the name quoted, with '_' for
+ * each character outside printable ASCII (a header value is bytes), and as RFC 8187 UTF-8
+ * (filename*) when it is not plain ASCII, which the gateway prefers. */
+export function contentDisposition(name) {
+  const quoted = String(name).replace(/[^\x20-\x7e]/g, "_").replace(/["\\]/g, "\\$&");
+  if (/^[\x20-\x7e]*$/.test(name)) return `attachment; filename="${quoted}"`;
+  const utf8 = encodeURIComponent(name).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  return `attachment; filename="${quoted}"; filename*=UTF-8''${utf8}`;
+}
+
 /** Redial backoff: from BACKOFF_MIN_MS doubling to BACKOFF_MAX_MS, reset once an event
  * arrives; FAILURES_MAX failed dials in a row end the stream (about 40 s at the cap). */
 export const BACKOFF_MIN_MS = 100;
@@ -39,14 +49,18 @@ export class ChatfleetClient {
 
   /** One REST call; resolves to the parsed body (undefined for 204), rejects with
    * ChatfleetApiError on any other status than ok. */
-  async request(method, path, body, signal) {
+  request(method, path, body, signal) {
+    const headers = body !== undefined ? { "content-type": "application/json" } : {};
+    return this.s_exchange(method, path, headers, body !== undefined ? JSON.stringify(body) : undefined, signal);
+  }
+
+  /** One request of raw body (a string, bytes or undefined) with headers and the token; the
+   * answer as request() gives it. */
+  async s_exchange(method, path, headers, body, signal) {
     const res = await this.fetch(this.baseUrl + path, {
       method,
-      headers: {
-        authorization: `Bearer ${this.token}`,
-        ...(body !== undefined ? { "content-type": "application/json" } : {}),
-      },
-      body: body !== undefined ? JSON.stringify(body) : undefined,
+      headers: { authorization: `Bearer ${this.token}`, ...headers },
+      body,
       signal,
     });
     const text = await res.text();
@@ -69,6 +83,16 @@ export class ChatfleetClient {
   /** POST /chats: {content, system_prompt?, model?, dynamic_tools?, response_format?, title?}. */
   createChat(body, signal) {
     return this.request("POST", "/api/v2/chats", body, signal);
+  }
+
+  /** POST /chats/files: bytes (a Uint8Array) stored as a chat file of mediaType, named
+   * filename (optional; sent in Content-Disposition, RFC 6266) → {id, name, mime_type,
+   * size_bytes, sha256}. The gateway refuses bytes not of the type (400, field Content-Type)
+   * and a file over 10 MiB or the owner's quota (413), as ChatfleetApiError. */
+  uploadFile({ bytes, mediaType, filename }, signal) {
+    const headers = { "content-type": mediaType };
+    if (filename) headers["content-disposition"] = contentDisposition(filename);
+    return this.s_exchange("POST", "/api/v2/chats/files", headers, bytes, signal);
   }
 
   getChat(chatId, signal) {

@@ -1,26 +1,18 @@
 // model: a LanguageModelV4 (@ai-sdk/provider) whose "model call" advances one chatfleet chat.
 // The server runs the agent loop; one doStream is one segment of a turn: it sends the newest
-// user message (creating the chat on the first turn, with the client tools as dynamic tools
-// and the system prompt) or submits the client tools' results, then follows the chat's event
-// stream until the segment ends (turn.js). The AI SDK's loop and the server's meet at the
-// client-tool boundary: a segment that pauses in requires_action finishes with "tool-calls",
-// the SDK runs the tools' execute, and the next doStream submits their results.
+// user message (its file parts uploaded first, files.js; creating the chat on the first turn,
+// with the client tools as dynamic tools and the system prompt) or submits the client tools'
+// results, then follows the chat's event stream until the segment ends (turn.js). The AI
+// SDK's loop and the server's meet at the client-tool boundary: a segment that pauses in
+// requires_action finishes with "tool-calls", the SDK runs the tools' execute, and the next
+// doStream submits their results.
 
 import { ChatfleetAbortError } from "./errors.js";
+import { userContent } from "./files.js";
 import { Turn } from "./turn.js";
 
 /** The response_format name rule (ARCHITECTURE.md §8): ^[A-Za-z0-9_-]{1,64}$. */
 const formatName = (name) => (String(name ?? "result").replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64) || "result");
-
-/** The text of the last user message of a prompt; file parts are refused (chatfleet takes
- * text parts only). */
-function userText(message) {
-  const parts = Array.isArray(message.content) ? message.content : [{ type: "text", text: message.content }];
-  for (const p of parts) {
-    if (p.type !== "text") throw new TypeError(`chatfleet: a user message part of type ${p.type} is not supported (text only)`);
-  }
-  return parts.map((p) => p.text).join("");
-}
 
 /** A tool-result part's output as chatfleet's {output, is_error}. */
 function toolOutput(output) {
@@ -58,7 +50,9 @@ export class ChatfleetLanguageModel {
     this.specificationVersion = "v4";
     this.provider = "chatfleet";
     this.modelId = model ?? "default";
-    this.supportedUrls = {};
+    // Every URL "supported": the SDK then hands file parts' URLs over as they are instead of
+    // downloading them, and files.js refuses them (the agent never fetches on its own).
+    this.supportedUrls = { "*": [/^/] };
     this.client = client;
     this.configName = model;
     this.chatId = chatId;
@@ -98,7 +92,7 @@ export class ChatfleetLanguageModel {
     }
     const lastUser = [...prompt].reverse().find((m) => m.role === "user");
     if (!lastUser) throw new TypeError("chatfleet: the prompt has no user message");
-    const content = [{ type: "text", text: userText(lastUser) }];
+    const content = await userContent(this.client, lastUser, abortSignal);
     const response_format = responseFormatOf(responseFormat);
     if (!this.chatId) {
       const system = prompt.filter((m) => m.role === "system").map((m) => m.content).join("\n\n");

@@ -4,6 +4,7 @@
 // text is streaming and expects the harness to kill and restart the gateway then.
 
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { Output, jsonSchema, tool } from "ai";
 import { z } from "zod";
 import {
@@ -273,6 +274,69 @@ cases.subagents = async function subagents() {
     assert.deepEqual(await client.getSubagents(c.id), []);
   }
   return `children=${kids.map((c) => c.id).join(",")}`;
+};
+
+// A 1x1 PNG, and the SHA-256 (hex) of bytes as the gateway reports it.
+const PNG_BASE64 =
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAAC0lEQVR4nGNgAAIAAAUAAXpeqz8AAAAASUVORK5CYII=";
+const sha256 = (bytes) => createHash("sha256").update(bytes).digest("hex");
+
+cases.files = async function files() {
+  // A text file part (a Uint8Array with its name) and an image part (base64, the SDK's
+  // deprecated ImagePart) reach the chat as uploads: the chat's files list both with their
+  // media types and the SHA-256 of the bytes, and the user message holds its text then one
+  // file part per upload, in order, each naming a listed file.
+  const note = new TextEncoder().encode("Tides follow the moon.\n");
+  const agent = new ChatfleetAgent({ baseUrl: url, token });
+  const r = await agent.generate({
+    messages: [
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "What do these say? [sim:words 3]" },
+          { type: "file", data: note, mediaType: "text/plain", filename: "tides.txt" },
+          { type: "image", image: PNG_BASE64, mediaType: "image/png" },
+        ],
+      },
+    ],
+  });
+  assert.equal(r.finishReason, "stop");
+  const chat = await client.getChat(agent.chatId);
+  assert.equal(chat.files.length, 2, JSON.stringify(chat.files));
+  const byType = Object.fromEntries(chat.files.map((f) => [f.mime_type, f]));
+  assert.equal(byType["text/plain"]?.name, "tides.txt");
+  assert.equal(byType["text/plain"].sha256, sha256(note));
+  assert.equal(byType["image/png"]?.sha256, sha256(Buffer.from(PNG_BASE64, "base64")));
+  const msgs = (await client.getMessages(agent.chatId)).sort((a, b) => a.id - b.id);
+  const user = msgs.find((m) => m.role === "user");
+  assert.deepEqual(
+    user.content.map((p) => [p.type, p.file_id, p.media_type]),
+    [
+      ["text", undefined, undefined],
+      ["file", byType["text/plain"].id, "text/plain"],
+      ["file", byType["image/png"].id, "image/png"],
+    ],
+  );
+  // A file by URL is refused before anything is sent (every part is checked before the first
+  // upload): no chat, and no fetch of the URL.
+  const other = new ChatfleetAgent({ baseUrl: url, token });
+  await assert.rejects(
+    other.generate({
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "and this?" },
+            { type: "file", data: note, mediaType: "text/plain", filename: "first.txt" },
+            { type: "file", data: new URL("https://example.invalid/report.pdf"), mediaType: "application/pdf" },
+          ],
+        },
+      ],
+    }),
+    (e) => /given by URL \(https:\/\/example\.invalid\/report\.pdf\) is not supported/.test(String(e?.message)),
+  );
+  assert.equal(other.chatId, undefined);
+  return `chat=${agent.chatId} files=${chat.files.map((f) => f.mime_type).join(",")}`;
 };
 
 const run = cases[name];
