@@ -170,9 +170,27 @@ static int s_upload(client_t *client, const char *path, json_t *content) {
     return rc;
 }
 
+/* Deletes the uploads content's parts from index from on name (they will not be sent). */
+static void s_discard(client_t *client, json_t *content, size_t from) {
+    while (json_array_size(content) > from) {
+        const char *id =
+            json_string_value(json_object_get(json_array_get(content, from), "file_id"));
+        if (id) {
+            char *path = mem_printf("/api/v2/chats/files/%s", id);
+            json_t *out = NULL;
+            (void)client_call(client, "DELETE", path, NULL, &out);
+            json_decref(out);
+            free(path);
+        }
+        json_array_remove(content, from);
+    }
+}
+
 int upload_all(client_t *client, const upload_list_t *list, json_t *content) {
+    size_t from = json_array_size(content);
     for (int i = 0; i < list->n; i++) {
         if (s_upload(client, list->paths[i], content) != 0) {
+            s_discard(client, content, from);
             return -1;
         }
     }

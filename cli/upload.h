@@ -40,8 +40,8 @@ int upload_check(const upload_list_t *list);
 
 /* Uploads the files of list in order, appending one {"type":"file","file_id"} part per file
  * to content (a JSON array). 0, or -1 at the first failure with the path and the gateway's
- * message (or the transport's reason) on stderr; content then holds the parts of the files
- * uploaded before it. */
+ * message (or the transport's reason) on stderr; the files uploaded before it are deleted
+ * again (DELETE /api/v2/chats/files/{file}) and content is as it was. */
 int upload_all(client_t *client, const upload_list_t *list, json_t *content);
 
 #endif

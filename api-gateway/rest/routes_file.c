@@ -3,6 +3,7 @@
  *   POST /api/v2/chats/files        raw body, Content-Type the media type, optional
  *                                   Content-Disposition filename; 201 {"id", ...}
  *   GET  /api/v2/chats/files/{file} the bytes, as uploaded
+ *   DELETE /api/v2/chats/files/{file} an upload no chat holds; 204 (409 when a chat holds it)
  *
  * An upload streams: each piece of the body is stored as it arrives (fileupload.h), so a
  * gateway holds one piece per upload whatever the file's size. A file is its owner's: any
@@ -10,6 +11,7 @@
 #include "rest.h"
 #include "chatfile.h"
 #include "fileupload.h"
+#include "log.h"
 #include "mem.h"
 
 #include <microhttpd.h>
@@ -157,6 +159,29 @@ static void s_download(void *app, http_req_t *req, http_resp_t *resp) {
     resp->status = 200;
 }
 
+/* DELETE /chats/files/{file}: an upload no chat holds (a held one goes with its chat). */
+static void s_delete(void *app, http_req_t *req, http_resp_t *resp) {
+    gateway_t *gw = app;
+    char id[ID_UUID_LEN + 1];
+    int rc = 0;
+    if (gateway_chat_id(req->params[0], id) == 0) {
+        PGconn *conn = pool_get(gw->pool);
+        rc = chatfile_delete_unlinked(conn, req->user_id, id);
+        pool_put(gw->pool, conn);
+    }
+    if (rc == 1) {
+        log_info("chat_file_deleted", "file_id=%s user_id=%s", id, req->user_id);
+        http_json(resp, 204, NULL);
+    } else if (rc == 2) {
+        http_error(resp, 409, "The file is attached to a chat.",
+                   "a chat's files go with the chat (deleted, cleared or evicted)");
+    } else if (rc == 0) {
+        http_error(resp, 404, "File not found.", NULL);
+    } else {
+        http_error(resp, 500, "Internal error.", "the file could not be deleted");
+    }
+}
+
 static const http_body_t s_upload_body = {
     .max_bytes = CHATFILE_MAX_BYTES, .sink = s_piece, .release = s_release};
 
@@ -164,5 +189,6 @@ static const http_body_t s_upload_body = {
 const http_route_t file_route_table[] = {
     {"POST", "/api/v2/chats/files", s_upload, false, &s_upload_body},
     {"GET", "/api/v2/chats/files/{}", s_download, false, NULL},
+    {"DELETE", "/api/v2/chats/files/{}", s_delete, false, NULL},
 };
 const int file_route_count = sizeof file_route_table / sizeof file_route_table[0];

@@ -81,6 +81,28 @@ int chatfile_delete(PGconn *conn, const char *id) {
     return 0;
 }
 
+int chatfile_delete_unlinked(PGconn *conn, const char *owner_id, const char *id) {
+    char errbuf[256];
+    db_err_t err;
+    const char *p[] = {id, owner_id};
+    /* The row lock orders it with a link (cs_link_files locks the file too): a file linked
+     * first is kept, one deleted first is refused to the link. */
+    PGresult *res = db_query(conn, &err, errbuf, sizeof errbuf,
+                             "WITH f AS (SELECT id, chat_id FROM chat_files WHERE id = $1::uuid"
+                             " AND owner_id = $2::uuid AND complete FOR UPDATE),"
+                             " d AS (DELETE FROM chat_files WHERE id IN (SELECT id FROM f"
+                             " WHERE chat_id IS NULL) RETURNING id)"
+                             " SELECT (SELECT count(*) FROM f), (SELECT count(*) FROM d)",
+                             2, p);
+    if (!res) {
+        log_warn("chat_file_delete_failed", "file_id=%s error=\"%s\"", id, errbuf);
+        return -1;
+    }
+    int rc = db_int64(res, 0, 0) == 0 ? 0 : db_int64(res, 0, 1) == 1 ? 1 : 2;
+    PQclear(res);
+    return rc;
+}
+
 int64_t chatfile_used(PGconn *conn, const char *owner_id) {
     char errbuf[256];
     db_err_t err;

@@ -42,6 +42,10 @@ int chatfile_complete(PGconn *conn, const char *id, int64_t size, const unsigned
 /* Deletes a file and its bytes (an abandoned or refused upload). 0 or -1. */
 int chatfile_delete(PGconn *conn, const char *id);
 
+/* Deletes owner's complete file id (a valid UUID) unless a chat holds it: 1 deleted, 0 no such
+ * file of owner's, 2 held by a chat (it goes with the chat), -1 on a database error. */
+int chatfile_delete_unlinked(PGconn *conn, const char *owner_id, const char *id);
+
 /* The bytes owner's files take, complete or not; -1 on a database error. */
 int64_t chatfile_used(PGconn *conn, const char *owner_id);
 

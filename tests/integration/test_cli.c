@@ -518,13 +518,18 @@ static void test_an_unknown_extension_is_refused_before_anything_is_sent(void **
 }
 
 /* An upload the gateway refuses (the bytes are not of the extension's type) fails the command
- * with the gateway's message, and no chat is created. */
+ * with the gateway's message; no chat is created, and the file uploaded before it is deleted
+ * again. */
 static void test_an_upload_refused_by_the_gateway_prints_its_message(void **u) {
     (void)u;
     s_write("test_cli.fake.png", s_note, strlen(s_note));
-    char *before = cluster_sql(s_cluster, "SELECT count(*) FROM chats");
+    s_write("test_cli.pixel.png", s_png, sizeof s_png);
+    const char *counts = "SELECT (SELECT count(*) FROM chats) || '/' ||"
+                         " (SELECT count(*) FROM chat_files)";
+    char *before = cluster_sql(s_cluster, "%s", counts);
     s_cli_t c;
-    s_cli_start(&c, "refused", "ask", "--file", "test_cli.fake.png", "never asked", NULL);
+    s_cli_start(&c, "refused", "ask", "--file", "test_cli.pixel.png", "--file", "test_cli.fake.png",
+                "never asked", NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 3);
     char *err = proc_file_text(c.err);
     printf("  %s", err);
@@ -532,7 +537,7 @@ static void test_an_upload_refused_by_the_gateway_prints_its_message(void **u) {
     assert_non_null(
         strstr(err, "Content-Type: the bytes are text/plain, not the declared image/png"));
     free(err);
-    char *after = cluster_sql(s_cluster, "SELECT count(*) FROM chats");
+    char *after = cluster_sql(s_cluster, "%s", counts);
     assert_string_equal(after, before);
     free(after);
     free(before);
