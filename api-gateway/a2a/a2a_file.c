@@ -6,7 +6,6 @@
 #include "jsonout.h"
 #include "mem.h"
 
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,30 +48,13 @@ int a2a_file_part(json_t *part, const char *field, json_t *files, json_t **data)
     return 1;
 }
 
-/* The bytes of standard base64 text into a new buffer (*len); NULL when it is not base64. */
-static unsigned char *s_decode(const char *b64, int *len) {
-    size_t n = strlen(b64);
-    if (n % 4 != 0 || n > (size_t)CHATFILE_MAX_BYTES * 2) {
-        return NULL;
-    }
-    unsigned char *out = mem_calloc(1, n / 4 * 3 + 1);
-    int got = EVP_DecodeBlock(out, (const unsigned char *)b64, (int)n);
-    if (got < 0) {
-        free(out);
-        return NULL;
-    }
-    /* EVP_DecodeBlock counts the padding's bytes too. */
-    got -= (n >= 1 && b64[n - 1] == '=') + (n >= 2 && b64[n - 2] == '=');
-    *len = got;
-    return out;
-}
-
 /* Stores one file (the bytes in pieces, as an upload's body arrives); its id into id. */
 static int s_store(gateway_t *gw, PGconn *conn, const char *user_id, const json_t *f,
                    char id[ID_UUID_LEN + 1], json_t **data) {
     const char *field = json_string_value(json_object_get(f, "field"));
     int len = 0;
-    unsigned char *bytes = s_decode(json_string_value(json_object_get(f, "bytes")), &len);
+    unsigned char *bytes =
+        chatfile_base64_decode(json_string_value(json_object_get(f, "bytes")), &len);
     if (!bytes) {
         *data = s_invalid(field, "the bytes are not base64");
         return -1;

@@ -3,6 +3,9 @@
 #include "db.h"
 #include "hex.h"
 #include "log.h"
+#include "mem.h"
+
+#include <openssl/evp.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +26,22 @@ bool chatfile_media_known(const char *media_type) {
 
 bool chatfile_media_text(const char *media_type) {
     return !strncmp(media_type, "text/", 5) || !strcmp(media_type, "application/json");
+}
+
+unsigned char *chatfile_base64_decode(const char *text, int *len) {
+    size_t n = text ? strlen(text) : 0;
+    if (n % 4 != 0 || n / 4 * 3 > (size_t)CHATFILE_MAX_BYTES + 2) {
+        return NULL;
+    }
+    unsigned char *out = mem_calloc(1, n / 4 * 3 + 1);
+    int got = EVP_DecodeBlock(out, (const unsigned char *)text, (int)n);
+    if (got < 0) {
+        free(out);
+        return NULL;
+    }
+    /* EVP_DecodeBlock counts the padding's bytes too. */
+    *len = got - (n >= 1 && text[n - 1] == '=') - (n >= 2 && text[n - 2] == '=');
+    return out;
 }
 
 int chatfile_begin(PGconn *conn, const char *owner_id, const char *media_type, const char *name,

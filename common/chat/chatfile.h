@@ -26,6 +26,10 @@ bool chatfile_media_known(const char *media_type);
  * text/markdown, text/plain and application/json. */
 bool chatfile_media_text(const char *media_type);
 
+/* The bytes of standard base64 text (a file part's data) in a new buffer, their count in *len;
+ * NULL when text is not base64 or decodes to more than CHATFILE_MAX_BYTES. Caller frees. */
+unsigned char *chatfile_base64_decode(const char *text, int *len);
+
 /* Starts an upload of owner's: an incomplete row named name (may be "") of media_type, its
  * id written to id. 0, or -1 with the server's message in errbuf. */
 int chatfile_begin(PGconn *conn, const char *owner_id, const char *media_type, const char *name,

@@ -59,14 +59,11 @@ static int s_item(PGconn *conn, const char *chat_id, const char *call_id, json_t
         chatfile_media_text(type)) {
         return 0;
     }
-    size_t n = strlen(data);
-    unsigned char *bytes = mem_calloc(1, n / 4 * 3 + 1);
-    int len = n % 4 == 0 ? EVP_DecodeBlock(bytes, (const unsigned char *)data, (int)n) : -1;
-    if (len < 0) {
-        free(bytes);
+    int len = 0;
+    unsigned char *bytes = chatfile_base64_decode(data, &len);
+    if (!bytes) {
         return 0; /* not base64: left as the server sent it */
     }
-    len -= (n >= 1 && data[n - 1] == '=') + (n >= 2 && data[n - 2] == '=');
     char id[ID_UUID_LEN + 1];
     char *name = mem_printf("%s-%zu.%s", call_id, json_array_size(stored), strchr(type, '/') + 1);
     int rc = (owner[0] || s_owner(conn, chat_id, owner) == 0) &&
