@@ -243,6 +243,14 @@ static int s_bad_bytes(fileupload_t *self, const char *sniffed, http_resp_t *res
     return -1;
 }
 
+static int s_over_quota(const fileupload_t *self, http_resp_t *resp) {
+    char detail[128];
+    snprintf(detail, sizeof detail, "the owner's files may take %lld bytes in all",
+             (long long)self->quota);
+    http_error(resp, 413, "File quota exceeded.", detail);
+    return -1;
+}
+
 /* The first piece: the type checked, the quota read, the row created. */
 static int s_start(fileupload_t *self, PGconn *conn, const char *data, size_t len,
                    http_resp_t *resp) {
@@ -270,12 +278,10 @@ int fileupload_write(fileupload_t *self, PGconn *conn, const char *data, size_t 
     if (!self->id[0] && s_start(self, conn, data, len, resp) != 0) {
         return -1;
     }
+    /* Early, against what was stored when the upload began; the completion checks again
+     * under the owner's lock (concurrent uploads). */
     if (self->used + self->size + (int64_t)len > self->quota) {
-        char detail[128];
-        snprintf(detail, sizeof detail, "the owner's files may take %lld bytes in all",
-                 (long long)self->quota);
-        http_error(resp, 413, "File quota exceeded.", detail);
-        return -1;
+        return s_over_quota(self, resp);
     }
     if (self->text && !s_utf8(self, data, len)) {
         return s_bad_bytes(self, NULL, resp);
@@ -301,8 +307,14 @@ int fileupload_finish(fileupload_t *self, PGconn *conn, http_resp_t *resp) {
     unsigned char md[32];
     unsigned int mdlen = 0;
     char errbuf[256];
-    if (EVP_DigestFinal_ex(self->sha, md, &mdlen) != 1 || mdlen != 32 ||
-        chatfile_complete(conn, self->id, self->size, md, errbuf, sizeof errbuf) != 0) {
+    int rc =
+        EVP_DigestFinal_ex(self->sha, md, &mdlen) != 1 || mdlen != 32
+            ? -1
+            : chatfile_complete(conn, self->id, self->size, md, self->quota, errbuf, sizeof errbuf);
+    if (rc == CHATFILE_OVER_QUOTA) {
+        return s_over_quota(self, resp);
+    }
+    if (rc != 0) {
         http_error(resp, 500, "Internal error.", "the file could not be stored");
         return -1;
     }

@@ -76,17 +76,36 @@ int chatfile_put(PGconn *conn, const char *id, int seq, const void *data, size_t
 }
 
 int chatfile_complete(PGconn *conn, const char *id, int64_t size, const unsigned char sha256[32],
-                      char *errbuf, int errlen) {
+                      int64_t quota, char *errbuf, int errlen) {
     char hex[65];
     hex_encode(sha256, 32, hex);
-    char n[DB_PARAM_INT64_LEN];
-    const char *p[] = {id, db_param_int64(n, size), hex};
-    return db_exec(conn, errbuf, errlen,
-                   "UPDATE chat_files SET complete = true, size_bytes = $2::bigint,"
-                   " sha256 = decode($3, 'hex') WHERE id = $1::uuid",
-                   3, p) == DB_OK
-               ? 0
-               : -1;
+    char n[DB_PARAM_INT64_LEN], q[DB_PARAM_INT64_LEN];
+    const char *p[] = {id, db_param_int64(n, size), hex, db_param_int64(q, quota)};
+    db_err_t err;
+    /* One transaction: the owner's lock first, then (in READ COMMITTED, a snapshot taken
+     * after it) the sum of their complete files and the update. */
+    if (db_exec(conn, errbuf, errlen, "BEGIN", 0, NULL) != DB_OK) {
+        return -1;
+    }
+    PGresult *res = NULL;
+    if (db_exec(conn, errbuf, errlen,
+                "SELECT pg_advisory_xact_lock(hashtextextended('chat_files:' || owner_id::text,"
+                " 0)) FROM chat_files WHERE id = $1::uuid",
+                1, p) == DB_OK) {
+        res = db_query(conn, &err, errbuf, errlen,
+                       "UPDATE chat_files f SET complete = true, size_bytes = $2::bigint,"
+                       " sha256 = decode($3, 'hex') WHERE id = $1::uuid AND ($4::bigint < 0 OR"
+                       " (SELECT coalesce(sum(size_bytes), 0) FROM chat_files o"
+                       " WHERE o.owner_id = f.owner_id AND o.complete) + $2::bigint <="
+                       " $4::bigint)",
+                       4, p);
+    }
+    int rc = !res ? -1 : strtoll(PQcmdTuples(res), NULL, 10) == 1 ? 0 : CHATFILE_OVER_QUOTA;
+    PQclear(res);
+    if (db_exec(conn, errbuf, errlen, rc < 0 ? "ROLLBACK" : "COMMIT", 0, NULL) != DB_OK) {
+        return -1;
+    }
+    return rc;
 }
 
 int chatfile_delete(PGconn *conn, const char *id) {

@@ -39,9 +39,13 @@ int chatfile_begin(PGconn *conn, const char *owner_id, const char *media_type, c
 int chatfile_put(PGconn *conn, const char *id, int seq, const void *data, size_t len, char *errbuf,
                  int errlen);
 
-/* Completes the upload: its size and SHA-256 recorded, the file usable. 0 or -1. */
+/* Completes the upload: its size and SHA-256 recorded, the file usable, unless its owner's
+ * complete files would then take more than quota bytes (< 0: no quota). Completions of one
+ * owner's files are serialized (an advisory lock), so concurrent uploads cannot pass the quota
+ * together. 0, CHATFILE_OVER_QUOTA (nothing changed), or -1. */
+#define CHATFILE_OVER_QUOTA 1
 int chatfile_complete(PGconn *conn, const char *id, int64_t size, const unsigned char sha256[32],
-                      char *errbuf, int errlen);
+                      int64_t quota, char *errbuf, int errlen);
 
 /* Deletes a file and its bytes (an abandoned or refused upload). 0 or -1. */
 int chatfile_delete(PGconn *conn, const char *id);

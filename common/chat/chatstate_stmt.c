@@ -267,13 +267,13 @@ int cs_link_files(chatstate_t *self, const char *content, cs_error_t *err) {
     PQclear(res);
     if (!ok && wanted > self->settings.max_attachments) {
         return cs_fail(self, err, CS_BAD_INPUT,
-                       "the message names %lld files, over the chat's cap of %d", (long long)wanted,
-                       self->settings.max_attachments);
+                       "content: the message names %lld files, over the chat's cap of %d",
+                       (long long)wanted, self->settings.max_attachments);
     }
     if (!ok) {
         return cs_fail(self, err, CS_BAD_INPUT,
-                       "a file the message names is gone (deleted or evicted), not the owner's, "
-                       "or attached to another chat");
+                       "content: a file the message names is gone (deleted or evicted), not "
+                       "the owner's, or attached to another chat");
     }
     if (evicted > 0) {
         log_info("chat_files_evicted", "chat_id=%s evicted=%lld cap=%d", self->chat_id,

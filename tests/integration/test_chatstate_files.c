@@ -34,7 +34,7 @@ static void s_file(const char *owner, char id[ID_UUID_LEN + 1]) {
     static const unsigned char sha[32] = {0};
     assert_int_equal(chatfile_begin(s_conn, owner, "text/plain", "a.txt", id, err, sizeof err), 0);
     assert_int_equal(chatfile_put(s_conn, id, 0, "abc", 3, err, sizeof err), 0);
-    assert_int_equal(chatfile_complete(s_conn, id, 3, sha, err, sizeof err), 0);
+    assert_int_equal(chatfile_complete(s_conn, id, 3, sha, -1, err, sizeof err), 0);
 }
 
 /* A content array: a text part, then a file part per id. Caller frees. */

@@ -44,8 +44,9 @@ static json_t *s_loaded(const PGresult *files, int r) {
     const char *bytes = PQgetvalue(files, r, 3);
     int len = PQgetlength(files, r, 3);
     if (chatfile_media_text(type)) {
-        char *text = mem_printf("Attached file %s (%s):\n%.*s", name[0] ? name : "(unnamed)", type,
-                                len, bytes);
+        const char *shown = name[0] ? name : "(unnamed)";
+        char *text = mem_printf("Attached file %s (%s):\n%.*s\n(end of %s)\n", shown, type, len,
+                                bytes, shown);
         json_t *part = json_pack("{s:s, s:s}", "type", "text", "text", text);
         free(text);
         return part;

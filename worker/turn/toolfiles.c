@@ -42,7 +42,8 @@ static int s_put(PGconn *conn, const char *owner, const char *type, const char *
             return -1;
         }
     }
-    if (chatfile_complete(conn, id, len, md, err, sizeof err) != 0) {
+    /* A tool's file is not the user's upload: no quota (the chat's cap bounds it). */
+    if (chatfile_complete(conn, id, len, md, -1, err, sizeof err) != 0) {
         (void)chatfile_delete(conn, id);
         return -1;
     }
