@@ -677,6 +677,11 @@ int chatstate_create(PGconn *conn, const cs_settings_t *settings, const cs_creat
     if (created && PQntuples(created) != 1) {
         cs_fail(self, err, CS_CONFLICT, "chat %s already exists: Create is not allowed", id);
     }
+    if (self->failed) {
+        /* A move that failed before any read (a message's files refused, say) left the row's
+         * statement unread: run it now, so that its kept result lands here to be cleared. */
+        db_flush(self->conn, NULL, 0);
+    }
     PQclear(created);
     if (!self->failed && cs_finish(self, ES_N, MV_CREATE, err) != 0) {
         self->failed = true;
