@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* strcasestr */
 #include "fileupload.h"
 #include "chatfile.h"
+#include "hex.h"
 #include "jsonstrict.h"
 #include "log.h"
 #include "mem.h"
@@ -320,9 +321,7 @@ int fileupload_finish(fileupload_t *self, PGconn *conn, http_resp_t *resp) {
     }
     self->complete = true;
     char hex[65];
-    for (int i = 0; i < 32; i++) {
-        snprintf(hex + 2 * i, 3, "%02x", md[i]);
-    }
+    hex_encode(md, 32, hex);
     log_info("chat_file_uploaded", "file_id=%s user_id=%s mime_type=%s size_bytes=%lld", self->id,
              self->owner_id, self->media_type, (long long)self->size);
     http_json(resp, 201,

@@ -144,8 +144,8 @@ static void s_download(void *app, http_req_t *req, http_resp_t *resp) {
         }
         return;
     }
-    struct MHD_Response *r =
-        MHD_create_response_from_callback((uint64_t)d->file.size, 64 * 1024, s_read, d, s_free);
+    struct MHD_Response *r = MHD_create_response_from_callback(
+        (uint64_t)d->file.size, CHATFILE_PIECE_BYTES, s_read, d, s_free);
     char *disposition = s_disposition(d->file.name[0] ? d->file.name : "file");
     char etag[72];
     snprintf(etag, sizeof etag, "\"%s\"", d->file.sha256);

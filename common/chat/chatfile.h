@@ -14,6 +14,7 @@
 #include "id.h"
 
 #define CHATFILE_MAX_BYTES    (10 * 1024 * 1024) /* one file */
+#define CHATFILE_PIECE_BYTES  (64 * 1024)        /* what a writer stores per chunk row */
 #define CHATFILE_NAME_MAX     255                /* bytes of a file name */
 #define CHATFILE_MEDIA_MAX    64                 /* bytes of a media type */
 #define CHATFILE_ABANDONED_MS (60 * 60 * 1000)   /* an upload incomplete this long is swept */

@@ -35,8 +35,8 @@ static int s_put(PGconn *conn, const char *owner, const char *type, const char *
         return -1;
     }
     int seq = 0;
-    for (int at = 0; at < len; at += 64 * 1024, seq++) {
-        int n = len - at < 64 * 1024 ? len - at : 64 * 1024;
+    for (int at = 0; at < len; at += CHATFILE_PIECE_BYTES, seq++) {
+        int n = len - at < CHATFILE_PIECE_BYTES ? len - at : CHATFILE_PIECE_BYTES;
         if (chatfile_put(conn, id, seq, bytes + at, (size_t)n, err, sizeof err) != 0) {
             (void)chatfile_delete(conn, id);
             return -1;
