@@ -644,7 +644,7 @@ static void s_rpc(void *app, http_req_t *req, http_resp_t *resp) {
 }
 
 const http_route_t a2a_route_table[] = {
-    {"GET", "/.well-known/agent-card.json", s_agent_card, true, NULL},
-    {"POST", A2A_RPC_PATH, s_rpc, false, NULL},
+    {"GET", "/.well-known/agent-card.json", s_agent_card, true, NULL, NULL},
+    {"POST", A2A_RPC_PATH, s_rpc, false, NULL, NULL},
 };
 const int a2a_route_count = sizeof a2a_route_table / sizeof a2a_route_table[0];

@@ -14,6 +14,39 @@ const char *http_query(const http_req_t *req, const char *name) {
     return req->lookup ? req->lookup(req->lookup_ctx, HTTP_QUERY, name) : NULL;
 }
 
+int http_query_each(const http_req_t *req, http_pair_fn fn, void *arg) {
+    return req->each ? req->each(req->lookup_ctx, HTTP_QUERY, fn, arg) : 0;
+}
+
+typedef struct {
+    const char *known; /* the route's list */
+    const char *bad;   /* the first argument not in it */
+} s_known_t;
+
+static int s_known(void *arg, const char *name, const char *value) {
+    (void)value;
+    s_known_t *k = arg;
+    size_t n = strlen(name);
+    for (const char *p = k->known; p && *p;) {
+        size_t w = strcspn(p, " ");
+        if (w == n && !strncmp(p, name, n)) {
+            return 0;
+        }
+        p += w + (p[w] == ' ');
+    }
+    k->bad = name;
+    return 1;
+}
+
+int http_query_known(const http_req_t *req, http_resp_t *resp) {
+    s_known_t k = {req->route ? req->route->query : NULL, NULL};
+    if (http_query_each(req, s_known, &k) == 0) {
+        return 0;
+    }
+    http_invalid(resp, k.bad[0] ? k.bad : "(empty name)", "is not a query parameter of this route");
+    return -1;
+}
+
 const char *http_header(const http_req_t *req, const char *name) {
     return req->lookup ? req->lookup(req->lookup_ctx, HTTP_HEADER, name) : NULL;
 }
@@ -216,7 +249,8 @@ void http_handle(const http_router_t *router, http_req_t *req, http_resp_t *resp
         http_not_routed(resp, status);
     } else {
         req->route = rt;
-        if (rt->open || req->authed || http_authenticate(router, req, resp) == 0) {
+        if ((rt->open || req->authed || http_authenticate(router, req, resp) == 0) &&
+            http_query_known(req, resp) == 0) {
             rt->fn(router->app, req, resp);
         }
     }

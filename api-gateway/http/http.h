@@ -30,8 +30,17 @@ typedef enum { HTTP_QUERY, HTTP_HEADER } http_kind_t;
  * NULL when absent; the value lives as long as the request. */
 typedef const char *(*http_lookup_fn)(void *ctx, http_kind_t kind, const char *name);
 
+/* Called with each query argument or header in turn, repeated names included: 0 to go on,
+ * anything else to stop there. */
+typedef int (*http_pair_fn)(void *arg, const char *name, const char *value);
+
+/* Calls fn with each argument of kind in order until it answers non-zero; that answer, else
+ * 0. */
+typedef int (*http_each_fn)(void *ctx, http_kind_t kind, http_pair_fn fn, void *arg);
+
 typedef struct {
     http_lookup_fn lookup; /* query arguments and headers; NULL: the request has none */
+    http_each_fn each;     /* all of them, repeated names included; NULL: none */
     void *lookup_ctx;
     const char *method;
     const char *path;
@@ -90,6 +99,8 @@ typedef struct http_route {
     http_handler_fn fn;
     bool open;               /* no authentication */
     const http_body_t *body; /* NULL: collected whole, up to HTTP_BODY_MAX_BYTES */
+    const char *query;       /* the query parameters it reads, space-separated; any other is
+                                refused with 400 before the handler runs (NULL: none) */
 } http_route_t;
 
 /* What request handling needs: the routes (the first match wins), the bearer check and the
@@ -108,9 +119,9 @@ typedef struct {
  * the first route whose pattern matches the path and whose method is req->method, 405 when
  * only routes of other methods match the path, 404 when none does; on a route that is not
  * open, 401 unless the Authorization header is "Bearer <token>" and auth accepts the token
- * (filling req->user_id); then the handler, and 500 when it left no status. req->route is
- * the matched route, a refused one included (NULL on 404, 405 and 413). The caller frees
- * resp->body and sends or destroys resp->raw. */
+ * (filling req->user_id); 400 for a query argument the route does not read; then the handler, and
+ * 500 when it left no status. req->route is the matched route, a refused one included (NULL on 404,
+ * 405 and 413). The caller frees resp->body and sends or destroys resp->raw. */
 void http_handle(const http_router_t *router, http_req_t *req, http_resp_t *resp);
 
 /* True when router's auth_cached knows req's bearer token is valid (req->user_id filled and
@@ -130,8 +141,16 @@ void http_too_large(http_resp_t *resp, size_t max_body);
 /* The body cap of route (HTTP_BODY_MAX_BYTES unless it sets its own). */
 size_t http_max_body(const http_route_t *route);
 
-/* A query-string argument, or NULL. */
+/* A query-string argument (the first of that name), or NULL. */
 const char *http_query(const http_req_t *req, const char *name);
+
+/* Calls fn with each query argument in order (repeated names included) until it answers
+ * non-zero; that answer, else 0. */
+int http_query_each(const http_req_t *req, http_pair_fn fn, void *arg);
+
+/* 0 when every query argument of req is one its route names (http_route_t.query); else -1
+ * with a 400 naming the first that is not. */
+int http_query_known(const http_req_t *req, http_resp_t *resp);
 
 /* A request header (the name is case-insensitive), or NULL. */
 const char *http_header(const http_req_t *req, const char *name);

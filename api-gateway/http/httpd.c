@@ -86,6 +86,27 @@ struct httpd {
     pthread_t sweeper;
 };
 
+typedef struct {
+    http_pair_fn fn;
+    void *arg;
+    int rc;
+} s_each_t;
+
+static enum MHD_Result s_pair(void *cls, enum MHD_ValueKind kind, const char *key,
+                              const char *value) {
+    (void)kind;
+    s_each_t *e = cls;
+    e->rc = e->fn(e->arg, key, value ? value : "");
+    return e->rc == 0 ? MHD_YES : MHD_NO;
+}
+
+static int s_each(void *ctx, http_kind_t kind, http_pair_fn fn, void *arg) {
+    s_each_t e = {fn, arg, 0};
+    MHD_get_connection_values(ctx, kind == HTTP_QUERY ? MHD_GET_ARGUMENT_KIND : MHD_HEADER_KIND,
+                              s_pair, &e);
+    return e.rc;
+}
+
 static const char *s_lookup(void *ctx, http_kind_t kind, const char *name) {
     return MHD_lookup_connection_value(
         ctx, kind == HTTP_QUERY ? MHD_GET_ARGUMENT_KIND : MHD_HEADER_KIND, name);
@@ -385,8 +406,12 @@ static enum MHD_Result s_access(void *cls, struct MHD_Connection *mhd, const cha
             MHD_get_connection_info(mhd, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         up->c = si ? si->socket_context : NULL;
         up->started_ms = id_now_ms();
-        up->req = (http_req_t){
-            .lookup = s_lookup, .lookup_ctx = mhd, .method = method, .path = url, .conn = mhd};
+        up->req = (http_req_t){.lookup = s_lookup,
+                               .each = s_each,
+                               .lookup_ctx = mhd,
+                               .method = method,
+                               .path = url,
+                               .conn = mhd};
         *req_cls = up;
         return s_first(self, up);
     }

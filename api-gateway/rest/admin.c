@@ -97,6 +97,6 @@ static void s_cluster(void *app, http_req_t *req, http_resp_t *resp) {
 }
 
 const http_route_t admin_route_table[] = {
-    {"GET", "/api/v2/admin/cluster", s_cluster, false, NULL},
+    {"GET", "/api/v2/admin/cluster", s_cluster, false, NULL, NULL},
 };
 const int admin_route_count = sizeof admin_route_table / sizeof admin_route_table[0];

@@ -112,7 +112,7 @@ static void s_file(void *app, http_req_t *req, http_resp_t *resp) {
 }
 
 const http_route_t console_route_table[] = {
-    {"GET", "/console", s_root, true, NULL},
-    {"GET", "/console/{}", s_file, true, NULL},
+    {"GET", "/console", s_root, true, NULL, NULL},
+    {"GET", "/console/{}", s_file, true, NULL, NULL},
 };
 const int console_route_count = sizeof console_route_table / sizeof console_route_table[0];

@@ -104,8 +104,8 @@ static void s_delete(void *app, http_req_t *req, http_resp_t *resp) {
 
 /* Before the chat routes: "/api/v2/chats/{}" must not take "config". */
 const http_route_t config_route_table[] = {
-    {"GET", "/api/v2/chats/config/user-compaction-thresholds", s_list, false, NULL},
-    {"PUT", "/api/v2/chats/config/user-compaction-thresholds/{}", s_put, false, NULL},
-    {"DELETE", "/api/v2/chats/config/user-compaction-thresholds/{}", s_delete, false, NULL},
+    {"GET", "/api/v2/chats/config/user-compaction-thresholds", s_list, false, NULL, NULL},
+    {"PUT", "/api/v2/chats/config/user-compaction-thresholds/{}", s_put, false, NULL, NULL},
+    {"DELETE", "/api/v2/chats/config/user-compaction-thresholds/{}", s_delete, false, NULL, NULL},
 };
 const int config_route_count = (int)(sizeof config_route_table / sizeof config_route_table[0]);

@@ -187,8 +187,8 @@ static const http_body_t s_upload_body = {
 
 /* Before the chat routes: "/api/v2/chats/{}" must not take "files". */
 const http_route_t file_route_table[] = {
-    {"POST", "/api/v2/chats/files", s_upload, false, &s_upload_body},
-    {"GET", "/api/v2/chats/files/{}", s_download, false, NULL},
-    {"DELETE", "/api/v2/chats/files/{}", s_delete, false, NULL},
+    {"POST", "/api/v2/chats/files", s_upload, false, &s_upload_body, NULL},
+    {"GET", "/api/v2/chats/files/{}", s_download, false, NULL, NULL},
+    {"DELETE", "/api/v2/chats/files/{}", s_delete, false, NULL, NULL},
 };
 const int file_route_count = sizeof file_route_table / sizeof file_route_table[0];

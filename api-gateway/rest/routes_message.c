@@ -481,11 +481,11 @@ static void s_usage(void *app, http_req_t *req, http_resp_t *resp) {
 }
 
 const http_route_t message_route_table[] = {
-    {"GET", "/api/v2/chats/{}/messages", s_list, false, NULL},
-    {"GET", "/api/v2/chats/{}/usage", s_usage, false, NULL},
-    {"POST", "/api/v2/chats/{}/messages", s_send, false, NULL},
-    {"PATCH", "/api/v2/chats/{}/messages/{}", s_edit, false, NULL},
-    {"DELETE", "/api/v2/chats/{}/queue/{}", s_queue_delete, false, NULL},
-    {"POST", "/api/v2/chats/{}/queue/{}/promote", s_queue_promote, false, NULL},
+    {"GET", "/api/v2/chats/{}/messages", s_list, false, NULL, "before_id after_id limit"},
+    {"GET", "/api/v2/chats/{}/usage", s_usage, false, NULL, NULL},
+    {"POST", "/api/v2/chats/{}/messages", s_send, false, NULL, NULL},
+    {"PATCH", "/api/v2/chats/{}/messages/{}", s_edit, false, NULL, NULL},
+    {"DELETE", "/api/v2/chats/{}/queue/{}", s_queue_delete, false, NULL, NULL},
+    {"POST", "/api/v2/chats/{}/queue/{}/promote", s_queue_promote, false, NULL, NULL},
 };
 const int message_route_count = sizeof message_route_table / sizeof message_route_table[0];

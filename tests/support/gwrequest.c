@@ -30,6 +30,18 @@ const char *gwrequest_lookup(void *ctx, http_kind_t kind, const char *name) {
     return NULL;
 }
 
+int gwrequest_each(void *ctx, http_kind_t kind, http_pair_fn fn, void *arg) {
+    const gwrequest_table_t *t = ctx;
+    const gwrequest_kv_t *kv = kind == HTTP_QUERY ? t->query : t->headers;
+    for (; kv && kv->name; kv++) {
+        int rc = fn(arg, kv->name, kv->value);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
 int gwrequest_auth(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
     (void)app;
     gwrequest_auth_calls++;
@@ -49,6 +61,7 @@ int gwrequest_handle(const http_router_t *router, const char *method, const char
     gwrequest_auth_calls = 0;
     gwrequest_table_t t = {query, headers};
     http_req_t req = {.lookup = gwrequest_lookup,
+                      .each = gwrequest_each,
                       .lookup_ctx = &t,
                       .method = method,
                       .path = path,

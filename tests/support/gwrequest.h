@@ -44,6 +44,9 @@ extern int gwrequest_auth_calls;
  * case-insensitive. */
 const char *gwrequest_lookup(void *ctx, http_kind_t kind, const char *name);
 
+/* An http_each_fn over the same table, in its order. */
+int gwrequest_each(void *ctx, http_kind_t kind, http_pair_fn fn, void *arg);
+
 /* An http_auth_fn that accepts GWREQUEST_TOKEN as GWREQUEST_USER_ID, answers
  * HTTP_AUTH_UNAVAILABLE for GWREQUEST_TOKEN_DB_DOWN, and counts its calls. */
 int gwrequest_auth(void *app, const char *token, char user_id[ID_UUID_LEN + 1]);

@@ -50,17 +50,17 @@ static void s_silent(void *app, http_req_t *req, http_resp_t *resp) {
 }
 
 static const http_route_t s_table[] = {
-    {"GET", "/open", s_record, true, NULL},
-    {"GET", "/items", s_record, false, NULL},
-    {"POST", "/items", s_record, false, NULL},
-    {"GET", "/items/special", s_record, false, NULL},
-    {"GET", "/items/{}", s_record, false, NULL},
-    {"DELETE", "/items/{}", s_record, false, NULL},
-    {"GET", "/items/{}/parts/{}", s_record, false, NULL},
-    {"GET", "/four/{}/{}/{}/{}", s_record, true, NULL},
-    {"GET", "/five/{}/{}/{}/{}/{}", s_record, true, NULL},
-    {"GET", "/long/{}", s_record, true, NULL},
-    {"GET", "/silent", s_silent, true, NULL},
+    {"GET", "/open", s_record, true, NULL, NULL},
+    {"GET", "/items", s_record, false, NULL, "q limit"},
+    {"POST", "/items", s_record, false, NULL, NULL},
+    {"GET", "/items/special", s_record, false, NULL, NULL},
+    {"GET", "/items/{}", s_record, false, NULL, NULL},
+    {"DELETE", "/items/{}", s_record, false, NULL, NULL},
+    {"GET", "/items/{}/parts/{}", s_record, false, NULL, NULL},
+    {"GET", "/four/{}/{}/{}/{}", s_record, true, NULL, NULL},
+    {"GET", "/five/{}/{}/{}/{}/{}", s_record, true, NULL, NULL},
+    {"GET", "/long/{}", s_record, true, NULL, NULL},
+    {"GET", "/silent", s_silent, true, NULL, NULL},
 };
 
 static const http_router_t s_test_router = {s_table, sizeof s_table / sizeof s_table[0],
@@ -293,6 +293,38 @@ static void test_query_and_header_lookup(void **u) {
     http_req_t bare = {0};
     assert_null(http_query(&bare, "limit"));
     assert_null(http_header(&bare, "Authorization"));
+}
+
+/* A route reads the query parameters it names and no other: an unknown one, a prefix or an
+ * extension of a known one, is a 400 naming it before the handler runs; on a route that names
+ * none, any is. */
+static void test_unknown_query_parameter_is_refused(void **u) {
+    (void)u;
+    static const struct {
+        const char *path;
+        const char *name;
+        int status;
+    } cases[] = {{"/items", "limit", 200},  {"/items", "q", 200},     {"/items", "lim", 400},
+                 {"/items", "limits", 400}, {"/items", "bogus", 400}, {"/items/7", "q", 400},
+                 {"/items", "", 400}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gwrequest_kv_t query[] = {{"q", "x"}, {cases[i].name, "1"}, {NULL, NULL}};
+        json_t *body = NULL;
+        int status = s_handle(&s_test_router, "GET", cases[i].path, query, gwrequest_bearer, NULL,
+                              false, &body, NULL);
+        if (status != cases[i].status) {
+            fail_msg("%s?%s=1: %d, want %d", cases[i].path, cases[i].name, status, cases[i].status);
+        }
+        if (status == 400) {
+            const char *want = !strcmp(cases[i].path, "/items/7") ? "q"
+                               : cases[i].name[0]                 ? cases[i].name
+                                                                  : "(empty name)";
+            gwrequest_expect_invalid(body, want, "is not a query parameter of this route");
+            assert_int_equal(s_seen.calls, 0); /* the handler never ran */
+        } else {
+            json_decref(body);
+        }
+    }
 }
 
 static void test_error_envelope_shapes(void **u) {
@@ -589,6 +621,7 @@ int main(void) {
         cmocka_unit_test(test_query_and_header_lookup),
         cmocka_unit_test(test_error_envelope_shapes),
         cmocka_unit_test(test_invalid_names_a_field_cut_mid_character),
+        cmocka_unit_test(test_unknown_query_parameter_is_refused),
         cmocka_unit_test(test_route_table_patterns_are_well_formed),
         cmocka_unit_test(test_route_table_has_no_duplicate_method_and_pattern),
         cmocka_unit_test(test_every_route_is_reached_by_a_path_of_its_own),
