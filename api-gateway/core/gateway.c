@@ -388,7 +388,8 @@ json_t *gateway_rows(PGconn *conn, const char *sql, int n, const char *const *pa
 }
 
 /* One chat's own fields, of the row aliased a (jsonb_strip_nulls: a root has no
- * parent_chat_id or root_chat_id). */
+ * parent_chat_id or root_chat_id; plan_mode, last_reasoning_effort and lease_age_ms appear
+ * when set). has_unread: an assistant message the owner has not read (chat_read_markers). */
 #define GATEWAY_CHAT_FIELDS(a)                                                                     \
     "jsonb_strip_nulls(jsonb_build_object('id', " a ".id, 'owner_id', " a ".owner_id,"             \
     " 'title', " a ".title, 'status', " a ".status, 'archived', " a ".archived,"                   \
@@ -399,8 +400,15 @@ json_t *gateway_rows(PGconn *conn, const char *sql, int n, const char *const *pa
     " 'waiting_on_agents', nullif(" a ".waiting_on_agents, false), 'worker_id', " a ".worker_id,"  \
     " 'created_at', " a ".created_at, 'updated_at', " a ".updated_at,"                             \
     " 'snapshot_version', " a ".snapshot_version, 'dynamic_tools', " a ".dynamic_tools,"           \
-    " 'mcp_servers', " a ".mcp_servers))"                                                          \
-    " || jsonb_build_object('last_turn_summary', NULL, 'summary', NULL)"
+    " 'mcp_servers', " a ".mcp_servers, 'last_reasoning_effort', " a ".last_reasoning_effort,"     \
+    " 'plan_mode', CASE WHEN " a ".plan_mode THEN 'plan' END, 'lease_age_ms', (SELECT"             \
+    " (extract(epoch FROM statement_timestamp() - h.heartbeat_at) * 1000)::bigint"                 \
+    " FROM chat_heartbeats h WHERE h.chat_id = " a ".id AND h.runner_id = " a ".runner_id)))"      \
+    " || jsonb_build_object('last_turn_summary', NULL, 'summary', NULL, 'labels', " a ".labels,"   \
+    " 'pin_order', " a ".pin_order, 'has_unread', EXISTS (SELECT 1 FROM chat_messages um"          \
+    " WHERE um.chat_id = " a ".id AND um.role = 'assistant' AND um.visibility <> 'model'"          \
+    " AND NOT um.deleted AND um.id > coalesce((SELECT r.last_read_message_id"                      \
+    " FROM chat_read_markers r WHERE r.chat_id = " a ".id AND r.user_id = " a ".owner_id), 0)))"
 
 /* A member of a root's family, as the root embeds it. */
 #define GATEWAY_CHILD_JSON GATEWAY_CHAT_FIELDS("d") " || '{\"children\": []}'::jsonb"
