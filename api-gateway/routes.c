@@ -16,7 +16,7 @@ http_route_t *routes_all(int *count) {
         {config_route_table, config_route_count}, {file_route_table, file_route_count},
         {chat_route_table, chat_route_count},     {message_route_table, message_route_count},
         {admin_route_table, admin_route_count},   {console_route_table, console_route_count},
-        {a2a_route_table, a2a_route_count}};
+        {user_route_table, user_route_count},     {a2a_route_table, a2a_route_count}};
     *count = 0;
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
         *count += tables[i].n;

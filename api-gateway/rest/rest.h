@@ -4,7 +4,7 @@
  * reconcile-invalid, models, health, and the live routes watch and stream); routes_message.c
  * the message and queue routes; routes_config.c a user's own settings under
  * /api/v2/chats/config (compaction thresholds); routes_file.c the uploads and downloads of
- * chat files; admin.h the admin API; console.h the operator
+ * chat files; routes_user.c the caller's own account; admin.h the admin API; console.h the operator
  * console's files.
  */
 #ifndef CHATFLEET_REST_H
@@ -20,5 +20,7 @@ extern const http_route_t file_route_table[];
 extern const int file_route_count;
 extern const http_route_t config_route_table[];
 extern const int config_route_count;
+extern const http_route_t user_route_table[];
+extern const int user_route_count;
 
 #endif

@@ -710,6 +710,18 @@ static void test_models_lists_the_configured_default(void **u) {
     json_decref(r);
 }
 
+/* GET /users/me names the token's user, and is 401 without a valid token. */
+static void test_users_me_names_the_signed_in_user(void **u) {
+    (void)u;
+    json_t *me = s_call("GET", "/api/v2/users/me", NULL, 200);
+    assert_string_equal(s_str(me, "id"), s_owner);
+    assert_string_equal(s_str(me, "name"), "ender");
+    assert_true(json_is_false(json_object_get(me, "is_admin")));
+    assert_non_null(s_str(me, "created_at"));
+    json_decref(me);
+    json_decref(s_req("GET", "/api/v2/users/me", "cf_bad", NULL, 401));
+}
+
 /* The id of the model config a chat was created on. */
 static char *s_chat_model(const char *chat) {
     json_t *c = s_chat(chat);
@@ -1459,6 +1471,7 @@ int main(void) {
         cmocka_unit_test(test_reconcile_invalid_lands_in_error_and_a_second_is_409),
         cmocka_unit_test(test_promote_moves_the_message_into_history_with_its_queue_id),
         cmocka_unit_test(test_models_lists_the_configured_default),
+        cmocka_unit_test(test_users_me_names_the_signed_in_user),
         cmocka_unit_test(test_a_changed_default_model_is_used_after_the_cache_interval),
         cmocka_unit_test(test_title_patch_writes_a_user_title),
         cmocka_unit_test(test_title_patch_bumps_snapshot_version_and_publishes_an_update_hint),
