@@ -1,6 +1,7 @@
 /* gateway: request-to-bundle helpers shared by the route handlers; see gateway.h. */
 #include "gateway.h"
 #include "db.h"
+#include "effort.h"
 #include "fieldpath.h"
 #include "jsonstrict.h"
 #include "log.h"
@@ -354,6 +355,66 @@ int gateway_format(json_t *body, json_t *dynamic_tools, gateway_format_t *out, h
 void gateway_format_clear(gateway_format_t *f) {
     free(f->json);
     f->json = NULL;
+}
+
+int gateway_effort(json_t *body, const char **out, http_resp_t *resp) {
+    json_t *v = json_object_get(body, "reasoning_effort");
+    *out = NULL;
+    if (!v || json_is_null(v)) {
+        return 0;
+    }
+    *out = effort_name(effort_rank(json_string_value(v)));
+    if (!*out) {
+        http_invalid(resp, "reasoning_effort", "must be one of " EFFORT_NAMES_TEXT);
+        return -1;
+    }
+    return 0;
+}
+
+int gateway_plan_mode(json_t *body, int *out, http_resp_t *resp) {
+    json_t *v = json_object_get(body, "plan_mode");
+    *out = -1;
+    if (!v || json_is_null(v)) {
+        return 0;
+    }
+    const char *s = json_string_value(v);
+    if (!s || (strcmp(s, "plan") && s[0])) {
+        /* The reference's message (api-shapes.md §2.1), with the usual validations entry. */
+        static const char detail[] = "must be \"plan\" or \"\"";
+        http_json(resp, 400,
+                  json_pack("{s:s, s:s, s:[{s:s, s:s}]}", "message", "Invalid plan_mode value.",
+                            "detail", detail, "validations", "field", "plan_mode", "detail",
+                            detail));
+        return -1;
+    }
+    *out = s[0] != '\0';
+    return 0;
+}
+
+int gateway_mcp_servers(const gateway_t *gw, json_t *v, http_resp_t *resp) {
+    if (!json_is_array(v) || json_array_size(v) > GATEWAY_MCP_SERVERS_MAX) {
+        http_invalid(resp, "mcp_servers", "must be an array of at most 16 server names");
+        return -1;
+    }
+    size_t i;
+    json_t *s;
+    json_array_foreach(v, i, s) {
+        char f[64];
+        snprintf(f, sizeof f, "mcp_servers[%zu]", i);
+        const char *name = json_string_value(s);
+        bool dup = false;
+        for (size_t k = 0; name && k < i; k++) {
+            dup = dup || !strcmp(name, json_string_value(json_array_get(v, k)));
+        }
+        if (!name || dup || !json_object_get(gw->mcp_servers, name)) {
+            http_invalid(resp, f,
+                         !name ? "must be a string"
+                         : dup ? "names a server twice"
+                               : "is not an MCP server of this deployment");
+            return -1;
+        }
+    }
+    return 0;
 }
 
 json_t *gateway_rows(PGconn *conn, const char *sql, int n, const char *const *params,

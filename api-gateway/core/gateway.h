@@ -24,7 +24,7 @@
     "jsonb_strip_nulls(jsonb_build_object('id', m.id, 'chat_id', m.chat_id, 'created_by',"         \
     " m.created_by, 'model_config_id', m.model_config_id, 'created_at', m.created_at,"             \
     " 'role', m.role, 'usage', m.usage, 'revision', m.revision,"                                   \
-    " 'queued_message_id', m.queued_message_id,"                                                   \
+    " 'queued_message_id', m.queued_message_id, 'reasoning_effort', m.reasoning_effort,"           \
     " 'structured_output_request_id', CASE WHEN m.structured_output ->> 'type' ="                  \
     " 'structured-output-request' THEN m.structured_output_request_id END))"                       \
     " || jsonb_build_object('content', m.content) || CASE WHEN m.structured_output ->> 'type' ="   \
@@ -34,7 +34,8 @@
 #define GATEWAY_QUEUED_JSON                                                                        \
     "jsonb_strip_nulls(jsonb_build_object('id', q.id, 'chat_id', q.chat_id, 'model_config_id',"    \
     " q.model_config_id, 'created_at', q.created_at, 'structured_output_request_id',"              \
-    " q.structured_output_request_id)) || jsonb_build_object('content', q.content)"
+    " q.structured_output_request_id, 'reasoning_effort', q.reasoning_effort))"                    \
+    " || jsonb_build_object('content', q.content)"
 
 typedef struct {
     pool_t *pool;
@@ -130,6 +131,26 @@ typedef struct {
  * finalizer's name for a structured request. 0, or -1 with a 400 naming the exact field. */
 int gateway_format(json_t *body, json_t *dynamic_tools, gateway_format_t *out, http_resp_t *resp);
 void gateway_format_clear(gateway_format_t *f);
+
+/* Steering fields of a create, a send or an edit (issue 38), each read from body and checked
+ * before anything is stored; a field that is absent (or JSON null) leaves its output at the
+ * value that means "not given". */
+
+/* reasoning_effort: a name on the effort scale (effort.h) into *out (a static string), NULL
+ * when absent. 0, or -1 with a 400 naming reasoning_effort. */
+int gateway_effort(json_t *body, const char **out, http_resp_t *resp);
+
+/* plan_mode: "plan" (*out 1) or "" (0); -1 when absent. 0, or -1 with the reference's 400
+ * "Invalid plan_mode value." naming plan_mode (api-shapes.md §2.1). */
+int gateway_plan_mode(json_t *body, int *out, http_resp_t *resp);
+
+#define GATEWAY_MCP_SERVERS_MAX 16 /* servers a chat may enable (worker: MCPSET_SERVERS_MAX) */
+
+/* Checks v as a chat's mcp_servers (on create and on send): an array of at most
+ * GATEWAY_MCP_SERVERS_MAX unique names of servers the deployment configures (gw->mcp_servers,
+ * ARCHITECTURE.md §7.9). 0, or -1 with a 400 naming mcp_servers or the element at fault
+ * (mcp_servers[i]). */
+int gateway_mcp_servers(const gateway_t *gw, json_t *v, http_resp_t *resp);
 
 /* The id of the model config named name (the default's when name is NULL) into id, from
  * gw->models while fresh, else by a query on conn: 1, 0 when none has it, or -1 with a 500 in

@@ -25,7 +25,14 @@ typedef struct {
     int64_t error_history_version;
     int64_t action_history_version;
     char status[16];
+    int64_t delivered_id; /* the newest message the stream emitted */
+    int64_t marked_id;    /* the read marker it wrote last (0: none yet) */
+    int64_t marked_ms;    /* when (id_now_ms; 0: never) */
 } stream_t;
+
+/* The read marker is written at the catch-up, then at most once per this while the stream
+ * delivers (a mark that must wait asks for a sync when it may be written). */
+#define STREAM_MARK_READ_MS 1000
 
 /* Emits one event of this chat (steals event). */
 static void s_emit(stream_t *s, const char *type, json_t *event, int64_t id) {
@@ -38,6 +45,7 @@ static void s_emit_rows(stream_t *s, json_t *rows) {
     json_t *m;
     json_array_foreach(rows, i, m) {
         json_int_t id = json_integer_value(json_object_get(m, "id"));
+        s->delivered_id = id > s->delivered_id ? id : s->delivered_id;
         json_object_del(m, "deleted");
         s_emit(s, "message", json_pack("{s:O}", "message", m), id);
     }
@@ -179,6 +187,23 @@ static void s_on_episode_reset(void *owner) {
 
 static const episode_ops_t s_episode_ops = {s_on_episode_reset, s_on_episode_part};
 
+/* The owner read what the stream delivered (a stream is the owner's only): their read marker
+ * goes to its newest message, at the catch-up, then at most once per STREAM_MARK_READ_MS. A
+ * mark that must wait, or failed (chatstate_mark_read logs it), asks for a sync later. */
+static void s_mark_read(stream_t *s, PGconn *conn) {
+    if (s->delivered_id <= s->marked_id) {
+        return;
+    }
+    int64_t now = id_now_ms();
+    int64_t wait = s->marked_ms ? s->marked_ms + STREAM_MARK_READ_MS - now : 0;
+    if (wait <= 0 && chatstate_mark_read(conn, s->chat_id, s->user_id, s->delivered_id) == 0) {
+        s->marked_id = s->delivered_id;
+        s->marked_ms = now;
+        return;
+    }
+    feed_sync_later(s->feed, wait > 0 ? wait : STREAM_MARK_READ_MS);
+}
+
 /* One sync: one read transaction, then the events in the order of ARCHITECTURE.md §7.3. */
 static void s_sync(stream_t *s) {
     atomic_fetch_add(&s->gw->stream_reads, 1);
@@ -212,6 +237,7 @@ static void s_sync(stream_t *s) {
     if (s->initialized && snap <= s->snapshot_version) {
         PQclear(res);
         PQclear(PQexec(conn, "COMMIT"));
+        s_mark_read(s, conn); /* a mark that waited */
         pool_put(s->gw->pool, conn);
         return;
     }
@@ -247,6 +273,7 @@ static void s_sync(stream_t *s) {
     char worker_id[ID_UUID_LEN + 1];
     snprintf(worker_id, sizeof worker_id, "%s", PQgetvalue(res, 0, 6));
     PQclear(res);
+    s_mark_read(s, conn);
     pool_put(s->gw->pool, conn);
     /* Step (7) of the reference's sync (api-shapes.md §4.3): preview_reset for a new episode,
      * the bootstrap's included, then its parts so far (a relay catch-up). */

@@ -2,6 +2,7 @@
  * tool-results, compact, clear, reconcile-invalid), plus health and models. */
 #include "rest.h"
 #include "attachment.h"
+#include "chatlist.h"
 #include "stream.h"
 #include "watch.h"
 #include "admithook.h"
@@ -18,7 +19,6 @@
 extern const char *const gateway_chat_json_sql;
 
 #define SYSTEM_PROMPT_MAX_BYTES 10000 /* a chat's system prompt, as sent at creation */
-#define CHATS_LIMIT_MAX         200   /* chats per page of GET /chats */
 
 /* Replies with the chat as it is now (after a committed bundle). */
 static void s_reply_chat(PGconn *conn, const http_req_t *req, int status, http_resp_t *resp) {
@@ -83,36 +83,6 @@ static int s_dynamic_tools(json_t *tools, const char *key, http_resp_t *resp) {
     return 0;
 }
 
-#define MCP_SERVERS_MAX 16 /* servers one chat may enable */
-
-/* Checks mcp_servers: unique names of servers the deployment configures (ARCHITECTURE.md
- * §7.9). Errors name the element at fault. */
-static int s_mcp_servers(const gateway_t *gw, json_t *v, http_resp_t *resp) {
-    if (!json_is_array(v) || json_array_size(v) > MCP_SERVERS_MAX) {
-        http_invalid(resp, "mcp_servers", "must be an array of at most 16 server names");
-        return -1;
-    }
-    size_t i;
-    json_t *s;
-    json_array_foreach(v, i, s) {
-        char f[64];
-        snprintf(f, sizeof f, "mcp_servers[%zu]", i);
-        const char *name = json_string_value(s);
-        bool dup = false;
-        for (size_t k = 0; name && k < i; k++) {
-            dup = dup || !strcmp(name, json_string_value(json_array_get(v, k)));
-        }
-        if (!name || dup || !json_object_get(gw->mcp_servers, name)) {
-            http_invalid(resp, f,
-                         !name ? "must be a string"
-                         : dup ? "names a server twice"
-                               : "is not an MCP server of this deployment");
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* A chat creation (POST /chats): its body, what the checks made of it, and what its hooks
  * added. The body's checks run before the request takes a database connection. */
 typedef struct {
@@ -122,8 +92,11 @@ typedef struct {
     const char *dyn_key; /* dynamic_tools or its alias unsafe_dynamic_tools, as sent */
     json_t *dyn;
     json_t *mcp;
+    json_t *labels;
     char *content; /* gateway_content's canonical text, or a hook's override (heap) */
     gateway_format_t format;
+    const char *effort; /* the first message's reasoning_effort (a static name), or NULL */
+    int plan;           /* plan_mode: 1 "plan", 0 "", -1 absent */
     admithook_context_t context;
     char model_id[ID_UUID_LEN + 1];
     char chat_id[ID_UUID_LEN + 1];
@@ -132,9 +105,12 @@ typedef struct {
 /* The body's known fields and its scalar ones, each checked on its own so that the error
  * names the one at fault. */
 static int s_create_fields(create_t *c, http_resp_t *resp) {
-    static const char *const fields[] = {"content",         "title",         "system_prompt",
-                                         "model",           "dynamic_tools", "unsafe_dynamic_tools",
-                                         "response_format", "mcp_servers",   NULL};
+    static const char *const fields[] = {"content",         "title",
+                                         "system_prompt",   "model",
+                                         "dynamic_tools",   "unsafe_dynamic_tools",
+                                         "response_format", "mcp_servers",
+                                         "labels",          "reasoning_effort",
+                                         "plan_mode",       NULL};
     if (gateway_only_fields(c->body, fields, "", resp) != 0) {
         return -1;
     }
@@ -154,7 +130,7 @@ static int s_create_fields(create_t *c, http_resp_t *resp) {
         http_invalid(resp, "system_prompt", "must be a string of at most 10000 bytes");
         return -1;
     }
-    return 0;
+    return c->labels ? chatlist_labels_check(c->labels, "labels", resp) : 0;
 }
 
 /* Reads and checks the whole body into c (nothing of it needs the database): 0, or -1 with
@@ -170,12 +146,24 @@ static int s_create_parse(const gateway_t *gw, const http_req_t *req, create_t *
         json_object_get(c->body, "dynamic_tools") ? "dynamic_tools" : "unsafe_dynamic_tools";
     c->dyn = json_object_get(c->body, c->dyn_key);
     c->mcp = json_object_get(c->body, "mcp_servers");
+    c->labels = json_object_get(c->body, "labels");
     json_t *parts = json_object_get(c->body, "content");
     if (s_create_fields(c, resp) != 0 ||
         !(c->content = gateway_content(parts, "content", true, resp)) ||
         (c->dyn && s_dynamic_tools(c->dyn, c->dyn_key, resp) != 0) ||
         gateway_format(c->body, c->dyn, &c->format, resp) != 0 ||
-        (c->mcp && s_mcp_servers(gw, c->mcp, resp) != 0)) {
+        (c->mcp && gateway_mcp_servers(gw, c->mcp, resp) != 0) ||
+        gateway_effort(c->body, &c->effort, resp) != 0 ||
+        gateway_plan_mode(c->body, &c->plan, resp) != 0) {
+        return -1;
+    }
+    if (c->format.structured && c->plan == 1) {
+        http_invalid(resp, "response_format",
+                     "a structured request cannot be combined with plan mode");
+        return -1;
+    }
+    if (c->effort && json_array_size(parts) == 0) {
+        http_invalid(resp, "reasoning_effort", "is a message's: give content to carry it");
         return -1;
     }
     if (c->format.structured && json_array_size(parts) == 0) {
@@ -212,6 +200,7 @@ static void s_create_store(gateway_t *gw, PGconn *conn, const http_req_t *req, c
     bool has_first = s_create_has_first(c);
     char *tools = c->dyn ? jsonout_dumps(c->dyn) : NULL;
     char *mcp_text = c->mcp ? jsonout_dumps(c->mcp) : NULL;
+    char *labels_text = c->labels ? jsonout_dumps(c->labels) : NULL;
     /* The hook's context after the prompt; with no prompt, alone: the chat waits (§7.10). */
     cs_message_t first = {.role = "user",
                           .content = c->content,
@@ -219,6 +208,7 @@ static void s_create_store(gateway_t *gw, PGconn *conn, const http_req_t *req, c
                           .model_config_id = c->model_id,
                           .response_format = c->format.json,
                           .so_request_id = c->format.structured ? c->format.request_id : NULL,
+                          .reasoning_effort = c->effort,
                           .context = c->context.rows,
                           .context_count = c->context.count};
     cs_create_t cc = {.chat_id = c->chat_id,
@@ -229,6 +219,8 @@ static void s_create_store(gateway_t *gw, PGconn *conn, const http_req_t *req, c
                       .system_prompt = json_string_value(c->sys),
                       .dynamic_tools = tools,
                       .mcp_servers = mcp_text,
+                      .labels = labels_text,
+                      .plan_mode = c->plan == 1,
                       .messages = has_first ? &first : c->context.rows,
                       .message_count = has_first ? 1 : c->context.count};
     cs_error_t err;
@@ -243,6 +235,7 @@ static void s_create_store(gateway_t *gw, PGconn *conn, const http_req_t *req, c
     }
     free(tools);
     free(mcp_text);
+    free(labels_text);
 }
 
 /* POST /chats: the body is checked whole first; then, on a pooled connection, the model is
@@ -273,83 +266,127 @@ static void s_get(void *app, http_req_t *req, http_resp_t *resp) {
     pool_put(gw->pool, conn);
 }
 
-/* A list cursor must name one of the caller's own chats: any other id, malformed, unknown
- * or another user's, gets the same 400, so the answer tells nothing about other users' chats
- * (their existence, their order). 1 when it is theirs, 0 when not, -1 on a database error
- * (then a 500 in resp). */
-static int s_own_cursor(PGconn *conn, const char *chat_id, const char *user_id, http_resp_t *resp) {
-    const char *p[] = {chat_id, user_id};
-    db_err_t e;
-    PGresult *res =
-        db_query(conn, &e, NULL, 0, "SELECT 1 FROM chats WHERE id = $1 AND owner_id = $2", 2, p);
-    if (!res) {
-        http_error(resp, 500, "Internal error.", "database unavailable");
-        return -1;
-    }
-    int n = PQntuples(res);
-    PQclear(res);
-    return n == 1;
-}
-
+/* GET /chats: the list, searched, filtered and paged (core/chatlist.h). */
 static void s_list(void *app, http_req_t *req, http_resp_t *resp) {
-    gateway_t *gw = app;
-    const char *after_s = http_query(req, "after_id");
-    const char *archived = http_query(req, "archived");
-    static const char cursor_detail[] = "must be the id of one of your chats";
-    int64_t limit = 0;
-    char after[ID_UUID_LEN + 1] = "";
-    if (gateway_query_int(req, "limit", 1, CHATS_LIMIT_MAX, 50, &limit, resp) != 0) {
-        return;
-    }
-    if (after_s && gateway_chat_id(after_s, after) != 0) {
-        http_invalid(resp, "after_id", cursor_detail);
-        return;
-    }
-    if (archived && strcmp(archived, "true") && strcmp(archived, "false")) {
-        http_invalid(resp, "archived", "must be true or false");
-        return;
-    }
-    char lim[DB_PARAM_INT64_LEN];
-    const char *p[] = {req->user_id, archived ? archived : "false", after_s ? after : NULL,
-                       db_param_int64(lim, limit)};
-    PGconn *conn = pool_get(gw->pool);
-    int own = after_s ? s_own_cursor(conn, after, req->user_id, resp) : 1;
-    if (own <= 0) {
-        pool_put(gw->pool, conn);
-        if (own == 0) {
-            http_invalid(resp, "after_id", cursor_detail);
-        }
-        return;
-    }
-    /* The cursor's row is read with the owner again: the check above and this query may see
-     * different snapshots, and neither may read another user's row. */
-    char *sql = mem_printf("SELECT %s FROM chats c WHERE c.owner_id = $1"
-                           " AND c.parent_chat_id IS NULL" /* roots: children are embedded */
-                           " AND c.archived = $2::boolean AND ($3::uuid IS NULL OR"
-                           " (c.updated_at, c.id) < (SELECT updated_at, id FROM chats"
-                           " WHERE id = $3::uuid AND owner_id = $1)) ORDER BY c.updated_at DESC,"
-                           " c.id DESC LIMIT $4::int",
-                           gateway_chat_json_sql);
-    json_t *rows = gateway_rows(conn, sql, 4, p, resp);
-    pool_put(gw->pool, conn);
-    free(sql);
-    if (rows) {
-        http_json(resp, 200, rows);
-    }
+    chatlist_handle(app, req, resp);
 }
 
+/* A PATCH /chats/{id}: its body's fields (NULL when absent). */
 typedef struct {
     json_t *archived;
     json_t *title;
+    json_t *labels;
+    json_t *pin_order;
+    char *labels_text; /* labels as stored (heap) */
+    int plan;          /* plan_mode: 1 "plan", 0 "", -1 absent (gateway_plan_mode) */
 } update_t;
 
-/* Archive and title in one bundle: a PATCH with both applies both or neither. */
+/* The pin a PATCH asks for: pin_order, whose clamping to the owner's count makes any value
+ * beyond int the last place. */
+static int32_t s_pin(const update_t *u) {
+    json_int_t n = json_integer_value(u->pin_order);
+    return n > INT32_MAX ? INT32_MAX : (int32_t)n;
+}
+
+/* Every field in one bundle: a PATCH with several applies all of them or none. Archiving
+ * unpins the chat (closing the gap), in the same bundle. */
 static int s_update_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
     update_t *u = ctx;
-    if (u->archived && chatstate_set_archived(cs, json_is_true(u->archived), err) != 0) {
+    bool archiving = json_is_true(u->archived);
+    if (u->archived && chatstate_set_archived(cs, archiving, err) != 0) {
         return -1;
     }
-    return u->title ? chatstate_set_title(cs, json_string_value(u->title), err) : 0;
+    if (u->title && chatstate_set_title(cs, json_string_value(u->title), err) != 0) {
+        return -1;
+    }
+    if (u->labels_text && chatstate_set_labels(cs, u->labels_text, err) != 0) {
+        return -1;
+    }
+    if (u->plan >= 0 && chatstate_set_plan_mode(cs, u->plan == 1, err) != 0) {
+        return -1;
+    }
+    return u->pin_order || archiving ? chatstate_set_pin_order(cs, archiving ? 0 : s_pin(u), err)
+                                     : 0;
+}
+
+#define UPDATE_PIN_TRIES 4 /* bundles of a pin move tried, as gateway_bundle tries its own */
+
+/* gateway_bundle for a PATCH that moves pins (pin_order, or an archive, which unpins): the
+ * bundle takes the owner's pin lock before the chat's row lock (chatstate_begin_pinning), so
+ * that two pin moves of one owner never deadlock on each other's rows. The chat is the
+ * caller's (s_update read it). 0, or -1 with the error in resp. */
+static int s_update_pinning(gateway_t *gw, PGconn *conn, const http_req_t *req, update_t *u,
+                            http_resp_t *resp) {
+    cs_error_t err = {0};
+    for (int attempt = 0; attempt < UPDATE_PIN_TRIES; attempt++) {
+        chatstate_t *cs = chatstate_begin_pinning(conn, &gw->chat_settings, req->params[0], &err);
+        if (cs && s_update_step(cs, u, &err) == 0 &&
+            chatstate_commit_wake(&cs, &gw->sink, NULL, &err) == 0) {
+            if (u->pin_order) {
+                log_info("chat_pin_moved", "chat_id=%s pin_order=%lld", req->params[0],
+                         (long long)json_integer_value(u->pin_order));
+            }
+            return 0;
+        }
+        chatstate_destroy(&cs);
+        if (err.rc != CS_RETRY) {
+            break;
+        }
+        log_info("bundle_retry", "chat_id=%s attempt=%d", req->params[0], attempt + 1);
+    }
+    gateway_cs_error(resp, &err);
+    return -1;
+}
+
+/* The body's fields, each checked on its own so that the error names the one at fault. */
+static int s_update_fields(update_t *u, http_resp_t *resp) {
+    if ((u->archived && !json_is_boolean(u->archived)) ||
+        (u->title && (!json_is_string(u->title) || json_string_length(u->title) == 0 ||
+                      json_string_length(u->title) > CS_TITLE_MAX_BYTES))) {
+        http_invalid(resp, u->archived && !json_is_boolean(u->archived) ? "archived" : "title",
+                     "archived is a boolean; title a string of 1 to 200 bytes");
+        return -1;
+    }
+    if (u->labels && chatlist_labels_check(u->labels, "labels", resp) != 0) {
+        return -1;
+    }
+    if (u->pin_order && !json_is_integer(u->pin_order)) {
+        http_invalid(resp, "pin_order", "must be an integer");
+        return -1;
+    }
+    if (u->pin_order && json_integer_value(u->pin_order) < 0) {
+        chatlist_invalid(resp, "Pin order must be non-negative.", "pin_order",
+                         "0 unpins; a positive pin_order pins or moves the chat");
+        return -1;
+    }
+    u->labels_text = u->labels ? jsonout_dumps(u->labels) : NULL;
+    return 0;
+}
+
+/* What the chat as it is refuses (the bundle checks again under its locks): a change of
+ * archived that changes nothing, refused as a whole, title included (ARCHITECTURE.md §11);
+ * pinning a chat that is or becomes archived, or a child (only roots are pinned). */
+static int s_update_against(const update_t *u, json_t *chat, http_resp_t *resp) {
+    json_t *was = json_object_get(chat, "archived");
+    if (u->archived && json_equal(u->archived, was)) {
+        http_error(resp, 400,
+                   json_is_true(u->archived) ? "Chat is already archived."
+                                             : "Chat is already not archived.",
+                   NULL);
+        return -1;
+    }
+    bool pinning = u->pin_order && json_integer_value(u->pin_order) > 0;
+    if (pinning && json_is_true(u->archived ? u->archived : was)) {
+        chatlist_invalid(resp, "Cannot pin an archived chat.", "pin_order",
+                         "unarchive the chat first");
+        return -1;
+    }
+    if (pinning && json_object_get(chat, "parent_chat_id")) {
+        chatlist_invalid(resp, "Only root chats can be pinned.", "pin_order",
+                         "a subagent chat is listed inside its root");
+        return -1;
+    }
+    return 0;
 }
 
 static void s_update(void *app, http_req_t *req, http_resp_t *resp) {
@@ -358,38 +395,29 @@ static void s_update(void *app, http_req_t *req, http_resp_t *resp) {
     if (!body) {
         return;
     }
-    static const char *const fields[] = {"title", "archived", NULL};
-    update_t u = {json_object_get(body, "archived"), json_object_get(body, "title")};
+    static const char *const fields[] = {"title",     "archived",  "labels",
+                                         "pin_order", "plan_mode", NULL};
+    update_t u = {.archived = json_object_get(body, "archived"),
+                  .title = json_object_get(body, "title"),
+                  .labels = json_object_get(body, "labels"),
+                  .pin_order = json_object_get(body, "pin_order")};
     PGconn *conn = pool_get(gw->pool);
     json_t *chat = NULL;
-    if (gateway_only_fields(body, fields, "", resp) != 0) {
+    if (gateway_only_fields(body, fields, "", resp) != 0 || s_update_fields(&u, resp) != 0 ||
+        gateway_plan_mode(body, &u.plan, resp) != 0 ||
+        !(chat = gateway_chat_json(conn, req->params[0], req->user_id, resp)) ||
+        s_update_against(&u, chat, resp) != 0) {
         goto done;
     }
-    if ((u.archived && !json_is_boolean(u.archived)) ||
-        (u.title && (!json_is_string(u.title) || json_string_length(u.title) == 0 ||
-                     json_string_length(u.title) > CS_TITLE_MAX_BYTES))) {
-        http_invalid(resp, u.archived && !json_is_boolean(u.archived) ? "archived" : "title",
-                     "archived is a boolean; title a string of 1 to 200 bytes");
-        goto done;
-    }
-    if (!(chat = gateway_chat_json(conn, req->params[0], req->user_id, resp))) {
-        goto done;
-    }
-    /* No change of archived, no transition: the request is refused as a whole, title
-     * included (ARCHITECTURE.md §11). */
-    if (u.archived && json_equal(u.archived, json_object_get(chat, "archived"))) {
-        http_error(resp, 400,
-                   json_is_true(u.archived) ? "Chat is already archived."
-                                            : "Chat is already not archived.",
-                   NULL);
-        goto done;
-    }
-    if ((u.archived || u.title) &&
-        gateway_bundle(gw, conn, req, s_update_step, &u, NULL, resp) != 0) {
+    bool pins = u.pin_order || json_is_true(u.archived);
+    if (pins ? s_update_pinning(gw, conn, req, &u, resp) != 0
+             : (u.archived || u.title || u.labels || u.plan >= 0) &&
+                   gateway_bundle(gw, conn, req, s_update_step, &u, NULL, resp) != 0) {
         goto done;
     }
     http_json(resp, 204, NULL);
 done:
+    free(u.labels_text);
     json_decref(chat);
     json_decref(body);
     pool_put(gw->pool, conn);
@@ -458,6 +486,21 @@ static void s_reconcile(void *app, http_req_t *req, http_resp_t *resp) {
     /* The only conflict reconcile has is a valid state (ARCHITECTURE.md §4.3). */
     if (resp->status == 409) {
         http_error(resp, 409, "Chat is not in an invalid state.", NULL);
+    }
+}
+
+static int s_title_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
+    (void)ctx;
+    return chatstate_request_title(cs, err);
+}
+
+/* Asks a worker for a new generated title (ARCHITECTURE.md §7.8): a durable request a worker
+ * serves (the running chat's next model step, or an idle chat's own call), even over a user
+ * title. 202 with the chat; the title comes later, as a title_change. */
+static void s_title_regenerate(void *app, http_req_t *req, http_resp_t *resp) {
+    s_simple(app, req, resp, s_title_step, NULL, 202);
+    if (resp->status == 409) {
+        http_error(resp, 409, "Cannot regenerate the title of an archived chat.", NULL);
     }
 }
 
@@ -541,7 +584,8 @@ static void s_models(void *app, http_req_t *req, http_resp_t *resp) {
                                 "SELECT jsonb_build_object('id', id, 'name', name, 'provider',"
                                 " provider, 'model', model, 'default', is_default,"
                                 " 'context_limit', context_limit, 'native_structured_output',"
-                                " native_structured_output) FROM model_configs ORDER BY name",
+                                " native_structured_output, 'reasoning_effort',"
+                                " options -> 'reasoning_effort') FROM model_configs ORDER BY name",
                                 0, NULL, resp);
     pool_put(gw->pool, conn);
     if (rows) {
@@ -592,6 +636,7 @@ const http_route_t chat_route_table[] = {
     {"POST", "/api/v2/chats/{}/compact", s_compact, false, NULL, NULL},
     {"POST", "/api/v2/chats/{}/clear", s_clear, false, NULL, NULL},
     {"POST", "/api/v2/chats/{}/reconcile-invalid", s_reconcile, false, NULL, NULL},
+    {"POST", "/api/v2/chats/{}/title/regenerate", s_title_regenerate, false, NULL, NULL},
     {"GET", "/api/v2/chats/{}/stream", stream_handle, false, NULL, "after_id"},
 };
 const int chat_route_count = sizeof chat_route_table / sizeof chat_route_table[0];

@@ -1,4 +1,5 @@
 /* routes_message: messages (list, send, edit) and the queue (delete, promote). */
+#include "admin.h"
 #include "admithook.h"
 #include "db.h"
 #include "jsonout.h"
@@ -45,6 +46,21 @@ static void s_bad_id(gateway_t *gw, const http_req_t *req, http_resp_t *resp, co
     if (chat) {
         json_decref(chat);
         http_error(resp, 400, message, "Message ID must be a positive integer.");
+    }
+}
+
+/* The owner read the page (the list answers the owner only): their read marker goes to the
+ * newest message of its first limit rows (the one past them only tells has_more), never
+ * back. A marker that could not be written leaves has_unread as it was; the page is still
+ * answered. */
+static void s_mark_read(PGconn *conn, const http_req_t *req, json_t *rows, size_t limit) {
+    json_int_t newest = 0;
+    for (size_t i = 0; i < json_array_size(rows) && i < limit; i++) {
+        json_int_t id = json_integer_value(json_object_get(json_array_get(rows, i), "id"));
+        newest = id > newest ? id : newest;
+    }
+    if (newest > 0) {
+        (void)chatstate_mark_read(conn, req->params[0], req->user_id, newest); /* it logs */
     }
 }
 
@@ -97,6 +113,9 @@ static void s_list(void *app, http_req_t *req, http_resp_t *resp) {
                               " WHERE q.chat_id = $1 ORDER BY q.position, q.id",
                               1, p, resp);
     }
+    if (rows) {
+        s_mark_read(conn, req, rows, (size_t)limit);
+    }
     pool_put(gw->pool, conn);
     if (!rows) {
         return;
@@ -126,6 +145,8 @@ typedef struct {
     cs_edit_format_t edit_format;
     char model_id[ID_UUID_LEN + 1]; /* the model the message asks for, by configured name */
     admithook_context_t context;    /* what user_prompt_submit added (admithook.h) */
+    int plan;                       /* a send's plan_mode: 1 "plan", 0 "", -1 absent */
+    char *mcp_text;                 /* a send's mcp_servers as stored (heap), or NULL: kept */
 } send_t;
 
 /* Collects what the bundle inserted and deleted before it is committed and freed. */
@@ -154,6 +175,12 @@ static void s_context(send_t *s) {
 static int s_send_step(chatstate_t *cs, void *ctx, cs_error_t *err) {
     send_t *s = ctx;
     s_context(s);
+    /* The chat's settings for the next turns first, so that the turn this send starts (or the
+     * one it queues for) runs with them; a refused send undoes them with the rest. */
+    if ((s->plan >= 0 && chatstate_set_plan_mode(cs, s->plan == 1, err) != 0) ||
+        (s->mcp_text && chatstate_set_mcp_servers(cs, s->mcp_text, err) != 0)) {
+        return -1;
+    }
     if (chatstate_send_message(cs, &s->msg, s->busy, s->max_queue, &s->message_id, &s->queued_id,
                                err) != 0) {
         return -1;
@@ -196,12 +223,16 @@ static json_t *s_find(json_t *rows, int64_t id) {
     return NULL;
 }
 
-/* Parses {content, busy_behavior?, model?, response_format?} shared by send and edit (the
- * model and the format are read against the database by s_format). */
+/* Parses {content, busy_behavior?, model?, response_format?, reasoning_effort?, plan_mode?,
+ * mcp_servers?} shared by send and edit (an edit takes no busy_behavior, plan_mode or
+ * mcp_servers; the model and the format are read against the database by s_format, the
+ * steering fields by s_steer). */
 static int s_parse(http_req_t *req, http_resp_t *resp, json_t **body, send_t *s, bool edit) {
-    static const char *const send_fields[] = {"content", "busy_behavior", "model",
-                                              "response_format", NULL};
-    static const char *const edit_fields[] = {"content", "model", "response_format", NULL};
+    static const char *const send_fields[] = {
+        "content",          "busy_behavior", "model",       "response_format",
+        "reasoning_effort", "plan_mode",     "mcp_servers", NULL};
+    static const char *const edit_fields[] = {"content", "model", "response_format",
+                                              "reasoning_effort", NULL};
     if (!(*body = gateway_body(req, resp, false)) ||
         gateway_only_fields(*body, edit ? edit_fields : send_fields, "", resp) != 0) {
         return -1;
@@ -218,6 +249,31 @@ static int s_parse(http_req_t *req, http_resp_t *resp, json_t **body, send_t *s,
         return -1;
     }
     s->msg = (cs_message_t){.role = "user", .content = content, .created_by = req->user_id};
+    return 0;
+}
+
+/* The steering fields (issue 38): the message's reasoning_effort; a send's plan_mode and
+ * mcp_servers (null or absent: the chat's stay), for the chat's next turns. Checked before
+ * anything is stored; a structured request with plan mode in the same body is refused here,
+ * and against the chat's own plan mode inside the bundle (chatstate_send_message). */
+static int s_steer(const gateway_t *gw, json_t *body, send_t *s, bool edit) {
+    s->plan = -1;
+    if (gateway_effort(body, &s->msg.reasoning_effort, s->resp) != 0 ||
+        (!edit && gateway_plan_mode(body, &s->plan, s->resp) != 0)) {
+        return -1;
+    }
+    json_t *mcp = edit ? NULL : json_object_get(body, "mcp_servers");
+    if (mcp && !json_is_null(mcp)) {
+        if (gateway_mcp_servers(gw, mcp, s->resp) != 0) {
+            return -1;
+        }
+        s->mcp_text = jsonout_dumps(mcp);
+    }
+    if (s->format.structured && s->plan == 1) {
+        http_invalid(s->resp, "response_format",
+                     "a structured request cannot be combined with plan mode");
+        return -1;
+    }
     return 0;
 }
 
@@ -298,6 +354,7 @@ static void s_send_clear(gateway_t *gw, send_t *s, json_t *body) {
     json_decref(s->inserted);
     json_decref(s->deleted);
     free((char *)s->msg.content);
+    free(s->mcp_text);
     json_decref(body);
 }
 
@@ -310,8 +367,8 @@ static void s_send(void *app, http_req_t *req, http_resp_t *resp) {
         return;
     }
     s.conn = pool_get(gw->pool);
-    if (s_format(&s, req, body, false) == 0 && s_admit(gw, req, &s, false) == 0 &&
-        s_attach(req, &s) == 0 &&
+    if (s_format(&s, req, body, false) == 0 && s_steer(gw, body, &s, false) == 0 &&
+        s_admit(gw, req, &s, false) == 0 && s_attach(req, &s) == 0 &&
         gateway_bundle(gw, s.conn, req, s_send_step, &s, NULL, resp) == 0) {
         json_t *rows = s_inserted_rows(&s);
         if (rows) {
@@ -382,6 +439,9 @@ static void s_edit(void *app, http_req_t *req, http_resp_t *resp) {
     s.conn = pool_get(gw->pool);
     int rc = s_format(&s, req, body, true);
     if (rc == 0) {
+        rc = s_steer(gw, body, &s, true);
+    }
+    if (rc == 0) {
         rc = s_admit(gw, req, &s, true);
     }
     if (rc == 0) {
@@ -444,27 +504,24 @@ static void s_queue_promote(void *app, http_req_t *req, http_resp_t *resp) {
 /* The sums of the usage the chat's messages carry (ARCHITECTURE.md §7.7): every row with
  * usage, deleted ones included (their tokens were spent), grouped by the row's model config;
  * the ROLLUP row is the chat's total. */
+/* Every model call of the chat: its message rows with usage (deleted ones too: their tokens
+ * were spent) and its calls that wrote no message (chat_usage: titles). */
 static void s_usage(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     PGconn *conn = pool_get(gw->pool);
     json_t *chat = gateway_chat_json(conn, req->params[0], req->user_id, resp);
     const char *p[] = {req->params[0]};
     json_t *rows =
-        chat ? gateway_rows(
-                   conn,
-                   "SELECT jsonb_build_object('model', CASE WHEN grouping(mc.name) = 1 THEN NULL"
-                   " ELSE coalesce(mc.name, '') END, 'messages', count(*),"
-                   " 'input_tokens', coalesce(sum((m.usage ->> 'input_tokens')::bigint), 0),"
-                   " 'output_tokens', coalesce(sum((m.usage ->> 'output_tokens')::bigint), 0),"
-                   " 'cache_read_tokens', coalesce(sum((m.usage ->> 'cache_read_tokens')::bigint),"
-                   " 0), 'cache_creation_tokens', coalesce(sum((m.usage ->>"
-                   " 'cache_creation_tokens')::bigint), 0), 'reasoning_tokens',"
-                   " coalesce(sum((m.usage ->> 'reasoning_tokens')::bigint), 0),"
-                   " 'total_cost_micros', coalesce(sum((m.usage ->> 'total_cost_micros')::bigint),"
-                   " 0)) FROM chat_messages m LEFT JOIN model_configs mc ON mc.id ="
-                   " m.model_config_id WHERE m.chat_id = $1::uuid AND m.usage IS NOT NULL"
-                   " GROUP BY ROLLUP (mc.name) ORDER BY grouping(mc.name), mc.name",
-                   1, p, resp)
+        chat ? gateway_rows(conn,
+                            "SELECT jsonb_build_object('model', CASE WHEN grouping(mc.name) = 1"
+                            " THEN NULL ELSE coalesce(mc.name, '') END," ADMIN_USAGE_SUMS_SQL ")"
+                            " FROM (SELECT m.model_config_id, m.usage, true AS message"
+                            " FROM chat_messages m WHERE m.chat_id = $1::uuid"
+                            " AND m.usage IS NOT NULL UNION ALL SELECT cu.model_config_id,"
+                            " cu.usage, false FROM chat_usage cu WHERE cu.chat_id = $1::uuid) u"
+                            " LEFT JOIN model_configs mc ON mc.id = u.model_config_id"
+                            " GROUP BY ROLLUP (mc.name) ORDER BY grouping(mc.name), mc.name",
+                            1, p, resp)
              : NULL;
     pool_put(gw->pool, conn);
     if (rows) {

@@ -345,7 +345,8 @@ int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64
                        m->so_meta,
                        queued_id ? db_param_int64(qid, queued_id) : NULL,
                        m->compressed ? "t" : "f",
-                       m->response_format};
+                       m->response_format,
+                       m->reasoning_effort};
     /* Sent ahead: the id reaches the inserted list (and *id_out) when the bundle next reads,
      * which every transition does before it ends (cs_finish). */
     self->row_fresh = false;
@@ -359,23 +360,27 @@ int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64
             self->conn,
             "INSERT INTO chat_messages (chat_id, role, visibility, content, created_by,"
             " model_config_id, usage, structured_output_request_id, structured_output,"
-            " queued_message_id, compressed)"
+            " queued_message_id, compressed, reasoning_effort)"
             " VALUES ($1, $2::chat_message_role, coalesce($3, 'both')::chat_message_visibility,"
             " $4::jsonb, $5::uuid, $6::uuid, $7::jsonb, $8::uuid,"
             " coalesce($9::jsonb, CASE WHEN $12::jsonb IS NULL THEN NULL ELSE jsonb_build_object("
             "'type', 'structured-output-request', 'response_format', $12::jsonb) END),"
-            " $10::bigint, $11::boolean) RETURNING id",
-            12, p, s_inserted, self) != 0) {
+            " $10::bigint, $11::boolean, $13::reasoning_effort) RETURNING id",
+            13, p, s_inserted, self) != 0) {
         self->insert_outs.count--;
         return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
     }
     /* A user message that names a model: the chat's turn runs on it from now on, so the chat
-     * records it as its last model (ARCHITECTURE.md §7.1). */
-    if (m->model_config_id && !strcmp(m->role, "user") &&
+     * records it as its last model (ARCHITECTURE.md §7.1); its reasoning effort likewise
+     * becomes the chat's last_reasoning_effort. */
+    if ((m->model_config_id || m->reasoning_effort) && !strcmp(m->role, "user") &&
         (!m->visibility || strcmp(m->visibility, "model")) && !m->compressed) {
-        const char *mp[] = {self->chat_id, m->model_config_id};
-        if (cs_exec(self, err, "UPDATE chats SET model_config_id = $2::uuid WHERE id = $1", 2,
-                    mp) != 0) {
+        const char *mp[] = {self->chat_id, m->model_config_id, m->reasoning_effort};
+        if (cs_exec(self, err,
+                    "UPDATE chats SET model_config_id = coalesce($2::uuid, model_config_id),"
+                    " last_reasoning_effort = coalesce($3::reasoning_effort,"
+                    " last_reasoning_effort) WHERE id = $1",
+                    3, mp) != 0) {
             return -1;
         }
     }
@@ -427,7 +432,7 @@ int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_err
                  " ORDER BY position, id LIMIT 1)"
                  " RETURNING id, content::text, created_by::text, model_config_id::text,"
                  " response_format::text, structured_output_request_id::text,"
-                 " hook_context::text",
+                 " hook_context::text, reasoning_effort::text",
                  2, p);
     if (!res) {
         return -1;
@@ -442,7 +447,8 @@ int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_err
                       .created_by = db_text(res, 0, 2),
                       .model_config_id = db_text(res, 0, 3),
                       .response_format = db_text(res, 0, 4),
-                      .so_request_id = db_text(res, 0, 5)};
+                      .so_request_id = db_text(res, 0, 5),
+                      .reasoning_effort = db_text(res, 0, 7)};
     int rc = cs_answer_pending(self, "tool call canceled: a new user message arrived", err);
     if (rc == 0) {
         rc = cs_insert(self, &m, promoted, message_id, err);
@@ -529,8 +535,11 @@ static int s_end(chatstate_t *self, const char *sql, cs_hints_t *h, cs_error_t *
         }
     } else if (cs_load(self, err) == 0) {
         s_hint_from_row(self, &h->update);
-        h->ownership =
-            chatmove_runnable(self->state) && self->row.needs_owner && !self->row.agent_wait;
+        /* An idle chat with a title request also wants an owner: the acquirer's title pass
+         * takes it for one title call (chatstate_title.c). */
+        bool wanted =
+            chatmove_runnable(self->state) || (self->row.title_requested && !self->row.archived);
+        h->ownership = wanted && self->row.needs_owner && !self->row.agent_wait;
         rc = self->nested ? s_hand_over(self, err, sql) : s_exec_now(self, err, sql);
     }
     if (rc == 0) {
@@ -636,7 +645,8 @@ int chatstate_create(PGconn *conn, const cs_settings_t *settings, const cs_creat
                        c->parent_chat_id,
                        c->parent_chat_id ? fam.root_chat_id : NULL,
                        db_param_int64(depth, fam.depth),
-                       c->parent_chat_id ? c->spawn_call_id : NULL};
+                       c->parent_chat_id ? c->spawn_call_id : NULL,
+                       c->labels};
     /* The row is sent ahead with the messages, and read with the load that checks them: one
      * round trip (ARCHITECTURE.md §4.4). Were the id taken, the messages would have gone to
      * that chat inside this transaction, which the conflict below rolls back. */
@@ -644,16 +654,21 @@ int chatstate_create(PGconn *conn, const cs_settings_t *settings, const cs_creat
     cs_keep(self, err,
             "INSERT INTO chats (id, owner_id, title, title_source, status, model_config_id,"
             " system_prompt, dynamic_tools, mcp_servers, parent_chat_id, root_chat_id, depth,"
-            " spawn_call_id)"
+            " spawn_call_id, labels)"
             " SELECT $1, $2::uuid, coalesce($3,"
             " left(regexp_replace("
             "(SELECT e.p ->> 'text' FROM jsonb_array_elements($9::jsonb) e(p)"
             " WHERE e.p ->> 'type' = 'text' LIMIT 1), '\\s+', ' ', 'g'), 80), 'New Chat'),"
             " $4::chat_title_source, $5::chat_status, $6::uuid, $7, $8::jsonb, $10::jsonb,"
-            " $11::uuid, $12::uuid, $13::int, $14"
+            " $11::uuid, $12::uuid, $13::int, $14, coalesce($15::jsonb, '{}'::jsonb)"
             " WHERE NOT EXISTS (SELECT 1 FROM chats WHERE id = $1 OR (parent_chat_id = $11::uuid"
             " AND spawn_call_id = $14)) RETURNING id",
-            14, p, &created);
+            15, p, &created);
+    /* Plan mode rides with the row, sent ahead: no round trip of its own. */
+    const char *pp[] = {id};
+    if (c->plan_mode && !self->failed) {
+        cs_exec(self, err, "UPDATE chats SET plan_mode = true WHERE id = $1", 1, pp);
+    }
     if (!self->failed && c->system_prompt) {
         cs_message_t sys = {
             .role = "system", .visibility = "model", .content = NULL, .created_by = c->owner_id};

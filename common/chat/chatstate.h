@@ -52,7 +52,11 @@ typedef struct cs_message {
     const char *so_request_id;   /* uuid: the structured request this row carries or closes */
     const char *so_meta;         /* JSON object: internal structured-output metadata */
     const char *response_format; /* JSON: kept on a queued user message until promotion */
-    bool compressed;             /* a context boundary row */
+    /* A user message's reasoning effort (effort.h scale), or NULL: kept on a queued row
+     * through promotion; a user row that enters history with one makes it the chat's
+     * last_reasoning_effort, as model_config_id makes the chat's model (ARCHITECTURE.md §7.1). */
+    const char *reasoning_effort;
+    bool compressed; /* a context boundary row */
     /* A prompt's lifecycle hook context (ARCHITECTURE.md §7.10: model-only user rows and
      * user-only assistant rows with CS_HOOK_CONTEXT_META): inserted right after the message,
      * or, when a send queues it, kept with the queued row and inserted right after it when it
@@ -87,6 +91,8 @@ typedef struct {
     const char *system_prompt; /* becomes a model-only system message */
     const char *dynamic_tools; /* JSON array */
     const char *mcp_servers;   /* JSON array of MCP server names (ARCHITECTURE.md §7.9), or NULL */
+    const char *labels;        /* JSON object of string labels (chatstate_set_labels), or NULL */
+    bool plan_mode;            /* the chat starts in plan mode (chatstate_set_plan_mode) */
     const cs_message_t *messages;
     int message_count;
     /* A subagent chat (ARCHITECTURE.md §3, "Families"): its parent, one of the owner's chats,
@@ -220,9 +226,88 @@ int chatstate_set_title(chatstate_t *self, const char *title, cs_error_t *err);
 int chatstate_set_generated_title(chatstate_t *self, const cs_fence_t *fence, const char *title,
                                   bool *applied, cs_error_t *err);
 
+/* --- Title regeneration and background calls' usage (chatstate_title.c; ARCHITECTURE.md §7.7,
+ * §7.8; issue 38). --- */
+
+/* The owner's request for a new generated title (POST /chats/{id}/title/regenerate): sets
+ * title_requested_at, metadata like SetTitle (every state but archived: CS_CONFLICT). The
+ * marker is durable until a worker clears it with chatstate_title_outcome; an idle chat with
+ * the marker asks for an owner (the bundle's ownership hint). */
+int chatstate_request_title(chatstate_t *self, cs_error_t *err);
+
+/* Whether the owner the fence names (worker and runner; CS_FENCED otherwise) must serve a title
+ * request before it lets the chat go: *wanted when the chat is idle (waiting or error), not
+ * archived and has title_requested_at. Loads the row as Abandon does and writes nothing, so
+ * chatstate_abandon may follow in the same bundle. 0 or -1. */
+int chatstate_title_wanted(chatstate_t *self, const cs_fence_t *fence, bool *wanted,
+                           cs_error_t *err);
+
+/* What one title call came to. */
+typedef struct {
+    const char *title;           /* the generated title to write, or NULL (none came) */
+    int64_t request_us;          /* the request it serves: title_requested_at in microseconds
+                                    since the epoch, as read; 0 for a new chat's first title */
+    const char *usage;           /* the call's usage (a JSON object, as a message's), or NULL */
+    const char *model_config_id; /* the config that answered (uuid), or NULL */
+} cs_title_outcome_t;
+
+/* A title call's outcome in one bundle, written only by the owner the fence names (CS_FENCED
+ * otherwise): the title with source 'generated' (title_updated_at now, updated_at untouched)
+ * over a fallback or generated title, and over a user title only when o->request_us is set and
+ * the request is newer than that title (the user asked for it); the usage as a chat_usage row
+ * of kind 'title' (the tokens were spent, whether or not a title was written); the request's
+ * marker cleared when it is still the one read (a newer request stays for another call).
+ * *applied says whether the title was written (only then is the title hint set). A bundle
+ * with usage or a request commits durably; a bare title does not wait for its WAL flush, as
+ * chatstate_set_generated_title. A title that is not 1 to CS_TITLE_MAX_BYTES bytes is
+ * CS_BAD_INPUT. 0 or -1. */
+int chatstate_title_outcome(chatstate_t *self, const cs_fence_t *fence, const cs_title_outcome_t *o,
+                            bool *applied, cs_error_t *err);
+
+/* --- Organization metadata and the read marker (chatstate_meta.c; issue 38). Labels and pins
+ * are metadata like a user title: allowed in every state, the invalid one included, the state
+ * left as it was, and no version moved but the bundle's snapshot_version. --- */
+
+/* chatstate_begin for a bundle that may renumber the owner's pins (chatstate_set_pin_order,
+ * and an archive, which unpins): BEGIN, then the owner's pin lock, then the chat's row lock,
+ * in that order, so that two such bundles of one owner never hold each other's rows while
+ * they wait for the lock. NULL on failure (CS_RETRY when the lock's wait may be retried). */
+chatstate_t *chatstate_begin_pinning(PGconn *conn, const cs_settings_t *settings,
+                                     const char *chat_id, cs_error_t *err);
+
+/* Replaces the chat's labels with labels, a JSON object of string values the caller checked
+ * (the gateway's rules: api-gateway/core/chatlist.h). updated_at untouched. */
+int chatstate_set_labels(chatstate_t *self, const char *labels, cs_error_t *err);
+
+/* Pins, moves or unpins the chat among its owner's pinned chats, numbered 1..n without gap:
+ * 0 unpins (the pins after it move up); a positive pin_order appends an unpinned chat (n + 1)
+ * or moves a pinned one to pin_order clamped to 1..n, shifting those in between. Under the
+ * owner's pin lock (re-entrant; taken first by chatstate_begin_pinning), so that two moves of
+ * one owner never give two chats one place. CS_BAD_INPUT naming "pin_order": a negative
+ * pin_order, pinning an archived chat or a child (only roots are pinned). updated_at
+ * untouched; the other chats' new places carry no hint. */
+int chatstate_set_pin_order(chatstate_t *self, int32_t pin_order, cs_error_t *err);
+
+/* Advances user_id's read marker of chat_id to message_id (never back), in a statement of its
+ * own (no bundle, no version moved): only when user_id owns the chat. 0, or -1 (logged). */
+int chatstate_mark_read(PGconn *conn, const char *chat_id, const char *user_id, int64_t message_id);
+
+/* --- Steering for the next turns (chatstate_steer.c; issue 38): metadata like a user title,
+ * allowed in every state, the state left as it was. --- */
+
+/* Plan mode on or off (chats.plan_mode): its turns offer only read-only tools. Turning it on
+ * while a structured request is pending (a message's with no receipt yet, or a queued one's)
+ * is CS_CONFLICT: an incompatible mode never drops an output obligation (ARCHITECTURE.md §8). */
+int chatstate_set_plan_mode(chatstate_t *self, bool on, cs_error_t *err);
+
+/* The MCP servers the chat's turns use from their next step on (chats.mcp_servers): a JSON
+ * array of names the caller checked against the deployment's (ARCHITECTURE.md §7.9). */
+int chatstate_set_mcp_servers(chatstate_t *self, const char *servers_json, cs_error_t *err);
+
 /* Inserts the user message or queues it; max_queue caps the queue (0: no cap). On success
  * *queued_id is the new queued row (or 0) and *message_id the row that entered history
- * for this send (or 0 when it was queued). */
+ * for this send (or 0 when it was queued). A structured request (msg->so_request_id) in a
+ * chat in plan mode is CS_BAD_INPUT naming response_format (ARCHITECTURE.md §8). */
 int chatstate_send_message(chatstate_t *self, const cs_message_t *msg, cs_busy_t busy,
                            int max_queue, int64_t *message_id, int64_t *queued_id, cs_error_t *err);
 
@@ -232,7 +317,9 @@ typedef enum {
 } cs_edit_format_t;
 
 /* Truncates active history from message_id on, clears the queue, writes superseded receipts
- * for the structured requests they carried, inserts the replacement. */
+ * for the structured requests they carried, inserts the replacement. A replacement that is a
+ * structured request (given or preserved) in a chat in plan mode is CS_BAD_INPUT naming
+ * response_format. */
 int chatstate_edit_message(chatstate_t *self, int64_t message_id, const cs_message_t *msg,
                            cs_edit_format_t format, cs_error_t *err);
 
@@ -380,5 +467,59 @@ int chatstate_agents_sweep(PGconn *conn, const cs_settings_t *settings, const hi
 int chatstate_interrupt_descendants(PGconn *conn, const cs_settings_t *settings,
                                     const char *chat_id, const char *reason,
                                     const hint_sink_t *sink, int *count, cs_error_t *err);
+
+/* --- The auto-archive tick (chatstate_archive.c; ARCHITECTURE.md §3, "Families"). --- */
+
+/* The session advisory lock that keeps the tick to one caller at a time deployment-wide:
+ * pg_try_advisory_lock(CS_AUTO_ARCHIVE_LOCK_CLASS, CS_AUTO_ARCHIVE_LOCK_OBJECT), two int keys.
+ * chatfleet's other advisory locks: MIGRATION_LOCK_KEY (migration.c, one bigint key), the
+ * per-owner upload lock (chatfile.c, one bigint key, a hash) and LEASEDB_SLOT_LOCK_CLASS
+ * (worker/lease/leasedb.h, two keys: that class and a slot); the class below is none of them. */
+#define CS_AUTO_ARCHIVE_LOCK_CLASS  0x63666172 /* "cfar" */
+#define CS_AUTO_ARCHIVE_LOCK_OBJECT 0
+#define CS_AUTO_ARCHIVE_BATCH_MAX   1000
+#define CS_AUTO_ARCHIVE_DAYS_MAX    36500
+/* The longest a family's transaction waits for the lock of one of its chats (a bundle holds
+ * one for milliseconds); then the family is skipped until the next tick. */
+#define CS_AUTO_ARCHIVE_LOCK_TIMEOUT_MS 1000
+
+typedef struct {
+    /* The clock: a timestamptz PostgreSQL reads ("2024-06-10T15:00:00Z"). The cutoff is 00:00
+     * UTC of its day minus days. A parameter, so that tests (and the worker's test clock
+     * offset) choose it. */
+    const char *now;
+    int days;                /* CHATFLEET_AUTO_ARCHIVE_DAYS: 1..CS_AUTO_ARCHIVE_DAYS_MAX */
+    int batch;               /* candidates read per tick: 1..CS_AUTO_ARCHIVE_BATCH_MAX */
+    const char *worker_id;   /* who archives, for the log lines; NULL: "-" */
+    int64_t lock_timeout_ms; /* 0: CS_AUTO_ARCHIVE_LOCK_TIMEOUT_MS */
+} cs_auto_archive_t;
+
+typedef struct {
+    bool locked_out; /* another session held the tick's advisory lock: nothing was done */
+    int candidates;  /* roots read as candidates (without locks); == batch: there may be more */
+    int archived;    /* families archived */
+    int skipped;     /* candidates that no longer qualified once locked, or whose locks or
+                        SetArchived failed in a way worth a retry on the next tick */
+    char cutoff[32]; /* the cutoff, "YYYY-MM-DDT00:00:00Z" */
+} cs_auto_archive_result_t;
+
+/* One auto-archive tick on conn (no transaction open on it). Unless another session holds the
+ * advisory lock above (out->locked_out, 0 returned), it reads up to batch candidate roots
+ * without locks, oldest first: a root (no parent), not archived, not pinned (pin_order 0),
+ * not running, interrupting or requires_action, no chat of its family in one of those
+ * statuses either, created before the cutoff, and no non-deleted message in the family (the
+ * root and every chat whose root_chat_id it is) created at or after the cutoff. Each is then
+ * archived in a transaction of its own as PATCH {"archived": true} archives it
+ * (chatstate_set_archived on the root: the whole family): the root is locked, then every
+ * descendant (depth, id order, as SetArchived locks them), the candidate rule is checked again
+ * under those locks, and a family that no longer qualifies (a message arrived, a pin, a run)
+ * is rolled back untouched and skipped. Hints go to sink after each commit. Logs one line per
+ * family archived (event auto_archived: chat_id, worker_id, family_size, snapshot_version)
+ * and per family skipped. The lock is held for the tick and released before return.
+ * 0, or -1 with err: CS_BAD_INPUT naming the argument (days, batch, a now PostgreSQL cannot
+ * read), CS_DB (the connection failed; out counts what was done before). */
+int chatstate_auto_archive(PGconn *conn, const cs_settings_t *settings,
+                           const cs_auto_archive_t *args, const hint_sink_t *sink,
+                           cs_auto_archive_result_t *out, cs_error_t *err);
 
 #endif

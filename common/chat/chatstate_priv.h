@@ -1,9 +1,11 @@
 /*
  * chatstate_priv: what the chatstate source files share, from the bottom up:
  * chatstate_stmt.c (a bundle's statements, its row and the checks on it), chatstate_receipt.c
- * (structured-output receipts), chatstate.c (bundles and the moves both sides share), and
- * chatstate_user.c and chatstate_worker.c (the transitions a user and a worker make). A file
- * calls only the files before it. Not for other modules.
+ * (structured-output receipts), chatstate.c (bundles and the moves both sides share),
+ * chatstate_user.c and chatstate_worker.c (the transitions a user and a worker make), and
+ * chatstate_meta.c (labels, pins, the read marker) and chatstate_title.c (title requests, the
+ * usage of title calls). A file calls only the files before it.
+ * Not for other modules.
  */
 #ifndef CHATFLEET_CHATSTATE_PRIV_H
 #define CHATFLEET_CHATSTATE_PRIV_H
@@ -27,6 +29,7 @@ typedef struct {
     bool compaction_requested;            /* compaction_requested_at is set */
     bool agent_wait;                      /* waiting_on_agents: requires_action on subagents */
     char parent_chat_id[ID_UUID_LEN + 1]; /* "" for a root */
+    bool title_requested;                 /* title_requested_at is set (chatstate_title.c) */
 } cs_row_t;
 
 typedef struct {

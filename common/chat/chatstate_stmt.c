@@ -98,7 +98,8 @@ static void s_ids_push(cs_ids_t *ids, int64_t id) {
     " (worker_id IS NULL OR runner_id IS NULL OR (SELECT true FROM chat_heartbeats h"              \
     " WHERE h.chat_id = c.id AND h.runner_id = c.runner_id AND h.heartbeat_at >"                   \
     " statement_timestamp() - %lld * interval '1 millisecond' LIMIT 1) IS NULL), owner_id::text,"  \
-    " compaction_requested_at IS NOT NULL, waiting_on_agents, coalesce(parent_chat_id::text, '')"
+    " compaction_requested_at IS NOT NULL, waiting_on_agents,"                                     \
+    " coalesce(parent_chat_id::text, ''), title_requested_at IS NOT NULL"
 
 void cs_touch(chatstate_t *self) {
     self->row_fresh = false;
@@ -124,6 +125,7 @@ static bool s_row_parse(const PGresult *res, cs_row_t *r) {
     r->compaction_requested = db_bool(res, 0, 12);
     r->agent_wait = db_bool(res, 0, 13);
     snprintf(r->parent_chat_id, sizeof r->parent_chat_id, "%s", PQgetvalue(res, 0, 14));
+    r->title_requested = db_bool(res, 0, 15);
     return true;
 }
 

@@ -21,14 +21,15 @@ static int s_enqueue(chatstate_t *self, const cs_message_t *m, int64_t *qid, cs_
     }
     char *context = m->context_count ? cs_context_json(m) : NULL;
     const char *p[] = {self->chat_id,      m->content,       m->created_by, m->model_config_id,
-                       m->response_format, m->so_request_id, context};
+                       m->response_format, m->so_request_id, context,       m->reasoning_effort};
     PGresult *res = cs_query(self, err,
                              "INSERT INTO chat_queued_messages (chat_id, content, created_by,"
                              " model_config_id, response_format, structured_output_request_id,"
-                             " hook_context) VALUES ($1, $2::jsonb, coalesce($3::uuid, (SELECT"
-                             " owner_id FROM chats WHERE id = $1)), $4::uuid, $5::jsonb,"
-                             " $6::uuid, $7::jsonb) RETURNING id",
-                             7, p);
+                             " hook_context, reasoning_effort) VALUES ($1, $2::jsonb,"
+                             " coalesce($3::uuid, (SELECT owner_id FROM chats WHERE id = $1)),"
+                             " $4::uuid, $5::jsonb, $6::uuid, $7::jsonb, $8::reasoning_effort)"
+                             " RETURNING id",
+                             8, p);
     free(context);
     if (!res) {
         return -1;
@@ -36,6 +37,26 @@ static int s_enqueue(chatstate_t *self, const cs_message_t *m, int64_t *qid, cs_
     *qid = db_int64(res, 0, 0);
     PQclear(res);
     return 0;
+}
+
+/* A structured request (so_request_id set) may not run in plan mode (ARCHITECTURE.md §8): read
+ * under the row lock, so that a concurrent switch is seen. CS_BAD_INPUT naming
+ * response_format, or 0 (also for no request: no read then). */
+static int s_plan_refuses(chatstate_t *self, const char *so_request_id, cs_error_t *err) {
+    if (!so_request_id) {
+        return 0;
+    }
+    const char *p[] = {self->chat_id};
+    PGresult *res = cs_query(self, err, "SELECT plan_mode FROM chats WHERE id = $1", 1, p);
+    if (!res) {
+        return -1;
+    }
+    bool on = PQntuples(res) == 1 && db_bool(res, 0, 0);
+    PQclear(res);
+    return on ? cs_fail(self, err, CS_BAD_INPUT,
+                        "response_format: a structured request cannot run in plan mode; turn"
+                        " plan mode off first (plan_mode \"\")")
+              : 0;
 }
 
 static int s_clear_deadline(chatstate_t *self, cs_error_t *err) {
@@ -148,7 +169,7 @@ int chatstate_send_message(chatstate_t *self, const cs_message_t *m, cs_busy_t b
     chatmove_t mv = busy == CS_BUSY_INTERRUPT ? MV_SEND_INTERRUPT : MV_SEND_QUEUE;
     *message_id = 0;
     *queued_id = 0;
-    if (cs_start(self, mv, NULL, err) != 0) {
+    if (cs_start(self, mv, NULL, err) != 0 || s_plan_refuses(self, m->so_request_id, err) != 0) {
         return -1;
     }
     exec_state_t from = self->state;
@@ -264,7 +285,7 @@ int chatstate_edit_message(chatstate_t *self, int64_t message_id, const cs_messa
         replacement.response_format = kept;
         replacement.so_request_id = uuid;
     }
-    int rc = s_truncate(self, p, err) ||
+    int rc = s_plan_refuses(self, replacement.so_request_id, err) || s_truncate(self, p, err) ||
              cs_exec(self, err, "UPDATE chats SET requires_action_deadline_at = NULL WHERE id = $1",
                      1, p) ||
              cs_answer_pending(self, REASON_EDIT, err) ||

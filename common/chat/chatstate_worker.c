@@ -86,9 +86,12 @@ static int s_claim_slot(chatstate_t *self, const char *runner_id, cs_slots_t *sl
     return cs_fail(self, err, CS_CONFLICT, "no free limiter slot among the candidates");
 }
 
-/* Acquire's checks of the row it started from: a runnable chat. */
+/* Acquire's checks of the row it started from: a runnable chat, or an idle, unarchived one with
+ * a title request, which its owner serves before it lets the chat go (chatstate_title.c). */
 static int s_runnable(chatstate_t *self, exec_state_t from, cs_error_t *err) {
-    if (!chatmove_runnable(from)) {
+    bool title = self->row.title_requested && !self->row.archived &&
+                 (from == ES_W || from == ES_E0 || from == ES_E1);
+    if (!chatmove_runnable(from) && !title) {
         return cs_fail(self, err, CS_CONFLICT, "chat is in state %s: Acquire is not allowed",
                        chatmove_state_name(from));
     }
