@@ -3,6 +3,7 @@
 #include "chatfile.h"
 #include "config.h"
 #include "db.h"
+#include "effort.h"
 #include "header.h"
 #include "id.h"
 #include "jsonstrict.h"
@@ -144,6 +145,53 @@ static json_t *s_media_types(const json_t *m) {
                      "application/pdf");
 }
 
+/* options: {"reasoning_effort": {"default", "max"}} (chatd-architecture.md, "Reasoning
+ * effort"): both names on the effort scale (effort.h), default no higher than max. The worker
+ * sends the chat's effort clamped to max, else default; a config without it sends none. */
+static int s_check_options(const char *path, size_t i, const json_t *options) {
+    if (!options) {
+        return 0;
+    }
+    const char *key;
+    json_t *v;
+    if (!json_is_object(options)) {
+        return s_bad(path, i, "options", "must be an object");
+    }
+    json_object_foreach((json_t *)options, key, v) {
+        if (strcmp(key, "reasoning_effort") != 0) {
+            char field[64];
+            snprintf(field, sizeof field, "options.%.40s", key);
+            return s_bad(path, i, field, "is not a known field");
+        }
+    }
+    const json_t *re = json_object_get(options, "reasoning_effort");
+    if (!re) {
+        return 0;
+    }
+    if (!json_is_object(re)) {
+        return s_bad(path, i, "options.reasoning_effort", "must be an object {default, max}");
+    }
+    json_object_foreach((json_t *)re, key, v) {
+        if (strcmp(key, "default") != 0 && strcmp(key, "max") != 0) {
+            char field[80];
+            snprintf(field, sizeof field, "options.reasoning_effort.%.40s", key);
+            return s_bad(path, i, field, "is not a known field");
+        }
+    }
+    int d = effort_rank(json_string_value(json_object_get(re, "default")));
+    int m = effort_rank(json_string_value(json_object_get(re, "max")));
+    if (!d || !m) {
+        return s_bad(path, i,
+                     !d ? "options.reasoning_effort.default" : "options.reasoning_effort.max",
+                     "must be one of " EFFORT_NAMES_TEXT);
+    }
+    if (d > m) {
+        return s_bad(path, i, "options.reasoning_effort.default",
+                     "must not be above max (none < minimal < low < medium < high < xhigh < max)");
+    }
+    return 0;
+}
+
 static int s_check(const char *path, size_t i, json_t *m) {
     static const char *const fields[] = {"name",
                                          "provider",
@@ -156,6 +204,7 @@ static int s_check(const char *path, size_t i, json_t *m) {
                                          "compression_threshold",
                                          "prices",
                                          "media_types",
+                                         "options",
                                          NULL};
     const char *key;
     json_t *v;
@@ -194,7 +243,8 @@ static int s_check(const char *path, size_t i, json_t *m) {
         return s_bad(path, i, "compression_threshold", "must be an integer from 0 to 100");
     }
     return s_check_prices(path, i, json_object_get(m, "prices")) ||
-           s_check_media_types(path, i, json_object_get(m, "media_types"));
+           s_check_media_types(path, i, json_object_get(m, "media_types")) ||
+           s_check_options(path, i, json_object_get(m, "options"));
 }
 
 int models_sync(PGconn *conn, const char *path) {
@@ -261,6 +311,8 @@ int models_sync(PGconn *conn, const char *path) {
         json_t *mt = s_media_types(m);
         char *media = jsonout_dumps(mt);
         json_decref(mt);
+        json_t *oj = json_object_get(m, "options");
+        char *options = oj ? jsonout_dumps(oj) : NULL;
         char threshold[8] = "";
         json_t *ct = json_object_get(m, "compression_threshold");
         if (json_is_integer(ct)) {
@@ -277,13 +329,14 @@ int models_sync(PGconn *conn, const char *path) {
                            json_is_true(json_object_get(m, "native_structured_output")) ? "t" : "f",
                            threshold[0] ? threshold : NULL,
                            prices,
-                           media};
+                           media,
+                           options};
         rc = db_exec(conn, err, sizeof err,
                      "INSERT INTO model_configs (id, name, provider, model, base_url, api_key_env,"
                      " is_default, context_limit, native_structured_output, compression_threshold,"
-                     " prices, media_types) VALUES ($1, $2, $3, $4, $5, $6, $7::boolean,"
+                     " prices, media_types, options) VALUES ($1, $2, $3, $4, $5, $6, $7::boolean,"
                      " $8::bigint, $9::boolean, $10::int, $11::jsonb,"
-                     " ARRAY(SELECT jsonb_array_elements_text($12::jsonb)))"
+                     " ARRAY(SELECT jsonb_array_elements_text($12::jsonb)), $13::jsonb)"
                      " ON CONFLICT (name) DO"
                      " UPDATE SET provider = EXCLUDED.provider, model = EXCLUDED.model,"
                      " base_url = EXCLUDED.base_url, api_key_env = EXCLUDED.api_key_env,"
@@ -291,8 +344,8 @@ int models_sync(PGconn *conn, const char *path) {
                      " native_structured_output = EXCLUDED.native_structured_output,"
                      " compression_threshold = EXCLUDED.compression_threshold,"
                      " prices = EXCLUDED.prices, media_types = EXCLUDED.media_types,"
-                     " updated_at = now()",
-                     12, p) == DB_OK
+                     " options = EXCLUDED.options, updated_at = now()",
+                     13, p) == DB_OK
                  ? 0
                  : -1;
         if (rc == 0) {
@@ -301,6 +354,7 @@ int models_sync(PGconn *conn, const char *path) {
         }
         free(prices);
         free(media);
+        free(options);
     }
     if (rc == 0 && db_exec(conn, err, sizeof err, "COMMIT", 0, NULL) != DB_OK) {
         rc = -1;

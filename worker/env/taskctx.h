@@ -78,6 +78,8 @@ int taskctx_error_class(int status);
 /* Counts one model call's duration (any outcome). */
 void taskctx_count_model_call(taskctx_counters_t *c, int64_t ms);
 
+#define TASKCTX_PLAN_INSTRUCTIONS_MAX 4096 /* CHATFLEET_PLAN_MODE_INSTRUCTIONS, NUL included */
+
 /* What a turn is allowed (the worker's options embed this struct; worker.h reads each from
  * its CHATFLEET_* setting). */
 typedef struct {
@@ -94,6 +96,9 @@ typedef struct {
     int64_t subagent_max_depth;
     int64_t subagent_max_children;
     int64_t queue_max;
+    /* CHATFLEET_PLAN_MODE_INSTRUCTIONS: the system block a plan-mode turn's prompt begins with
+     * (worker/turn/steer.h); "": the built-in one. */
+    char plan_instructions[TASKCTX_PLAN_INSTRUCTIONS_MAX];
 } taskctx_options_t;
 
 /* Shared by every task of a worker; owned by the worker, outlives every task. */

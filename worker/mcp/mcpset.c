@@ -415,7 +415,13 @@ static bool s_enabled(const json_t *enabled, const char *name) {
     return false;
 }
 
-json_t *mcpset_specs(mcpset_t *self, const json_t *enabled) {
+/* Whether a tools/list entry says it changes nothing: annotations.readOnlyHint is true (MCP
+ * 2025-06-18; a hint the server gives, absent meaning false). */
+static bool s_read_only(const json_t *tool) {
+    return json_is_true(json_object_get(json_object_get(tool, "annotations"), "readOnlyHint"));
+}
+
+json_t *mcpset_specs(mcpset_t *self, const json_t *enabled, bool read_only) {
     json_t *out = json_array();
     for (int i = 0; i < self->count; i++) {
         s_server_t *s = &self->servers[i];
@@ -429,7 +435,7 @@ json_t *mcpset_specs(mcpset_t *self, const json_t *enabled) {
             char full[S_NAME_MAX + 64];
             snprintf(full, sizeof full, MCPSET_PREFIX "%s__%s", s->name,
                      json_string_value(json_object_get(t, "name")));
-            if (!s_name_ok(full, S_NAME_MAX, true)) {
+            if (!s_name_ok(full, S_NAME_MAX, true) || (read_only && !s_read_only(t))) {
                 continue;
             }
             json_t *schema = json_object_get(t, "inputSchema");

@@ -11,7 +11,7 @@
  * {"ro_paths": [...], "rw_paths": [...], "network": false}, "timeout_ms": N}} (stdio; env and
  * sandbox as sandbox.h) or {"url", "headers", "timeout_ms"}; CHATFLEET_MCP_SANDBOX chooses the
  * sandbox (auto, require, off). A chat uses the servers it named at creation (its mcp_servers
- * column). Thread-safe.
+ * column, which a send may change for its next turns). Thread-safe.
  */
 #ifndef CHATFLEET_MCPSET_H
 #define CHATFLEET_MCPSET_H
@@ -47,8 +47,9 @@ bool mcpset_is_tool(const char *name);
 
 /* The tools of the enabled servers (a JSON array of server names; NULL: none) as specs on
  * offer: a new array of {"name", "description", "input_schema"}. A tool whose full name is not
- * ^[A-Za-z0-9_-]{1,64}$ is left out (and logged once per handshake). */
-json_t *mcpset_specs(mcpset_t *self, const json_t *enabled);
+ * ^[A-Za-z0-9_-]{1,64}$ is left out (and logged once per handshake). With read_only (plan
+ * mode), only the tools whose tools/list entry has annotations.readOnlyHint true. */
+json_t *mcpset_specs(mcpset_t *self, const json_t *enabled, bool read_only);
 
 /* Runs calls (tool-call parts, each {"tool_call_id", "tool_name", "args"}) on loop, from the
  * loop's thread, as a provider call (provider.h): done runs once on the loop with PROVIDER_OK

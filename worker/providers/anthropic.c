@@ -146,12 +146,38 @@ static json_t *s_tools(const json_t *tools) {
     return out;
 }
 
+/* The thinking budget of an effort (anthropic.h, ANTHROPIC_BUDGET_*): 0 for none, minimal or
+ * no effort at all (no thinking is asked for). */
+static int s_budget(const char *effort) {
+    static const struct {
+        const char *effort;
+        int tokens;
+    } budgets[] = {{"low", ANTHROPIC_BUDGET_LOW},
+                   {"medium", ANTHROPIC_BUDGET_MEDIUM},
+                   {"high", ANTHROPIC_BUDGET_HIGH},
+                   {"xhigh", ANTHROPIC_BUDGET_XHIGH},
+                   {"max", ANTHROPIC_BUDGET_MAX}};
+    for (size_t i = 0; effort && i < sizeof budgets / sizeof budgets[0]; i++) {
+        if (!strcmp(effort, budgets[i].effort)) {
+            return budgets[i].tokens;
+        }
+    }
+    return 0;
+}
+
 static json_t *s_body(const provider_request_t *req) {
     json_t *system = json_array();
+    /* Thinking counts toward max_tokens, which must exceed its budget: the reply keeps its
+     * ANTHROPIC_MAX_TOKENS beside the budget. */
+    int budget = s_budget(req->reasoning_effort);
     json_t *body =
         json_pack("{s:s, s:i, s:o, s:b}", "model", req->model->model ? req->model->model : "",
-                  "max_tokens", ANTHROPIC_MAX_TOKENS, "messages", s_messages(req->messages, system),
-                  "stream", !req->summary);
+                  "max_tokens", ANTHROPIC_MAX_TOKENS + budget, "messages",
+                  s_messages(req->messages, system), "stream", !req->summary);
+    if (budget > 0) {
+        json_object_set_new(body, "thinking",
+                            json_pack("{s:s, s:i}", "type", "enabled", "budget_tokens", budget));
+    }
     if (json_array_size(system) > 0) {
         json_object_set_new(body, "system", system);
     } else {

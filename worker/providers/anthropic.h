@@ -17,6 +17,16 @@
 #define ANTHROPIC_BLOCK_MAX_BYTES  (8 * 1024 * 1024) /* text, thinking or input JSON of a block */
 #define ANTHROPIC_SIGNATURE_BYTES  16384 /* a thinking block's signature, NUL included */
 
+/* Extended thinking's budget_tokens per reasoning effort (provider.h; none and minimal ask for
+ * no thinking). The request's max_tokens is ANTHROPIC_MAX_TOKENS plus the budget, since the
+ * API wants max_tokens above the budget: 32000 at max, the smallest output cap of the Claude 4
+ * models. The API's least budget is 1024. */
+#define ANTHROPIC_BUDGET_LOW    1024
+#define ANTHROPIC_BUDGET_MEDIUM 4096
+#define ANTHROPIC_BUDGET_HIGH   8192
+#define ANTHROPIC_BUDGET_XHIGH  16384
+#define ANTHROPIC_BUDGET_MAX    23808
+
 /* Provider "anthropic" (netprovider.h). The key goes in x-api-key. */
 extern const netprovider_spec_t anthropic_spec;
 

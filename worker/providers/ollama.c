@@ -111,6 +111,22 @@ static void s_tool_results(json_t *out, const json_t *msg) {
     }
 }
 
+/* "think" for an effort (provider.h): false for none; for the models that take a level (their
+ * name begins with OLLAMA_THINK_LEVELS_PREFIX) the nearest of "low", "medium" and "high";
+ * true for any other. */
+static json_t *s_think(const provider_request_t *req) {
+    const char *e = req->reasoning_effort;
+    if (!strcmp(e, "none")) {
+        return json_false();
+    }
+    const char *model = req->model->model ? req->model->model : "";
+    if (strncmp(model, OLLAMA_THINK_LEVELS_PREFIX, strlen(OLLAMA_THINK_LEVELS_PREFIX)) != 0) {
+        return json_true();
+    }
+    bool low = !strcmp(e, "minimal") || !strcmp(e, "low");
+    return json_string(low ? "low" : !strcmp(e, "medium") ? "medium" : "high");
+}
+
 static json_t *s_body(const provider_request_t *req) {
     json_t *body = json_pack(
         "{s:s, s:o, s:b}", "model", req->model->model ? req->model->model : "", "messages",
@@ -122,6 +138,9 @@ static json_t *s_body(const provider_request_t *req) {
     if (req->native_schema) {
         /* Ollama takes the schema itself as "format" (a copy: the request borrows it). */
         json_object_set_new(body, "format", json_deep_copy(req->native_schema));
+    }
+    if (req->reasoning_effort) {
+        json_object_set_new(body, "think", s_think(req));
     }
     return body;
 }

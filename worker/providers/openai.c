@@ -136,6 +136,12 @@ static json_t *s_body(const provider_request_t *req) {
                             json_pack("{s:s, s:{s:s, s:O}}", "type", "json_schema", "json_schema",
                                       "name", name, "schema", req->native_schema));
     }
+    if (req->reasoning_effort) {
+        /* The Chat Completions field takes the whole scale as it is, none to max
+         * (provider-wire.md §1.1); a model refuses a value it lacks with a 400, which the
+         * config's max is there to prevent. */
+        json_object_set_new(body, "reasoning_effort", json_string(req->reasoning_effort));
+    }
     return body;
 }
 

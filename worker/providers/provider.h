@@ -53,6 +53,11 @@ typedef struct {
      * an instruction and the chat's first message. Network providers send it like any native
      * call; the sim answers {"title": the message's first words}. */
     bool title;
+    /* The call's reasoning effort, a name on the global scale (common/chat/effort.h: none <
+     * minimal < low < medium < high < xhigh < max), already resolved and clamped by the
+     * generation step; NULL: none is sent. Each network provider sends it in its own field
+     * (worker/providers/README.md, "Reasoning effort"); the sim ignores it. */
+    const char *reasoning_effort;
 } provider_request_t;
 
 /* Receives one streamed part: a JSON object text such as {"type":"text","text":"Hel"}. */

@@ -73,6 +73,16 @@ static void s_specs_build(void) {
     }
 }
 
+bool agents_changes_nothing(const char *name) {
+    static const char *const reads[] = {"list_agents", "list_subagent_models", CS_AGENT_WAIT_TOOL};
+    for (size_t i = 0; name && i < sizeof reads / sizeof reads[0]; i++) {
+        if (!strcmp(name, reads[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
 json_t *agents_specs(void) {
     pthread_once(&s_specs_once, s_specs_build);
     json_t *arr = json_array();

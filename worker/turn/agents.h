@@ -19,6 +19,11 @@
 /* True for the seven names (close_agent included). */
 bool agents_is_tool(const char *name);
 
+/* True for the tools that change nothing (plan mode offers only those): list_agents,
+ * list_subagent_models and wait_agent, which reads its children's answers. Not spawn_agent,
+ * message_agent, interrupt_agent or close_agent. */
+bool agents_changes_nothing(const char *name);
+
 /* A new array of the tools' specs ({"name", "description", "input_schema"}; close_agent is
  * not offered), sharing specs built once: read them, never change them. */
 json_t *agents_specs(void);

@@ -22,7 +22,8 @@ struct batch {
     int n;
     char *owned[2 * (BATCH_CALLS_MAX + 1) + 2 + 2];
     int nowned;
-    bool hooked; /* local tools run under the hooks, in a step of their own (hookstep.h) */
+    bool hooked;        /* local tools run under the hooks, in a step of their own (hookstep.h) */
+    const json_t *plan; /* plan mode: the tools on offer (borrowed); NULL: not in plan mode */
 };
 
 static const char *s_keep(batch_t *r, char *text) {
@@ -103,6 +104,7 @@ typedef struct {
     const char *batch_error;       /* the batch is refused as a whole (structured only) */
     bool replay;                   /* calls read back from history, not this step's reply */
     const json_t *answers;         /* {tool_call_id: {"result", "is_error"}} made elsewhere */
+    const json_t *plan;            /* plan mode's offer (batch_set_plan), or NULL */
     bool candidate;                /* out: a valid submission was accepted */
 } s_answer_t;
 
@@ -121,6 +123,18 @@ static bool s_is_dynamic(const json_t *dynamic_tools, const char *name) {
     size_t k;
     json_t *t;
     json_array_foreach(dynamic_tools, k, t) {
+        if (!strcmp(s_str(t, "name"), name)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether offered (tool specs) holds one named name. */
+static bool s_offered(const json_t *offered, const char *name) {
+    size_t i;
+    json_t *t;
+    json_array_foreach(offered, i, t) {
         if (!strcmp(s_str(t, "name"), name)) {
             return true;
         }
@@ -204,6 +218,8 @@ static void s_answer(batch_t *r, const json_t *calls, s_answer_t *an) {
             s_add_result(r, c, s_tool_error(why, finalizer ? left : -1), true, NULL, NULL);
         } else if (an->batch_error) {
             s_add_result(r, c, s_tool_error(an->batch_error, left), true, NULL, NULL);
+        } else if (an->plan && !finalizer && !s_offered(an->plan, name)) {
+            s_add_result(r, c, s_tool_error(BATCH_PLAN_REFUSAL, -1), true, NULL, NULL);
         } else if (finalizer && an->turn && an->replay) {
             s_add_result(r, c,
                          s_tool_error("not executed: a submission is checked only in the step"
@@ -321,10 +337,17 @@ void batch_set_hooked(batch_t *self, bool hooked) {
     self->hooked = hooked;
 }
 
+void batch_set_plan(batch_t *self, const json_t *offered) {
+    self->plan = offered;
+}
+
 void batch_pending(batch_t *self, const json_t *pending, const json_t *dynamic_tools,
                    const structured_turn_t *turn, const json_t *answers) {
-    s_answer_t an = {
-        .dynamic_tools = dynamic_tools, .turn = turn, .replay = true, .answers = answers};
+    s_answer_t an = {.dynamic_tools = dynamic_tools,
+                     .turn = turn,
+                     .replay = true,
+                     .answers = answers,
+                     .plan = self->plan};
     s_answer(self, pending, &an);
 }
 
@@ -349,7 +372,8 @@ void batch_reply(batch_t *self, json_t *content, const char *finish, const char 
     s_answer_t an = {.dynamic_tools = dynamic_tools,
                      .rejected = rejected,
                      .turn = turn,
-                     .batch_error = s_batch_error(rej, turn && turn->native)};
+                     .batch_error = s_batch_error(rej, turn && turn->native),
+                     .plan = self->plan};
     s_answer(self, content, &an);
     if (turn && !turn->native && !rej && finalizers == 1 && !an.candidate) {
         rej = "invalid_arguments";

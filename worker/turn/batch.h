@@ -40,6 +40,17 @@ bool batch_runs_locally(const json_t *dynamic_tools, const char *name);
  * otherwise left pending, because they run under the lifecycle hooks (hookstep.h). */
 void batch_set_hooked(batch_t *self, bool hooked);
 
+/* The answer to a call of a tool plan mode withholds (worker/turn/steer.h). */
+#define BATCH_PLAN_REFUSAL                                                                         \
+    "not executed: the chat is in plan mode, where only tools that change nothing run; this tool " \
+    "is not one of them. Answer with a plan instead."
+
+/* Plan mode (steer.h): offered is the step's tools on offer (borrowed; it must outlive the
+ * batch's answers), and a call of any other tool, the client's dynamic tools included, is
+ * answered with BATCH_PLAN_REFUSAL as an error and never run or left pending. NULL (the
+ * default): not in plan mode. */
+void batch_set_plan(batch_t *self, const json_t *offered);
+
 /* Builds the rows of a model reply: content (its parts; every "args_text" is replaced in
  * place by the screened "args" or the placeholder {}), finish (provider_result_t.finish),
  * usage (JSON text or NULL), the chat's dynamic tools, and turn (NULL: no request open).

@@ -1,6 +1,5 @@
 /* generation: see generation.h. */
 #include "generation.h"
-#include "agents.h"
 #include "stepbundle.h"
 #include "toolstep.h"
 #include "batch.h"
@@ -9,13 +8,12 @@
 #include "jsonout.h"
 #include "log.h"
 #include "hooks.h"
-#include "mcpset.h"
 #include "mem.h"
 #include "outformat.h"
 #include "provider.h"
+#include "steer.h"
 #include "structured.h"
 #include "titlestep.h"
-#include "tools.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +79,7 @@ static bool s_has_tool_call(const json_t *content) {
 /* One model reply in one CommitStep (batch.h). */
 static taskctx_rc_t s_commit_reply(taskctx_t *ctx, PGconn *conn, const history_t *h,
                                    const structured_turn_t *turn, provider_result_t *res,
-                                   const char *model_config_id) {
+                                   const char *model_config_id, const json_t *plan_offer) {
     char *usage = res->usage ? jsonout_dumps(res->usage) : NULL;
     /* A reply without tool calls ends the turn (the next step would decide FinishTurn on
      * it): both go in one bundle, one commit fewer per turn (ARCHITECTURE.md §7.3), unless
@@ -89,6 +87,7 @@ static taskctx_rc_t s_commit_reply(taskctx_t *ctx, PGconn *conn, const history_t
     bool last = !turn && !s_has_tool_call(res->content) && !hooks_enabled(ctx->env->hooks);
     batch_t *b = batch_new();
     batch_set_hooked(b, hooks_enabled(ctx->env->hooks));
+    batch_set_plan(b, plan_offer); /* plan mode: a call of a withheld tool is an error (steer.h) */
     const char *rejection = NULL;
     bool candidate = false;
     batch_reply(b, res->content, res->finish, usage, model_config_id, h->dynamic_tools, turn,
@@ -120,39 +119,15 @@ static void s_on_part(void *arg, const char *part_json) {
                       s->attempt, "assistant", part_json, strlen(part_json));
 }
 
-static json_t *s_tools_on_offer(const taskctx_env_t *env, const history_t *h,
-                                const structured_turn_t *turn) {
-    if (turn && turn->native) {
-        return json_array(); /* native mode: the schema constrains the text; no tools at all */
-    }
-    const json_t *dynamic_tools = h->dynamic_tools;
-    json_t *tools = tools_local_specs();
-    if (env->opts.subagent_max_depth > 0) {
-        json_t *agents = agents_specs();
-        json_array_extend(tools, agents);
-        json_decref(agents);
-    }
-    mcpset_t *mcp = env->mcp;
-    json_t *remote = mcpset_specs(mcp, h->mcp_servers);
-    json_array_extend(tools, remote);
-    json_decref(remote);
-    size_t i;
-    json_t *t;
-    json_array_foreach(dynamic_tools, i, t) {
-        json_array_append_new(tools, json_pack("{s:s, s:s, s:O?}", "name", s_str(t, "name"),
-                                               "description", s_str(t, "description"),
-                                               "input_schema", json_object_get(t, "input_schema")));
-    }
-    if (turn) {
-        json_array_append_new(tools, structured_tool_spec(turn->fmt->schema));
-    }
-    return tools;
-}
-
-/* The prompt: the model-visible rows, with the finalizer's instruction first when a request
- * is open (it is never stored: ARCHITECTURE.md §8). New reference. */
-static json_t *s_prompt(const history_t *h, const structured_turn_t *turn) {
+/* The prompt: the model-visible rows, with the plan block first in plan mode (steer.h) and
+ * the finalizer's instruction first when a request is open (neither is stored: ARCHITECTURE.md
+ * §8). New reference. */
+static json_t *s_prompt(const taskctx_options_t *opts, const history_t *h,
+                        const structured_turn_t *turn) {
     json_t *prompt = json_array();
+    if (h->plan_mode) {
+        json_array_append_new(prompt, steer_plan_block(opts));
+    }
     if (turn) {
         json_array_append_new(
             prompt,
@@ -254,6 +229,7 @@ struct s_gen {
     provider_model_t model;
     const json_t *model_cfg; /* the config model was made from (in h): its prices, its window */
     const char *model_config_id;
+    const char *effort; /* the call's reasoning effort (steer.h; a static name), or NULL */
     json_t *prompt;
     json_t *tools;
     s_stream_t stream;
@@ -286,10 +262,11 @@ static taskctx_rc_t s_commit_phase(taskctx_t *ctx, PGconn *conn) {
     s_gen_t *g = ctx->body;
     provider_result_t *res = &ctx->call_res;
     json_t *kept = json_deep_copy(res->content); /* batch_reply screens content in place */
+    const json_t *plan = g->h.plan_mode ? g->tools : NULL;
     taskctx_rc_t rc = !conn        ? TASKCTX_RETRY
                       : g->compact ? s_commit_summary(ctx, conn, res)
                                    : s_commit_reply(ctx, conn, &g->h, g->open ? &g->turn : NULL,
-                                                    res, g->model_config_id);
+                                                    res, g->model_config_id, plan);
     if (rc != TASKCTX_RETRY) {
         json_decref(kept);
         provider_result_clear(res);
@@ -418,7 +395,8 @@ static taskctx_rc_t s_start_call(taskctx_t *ctx, int64_t attempt) {
                              .chunk_ms = env->opts.sim_chunk_ms,
                              .native_schema = turn && turn->native ? turn->fmt->schema : NULL,
                              .native_name = turn && turn->native ? turn->fmt->name : NULL,
-                             .summary = g->compact};
+                             .summary = g->compact,
+                             .reasoning_effort = g->effort};
     g->stream = (s_stream_t){ctx, attempt};
     if (g->compact) {
         s_progress(ctx, attempt);
@@ -508,8 +486,9 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
         return TASKCTX_RETRY; /* no randomness: try the step again later */
     }
     g->prompt = compact ? compaction_prompt(g->h.messages, &g->replay)
-                        : s_prompt(&g->h, open ? &g->turn : NULL);
-    g->tools = compact ? json_array() : s_tools_on_offer(ctx->env, &g->h, open ? &g->turn : NULL);
+                        : s_prompt(&ctx->env->opts, &g->h, open ? &g->turn : NULL);
+    g->tools = compact ? json_array() : steer_tools(ctx->env, &g->h, open ? &g->turn : NULL);
+    g->effort = compact ? NULL : steer_effort(&g->h); /* a summary is no turn of the chat's */
     ctx->body = g;
     ctx->body_free = s_gen_free;
     if (!compact) {
@@ -682,10 +661,12 @@ static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard) {
     history_t h = r.h;
     json_t *pending = r.pending;
     decide_t d = r.d;
+    const char *effort = steer_effort(&h);
     log_info("generation_step",
-             "chat_id=%s history_version=%lld attempt=%lld decision=%s context_tokens=%lld",
+             "chat_id=%s history_version=%lld attempt=%lld decision=%s context_tokens=%lld"
+             " effort=%s plan_mode=%d",
              ctx->chat_id, (long long)h.history_version, (long long)h.generation_attempt,
-             history_decision_name(d), (long long)r.tokens);
+             history_decision_name(d), (long long)r.tokens, effort ? effort : "-", h.plan_mode);
     taskctx_rc_t rc = TASKCTX_QUIET;
     structured_turn_t turn = {0};
     bool open = false;

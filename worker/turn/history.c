@@ -112,8 +112,8 @@ static PGresult *s_query(PGconn *conn, const char *chat_id, const char *sql, int
     "json_build_object('id', m.id, 'name', m.name, 'provider', m.provider, 'model', m.model,"      \
     " 'base_url', m.base_url, 'api_key_env', m.api_key_env, 'native_structured_output',"           \
     " m.native_structured_output, 'context_limit', m.context_limit, 'compression_threshold',"      \
-    " m.compression_threshold, 'prices', m.prices, 'user_threshold', (SELECT u.threshold_percent " \
-    "FROM"                                                                                         \
+    " m.compression_threshold, 'prices', m.prices, 'options', m.options,"                          \
+    " 'user_threshold', (SELECT u.threshold_percent FROM"                                          \
     " user_compaction_thresholds u JOIN chats c ON c.owner_id = u.user_id WHERE c.id ="            \
     " $2::uuid AND u.model_config_id = m.id))::text"
 
@@ -153,7 +153,9 @@ static int s_send_reads(PGconn *conn, const char *chat_id, bool with_messages,
         " history_version, generation_attempt, archived, coalesce(dynamic_tools, '[]')::text,"
         " coalesce(floor(extract(epoch FROM requires_action_deadline_at - now()) * 1000)::bigint,"
         " 9223372036854775807), model_config_id::text, compaction_requested_at IS NOT NULL,"
-        " coalesce(mcp_servers, '[]')::text, title_source = 'fallback'"
+        " coalesce(mcp_servers, '[]')::text, title_source = 'fallback',"
+        " coalesce((extract(epoch FROM title_requested_at) * 1000000)::bigint, 0),"
+        " coalesce(last_reasoning_effort::text, ''), plan_mode"
         " FROM chats WHERE id = $1",
         1, p, db_keep, &r->row);
     if (rc == 0 && with_messages) {
@@ -283,6 +285,9 @@ static history_rc_t s_take_row(const PGresult *res, const char *chat_id, const c
     out->deadline_in_ms = db_int64(res, 0, 7);
     out->compaction_requested = db_bool(res, 0, 9);
     out->title_fallback = db_bool(res, 0, 11);
+    out->title_requested = db_int64(res, 0, 12);
+    snprintf(out->reasoning_effort, sizeof out->reasoning_effort, "%s", PQgetvalue(res, 0, 13));
+    out->plan_mode = db_bool(res, 0, 14);
     const int cols[] = {6, 10};
     json_t **arrays[] = {&out->dynamic_tools, &out->mcp_servers};
     for (int i = 0; i < 2; i++) {
@@ -345,7 +350,8 @@ static int s_threshold(const json_t *model, int dflt) {
 }
 
 /* Sends the reads, then takes them; on anything but HISTORY_OK out holds nothing. With cc, what
- * automatic compaction needs; with title, the title model when the title is the fallback. */
+ * automatic compaction needs; with title, the title model when the title is the fallback or a
+ * new one was requested. */
 static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
                            bool with_messages, const compaction_config_t *cc, const char *title,
                            history_t *out) {
@@ -381,7 +387,7 @@ static history_rc_t s_read(PGconn *conn, const char *chat_id, const cs_fence_t *
             compaction_trigger(s_limit(out->model), s_threshold(out->model, cc->default_threshold),
                                out->summarizer ? s_limit(out->summarizer) : -1);
     }
-    if (rc == HISTORY_OK && out->title_fallback) {
+    if (rc == HISTORY_OK && (out->title_fallback || out->title_requested > 0)) {
         out->title_model = s_take_named(r.title, chat_id, title, "title_model_unresolved");
     }
     s_reads_clear(&r);

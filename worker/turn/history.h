@@ -15,6 +15,7 @@
 
 #include "chatstate.h"
 #include "compaction.h"
+#include "effort.h"
 #include "taskctx.h"
 
 #define HISTORY_MAX_MESSAGES 100000 /* rows one load reads; a longer history fails the load */
@@ -40,7 +41,8 @@ typedef struct {
     json_t *model;             /* owned, shared read-only (never change it): {"id","name",
                                   "provider","model","base_url","api_key_env",
                                   "native_structured_output","context_limit",
-                                  "compression_threshold","prices","user_threshold"} or null
+                                  "compression_threshold","prices","options",
+                                  "user_threshold"} or null
                                   when none resolves */
     /* Automatic compaction (ARCHITECTURE.md §7.6). */
     json_t *summarizer; /* owned: the compaction model override's config (the shape of model),
@@ -51,9 +53,11 @@ typedef struct {
                                      compaction is the chat's latest history change (§7.10) */
     compaction_trigger_t trigger; /* the binding automatic trigger */
     /* Titles (ARCHITECTURE.md §7.8). */
-    bool title_fallback; /* the chat's title is still the fallback */
-    json_t *title_model; /* owned: the title model's config (CHATFLEET_TITLE_MODEL), or NULL
-                            when none is configured or it does not resolve */
+    bool title_fallback;     /* the chat's title is still the fallback */
+    int64_t title_requested; /* title_requested_at (a regeneration the owner asked for) in
+                                microseconds since the epoch, or 0 when none is pending */
+    json_t *title_model;     /* owned: the title model's config (CHATFLEET_TITLE_MODEL), or NULL
+                                when none is configured or it does not resolve */
     /* The governing structured request (ARCHITECTURE.md §8): the latest real
      * user row (role user, not deleted, visibility not 'model') when it carries a request
      * and no receipt closes it yet. request_id is "" when none is open. */
@@ -61,6 +65,10 @@ typedef struct {
     char *response_format; /* owned: its stored response_format (untrusted JSON text) */
     json_t *evidence;      /* owned: [{"id","role","so"}] of its step, candidate and feedback
                               rows, oldest first (empty when none is open) */
+    /* Steering (issue 38): the chat's last_reasoning_effort ("" when unset; effort.h) and its
+     * plan mode, read with the row (steer.h makes the step's effort and tools of them). */
+    char reasoning_effort[EFFORT_NAME_MAX];
+    bool plan_mode;
 } history_t;
 
 /* Reads the chat in one read-only snapshot, checks the fence, then (with_messages)
@@ -75,7 +83,8 @@ history_rc_t history_load(PGconn *conn, const char *chat_id, const cs_fence_t *f
  * on), plus what automatic compaction needs: the override's config (cc->model; one that does
  * not resolve is logged and ignored), the latest summary's result, and the binding trigger
  * (the owner's threshold for the chat's model, else the model's, else cc's default), and
- * whether the title is the fallback, with title_model's config (a name, "" for none). On
+ * whether the title is the fallback or a new one was requested, with title_model's config (a
+ * name, "" for none) in either case. On
  * failure the caller's transaction is failed or left as it was; out holds nothing. */
 history_rc_t history_read_locked(PGconn *conn, const char *chat_id, const cs_fence_t *fence,
                                  const compaction_config_t *cc, const char *title_model,

@@ -7,6 +7,7 @@
 #include "mcpset.h"
 #include "mem.h"
 #include "stepbundle.h"
+#include "steer.h"
 #include "toolfiles.h"
 
 #include <stdio.h>
@@ -367,11 +368,48 @@ static json_t *s_agent_answers(taskctx_t *ctx, PGconn *conn, const json_t *pendi
     return answers;
 }
 
+/* Plan mode (steer.h): the pending calls of tools it withholds, made before it was turned on
+ * (a reply's own are answered in its step, batch_set_plan), answered with an error in a
+ * CommitStep of their own and never run. false when there are none (or plan mode is off). */
+static bool s_plan_refused(taskctx_t *ctx, PGconn *conn, const json_t *pending, const history_t *h,
+                           const structured_turn_t *turn, taskctx_rc_t *rc) {
+    if (!h->plan_mode) {
+        return false;
+    }
+    json_t *offer = steer_tools(ctx->env, h, turn);
+    json_t *withheld = json_array();
+    size_t i;
+    json_t *c;
+    json_array_foreach(pending, i, c) {
+        const char *name = s_str(c, "tool_name");
+        if (strcmp(name, OUTFORMAT_FINALIZER) != 0 && !steer_offers(offer, name)) {
+            json_array_append(withheld, c);
+        }
+    }
+    bool any = json_array_size(withheld) > 0;
+    if (any) {
+        log_info("plan_mode_refused", "chat_id=%s calls=%zu", ctx->chat_id,
+                 json_array_size(withheld));
+        batch_t *b = batch_new();
+        batch_set_plan(b, offer);
+        batch_pending(b, withheld, h->dynamic_tools, turn, NULL);
+        *rc = stepbundle_commit_batch(ctx, conn, &b, false);
+    }
+    json_decref(withheld);
+    json_decref(offer);
+    return any;
+}
+
 /* Pending calls read back from history (DECIDE_RUN_LOCAL): local ones answered here; once
  * only MCP calls are left, they are made on the loop with no connection held, and the phase
- * after commits their results. */
+ * after commits their results. In plan mode, the calls of tools it withholds are answered
+ * with an error first. */
 taskctx_rc_t toolstep_run_pending(taskctx_t *ctx, PGconn *conn, const json_t *pending,
                                   const history_t *h, const structured_turn_t *turn) {
+    taskctx_rc_t refused = TASKCTX_RETRY;
+    if (s_plan_refused(ctx, conn, pending, h, turn, &refused)) {
+        return refused;
+    }
     json_t *calls = NULL;
     bool failed = false;
     json_t *answers = s_agent_answers(ctx, conn, pending, &calls, &failed);
