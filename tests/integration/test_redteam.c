@@ -222,6 +222,7 @@ static const struct {
     {"POST", "/api/v2/chats/{}/compact", NULL},
     {"POST", "/api/v2/chats/{}/clear", NULL},
     {"POST", "/api/v2/chats/{}/reconcile-invalid", NULL},
+    {"POST", "/api/v2/chats/{}/title/regenerate", NULL},
     {"GET", "/api/v2/chats/{}/stream", NULL},
     {"GET", "/api/v2/chats/{}/messages", NULL},
     {"GET", "/api/v2/chats/{}/usage", NULL},

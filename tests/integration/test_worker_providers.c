@@ -5,8 +5,9 @@
  * provider's own streaming format, and the request ends with a succeeded receipt holding
  * the value; the requests the worker sent carry the finalizer tool and the replayed result.
  * Usage (ARCHITECTURE.md §7.7): each reply's usage priced from the configured prices, the
- * per-chat totals over GET /chats/{id}/usage equal to the sum of the messages, and the
- * worker's cost counter by model equal to what the messages of that model hold. A model per
+ * per-chat totals over GET /chats/{id}/usage equal to the sum of the messages and the title
+ * call, and the worker's cost counter by model equal to what the messages of that model hold
+ * (the title calls are on the sim, counted under its own name). A model per
  * message: a queued message naming another model runs on it (the mock records which wire),
  * and so does an edit; the chat records its last model. A new chat's title call (on the
  * sim) runs beside its first model call: the mock gets the turn's request while the title is
@@ -284,19 +285,47 @@ static void test_usage_is_priced_totalled_per_chat_and_counted_by_model(void **u
         1);
     const struct {
         const char *chat;
+        const char *model;
         long long messages, input, output, cache_read, cost;
-    } want[] = {{a, 2, 6, 4, 0, 78}, {o, 1, 10, 5, 40, 140}};
+    } want[] = {{a, "anthropic-mock", 2, 6, 4, 0, 78}, {o, "openai-mock", 1, 10, 5, 40, 140}};
     for (int i = 0; i < 2; i++) {
         char url[256];
         snprintf(url, sizeof url, "%s/api/v2/chats/%s/usage", cluster_url(s_cluster, 0),
                  want[i].chat);
         json_t *t = s_get(url);
+        /* Two models: the chat's replies, and its title call on the sim (unpriced), which
+         * wrote no message (a chat_usage row, ARCHITECTURE.md §7.7). */
+        json_t *by = json_object_get(t, "by_model");
+        assert_int_equal(json_array_size(by), 2);
+        json_t *m = json_array_get(by, 0); /* by name: anthropic-mock, openai-mock < sim */
+        json_t *title = json_array_get(by, 1);
+        assert_string_equal(json_string_value(json_object_get(m, "model")), want[i].model);
+        assert_string_equal(json_string_value(json_object_get(title, "model")), "sim");
+        assert_int_equal(s_num(m, "messages"), want[i].messages);
+        assert_int_equal(s_num(m, "input_tokens"), want[i].input);
+        assert_int_equal(s_num(m, "output_tokens"), want[i].output);
+        assert_int_equal(s_num(m, "cache_read_tokens"), want[i].cache_read);
+        assert_int_equal(s_num(m, "total_cost_micros"), want[i].cost);
+        assert_int_equal(s_num(title, "messages"), 0);
+        assert_int_equal(s_num(title, "calls"), 1);
+        assert_int_equal(s_num(title, "total_cost_micros"), 0);
+        char *ti = cluster_sql(s_cluster,
+                               "SELECT (usage ->> 'input_tokens') || ':' || (usage ->>"
+                               " 'output_tokens') FROM chat_usage WHERE chat_id = '%s' AND kind"
+                               " = 'title'",
+                               want[i].chat);
+        char got[64];
+        snprintf(got, sizeof got, "%lld:%lld", s_num(title, "input_tokens"),
+                 s_num(title, "output_tokens"));
+        assert_string_equal(ti, got);
+        free(ti);
+        /* The totals are the replies' and the title call's. */
         assert_int_equal(s_num(t, "messages"), want[i].messages);
-        assert_int_equal(s_num(t, "input_tokens"), want[i].input);
-        assert_int_equal(s_num(t, "output_tokens"), want[i].output);
+        assert_int_equal(s_num(t, "calls"), want[i].messages + 1);
+        assert_int_equal(s_num(t, "input_tokens"), want[i].input + s_num(title, "input_tokens"));
+        assert_int_equal(s_num(t, "output_tokens"), want[i].output + s_num(title, "output_tokens"));
         assert_int_equal(s_num(t, "cache_read_tokens"), want[i].cache_read);
         assert_int_equal(s_num(t, "total_cost_micros"), want[i].cost);
-        assert_int_equal(json_array_size(json_object_get(t, "by_model")), 1);
         /* The totals are the sum of the messages' own usage. */
         char *sum = cluster_sql(s_cluster,
                                 "SELECT sum((usage ->> 'total_cost_micros')::bigint) || ':' ||"

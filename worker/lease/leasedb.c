@@ -107,6 +107,19 @@ typedef struct {
     "::bigint IS NOT NULL" S_POOL_SQL(KIND) " ORDER BY c.updated_at, c.id LIMIT " LIMIT            \
                                             " FOR UPDATE OF c SKIP LOCKED"
 
+/* The title pass's candidates (ARCHITECTURE.md §7.8): idle, unarchived chats with a title
+ * request and without a fresh lease, oldest first, through the partial index
+ * chats_title_requests (0015); the owner serves the request, then lets the chat go. */
+#define S_TITLES_SQL(STALE, LIMIT, KIND)                                                           \
+    "SELECT c.id, coalesce(c.worker_id::text, '') AS prev, c.updated_at FROM chats c"              \
+    " WHERE c.title_requested_at IS NOT NULL AND c.archived = false"                               \
+    " AND c.status IN ('waiting', 'error') AND NOT c.waiting_on_agents"                            \
+    " AND (c.worker_id IS NULL OR c.runner_id IS NULL OR (SELECT true FROM chat_heartbeats h"      \
+    " WHERE h.chat_id = c.id AND h.runner_id = c.runner_id AND h.heartbeat_at >"                   \
+    " statement_timestamp() - " STALE                                                              \
+    "::bigint * interval '1 millisecond' LIMIT 1) IS NULL)" S_POOL_SQL(                            \
+        KIND) " ORDER BY c.updated_at, c.id LIMIT " LIMIT " FOR UPDATE OF c SKIP LOCKED"
+
 /* With the limiter: up to $5 slots of the pool's $7..$7+$2-1 not held by a fresh heartbeat
  * row, scanned from $1 and wrapping around, each claimed by an advisory lock of class $4 taken
  * without waiting (the CASE takes it only after the probe found the slot free: the planner runs the
@@ -130,11 +143,17 @@ typedef struct {
     "SELECT 1 AS kind, 0, c.id::text, c.prev FROM (" CHATS("$1", "$2::int",                        \
                                                            "$3") ") c ORDER BY c.updated_at, c.id"
 
-/* The scans by pass ([quick]) and limiter ([free]). */
-static const char *const s_scan_sql[2][2] = {
+/* The scans by pass (full, quick, titles: s_kind) and limiter ([free]). */
+static const char *const s_scan_sql[3][2] = {
     {S_SCAN_SQL(S_CHATS_SQL), S_SCAN_FREE_SQL(S_CHATS_SQL)},
     {S_SCAN_SQL(S_UNOWNED_SQL), S_SCAN_FREE_SQL(S_UNOWNED_SQL)},
+    {S_SCAN_SQL(S_TITLES_SQL), S_SCAN_FREE_SQL(S_TITLES_SQL)},
 };
+
+/* The row of s_scan_sql for a pass. */
+static int s_kind(const leasedb_acquire_args_t *a) {
+    return a->titles ? 2 : a->quick ? 1 : 0;
+}
 
 /* Opens the acquisition transaction and finds its candidates in one round trip of prepared
  * statements (ARCHITECTURE.md §6.2 steps 1-3): BEGIN with the bounds; with the limiter, up to
@@ -183,10 +202,10 @@ static int s_open(PGconn *conn, const leasedb_acquire_args_t *a, int64_t idle, s
                            batch,
                            db_param_int64(first, lo),
                            db_param_int64(kind, a->pool)};
-        res = db_query(conn, &e, err, errlen, s_scan_sql[a->quick][0], 8, p);
+        res = db_query(conn, &e, err, errlen, s_scan_sql[s_kind(a)][0], 8, p);
     } else if (sent == 0) {
         const char *p[] = {stale, batch, db_param_int64(kind, a->pool)};
-        res = db_query(conn, &e, err, errlen, s_scan_sql[a->quick][1], 3, p);
+        res = db_query(conn, &e, err, errlen, s_scan_sql[s_kind(a)][1], 3, p);
     } else {
         s_error(conn, NULL, err, errlen);
     }
@@ -310,12 +329,35 @@ static int s_take_all(PGconn *conn, const leasedb_acquire_args_t *a, const s_fou
     return out->count;
 }
 
+/* Whether any idle chat has a title request: one probe of chats_title_requests, so that a title
+ * pass with nothing to take (the usual case) claims no slots. 1, 0, or -1 (logged). */
+static int s_titles_pending(PGconn *conn) {
+    char err[S_ERR_LEN];
+    db_err_t e;
+    PGresult *res = db_query(conn, &e, err, sizeof err,
+                             "SELECT 1 FROM chats WHERE title_requested_at IS NOT NULL"
+                             " AND archived = false AND status IN ('waiting', 'error') LIMIT 1",
+                             0, NULL);
+    if (!res) {
+        char q[S_ERR_LEN + 40];
+        log_warn("acquire_failed", "stage=titles reason=%s", log_quote(err, q, sizeof q));
+        return -1;
+    }
+    int n = PQntuples(res);
+    PQclear(res);
+    return n > 0;
+}
+
 int leasedb_acquire(PGconn *conn, const leasedb_acquire_args_t *a, leasedb_batch_t *out) {
     memset(out, 0, sizeof *out);
     out->free_slots = -1;
     ASSERT(a->batch >= 1 && a->batch <= LEASEDB_BATCH_MAX && a->lease_stale_ms > 0);
     char err[S_ERR_LEN];
     char q[S_ERR_LEN + 40];
+    int pending = a->titles ? s_titles_pending(conn) : 1;
+    if (pending <= 0) {
+        return pending;
+    }
     int64_t idle = a->idle_ms > 0 ? a->idle_ms : a->lease_stale_ms / 3;
     s_found_t f;
     if (s_open(conn, a, idle > 0 ? idle : 1, &f, err, sizeof err) != 0) {

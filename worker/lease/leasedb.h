@@ -55,6 +55,11 @@ typedef struct {
      * without visiting the chats held by others; false: every chat without a fresh lease,
      * stale leases included (ARCHITECTURE.md §6.2, "Quick and full passes"). */
     bool quick;
+    /* The title pass: instead of runnable chats, idle (waiting or error), unarchived chats with
+     * a title request (chats.title_requested_at) and no fresh lease, stale leases included;
+     * Acquire takes them for their title call (ARCHITECTURE.md §7.8). quick is then unused.
+     * A probe first: when no idle chat has a request, nothing else runs (no slot is claimed). */
+    bool titles;
 } leasedb_acquire_args_t;
 
 typedef struct {

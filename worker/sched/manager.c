@@ -359,7 +359,8 @@ static void s_on_spawn(self_t *self, const hint_update_t *row) {
     log_info("runner_spawned", "chat_id=%s runner_id=%s status=%s history_version=%lld",
              row->chat_id, row->runner_id, row->status, (long long)row->history_version);
     if (self->draining) {
-        s_spawn_task(self, e, TASK_ABANDON, NULL, row->history_version, true);
+        /* History version -1: a drain's abandon lets go at once, title request or not. */
+        s_spawn_task(self, e, TASK_ABANDON, NULL, -1, true);
         return;
     }
     s_event(self, e, row);

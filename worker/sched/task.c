@@ -4,6 +4,7 @@
 #include "task.h"
 #include "generation.h"
 #include "history.h"
+#include "titlestep.h"
 #include "log.h"
 #include "mem.h"
 
@@ -219,15 +220,30 @@ static taskctx_rc_t s_deadline(taskctx_t *ctx, PGconn *conn) {
 
 /* --- Abandon (ARCHITECTURE.md §1.2). --- */
 
+typedef struct {
+    const cs_fence_t *fence;
+    bool titles; /* serve a pending title request first (not on a drain's abandon) */
+    bool title;  /* one is pending: nothing was written */
+} s_abandon_t;
+
 static int s_abandon_fn(chatstate_t *cs, void *arg, cs_error_t *err) {
-    return chatstate_abandon(cs, arg, err);
+    s_abandon_t *a = arg;
+    if (a->titles && chatstate_title_wanted(cs, a->fence, &a->title, err) != 0) {
+        return -1;
+    }
+    return a->title ? TASKCTX_BUNDLE_EMPTY : chatstate_abandon(cs, a->fence, err);
 }
 
+/* An idle chat the owner lets go of; one with a title request (taken by the acquirer's title
+ * pass, or left so by a turn's end) gets its title call first (titlestep_serve), then comes
+ * back here. A drain's abandon (history_version -1) lets go at once. */
 static taskctx_rc_t s_abandon(taskctx_t *ctx, PGconn *conn) {
     if (!conn) {
         return TASKCTX_RETRY;
     }
-    return taskctx_bundle(ctx, conn, s_abandon_fn, &ctx->fence, "Abandon");
+    s_abandon_t a = {.fence = &ctx->fence, .titles = ctx->fence.history_version >= 0};
+    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_abandon_fn, &a, "Abandon");
+    return rc == TASKCTX_DONE && a.title ? titlestep_serve(ctx, conn, s_abandon) : rc;
 }
 
 /* --- The phases. --- */

@@ -4,6 +4,7 @@
 #include "mem.h"
 #include "structured.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,11 @@
 #define S_INSTRUCTION                                                                              \
     "Write a short title, at most eight words, for a conversation that starts with the user's "    \
     "message below. Answer with a JSON object {\"title\": \"...\"} and nothing else."
+
+#define S_REGEN_INSTRUCTION                                                                        \
+    "Write a short title, at most eight words, for the conversation whose user messages follow, "  \
+    "oldest first; what the user asks most recently matters most. Answer with a JSON object "      \
+    "{\"title\": \"...\"} and nothing else."
 
 outformat_t *title_format_new(void) {
     json_t *rf =
@@ -30,33 +36,67 @@ static const char *s_str(const json_t *obj, const char *key) {
     return v ? v : "";
 }
 
+/* Whether m is a real user message: the user's own, not model-only, not control. */
+static bool s_real_user(const json_t *m) {
+    return !strcmp(s_str(m, "role"), "user") && !json_is_true(json_object_get(m, "model_only")) &&
+           !json_is_true(json_object_get(m, "control"));
+}
+
+/* The text parts of m joined by newlines (caller frees; "" when it has none). */
+static char *s_text(const json_t *m) {
+    char *text = mem_strdup("");
+    size_t k;
+    json_t *p;
+    json_array_foreach(json_object_get(m, "content"), k, p) {
+        if (!strcmp(s_str(p, "type"), "text")) {
+            char *next = mem_printf("%s%s%s", text, text[0] ? "\n" : "", s_str(p, "text"));
+            free(text);
+            text = next;
+        }
+    }
+    return text;
+}
+
+static json_t *s_message(const char *role, const char *text) {
+    return json_pack("{s:s, s:[{s:s, s:s}]}", "role", role, "content", "type", "text", "text",
+                     text);
+}
+
 json_t *title_prompt(const json_t *messages) {
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {
-        if (strcmp(s_str(m, "role"), "user") || json_is_true(json_object_get(m, "model_only")) ||
-            json_is_true(json_object_get(m, "control"))) {
+        if (!s_real_user(m)) {
             continue;
         }
-        char *text = mem_strdup("");
-        size_t k;
-        json_t *p;
-        json_array_foreach(json_object_get(m, "content"), k, p) {
-            if (!strcmp(s_str(p, "type"), "text")) {
-                char *next = mem_printf("%s%s%s", text, text[0] ? "\n" : "", s_str(p, "text"));
-                free(text);
-                text = next;
-            }
-        }
-        json_t *prompt = text[0]
-                             ? json_pack("[{s:s, s:[{s:s, s:s}]}, {s:s, s:[{s:s, s:s}]}]", "role",
-                                         "system", "content", "type", "text", "text", S_INSTRUCTION,
-                                         "role", "user", "content", "type", "text", "text", text)
-                             : NULL;
+        char *text = s_text(m);
+        json_t *prompt = text[0] ? json_pack("[o, o]", s_message("system", S_INSTRUCTION),
+                                             s_message("user", text))
+                                 : NULL;
         free(text);
         return prompt;
     }
     return NULL;
+}
+
+json_t *title_regen_prompt(const json_t *messages) {
+    json_t *prompt = json_pack("[o]", s_message("system", S_REGEN_INSTRUCTION));
+    size_t total = 0;
+    for (size_t i = json_array_size(messages); i-- > 0 && total < TITLE_REGEN_MESSAGES;) {
+        const json_t *m = json_array_get(messages, i);
+        char *text = s_real_user(m) ? s_text(m) : NULL;
+        if (text && text[0]) {
+            /* Oldest first: each goes in right after the instruction. */
+            json_array_insert_new(prompt, 1, s_message("user", text));
+            total++;
+        }
+        free(text);
+    }
+    if (total == 0) {
+        json_decref(prompt);
+        return NULL;
+    }
+    return prompt;
 }
 
 char *title_from_reply(const outformat_t *fmt, const json_t *content, const char *finish,

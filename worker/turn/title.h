@@ -26,6 +26,15 @@ outformat_t *title_format_new(void);
  * there is no such text. */
 json_t *title_prompt(const json_t *messages);
 
+/* The most recent user messages a regeneration's prompt carries. */
+#define TITLE_REGEN_MESSAGES 8
+
+/* A requested regeneration's prompt (POST /chats/{id}/title/regenerate) for messages: an
+ * instruction, then the text of the last TITLE_REGEN_MESSAGES real user messages, oldest first,
+ * one user message each, so that a conversation that moved on gets a title for where it went.
+ * A new reference, or NULL when no user message has text. */
+json_t *title_regen_prompt(const json_t *messages);
+
 /* The title a reply (its content parts and finish) holds: the text must pass the strict
  * boundary and fmt's schema, and is trimmed of surrounding white space. A new string, or NULL
  * with the reason in reason (bounded by size). */

@@ -1,5 +1,7 @@
-/* titlestep: a new chat's title as a side call; see titlestep.h. */
+/* titlestep: a chat's generated title as a side call, or as an idle chat's own call; see
+ * titlestep.h. */
 #include "titlestep.h"
+#include "jsonout.h"
 #include "log.h"
 #include "mem.h"
 #include "structured.h"
@@ -7,13 +9,19 @@
 
 #include <string.h>
 
-/* The side call's state: what the request points to lives here until it ends. */
+#define S_STR(x)    #x
+#define S_XSTR(x)   S_STR(x)
+#define S_MAX_BYTES S_XSTR(CS_TITLE_MAX_BYTES)
+
+/* The call's state: what the request points to lives here until it ends. */
 typedef struct {
     outformat_t *fmt;
     json_t *prompt;
     json_t *cfg; /* the title model's config (read only): model borrows its strings */
     json_t *no_tools;
     provider_model_t model;
+    int64_t request_us;     /* the regeneration it serves (history_t.title_requested), or 0 */
+    taskctx_phase_fn *then; /* titlestep_serve: the phase after the write; NULL for a side call */
 } s_title_t;
 
 static void s_free(void *arg) {
@@ -25,72 +33,122 @@ static void s_free(void *arg) {
     free(t);
 }
 
+/* A call's state on cfg with prompt (both taken). */
+static s_title_t *s_title_new(json_t *prompt, json_t *cfg, int64_t request_us) {
+    s_title_t *t = mem_calloc(1, sizeof *t);
+    t->prompt = prompt;
+    t->fmt = title_format_new();
+    t->cfg = cfg;
+    t->no_tools = json_array();
+    t->request_us = request_us;
+    provider_model_of(t->cfg, &t->model);
+    return t;
+}
+
 static void s_hidden_part(void *arg, const char *part_json) {
     (void)arg;
     (void)part_json; /* a title is not streamed */
 }
 
-static provider_call_t *s_start(taskctx_t *side, provider_done_fn *done, void *done_arg) {
-    s_title_t *t = side->body;
+static provider_call_t *s_start(taskctx_t *ctx, provider_done_fn *done, void *done_arg) {
+    s_title_t *t = ctx->body;
     provider_request_t req = {.model = &t->model,
                               .messages = t->prompt,
                               .tools = t->no_tools,
                               .attempt = 1,
-                              .chunk_ms = side->env->opts.sim_chunk_ms,
+                              .chunk_ms = ctx->env->opts.sim_chunk_ms,
                               .native_schema = t->fmt->schema,
                               .native_name = TITLE_SCHEMA_NAME,
                               .title = true};
-    atomic_fetch_add(&side->env->counters.model_calls, 1);
-    log_info("title_call", "chat_id=%s model=%s", side->chat_id, t->model.name);
-    return provider_start(side->env->loop, &req, s_hidden_part, NULL, done, done_arg);
+    atomic_fetch_add(&ctx->env->counters.model_calls, 1);
+    log_info("title_call", "chat_id=%s model=%s requested=%d path=%s", ctx->chat_id, t->model.name,
+             t->request_us > 0, t->then ? "idle" : "step");
+    return provider_start(ctx->env->loop, &req, s_hidden_part, NULL, done, done_arg);
 }
 
 typedef struct {
     const cs_fence_t *fence;
-    const char *title;
+    cs_title_outcome_t o;
     bool applied;
 } s_write_t;
 
 static int s_write(chatstate_t *cs, void *arg, cs_error_t *err) {
     s_write_t *w = arg;
-    return chatstate_set_generated_title(cs, w->fence, w->title, &w->applied, err);
+    return chatstate_title_outcome(cs, w->fence, &w->o, &w->applied, err);
 }
 
-/* After the call: a title that passes its schema is written (never over a user title);
- * anything else leaves the fallback. */
-static taskctx_rc_t s_after(taskctx_t *side, PGconn *conn) {
-    s_title_t *t = side->body;
-    if (side->call_rc == PROVIDER_CANCELLED) {
+/* Writes what a call came to (title may be NULL, with why in reason) in one bundle, when there
+ * is anything to write, and logs it. */
+static taskctx_rc_t s_record(taskctx_t *ctx, PGconn *conn, const s_title_t *t, const char *title,
+                             const char *usage, const char *reason) {
+    if (title && strlen(title) > CS_TITLE_MAX_BYTES) {
+        /* The schema counts characters, a title is bounded in bytes: refused here, so that the
+         * bundle never fails on it (an idle chat's owner would then never let it go). */
+        title = NULL;
+        reason = "the title is longer than " S_MAX_BYTES " bytes";
+    }
+    s_write_t w = {.fence = &ctx->fence,
+                   .o = {.title = title,
+                         .request_us = t->request_us,
+                         .usage = usage,
+                         .model_config_id = json_string_value(json_object_get(t->cfg, "id"))}};
+    taskctx_rc_t rc = !title && !usage && t->request_us <= 0 ? TASKCTX_DONE
+                      : conn ? taskctx_bundle(ctx, conn, s_write, &w, "SetTitle")
+                             : TASKCTX_RETRY;
+    bool recorded = rc == TASKCTX_DONE && usage;
+    char q[STRUCTURED_REASON_MAX + 8];
+    if (w.applied) {
+        log_info("title_generated", "chat_id=%s model=%s requested=%d usage_recorded=%d title=%s",
+                 ctx->chat_id, t->model.name, t->request_us > 0, recorded,
+                 log_quote(title, q, sizeof q));
+    } else {
+        const char *why = !title               ? reason
+                          : rc == TASKCTX_DONE ? "a user title set since the request"
+                                               : "the write failed";
+        log_warn("title_not_generated",
+                 "chat_id=%s model=%s requested=%d usage_recorded=%d"
+                 " reason=%s",
+                 ctx->chat_id, t->model.name, t->request_us > 0, recorded,
+                 log_quote(why, q, sizeof q));
+    }
+    return rc;
+}
+
+/* After the call: a title that passes its schema is written (over a user title only when the
+ * user asked for it), and the call's usage is recorded either way; a failed call leaves the
+ * title as it was. A cancelled call writes nothing: a request stays for the next owner. */
+static taskctx_rc_t s_after(taskctx_t *ctx, PGconn *conn) {
+    s_title_t *t = ctx->body;
+    if (ctx->call_rc == PROVIDER_CANCELLED) {
         return TASKCTX_QUIET;
     }
     char reason[STRUCTURED_REASON_MAX];
     char *title = NULL;
-    if (side->call_rc != PROVIDER_OK) {
-        snprintf(reason, sizeof reason, "%s", side->call_res.error);
+    char *usage = NULL;
+    if (ctx->call_rc != PROVIDER_OK) {
+        snprintf(reason, sizeof reason, "%s", ctx->call_res.error);
     } else {
-        taskctx_price(side, t->cfg, t->model.name);
-        title = title_from_reply(t->fmt, side->call_res.content, side->call_res.finish, reason,
+        taskctx_price(ctx, t->cfg, t->model.name);
+        usage = ctx->call_res.usage ? jsonout_dumps(ctx->call_res.usage) : NULL;
+        title = title_from_reply(t->fmt, ctx->call_res.content, ctx->call_res.finish, reason,
                                  sizeof reason);
     }
-    s_write_t w = {.fence = &side->fence, .title = title};
-    taskctx_rc_t rc = !title ? TASKCTX_DONE
-                      : conn ? taskctx_bundle(side, conn, s_write, &w, "SetTitle")
-                             : TASKCTX_RETRY;
-    char q[STRUCTURED_REASON_MAX + 8];
-    if (w.applied) {
-        log_info("title_generated", "chat_id=%s model=%s title=%s", side->chat_id, t->model.name,
-                 log_quote(title, q, sizeof q));
-    } else {
-        log_warn("title_not_generated", "chat_id=%s model=%s reason=%s", side->chat_id,
-                 t->model.name,
-                 log_quote(title ? "a user title, or the write failed" : reason, q, sizeof q));
-    }
+    taskctx_rc_t rc = s_record(ctx, conn, t, title, usage, reason);
     free(title);
-    return rc;
+    free(usage);
+    taskctx_phase_fn *then = t->then;
+    if (!then || rc != TASKCTX_DONE) {
+        return rc;
+    }
+    /* The idle path goes on with the abandon: the call's state is done with. */
+    taskctx_reset(ctx);
+    ctx->next = then;
+    ctx->wait_ms = 0;
+    return TASKCTX_WAIT;
 }
 
 /* Whether h is a new chat's first step: a fallback title, nothing attempted, no reply. */
-static bool s_wanted(const history_t *h) {
+static bool s_first_step(const history_t *h) {
     if (!h->title_fallback || h->generation_attempt != 0) {
         return false;
     }
@@ -106,15 +164,63 @@ static bool s_wanted(const history_t *h) {
 }
 
 void titlestep_ask(taskctx_t *ctx, const history_t *h) {
-    json_t *prompt = s_wanted(h) ? title_prompt(h->messages) : NULL;
+    json_t *prompt = h->title_requested > 0 ? title_regen_prompt(h->messages)
+                     : s_first_step(h)      ? title_prompt(h->messages)
+                                            : NULL;
     if (!prompt) {
         return;
     }
-    s_title_t *t = mem_calloc(1, sizeof *t);
-    t->prompt = prompt;
-    t->fmt = title_format_new();
-    t->cfg = json_incref(h->title_model ? h->title_model : h->model);
-    t->no_tools = json_array();
-    provider_model_of(t->cfg, &t->model);
+    s_title_t *t = s_title_new(prompt, json_incref(h->title_model ? h->title_model : h->model),
+                               h->title_requested);
     ctx->side = (taskctx_side_t){.start = s_start, .next = s_after, .body = t, .body_free = s_free};
+}
+
+/* What titlestep_serve's read found. */
+typedef struct {
+    taskctx_t *ctx;
+    PGconn *conn;
+    history_rc_t hr;
+    history_t h;
+} s_read_t;
+
+/* The read under the chat row lock and the owner's fence; it writes nothing. */
+static int s_read(chatstate_t *cs, void *arg, cs_error_t *err) {
+    (void)cs;
+    (void)err;
+    s_read_t *r = arg;
+    r->hr = history_read_locked(r->conn, r->ctx->chat_id, &r->ctx->fence, NULL,
+                                r->ctx->env->opts.title_model, &r->h);
+    return TASKCTX_BUNDLE_EMPTY;
+}
+
+taskctx_rc_t titlestep_serve(taskctx_t *ctx, PGconn *conn, taskctx_phase_fn *then) {
+    s_read_t r = {.ctx = ctx, .conn = conn, .hr = HISTORY_DB};
+    taskctx_rc_t rc = taskctx_bundle(ctx, conn, s_read, &r, "ReadForTitle");
+    if (rc != TASKCTX_DONE || r.hr != HISTORY_OK) {
+        history_clear(&r.h);
+        return rc != TASKCTX_DONE ? rc : r.hr == HISTORY_DB ? TASKCTX_RETRY : TASKCTX_QUIET;
+    }
+    ctx->next = then;
+    ctx->wait_ms = 0;
+    if (r.h.title_requested <= 0) {
+        history_clear(&r.h); /* served meanwhile: on with the abandon */
+        return TASKCTX_WAIT;
+    }
+    json_t *cfg = r.h.title_model ? r.h.title_model : r.h.model;
+    json_t *prompt = json_is_object(cfg) ? title_regen_prompt(r.h.messages) : NULL;
+    s_title_t *t = s_title_new(prompt, json_incref(cfg), r.h.title_requested);
+    history_clear(&r.h);
+    if (!prompt) {
+        /* Nothing to ask: the request is answered with its reason, so it is not asked again. */
+        rc = s_record(ctx, conn, t, NULL, NULL,
+                      json_is_object(t->cfg) ? "no user message has text" : "no model config");
+        s_free(t);
+        return rc == TASKCTX_DONE ? TASKCTX_WAIT : rc;
+    }
+    t->then = then;
+    ctx->body = t;
+    ctx->body_free = s_free;
+    ctx->call_start = s_start;
+    ctx->next = s_after;
+    return TASKCTX_CALL;
 }
