@@ -84,7 +84,9 @@ static int s_compaction(compaction_config_t *c) {
 int worker_options_load(worker_options_t *o) {
     int rc =
         s_options(o) || s_compaction(&o->turn.compaction) ||
-                s_name("CHATFLEET_TITLE_MODEL", o->turn.title_model, sizeof o->turn.title_model)
+                s_name("CHATFLEET_TITLE_MODEL", o->turn.title_model, sizeof o->turn.title_model) ||
+                s_name("CHATFLEET_PLAN_MODE_INSTRUCTIONS", o->turn.plan_instructions,
+                       sizeof o->turn.plan_instructions)
             ? -1
             : 0;
     /* Limiter slots are PostgreSQL integers (chat_heartbeats.slot). */
@@ -269,7 +271,11 @@ static void s_start_lease_actors(worker_t *self) {
                           .max_subagents = opts->max_subagents,
                           .lease_stale_ms = cfg->lease_stale_ms,
                           .statement_timeout_ms = stmt_ms,
-                          .sink = env->sink};
+                          .sink = env->sink,
+                          .auto_archive_days = cfg->auto_archive_days,
+                          .auto_archive_interval_ms = cfg->auto_archive_interval_ms,
+                          .auto_archive_batch = cfg->auto_archive_batch,
+                          .clock_offset_s = cfg->test_clock_offset_s};
     snprintf(aa.worker_id, sizeof aa.worker_id, "%s", self->id);
     self->acquirer = acquirer_new(&aa);
 }
@@ -282,7 +288,7 @@ static void s_log_started(const worker_t *self) {
              "retry_base_ms=%lld retry_max_ms=%lld sim_chunk_ms=%lld "
              "requires_action_deadline_ms=%lld drain_ms=%lld db_conns=%lld task_conns=%d "
              "compaction_model=%s compaction_threshold_percent=%d title_model=%s "
-             "subagent_max_depth=%lld subagent_max_children=%lld",
+             "subagent_max_depth=%lld subagent_max_children=%lld plan_instructions=%s",
              self->id, (long long)opts->max_chats, (long long)opts->max_subagents,
              (long long)opts->sync_ms, (long long)opts->turn.max_retries,
              (long long)opts->turn.max_steps, (long long)opts->turn.retry_base_ms,
@@ -291,7 +297,8 @@ static void s_log_started(const worker_t *self) {
              s_task_conns(opts), opts->turn.compaction.model[0] ? opts->turn.compaction.model : "-",
              opts->turn.compaction.default_threshold,
              opts->turn.title_model[0] ? opts->turn.title_model : "-",
-             (long long)opts->turn.subagent_max_depth, (long long)opts->turn.subagent_max_children);
+             (long long)opts->turn.subagent_max_depth, (long long)opts->turn.subagent_max_children,
+             opts->turn.plan_instructions[0] ? "custom" : "default");
 }
 
 worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {

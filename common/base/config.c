@@ -64,6 +64,32 @@ static int s_num_or_zero(const char *name, int64_t dflt, int64_t *out) {
     return 0;
 }
 
+/* The auto-archive settings and the test clock offset: 0, or -1 (printed). */
+static int s_auto_archive(config_t *self) {
+    if (s_num_or_zero("CHATFLEET_AUTO_ARCHIVE_DAYS", 0, &self->auto_archive_days) ||
+        s_num("CHATFLEET_AUTO_ARCHIVE_INTERVAL_MS", 3600000, &self->auto_archive_interval_ms) ||
+        s_num("CHATFLEET_AUTO_ARCHIVE_BATCH", 100, &self->auto_archive_batch)) {
+        return -1;
+    }
+    if (self->auto_archive_days > 36500 || self->auto_archive_batch > 1000) {
+        fprintf(stderr,
+                "config: CHATFLEET_AUTO_ARCHIVE_DAYS=%lld must be 0 (off) to 36500 and "
+                "CHATFLEET_AUTO_ARCHIVE_BATCH=%lld 1 to 1000\n",
+                (long long)self->auto_archive_days, (long long)self->auto_archive_batch);
+        return -1;
+    }
+    if (config_env_int("CHATFLEET_TEST_CLOCK_OFFSET_S", 0, -CONFIG_CLOCK_OFFSET_MAX_S,
+                       &self->test_clock_offset_s) != 0 ||
+        self->test_clock_offset_s > CONFIG_CLOCK_OFFSET_MAX_S) {
+        fprintf(stderr,
+                "config: CHATFLEET_TEST_CLOCK_OFFSET_S=%s must be an integer of seconds within "
+                "%lld either way (a setting for tests only)\n",
+                getenv("CHATFLEET_TEST_CLOCK_OFFSET_S"), (long long)CONFIG_CLOCK_OFFSET_MAX_S);
+        return -1;
+    }
+    return 0;
+}
+
 config_t *config_new(void) {
     config_t *self = mem_calloc(1, sizeof *self);
     self->database_url = s_str("CHATFLEET_DATABASE_URL", NULL);
@@ -96,7 +122,8 @@ config_t *config_new(void) {
         s_num("CHATFLEET_PUSH_CONFIGS_MAX", 100, &self->push_configs_max) ||
         s_num("CHATFLEET_PUSH_DELIVERIES_PER_MIN", 600, &self->push_deliveries_per_min) ||
         s_num("CHATFLEET_CHAT_MAX_ATTACHMENTS", 50, &self->chat_max_attachments) ||
-        s_num("CHATFLEET_FILE_QUOTA_BYTES", 1024LL * 1024 * 1024, &self->file_quota_bytes)) {
+        s_num("CHATFLEET_FILE_QUOTA_BYTES", 1024LL * 1024 * 1024, &self->file_quota_bytes) ||
+        s_auto_archive(self)) {
         config_destroy(&self);
         return NULL;
     }
@@ -223,7 +250,9 @@ void config_log(const config_t *self) {
              "http_max_per_address=%lld http_head_timeout_ms=%lld http_body_timeout_ms=%lld "
              "http_io_threads=%lld http_threads=%lld stream_threads=%lld streams_per_user=%lld "
              "auth_cache_ms=%lld push_allow_cidrs=%s push_configs_max=%lld "
-             "push_deliveries_per_min=%lld chat_max_attachments=%lld file_quota_bytes=%lld",
+             "push_deliveries_per_min=%lld chat_max_attachments=%lld file_quota_bytes=%lld "
+             "auto_archive_days=%lld auto_archive_interval_ms=%lld auto_archive_batch=%lld "
+             "test_clock_offset_s=%lld",
              url, self->http_listen, self->http_tls_cert ? self->http_tls_cert : "(unset)",
              self->http_tls_key ? self->http_tls_key : "(unset)", self->http_tls_priorities,
              self->public_url ? self->public_url : "(listen address)",
@@ -239,5 +268,7 @@ void config_log(const config_t *self) {
              (long long)self->streams_per_user, (long long)self->auth_cache_ms,
              self->push_allow_cidrs ? self->push_allow_cidrs : "(none)",
              (long long)self->push_configs_max, (long long)self->push_deliveries_per_min,
-             (long long)self->chat_max_attachments, (long long)self->file_quota_bytes);
+             (long long)self->chat_max_attachments, (long long)self->file_quota_bytes,
+             (long long)self->auto_archive_days, (long long)self->auto_archive_interval_ms,
+             (long long)self->auto_archive_batch, (long long)self->test_clock_offset_s);
 }

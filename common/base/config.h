@@ -13,6 +13,9 @@
 /* TLS 1.3 and 1.2 only, GnuTLS's NORMAL cipher choices otherwise (ARCHITECTURE.md §1.1). */
 #define CONFIG_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
+/* The furthest CHATFLEET_TEST_CLOCK_OFFSET_S moves the clock, either way: 100 years. */
+#define CONFIG_CLOCK_OFFSET_MAX_S (100LL * 366 * 24 * 3600)
+
 typedef struct {
     char *database_url; /* CHATFLEET_DATABASE_URL, required by DB users */
     char *http_listen;  /* CHATFLEET_HTTP_LISTEN */
@@ -51,6 +54,14 @@ typedef struct {
     /* Files (ARCHITECTURE.md §3, "Files"). */
     int64_t chat_max_attachments; /* CHATFLEET_CHAT_MAX_ATTACHMENTS: files a chat holds */
     int64_t file_quota_bytes;     /* CHATFLEET_FILE_QUOTA_BYTES: all of a user's files */
+    /* The worker's auto-archive tick (worker/lease/README.md, "Auto-archive"). */
+    int64_t auto_archive_days;        /* CHATFLEET_AUTO_ARCHIVE_DAYS: 0 (off) to 36500 */
+    int64_t auto_archive_interval_ms; /* CHATFLEET_AUTO_ARCHIVE_INTERVAL_MS: between ticks */
+    int64_t auto_archive_batch;       /* CHATFLEET_AUTO_ARCHIVE_BATCH: 1..1000 per tick */
+    /* CHATFLEET_TEST_CLOCK_OFFSET_S: for tests only, seconds added to the wall clock where a
+     * process reads the date (the auto-archive cutoff), so a test can move a day ahead; 0
+     * in a deployment. At most CONFIG_CLOCK_OFFSET_MAX_S either way. */
+    int64_t test_clock_offset_s;
 } config_t;
 
 /* True when name is a portable environment variable name, ^[A-Za-z_][A-Za-z0-9_]*$ (a model's

@@ -11,6 +11,7 @@
 #include <czmq.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 struct acquirer {
     zactor_t *actor;
@@ -42,6 +43,7 @@ typedef struct {
     int64_t passes;
     int64_t acquired;
     int64_t takeovers;
+    int64_t archive_due_ms; /* when the next auto-archive tick is due (monotonic clock) */
 } self_t;
 
 static const char *s_pool_name(leasedb_pool_t kind) {
@@ -73,21 +75,68 @@ static void s_sweep(self_t *self) {
     }
 }
 
+/* The wall clock plus offset_s (CHATFLEET_TEST_CLOCK_OFFSET_S) as UTC ISO 8601 text, what
+ * chatstate_auto_archive takes as now (the date matters, not the monotonic clock). */
+static void s_clock_text(int64_t offset_s, char *out, size_t size) {
+    struct timespec ts;
+    ASSERT(clock_gettime(CLOCK_REALTIME, &ts) == 0);
+    time_t t = ts.tv_sec + (time_t)offset_s;
+    struct tm tm;
+    ASSERT(gmtime_r(&t, &tm));
+    char day[32];
+    ASSERT(strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm) > 0);
+    snprintf(out, size, "%s.%03ldZ", day, ts.tv_nsec / 1000000);
+}
+
+/* The auto-archive tick, when one is due (acquirer.h). */
+static void s_auto_archive(self_t *self) {
+    const acquirer_args_t *a = &self->args;
+    int64_t start = id_now_ms();
+    if (a->auto_archive_days <= 0 || start < self->archive_due_ms) {
+        return;
+    }
+    char now[48];
+    s_clock_text(a->clock_offset_s, now, sizeof now);
+    cs_settings_t settings = {.lease_stale_ms = a->lease_stale_ms};
+    cs_auto_archive_t args = {.now = now,
+                              .days = (int)a->auto_archive_days,
+                              .batch = (int)a->auto_archive_batch,
+                              .worker_id = a->worker_id};
+    cs_auto_archive_result_t r;
+    cs_error_t err;
+    int rc = chatstate_auto_archive(self->conn, &settings, &args, &a->sink, &r, &err);
+    /* A full batch may have left more behind: the next full pass ticks again. */
+    bool more = rc == 0 && !r.locked_out && r.candidates >= args.batch;
+    self->archive_due_ms = more ? start : start + a->auto_archive_interval_ms;
+    if (rc != 0) {
+        char q[300];
+        log_warn("auto_archive_failed", "worker_id=%s now=%s archived=%d reason=%s", a->worker_id,
+                 now, r.archived, log_quote(err.message, q, sizeof q));
+    } else if (r.archived > 0 || r.skipped > 0) {
+        log_info("auto_archive_tick",
+                 "worker_id=%s now=%s cutoff=%s candidates=%d archived=%d skipped=%d ms=%lld",
+                 a->worker_id, now, r.cutoff, r.candidates, r.archived, r.skipped,
+                 (long long)(id_now_ms() - start));
+    }
+}
+
 /* One acquisition transaction in one pool; a full batch, or a miss worth another look, asks
  * for another pass at once (after a look at the pipe, so that a command never waits behind
  * many): runnable chats that found no worker send no more hints. A hint's pass is quick
  * (unowned chats only), the poll's is full (stale leases too); the pass asked for is full only
- * after a full one that took a lease over (ARCHITECTURE.md §6.2). -1 when the connection
- * broke. */
-static int s_pass_pool(self_t *self, s_pool_t *pool, bool full) {
+ * after a full one that took a lease over (ARCHITECTURE.md §6.2). With titles, the title pass
+ * (leasedb_acquire_args_t.titles), a small batch, whose full batch asks for a full pass. -1
+ * when the connection broke. */
+static int s_pass_pool(self_t *self, s_pool_t *pool, bool full, bool titles) {
     leasedb_acquire_args_t a = {.worker_id = self->args.worker_id,
                                 .max_chats = pool->size,
                                 .first_slot = pool->first,
                                 .pool = pool->kind,
                                 .lease_stale_ms = self->args.lease_stale_ms,
-                                .batch = pool->batch,
+                                .batch = titles ? ACQUIRER_BATCH_SMALL : pool->batch,
                                 .sink = &self->args.sink,
-                                .quick = !full};
+                                .quick = !full,
+                                .titles = titles};
     leasedb_batch_t b;
     if (leasedb_acquire(self->conn, &a, &b) != 0) {
         dbpool_put(self->pool, self->conn); /* closes a broken connection */
@@ -116,7 +165,10 @@ static int s_pass_pool(self_t *self, s_pool_t *pool, bool full) {
                  "chat_id=%s worker_id=%s runner_id=%s takeover=%d previous=%s slot=%d pass=%s "
                  "pool=%s",
                  c->chat_id, self->args.worker_id, c->runner_id, takeover,
-                 takeover ? c->previous : "-", (int)c->slot, full ? "full" : "quick",
+                 takeover ? c->previous : "-", (int)c->slot,
+                 titles ? "title"
+                 : full ? "full"
+                        : "quick",
                  s_pool_name(pool->kind));
         zmsg_t *m = zmsg_new();
         zmsg_addstr(m, "SPAWN");
@@ -126,6 +178,12 @@ static int s_pass_pool(self_t *self, s_pool_t *pool, bool full) {
         }
     }
     bool filled = b.count == a.batch;
+    if (titles) {
+        /* More title requests than a batch: another full pass at once takes the rest. */
+        self->wake |= filled || b.again;
+        self->full |= filled || b.again;
+        return 0;
+    }
     pool->batch = filled ? ACQUIRER_BATCH_MAX : ACQUIRER_BATCH_SMALL;
     if (filled || b.again) {
         self->wake = true;
@@ -150,12 +208,20 @@ static void s_pass(self_t *self) {
         }
     }
     for (int i = 0; i < self->npools; i++) {
-        if (s_pass_pool(self, &self->pools[i], full) != 0) {
+        if (s_pass_pool(self, &self->pools[i], full, false) != 0) {
+            return;
+        }
+    }
+    /* The poll's pass (and a hint's full pass within a second) also takes idle chats with a
+     * title request, for one title call each (ARCHITECTURE.md §7.8). */
+    for (int i = 0; full && i < self->npools; i++) {
+        if (s_pass_pool(self, &self->pools[i], true, true) != 0) {
             return;
         }
     }
     if (full) {
         s_sweep(self);
+        s_auto_archive(self);
     }
 }
 

@@ -10,6 +10,13 @@
  * and, once committed, PUSHes one ["SPAWN"][hint_update_t] per chat to the manager's inbox.
  * No lock is shared with other workers: the limiter is the unique index on the slots.
  *
+ * A full pass also runs the auto-archive tick when one is due (ARCHITECTURE.md §3, "Families";
+ * chatstate_auto_archive): with auto_archive_days > 0, every auto_archive_interval_ms, or at the
+ * next full pass after a tick that filled its batch. One worker ticks at a time (the tick's
+ * advisory lock; another worker's tick meanwhile does nothing), on the acquirer's connection
+ * between acquisition transactions, each family in a short transaction of its own. It logs
+ * auto_archive_tick when it archived or skipped anything, auto_archive_failed on a failure.
+ *
  * Actor pipe protocol (wrapped by the functions below):
  *   start-up   args: acquirer_args_t (copied); signals 0
  *   "PAUSE"    stops acquiring for good (shutdown); replies "PAUSED"
@@ -51,7 +58,13 @@ typedef struct {
     int64_t max_subagents;
     int64_t lease_stale_ms;
     int64_t statement_timeout_ms;
-    hint_sink_t sink; /* where Acquire's hints go */
+    hint_sink_t sink; /* where Acquire's hints go (and the auto-archive's) */
+    /* The auto-archive tick (below): CHATFLEET_AUTO_ARCHIVE_DAYS (0: off), _INTERVAL_MS and
+     * _BATCH; its clock is the wall clock plus CHATFLEET_TEST_CLOCK_OFFSET_S (tests only). */
+    int64_t auto_archive_days;
+    int64_t auto_archive_interval_ms;
+    int64_t auto_archive_batch;
+    int64_t clock_offset_s;
 } acquirer_args_t;
 
 typedef struct {
