@@ -36,7 +36,9 @@ function route() {
 
 async function signIn(token) {
   const candidate = new Api(token);
-  await candidate.call("GET", "/api/v2/chats?limit=1"); // 401 for a wrong token
+  const me = await candidate.call("GET", "/api/v2/users/me"); // 401 for a wrong token
+  $("whoami").textContent = `${me.name}${me.is_admin ? " (admin)" : ""}`;
+  $("whoami").dataset.user = me.id;
   sessionStorage.setItem(TOKEN_KEY, token);
   api = candidate;
   chats = new ChatsView(api);
@@ -49,6 +51,7 @@ function signOut() {
   chats?.leave(true);
   cluster?.leave();
   api = chats = cluster = undefined;
+  $("whoami").textContent = "";
   show("signin");
 }
 

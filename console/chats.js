@@ -1,6 +1,9 @@
 // chats: the chat list (GET /chats, then live from GET /chats/watch) and the chat view (GET
 // /chats/{id}/stream: committed messages, parts as they stream, tool calls, receipts,
-// retries, errors), with the interrupt and archive buttons and a send box that attaches files.
+// retries, errors), with the interrupt, pin and archive buttons, a labels editor and a send
+// box that attaches files. The list can be searched (GET /chats?q=...&label=k:v, ARCHITECTURE.md
+// §11, "Finding chats") and shows each chat's labels, pin, and the worker holding it with the
+// age of its lease; the open chat's heading follows its title as it is generated.
 // A message's file parts show by name: a download link while the file is among the chat's
 // live files (GET /chats/{id} "files"), "expired" once it was evicted (ARCHITECTURE.md §3,
 // "Files"). The link fetches the bytes with the token and hands them over as an object URL.
@@ -37,6 +40,41 @@ function partText(p) {
 }
 
 const FAMILY_REFRESH_MS = 1000;
+const SEARCH_AGAIN_MS = 1000; // a filtered list is read again this long after a watch event
+
+/** Labels typed as "k:v k2:v2" (pairs split by spaces or commas) as {k: v}; an Error naming a
+ * pair without a key and a colon. */
+export function parseLabels(text) {
+  const labels = {};
+  for (const pair of text.split(/[\s,]+/).filter(Boolean)) {
+    const at = pair.indexOf(":");
+    if (at <= 0) throw new Error(`label "${pair}": write key:value`);
+    labels[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return labels;
+}
+
+/** A chat's labels as the editor shows them. */
+function labelsText(labels) {
+  return Object.entries(labels ?? {})
+    .map(([k, v]) => `${k}:${v}`)
+    .join(" ");
+}
+
+/** The order GET /chats answers in: pinned chats by pin_order, then the newest update first. */
+function listOrder(a, b) {
+  const pa = a.pin_order || Infinity;
+  const pb = b.pin_order || Infinity;
+  if (pa !== pb) return pa - pb;
+  return String(b.updated_at).localeCompare(String(a.updated_at)) || String(b.id).localeCompare(String(a.id));
+}
+
+/** The worker holding c and its lease's age when read ("1a2b3c4d 0.4s"), or "". */
+function holder(c) {
+  if (!c.worker_id) return "";
+  const age = c.lease_age_ms === undefined ? "" : ` ${(c.lease_age_ms / 1000).toFixed(1)}s`;
+  return `${c.worker_id.slice(0, 8)}${age}`;
+}
 
 export class ChatsView {
   constructor(api) {
@@ -47,7 +85,17 @@ export class ChatsView {
     this.chatId = undefined;
     this.files = undefined; // the open chat's live files by id; undefined until read
     this.objectUrls = []; // downloads handed to the browser, revoked when the chat closes
+    this.filter = { q: "", labels: {} };
     $("new-chat").onsubmit = (e) => this.s_create(e);
+    $("search").onsubmit = (e) => this.s_search(e);
+    $("labels").onsubmit = (e) => this.s_save_labels(e);
+    $("pin").onclick = () =>
+      this.s_action(async () => {
+        const pinned = this.chats.get(this.chatId)?.pin_order > 0;
+        await this.api.call("PATCH", `/api/v2/chats/${this.chatId}`, { pin_order: pinned ? 0 : 1 });
+        await this.s_load_list();
+        await this.s_refresh_open();
+      });
     $("send").onsubmit = (e) => this.s_send(e);
     $("interrupt").onclick = () => this.s_action(() => this.api.call("POST", `/api/v2/chats/${this.chatId}/interrupt`));
     $("archive").onclick = () =>
@@ -60,26 +108,92 @@ export class ChatsView {
   async enter(chatId) {
     if (!this.watch) {
       this.watch = new AbortController();
-      try {
-        const out = await this.api.call("GET", "/api/v2/chats?limit=100");
-        for (const c of out.chats ?? out ?? []) this.chats.set(c.id, c);
-      } catch (err) {
-        this.s_note(`chat list: ${err.message}`);
-      }
-      this.s_render_list();
+      await this.s_load_list();
       this.families = setInterval(() => this.s_refresh_families(), FAMILY_REFRESH_MS);
       this.api.follow("/api/v2/chats/watch", {
         signal: this.watch.signal,
-        onEvent: (type, data) => {
-          if (data?.chat?.id) {
-            this.chats.set(data.chat.id, data.chat);
-            this.s_render_list();
-            if (data.chat.id === this.chatId) this.s_status(data.chat.status);
-          }
-        },
+        onEvent: (type, data) => this.s_watched(data?.chat),
       });
     }
     if (chatId !== this.chatId) this.s_open(chatId);
+  }
+
+  // A chat the watch tells of: drawn at once when the list shows it (a search's list shows only
+  // its results, so a chat it does not hold makes the search run again, a little later).
+  s_watched(chat) {
+    if (!chat?.id) return;
+    if (this.s_filtered() && !this.chats.has(chat.id)) {
+      clearTimeout(this.searchAgain);
+      this.searchAgain = setTimeout(() => this.s_load_list(), SEARCH_AGAIN_MS);
+      return;
+    }
+    this.chats.set(chat.id, chat);
+    this.s_render_list();
+    if (chat.id === this.chatId) this.s_header(chat);
+  }
+
+  s_filtered() {
+    return this.filter.q !== "" || Object.keys(this.filter.labels).length > 0;
+  }
+
+  // Reads the list as GET /chats answers it for the current search (all of it when none).
+  async s_load_list() {
+    const params = new URLSearchParams({ limit: "100" });
+    if (this.filter.q) params.set("q", this.filter.q);
+    for (const [k, v] of Object.entries(this.filter.labels)) params.append("label", `${k}:${v}`);
+    try {
+      const out = await this.api.call("GET", `/api/v2/chats?${params}`);
+      this.chats.clear();
+      for (const c of out) this.chats.set(c.id, c);
+    } catch (err) {
+      this.s_note(`chat list: ${err.message}`, "error");
+    }
+    this.s_render_list();
+  }
+
+  async s_search(e) {
+    e.preventDefault();
+    try {
+      this.filter = { q: $("search-q").value.trim(), labels: parseLabels($("search-labels").value) };
+    } catch (err) {
+      return this.s_note(err.message, "error");
+    }
+    await this.s_load_list();
+  }
+
+  async s_save_labels(e) {
+    e.preventDefault();
+    await this.s_action(async () => {
+      await this.api.call("PATCH", `/api/v2/chats/${this.chatId}`, { labels: parseLabels($("labels-text").value) });
+      await this.s_refresh_open();
+    });
+  }
+
+  // The open chat read again: its title, state, pin, labels and holder in the heading.
+  async s_refresh_open() {
+    const chatId = this.chatId;
+    if (!chatId) return;
+    try {
+      const chat = await this.api.call("GET", `/api/v2/chats/${chatId}`);
+      if (chatId !== this.chatId) return;
+      if (!this.s_filtered() || this.chats.has(chat.id)) this.chats.set(chat.id, chat);
+      this.s_header(chat);
+      this.s_render_list();
+    } catch (err) {
+      this.s_note(`chat: ${err.message}`, "error");
+    }
+  }
+
+  // The open chat's heading from chat: the title (live: generated titles arrive after the
+  // first answer), the state, who holds it, the pin button and the labels (left alone while
+  // being typed in).
+  s_header(chat) {
+    $("chat-title").textContent = chat.title || chat.id;
+    if (chat.status) this.s_status(chat.status);
+    const h = holder(chat);
+    $("chat-worker").textContent = h ? `worker ${h}` : "no worker";
+    $("pin").textContent = chat.pin_order > 0 ? "Unpin" : "Pin";
+    if (document.activeElement !== $("labels-text")) $("labels-text").value = labelsText(chat.labels);
   }
 
   leave(full = false) {
@@ -94,8 +208,9 @@ export class ChatsView {
 
   // The watch tells of a member's state, not of the worker that takes it: while a family has a
   // member at work, its root (whose JSON embeds the family with each member's worker_id) is
-  // read again every FAMILY_REFRESH_MS.
+  // read again every FAMILY_REFRESH_MS, and so is the open chat.
   async s_refresh_families() {
+    this.s_refresh_open();
     const busy = new Set(["running", "interrupting", "requires_action"]);
     const members = [...this.chats.values()].flatMap((c) => [c, ...(c.children ?? [])]);
     const roots = new Set(members.filter((m) => m.root_chat_id && busy.has(m.status)).map((m) => m.root_chat_id));
@@ -111,8 +226,9 @@ export class ChatsView {
     if (roots.size) this.s_render_list();
   }
 
-  // The roots, newest first, each followed by its subagent family as a tree (ARCHITECTURE.md
-  // §3, "Families"): a member's state, and its worker while one holds it. A root's JSON embeds
+  // The roots in the list's order (pins first, then the newest update), each followed by its
+  // subagent family as a tree (ARCHITECTURE.md §3, "Families"): a member's state, its labels
+  // and pin, and its worker (with its lease's age) while one holds it. A root's JSON embeds
   // its family; the watch brings each member's own updates, which win.
   s_render_list() {
     const ul = $("chat-list");
@@ -134,14 +250,16 @@ export class ChatsView {
         },
         el("span", { class: `status ${c.status}`, textContent: status }),
         " ",
-        c.title || c.id,
-        ...(c.worker_id ? [" ", el("span", { class: "worker", textContent: c.worker_id.slice(0, 8) })] : []),
+        el("span", { class: "title", textContent: c.title || c.id }),
+        ...(c.pin_order > 0 ? [el("span", { class: "pinned", textContent: `pinned ${c.pin_order}` })] : []),
+        ...Object.entries(c.labels ?? {}).map(([k, v]) => el("span", { class: "label", textContent: `${k}:${v}` })),
+        ...(c.worker_id ? [" ", el("span", { class: "worker", textContent: holder(c) })] : []),
       );
       li.onclick = (e) => (e.stopPropagation(), (location.hash = `#/chats/${c.id}`));
       ul.append(li);
       for (const k of kids(c.id)) add(k, depth + 1);
     };
-    const roots = [...all.values()].filter((c) => !c.parent_chat_id).sort((a, b) => byAge(b, a));
+    const roots = [...all.values()].filter((c) => !c.parent_chat_id).sort(listOrder);
     for (const c of roots) add(c, 0);
   }
 
@@ -166,9 +284,9 @@ export class ChatsView {
     $("messages").replaceChildren();
     $("events").replaceChildren();
     $("live").textContent = "";
-    const chat = this.chats.get(chatId);
-    $("chat-title").textContent = chat?.title || chatId;
     $("chat-status").textContent = "";
+    this.s_header(this.chats.get(chatId) ?? { id: chatId });
+    this.s_refresh_open();
     this.stream = new AbortController();
     this.api.follow(`/api/v2/chats/${chatId}/stream`, {
       signal: this.stream.signal,

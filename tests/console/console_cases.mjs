@@ -60,8 +60,11 @@ try {
   await page.type("#token", token);
   await page.click("#signin-form button");
   await page.waitForSelector("#chats:not([hidden])");
+  const me = await api("GET", "/api/v2/users/me");
+  await page.waitForFunction((n) => document.getElementById("whoami").textContent.startsWith(n), {}, me.name);
+  assert.equal(await text(page, "#whoami"), `${me.name} (admin)`);
   await shot(page, "02-chats");
-  console.log("step signin");
+  console.log(`step signin user=${me.name}`);
 
   // A chat started from the page streams into it while the worker produces it: text seen
   // while running is a strict prefix of the committed answer.
@@ -79,6 +82,10 @@ try {
   assert.equal(statusWhileStreaming, "running");
   assert.ok(answer.startsWith(partial) && partial.length < answer.length, `${partial} / ${answer}`);
   assert.ok(await page.$(`#chat-list li[data-chat="${chatId}"]`), "the chat is not in the list");
+  // The heading follows the generated title (it began as the fallback, the first prompt).
+  const titled = (await api("GET", `/api/v2/chats/${chatId}`)).title;
+  await page.waitForFunction((t) => document.getElementById("chat-title").textContent === t, {}, titled);
+  assert.ok(!titled.startsWith("Tell me a story [sim"), `the title is still the fallback: ${titled}`);
   await shot(page, "04-chat-done");
   console.log(`step stream partial=${partial.length} answer=${answer.length}`);
 
@@ -175,16 +182,65 @@ try {
   await page.waitForFunction((s) => [...document.querySelectorAll(s)].every((e) => e.querySelector(".status.waiting")), { timeout: 60000 }, kid);
   console.log(`step family children=${kids.length}`);
 
-  // Interrupt and archive from the chat view.
+  // Finding chats: a word only one chat's message holds finds it alone; a label filters; the
+  // chat view's labels editor and pin button write through PATCH and the list shows both.
+  const word = `zebrafinch${Date.now() % 100000}`;
+  const found = await api("POST", "/api/v2/chats", {
+    content: [{ type: "text", text: `About the ${word} [sim:words 2]` }],
+    labels: { team: "blue" },
+  });
+  await page.goto(`${url}/console/index.html#/chats`);
+  await page.waitForSelector(`#chat-list li[data-chat="${found.id}"]`);
+  await page.type("#search-q", word);
+  await page.click("#search button");
+  await page.waitForFunction(
+    (id) => [...document.querySelectorAll("#chat-list li")].map((e) => e.dataset.chat).join() === id,
+    {},
+    found.id,
+  );
+  await page.$eval("#search-q", (e) => (e.value = ""));
+  await page.type("#search-labels", "team:blue");
+  await page.click("#search button");
+  await page.waitForFunction(
+    (id) => [...document.querySelectorAll("#chat-list li")].map((e) => e.dataset.chat).join() === id,
+    {},
+    found.id,
+  );
+  assert.equal(await text(page, `#chat-list li[data-chat="${found.id}"] .label`), "team:blue");
+  await shot(page, "10-search");
+  await page.goto(`${url}/console/index.html#/chats/${found.id}`);
+  await page.waitForFunction(() => document.getElementById("labels-text").value === "team:blue");
+  await page.$eval("#labels-text", (e) => (e.value = ""));
+  await page.type("#labels-text", "team:blue env:prod");
+  await page.click("#labels button");
+  await until(async () => (await api("GET", `/api/v2/chats/${found.id}`)).labels.env === "prod", "labels saved");
+  await page.click("#pin");
+  await until(async () => (await api("GET", `/api/v2/chats/${found.id}`)).pin_order === 1, "pinned");
+  await page.waitForFunction(() => document.getElementById("pin").textContent === "Unpin");
+  await page.$eval("#search-labels", (e) => (e.value = ""));
+  await page.click("#search button");
+  await page.waitForFunction(
+    (id) => document.querySelector("#chat-list li")?.dataset.chat === id,
+    {},
+    found.id,
+  );
+  assert.equal(await text(page, `#chat-list li[data-chat="${found.id}"] .pinned`), "pinned 1");
+  await page.click("#pin");
+  await until(async () => (await api("GET", `/api/v2/chats/${found.id}`)).pin_order === 0, "unpinned");
+  await shot(page, "11-labels-pin");
+  console.log("step search_labels_pin");
+
+  // Interrupt and archive from the chat view; while it runs, the heading names its worker.
   await page.goto(`${url}/console/index.html#/chats/${long.id}`);
   await page.waitForFunction(() => document.getElementById("chat-status").textContent === "running");
+  await page.waitForFunction(() => /^worker [0-9a-f]{8} \d+\.\ds$/.test(document.getElementById("chat-worker").textContent));
   await page.click("#interrupt");
   await page.waitForFunction(() => document.getElementById("chat-status").textContent === "waiting");
   await page.click("#archive");
   await page.waitForFunction(() => location.hash === "#/chats");
   await page.waitForSelector(`#chat-list li.archived[data-chat="${long.id}"]`);
   assert.equal((await api("GET", `/api/v2/chats/${long.id}`)).archived, true);
-  await shot(page, "10-archived");
+  await shot(page, "12-archived");
   console.log("step interrupt_archive");
 
   assert.deepEqual(errors, [], "console errors");
