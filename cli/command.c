@@ -5,6 +5,7 @@
 #include "clistream.h"
 #include "upload.h"
 
+#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,15 +64,20 @@ static int s_content(client_t *c, json_t *body, const char *text, const upload_l
 }
 
 /* Reads the leading "--NAME VALUE" options among names (NULL-terminated) into body under
- * the keys of the same index (a "--interrupt" flag sets busy_behavior, each "--file PATH" is
- * added to files); returns the index of the first other word, or -1 for an option without its
- * value or a --file too many. */
+ * the keys of the same index (a "--interrupt" flag sets busy_behavior, "--plan" plan mode,
+ * each "--file PATH" is added to files); returns the index of the first other word, or -1 for an
+ * option without its value or a --file too many. */
 static int s_options(int argc, char **argv, const char *const *names, const char *const *keys,
                      json_t *body, upload_list_t *files) {
     int i = 0;
     while (i < argc) {
         if (!strcmp(argv[i], "--interrupt")) {
             json_object_set_new(body, "busy_behavior", json_string("interrupt"));
+            i++;
+            continue;
+        }
+        if (!strcmp(argv[i], "--plan")) {
+            json_object_set_new(body, "plan_mode", json_string("plan"));
             i++;
             continue;
         }
@@ -100,8 +106,8 @@ static int s_options(int argc, char **argv, const char *const *names, const char
 
 static int s_create(client_t *c, int argc, char **argv) {
     json_t *body = json_object();
-    static const char *const names[] = {"--title", "--model", "--system", NULL};
-    static const char *const keys[] = {"title", "model", "system_prompt", NULL};
+    static const char *const names[] = {"--title", "--model", "--system", "--effort", NULL};
+    static const char *const keys[] = {"title", "model", "system_prompt", "reasoning_effort", NULL};
     upload_list_t files = {.n = 0};
     int i = s_options(argc, argv, names, keys, body, &files);
     if (i < 0) {
@@ -146,11 +152,54 @@ static void s_list_family(const json_t *family, const char *parent, int depth) {
     }
 }
 
+/* Appends name=value (escaped) to the query string q (caller frees both). */
+static char *s_query_add(char *q, const char *name, const char *value) {
+    char *v = curl_easy_escape(NULL, value, 0);
+    char *n = mem_printf("%s%s%s=%s", q, q[0] ? "&" : "?", name, v ? v : "");
+    curl_free(v);
+    free(q);
+    return n;
+}
+
+/* chat list's options as GET /chats's query: --archived, --search TEXT, --label K:V (each one
+ * more, all must hold), --limit N, --offset N, --after ID. NULL on a usage error. */
+static char *s_list_query(int argc, char **argv) {
+    static const char *const valued[][2] = {{"--search", "q"},
+                                            {"--label", "label"},
+                                            {"--limit", "limit"},
+                                            {"--offset", "offset"},
+                                            {"--after", "after_id"}};
+    char *q = mem_strdup("");
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--archived")) {
+            q = s_query_add(q, "archived", "true");
+            continue;
+        }
+        size_t k = 0;
+        while (k < sizeof valued / sizeof valued[0] && strcmp(argv[i], valued[k][0])) {
+            k++;
+        }
+        if (k == sizeof valued / sizeof valued[0] || i + 1 >= argc) {
+            free(q);
+            return NULL;
+        }
+        q = s_query_add(q, valued[k][1], argv[++i]);
+    }
+    return q;
+}
+
+/* One line per chat as GET /chats orders them (pins first), each family as a tree; the
+ * gateway's 400 (a bad label, an unknown cursor) is printed as any refusal. */
 static int s_list(client_t *c, int argc, char **argv) {
-    bool archived = argc > 0 && !strcmp(argv[0], "--archived");
+    char *q = s_list_query(argc, argv);
+    if (!q) {
+        return CMD_USAGE;
+    }
+    char *path = mem_printf("/api/v2/chats%s", q);
     json_t *out = NULL;
-    const char *path = archived ? "/api/v2/chats?archived=true" : "/api/v2/chats";
     long st = client_call(c, "GET", path, NULL, &out);
+    free(q);
+    free(path);
     if (st != 200) {
         client_print_error("list", st, out);
         json_decref(out);
@@ -193,8 +242,8 @@ static int s_show(client_t *c, const char *id) {
 /* send and edit: [--interrupt] [--model M] [--file PATH]... TEXT (an edit takes no
  * --interrupt). */
 static int s_send(client_t *c, const char *id, const char *edit_id, int argc, char **argv) {
-    static const char *const names[] = {"--model", NULL};
-    static const char *const keys[] = {"model", NULL};
+    static const char *const names[] = {"--model", "--effort", NULL};
+    static const char *const keys[] = {"model", "reasoning_effort", NULL};
     json_t *body = json_object();
     upload_list_t files = {.n = 0};
     int i = s_options(argc, argv, names, keys, body, &files);
@@ -238,6 +287,24 @@ static int s_queue(client_t *c, const char *id, int argc, char **argv) {
     return CMD_OK;
 }
 
+/* chat label's K:V words as a labels object (none: {}, which clears), or NULL when a word
+ * has no key and colon. */
+static json_t *s_labels(int argc, char **argv) {
+    json_t *labels = json_object();
+    for (int i = 0; i < argc; i++) {
+        const char *colon = strchr(argv[i], ':');
+        if (!colon || colon == argv[i]) {
+            fprintf(stderr, "chatfleet: label %s: write KEY:VALUE\n", argv[i]);
+            json_decref(labels);
+            return NULL;
+        }
+        char *key = mem_strndup(argv[i], (size_t)(colon - argv[i]));
+        json_object_set_new(labels, key, json_string(colon + 1));
+        free(key);
+    }
+    return labels;
+}
+
 static int s_chat_op(client_t *c, const char *op, const char *id, int argc, char **argv) {
     if (!strcmp(op, "show")) {
         return s_show(c, id);
@@ -260,6 +327,18 @@ static int s_chat_op(client_t *c, const char *op, const char *id, int argc, char
     } else if (!strcmp(op, "usage")) {
         path = mem_printf("/api/v2/chats/%s/usage", id);
         rc = s_call(c, "GET", path, NULL, 200);
+    } else if (!strcmp(op, "label")) {
+        path = mem_printf("/api/v2/chats/%s", id);
+        json_t *labels = s_labels(argc, argv);
+        rc = labels ? s_call(c, "PATCH", path, json_pack("{s:o}", "labels", labels), 204)
+                    : CMD_USAGE;
+    } else if (!strcmp(op, "pin") || !strcmp(op, "unpin")) {
+        char *end = NULL;
+        long at = !strcmp(op, "pin") ? (argc > 0 ? strtol(argv[0], &end, 10) : 1) : 0;
+        path = mem_printf("/api/v2/chats/%s", id);
+        rc = end && (*end || argc > 1)
+                 ? CMD_USAGE
+                 : s_call(c, "PATCH", path, json_pack("{s:I}", "pin_order", (json_int_t)at), 204);
     } else if (!strcmp(op, "archive")) {
         bool undo = argc > 0 && !strcmp(argv[0], "--undo");
         path = mem_printf("/api/v2/chats/%s", id);

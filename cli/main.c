@@ -30,10 +30,13 @@ static void s_on_sigint(int sig) {
 
 static int s_usage(void) {
     fputs("usage: chatfleet [--url URL] [--token TOKEN] [--cacert FILE] COMMAND\n"
-          "  chat create [--title T] [--model M] [--system S] [--file PATH]... [TEXT]\n"
-          "  chat list [--archived]             chat show ID\n"
-          "  chat send ID [--interrupt] [--model M] [--file PATH]... TEXT\n"
-          "  chat edit ID MESSAGE_ID [--model M] [--file PATH]... TEXT\n"
+          "  chat create [--title T] [--model M] [--system S] [--effort E] [--plan]\n"
+          "      [--file PATH]... [TEXT]\n"
+          "  chat list [--archived] [--search TEXT] [--label K:V]... [--limit N] [--offset N]\n"
+          "      [--after ID]                   chat show ID\n"
+          "  chat label ID [K:V]... (none: clear)  chat pin ID [POSITION]  chat unpin ID\n"
+          "  chat send ID [--interrupt] [--model M] [--effort E] [--plan] [--file PATH]... TEXT\n"
+          "  chat edit ID MESSAGE_ID [--model M] [--effort E] [--file PATH]... TEXT\n"
           "  chat interrupt ID                  chat compact ID\n"
           "  chat clear ID                      chat usage ID\n"
           "  chat archive ID [--undo]           chat queue ID [delete|promote QUEUED_ID]\n"
@@ -41,6 +44,7 @@ static int s_usage(void) {
           "  ask [-v] [--model M] [--system S] [--schema FILE|JSON] [--chat ID]\n"
           "      [--tool NAME=COMMAND]... [--file PATH]... PROMPT\n"
           "--file: " UPLOAD_EXTENSIONS ", uploaded and attached to the message\n"
+          "--effort: none|minimal|low|medium|high|xhigh|max; --plan: plan mode (read-only tools)\n"
           "environment: CHATFLEET_URL, CHATFLEET_TOKEN, CHATFLEET_CA_FILE (PEM CAs for https)\n",
           stderr);
     return ASK_USAGE;

@@ -328,6 +328,84 @@ static void test_chat_subcommands(void **u) {
     json_decref(chat);
 }
 
+/* The first id column of each line chat list printed, in order ("" when none). */
+static char *s_list_ids(const s_cli_t *c) {
+    char *out = proc_file_text(c->out);
+    char *ids = mem_strdup("");
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] != ' ') { /* roots only: members are indented */
+            line[strcspn(line, "\t")] = '\0';
+            char *n = mem_printf("%s%s%s", ids, ids[0] ? " " : "", line);
+            free(ids);
+            ids = n;
+        }
+    }
+    free(out);
+    return ids;
+}
+
+/* chat create --effort --plan, label, pin, and list --search/--label/--limit/--offset: each
+ * reaches the API (the chat's JSON shows it) and list prints what the gateway filtered. */
+static void test_organization_subcommands(void **u) {
+    (void)u;
+    s_cli_t c;
+    s_cli_start(&c, "org-create", "chat", "create", "--title", "quokka notes", "--effort", "low",
+                "--plan", "first words", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    json_t *chat = s_out_json(&c);
+    char *id = mem_strdup(json_string_value(json_object_get(chat, "id")));
+    assert_string_equal(json_string_value(json_object_get(chat, "plan_mode")), "plan");
+    json_decref(chat);
+    char *q = mem_printf("SELECT reasoning_effort FROM chat_messages WHERE chat_id = '%s'"
+                         " AND role = 'user'",
+                         id);
+    char *effort = cluster_sql(s_cluster, "%s", q);
+    assert_string_equal(effort, "low");
+    s_cli_start(&c, "org-label", "chat", "label", id, "team:blue", "env:prod", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    s_cli_start(&c, "org-pin", "chat", "pin", id, NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    s_cli_start(&c, "org-search", "chat", "list", "--search", "quokka", "--label", "team:blue",
+                NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    char *ids = s_list_ids(&c);
+    assert_string_equal(ids, id);
+    free(ids);
+    /* Pinned: first of the whole list. */
+    s_cli_start(&c, "org-first", "chat", "list", "--limit", "1", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    ids = s_list_ids(&c);
+    assert_string_equal(ids, id);
+    free(ids);
+    s_cli_start(&c, "org-offset", "chat", "list", "--limit", "1", "--offset", "1", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    ids = s_list_ids(&c);
+    assert_true(ids[0] != '\0' && strcmp(ids, id) != 0);
+    free(ids);
+    /* Both labels must hold: one the chat does not have leaves nothing. */
+    s_cli_start(&c, "org-and", "chat", "list", "--label", "team:blue", "--label", "env:dev", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    ids = s_list_ids(&c);
+    assert_string_equal(ids, "");
+    free(ids);
+    /* label with no pairs clears; unpin; a malformed pair is a usage error, sent nowhere. */
+    s_cli_start(&c, "org-clear", "chat", "label", id, NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    s_cli_start(&c, "org-unpin", "chat", "unpin", id, NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
+    char *state = cluster_sql(s_cluster,
+                              "SELECT labels::text || ' ' || pin_order FROM chats"
+                              " WHERE id = '%s'",
+                              id);
+    assert_string_equal(state, "{} 0");
+    s_cli_start(&c, "org-bad", "chat", "label", id, "nocolon", NULL);
+    assert_int_equal(s_cli_wait(&c, S_TURN_MS), 2);
+    free(state);
+    free(effort);
+    free(q);
+    free(id);
+}
+
 /* Waits until the chat is idle with n compressed rows. */
 static void s_wait_compressed(const char *id, const char *n) {
     char *q = mem_printf("SELECT status || ':' || (SELECT count(*) FROM chat_messages WHERE"
@@ -649,6 +727,7 @@ int main(void) {
         cmocka_unit_test(test_canceled_structured_request_exits_4_with_the_code),
         cmocka_unit_test(test_ctrl_c_interrupts_the_server_side_run),
         cmocka_unit_test(test_chat_subcommands),
+        cmocka_unit_test(test_organization_subcommands),
         cmocka_unit_test(test_model_system_compact_clear_and_usage),
         cmocka_unit_test(test_a_token_or_url_with_a_control_character_is_refused_unsent),
         cmocka_unit_test(test_chat_create_with_files_attaches_each_upload),
