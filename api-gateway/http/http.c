@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <microhttpd.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,31 +20,42 @@ int http_query_each(const http_req_t *req, http_pair_fn fn, void *arg) {
 }
 
 typedef struct {
-    const char *known; /* the route's list */
-    const char *bad;   /* the first argument not in it */
+    const char *known;  /* the route's list */
+    uint32_t seen;      /* which of its names were given (by position) */
+    const char *bad;    /* the first argument refused */
+    const char *detail; /* why */
 } s_known_t;
 
 static int s_known(void *arg, const char *name, const char *value) {
     (void)value;
     s_known_t *k = arg;
     size_t n = strlen(name);
-    for (const char *p = k->known; p && *p;) {
+    int at = 0;
+    for (const char *p = k->known; p && *p; at++) {
         size_t w = strcspn(p, " ");
-        if (w == n && !strncmp(p, name, n)) {
+        bool many = w > 0 && p[w - 1] == '*';
+        if (w - many == n && !strncmp(p, name, n)) {
+            if (!many && at < 32 && (k->seen & (1u << at))) {
+                k->bad = name;
+                k->detail = "is given more than once";
+                return 1;
+            }
+            k->seen |= at < 32 ? 1u << at : 0;
             return 0;
         }
         p += w + (p[w] == ' ');
     }
     k->bad = name;
+    k->detail = "is not a query parameter of this route";
     return 1;
 }
 
 int http_query_known(const http_req_t *req, http_resp_t *resp) {
-    s_known_t k = {req->route ? req->route->query : NULL, NULL};
+    s_known_t k = {req->route ? req->route->query : NULL, 0, NULL, NULL};
     if (http_query_each(req, s_known, &k) == 0) {
         return 0;
     }
-    http_invalid(resp, k.bad[0] ? k.bad : "(empty name)", "is not a query parameter of this route");
+    http_invalid(resp, k.bad[0] ? k.bad : "(empty name)", k.detail);
     return -1;
 }
 

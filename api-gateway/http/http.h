@@ -99,8 +99,10 @@ typedef struct http_route {
     http_handler_fn fn;
     bool open;               /* no authentication */
     const http_body_t *body; /* NULL: collected whole, up to HTTP_BODY_MAX_BYTES */
-    const char *query;       /* the query parameters it reads, space-separated; any other is
-                                refused with 400 before the handler runs (NULL: none) */
+    const char *query;       /* the query parameters it reads, space-separated, each at most
+                                once unless its name ends in '*' ("label*"); any other, or one
+                                given twice, is refused with 400 before the handler runs
+                                (NULL: none; at most 32 names) */
 } http_route_t;
 
 /* What request handling needs: the routes (the first match wins), the bearer check and the
@@ -148,8 +150,8 @@ const char *http_query(const http_req_t *req, const char *name);
  * non-zero; that answer, else 0. */
 int http_query_each(const http_req_t *req, http_pair_fn fn, void *arg);
 
-/* 0 when every query argument of req is one its route names (http_route_t.query); else -1
- * with a 400 naming the first that is not. */
+/* 0 when every query argument of req is one its route names (http_route_t.query), given no
+ * more often than it allows; else -1 with a 400 naming the first that is not. */
 int http_query_known(const http_req_t *req, http_resp_t *resp);
 
 /* A request header (the name is case-insensitive), or NULL. */

@@ -628,7 +628,7 @@ const http_route_t chat_route_table[] = {
     {"GET", "/api/v2/chats/models", s_models, false, NULL, NULL},
     {"GET", "/api/v2/chats/watch", watch_handle, false, NULL, NULL},
     {"POST", "/api/v2/chats", s_create, false, NULL, NULL},
-    {"GET", "/api/v2/chats", s_list, false, NULL, "limit after_id offset q label archived"},
+    {"GET", "/api/v2/chats", s_list, false, NULL, "limit after_id offset q label* archived"},
     {"GET", "/api/v2/chats/{}", s_get, false, NULL, NULL},
     {"PATCH", "/api/v2/chats/{}", s_update, false, NULL, NULL},
     {"POST", "/api/v2/chats/{}/interrupt", s_interrupt, false, NULL, NULL},

@@ -34,9 +34,10 @@
 #define WAIT_MS     30000
 #define WORD        "quokkazyx" /* a word no title, filler or other test message holds */
 #define UNKNOWN_Q   "zz_not_a_param"
-#define NOT_A_PARAM "is not a query parameter of this route" /* http_query_known's detail */
-#define WELL_FORMED "00000000-0000-4000-8000-00000000beef"   /* an id nobody has */
-#define PINNERS     8                                        /* concurrent pin requests */
+#define NOT_A_PARAM "is not a query parameter of this route" /* http_query_known's details */
+#define TWICE       "is given more than once"
+#define WELL_FORMED "00000000-0000-4000-8000-00000000beef" /* an id nobody has */
+#define PINNERS     8                                      /* concurrent pin requests */
 
 static cluster_t *s_c;
 static char *s_bob;    /* a second user: the search must never show his chats */
@@ -534,16 +535,30 @@ static void test_every_get_route_refuses_an_unknown_query_parameter(void **u) {
         }
         s_free(&r);
         free(path);
-        /* Each parameter the route names passes the check (its value may still be refused). */
+        /* Each parameter the route names passes the check (its value may still be refused),
+         * and given twice is refused unless it is repeatable (a name ending in '*'). */
         const char *q = routes[i].query ? routes[i].query : "";
         for (const char *p = q + strspn(q, " "); *p; p += strspn(p, " ")) {
             size_t k = strcspn(p, " ");
-            path = mem_printf("%s?%.*s=1", base, (int)k, p);
+            bool many = p[k - 1] == '*';
+            int n = (int)(k - many);
+            path = mem_printf("%s?%.*s=1", base, n, p);
             r = s_http_t("GET", path, s_alice(), NULL, 3000);
             const char *detail = json_string_value(json_object_get(
                 json_array_get(json_object_get(r.json, "validations"), 0), "detail"));
             if (r.status == 400 && detail && !strcmp(detail, NOT_A_PARAM)) {
                 fail_msg("GET %s: a parameter of the route refused as unknown: %s", path, r.body);
+            }
+            s_free(&r);
+            free(path);
+            path = mem_printf("%s?%.*s=1&%.*s=1", base, n, p, n, p);
+            r = s_http_t("GET", path, s_alice(), NULL, 3000);
+            detail = json_string_value(json_object_get(
+                json_array_get(json_object_get(r.json, "validations"), 0), "detail"));
+            bool twice = r.status == 400 && detail && !strcmp(detail, TWICE);
+            if (twice == many) {
+                fail_msg("GET %s: %s", path,
+                         many ? "a repeatable parameter refused twice" : "a parameter taken twice");
             }
             s_free(&r);
             free(path);

@@ -51,7 +51,7 @@ static void s_silent(void *app, http_req_t *req, http_resp_t *resp) {
 
 static const http_route_t s_table[] = {
     {"GET", "/open", s_record, true, NULL, NULL},
-    {"GET", "/items", s_record, false, NULL, "q limit"},
+    {"GET", "/items", s_record, false, NULL, "q limit tag*"},
     {"POST", "/items", s_record, false, NULL, NULL},
     {"GET", "/items/special", s_record, false, NULL, NULL},
     {"GET", "/items/{}", s_record, false, NULL, NULL},
@@ -308,7 +308,7 @@ static void test_unknown_query_parameter_is_refused(void **u) {
                  {"/items", "limits", 400}, {"/items", "bogus", 400}, {"/items/7", "q", 400},
                  {"/items", "", 400}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        gwrequest_kv_t query[] = {{"q", "x"}, {cases[i].name, "1"}, {NULL, NULL}};
+        gwrequest_kv_t query[] = {{"tag", "x"}, {cases[i].name, "1"}, {NULL, NULL}};
         json_t *body = NULL;
         int status = s_handle(&s_test_router, "GET", cases[i].path, query, gwrequest_bearer, NULL,
                               false, &body, NULL);
@@ -316,7 +316,7 @@ static void test_unknown_query_parameter_is_refused(void **u) {
             fail_msg("%s?%s=1: %d, want %d", cases[i].path, cases[i].name, status, cases[i].status);
         }
         if (status == 400) {
-            const char *want = !strcmp(cases[i].path, "/items/7") ? "q"
+            const char *want = !strcmp(cases[i].path, "/items/7") ? "tag"
                                : cases[i].name[0]                 ? cases[i].name
                                                                   : "(empty name)";
             gwrequest_expect_invalid(body, want, "is not a query parameter of this route");
@@ -325,6 +325,27 @@ static void test_unknown_query_parameter_is_refused(void **u) {
             json_decref(body);
         }
     }
+}
+
+/* A name given twice is refused unless the route marks it repeatable ("tag*"). */
+static void test_a_query_parameter_twice_is_refused_unless_repeatable(void **u) {
+    (void)u;
+    gwrequest_kv_t twice[] = {{"limit", "1"}, {"limit", "2"}, {NULL, NULL}};
+    gwrequest_kv_t tags[] = {{"tag", "a"}, {"tag", "b"}, {"limit", "2"}, {NULL, NULL}};
+    gwrequest_kv_t star[] = {{"tag*", "a"}, {NULL, NULL}};
+    json_t *body = NULL;
+    assert_int_equal(s_handle(&s_test_router, "GET", "/items", twice, gwrequest_bearer, NULL, false,
+                              &body, NULL),
+                     400);
+    gwrequest_expect_invalid(body, "limit", "is given more than once");
+    assert_int_equal(
+        s_handle(&s_test_router, "GET", "/items", tags, gwrequest_bearer, NULL, false, &body, NULL),
+        200);
+    json_decref(body);
+    assert_int_equal(
+        s_handle(&s_test_router, "GET", "/items", star, gwrequest_bearer, NULL, false, &body, NULL),
+        400);
+    gwrequest_expect_invalid(body, "tag*", "is not a query parameter of this route");
 }
 
 static void test_error_envelope_shapes(void **u) {
@@ -622,6 +643,7 @@ int main(void) {
         cmocka_unit_test(test_error_envelope_shapes),
         cmocka_unit_test(test_invalid_names_a_field_cut_mid_character),
         cmocka_unit_test(test_unknown_query_parameter_is_refused),
+        cmocka_unit_test(test_a_query_parameter_twice_is_refused_unless_repeatable),
         cmocka_unit_test(test_route_table_patterns_are_well_formed),
         cmocka_unit_test(test_route_table_has_no_duplicate_method_and_pattern),
         cmocka_unit_test(test_every_route_is_reached_by_a_path_of_its_own),
