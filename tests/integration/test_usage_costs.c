@@ -79,9 +79,10 @@ static json_t *s_get(const char *path, const char *token) {
     return v;
 }
 
-/* A new chat of token's user whose first message is text, answered; its id (the registry's). */
-static const char *s_chat(const char *token, const char *text) {
-    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
+/* A new chat of token's user whose first message is text, with more of the body's members
+ * (",\"key\":value...", or ""); its id (the registry's: the chats the cost view must sum). */
+static const char *s_chat_with(const char *token, const char *text, const char *more) {
+    char *body = mem_printf("{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]%s}", text, more);
     json_t *c = NULL;
     long status = s_call("POST", "/api/v2/chats", token, body, &c);
     free(body);
@@ -92,6 +93,10 @@ static const char *s_chat(const char *token, const char *text) {
     s_chats[s_nchats++].token = token;
     json_decref(c);
     return id;
+}
+
+static const char *s_chat(const char *token, const char *text) {
+    return s_chat_with(token, text, "");
 }
 
 /* Waits until the chat's turns are answered (replies assistant rows), it is idle and unowned,
@@ -269,20 +274,33 @@ static bool s_log_has(const char *path, const char *text, int64_t timeout_ms) {
 }
 
 /* A request made while the chat runs is served by the turn's next model step, as its side
- * call: the idle path never sees it. */
+ * call: the idle path never sees it. The request is made while the turn waits for a client
+ * tool's result, so a model step surely follows it, however fast the machine. */
 static void test_a_running_chats_next_step_serves_the_request(void **u) {
     (void)u;
     const char *tok = cluster_token(s_cluster);
-    const char *chat = s_chat(tok, "Sketch a garden plan");
+    const char *chat =
+        s_chat_with(tok, "Sketch a garden plan", ",\"dynamic_tools\":[{\"name\":\"lookup\"}]");
     s_wait_idle(chat, 1);
-    /* Three tool steps, then a paced reply: four model steps after the request. */
-    assert_int_equal(cluster_send(s_cluster, 0, chat,
-                                  "[sim:tool time x3] [sim:slow 100] Now tell the time", NULL),
-                     200);
+    assert_int_equal(
+        cluster_send(s_cluster, 0, chat, "[sim:dynamic lookup] Now tell the time", NULL), 200);
+    char *q = mem_printf("SELECT status FROM chats WHERE id = '%s'", chat);
+    assert_true(cluster_wait(s_cluster, q, "requires_action", WAIT_MS) >= 0);
+    free(q);
     char path[160];
     snprintf(path, sizeof path, "/api/v2/chats/%s/title/regenerate", chat);
     assert_int_equal(s_call("POST", path, tok, NULL, NULL), 202);
-    s_wait_idle(chat, 5);
+    char *call = cluster_sql(s_cluster,
+                             "SELECT p ->> 'tool_call_id' FROM chat_messages m,"
+                             " jsonb_array_elements(m.content) p WHERE m.chat_id = '%s'"
+                             " AND p ->> 'type' = 'tool-call' ORDER BY m.id DESC LIMIT 1",
+                             chat);
+    assert_non_null(call);
+    char *results =
+        mem_printf("{\"results\":[{\"tool_call_id\":\"%s\",\"output\":{\"ok\":true}}]}", call);
+    snprintf(path, sizeof path, "/api/v2/chats/%s/tool-results", chat);
+    assert_int_equal(s_call("POST", path, tok, results, NULL), 204);
+    s_wait_idle(chat, 3);
     char *t = s_title(chat);
     assert_string_equal(t, "generated:Now tell the time");
     free(t);
@@ -290,6 +308,8 @@ static void test_a_running_chats_next_step_serves_the_request(void **u) {
         mem_printf("event=title_call chat_id=%s model=sim-title requested=1 path=step", chat);
     assert_true(s_log_has(cluster_log(s_cluster, CLUSTER_WORKER, 0), line, WAIT_MS));
     free(line);
+    free(results);
+    free(call);
     s_assert_usage_adds_up(chat, tok, 2);
 }
 
