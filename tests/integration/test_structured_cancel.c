@@ -95,8 +95,11 @@ static void test_queue_deletion_during_a_dynamic_wait_cancels_at_once(void **u) 
     snprintf(url, sizeof url, "%s/api/v2/chats/%s/stream", cluster_url(s_cluster, 0), chat);
     sse_t *stream = sse_open(url, cluster_token(s_cluster), 0);
     assert_true(sse_wait(stream, 0, "action_required", NULL, NULL, HINT_MS) >= 0);
-    /* Past the stream's settle sync (FEED_SETTLE_MS): from here only a hint can deliver. */
-    struct timespec settle = {0, 500 * 1000 * 1000};
+    /* Past the stream's settle sync (FEED_SETTLE_MS): from here only a hint can deliver. The
+     * wait also gives the new subscription time to reach the broker on a loaded machine (a
+     * hint published before it arrives reaches nobody: the settle sync covers only the first
+     * FEED_SETTLE_MS), which 500 ms once did not under a parallel ctest. */
+    struct timespec settle = {1, 500 * 1000 * 1000};
     nanosleep(&settle, NULL);
     int mark = sse_count(stream);
     int64_t t0 = id_now_ms();
