@@ -433,13 +433,14 @@ static void test_concurrent_pins_never_share_a_place(void **u) {
     }
     char *before = cluster_sql(
         s_c, "SELECT count(*) FROM chats WHERE pin_order > 0 AND owner_id = %s", S_RACE_OWNER);
+    assert_non_null(before);
     int pinned = atoi(before);
     free(before);
     for (int i = 0; i < PINNERS; i++) {
         ASSERT(pthread_create(&th[i], NULL, s_pin_thread, &t[i]) == 0);
     }
     for (int i = 0; i < PINNERS; i++) {
-        pthread_join(th[i], NULL);
+        assert_int_equal(pthread_join(th[i], NULL), 0);
         assert_int_equal(t[i].status, 204);
     }
     /* Every pin of the user, 1..n, each place once. */
@@ -519,6 +520,7 @@ static void test_every_get_route_refuses_an_unknown_query_parameter(void **u) {
     char *chat = s_create(s_alice(), "a chat for the route walk", NULL);
     s_idle(chat);
     char *msg = cluster_sql(s_c, "SELECT min(id) FROM chat_messages WHERE chat_id = '%s'", chat);
+    assert_non_null(msg);
     int count = 0;
     http_route_t *routes = routes_all(&count);
     int walked = 0;

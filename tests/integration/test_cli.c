@@ -331,8 +331,10 @@ static void test_chat_subcommands(void **u) {
 /* The first id column of each line chat list printed, in order ("" when none). */
 static char *s_list_ids(const s_cli_t *c) {
     char *out = proc_file_text(c->out);
+    assert_non_null(out);
     char *ids = mem_strdup("");
-    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+    char *save = NULL;
+    for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (line[0] != ' ') { /* roots only: members are indented */
             line[strcspn(line, "\t")] = '\0';
             char *n = mem_printf("%s%s%s", ids, ids[0] ? " " : "", line);
@@ -353,13 +355,16 @@ static void test_organization_subcommands(void **u) {
                 "--plan", "first words", NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
     json_t *chat = s_out_json(&c);
-    char *id = mem_strdup(json_string_value(json_object_get(chat, "id")));
+    const char *made = json_string_value(json_object_get(chat, "id"));
+    assert_non_null(made);
+    char *id = mem_strdup(made);
     assert_string_equal(json_string_value(json_object_get(chat, "plan_mode")), "plan");
     json_decref(chat);
     char *q = mem_printf("SELECT reasoning_effort FROM chat_messages WHERE chat_id = '%s'"
                          " AND role = 'user'",
                          id);
     char *effort = cluster_sql(s_cluster, "%s", q);
+    assert_non_null(effort);
     assert_string_equal(effort, "low");
     s_cli_start(&c, "org-label", "chat", "label", id, "team:blue", "env:prod", NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 0);
@@ -397,6 +402,7 @@ static void test_organization_subcommands(void **u) {
                               "SELECT labels::text || ' ' || pin_order FROM chats"
                               " WHERE id = '%s'",
                               id);
+    assert_non_null(state);
     assert_string_equal(state, "{} 0");
     s_cli_start(&c, "org-bad", "chat", "label", id, "nocolon", NULL);
     assert_int_equal(s_cli_wait(&c, S_TURN_MS), 2);
