@@ -632,26 +632,13 @@ static void test_has_unread_turns_on_with_an_answer_and_off_when_the_owner_reads
 
 /* ---- setup ---- */
 
-static char *s_user_add(const char *name) {
-    char bin[600];
-    proc_build_path(NULL, "api-gateway/chatfleet-gateway", bin, sizeof bin);
-    char *env0 = mem_printf("CHATFLEET_DATABASE_URL=%s", cluster_db_url(s_c));
-    char *env[] = {env0, NULL};
-    char *argv[] = {bin, "user-add", (char *)name, NULL};
-    char *out = proc_output(argv, env);
-    free(env0);
-    ASSERT(out);
-    out[strcspn(out, "\n")] = '\0';
-    return out;
-}
-
 static int s_setup(void **state) {
     (void)state;
     cluster_opts_t o = {.name = "test_chat_organization", .gateways = 1, .workers = 1};
     s_c = cluster_new(&o);
-    s_bob = s_user_add("bob");
-    s_pinner = s_user_add("pinner");
-    s_pager = s_user_add("pager");
+    s_bob = cluster_user_add(s_c, false, "bob");
+    s_pinner = cluster_user_add(s_c, false, "pinner");
+    s_pager = cluster_user_add(s_c, false, "pager");
     return 0;
 }
 

@@ -63,22 +63,6 @@ static int s_install(const char *build, const char *source) {
     return rc == 0 ? 0 : -1;
 }
 
-/* A new user's token from `chatfleet-gateway user-add [--admin] NAME` (caller frees). */
-static char *s_user_add(bool admin, const char *name) {
-    char bin[600];
-    proc_build_path(NULL, "api-gateway/chatfleet-gateway", bin, sizeof bin);
-    char *env0 = mem_printf("CHATFLEET_DATABASE_URL=%s", cluster_db_url(s_cluster));
-    char *env[] = {env0, NULL};
-    char *with[] = {bin, "user-add", "--admin", (char *)name, NULL};
-    char *without[] = {bin, "user-add", (char *)name, NULL};
-    char *out = proc_output(admin ? with : without, env);
-    free(env0);
-    assert_non_null(out);
-    out[strcspn(out, "\n")] = '\0';
-    assert_true(strncmp(out, "cf_", 3) == 0);
-    return out;
-}
-
 static proc_http_t s_get(const char *path, const char *token) {
     char *url = mem_printf("%s%s", cluster_url(s_cluster, 0), path);
     proc_http_t r = {0};
@@ -89,7 +73,7 @@ static proc_http_t s_get(const char *path, const char *token) {
 
 static void test_user_add_admin_sets_the_flag_and_only_admins_read_the_cluster(void **u) {
     (void)u;
-    char *plain = s_user_add(false, "plain_user");
+    char *plain = cluster_user_add(s_cluster, false, "plain_user");
     char *flag = cluster_sql(s_cluster, "SELECT is_admin FROM users WHERE name = 'plain_user'");
     assert_string_equal(flag, "f");
     free(flag);
@@ -243,7 +227,7 @@ static int s_setup(void **state) {
                          "CHATFLEET_CHAT_MAX_ATTACHMENTS=1", "CHATFLEET_LOG=info", NULL};
     cluster_opts_t o = {.name = "test_console", .gateways = 1, .workers = S_NWORKERS, .env = env};
     s_cluster = cluster_new(&o);
-    s_admin_token = s_user_add(true, "operator");
+    s_admin_token = cluster_user_add(s_cluster, true, "operator");
     return 0;
 }
 

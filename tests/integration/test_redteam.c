@@ -791,20 +791,6 @@ static void test_deep_wide_and_endless_bodies_are_refused_and_the_gateway_lives(
 
 /* --- Setup. --- */
 
-static char *s_user_add(bool admin, const char *name) {
-    char bin[600];
-    proc_build_path(NULL, "api-gateway/chatfleet-gateway", bin, sizeof bin);
-    char *env0 = mem_printf("CHATFLEET_DATABASE_URL=%s", cluster_db_url(s_cluster));
-    char *env[] = {env0, NULL};
-    char *with[] = {bin, "user-add", "--admin", (char *)name, NULL};
-    char *without[] = {bin, "user-add", (char *)name, NULL};
-    char *out = proc_output(admin ? with : without, env);
-    free(env0);
-    ASSERT(out);
-    out[strcspn(out, "\n")] = '\0';
-    return out;
-}
-
 static int s_setup(void **state) {
     (void)state;
     snprintf(s_config, sizeof s_config, "/tmp/cf-redteam-%d.json", (int)getpid());
@@ -819,8 +805,8 @@ static int s_setup(void **state) {
     cluster_opts_t o = {.name = "test_redteam", .gateways = 1, .workers = 1, .env = env};
     s_cluster = cluster_new(&o);
     free(cfg);
-    s_mallory = s_user_add(false, "mallory");
-    s_operator = s_user_add(true, "operator");
+    s_mallory = cluster_user_add(s_cluster, false, "mallory");
+    s_operator = cluster_user_add(s_cluster, true, "operator");
     return 0;
 }
 

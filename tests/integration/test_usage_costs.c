@@ -467,22 +467,6 @@ static void test_the_cost_view_sums_to_the_chats_usage_by_day_user_and_model(voi
     assert_int_equal(s_call("GET", "/api/v2/admin/costs", NULL, NULL, NULL), 401);
 }
 
-/* A new user's token from `chatfleet-gateway user-add [--admin] NAME` (caller frees). */
-static char *s_user_add(bool admin, const char *name) {
-    char bin[600];
-    proc_build_path(NULL, "api-gateway/chatfleet-gateway", bin, sizeof bin);
-    char *env0 = mem_printf("CHATFLEET_DATABASE_URL=%s", cluster_db_url(s_cluster));
-    char *env[] = {env0, NULL};
-    char *with[] = {bin, "user-add", "--admin", (char *)name, NULL};
-    char *without[] = {bin, "user-add", (char *)name, NULL};
-    char *out = proc_output(admin ? with : without, env);
-    free(env0);
-    assert_non_null(out);
-    out[strcspn(out, "\n")] = '\0';
-    assert_true(strncmp(out, "cf_", 3) == 0);
-    return out;
-}
-
 static int s_setup(void **state) {
     (void)state;
     snprintf(s_config, sizeof s_config, "/tmp/cf-usage-costs-%d.json", (int)getpid());
@@ -500,8 +484,8 @@ static int s_setup(void **state) {
     cluster_opts_t o = {.name = "test_usage_costs", .gateways = 1, .workers = 1, .env = env};
     s_cluster = cluster_new(&o);
     free(cfg);
-    s_other_token = s_user_add(false, "costs_other");
-    s_admin_token = s_user_add(true, "costs_operator");
+    s_other_token = cluster_user_add(s_cluster, false, "costs_other");
+    s_admin_token = cluster_user_add(s_cluster, true, "costs_operator");
     return 0;
 }
 

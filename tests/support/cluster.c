@@ -218,16 +218,22 @@ void cluster_signal(cluster_t *self, cluster_role_t role, int i, int sig) {
     }
 }
 
-static char *s_user(cluster_t *self) {
+char *cluster_user_add(cluster_t *self, bool admin, const char *name) {
     char bin[600];
     snprintf(bin, sizeof bin, "%s/api-gateway/chatfleet-gateway", self->build);
-    char name[40];
-    snprintf(name, sizeof name, "u%lld", (long long)(id_now_ms() % 1000000000));
-    char *argv[] = {bin, "user-add", name, NULL};
-    char *out = proc_output(argv, self->env);
+    char *with[] = {bin, "user-add", "--admin", (char *)name, NULL};
+    char *without[] = {bin, "user-add", (char *)name, NULL};
+    char *out = proc_output(admin ? with : without, self->env);
     ASSERT(out);
     out[strcspn(out, "\n")] = '\0';
+    ASSERT(strncmp(out, "cf_", 3) == 0); /* a token, not a message */
     return out;
+}
+
+static char *s_user(cluster_t *self) {
+    char name[40];
+    snprintf(name, sizeof name, "u%lld", (long long)(id_now_ms() % 1000000000));
+    return cluster_user_add(self, false, name);
 }
 
 /* Runs deploy/pgcluster CMD DIR [ARG]; its stdout (caller frees) or NULL when it failed. */

@@ -10,6 +10,7 @@
 
 #include <libpq-fe.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -65,6 +66,9 @@ int cluster_destroy(cluster_t **self_p);
 const char *cluster_url(const cluster_t *self, int gateway); /* "http(s)://127.0.0.1:PORT" */
 const char *cluster_ca(const cluster_t *self); /* the CA file clients trust, or NULL (plain) */
 const char *cluster_token(const cluster_t *self);
+/* A new user NAME (an operator with admin) by `chatfleet-gateway user-add [--admin]`: its
+ * token (caller frees). Aborts the test when the command fails or prints no token. */
+char *cluster_user_add(cluster_t *self, bool admin, const char *name);
 const char *cluster_db_url(const cluster_t *self);
 PGconn *cluster_db(cluster_t *self); /* the harness's own connection, for assertions */
 
