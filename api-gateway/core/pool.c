@@ -22,8 +22,13 @@ struct pool {
     idle_t *free_list;
     int nfree;
     int size;
-    int64_t losses; /* connections found lost: every idle one from before is suspect */
+    int64_t losses;     /* connections found lost: every idle one from before is suspect */
+    int64_t backoff_ms; /* after a failed reset: the current interval, doubling; 0: none */
+    int64_t next_reset; /* no reset before this (id_now_ms) */
 };
+
+#define POOL_BACKOFF_MIN_MS 100
+#define POOL_BACKOFF_MAX_MS 5000
 
 /* A pool of size connections to url. Verified: NULL when one cannot be opened. Unverified:
  * a connection that failed to open is kept, and every query on it fails as on a lost server. */
@@ -69,6 +74,34 @@ void pool_destroy(pool_t **self_p) {
     *self_p = NULL;
 }
 
+/* Reconnects conn (every host of a multi-host URL in turn, the primary kept), unless a reset
+ * failed less than the backoff ago: during an outage or a failover a request then fails at
+ * once, as on a lost server, instead of each one dialing every host again. */
+static void s_reset(pool_t *self, PGconn *conn, const char *reason) {
+    pthread_mutex_lock(&self->lock);
+    bool wait = id_now_ms() < self->next_reset;
+    pthread_mutex_unlock(&self->lock);
+    if (wait) {
+        return;
+    }
+    log_info("db_reconnect", "reason=\"%s\"", reason);
+    PQreset(conn);
+    bool ok = PQstatus(conn) == CONNECTION_OK;
+    pthread_mutex_lock(&self->lock);
+    if (ok) {
+        self->backoff_ms = 0;
+        self->next_reset = 0;
+    } else {
+        self->backoff_ms = self->backoff_ms ? self->backoff_ms * 2 : POOL_BACKOFF_MIN_MS;
+        if (self->backoff_ms > POOL_BACKOFF_MAX_MS) {
+            self->backoff_ms = POOL_BACKOFF_MAX_MS;
+        }
+        self->next_reset = id_now_ms() + self->backoff_ms;
+        log_warn("db_reconnect_failed", "backoff_ms=%lld", (long long)self->backoff_ms);
+    }
+    pthread_mutex_unlock(&self->lock);
+}
+
 /* Takes the top idle connection (lock held, one is idle). A connection idle since another
  * was found lost is reset first: a server restart kills them all, and each would otherwise
  * fail one request before its own reset. */
@@ -77,8 +110,7 @@ static PGconn *s_take(pool_t *self) {
     bool suspect = t.losses < self->losses;
     pthread_mutex_unlock(&self->lock);
     if (suspect) {
-        log_info("db_reconnect", "reason=\"another connection was lost\"");
-        PQreset(t.conn);
+        s_reset(self, t.conn, "another connection was lost");
     }
     return t.conn;
 }
@@ -108,10 +140,9 @@ PGconn *pool_get_within(pool_t *self, int64_t timeout_ms) {
 
 void pool_put(pool_t *self, PGconn *conn) {
     db_flush(conn, NULL, 0); /* nothing is left sent ahead (db.h); ROLLBACK needs none */
-    bool lost = PQstatus(conn) != CONNECTION_OK;
+    bool lost = !db_usable(conn);
     if (lost) {
-        log_warn("db_reconnect", "reason=\"connection lost\"");
-        PQreset(conn);
+        s_reset(self, conn, "connection lost");
     } else if (PQtransactionStatus(conn) != PQTRANS_IDLE) {
         PQclear(PQexec(conn, "ROLLBACK"));
     }

@@ -28,6 +28,7 @@ typedef struct {
     unsigned char prepared[DB_STATEMENTS_MAX / 8];
     queued_t queue[DB_QUEUE_MAX];
     int queued;
+    bool stale; /* connected, but to a server that can no longer take writes (db_usable) */
 } conn_state_t;
 
 static pthread_mutex_t s_stmt_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -188,9 +189,19 @@ static PGresult *s_drain(PGconn *conn, conn_state_t *st, PGresult **last) {
     return failed;
 }
 
+/* Marks conn stale when err says its server is gone while libpq still has a session: a
+ * primary demoted to a standby under it answers every write with read_only_sql_transaction. */
+static void s_mark(PGconn *conn, db_err_t err) {
+    conn_state_t *st = PQinstanceData(conn, s_event);
+    if (st && err == DB_ERR_CONNECTION && PQstatus(conn) == CONNECTION_OK) {
+        st->stale = true;
+    }
+}
+
 /* db_query's error report of a failed result. */
 static void s_report(PGconn *conn, const PGresult *res, db_err_t *err, char *errbuf, int errlen) {
     *err = db_classify(conn, res);
+    s_mark(conn, *err);
     if (errbuf && errlen > 0) {
         const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
         snprintf(errbuf, (size_t)errlen, "%s", msg ? msg : PQerrorMessage(conn));
@@ -285,6 +296,11 @@ const char *db_param_int64(char out[DB_PARAM_INT64_LEN], int64_t v) {
     return out;
 }
 
+bool db_usable(PGconn *conn) {
+    const conn_state_t *st = PQinstanceData(conn, s_event);
+    return PQstatus(conn) == CONNECTION_OK && !(st && st->stale);
+}
+
 db_err_t db_classify(PGconn *conn, const PGresult *res) {
     if (PQstatus(conn) != CONNECTION_OK) {
         return DB_ERR_CONNECTION;
@@ -295,12 +311,13 @@ db_err_t db_classify(PGconn *conn, const PGresult *res) {
     }
     /* 40001 serialization_failure, 40P01 deadlock_detected, 55P03 lock_not_available,
      * 57014 query_canceled (statement_timeout), 08xxx connection exceptions,
-     * 57P01..03 admin shutdown / crash / cannot connect now. */
+     * 57P01..03 admin shutdown / crash / cannot connect now, 25006 read_only_sql_transaction
+     * (the server is a standby now: after a failover, the primary is another host). */
     if (!strcmp(state, "40001") || !strcmp(state, "40P01") || !strcmp(state, "55P03") ||
         !strcmp(state, "57014")) {
         return DB_ERR_RETRYABLE;
     }
-    if (!strncmp(state, "08", 2) || !strncmp(state, "57P", 3)) {
+    if (!strncmp(state, "08", 2) || !strncmp(state, "57P", 3) || !strcmp(state, "25006")) {
         return DB_ERR_CONNECTION;
     }
     return DB_ERR_QUERY;

@@ -72,6 +72,10 @@ db_err_t db_exec(PGconn *conn, char *errbuf, int errlen, const char *sql, int np
 #define DB_PARAM_INT64_LEN 21 /* "-9223372036854775808" and its NUL */
 const char *db_param_int64(char out[DB_PARAM_INT64_LEN], int64_t v);
 
+/* True while conn may be used again: its session is up and no statement found its server
+ * unable to take writes (a standby after a failover). A pool closes or resets one that is not. */
+bool db_usable(PGconn *conn);
+
 /* Classifies a failed result (or a NULL result) on conn. */
 db_err_t db_classify(PGconn *conn, const PGresult *res);
 

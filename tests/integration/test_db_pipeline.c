@@ -213,6 +213,24 @@ static void test_a_connection_lost_with_statements_waiting_is_a_connection_error
     PQfinish(victim);
 }
 
+/* A primary demoted under a session (a failover) answers writes as a standby does: the
+ * connection must be given up, not kept for the next statement. */
+static void test_a_write_refused_as_read_only_makes_the_connection_unusable(void **state) {
+    (void)state;
+    PGconn *conn = testdb_connect(s_db);
+    assert_true(db_usable(conn));
+    db_err_t e = db_exec(conn, NULL, 0, "SET default_transaction_read_only = on", 0, NULL);
+    assert_int_equal(e, DB_OK);
+    e = db_exec(conn, NULL, 0, "CREATE TEMP TABLE ro_probe (x int)", 0, NULL);
+    assert_int_equal(e, DB_ERR_CONNECTION);
+    assert_int_equal(PQstatus(conn), CONNECTION_OK); /* libpq still has the session */
+    assert_false(db_usable(conn));
+    PQreset(conn); /* a new session: usable again, the setting gone */
+    assert_true(db_usable(conn));
+    assert_int_equal(db_exec(conn, NULL, 0, "CREATE TEMP TABLE ro_probe (x int)", 0, NULL), DB_OK);
+    PQfinish(conn);
+}
+
 static void test_a_chat_create_takes_two_round_trips(void **state) {
     (void)state;
     cs_message_t first = {.role = "user", .content = S_HI};
@@ -607,6 +625,7 @@ int main(void) {
         cmocka_unit_test(test_a_failure_sent_ahead_is_the_next_reads_and_stops_the_rest),
         cmocka_unit_test(test_a_failed_first_prepare_is_prepared_again),
         cmocka_unit_test(test_a_connection_lost_with_statements_waiting_is_a_connection_error),
+        cmocka_unit_test(test_a_write_refused_as_read_only_makes_the_connection_unusable),
         cmocka_unit_test(test_a_chat_create_takes_two_round_trips),
         cmocka_unit_test(test_a_create_under_a_taken_id_changes_nothing),
         cmocka_unit_test(test_a_turn_ending_reply_takes_five_round_trips),

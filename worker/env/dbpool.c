@@ -146,7 +146,7 @@ void dbpool_put(dbpool_t *self, PGconn *conn) {
     if (!conn) {
         return;
     }
-    bool healthy = PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE;
+    bool healthy = db_usable(conn) && PQtransactionStatus(conn) == PQTRANS_IDLE;
     if (!healthy) {
         PQfinish(conn);
     }

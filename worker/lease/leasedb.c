@@ -273,8 +273,7 @@ static s_outcome_t s_take(PGconn *conn, const leasedb_acquire_args_t *a, const c
         got->after = hints->update;
         return S_TAKEN;
     }
-    if (PQstatus(conn) != CONNECTION_OK ||
-        (!alone && PQtransactionStatus(conn) != PQTRANS_INTRANS)) {
+    if (!db_usable(conn) || (!alone && PQtransactionStatus(conn) != PQTRANS_INTRANS)) {
         char q[320];
         log_warn("acquire_failed", "stage=acquire chat_id=%s reason=%s", chat,
                  log_quote(cerr.message, q, sizeof q));
