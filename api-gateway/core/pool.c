@@ -91,7 +91,7 @@ static void s_reset(pool_t *self, PGconn *conn, const char *reason) {
     if (ok) {
         self->backoff_ms = 0;
         self->next_reset = 0;
-    } else {
+    } else if (id_now_ms() >= self->next_reset) { /* resets failing together count once */
         self->backoff_ms = self->backoff_ms ? self->backoff_ms * 2 : POOL_BACKOFF_MIN_MS;
         if (self->backoff_ms > POOL_BACKOFF_MAX_MS) {
             self->backoff_ms = POOL_BACKOFF_MAX_MS;

@@ -253,20 +253,21 @@ db_err_t db_flush(PGconn *conn, char *errbuf, int errlen) {
 }
 
 PGconn *db_connect(const char *url, const char *application_name) {
-    /* Keepalives and a TCP user timeout come first, so the URL may override them: without
-     * them a host cut off mid-transaction holds its row locks until TCP gives up. */
+    /* Keepalives, a TCP user timeout and the connect timeout come first, so the URL may
+     * override them: without them a host cut off mid-transaction holds its row locks until TCP
+     * gives up. The connect timeout counts per host of a multi-host URL. */
     const char *keys[] = {"keepalives",
                           "keepalives_idle",
                           "keepalives_interval",
                           "keepalives_count",
                           "tcp_user_timeout",
+                          "connect_timeout",
                           "dbname",
                           "application_name",
-                          "connect_timeout",
                           "options",
                           NULL};
     const char *vals[] = {
-        "1", "10", "5", "3", "30000", url, application_name, "10",
+        "1", "10", "5", "3", "30000", "10", url, application_name,
         /* JIT compiles a plan whose estimate passes jit_above_cost: tens of ms for statements
          * that run in one or two (the acquisition scan took 60 ms with it, 17 without). Seq
          * scans are priced out (a statement with no usable index still gets one): the hot

@@ -32,6 +32,7 @@ struct cluster {
     char *pg_dir;   /* the private PostgreSQL's directory, or NULL */
     char *pg_url;   /* its chatfleet database */
     char *pg_admin; /* its postgres database */
+    int pg_ha;      /* the private PostgreSQL is deploy/pgha's */
     char *pg_log;   /* its server log (pgcluster writes DIR/server.log) */
     PGconn *conn;
     char *token;
@@ -236,14 +237,19 @@ static char *s_user(cluster_t *self) {
     return cluster_user_add(self, false, name);
 }
 
-/* Runs deploy/pgcluster CMD DIR [ARG]; its stdout (caller frees) or NULL when it failed. */
-static char *s_pgcluster(const char *cmd, const char *dir, const char *arg) {
+/* Runs deploy/TOOL CMD DIR [ARG]; its stdout (caller frees) or NULL when it failed. */
+static char *s_deploy(const char *tool, const char *cmd, const char *dir, const char *arg) {
     const char *src = getenv("CHATFLEET_SOURCE_DIR");
     ASSERT(src); /* ctest sets it; a manual run must too */
     char bin[600];
-    snprintf(bin, sizeof bin, "%s/deploy/pgcluster", src);
+    snprintf(bin, sizeof bin, "%s/deploy/%s", src, tool);
     char *argv[] = {bin, (char *)cmd, (char *)dir, (char *)arg, NULL};
     return proc_output(argv, NULL);
+}
+
+/* deploy/pgcluster CMD DIR [ARG], or deploy/pgha for a cluster with pg_ha. */
+static char *s_pgcluster(const cluster_t *self, const char *cmd, const char *arg) {
+    return s_deploy(self->pg_ha ? "pgha" : "pgcluster", cmd, self->pg_dir, arg);
 }
 
 /* Appends "max_connections = N" to the initialised cluster's postgresql.conf: pgcluster
@@ -263,8 +269,10 @@ static void s_private_pg(cluster_t *self, const cluster_opts_t *o) {
     char tmpl[] = "/tmp/cfchaos.XXXXXX";
     ASSERT(mkdtemp(tmpl));
     self->pg_dir = mem_strdup(tmpl);
-    self->pg_log = mem_printf("%s/server.log", self->pg_dir);
-    char *out = s_pgcluster("init", self->pg_dir, "--fast");
+    self->pg_ha = o->pg_ha;
+    /* deploy/pgha: the first member's Patroni log, which tells its postgres's story. */
+    self->pg_log = mem_printf(o->pg_ha ? "%s/pg0/patroni.log" : "%s/server.log", self->pg_dir);
+    char *out = s_pgcluster(self, "init", "--fast");
     if (!out) {
         fprintf(stderr, "cluster: pgcluster init %s failed\n", self->pg_dir);
         abort();
@@ -277,7 +285,7 @@ static void s_private_pg(cluster_t *self, const cluster_opts_t *o) {
         fprintf(stderr, "cluster: pgcluster tls %s failed\n", self->pg_dir);
         abort();
     }
-    out = s_pgcluster("start", self->pg_dir, NULL);
+    out = s_pgcluster(self, "start", NULL);
     if (!out) {
         fprintf(stderr, "cluster: pgcluster start %s failed\n", self->pg_dir);
         abort();
@@ -298,8 +306,10 @@ static void s_private_pg(cluster_t *self, const cluster_opts_t *o) {
         free(q);
         free(out);
     } else {
+        /* pgha's URL names every member and ends in "?target_session_attrs=read-write". */
+        const char *query = strchr(slash, '?');
         self->pg_admin = out;
-        self->pg_url = mem_printf("%.*s/chatfleet", (int)(slash - out), out);
+        self->pg_url = mem_printf("%.*s/chatfleet%s", (int)(slash - out), out, query ? query : "");
     }
     PGconn *admin = db_connect(self->pg_admin, "cluster");
     ASSERT(admin);
@@ -309,7 +319,15 @@ static void s_private_pg(cluster_t *self, const cluster_opts_t *o) {
         abort();
     }
     PQfinish(admin);
+    /* libpq tries a multi-host URL's hosts in order and gives up on the first that refuses
+     * the session: a standby that has not replayed the CREATE DATABASE yet (a synchronous
+     * commit waits for its flush, not its replay) says the database does not exist. */
     PGconn *conn = db_connect(self->pg_url, "cluster");
+    for (int i = 0; !conn && o->pg_ha && i < 100; i++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        conn = db_connect(self->pg_url, "cluster");
+    }
     ASSERT(conn);
     if (migration_apply(conn) < 0) {
         fprintf(stderr, "cluster: migrations failed on %s\n", self->pg_url);
@@ -319,7 +337,13 @@ static void s_private_pg(cluster_t *self, const cluster_opts_t *o) {
 }
 
 static void s_private_pg_destroy(cluster_t *self) {
-    free(s_pgcluster("stop", self->pg_dir, NULL));
+    free(s_pgcluster(self, "stop", NULL));
+    /* The server log outlives the directory, next to the processes' logs (NAME.postgres.log):
+     * a failed run is read from it. */
+    char *keep = mem_printf("%s.postgres.log", self->name);
+    char *cp[] = {"/bin/cp", self->pg_log, keep, NULL};
+    free(proc_output(cp, NULL)); /* best effort, as the removal below */
+    free(keep);
     char *argv[] = {"/bin/rm", "-rf", self->pg_dir, NULL};
     free(proc_output(argv, NULL)); /* best effort: a temporary directory */
     free(self->pg_dir);
@@ -340,10 +364,51 @@ int cluster_pg_tls(cluster_t *self, const char *cert, const char *key) {
     return out ? 0 : -1;
 }
 
+int cluster_pg_failover(cluster_t *self, bool host_lost, char member[16]) {
+    ASSERT(self->pg_ha);
+    char *out = s_pgcluster(self, host_lost ? "kill" : "crash", NULL);
+    if (!out) {
+        return -1;
+    }
+    snprintf(member, 16, "%.*s", (int)strcspn(out, "\r\n"), out);
+    free(out);
+    return 0;
+}
+
+int cluster_pg_revive(cluster_t *self, const char *member) {
+    ASSERT(self->pg_ha);
+    char *out = s_pgcluster(self, "revive", member);
+    free(out);
+    return out ? 0 : -1;
+}
+
+int cluster_pg_leader(cluster_t *self, char member[16]) {
+    ASSERT(self->pg_ha);
+    char *out = s_pgcluster(self, "leader", NULL);
+    snprintf(member, 16, "%.*s", out ? (int)strcspn(out, "\r\n") : 0, out ? out : "");
+    free(out);
+    return member[0] ? 0 : -1;
+}
+
+int64_t cluster_pg_ha_wait(cluster_t *self, int timeout_s) {
+    ASSERT(self->pg_ha);
+    int64_t t0 = id_now_ms();
+    char secs[16];
+    snprintf(secs, sizeof secs, "%d", timeout_s);
+    char *out = s_pgcluster(self, "wait", secs);
+    if (!out) {
+        return -1;
+    }
+    free(out);
+    PQreset(self->conn);
+    return id_now_ms() - t0;
+}
+
 int64_t cluster_pg_restart(cluster_t *self) {
     ASSERT(self->pg_dir); /* only a private PostgreSQL may be restarted */
     int64_t t0 = id_now_ms();
-    char *out = s_pgcluster("restart", self->pg_dir, NULL);
+    ASSERT(!self->pg_ha); /* Patroni runs that PostgreSQL: cluster_pg_failover() */
+    char *out = s_pgcluster(self, "restart", NULL);
     if (!out) {
         return -1;
     }
@@ -358,6 +423,7 @@ cluster_t *cluster_new(const cluster_opts_t *o) {
     ASSERT(o->pg_max_connections == 0 || o->private_pg); /* the fixture's server is shared */
     ASSERT(!(o->https || o->pg_tls) || o->tls);
     ASSERT(!o->pg_tls || o->private_pg);
+    ASSERT(!o->pg_ha || (o->private_pg && !o->pg_tls && !o->pg_max_connections));
     cluster_t *self = mem_calloc(1, sizeof *self);
     if (o->https || o->pg_tls) {
         self->ca = mem_strdup(tlsca_ca(o->tls));

@@ -48,6 +48,11 @@ typedef struct {
      * processes' included, is postgresql://postgres@localhost:PORT/DB?sslmode=verify-full&
      * sslrootcert=CA. */
     int pg_tls;
+    /* Nonzero (with private_pg, without pg_tls and pg_max_connections): that PostgreSQL is a
+     * Patroni pair with a synchronous standby (deploy/pgha init --fast, start), and every
+     * process gets its multi-host URL (target_session_attrs=read-write); see
+     * cluster_pg_failover(). */
+    int pg_ha;
 } cluster_opts_t;
 
 typedef enum { CLUSTER_BROKER = 0, CLUSTER_GATEWAY, CLUSTER_WORKER } cluster_role_t;
@@ -101,6 +106,25 @@ int cluster_pg_tls(cluster_t *self, const char *cert, const char *key);
  * connection is dropped, and the harness's own connection is reset. Returns the milliseconds
  * the restart took, or -1 when pgcluster failed. */
 int64_t cluster_pg_restart(cluster_t *self);
+
+/* With pg_ha: kill -9 the primary's postmaster (deploy/pgha crash), or with host_lost its
+ * Patroni too (deploy/pgha kill: the leader key then expires after Patroni's ttl), so that
+ * Patroni promotes the synchronous standby; names the member killed ("pg0") in member. Returns
+ * at once: 0, or -1 when there was no primary to kill. */
+int cluster_pg_failover(cluster_t *self, bool host_lost, char member[16]);
+
+/* With pg_ha: starts member's Patroni again after a host_lost failover (deploy/pgha revive):
+ * it rejoins as a standby. 0, or -1 when the script failed. */
+int cluster_pg_revive(cluster_t *self, const char *member);
+
+/* With pg_ha: the primary's member name in member, as Patroni last reported it: 0, or -1 when
+ * no member answered or none is the primary. */
+int cluster_pg_leader(cluster_t *self, char member[16]);
+
+/* With pg_ha: waits (up to timeout_s) until a primary runs and every member streams from it,
+ * the old primary rejoined as the synchronous standby, and reconnects the harness's own
+ * connection. The milliseconds it took, or -1. */
+int64_t cluster_pg_ha_wait(cluster_t *self, int timeout_s);
 
 /* The first column of the first row of sql (printf-style), newly allocated, or NULL (also on
  * a failed statement; a lost connection is reset for the next call). */
