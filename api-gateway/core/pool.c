@@ -28,7 +28,7 @@ struct pool {
 };
 
 #define POOL_BACKOFF_MIN_MS 100
-#define POOL_BACKOFF_MAX_MS 5000
+#define POOL_BACKOFF_MAX_MS 1000 /* after a promotion, writes wait at most this long */
 
 /* A pool of size connections to url. Verified: NULL when one cannot be opened. Unverified:
  * a connection that failed to open is kept, and every query on it fails as on a lost server. */

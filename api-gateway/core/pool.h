@@ -3,7 +3,9 @@
  * pool_get() blocks until a connection is free; pool_put() returns it, resetting it first
  * when the server dropped it. A connection found lost also marks every idle one as suspect,
  * and pool_get() resets a suspect one before handing it out, so a PostgreSQL restart costs
- * the request that found it, not one request per pooled connection.
+ * the request that found it, not one request per pooled connection. A reset that fails holds
+ * the next one back (100 ms doubling to 1 s), so that during an outage or a failover requests
+ * fail at once instead of each dialing every host of the URL.
  */
 #ifndef CHATFLEET_POOL_H
 #define CHATFLEET_POOL_H

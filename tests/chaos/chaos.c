@@ -23,6 +23,7 @@
 #define CHAOS_WORKERS        3
 #define CHAOS_FAULTS_MAX     256
 #define CHAOS_FAULT_GAP_MS   3000 /* mean time between faults */
+#define CHAOS_PG_PORTS_MAX   3    /* members of a pg_ha PostgreSQL (deploy/pgha: 2 or 3) */
 #define CHAOS_QUIESCE_MS     90000
 #define CHAOS_STREAM_WAIT_MS 20000
 #define CHAOS_PROGRESS_MS    5000
@@ -80,12 +81,13 @@ typedef enum {
     FAULT_BROKER_KILL,
     FAULT_PG_RESTART,
     FAULT_GATEWAY_KILL,
+    FAULT_PG_FAILOVER, /* with pg_ha, in FAULT_PG_RESTART's place */
     FAULT_KINDS
 } fault_kind_t;
 
-static const char *const s_fault_names[FAULT_KINDS] = {"worker kill -9", "worker SIGSTOP",
-                                                       "broker kill -9", "postgres fast restart",
-                                                       "gateway kill -9"};
+static const char *const s_fault_names[FAULT_KINDS] = {"worker kill -9",  "worker SIGSTOP",
+                                                       "broker kill -9",  "postgres fast restart",
+                                                       "gateway kill -9", "pg_failover"};
 
 typedef struct {
     int64_t at_ms; /* from the start of the workload */
@@ -115,7 +117,8 @@ typedef struct run {
     atomic_int phase; /* ledger_phase_t, for the sampler */
     atomic_bool sampling;
     pthread_t sampler;
-    int pg_port;
+    int pg_ports[CHAOS_PG_PORTS_MAX]; /* the database's ports (a pg_ha URL names several) */
+    int npg_ports;
     pthread_mutex_t sample_lock;
     ledger_sample_t last; /* the sampler's last sample that reached the database */
     atomic_int gw_up[CHAOS_GATEWAYS];
@@ -190,6 +193,8 @@ chaos_config_t chaos_config_from_env(int seconds, int chats, int slow_turns, con
     c.mcp = v && !strcmp(v, "1");
     v = getenv("CHATFLEET_CHAOS_HOOKS");
     c.hooks = v && !strcmp(v, "1");
+    v = getenv("CHATFLEET_CHAOS_PGHA");
+    c.pg_ha = v && !strcmp(v, "1");
     return c;
 }
 
@@ -210,6 +215,7 @@ static void s_fault_draw(fault_t *f, unsigned *rng) {
             f->hold_ms = 200 + (int)(s_rand(rng) % 1500);
             break;
         case FAULT_PG_RESTART:
+        case FAULT_PG_FAILOVER:
             break;
         case FAULT_GATEWAY_KILL:
             f->target = (int)(s_rand(rng) % CHAOS_GATEWAYS);
@@ -255,8 +261,13 @@ static void s_schedule(run_t *r) {
     int64_t span = (int64_t)r->cfg.seconds * 1000 - 4000; /* the last faults heal in time */
     r->main.run = r;
     r->main.name = "t=";
-    s_schedule_draw(&r->main, r->cfg.seed ^ 0x5eedu, (int)(span / CHAOS_FAULT_GAP_MS), FAULT_KINDS,
-                    1500, span);
+    s_schedule_draw(&r->main, r->cfg.seed ^ 0x5eedu, (int)(span / CHAOS_FAULT_GAP_MS),
+                    FAULT_GATEWAY_KILL + 1, 1500, span);
+    for (int i = 0; r->cfg.pg_ha && i < r->main.n; i++) {
+        if (r->main.faults[i].kind == FAULT_PG_RESTART) { /* Patroni runs that PostgreSQL */
+            r->main.faults[i].kind = FAULT_PG_FAILOVER;
+        }
+    }
     printf("chaos: seed %u, %d s, %d chats, %d faults (CHATFLEET_CHAOS_SEED=%u reproduces this"
            " schedule):\n",
            r->cfg.seed, r->cfg.seconds, r->cfg.chats, r->main.n, r->cfg.seed);
@@ -304,6 +315,36 @@ static void s_streams_failover(run_t *r, int dead) {
 
 /* --- Faults. --- */
 
+/* The ports of url's hosts (postgresql://user@HOST:PORT[,HOST:PORT...]/db...) into r. */
+static void s_pg_ports(run_t *r, const char *url) {
+    const char *p = strchr(url, '@');
+    const char *end = p ? strchr(p, '/') : NULL;
+    ASSERT(p && end);
+    r->npg_ports = 0;
+    for (const char *colon = strchr(p, ':');
+         colon && colon < end && r->npg_ports < CHAOS_PG_PORTS_MAX;
+         colon = strchr(colon + 1, ':')) {
+        r->pg_ports[r->npg_ports++] = (int)strtol(colon + 1, NULL, 10);
+    }
+    ASSERT(r->npg_ports > 0 && r->pg_ports[0] > 0);
+}
+
+/* kill -9 of the primary's postmaster; returns once Patroni has promoted the standby and the
+ * old primary streams from it again (the next fault finds two members). */
+static void s_failover(run_t *r) {
+    char killed[16];
+    char leader[16];
+    ASSERT(cluster_pg_failover(r->cluster, false, killed) == 0);
+    int64_t promoted = cluster_pg_promoted(r->cluster, killed, 120000, leader);
+    ASSERT(promoted >= 0);
+    int64_t rejoined = cluster_pg_ha_wait(r->cluster, 180);
+    ASSERT(rejoined >= 0);
+    printf("chaos: t=%5.1fs postgres failed over from %s to %s (Patroni named it after %lld ms),"
+           " %s its synchronous standby %lld ms later\n",
+           (double)(id_now_ms() - r->t0) / 1000.0, killed, leader, (long long)promoted, killed,
+           (long long)rejoined);
+}
+
 static void s_apply(run_t *r, const fault_t *f) {
     cluster_t *c = r->cluster;
     double t = (double)(id_now_ms() - r->t0) / 1000.0;
@@ -337,6 +378,9 @@ static void s_apply(run_t *r, const fault_t *f) {
             ASSERT(ms >= 0);
             break;
         }
+        case FAULT_PG_FAILOVER:
+            s_failover(r);
+            break;
         case FAULT_GATEWAY_KILL:
             atomic_store(&r->gw_up[f->target], 0);
             cluster_signal(c, CLUSTER_GATEWAY, f->target, SIGKILL);
@@ -819,7 +863,10 @@ static int s_sample(run_t *r, PGconn **conn, ledger_sample_t *s) {
     }
     PQclear(res);
     proc_sock_t socks[CHAOS_DBSOCKS_MAX];
-    int n = proc_tcp_to_port(r->pg_port, socks, CHAOS_DBSOCKS_MAX);
+    int n = 0;
+    for (int i = 0; i < r->npg_ports; i++) { /* with pg_ha, whichever member is primary */
+        n += proc_tcp_to_port(r->pg_ports[i], socks + n, CHAOS_DBSOCKS_MAX - n);
+    }
     for (int w = 0; w < CHAOS_WORKERS; w++) {
         s->sock[w] = proc_sockets_of(cluster_pid(r->cluster, CLUSTER_WORKER, w), socks, n);
     }
@@ -1101,7 +1148,8 @@ int chaos_run(const chaos_config_t *cfg) {
                         .gateways = CHAOS_GATEWAYS,
                         .workers = CHAOS_WORKERS,
                         .env = env_all,
-                        .private_pg = 1};
+                        .private_pg = 1,
+                        .pg_ha = cfg->pg_ha};
     int64_t boot = id_now_ms();
     r->cluster = cluster_new(&o);
     for (int i = 0; i < CHAOS_WORKERS; i++) {
@@ -1119,9 +1167,7 @@ int chaos_run(const chaos_config_t *cfg) {
     r->ledger = ledger_new(cfg->chats, calls_log);
     ledger_set_schemas(r->ledger, s_formats, CHAOS_NFORMATS);
     ledger_set_workers(r->ledger, CHAOS_WORKERS, CHAOS_WORKER_DB_CONNS);
-    const char *colon = strrchr(cluster_db_url(r->cluster), ':'); /* ...@127.0.0.1:PORT/db */
-    r->pg_port = colon ? (int)strtol(colon + 1, NULL, 10) : 0;
-    ASSERT(r->pg_port > 0);
+    s_pg_ports(r, cluster_db_url(r->cluster));
     atomic_store(&r->phase, (int)LEDGER_PHASE_WORKLOAD);
     atomic_store(&r->sampling, true);
     ASSERT(pthread_create(&r->sampler, NULL, s_sampler_thread, r) == 0);

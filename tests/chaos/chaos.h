@@ -21,12 +21,17 @@ typedef struct {
     /* Nonzero: every gateway and worker dispatches lifecycle hooks to a consumer the run
      * starts (hookcheck.h, ARCHITECTURE.md §7.10), which allows everything. */
     int hooks;
+    /* Nonzero: the private PostgreSQL is a Patroni pair (deploy/pgha, cluster_opts_t.pg_ha)
+     * and the PostgreSQL fault is pg_failover (kill -9 of the primary's postmaster, Patroni
+     * promoting the standby, the old primary rejoining) instead of a fast restart. */
+    int pg_ha;
 } chaos_config_t;
 
 /* The configuration from CHATFLEET_CHAOS_SEED (default: the clock), CHATFLEET_CHAOS_SECONDS
  * (default seconds), CHATFLEET_CHAOS_CHATS (default chats), CHATFLEET_CHAOS_SLOW_TURNS
  * (default slow_turns, 0..LEDGER_SLOW_MAX), CHATFLEET_CHAOS_SLOW_SECONDS (default 12) and
- * CHATFLEET_CHAOS_MCP (1: mcp) and CHATFLEET_CHAOS_HOOKS (1: hooks). */
+ * CHATFLEET_CHAOS_MCP (1: mcp), CHATFLEET_CHAOS_HOOKS (1: hooks) and CHATFLEET_CHAOS_PGHA
+ * (1: pg_ha). */
 chaos_config_t chaos_config_from_env(int seconds, int chats, int slow_turns, const char *name);
 
 /* Runs it and prints progress, the schedule and each invariant with its counts. Returns the

@@ -382,12 +382,22 @@ int cluster_pg_revive(cluster_t *self, const char *member) {
     return out ? 0 : -1;
 }
 
-int cluster_pg_leader(cluster_t *self, char member[16]) {
+int64_t cluster_pg_promoted(cluster_t *self, const char *old, int64_t timeout_ms, char leader[16]) {
     ASSERT(self->pg_ha);
-    char *out = s_pgcluster(self, "leader", NULL);
-    snprintf(member, 16, "%.*s", out ? (int)strcspn(out, "\r\n") : 0, out ? out : "");
-    free(out);
-    return member[0] ? 0 : -1;
+    int64_t t0 = id_now_ms();
+    for (;;) {
+        char *out = s_pgcluster(self, "leader", NULL);
+        snprintf(leader, 16, "%.*s", out ? (int)strcspn(out, "\r\n") : 0, out ? out : "");
+        free(out);
+        if (leader[0] && strcmp(leader, old) != 0) {
+            return id_now_ms() - t0;
+        }
+        if (id_now_ms() - t0 > timeout_ms) {
+            return -1;
+        }
+        struct timespec ts = {0, 200 * 1000 * 1000}; /* Patroni's API, polled */
+        nanosleep(&ts, NULL);
+    }
 }
 
 int64_t cluster_pg_ha_wait(cluster_t *self, int timeout_s) {

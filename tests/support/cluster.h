@@ -117,9 +117,9 @@ int cluster_pg_failover(cluster_t *self, bool host_lost, char member[16]);
  * it rejoins as a standby. 0, or -1 when the script failed. */
 int cluster_pg_revive(cluster_t *self, const char *member);
 
-/* With pg_ha: the primary's member name in member, as Patroni last reported it: 0, or -1 when
- * no member answered or none is the primary. */
-int cluster_pg_leader(cluster_t *self, char member[16]);
+/* With pg_ha: waits (up to timeout_ms) until Patroni names a primary other than old, whose
+ * name it writes in leader. The milliseconds it waited, or -1. */
+int64_t cluster_pg_promoted(cluster_t *self, const char *old, int64_t timeout_ms, char leader[16]);
 
 /* With pg_ha: waits (up to timeout_s) until a primary runs and every member streams from it,
  * the old primary rejoined as the synchronous standby, and reconnects the harness's own
