@@ -222,6 +222,9 @@ static void s_task_env(worker_t *self) {
     env->opts = opts->turn;
     env->opts.queue_max = self->cfg.queue_max;
     env->usage = usagemeter_new();
+    env->stages = stagemeter_new();
+    /* Spans of the turns, when an OTLP/HTTP receiver is configured (otlp.h). */
+    env->otlp = otlp_new(getenv("CHATFLEET_OTLP_ENDPOINT"), self->id);
     env->chat_settings = (cs_settings_t){.lease_stale_ms = self->cfg.lease_stale_ms,
                                          .requires_action_deadline_ms = opts->ra_deadline_ms,
                                          .max_attachments = (int)self->cfg.chat_max_attachments};
@@ -288,7 +291,8 @@ static void s_log_started(const worker_t *self) {
              "retry_base_ms=%lld retry_max_ms=%lld sim_chunk_ms=%lld "
              "requires_action_deadline_ms=%lld drain_ms=%lld db_conns=%lld task_conns=%d "
              "compaction_model=%s compaction_threshold_percent=%d title_model=%s "
-             "subagent_max_depth=%lld subagent_max_children=%lld plan_instructions=%s",
+             "subagent_max_depth=%lld subagent_max_children=%lld plan_instructions=%s "
+             "otlp_endpoint=%s",
              self->id, (long long)opts->max_chats, (long long)opts->max_subagents,
              (long long)opts->sync_ms, (long long)opts->turn.max_retries,
              (long long)opts->turn.max_steps, (long long)opts->turn.retry_base_ms,
@@ -298,7 +302,9 @@ static void s_log_started(const worker_t *self) {
              opts->turn.compaction.default_threshold,
              opts->turn.title_model[0] ? opts->turn.title_model : "-",
              (long long)opts->turn.subagent_max_depth, (long long)opts->turn.subagent_max_children,
-             opts->turn.plan_instructions[0] ? "custom" : "default");
+             opts->turn.plan_instructions[0] ? "custom" : "default",
+             self->env.otlp && getenv("CHATFLEET_OTLP_ENDPOINT") ? getenv("CHATFLEET_OTLP_ENDPOINT")
+                                                                 : "-");
 }
 
 worker_t *worker_new(const config_t *cfg, const worker_options_t *opts) {
@@ -360,6 +366,8 @@ void worker_destroy(worker_t **self_p) {
     dbpool_destroy(&self->env.pool);
     partbuf_destroy(&self->partbuf);
     usagemeter_destroy(&self->env.usage);
+    stagemeter_destroy(&self->env.stages);
+    otlp_destroy(&self->env.otlp); /* every task has ended: posts what is left */
     bus_publisher_destroy(&self->pub);
     free(self);
     *self_p = NULL;
@@ -479,11 +487,37 @@ static char *s_capacity_metrics(worker_t *self, char *text) {
     return out;
 }
 
+/* The span exporter's counters (otlp.h), when it runs. 0, or -1 past out's cap. */
+static int s_span_metrics(worker_t *self, dynbuf_t *out) {
+    if (!self->env.otlp) {
+        return 0;
+    }
+    otlp_stats_t st;
+    otlp_stats(self->env.otlp, &st);
+    return dynbuf_addf(out,
+                       "# TYPE chatfleet_worker_spans_total counter\n"
+                       "chatfleet_worker_spans_total{worker=\"%s\",state=\"exported\"} %lld\n"
+                       "chatfleet_worker_spans_total{worker=\"%s\",state=\"dropped\"} %lld\n"
+                       "# TYPE chatfleet_worker_span_posts_failed_total counter\n"
+                       "chatfleet_worker_span_posts_failed_total{worker=\"%s\"} %lld\n",
+                       self->id, st.exported, self->id, st.dropped, self->id, st.posts_failed);
+}
+
 char *worker_metrics(worker_t *self) {
     s_reading_t r;
     s_read(self, &r);
     char *text = s_capacity_metrics(self, s_model_metrics(self, s_counter_metrics(self, &r)));
-    return usagemeter_metrics(self->env.usage, self->id, text);
+    text = usagemeter_metrics(self->env.usage, self->id, text);
+    /* The stage timings and turn outcomes (stagemeter.h); a text past the cap keeps the rest. */
+    dynbuf_t b;
+    dynbuf_init(&b, (size_t)16 << 20);
+    if (dynbuf_add(&b, text, strlen(text)) != 0 ||
+        stagemeter_append(self->env.stages, &b, self->id) != 0 || s_span_metrics(self, &b) != 0) {
+        log_warn("worker_metrics_truncated", "worker_id=%s", self->id);
+    }
+    free(text);
+    text = dynbuf_take(&b);
+    return text ? text : mem_strdup("");
 }
 
 static char *s_counter_metrics(worker_t *self, const s_reading_t *rp) {

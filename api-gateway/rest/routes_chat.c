@@ -11,6 +11,7 @@
 #include "jsonout.h"
 #include "log.h"
 #include "mem.h"
+#include "trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,7 +203,10 @@ static void s_create_store(gateway_t *gw, PGconn *conn, const http_req_t *req, c
     char *mcp_text = c->mcp ? jsonout_dumps(c->mcp) : NULL;
     char *labels_text = c->labels ? jsonout_dumps(c->labels) : NULL;
     /* The hook's context after the prompt; with no prompt, alone: the chat waits (§7.10). */
+    char traceparent[TRACE_PARENT_LEN + 1]; /* the request's (trace.h), or a new one */
+    (void)trace_from_header(http_header(req, "traceparent"), traceparent);
     cs_message_t first = {.role = "user",
+                          .traceparent = traceparent[0] ? traceparent : NULL,
                           .content = c->content,
                           .created_by = req->user_id,
                           .model_config_id = c->model_id,

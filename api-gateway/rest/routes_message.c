@@ -6,6 +6,7 @@
 #include "log.h"
 #include "mem.h"
 #include "rest.h"
+#include "trace.h"
 #include "attachment.h"
 
 #include <stdint.h>
@@ -131,6 +132,7 @@ static void s_list(void *app, http_req_t *req, http_resp_t *resp) {
 
 typedef struct {
     cs_message_t msg;
+    char traceparent[TRACE_PARENT_LEN + 1]; /* msg's (trace.h): the request's, or a new one */
     cs_busy_t busy;
     int max_queue;
     int64_t message_id;
@@ -249,6 +251,8 @@ static int s_parse(http_req_t *req, http_resp_t *resp, json_t **body, send_t *s,
         return -1;
     }
     s->msg = (cs_message_t){.role = "user", .content = content, .created_by = req->user_id};
+    (void)trace_from_header(http_header(req, "traceparent"), s->traceparent);
+    s->msg.traceparent = s->traceparent[0] ? s->traceparent : NULL;
     return 0;
 }
 

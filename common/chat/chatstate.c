@@ -346,7 +346,8 @@ int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64
                        queued_id ? db_param_int64(qid, queued_id) : NULL,
                        m->compressed ? "t" : "f",
                        m->response_format,
-                       m->reasoning_effort};
+                       m->reasoning_effort,
+                       m->traceparent};
     /* Sent ahead: the id reaches the inserted list (and *id_out) when the bundle next reads,
      * which every transition does before it ends (cs_finish). */
     self->row_fresh = false;
@@ -360,13 +361,13 @@ int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64
             self->conn,
             "INSERT INTO chat_messages (chat_id, role, visibility, content, created_by,"
             " model_config_id, usage, structured_output_request_id, structured_output,"
-            " queued_message_id, compressed, reasoning_effort)"
+            " queued_message_id, compressed, reasoning_effort, traceparent)"
             " VALUES ($1, $2::chat_message_role, coalesce($3, 'both')::chat_message_visibility,"
             " $4::jsonb, $5::uuid, $6::uuid, $7::jsonb, $8::uuid,"
             " coalesce($9::jsonb, CASE WHEN $12::jsonb IS NULL THEN NULL ELSE jsonb_build_object("
             "'type', 'structured-output-request', 'response_format', $12::jsonb) END),"
-            " $10::bigint, $11::boolean, $13::reasoning_effort) RETURNING id",
-            13, p, s_inserted, self) != 0) {
+            " $10::bigint, $11::boolean, $13::reasoning_effort, $14) RETURNING id",
+            14, p, s_inserted, self) != 0) {
         self->insert_outs.count--;
         return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
     }
@@ -432,7 +433,7 @@ int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_err
                  " ORDER BY position, id LIMIT 1)"
                  " RETURNING id, content::text, created_by::text, model_config_id::text,"
                  " response_format::text, structured_output_request_id::text,"
-                 " hook_context::text, reasoning_effort::text",
+                 " hook_context::text, reasoning_effort::text, traceparent",
                  2, p);
     if (!res) {
         return -1;
@@ -448,7 +449,8 @@ int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_err
                       .model_config_id = db_text(res, 0, 3),
                       .response_format = db_text(res, 0, 4),
                       .so_request_id = db_text(res, 0, 5),
-                      .reasoning_effort = db_text(res, 0, 7)};
+                      .reasoning_effort = db_text(res, 0, 7),
+                      .traceparent = db_text(res, 0, 8)};
     int rc = cs_answer_pending(self, "tool call canceled: a new user message arrived", err);
     if (rc == 0) {
         rc = cs_insert(self, &m, promoted, message_id, err);

@@ -56,6 +56,9 @@ typedef struct cs_message {
      * through promotion; a user row that enters history with one makes it the chat's
      * last_reasoning_effort, as model_config_id makes the chat's model (ARCHITECTURE.md §7.1). */
     const char *reasoning_effort;
+    /* The W3C traceparent of the request that made a user message (common/base/trace.h), or
+     * NULL: kept on a queued row through promotion (migration 0018; issue 40). */
+    const char *traceparent;
     bool compressed; /* a context boundary row */
     /* A prompt's lifecycle hook context (ARCHITECTURE.md §7.10: model-only user rows and
      * user-only assistant rows with CS_HOOK_CONTEXT_META): inserted right after the message,

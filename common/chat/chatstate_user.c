@@ -21,15 +21,16 @@ static int s_enqueue(chatstate_t *self, const cs_message_t *m, int64_t *qid, cs_
     }
     char *context = m->context_count ? cs_context_json(m) : NULL;
     const char *p[] = {self->chat_id,      m->content,       m->created_by, m->model_config_id,
-                       m->response_format, m->so_request_id, context,       m->reasoning_effort};
+                       m->response_format, m->so_request_id, context,       m->reasoning_effort,
+                       m->traceparent};
     PGresult *res = cs_query(self, err,
                              "INSERT INTO chat_queued_messages (chat_id, content, created_by,"
                              " model_config_id, response_format, structured_output_request_id,"
-                             " hook_context, reasoning_effort) VALUES ($1, $2::jsonb,"
+                             " hook_context, reasoning_effort, traceparent) VALUES ($1, $2::jsonb,"
                              " coalesce($3::uuid, (SELECT owner_id FROM chats WHERE id = $1)),"
-                             " $4::uuid, $5::jsonb, $6::uuid, $7::jsonb, $8::reasoning_effort)"
-                             " RETURNING id",
-                             8, p);
+                             " $4::uuid, $5::jsonb, $6::uuid, $7::jsonb, $8::reasoning_effort,"
+                             " $9) RETURNING id",
+                             9, p);
     free(context);
     if (!res) {
         return -1;

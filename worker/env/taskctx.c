@@ -1,7 +1,11 @@
 /* taskctx: what a task body sees and how it writes; see taskctx.h. */
 #include "taskctx.h"
+#include "id.h"
 #include "log.h"
 #include "usage.h"
+
+#include <stdio.h>
+#include <string.h>
 
 const int64_t taskctx_model_bucket_ms[TASKCTX_MODEL_BUCKETS - 1] = {50,   100,  250,  500,
                                                                     1000, 2500, 10000};
@@ -20,11 +24,101 @@ void taskctx_count_model_call(taskctx_counters_t *c, int64_t ms) {
     atomic_fetch_add(&c->model_ms_sum, ms);
 }
 
+void taskctx_set_turn(taskctx_t *ctx, bool subagent, const trace_ctx_t *trace,
+                      int64_t trigger_age_us) {
+    char old[TRACE_SPAN_HEX + 1];
+    snprintf(old, sizeof old, "%s", ctx->turn_span);
+    int64_t start = otlp_now_ns() - (trigger_age_us > 0 ? trigger_age_us * 1000 : 0);
+    ctx->subagent = subagent;
+    ctx->trace = *trace;
+    /* FNV-1a over the trace id and the chat id: one id per (prompt, chat), never zero. */
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *p = trace->trace_id; *p; p++) {
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    }
+    for (const char *p = ctx->chat_id; *p; p++) {
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    }
+    snprintf(ctx->turn_span, sizeof ctx->turn_span, "%016llx", (unsigned long long)(h ? h : 1));
+    /* The same turn read again: its start stays the earliest reading (the age is read on the
+     * database's clock, the span's on this one; a later read lands later by its latency). */
+    if (strcmp(old, ctx->turn_span) || !ctx->turn_start_ns || start < ctx->turn_start_ns) {
+        ctx->turn_start_ns = start;
+    }
+}
+
+/* A span of this task's turn, ended now after us; with parent "" the chat_turn span. */
+static void s_span(taskctx_t *ctx, const char *name, int64_t us, const char *model,
+                   const char *outcome, bool error) {
+    if (!ctx->env->otlp || !ctx->trace.trace_id[0]) {
+        return;
+    }
+    otlp_span_t s = {.end_ns = otlp_now_ns(), .error = error};
+    snprintf(s.trace_id, sizeof s.trace_id, "%s", ctx->trace.trace_id);
+    snprintf(s.name, sizeof s.name, "%s", name);
+    snprintf(s.chat_id, sizeof s.chat_id, "%s", ctx->chat_id);
+    snprintf(s.chat_kind, sizeof s.chat_kind, "%s", ctx->subagent ? "subagent" : "root");
+    snprintf(s.model, sizeof s.model, "%s", model ? model : "");
+    if (outcome) { /* chat_turn: a child of the request that made the prompt */
+        snprintf(s.span_id, sizeof s.span_id, "%s", ctx->turn_span);
+        snprintf(s.parent_id, sizeof s.parent_id, "%s", ctx->trace.span_id);
+        snprintf(s.outcome, sizeof s.outcome, "%s", outcome);
+        s.start_ns = ctx->turn_start_ns;
+    } else {
+        if (trace_span_id(s.span_id) != 0) {
+            return;
+        }
+        snprintf(s.parent_id, sizeof s.parent_id, "%s", ctx->turn_span);
+        s.start_ns = s.end_ns - us * 1000;
+    }
+    (void)otlp_add(ctx->env->otlp, &s); /* a full queue drops it (counted) */
+}
+
+void taskctx_stage_us(taskctx_t *ctx, stage_t s, int64_t us, const char *model) {
+    if (ctx->env->stages) {
+        if (model) {
+            stagemeter_observe_model(ctx->env->stages, s, ctx->subagent, model, us);
+        } else {
+            stagemeter_observe(ctx->env->stages, s, STAGE_SCOPE_TURN, ctx->subagent, us);
+        }
+    }
+    s_span(ctx, stagemeter_stage_name(s), us, model, NULL, false);
+    if (s == STAGE_GENERATION_STEP || s == STAGE_COMPACTION) {
+        taskctx_flush_turn(ctx); /* the step that closed the turn has ended */
+    }
+}
+
+void taskctx_stage(taskctx_t *ctx, stage_t s, int64_t since_us) {
+    if (since_us > 0) {
+        taskctx_stage_us(ctx, s, id_now_us() - since_us, NULL);
+    }
+}
+
+void taskctx_outcome(taskctx_t *ctx, turn_outcome_t o) {
+    if (ctx->env->stages) {
+        stagemeter_count_outcome(ctx->env->stages, o, ctx->subagent);
+    }
+    taskctx_flush_turn(ctx); /* an earlier one is closed first */
+    ctx->pending_outcome = (int)o + 1;
+    if (!ctx->step_us) {
+        taskctx_flush_turn(ctx);
+    }
+}
+
+void taskctx_flush_turn(taskctx_t *ctx) {
+    if (ctx->pending_outcome) {
+        turn_outcome_t o = (turn_outcome_t)(ctx->pending_outcome - 1);
+        ctx->pending_outcome = 0;
+        s_span(ctx, "chat_turn", 0, NULL, stagemeter_outcome_name(o), o == TURN_ERROR);
+    }
+}
+
 taskctx_rc_t taskctx_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn, void *arg,
                             const char *what) {
     if (cancel_is_set(ctx->cancel)) {
         return TASKCTX_QUIET;
     }
+    int64_t t0 = id_now_us();
     cs_error_t err;
     chatstate_t *cs = chatstate_begin(conn, &ctx->env->chat_settings, ctx->chat_id, &err);
     int rc = cs ? fn(cs, arg, &err) : -1;
@@ -39,6 +133,9 @@ taskctx_rc_t taskctx_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn,
     if (rc == 0) {
         ctx->have_after = true;
         atomic_fetch_add(&ctx->env->counters.commits, 1);
+        if (!strncmp(what, "CommitStep", 10)) {
+            taskctx_stage(ctx, STAGE_COMMIT, t0);
+        }
         log_info("task_commit",
                  "chat_id=%s worker_id=%s runner_id=%s move=%s snapshot_version=%lld "
                  "history_version=%lld status=%s",
@@ -71,6 +168,7 @@ taskctx_rc_t taskctx_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn,
 }
 
 void taskctx_reset(taskctx_t *ctx) {
+    taskctx_flush_turn(ctx);
     if (ctx->body_free) {
         ctx->body_free(ctx->body);
     }

@@ -23,8 +23,10 @@
 #include "dbpool.h"
 #include "evloop.h"
 #include "hint.h"
+#include "otlp.h"
 #include "partbuf.h"
 #include "provider.h"
+#include "stagemeter.h"
 #include "usagemeter.h"
 
 #include <czmq.h>
@@ -115,6 +117,8 @@ typedef struct {
     taskctx_options_t opts;      /* the turn's settings, as the worker's options hold them */
     cs_settings_t chat_settings; /* what every bundle of the worker's tasks passes */
     usagemeter_t *usage;         /* tokens and cost by model (ARCHITECTURE.md §7.7) */
+    stagemeter_t *stages;        /* stage timings and turn outcomes; NULL: not measured */
+    otlp_t *otlp;                /* span export (CHATFLEET_OTLP_ENDPOINT); NULL: none */
     struct mcpset *mcp;          /* the deployment's MCP servers (mcpset.h); never NULL */
     struct hooks *hooks;         /* the lifecycle hook dispatcher (hooks.h); never NULL */
     taskctx_counters_t counters;
@@ -167,7 +171,41 @@ struct taskctx {
     json_t *stop_answer;
     void (*body_free)(void *body); /* frees body; run when the task ends or restarts */
     taskctx_side_t side;           /* set by a phase: a side call to start (start != NULL) */
+    /* Stage timings (stagemeter.h): the chat is a subagent (set by every history read), and
+     * when the step in progress began (id_now_us; 0 outside a step). */
+    bool subagent;
+    int64_t step_us;
+    /* The turn's trace (from its latest user row; trace_id "" when it has none: no spans),
+     * its chat_turn span's id (derived from the trace and the chat, so every task of the turn
+     * names the same) and its start on the wall clock (the row's creation). */
+    trace_ctx_t trace;
+    char turn_span[TRACE_SPAN_HEX + 1];
+    int64_t turn_start_ns;
+    /* An outcome whose chat_turn span waits for the end of the step that closed the turn
+     * (so that the step ends inside it): 0, or the turn_outcome_t + 1. */
+    int pending_outcome;
 };
+
+/* Sets what the stages and spans of the turn being read name: the chat's kind, the turn's
+ * trace, and its start trigger_age_us ago (< 0: now). */
+void taskctx_set_turn(taskctx_t *ctx, bool subagent, const trace_ctx_t *trace,
+                      int64_t trigger_age_us);
+
+/* Observes stage s of this task's chat from since_us (id_now_us) to now, scope turn, and
+ * exports it as a child span of the turn's when the turn has a trace. */
+void taskctx_stage(taskctx_t *ctx, stage_t s, int64_t since_us);
+
+/* Likewise for a stage that lasted us and ended now; model (a model config name, or NULL)
+ * also observes it on the model family and names it on the span. */
+void taskctx_stage_us(taskctx_t *ctx, stage_t s, int64_t us, const char *model);
+
+/* Counts the turn this task closed with outcome o; its chat_turn span ends with the step in
+ * progress (its generation_step or compaction stage), or now outside a step. */
+void taskctx_outcome(taskctx_t *ctx, turn_outcome_t o);
+
+/* Ends the chat_turn span an outcome left waiting, if any (a step that ends elsewhere: the
+ * next step's start and taskctx_reset call it). */
+void taskctx_flush_turn(taskctx_t *ctx);
 
 /* Prices the usage of the call that ended (ctx->call_res.usage, replaced) with cfg's
  * "prices" and "context_limit" (a model_configs row) and counts it under the model name. */

@@ -155,6 +155,7 @@ static taskctx_rc_t s_interrupt(taskctx_t *ctx, PGconn *conn) {
         return hr == HISTORY_DB ? TASKCTX_RETRY : TASKCTX_QUIET;
     }
     int64_t attempt = h.generation_attempt;
+    taskctx_set_turn(ctx, h.subagent, &h.trace, h.trigger_age_us);
     history_clear(&h);
     /* Close first, so a stale generation task cannot add to what is committed below. */
     partbuf_close(ctx->env->partbuf, ctx->chat_id, ctx->fence.history_version, attempt);
@@ -179,6 +180,7 @@ static taskctx_rc_t s_interrupt(taskctx_t *ctx, PGconn *conn) {
     if (rc == TASKCTX_DONE) {
         log_info("interrupt_finished", "chat_id=%s partial_parts=%zu partial=%s", ctx->chat_id, n,
                  content ? "yes" : "no");
+        taskctx_outcome(ctx, TURN_INTERRUPTED);
     }
     free(content);
     return rc;

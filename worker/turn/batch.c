@@ -1,6 +1,7 @@
 /* batch: see batch.h. */
 #include "batch.h"
 #include "agents.h"
+#include "id.h"
 #include "jsonout.h"
 #include "jsonstrict.h"
 #include "mcpset.h"
@@ -24,6 +25,7 @@ struct batch {
     int nowned;
     bool hooked;        /* local tools run under the hooks, in a step of their own (hookstep.h) */
     const json_t *plan; /* plan mode: the tools on offer (borrowed); NULL: not in plan mode */
+    taskctx_t *ctx;     /* whose turn tool_call stages are of (batch_set_task); NULL: untimed */
 };
 
 static const char *s_keep(batch_t *r, char *text) {
@@ -33,6 +35,10 @@ static const char *s_keep(batch_t *r, char *text) {
 
 batch_t *batch_new(void) {
     return mem_calloc(1, sizeof(batch_t));
+}
+
+void batch_set_task(batch_t *self, taskctx_t *ctx) {
+    self->ctx = ctx;
 }
 
 void batch_destroy(batch_t **self_p) {
@@ -240,7 +246,11 @@ static void s_answer(batch_t *r, const json_t *calls, s_answer_t *an) {
             }
         } else if (!s_is_dynamic(an->dynamic_tools, name)) {
             bool is_error = false;
+            int64_t t0 = id_now_us();
             json_t *result = tools_run(name, json_object_get(c, "args"), &is_error);
+            if (r->ctx && tools_is_local(name)) { /* an unknown tool runs nothing */
+                taskctx_stage(r->ctx, STAGE_TOOL_CALL, t0);
+            }
             s_add_result(r, c, result, is_error, NULL, NULL);
         }
     }

@@ -21,12 +21,17 @@
 
 #include "chatstate.h"
 #include "structured.h"
+#include "taskctx.h"
 
 #define BATCH_CALLS_MAX 128 /* tool calls answered in one step; the rest are answered later */
 
 typedef struct batch batch_t;
 
 batch_t *batch_new(void);
+
+/* Times each local tool run as a tool_call stage of ctx's turn (taskctx_stage); without it,
+ * runs are not timed. */
+void batch_set_task(batch_t *self, taskctx_t *ctx);
 void batch_destroy(batch_t **self_p);
 
 /* The rows built so far (valid until the batch is destroyed). */

@@ -86,6 +86,7 @@ static taskctx_rc_t s_commit_reply(taskctx_t *ctx, PGconn *conn, const history_t
      * the stop hook must be heard first (§7.10). */
     bool last = !turn && !s_has_tool_call(res->content) && !hooks_enabled(ctx->env->hooks);
     batch_t *b = batch_new();
+    batch_set_task(b, ctx);
     batch_set_hooked(b, hooks_enabled(ctx->env->hooks));
     batch_set_plan(b, plan_offer); /* plan mode: a call of a withheld tool is an error (steer.h) */
     const char *rejection = NULL;
@@ -110,10 +111,17 @@ static taskctx_rc_t s_commit_reply(taskctx_t *ctx, PGconn *conn, const history_t
 typedef struct {
     taskctx_t *ctx;
     int64_t attempt;
+    int64_t t0_us;     /* when the call began */
+    bool first;        /* a part has arrived (time_to_first_token observed) */
+    const char *model; /* the model config name (the step's state holds it) */
 } s_stream_t;
 
 static void s_on_part(void *arg, const char *part_json) {
     s_stream_t *s = arg;
+    if (!s->first) {
+        s->first = true;
+        taskctx_stage_us(s->ctx, STAGE_TIME_TO_FIRST_TOKEN, id_now_us() - s->t0_us, s->model);
+    }
     /* Best-effort: a full or closed episode drops the part (ARCHITECTURE.md §7.3). */
     (void)partbuf_add(s->ctx->env->partbuf, s->ctx->chat_id, s->ctx->fence.history_version,
                       s->attempt, "assistant", part_json, strlen(part_json));
@@ -206,6 +214,7 @@ static taskctx_rc_t s_model_failed(taskctx_t *ctx, PGconn *conn, const provider_
         rc = taskctx_bundle(ctx, conn, stepbundle_finish_error, &a, "FinishError");
         if (rc == TASKCTX_DONE) {
             atomic_fetch_add(&env->counters.turns_failed, 1);
+            taskctx_outcome(ctx, TURN_ERROR);
         }
         free(ej);
         return rc;
@@ -234,6 +243,8 @@ struct s_gen {
     json_t *tools;
     s_stream_t stream;
     int64_t t0;             /* when the call began */
+    bool prepared;          /* the step's prepare stage is observed */
+    int64_t backoff_us;     /* when a retry's backoff began (0: none) */
     int64_t commit_backoff; /* the next wait before the reply's commit is tried again */
     const char *source;     /* a summary call (ARCHITECTURE.md §7.6): COMPACTION_MANUAL or
                                COMPACTION_AUTOMATIC; NULL for any other call */
@@ -270,6 +281,8 @@ static taskctx_rc_t s_commit_phase(taskctx_t *ctx, PGconn *conn) {
     if (rc != TASKCTX_RETRY) {
         json_decref(kept);
         provider_result_clear(res);
+        taskctx_stage(ctx, g->compact ? STAGE_COMPACTION : STAGE_GENERATION_STEP, ctx->step_us);
+        ctx->step_us = 0;
         return rc;
     }
     json_decref(res->content);
@@ -295,6 +308,19 @@ static void s_check_summary(taskctx_t *ctx) {
     free(text);
 }
 
+/* The provider stages of the call that ended (not cancelled): provider_attempt, and stream
+ * when it answered. */
+static void s_observe_call(taskctx_t *ctx, const s_gen_t *g) {
+    if (g->compact) { /* a summary is the compaction stage */
+        return;
+    }
+    int64_t us = id_now_us() - g->stream.t0_us;
+    taskctx_stage_us(ctx, STAGE_PROVIDER_ATTEMPT, us, g->model.name);
+    if (ctx->call_rc == PROVIDER_OK) {
+        taskctx_stage_us(ctx, STAGE_STREAM, us, g->model.name);
+    }
+}
+
 /* The phase after a model call: commit the reply, or handle the failure. */
 static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
     s_gen_t *g = ctx->body;
@@ -306,6 +332,7 @@ static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
     if (ctx->call_rc == PROVIDER_CANCELLED) {
         return TASKCTX_QUIET;
     }
+    s_observe_call(ctx, g);
     structured_turn_t *turn = g->open ? &g->turn : NULL;
     provider_result_t *res = &ctx->call_res;
     if (ctx->call_rc == PROVIDER_OK && g->compact) {
@@ -327,8 +354,11 @@ static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
     if (rc == TASKCTX_DONE && delay >= 0) {
         ctx->wait_ms = delay;
         ctx->next = s_attempt;
+        g->backoff_us = id_now_us();
         return TASKCTX_WAIT;
     }
+    taskctx_stage(ctx, g->compact ? STAGE_COMPACTION : STAGE_GENERATION_STEP, ctx->step_us);
+    ctx->step_us = 0;
     return rc;
 }
 
@@ -397,7 +427,11 @@ static taskctx_rc_t s_start_call(taskctx_t *ctx, int64_t attempt) {
                              .native_name = turn && turn->native ? turn->fmt->name : NULL,
                              .summary = g->compact,
                              .reasoning_effort = g->effort};
-    g->stream = (s_stream_t){ctx, attempt};
+    g->stream = (s_stream_t){ctx, attempt, id_now_us(), false, g->model.name};
+    if (!g->prepared) {
+        g->prepared = true;
+        taskctx_stage(ctx, STAGE_PREPARE, ctx->step_us);
+    }
     if (g->compact) {
         s_progress(ctx, attempt);
     }
@@ -413,6 +447,11 @@ static taskctx_rc_t s_start_call(taskctx_t *ctx, int64_t attempt) {
 static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn) {
     if (!conn) {
         return TASKCTX_RETRY;
+    }
+    s_gen_t *g = ctx->body;
+    if (g->backoff_us) {
+        taskctx_stage(ctx, STAGE_RETRY_BACKOFF, g->backoff_us);
+        g->backoff_us = 0;
     }
     stepbundle_args_t a = {.fence = &ctx->fence};
     taskctx_rc_t rc =
@@ -630,6 +669,19 @@ static int s_read_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     return chatstate_record_generation_attempt(cs, &ctx->fence, &r->attempt, err);
 }
 
+/* The chat's kind for the stages, and the acquisition stage when this is the first step of
+ * a prompt's turn (the latest row is the user's, no attempt made yet): from the row's
+ * creation to now, on the database's clock. */
+static void s_observe_acquisition(taskctx_t *ctx, const history_t *h) {
+    taskctx_set_turn(ctx, h->subagent, &h->trace, h->trigger_age_us);
+    size_t n = json_array_size(h->messages);
+    const json_t *last = n ? json_array_get(h->messages, n - 1) : NULL;
+    if (h->generation_attempt == 0 && h->trigger_age_us >= 0 &&
+        !strcmp(s_str(last, "role"), "user")) {
+        taskctx_stage_us(ctx, STAGE_ACQUISITION, h->trigger_age_us, NULL);
+    }
+}
+
 taskctx_rc_t generation_step(taskctx_t *ctx, PGconn *conn) {
     return s_step(ctx, conn, 0);
 }
@@ -640,6 +692,8 @@ static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard) {
         return TASKCTX_RETRY;
     }
     ctx->fence.generation_attempt = -1;
+    taskctx_flush_turn(ctx); /* a turn closed by a step that ended elsewhere */
+    ctx->step_us = id_now_us();
     s_read_t r = {.ctx = ctx, .conn = conn, .hr = HISTORY_DB, .tokens = -1, .heard = heard};
     taskctx_rc_t brc = taskctx_bundle(ctx, conn, s_read_step, &r, "RecordGenerationAttempt");
     if (brc != TASKCTX_DONE || r.hr != HISTORY_OK) {
@@ -661,12 +715,14 @@ static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard) {
     history_t h = r.h;
     json_t *pending = r.pending;
     decide_t d = r.d;
+    s_observe_acquisition(ctx, &h);
     const char *effort = steer_effort(&h);
     log_info("generation_step",
              "chat_id=%s history_version=%lld attempt=%lld decision=%s context_tokens=%lld"
-             " effort=%s plan_mode=%d",
+             " effort=%s plan_mode=%d trace_id=%s",
              ctx->chat_id, (long long)h.history_version, (long long)h.generation_attempt,
-             history_decision_name(d), (long long)r.tokens, effort ? effort : "-", h.plan_mode);
+             history_decision_name(d), (long long)r.tokens, effort ? effort : "-", h.plan_mode,
+             h.trace.trace_id[0] ? h.trace.trace_id : "-");
     taskctx_rc_t rc = TASKCTX_QUIET;
     structured_turn_t turn = {0};
     bool open = false;
@@ -682,6 +738,9 @@ static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard) {
             break;
         case DECIDE_REQUIRES_ACTION:
             rc = taskctx_bundle(ctx, conn, stepbundle_enter_ra, &a, "EnterRequiresAction");
+            if (rc == TASKCTX_DONE) { /* the turn is the client's now (the seed's Complete) */
+                taskctx_outcome(ctx, TURN_COMPLETED);
+            }
             break;
         case DECIDE_AGENT_WAIT:
             rc = taskctx_bundle(ctx, conn, stepbundle_enter_agent_wait, &a, "EnterAgentWait");
@@ -694,6 +753,7 @@ static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard) {
             rc = taskctx_bundle(ctx, conn, stepbundle_finish_turn, &a, "FinishTurn");
             if (rc == TASKCTX_DONE) {
                 atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
+                taskctx_outcome(ctx, TURN_COMPLETED);
             }
             break;
         case DECIDE_OVER_LIMIT:
@@ -712,5 +772,9 @@ static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard) {
     structured_turn_close(&turn);
     json_decref(pending);
     history_clear(&h);
+    if (rc != TASKCTX_CALL && rc != TASKCTX_WAIT && ctx->step_us) { /* the step ended here */
+        taskctx_stage(ctx, STAGE_GENERATION_STEP, ctx->step_us);
+        ctx->step_us = 0;
+    }
     return rc;
 }

@@ -155,7 +155,12 @@ static int s_send_reads(PGconn *conn, const char *chat_id, bool with_messages,
         " 9223372036854775807), model_config_id::text, compaction_requested_at IS NOT NULL,"
         " coalesce(mcp_servers, '[]')::text, title_source = 'fallback',"
         " coalesce((extract(epoch FROM title_requested_at) * 1000000)::bigint, 0),"
-        " coalesce(last_reasoning_effort::text, ''), plan_mode"
+        " coalesce(last_reasoning_effort::text, ''), plan_mode, parent_chat_id IS NOT NULL,"
+        " coalesce((SELECT (extract(epoch FROM clock_timestamp() - u.created_at) * 1000000)"
+        "::bigint FROM chat_messages u WHERE u.chat_id = $1 AND u.role = 'user'"
+        " AND NOT u.deleted ORDER BY u.id DESC LIMIT 1), -1),"
+        " coalesce((SELECT u.traceparent FROM chat_messages u WHERE u.chat_id = $1"
+        " AND u.role = 'user' AND NOT u.deleted ORDER BY u.id DESC LIMIT 1), '')"
         " FROM chats WHERE id = $1",
         1, p, db_keep, &r->row);
     if (rc == 0 && with_messages) {
@@ -288,6 +293,11 @@ static history_rc_t s_take_row(const PGresult *res, const char *chat_id, const c
     out->title_requested = db_int64(res, 0, 12);
     snprintf(out->reasoning_effort, sizeof out->reasoning_effort, "%s", PQgetvalue(res, 0, 13));
     out->plan_mode = db_bool(res, 0, 14);
+    out->subagent = db_bool(res, 0, 15);
+    out->trigger_age_us = db_int64(res, 0, 16);
+    if (trace_parse(PQgetvalue(res, 0, 17), &out->trace) != 0) {
+        out->trace = (trace_ctx_t){0}; /* none stored: the turn starts a trace of its own */
+    }
     const int cols[] = {6, 10};
     json_t **arrays[] = {&out->dynamic_tools, &out->mcp_servers};
     for (int i = 0; i < 2; i++) {

@@ -17,6 +17,7 @@
 #include "compaction.h"
 #include "effort.h"
 #include "taskctx.h"
+#include "trace.h"
 
 #define HISTORY_MAX_MESSAGES 100000 /* rows one load reads; a longer history fails the load */
 
@@ -69,6 +70,13 @@ typedef struct {
      * plan mode, read with the row (steer.h makes the step's effort and tools of them). */
     char reasoning_effort[EFFORT_NAME_MAX];
     bool plan_mode;
+    /* Stage timings (worker/env/stagemeter.h): the chat has a parent, and the age of its
+     * latest user row on the database's clock in microseconds (-1 when it has none). */
+    bool subagent;
+    int64_t trigger_age_us;
+    /* The traceparent stored with that row (migration 0018; trace.h), or trace_id "" when
+     * it has none: the turn's span joins that trace (issue 40). */
+    trace_ctx_t trace;
 } history_t;
 
 /* Reads the chat in one read-only snapshot, checks the fence, then (with_messages)

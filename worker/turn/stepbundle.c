@@ -99,6 +99,7 @@ taskctx_rc_t stepbundle_finish_failed(taskctx_t *ctx, PGconn *conn, const char *
     taskctx_rc_t rc = taskctx_bundle(ctx, conn, stepbundle_finish_error, &a, "FinishError");
     if (rc == TASKCTX_DONE) {
         atomic_fetch_add(&ctx->env->counters.turns_failed, 1);
+        taskctx_outcome(ctx, TURN_ERROR);
     }
     return rc;
 }
@@ -208,6 +209,7 @@ taskctx_rc_t stepbundle_turn_end(taskctx_t *ctx, PGconn *conn, const structured_
     taskctx_rc_t rc = taskctx_bundle(ctx, conn, stepbundle_finish_turn, &a, "FinishTurn");
     if (rc == TASKCTX_DONE) {
         atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
+        taskctx_outcome(ctx, TURN_COMPLETED);
     }
     batch_destroy(&b);
     free(value);
@@ -223,6 +225,7 @@ taskctx_rc_t stepbundle_commit_batch(taskctx_t *ctx, PGconn *conn, batch_t **b, 
                                      finish ? "CommitStep+FinishTurn" : "CommitStep");
     if (rc == TASKCTX_DONE && finish) {
         atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
+        taskctx_outcome(ctx, TURN_COMPLETED);
     }
     batch_destroy(b);
     return rc;

@@ -208,6 +208,7 @@ static taskctx_rc_t s_stop_commit(taskctx_t *ctx, PGconn *conn) {
         rc = taskctx_bundle(ctx, conn, stepbundle_finish_turn, &a, "FinishTurn");
         if (rc == TASKCTX_DONE) {
             atomic_fetch_add(&ctx->env->counters.turns_finished, 1);
+            taskctx_outcome(ctx, TURN_COMPLETED);
         }
     }
     batch_destroy(&b);
@@ -446,6 +447,7 @@ taskctx_rc_t toolstep_run_pending(taskctx_t *ctx, PGconn *conn, const json_t *pe
     if (json_array_size(mcp) < json_array_size(pending)) {
         json_decref(mcp);
         batch_t *b = batch_new();
+        batch_set_task(b, ctx);
         batch_pending(b, pending, h->dynamic_tools, turn, NULL);
         return stepbundle_commit_batch(ctx, conn, &b, false);
     }

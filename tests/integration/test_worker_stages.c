@@ -1,0 +1,193 @@
+/* The worker's stage timings and turn outcomes on /metrics (issue 40, the seed's lifecycle
+ * stages): after a tool turn, a turn that spawns a subagent, a turn retried after a 503 and a
+ * turn refused with a 400, on the sim model, every stage those turns pass through has
+ * observations under the right stage, scope and chat_kind (the backoff once, as long as it
+ * waited), the provider's stages also under the model config's name, and the outcome counter
+ * counts each closed turn once, root and subagent apart, completed and error apart. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chatsetup.h"
+#include "chatstate.h"
+#include "id.h"
+#include "mem.h"
+#include "proc.h"
+#include "testdb.h"
+
+/* The value of the first line of text that begins with prefix and holds each of the NULL-
+ * terminated substrings, or -1. */
+static double s_series(const char *text, const char *prefix, ...) {
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char *l = mem_printf("%.*s", (int)len, line);
+        bool ok = !strncmp(l, prefix, strlen(prefix));
+        va_list ap;
+        va_start(ap, prefix);
+        for (const char *want = va_arg(ap, const char *); ok && want;
+             want = va_arg(ap, const char *)) {
+            ok = strstr(l, want) != NULL;
+        }
+        va_end(ap);
+        const char *sp = strrchr(l, ' ');
+        double v = ok && sp ? strtod(sp + 1, NULL) : -1;
+        free(l);
+        if (ok) {
+            return v;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return -1;
+}
+
+static double s_stage(const char *text, const char *stage, const char *kind) {
+    char s[64], k[64];
+    snprintf(s, sizeof s, "stage=\"%s\"", stage);
+    snprintf(k, sizeof k, "chat_kind=\"%s\"", kind);
+    return s_series(text, "chatfleet_stage_duration_seconds_count{", s, "scope=\"turn\"", k,
+                    (char *)NULL);
+}
+
+static double s_outcome(const char *text, const char *outcome, const char *kind) {
+    char o[64], k[64];
+    snprintf(o, sizeof o, "outcome=\"%s\"", outcome);
+    snprintf(k, sizeof k, "chat_kind=\"%s\"", kind);
+    return s_series(text, "chatfleet_turn_outcomes_total{", o, k, (char *)NULL);
+}
+
+static void s_chat(PGconn *conn, const char *owner, const char *model, const char *text,
+                   char *chat) {
+    char *content = mem_printf("[{\"type\":\"text\",\"text\":\"%s\"}]", text);
+    cs_message_t m = {.role = "user", .content = content};
+    cs_create_t c = {
+        .owner_id = owner, .model_config_id = model, .messages = &m, .message_count = 1};
+    cs_error_t err;
+    assert_int_equal(chatstate_create(conn, &chatsetup_settings, &c, NULL, chat, &err), 0);
+    free(content);
+}
+
+static void test_worker_times_the_stages_of_its_turns(void **u) {
+    (void)u;
+    testdb_t *db = testdb_new();
+    PGconn *conn = testdb_connect(db);
+    int port = proc_free_port();
+    char bin[512];
+    snprintf(bin, sizeof bin, "%s/worker/chatfleet-worker", getenv("CHATFLEET_BUILD_DIR"));
+    char *env[] = {mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(db)),
+                   mem_printf("CHATFLEET_WORKER_HTTP_LISTEN=127.0.0.1:%d", port),
+                   mem_printf("CHATFLEET_BROKER_PUB=tcp://127.0.0.1:%d", proc_free_port()),
+                   mem_printf("CHATFLEET_BROKER_SUB=tcp://127.0.0.1:%d", proc_free_port()),
+                   mem_printf("CHATFLEET_BROKER_RELAY=tcp://127.0.0.1:%d", proc_free_port()),
+                   mem_strdup("CHATFLEET_ACQUIRE_POLL_MS=200"),
+                   mem_strdup("CHATFLEET_SIM_CHUNK_MS=0"),
+                   NULL};
+    char *argv[] = {bin, NULL};
+    pid_t pid = proc_spawn(argv, env, "test_worker_stages.log");
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/healthz", port);
+    assert_int_equal(proc_wait_http(url, 10000), 0);
+    char owner[ID_UUID_LEN + 1];
+    ASSERT(id_uuid_new(owner) == 0);
+    char *sql = mem_printf("INSERT INTO users (id, name) VALUES ('%s', 'stages')", owner);
+    assert_int_equal(testdb_try(conn, sql, NULL, 0), 0);
+    free(sql);
+    char model[ID_UUID_LEN + 1];
+    ASSERT(id_uuid_new(model) == 0);
+    sql = mem_printf("INSERT INTO model_configs (id, name, provider, model, is_default)"
+                     " VALUES ('%s', 'sim-stages', 'sim', 'sim', true)",
+                     model);
+    assert_int_equal(testdb_try(conn, sql, NULL, 0), 0);
+    free(sql);
+    char tool_chat[ID_UUID_LEN + 1], parent_chat[ID_UUID_LEN + 1], retry_chat[ID_UUID_LEN + 1],
+        bad_chat[ID_UUID_LEN + 1];
+    s_chat(conn, owner, model, "[sim:tool time] what time is it", tool_chat);
+    s_chat(conn, owner, model, "[sim:spawn 1] delegate", parent_chat);
+    s_chat(conn, owner, model, "[sim:fail 503] once", retry_chat); /* retried, then answers */
+    s_chat(conn, owner, model, "[sim:fail 400] never", bad_chat);  /* FinishError at once */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", port);
+    /* The tool chat, the parent and the retried chat complete a turn each, the child one of
+     * its own; the refused chat's turn ends in error. */
+    int64_t deadline = id_now_ms() + 30000;
+    proc_http_t r = {0};
+    double root = 0, sub = 0, err = 0;
+    while ((root < 3 || sub < 1 || err < 1) && id_now_ms() < deadline) {
+        proc_http_free(&r);
+        assert_int_equal(proc_http("GET", url, NULL, NULL, &r), 0);
+        assert_int_equal(r.status, 200);
+        root = s_outcome(r.body, "completed", "root");
+        sub = s_outcome(r.body, "completed", "subagent");
+        err = s_outcome(r.body, "error", "root");
+        struct timespec ts = {0, 200 * 1000 * 1000}; /* the text refreshes once a second */
+        nanosleep(&ts, NULL);
+    }
+    printf("%s", r.body);
+    assert_true(root == 3);
+    assert_true(sub == 1);
+    assert_true(err == 1);
+    assert_true(s_outcome(r.body, "error", "subagent") == 0);
+    assert_true(s_outcome(r.body, "interrupted", "root") == 0);
+    /* Both kinds of chat went through every stage of a turn; only the root chats ran a local
+     * tool. A turn is at least: acquisition once, a prepare and an attempt per model call. */
+    const char *kinds[] = {"root", "subagent"};
+    for (int k = 0; k < 2; k++) {
+        printf("chat_kind=%s acquisition=%g prepare=%g generation_step=%g ttft=%g "
+               "provider_attempt=%g stream=%g commit=%g\n",
+               kinds[k], s_stage(r.body, "acquisition", kinds[k]),
+               s_stage(r.body, "prepare", kinds[k]), s_stage(r.body, "generation_step", kinds[k]),
+               s_stage(r.body, "time_to_first_token", kinds[k]),
+               s_stage(r.body, "provider_attempt", kinds[k]), s_stage(r.body, "stream", kinds[k]),
+               s_stage(r.body, "commit", kinds[k]));
+        assert_true(s_stage(r.body, "acquisition", kinds[k]) >= (k ? 1 : 2));
+        assert_true(s_stage(r.body, "prepare", kinds[k]) >= (k ? 1 : 4));
+        assert_true(s_stage(r.body, "generation_step", kinds[k]) >= (k ? 1 : 4));
+        assert_true(s_stage(r.body, "time_to_first_token", kinds[k]) >= 1);
+        assert_true(s_stage(r.body, "provider_attempt", kinds[k]) >= (k ? 1 : 7));
+        assert_true(s_stage(r.body, "stream", kinds[k]) >= 1);
+        assert_true(s_stage(r.body, "commit", kinds[k]) >= 1);
+    }
+    assert_true(s_stage(r.body, "tool_call", "root") >= 1);
+    assert_true(s_stage(r.body, "tool_call", "subagent") == -1);
+    /* One failed call was retried after a backoff (CHATFLEET_WORKER_RETRY_BASE_MS, 500 ms by
+     * default); the refused one was not. Failed attempts are attempts too. */
+    assert_true(s_stage(r.body, "retry_backoff", "root") == 1);
+    assert_true(s_series(r.body, "chatfleet_stage_duration_seconds_sum{", "stage=\"retry_backoff\"",
+                         (char *)NULL) >= 0.4);
+    assert_true(s_stage(r.body, "retry_backoff", "subagent") == -1);
+    /* The provider's stages again by model config name; the others never are. */
+    assert_true(s_series(r.body, "chatfleet_model_stage_duration_seconds_count{",
+                         "stage=\"provider_attempt\"", "chat_kind=\"root\"", "model=\"sim-stages\"",
+                         (char *)NULL) >= 4);
+    assert_true(s_series(r.body, "chatfleet_model_stage_duration_seconds_count{",
+                         "stage=\"time_to_first_token\"", "chat_kind=\"subagent\"",
+                         "model=\"sim-stages\"", (char *)NULL) >= 1);
+    assert_true(s_series(r.body, "chatfleet_model_stage_duration_seconds_count{",
+                         "stage=\"commit\"", (char *)NULL) == -1);
+    /* Buckets are cumulative and end at +Inf with the count. */
+    double inf = s_series(r.body, "chatfleet_stage_duration_seconds_bucket{", "stage=\"commit\"",
+                          "chat_kind=\"root\"", "le=\"+Inf\"", (char *)NULL);
+    assert_true(inf == s_stage(r.body, "commit", "root"));
+    assert_non_null(strstr(r.body, "# TYPE chatfleet_stage_duration_seconds histogram\n"));
+    assert_non_null(strstr(r.body, "# TYPE chatfleet_turn_outcomes_total counter\n"));
+    proc_http_free(&r);
+    assert_int_equal(proc_stop(pid, 10000), 0);
+    for (int i = 0; env[i]; i++) {
+        free(env[i]);
+    }
+    PQfinish(conn);
+    testdb_destroy(&db);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_worker_times_the_stages_of_its_turns),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
