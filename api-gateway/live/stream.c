@@ -60,14 +60,20 @@ static json_t *s_rows(PGconn *conn, const char *sql, int n, const char *const *p
 }
 
 /* Sends the whole visible history again after a history_reset: the client's copy, from the
- * resume point or not, is no longer the chat's. */
-static void s_reset(stream_t *s, PGconn *conn, const char *all) {
+ * resume point or not, is no longer the chat's. False when the read failed: the client has
+ * dropped its copy, so the stream is uninitialized again and its next sync sends it all. */
+static bool s_reset(stream_t *s, PGconn *conn, const char *all) {
     s_emit(s, "history_reset", json_object(), 0);
     s->after_id = 0;
     const char *p[] = {s->chat_id, "0"};
     json_t *rows = s_rows(conn, all, 2, p);
+    if (!rows) {
+        s->initialized = false;
+        return false;
+    }
     s_emit_rows(s, rows);
     json_decref(rows);
+    return true;
 }
 
 /* True when the resume point (the last message the client had) is gone: an edit truncates a
@@ -87,7 +93,8 @@ static bool s_resume_point_gone(stream_t *s, PGconn *conn) {
     return gone;
 }
 
-static void s_sync_messages(stream_t *s, PGconn *conn) {
+/* Emits the rows the client lacks; false when a read failed (nothing then counts as read). */
+static bool s_sync_messages(stream_t *s, PGconn *conn) {
     char after[DB_PARAM_INT64_LEN];
     char since[DB_PARAM_INT64_LEN];
     const char *p[] = {s->chat_id, db_param_int64(after, s->after_id),
@@ -97,13 +104,12 @@ static void s_sync_messages(stream_t *s, PGconn *conn) {
                       " ORDER BY m.id";
     if (!s->initialized) {
         if (s_resume_point_gone(s, conn)) {
-            s_reset(s, conn, all);
-            return;
+            return s_reset(s, conn, all);
         }
         json_t *rows = s_rows(conn, all, 2, p);
         s_emit_rows(s, rows);
         json_decref(rows);
-        return;
+        return rows != NULL;
     }
     /* Rows changed since the last applied snapshot: the revision watermark, so a receipt
      * that leaves history_version alone is still delivered. A deletion counts wherever it
@@ -114,6 +120,9 @@ static void s_sync_messages(stream_t *s, PGconn *conn) {
                           " AND m.visibility <> 'model' AND m.revision > $3::bigint"
                           " AND (m.id > $2::bigint OR m.deleted) ORDER BY m.id",
                           3, p);
+    if (!rows) {
+        return false;
+    }
     bool reset = false;
     size_t i;
     json_t *m;
@@ -122,26 +131,31 @@ static void s_sync_messages(stream_t *s, PGconn *conn) {
     }
     if (reset) {
         json_decref(rows);
-        s_reset(s, conn, all);
-        return;
+        return s_reset(s, conn, all);
     }
     s_emit_rows(s, rows);
     json_decref(rows);
+    return true;
 }
 
-static void s_sync_action(stream_t *s, PGconn *conn) {
+/* Emits the calls the client must answer; false when the read failed. */
+static bool s_sync_action(stream_t *s, PGconn *conn) {
     const char *p[] = {s->chat_id};
     char *sql = mem_printf("SELECT jsonb_build_object('tool_call_id', call_id, 'tool_name', name,"
                            " 'args', args::text) FROM (%s) pending",
                            chatstate_client_calls_sql);
     json_t *calls = s_rows(conn, sql, 1, p);
     free(sql);
+    if (!calls) {
+        return false;
+    }
     if (json_array_size(calls) == 0) { /* none: an agent wait, no client's business */
         json_decref(calls);
     } else {
         s_emit(s, "action_required", json_pack("{s:{s:o}}", "action_required", "tool_calls", calls),
                0);
     }
+    return true;
 }
 
 /* The message_part event of a part (the same for every stream of the chat). A part whose
@@ -204,6 +218,17 @@ static void s_mark_read(stream_t *s, PGconn *conn) {
     feed_sync_later(s->feed, wait > 0 ? wait : STREAM_MARK_READ_MS);
 }
 
+/* A read of a sync failed (a lost connection, a server restarting): the transaction is rolled
+ * back, the stream's versions stay as they were, and it syncs again at the hub's next tick.
+ * The hint that asked for this sync is spent (the hub's poll wakes a stream only for a version
+ * no hint announced), so without the retry its rows would wait for the chat's next change. */
+static void s_sync_failed(stream_t *s, PGconn *conn, PGresult *res) {
+    PQclear(res);
+    PQclear(PQexec(conn, "ROLLBACK"));
+    pool_put(s->gw->pool, conn);
+    feed_sync_later(s->feed, HUB_TICK_MS);
+}
+
 /* One sync: one read transaction, then the events in the order of ARCHITECTURE.md §7.3. */
 static void s_sync(stream_t *s) {
     atomic_fetch_add(&s->gw->stream_reads, 1);
@@ -220,14 +245,16 @@ static void s_sync(stream_t *s) {
                        " FROM chats WHERE id = $1 AND owner_id = $2",
                        2, p);
     }
-    if (!res || PQntuples(res) != 1) {
-        if (res) { /* the chat is gone */
-            feed_close(s->feed);
-        }
+    if (!res) {
+        s_sync_failed(s, conn, res);
+        return;
+    }
+    if (PQntuples(res) != 1) { /* the chat is gone */
+        feed_close(s->feed);
         PQclear(res);
         PQclear(PQexec(conn, "ROLLBACK"));
         pool_put(s->gw->pool, conn);
-        return; /* a failed read never advances the cursor; the poller retries */
+        return;
     }
     int64_t snap = db_int64(res, 0, 0);
     int64_t hv = db_int64(res, 0, 1);
@@ -242,13 +269,20 @@ static void s_sync(stream_t *s) {
         return;
     }
     const char *status = PQgetvalue(res, 0, 5);
-    s_sync_messages(s, conn);
+    if (!s_sync_messages(s, conn)) {
+        s_sync_failed(s, conn, res);
+        return;
+    }
     if (!s->initialized || qv > s->queue_version) {
         json_t *q = s_rows(conn,
                            "SELECT " GATEWAY_QUEUED_JSON " FROM chat_queued_messages q"
                            " WHERE q.chat_id = $1 ORDER BY q.position, q.id",
                            1, p);
-        s_emit(s, "queue_update", json_pack("{s:o}", "queued_messages", q ? q : json_array()), 0);
+        if (!q) { /* rows it sent already may come again (by id and revision) */
+            s_sync_failed(s, conn, res);
+            return;
+        }
+        s_emit(s, "queue_update", json_pack("{s:o}", "queued_messages", q), 0);
     }
     if (strcmp(status, s->status) != 0) {
         s_emit(s, "status", json_pack("{s:{s:s}}", "status", "status", status), 0);
@@ -258,7 +292,10 @@ static void s_sync(stream_t *s) {
         s->error_history_version = hv;
     }
     if (!strcmp(status, "requires_action") && hv > s->action_history_version) {
-        s_sync_action(s, conn);
+        if (!s_sync_action(s, conn)) {
+            s_sync_failed(s, conn, res);
+            return;
+        }
         s->action_history_version = hv;
     }
     if (rv > s->retry_state_version && db_text(res, 0, 8)) {
