@@ -339,7 +339,9 @@ static void test_turns_are_exported_as_otlp_spans(void **u) {
     }
     assert_int_equal(json_array_size(turns), 1);
     json_t *turn = json_array_get(turns, 0);
-    printf("chat_turn: %s\n", json_dumps(turn, JSON_COMPACT));
+    char *dump = json_dumps(turn, JSON_COMPACT);
+    printf("chat_turn: %s\n", dump ? dump : "(none)");
+    free(dump);
     assert_string_equal(json_string_value(json_object_get(turn, "parentSpanId")),
                         "1234567890abcdef");
     assert_string_equal(json_string_value(json_object_get(turn, "_service")), "chatfleet-worker");

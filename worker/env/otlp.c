@@ -162,6 +162,16 @@ static void *s_run(void *arg) {
     return NULL;
 }
 
+/* Releases what otlp_new made, its thread gone or never started. */
+static void s_free(otlp_t *self) {
+    pthread_mutex_destroy(&self->lock);
+    pthread_cond_destroy(&self->cond);
+    free(self->ring);
+    free(self->url);
+    free(self->instance);
+    free(self);
+}
+
 otlp_t *otlp_new(const char *endpoint, const char *instance_id) {
     if (!endpoint || !endpoint[0]) {
         return NULL;
@@ -178,12 +188,7 @@ otlp_t *otlp_new(const char *endpoint, const char *instance_id) {
     id_cond_init(&self->cond);
     if (pthread_create(&self->thread, NULL, s_run, self) != 0) {
         log_error("otlp_start_failed", "url=%s", self->url);
-        pthread_mutex_destroy(&self->lock);
-        pthread_cond_destroy(&self->cond);
-        free(self->ring);
-        free(self->url);
-        free(self->instance);
-        free(self);
+        s_free(self);
         return NULL;
     }
     return self;
@@ -222,11 +227,6 @@ void otlp_destroy(otlp_t **self_p) {
     pthread_cond_signal(&self->cond);
     pthread_mutex_unlock(&self->lock);
     pthread_join(self->thread, NULL);
-    pthread_mutex_destroy(&self->lock);
-    pthread_cond_destroy(&self->cond);
-    free(self->ring);
-    free(self->url);
-    free(self->instance);
-    free(self);
+    s_free(self);
     *self_p = NULL;
 }
