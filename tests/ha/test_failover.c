@@ -151,7 +151,9 @@ static void *s_client(void *arg) {
     client_t *cl = arg;
     run_t *r = cl->run;
     char chat[ID_UUID_LEN + 1] = "";
+    int64_t give_up = id_now_ms() + S_RECOVERY_MAX; /* the cluster is up: a create gets in */
     for (s_create(r, cl->index % 2, chat); !chat[0]; s_create(r, cl->index % 2, chat)) {
+        S_CHECK(id_now_ms() < give_up);
         s_sleep_ms(100);
     }
     char path[128];
@@ -163,10 +165,12 @@ static void *s_client(void *arg) {
         char text[96];
         snprintf(text, sizeof text, "[sim:slow 40] [sim:words 6] hatag-%06d", tag);
         json_t *body = json_pack("{s:[{s:s,s:s}]}", "content", "type", "text", "text", text);
+        S_CHECK(body != NULL);
         if (structured) {
             json_object_set_new(body, "response_format", json_loads(S_FORMAT, 0, NULL));
         }
         char *b = json_dumps(body, JSON_COMPACT);
+        S_CHECK(b != NULL);
         json_decref(body);
         json_t *resp = s_post(r, gw, path, b);
         free(b);
@@ -225,7 +229,9 @@ static int s_cmp64(const void *a, const void *b) {
 static long s_count(cluster_t *c, char *sql) {
     char *v = cluster_sql(c, "%s", sql);
     assert_non_null(v);
-    long n = atol(v);
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    assert_true(end != v && *end == '\0' && n >= 0);
     free(v);
     free(sql);
     return n;
@@ -331,7 +337,7 @@ static void test_failover_under_load_loses_nothing(void **state) {
     }
     atomic_store(&r->stop, true);
     for (int i = 0; i <= clients; i++) {
-        pthread_join(threads[i], NULL);
+        assert_int_equal(pthread_join(threads[i], NULL), 0);
     }
     /* Every process lived through it (the harness restarts none): not one has exited. */
     for (int i = 0; i < 2; i++) {

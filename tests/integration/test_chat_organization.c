@@ -434,7 +434,10 @@ static void test_concurrent_pins_never_share_a_place(void **u) {
     char *before = cluster_sql(
         s_c, "SELECT count(*) FROM chats WHERE pin_order > 0 AND owner_id = %s", S_RACE_OWNER);
     assert_non_null(before);
-    int pinned = atoi(before);
+    char *end = NULL;
+    long count = strtol(before, &end, 10);
+    assert_true(end != before && *end == '\0' && count >= 0 && count <= PINNERS * 100);
+    int pinned = (int)count;
     free(before);
     for (int i = 0; i < PINNERS; i++) {
         ASSERT(pthread_create(&th[i], NULL, s_pin_thread, &t[i]) == 0);

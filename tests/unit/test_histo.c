@@ -122,7 +122,7 @@ static void test_threads_observing_at_once_lose_nothing(void **state) {
         assert_int_equal(pthread_create(&t[i], NULL, s_observer, &args[i]), 0);
     }
     for (int i = 0; i < 4; i++) {
-        pthread_join(t[i], NULL);
+        assert_int_equal(pthread_join(t[i], NULL), 0);
     }
     long long total = 0;
     for (int n = 0; n < 8; n++) {
