@@ -156,12 +156,12 @@ static int s_send_reads(PGconn *conn, const char *chat_id, bool with_messages,
         " coalesce(mcp_servers, '[]')::text, title_source = 'fallback',"
         " coalesce((extract(epoch FROM title_requested_at) * 1000000)::bigint, 0),"
         " coalesce(last_reasoning_effort::text, ''), plan_mode, parent_chat_id IS NOT NULL,"
-        " coalesce((SELECT (extract(epoch FROM clock_timestamp() - u.created_at) * 1000000)"
-        "::bigint FROM chat_messages u WHERE u.chat_id = $1 AND u.role = 'user'"
-        " AND NOT u.deleted ORDER BY u.id DESC LIMIT 1), -1),"
-        " coalesce((SELECT u.traceparent FROM chat_messages u WHERE u.chat_id = $1"
-        " AND u.role = 'user' AND NOT u.deleted ORDER BY u.id DESC LIMIT 1), '')"
-        " FROM chats WHERE id = $1",
+        " coalesce(u.age_us, -1), coalesce(u.traceparent, '')"
+        /* The latest user row, read once for both: its age and its trace. */
+        " FROM chats LEFT JOIN LATERAL (SELECT (extract(epoch FROM clock_timestamp() -"
+        " m.created_at) * 1000000)::bigint AS age_us, m.traceparent FROM chat_messages m"
+        " WHERE m.chat_id = $1 AND m.role = 'user' AND NOT m.deleted ORDER BY m.id DESC"
+        " LIMIT 1) u ON true WHERE id = $1",
         1, p, db_keep, &r->row);
     if (rc == 0 && with_messages) {
         rc = db_send(conn,
