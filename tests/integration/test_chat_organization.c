@@ -282,6 +282,18 @@ static void test_search_finds_a_word_of_the_third_message_and_only_the_callers_c
     s_expect("GET", path, s_alice(), NULL, 400, "after_id", NULL);
     free(path);
     free(q);
+    /* A title is searched as last written (migration 0019: the vector is made on the write):
+     * renamed, the new word finds the chat and the old one no longer does; every row's vector
+     * is its title's, created, titled by the worker or renamed. */
+    s_patch(s_alice(), blue, "{\"title\":\"quokkaword renamed\"}");
+    s_list_is(s_alice(), "q=quokkaword", blue);
+    s_list_is(s_alice(), "q=" WORD "&label=team%3Ablue", blue); /* still in a message */
+    s_patch(s_alice(), blue, "{\"title\":\"plain again\"}");
+    s_list_is(s_alice(), "q=quokkaword", "");
+    char *stale = cluster_sql(s_c, "SELECT count(*) FROM chats WHERE title_search IS DISTINCT"
+                                   " FROM to_tsvector('english', title)");
+    assert_string_equal(stale, "0");
+    free(stale);
     free(first);
     free(both);
     free(both_r);
