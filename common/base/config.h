@@ -10,8 +10,11 @@
 #include <stdint.h>
 #include <stddef.h>
 
-/* TLS 1.3 and 1.2 only, GnuTLS's NORMAL cipher choices otherwise (ARCHITECTURE.md §1.1). */
-#define CONFIG_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+/* TLS 1.3 and 1.2 only; on 1.2 forward secrecy (ECDHE) with AEAD ciphers only, no static RSA,
+ * no finite-field DHE, no CBC (ARCHITECTURE.md §1.1). TLS 1.3 suites are all ECDHE and AEAD. */
+#define CONFIG_TLS_PRIORITIES                                                                      \
+    "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:-CIPHER-ALL:"      \
+    "+CHACHA20-POLY1305:+AES-256-GCM:+AES-128-GCM:-MAC-ALL:+AEAD"
 
 /* The furthest CHATFLEET_TEST_CLOCK_OFFSET_S moves the clock, either way: 100 years. */
 #define CONFIG_CLOCK_OFFSET_MAX_S (100LL * 366 * 24 * 3600)

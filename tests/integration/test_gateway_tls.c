@@ -395,6 +395,69 @@ static int s_handshake(int port, const char *version) {
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+/* `openssl s_client` on TLS 1.2 offering only the suite named (OpenSSL's name): 0 when the
+ * handshake succeeded. */
+static int s_suite(int port, const char *suite) {
+    char *cmd = mem_printf("echo | timeout 10 openssl s_client -connect 127.0.0.1:%d -tls1_2"
+                           " -cipher '%s:@SECLEVEL=0' -CAfile '%s' > test_gateway_tls.suite.out"
+                           " 2>&1",
+                           port, suite, tlsca_ca(s_ca));
+    int rc = system(cmd);
+    free(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* TLS 1.2 with the default priorities: forward secrecy (ECDHE) and AEAD only. A gateway with
+ * an RSA key that could encipher, so that a static-RSA suite would be possible, refuses them
+ * and the CBC and finite-field DHE suites, and takes ECDHE with GCM or ChaCha20-Poly1305; the
+ * ECDSA gateway takes ECDHE-ECDSA with GCM and refuses its CBC suite. */
+static void test_tls_1_2_offers_ecdhe_with_aead_only(void **u) {
+    (void)u;
+    char bin[600];
+    proc_build_path(NULL, "api-gateway/chatfleet-gateway", bin, sizeof bin);
+    char *argv[] = {bin, "serve", NULL};
+    int port = proc_free_port();
+    char *env[] = {mem_printf("CHATFLEET_DATABASE_URL=%s", cluster_db_url(s_cluster)),
+                   mem_printf("CHATFLEET_HTTP_LISTEN=127.0.0.1:%d", port),
+                   mem_printf("CHATFLEET_HTTP_TLS_CERT=%s", tlsca_rsa_cert(s_ca)),
+                   mem_printf("CHATFLEET_HTTP_TLS_KEY=%s", tlsca_rsa_key(s_ca)), NULL};
+    pid_t pid = proc_spawn(argv, env, "test_gateway_tls.rsa.log");
+    char *ready = mem_printf("https://127.0.0.1:%d/healthz", port);
+    int up = proc_wait_https(ready, tlsca_ca(s_ca), 15000);
+    static const char *const refused[] = {
+        "AES128-SHA",           "AES256-GCM-SHA384",       "AES128-GCM-SHA256",
+        "ECDHE-RSA-AES128-SHA", "ECDHE-RSA-AES256-SHA384", "DHE-RSA-AES128-GCM-SHA256"};
+    static const char *const taken[] = {"ECDHE-RSA-AES128-GCM-SHA256",
+                                        "ECDHE-RSA-AES256-GCM-SHA384",
+                                        "ECDHE-RSA-CHACHA20-POLY1305"};
+    int refused_rc[sizeof refused / sizeof refused[0]], taken_rc[sizeof taken / sizeof taken[0]];
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        refused_rc[i] = up == 0 ? s_suite(port, refused[i]) : 0;
+    }
+    for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
+        taken_rc[i] = up == 0 ? s_suite(port, taken[i]) : -1;
+    }
+    proc_stop(pid, 10000);
+    for (int i = 0; env[i]; i++) {
+        free(env[i]);
+    }
+    free(ready);
+    assert_int_equal(up, 0);
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        if (refused_rc[i] == 0) {
+            fail_msg("TLS 1.2 suite %s was accepted", refused[i]);
+        }
+    }
+    for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
+        if (taken_rc[i] != 0) {
+            fail_msg("TLS 1.2 suite %s was refused", taken[i]);
+        }
+    }
+    int ec = s_port(cluster_url(s_cluster, 0));
+    assert_int_equal(s_suite(ec, "ECDHE-ECDSA-AES128-GCM-SHA256"), 0);
+    assert_int_not_equal(s_suite(ec, "ECDHE-ECDSA-AES128-SHA"), 0);
+}
+
 /* TLS 1.2 and 1.3 are accepted and TLS 1.1 is refused; the same client gets TLS 1.1 from a
  * gateway whose priorities allow it, so the refusal is the server's. */
 static void test_only_tls_1_2_and_1_3_are_accepted(void **u) {
@@ -476,6 +539,7 @@ int main(void) {
         cmocka_unit_test(test_agent_card_advertises_the_configured_url_despite_a_forged_host),
         cmocka_unit_test(test_partial_unreadable_or_wrong_tls_settings_stop_the_gateway),
         cmocka_unit_test(test_only_tls_1_2_and_1_3_are_accepted),
+        cmocka_unit_test(test_tls_1_2_offers_ecdhe_with_aead_only),
         cmocka_unit_test(test_config_line_names_the_files_and_no_key),
     };
     int rc = cmocka_run_group_tests(tests, s_setup, s_teardown);

@@ -15,6 +15,8 @@ struct tlsca {
     char *key;
     char *other_cert;
     char *other_key;
+    char *rsa_cert;
+    char *rsa_key;
 };
 
 tlsca_t *tlsca_new(void) {
@@ -39,8 +41,11 @@ tlsca_t *tlsca_new(void) {
     self->key = mem_printf("%s/server.key", tmpl);
     self->other_cert = mem_printf("%s/otherhost.pem", tmpl);
     self->other_key = mem_printf("%s/otherhost.key", tmpl);
+    self->rsa_cert = mem_printf("%s/server-rsa.pem", tmpl);
+    self->rsa_key = mem_printf("%s/server-rsa.key", tmpl);
     ASSERT(access(self->ca, R_OK) == 0 && access(self->key, R_OK) == 0 &&
-           access(self->other_key, R_OK) == 0 && access(self->wrong_ca, R_OK) == 0);
+           access(self->other_key, R_OK) == 0 && access(self->wrong_ca, R_OK) == 0 &&
+           access(self->rsa_key, R_OK) == 0);
     return self;
 }
 
@@ -58,6 +63,8 @@ void tlsca_destroy(tlsca_t **self_p) {
     free(self->key);
     free(self->other_cert);
     free(self->other_key);
+    free(self->rsa_cert);
+    free(self->rsa_key);
     free(self);
     *self_p = NULL;
 }
@@ -84,4 +91,12 @@ const char *tlsca_other_cert(const tlsca_t *self) {
 
 const char *tlsca_other_key(const tlsca_t *self) {
     return self->other_key;
+}
+
+const char *tlsca_rsa_cert(const tlsca_t *self) {
+    return self->rsa_cert;
+}
+
+const char *tlsca_rsa_key(const tlsca_t *self) {
+    return self->rsa_key;
 }

@@ -20,5 +20,7 @@ const char *tlsca_cert(const tlsca_t *self);       /* server cert: localhost, 12
 const char *tlsca_key(const tlsca_t *self);        /* its key */
 const char *tlsca_other_cert(const tlsca_t *self); /* server cert: otherhost.invalid only */
 const char *tlsca_other_key(const tlsca_t *self);  /* its key */
+const char *tlsca_rsa_cert(const tlsca_t *self);   /* server cert as server's, an RSA key */
+const char *tlsca_rsa_key(const tlsca_t *self);    /* its key (encipherment allowed) */
 
 #endif
