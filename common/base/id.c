@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -77,4 +78,17 @@ void id_cond_init(pthread_cond_t *cond) {
     ASSERT(pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0);
     ASSERT(pthread_cond_init(cond, &attr) == 0);
     pthread_condattr_destroy(&attr);
+}
+
+void id_wall_rfc3339_ms(char out[ID_RFC3339_MS_LEN + 1]) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char buf[64];
+    int n = snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     (int)(ts.tv_nsec / 1000000L));
+    ASSERT(n == ID_RFC3339_MS_LEN); /* years 0 to 9999 */
+    memcpy(out, buf, ID_RFC3339_MS_LEN + 1);
 }

@@ -1,7 +1,8 @@
 /*
  * id: identifiers and time. Random v4 UUIDs from the kernel's CSPRNG (chat, runner, worker
  * and request ids; API tokens), and the monotonic clock for every timing decision (the
- * deadlines of condition-variable waits included). Log timestamps alone read the real clock.
+ * deadlines of condition-variable waits included). Log timestamps and timestamps sent to
+ * other hosts (id_wall_rfc3339_ms) read the real clock.
  */
 #ifndef CHATFLEET_ID_H
 #define CHATFLEET_ID_H
@@ -27,6 +28,12 @@ int64_t id_now_ms(void);
 
 /* Microseconds on the same clock (the sim's [sim:clock] stamps, the benches' reads). */
 int64_t id_now_us(void);
+
+#define ID_RFC3339_MS_LEN 24 /* "2026-12-06T10:55:01.123Z" */
+
+/* The wall clock now, UTC, as RFC 3339 with milliseconds (ID_RFC3339_MS_LEN chars + NUL):
+ * for timestamps another host reads, such as a signed hook body's sent_at. */
+void id_wall_rfc3339_ms(char out[ID_RFC3339_MS_LEN + 1]);
 
 /* The monotonic instant at_ms (an id_now_ms() value, e.g. id_now_ms() + timeout) as the
  * deadline pthread_cond_timedwait takes, for a condition variable made by id_cond_init: the

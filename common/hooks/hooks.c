@@ -375,9 +375,13 @@ static s_dispatch_t *s_prepare(hooks_t *self, hooks_class_t cls, hooks_event_t e
     d->cls = cls;
     d->event = event;
     dynbuf_init(&d->answer, HOOKS_ANSWER_MAX_BYTES);
-    json_t *body = json_pack("{s:s, s:s, s:s, s:I, s:O}", "event_id", event_id, "event",
-                             hooks_event_name(event), "chat_id", chat_id, "sent_at_ms",
-                             (json_int_t)id_now_ms(), "data", payload);
+    /* sent_at is the wall clock, signed with the body: a consumer rejects a replay by it
+     * (deploy/OPERATIONS.md, "Hooks"). */
+    char sent_at[ID_RFC3339_MS_LEN + 1];
+    id_wall_rfc3339_ms(sent_at);
+    json_t *body =
+        json_pack("{s:s, s:s, s:s, s:s, s:O}", "event_id", event_id, "event",
+                  hooks_event_name(event), "chat_id", chat_id, "sent_at", sent_at, "data", payload);
     ASSERT(body);
     d->body = json_dumps(body, JSON_COMPACT);
     json_decref(body);

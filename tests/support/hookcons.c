@@ -21,6 +21,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #define S_REQ_MAX     (256 * 1024) /* a request's bytes, head and body */
@@ -253,6 +254,25 @@ char *hookcons_header(hookcons_t *self, int i, const char *name) {
     return h;
 }
 
+/* True when ev's sent_at is RFC 3339 UTC with milliseconds within five minutes of this host's
+ * wall clock (what a consumer's replay check reads), and the old monotonic field is gone. */
+static bool s_sent_at_ok(const json_t *ev) {
+    const char *at = json_string_value(json_object_get(ev, "sent_at"));
+    struct tm tm = {0};
+    int ms = -1, end = 0;
+    if (!at || strlen(at) != ID_RFC3339_MS_LEN || json_object_get(ev, "sent_at_ms") ||
+        sscanf(at, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms, &end) != 7 ||
+        end != ID_RFC3339_MS_LEN || ms < 0) {
+        return false;
+    }
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    time_t sent = timegm(&tm);
+    time_t now = time(NULL);
+    return sent > now - 300 && sent < now + 300;
+}
+
 json_t *hookcons_events(hookcons_t *self, int from, const char *chat, const char *secret) {
     json_t *out = json_array();
     int n = hookcons_seen(self);
@@ -262,7 +282,7 @@ json_t *hookcons_events(hookcons_t *self, int from, const char *chat, const char
         char want[100];
         json_t *v = json_loads(body, 0, NULL);
         if (!sig || hooks_sign(secret, body, strlen(body), want, sizeof want) != 0 ||
-            strcmp(sig, want) || !json_is_object(v)) {
+            strcmp(sig, want) || !json_is_object(v) || !s_sent_at_ok(v)) {
             json_decref(out);
             out = NULL;
         } else if (json_is_string(json_object_get(v, "chat_id")) &&

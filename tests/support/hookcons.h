@@ -33,7 +33,8 @@ char *hookcons_header(hookcons_t *self, int i, const char *name);
 
 /* The requests kept from index from on whose chat_id is chat, as parsed bodies (a new array),
  * or NULL when any kept request from there on is not signed with secret (HMAC-SHA256 of its
- * body, hooks.h) or its body is not JSON: every delivery must verify. */
+ * body, hooks.h), its body is not JSON or its sent_at is not the wall clock as RFC 3339 UTC
+ * with milliseconds, within five minutes of now: every delivery must verify. */
 json_t *hookcons_events(hookcons_t *self, int from, const char *chat, const char *secret);
 
 /* The string at key of an event of hookcons_events (at data.key when in_data), or "". */
