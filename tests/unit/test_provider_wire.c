@@ -163,6 +163,8 @@ typedef struct {
     pthread_t canceller;
     bool started;
     _Atomic int64_t cancelled_at;
+    bool seen;            /* a part has arrived */
+    size_t held_at_first; /* httpstream_request_bytes_held() when the first part arrived */
 } s_sink_t;
 
 /* Cancels from another thread while the stream sits idle, as the manager would. */
@@ -177,6 +179,10 @@ static void *s_cancel_later(void *arg) {
 
 static void s_on_part(void *ctx, const char *part_json) {
     s_sink_t *sink = ctx;
+    if (!sink->seen) {
+        sink->seen = true;
+        sink->held_at_first = httpstream_request_bytes_held();
+    }
     json_t *p = json_loads(part_json, 0, NULL);
     assert_non_null(p);
     json_array_append_new(sink->parts, p);
@@ -915,6 +921,39 @@ static void test_each_provider_reports_its_own_usage_fields(void **state) {
     }
 }
 
+/* A stream that lasts a minute must not hold its request (ARCHITECTURE.md §6.5): the body is
+ * released once sent and answered, also one over 64 KiB (which libcurl sends from the
+ * caller's buffer, not from a copy), and that body still arrives whole. */
+static void test_a_streaming_call_releases_its_request_body_once_answered(void **state) {
+    mockprov_t *mp = *state;
+    size_t sizes[] = {2, 200 * 1024};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        char *text = mem_alloc(sizes[k] + 1);
+        memset(text, 'a', sizes[k]);
+        text[sizes[k]] = '\0';
+        mockprov_reply_t *r = mockprov_reply_new(200, s_openai.type);
+        mockprov_reply_body(r, s_openai.text, 16, 20); /* a slow stream of small pieces */
+        mockprov_push(mp, &r);
+        s_sink_t sink = {.parts = json_array()};
+        provider_result_t out;
+        json_t *msgs = s_user(text);
+        assert_int_equal(s_call(&s_openai, mp, msgs, &sink, &out), PROVIDER_OK);
+        assert_true(sink.seen);
+        assert_int_equal(sink.held_at_first, 0);
+        assert_int_equal(httpstream_request_bytes_held(), 0);
+        json_t *req = mockprov_request(mp, (int)k);
+        json_t *sent = json_object_get(
+            json_array_get(json_object_get(json_object_get(req, "body"), "messages"), 0),
+            "content");
+        assert_string_equal(json_string_value(sent), text);
+        json_decref(req);
+        json_decref(msgs);
+        provider_result_clear(&out);
+        json_decref(sink.parts);
+        free(text);
+    }
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, s_setup, s_teardown)
 
 int main(void) {
@@ -953,6 +992,7 @@ int main(void) {
         T(test_no_native_schema_adds_no_native_field),
         T(test_a_key_with_a_control_byte_is_refused_before_any_request),
         T(test_a_base_url_with_a_control_character_is_refused_unsent),
+        T(test_a_streaming_call_releases_its_request_body_once_answered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,7 +147,7 @@ partbuf_rc_t partbuf_add(partbuf_t *self, const char *chat_id, int64_t history_v
         rc = PARTBUF_FULL;
     } else {
         if (ep->count == ep->cap) {
-            ep->cap = ep->cap ? ep->cap * 2 : 32;
+            ep->cap = ep->cap ? ep->cap * 2 : 4; /* most episodes hold a few parts at a time */
             ep->parts = mem_realloc(ep->parts, ep->cap * sizeof *ep->parts);
         }
         partbuf_part_t *p = &ep->parts[ep->count++];

@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,6 +177,9 @@ int httpstream_finish(httpstream_t *self) {
 
 static pthread_once_t s_curl_once = PTHREAD_ONCE_INIT;
 
+/* The request bytes every call in flight still holds (httpstream_request_bytes_held). */
+static atomic_size_t s_body_bytes_held;
+
 static void s_curl_init(void) {
     /* curl_global_init is not thread-safe on older libcurl; once per process, here. */
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -186,9 +190,9 @@ static void s_curl_init(void) {
 struct httpstream_call {
     evloop_t *loop;
     CURL *easy;
-    struct curl_slist *hdrs;
-    char *url;
-    char *body;
+    struct curl_slist *hdrs; /* libcurl reads it, never copies it */
+    char *body;              /* the same; NULL once sent (s_release_body) */
+    size_t body_len;
     httpstream_t *split;
     httpstream_result_t out;
     size_t err_len;
@@ -239,9 +243,34 @@ static void s_header_value(httpstream_call_t *c, const char *name, const char *v
     }
 }
 
+/* Frees the request body once libcurl has sent all of it and the response has begun (this
+ * runs from the response callbacks), so that a stream that lasts a minute does not hold its
+ * request that long (ARCHITECTURE.md §6.5). libcurl sends a body over 64 KiB straight from
+ * our buffer, so the upload count must have reached its end; and it reads the body again only
+ * to re-send a request on a reused connection that answered nothing, to follow a redirect or
+ * to negotiate auth: a response byte rules out the first, the others are never asked for. */
+static void s_release_body(httpstream_call_t *c) {
+    if (!c->body) {
+        return;
+    }
+    curl_off_t sent = 0;
+    if (curl_easy_getinfo(c->easy, CURLINFO_SIZE_UPLOAD_T, &sent) != CURLE_OK ||
+        sent < (curl_off_t)c->body_len) {
+        return;
+    }
+    atomic_fetch_sub(&s_body_bytes_held, c->body_len);
+    free(c->body);
+    c->body = NULL;
+}
+
+size_t httpstream_request_bytes_held(void) {
+    return atomic_load(&s_body_bytes_held);
+}
+
 static size_t s_on_header(char *data, size_t size, size_t n, void *arg) {
     httpstream_call_t *c = arg;
     size_t len = size * n;
+    s_release_body(c);
     char line[512]; /* longer header lines are cut; none that matters here is that long */
     size_t k = len < sizeof line - 1 ? len : sizeof line - 1;
     memcpy(line, data, k);
@@ -273,6 +302,7 @@ static size_t s_on_header(char *data, size_t size, size_t n, void *arg) {
 static size_t s_on_body(char *data, size_t size, size_t n, void *arg) {
     httpstream_call_t *c = arg;
     size_t len = size * n;
+    s_release_body(c);
     if (c->out.status < 200 || c->out.status > 299) {
         if (!c->out.error_body) {
             c->out.error_body = mem_calloc(1, HTTPSTREAM_ERROR_BODY_BYTES);
@@ -315,11 +345,12 @@ static struct curl_slist *s_headers(const char *const *headers, char *why, size_
     return list;
 }
 
-static CURL *s_easy(httpstream_call_t *c) {
+static CURL *s_easy(httpstream_call_t *c, const char *url) {
     CURL *h = curl_easy_init();
     ASSERT(h);
-    curl_easy_setopt(h, CURLOPT_URL, c->url);
+    curl_easy_setopt(h, CURLOPT_URL, url); /* copied by libcurl */
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, c->body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->body_len);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->hdrs);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->out.error);
@@ -340,10 +371,12 @@ static CURL *s_easy(httpstream_call_t *c) {
 static void s_call_free(httpstream_call_t *c) {
     curl_easy_cleanup(c->easy);
     curl_slist_free_all(c->hdrs);
+    if (c->body) {
+        atomic_fetch_sub(&s_body_bytes_held, c->body_len);
+        free(c->body);
+    }
     httpstream_destroy(&c->split);
     free(c->out.error_body);
-    free(c->url);
-    free(c->body);
     free(c);
 }
 
@@ -403,11 +436,12 @@ httpstream_call_t *httpstream_start(evloop_t *loop, const httpstream_request_t *
     c->arg = arg;
     c->out.retry_after_ms = -1;
     c->out.should_retry = -1;
-    c->url = mem_strdup(req->url);
     c->body = mem_strdup(req->body ? req->body : "");
+    c->body_len = strlen(c->body);
+    atomic_fetch_add(&s_body_bytes_held, c->body_len);
     c->hdrs = hdrs;
     c->split = httpstream_new(req->mode, HTTPSTREAM_LINE_MAX_BYTES, req->on_event, req->ctx);
-    c->easy = s_easy(c);
+    c->easy = s_easy(c, req->url);
     evloop_curl_add(loop, c->easy, s_transfer_done, c);
     return c;
 }

@@ -102,7 +102,8 @@ typedef void(httpstream_done_fn)(void *arg, httpstream_rc_t rc, const httpstream
 
 /* POSTs req on loop (from its thread) and streams a 2xx body through a splitter into
  * req->on_event; done runs once on the loop's thread when the transfer ends, never before
- * this returns. req's strings are copied. The handle is valid until done runs. Every header is
+ * this returns. req's strings are copied (the body is released once it is sent and the response
+ * begins, httpstream_request_bytes_held). The handle is valid until done runs. Every header is
  * built through header.h (common/net): when the URL or a header holds a control character (or
  * a header line is not "Name: value") nothing is sent, done never runs, and this returns NULL
  * with why (bounded by why_size; a header's value is not quoted, it may be a credential). */
@@ -112,6 +113,11 @@ httpstream_call_t *httpstream_start(evloop_t *loop, const httpstream_request_t *
 
 /* Ends a call whose done has not run, without running it. */
 void httpstream_stop(httpstream_call_t *call);
+
+/* The request body bytes that calls in flight hold, process-wide: a call holds its body from
+ * httpstream_start until its response begins (its first header line) or it ends, whichever is
+ * first, once all of it is sent; a stream that lasts a minute holds no request body. */
+size_t httpstream_request_bytes_held(void);
 
 /* Parses a retry-after value: seconds (integer or decimal) or an HTTP-date. Returns
  * milliseconds (0 for a date in the past), or -1 when it is neither. */

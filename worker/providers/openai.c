@@ -158,8 +158,10 @@ typedef struct {
     provider_part_fn *on_part;
     void *ctx;
     provider_result_t *out;
-    dynbuf_t text;                          /* at most OPENAI_TEXT_MAX_BYTES */
-    s_call_t *calls[OPENAI_TOOL_CALLS_MAX]; /* made on first use: most replies have none */
+    dynbuf_t text;    /* at most OPENAI_TEXT_MAX_BYTES */
+    s_call_t **calls; /* by index, made on first use: most replies have none (a pointer array of
+                         64 in every call's state was 512 bytes a stream in flight) */
+    size_t ncalls;    /* slots in calls, at most OPENAI_TOOL_CALLS_MAX */
     json_t *usage;
     bool finished; /* finish_reason seen */
 } s_state_t;
@@ -187,6 +189,11 @@ static httpstream_verdict_t s_call_delta(s_state_t *st, const json_t *tc) {
     if (!json_is_integer(json_object_get(tc, "index")) || index < 0 ||
         index >= OPENAI_TOOL_CALLS_MAX) {
         return s_fail(st, "tool call index missing or out of range");
+    }
+    if ((size_t)index >= st->ncalls) {
+        st->calls = mem_realloc(st->calls, ((size_t)index + 1) * sizeof *st->calls);
+        memset(st->calls + st->ncalls, 0, ((size_t)index + 1 - st->ncalls) * sizeof *st->calls);
+        st->ncalls = (size_t)index + 1;
     }
     if (!st->calls[index]) {
         st->calls[index] = mem_calloc(1, sizeof(s_call_t));
@@ -306,7 +313,7 @@ static json_t *s_content(s_state_t *st) {
         json_array_append_new(
             content, json_pack("{s:s, s:s%}", "type", "text", "text", st->text.data, st->text.len));
     }
-    for (size_t i = 0; i < OPENAI_TOOL_CALLS_MAX; i++) {
+    for (size_t i = 0; i < st->ncalls; i++) {
         s_call_t *c = st->calls[i];
         if (!c || !c->used) {
             continue;
@@ -326,12 +333,13 @@ static json_t *s_content(s_state_t *st) {
 static void s_state_free(void *arg) {
     s_state_t *st = arg;
     dynbuf_free(&st->text);
-    for (size_t i = 0; i < OPENAI_TOOL_CALLS_MAX; i++) {
+    for (size_t i = 0; i < st->ncalls; i++) {
         if (st->calls[i]) {
             dynbuf_free(&st->calls[i]->args);
             free(st->calls[i]);
         }
     }
+    free(st->calls);
     json_decref(st->usage);
     free(st);
 }

@@ -233,8 +233,8 @@ static taskctx_rc_t s_commit_summary(taskctx_t *ctx, PGconn *conn, provider_resu
 
 struct s_gen {
     history_t h;
-    structured_turn_t turn;
-    bool open; /* turn holds an open structured request */
+    structured_turn_t *turn; /* the open structured request, or NULL (most turns: its state
+                                holds a 512-byte reason, kept out of every plain turn's) */
     provider_model_t model;
     const json_t *model_cfg; /* the config model was made from (in h): its prices, its window */
     const char *model_config_id;
@@ -259,7 +259,10 @@ static void s_gen_free(void *arg) {
     json_decref(g->prompt);
     json_decref(g->tools);
     json_decref(g->replay);
-    structured_turn_close(&g->turn);
+    if (g->turn) {
+        structured_turn_close(g->turn);
+        free(g->turn);
+    }
     history_clear(&g->h);
     free(g);
 }
@@ -274,10 +277,10 @@ static taskctx_rc_t s_commit_phase(taskctx_t *ctx, PGconn *conn) {
     provider_result_t *res = &ctx->call_res;
     json_t *kept = json_deep_copy(res->content); /* batch_reply screens content in place */
     const json_t *plan = g->h.plan_mode ? g->tools : NULL;
-    taskctx_rc_t rc = !conn        ? TASKCTX_RETRY
-                      : g->compact ? s_commit_summary(ctx, conn, res)
-                                   : s_commit_reply(ctx, conn, &g->h, g->open ? &g->turn : NULL,
-                                                    res, g->model_config_id, plan);
+    taskctx_rc_t rc =
+        !conn        ? TASKCTX_RETRY
+        : g->compact ? s_commit_summary(ctx, conn, res)
+                     : s_commit_reply(ctx, conn, &g->h, g->turn, res, g->model_config_id, plan);
     if (rc != TASKCTX_RETRY) {
         json_decref(kept);
         provider_result_clear(res);
@@ -333,7 +336,7 @@ static taskctx_rc_t s_after_call(taskctx_t *ctx, PGconn *conn) {
         return TASKCTX_QUIET;
     }
     s_observe_call(ctx, g);
-    structured_turn_t *turn = g->open ? &g->turn : NULL;
+    structured_turn_t *turn = g->turn;
     provider_result_t *res = &ctx->call_res;
     if (ctx->call_rc == PROVIDER_OK && g->compact) {
         s_check_summary(ctx);
@@ -416,7 +419,7 @@ static taskctx_rc_t s_start_call(taskctx_t *ctx, int64_t attempt) {
     int64_t hv = ctx->fence.history_version;
     (void)partbuf_create(env->partbuf, ctx->chat_id, hv, attempt);
     (void)partbuf_start_model(env->partbuf, ctx->chat_id, hv, attempt);
-    structured_turn_t *turn = g->open ? &g->turn : NULL;
+    structured_turn_t *turn = g->turn;
     ctx->call =
         (provider_request_t){.model = &g->model,
                              .messages = g->prompt,
@@ -506,12 +509,12 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
     }
     s_gen_t *g = mem_calloc(1, sizeof *g);
     g->h = *h;
-    g->turn = *turn;
-    g->open = open;
     *h = (history_t){0};
-    *turn = (structured_turn_t){0};
     if (open) {
-        g->turn.request_id = g->h.request_id; /* it borrowed from the history that moved */
+        g->turn = mem_calloc(1, sizeof *g->turn);
+        *g->turn = *turn;
+        *turn = (structured_turn_t){0};
+        g->turn->request_id = g->h.request_id; /* it borrowed from the history that moved */
     }
     /* The override makes only the summary: the rows keep the chat's model. */
     g->model_cfg = compact && g->h.summarizer ? g->h.summarizer : g->h.model;
@@ -525,8 +528,8 @@ static taskctx_rc_t s_call_model(taskctx_t *ctx, PGconn *conn, history_t *h,
         return TASKCTX_RETRY; /* no randomness: try the step again later */
     }
     g->prompt = compact ? compaction_prompt(g->h.messages, &g->replay)
-                        : s_prompt(&ctx->env->opts, &g->h, open ? &g->turn : NULL);
-    g->tools = compact ? json_array() : steer_tools(ctx->env, &g->h, open ? &g->turn : NULL);
+                        : s_prompt(&ctx->env->opts, &g->h, g->turn);
+    g->tools = compact ? json_array() : steer_tools(ctx->env, &g->h, g->turn);
     g->effort = compact ? NULL : steer_effort(&g->h); /* a summary is no turn of the chat's */
     ctx->body = g;
     ctx->body_free = s_gen_free;

@@ -4,6 +4,7 @@
 #include "mem.h"
 #include "structured.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,18 @@ outformat_t *title_format_new(void) {
     ASSERT(outformat_parse(rf, "title", &fmt, &err) == 0 && fmt);
     json_decref(rf);
     return fmt;
+}
+
+static pthread_once_t s_format_once = PTHREAD_ONCE_INIT;
+static outformat_t *s_format;
+
+static void s_format_make(void) {
+    s_format = title_format_new();
+}
+
+const outformat_t *title_format(void) {
+    pthread_once(&s_format_once, s_format_make);
+    return s_format;
 }
 
 static const char *s_str(const json_t *obj, const char *key) {

@@ -21,6 +21,10 @@
  * bytes, nothing else. Never NULL; outformat_destroy frees it. */
 outformat_t *title_format_new(void);
 
+/* The same format, made once per process and shared (its compiled schema is immutable and its
+ * document only read): never NULL, never freed. Thread-safe. */
+const outformat_t *title_format(void);
+
 /* The title call's prompt for messages (history_t.messages): an instruction and the text of
  * the first real user message (not model-only, not control). A new reference, or NULL when
  * there is no such text. */

@@ -13,12 +13,13 @@
 #define S_XSTR(x)   S_STR(x)
 #define S_MAX_BYTES S_XSTR(CS_TITLE_MAX_BYTES)
 
-/* The call's state: what the request points to lives here until it ends. */
+/* The call's state. The request's prompt lives here until the call has started (a provider
+ * needs it only then, provider.h): the state waits for a job thread after the call, and with
+ * thousands of turns starting at once the titles of many wait behind their first steps. */
 typedef struct {
-    outformat_t *fmt;
-    json_t *prompt;
-    json_t *cfg; /* the title model's config (read only): model borrows its strings */
-    json_t *no_tools;
+    const outformat_t *fmt; /* title_format(): shared */
+    json_t *prompt;         /* NULL once the call has started */
+    json_t *cfg;            /* the title model's config (read only): model borrows its strings */
     provider_model_t model;
     int64_t request_us;     /* the regeneration it serves (history_t.title_requested), or 0 */
     taskctx_phase_fn *then; /* titlestep_serve: the phase after the write; NULL for a side call */
@@ -26,10 +27,8 @@ typedef struct {
 
 static void s_free(void *arg) {
     s_title_t *t = arg;
-    outformat_destroy(&t->fmt);
     json_decref(t->prompt);
     json_decref(t->cfg);
-    json_decref(t->no_tools);
     free(t);
 }
 
@@ -37,9 +36,8 @@ static void s_free(void *arg) {
 static s_title_t *s_title_new(json_t *prompt, json_t *cfg, int64_t request_us) {
     s_title_t *t = mem_calloc(1, sizeof *t);
     t->prompt = prompt;
-    t->fmt = title_format_new();
+    t->fmt = title_format();
     t->cfg = cfg;
-    t->no_tools = json_array();
     t->request_us = request_us;
     provider_model_of(t->cfg, &t->model);
     return t;
@@ -52,9 +50,10 @@ static void s_hidden_part(void *arg, const char *part_json) {
 
 static provider_call_t *s_start(taskctx_t *ctx, provider_done_fn *done, void *done_arg) {
     s_title_t *t = ctx->body;
+    json_t *no_tools = json_array();
     provider_request_t req = {.model = &t->model,
                               .messages = t->prompt,
-                              .tools = t->no_tools,
+                              .tools = no_tools,
                               .attempt = 1,
                               .chunk_ms = ctx->env->opts.sim_chunk_ms,
                               .native_schema = t->fmt->schema,
@@ -63,7 +62,12 @@ static provider_call_t *s_start(taskctx_t *ctx, provider_done_fn *done, void *do
     atomic_fetch_add(&ctx->env->counters.model_calls, 1);
     log_info("title_call", "chat_id=%s model=%s requested=%d path=%s", ctx->chat_id, t->model.name,
              t->request_us > 0, t->then ? "idle" : "step");
-    return provider_start(ctx->env->loop, &req, s_hidden_part, NULL, done, done_arg);
+    provider_call_t *call =
+        provider_start(ctx->env->loop, &req, s_hidden_part, NULL, done, done_arg);
+    json_decref(no_tools);
+    json_decref(t->prompt); /* the provider has what it needs of the request */
+    t->prompt = NULL;
+    return call;
 }
 
 typedef struct {
