@@ -4,10 +4,12 @@
 #include "hex.h"
 #include "jsonstrict.h"
 
+#include <idn2.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unictype.h>
 
 /* --- numbers --- */
 
@@ -267,9 +269,19 @@ static bool s_ipv6(const char *s, size_t len) {
     return gap ? groups <= 7 : groups == 8;
 }
 
-/* One hostname label of LDH characters, 1..63 bytes, no hyphen at either end. */
+/* --- host names: RFC 1123 labels, and IDNA2008 (RFC 5890-5893) through libidn2 --- */
+
+/* A host name's ASCII form (its A-labels and LDH labels) is at most 253 octets (RFC 1034 §3.1,
+ * without the root's dot) and a label at most 63. A U-label's code point takes at least one
+ * octet of its A-label and at most four bytes of UTF-8, so a label's text past 4 * 63 bytes
+ * cannot be a label. */
+#define S_HOST_OCTETS_MAX  253
+#define S_LABEL_OCTETS_MAX 63
+#define S_LABEL_TEXT_MAX   (4 * S_LABEL_OCTETS_MAX)
+
+/* One label of LDH characters, 1..63 bytes, no hyphen at either end. */
 static bool s_ldh_label(const char *s, size_t len) {
-    if (len == 0 || len > 63 || s[0] == '-' || s[len - 1] == '-') {
+    if (len == 0 || len > S_LABEL_OCTETS_MAX || s[0] == '-' || s[len - 1] == '-') {
         return false;
     }
     for (size_t i = 0; i < len; i++) {
@@ -280,190 +292,164 @@ static bool s_ldh_label(const char *s, size_t len) {
     return true;
 }
 
-/* RFC 3492 decoding of the part after "xn--"; writes code points to out. -1 when invalid. */
-static long s_punycode(const char *s, size_t len, uint32_t *out, size_t cap) {
-    size_t b = 0;
-    for (size_t j = 0; j < len; j++) {
-        if (s[j] == '-') {
-            b = j;
-        }
+/* The bytes of the label separator at s[i], 0 when there is none: "." and, in an
+ * internationalized name, the ideographic and fullwidth full stops (RFC 3490 §3.1). */
+static size_t s_separator(const char *s, size_t len, size_t i, bool idn) {
+    if (s[i] == '.') {
+        return 1;
     }
-    size_t n_out = 0;
-    bool has_delim = memchr(s, '-', len) != NULL;
-    for (size_t j = 0; has_delim && j < b; j++) {
-        if (n_out == cap || (unsigned char)s[j] >= 0x80) {
-            return -1;
-        }
-        out[n_out++] = (unsigned char)s[j];
+    if (idn && len - i >= 3 &&
+        (memcmp(s + i, "\xe3\x80\x82", 3) == 0 || memcmp(s + i, "\xef\xbc\x8e", 3) == 0 ||
+         memcmp(s + i, "\xef\xbd\xa1", 3) == 0)) {
+        return 3;
     }
-    uint32_t n = 128, bias = 72;
-    uint64_t i = 0;
-    for (size_t in = has_delim ? b + 1 : 0; in < len;) {
-        uint64_t old = i, w = 1;
-        for (uint32_t k = 36;; k += 36) {
-            if (in >= len) {
-                return -1;
-            }
-            char c = s[in++];
-            int digit = s_isdigit(c) ? c - '0' + 26 : s_isalpha(c) ? (c | 0x20) - 'a' : -1;
-            if (digit < 0) {
-                return -1;
-            }
-            i += (uint64_t)digit * w;
-            uint32_t t = k <= bias ? 1 : k >= bias + 26 ? 26 : k - bias;
-            if ((uint32_t)digit < t) {
-                break;
-            }
-            w *= 36 - t;
-            if (i > 0x10FFFF * 64ull || w > 0x10FFFF * 64ull) {
-                return -1;
-            }
-        }
-        uint64_t delta = (i - old) / (old == 0 ? 700 : 2);
-        delta += delta / (n_out + 1);
-        uint32_t k = 0;
-        while (delta > 455) {
-            delta /= 35;
-            k += 36;
-        }
-        bias = k + (uint32_t)(36 * delta / (delta + 38));
-        n += (uint32_t)(i / (n_out + 1));
-        i %= n_out + 1;
-        if (n > 0x10FFFF || (n >= 0xD800 && n <= 0xDFFF) || n_out == cap) {
-            return -1;
-        }
-        memmove(out + i + 1, out + i, (n_out - i) * sizeof *out);
-        out[i++] = n;
-        n_out++;
-    }
-    return (long)n_out;
+    return 0;
 }
 
-/* Code points from UTF-8 (already valid); returns the count or -1 over cap. */
-static long s_utf8_decode(const char *s, size_t len, uint32_t *out, size_t cap) {
-    size_t n = 0;
-    for (size_t i = 0; i < len;) {
-        unsigned char c = (unsigned char)s[i];
-        uint32_t cp = c;
-        size_t k = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-        if (k > 1) {
-            cp = c & (0x7F >> k);
-            for (size_t j = 1; j < k && i + j < len; j++) {
-                cp = (cp << 6) | ((unsigned char)s[i + j] & 0x3F);
-            }
-        }
-        if (n == cap) {
-            return -1;
-        }
-        out[n++] = cp;
-        i += k;
-    }
-    return (long)n;
-}
-
-/* A few IDNA2008 (RFC 5892) rules on a U-label: no leading combining mark, no ASCII
- * uppercase, contextual rules for the characters the test suites exercise. */
-static bool s_ulabel_ok(const uint32_t *cp, size_t n) {
-    if (n == 0) {
-        return false;
-    }
-    if ((cp[0] >= 0x300 && cp[0] <= 0x36F) || cp[0] == 0x5BE ||
-        (n >= 4 && cp[2] == '-' && cp[3] == '-')) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint32_t c = cp[i];
-        if ((c >= 'A' && c <= 'Z') || c == 0x302E || c == 0x302F || c == 0x3031 || c == 0x3032 ||
-            c == 0x3033 || c == 0x3034 || c == 0x3035 || c == 0x303B || c == 0x0640 ||
-            c == 0x07FA) {
-            return false;
-        }
-        if (c == 0x00B7 && !(i > 0 && i + 1 < n && cp[i - 1] == 'l' && cp[i + 1] == 'l')) {
-            return false; /* MIDDLE DOT only between two l */
-        }
-        if (c == 0x0375 && !(i + 1 < n && cp[i + 1] >= 0x370 && cp[i + 1] <= 0x3FF)) {
-            return false; /* Greek KERAIA before Greek */
-        }
-        if ((c == 0x05F3 || c == 0x05F4) && !(i > 0 && cp[i - 1] >= 0x5D0 && cp[i - 1] <= 0x5EA)) {
-            return false; /* Hebrew GERESH/GERSHAYIM after Hebrew */
-        }
-        if (c == 0x200D && !(i > 0 && cp[i - 1] == 0x94D)) {
-            return false; /* ZERO WIDTH JOINER after a virama */
-        }
-        if (c == 0x200C && !(i > 0 && cp[i - 1] == 0x94D)) {
-            return false; /* ZWNJ after a virama (the joining-type rule is not modelled) */
-        }
-        if (c == 0x30FB) {
-            bool ok = false;
-            for (size_t j = 0; j < n; j++) {
-                uint32_t d = cp[j];
-                ok = ok || (d >= 0x3041 && d <= 0x309F) || (d >= 0x30A0 && d <= 0x30FA) ||
-                     (d >= 0x4E00 && d <= 0x9FFF);
-            }
-            if (!ok) {
-                return false; /* KATAKANA MIDDLE DOT needs Hiragana, Katakana or Han */
-            }
-        }
-    }
-    bool arabic_indic = false, extended = false;
-    for (size_t i = 0; i < n; i++) {
-        arabic_indic = arabic_indic || (cp[i] >= 0x660 && cp[i] <= 0x669);
-        extended = extended || (cp[i] >= 0x6F0 && cp[i] <= 0x6F9);
-    }
-    return !(arabic_indic && extended);
-}
-
-#define S_LABEL_CP_MAX 64
-
-static bool s_label(const char *s, size_t len, bool idn) {
-    uint32_t cp[S_LABEL_CP_MAX];
+/* Checks one label and appends its ASCII form to out (*out_len bytes so far, at most
+ * S_HOST_OCTETS_MAX); false when it is no label or the name grows too long. *idna is set when
+ * the label is an A-label or a U-label. An ASCII label is case-insensitive and is lowercased
+ * (libidn2 takes A-labels in lower case); "--" in its third and fourth places is reserved for
+ * A-labels (RFC 5890 §2.3.1). A U-label is taken as written (IDNA2008 disallows upper case in
+ * it). idn2_register_u8 applies RFC 5891 §4 to a U-label, or to an A-label's decoded U-label,
+ * which must encode back to the same A-label: NFC, disallowed and unassigned code points,
+ * hyphens, a leading combining mark, CONTEXTJ and CONTEXTO (RFC 5892 appendix A) and the Bidi
+ * rule within the label (RFC 5893). It maps nothing (no UTS #46), so what is checked is the
+ * text as written. flags: IDN2_NFC_INPUT to take a U-label in NFC first. */
+static bool s_label(const char *s, size_t len, bool idn, int flags, char *out, size_t *out_len,
+                    bool *idna) {
+    char label[S_LABEL_TEXT_MAX + 1];
     bool ascii = true;
+    if (len == 0 || len > S_LABEL_TEXT_MAX) {
+        return false;
+    }
     for (size_t i = 0; i < len; i++) {
         ascii = ascii && (unsigned char)s[i] < 0x80;
     }
+    for (size_t i = 0; i < len; i++) {
+        label[i] = ascii && s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] | 0x20) : s[i];
+    }
+    label[len] = '\0';
+    uint8_t *alabel = NULL;
     if (ascii) {
-        if (!s_ldh_label(s, len)) {
+        if (!s_ldh_label(label, len)) {
             return false;
         }
-        if (len >= 4 && (s[0] | 0x20) == 'x' && (s[1] | 0x20) == 'n' && s[2] == '-' &&
-            s[3] == '-') {
-            long n = s_punycode(s + 4, len - 4, cp, S_LABEL_CP_MAX);
-            return n > 0 && s_ulabel_ok(cp, (size_t)n);
+        if (len >= 4 && label[2] == '-' && label[3] == '-') {
+            if (memcmp(label, "xn--", 4) != 0 ||
+                idn2_register_u8(NULL, (const uint8_t *)label, NULL, 0) != IDN2_OK) {
+                return false;
+            }
+            *idna = true;
         }
-        return !(len >= 4 && s[2] == '-' && s[3] == '-');
+    } else {
+        if (!idn || idn2_register_u8((const uint8_t *)label, NULL, &alabel, flags) != IDN2_OK) {
+            return false;
+        }
+        *idna = true;
     }
-    if (!idn || len > 4 * 63) {
-        return false;
+    const char *form = alabel ? (const char *)alabel : label;
+    size_t n = strlen(form);
+    bool fits = *out_len + n <= S_HOST_OCTETS_MAX;
+    if (fits) {
+        memcpy(out + *out_len, form, n);
+        *out_len += n;
     }
-    long n = s_utf8_decode(s, len, cp, S_LABEL_CP_MAX);
-    return n > 0 && s_ulabel_ok(cp, (size_t)n);
+    idn2_free(alabel);
+    return fits;
 }
 
-static bool s_hostname(const char *s, size_t len, bool idn) {
-    if (len == 0 || len > 253) {
+/* RFC 5893 §2 on one label of a Bidi domain name: conditions 1-4 for a label that starts
+ * right-to-left, 1, 5 and 6 for one that starts left-to-right. */
+static bool s_bidi_label(const uint32_t *cp, size_t n) {
+    int first = uc_bidi_class(cp[0]);
+    bool rtl = first == UC_BIDI_R || first == UC_BIDI_AL;
+    if (!rtl && first != UC_BIDI_L) {
+        return false;
+    }
+    bool en = false;
+    bool an = false;
+    int last = first; /* the class of the last character that is no NSM */
+    for (size_t i = 0; i < n; i++) {
+        int c = uc_bidi_class(cp[i]);
+        if (c == UC_BIDI_NSM) {
+            continue;
+        }
+        en = en || c == UC_BIDI_EN;
+        an = an || c == UC_BIDI_AN;
+        bool both = c == UC_BIDI_EN || c == UC_BIDI_ES || c == UC_BIDI_CS || c == UC_BIDI_ET ||
+                    c == UC_BIDI_ON || c == UC_BIDI_BN;
+        bool own = rtl ? c == UC_BIDI_R || c == UC_BIDI_AL || c == UC_BIDI_AN : c == UC_BIDI_L;
+        if (!both && !own) {
+            return false;
+        }
+        last = c;
+    }
+    if (rtl) {
+        return !(en && an) && (last == UC_BIDI_R || last == UC_BIDI_AL || last == UC_BIDI_EN ||
+                               last == UC_BIDI_AN);
+    }
+    return last == UC_BIDI_L || last == UC_BIDI_EN;
+}
+
+/* The Bidi rule across the name (ascii: its ASCII form): when any label holds an R, AL or AN
+ * character, every label must pass RFC 5893 §2. libidn2 checks the rule only inside such a
+ * label and leaves out condition 4, so "0a.<Hebrew>" or a Hebrew label with both kinds of
+ * digits would pass it. The classes are libunistring's, the tables libidn2 itself reads. */
+static bool s_bidi_name(const char *ascii) {
+    uint32_t *cp = NULL;
+    if (idn2_to_unicode_8z4z(ascii, &cp, 0) != IDN2_OK) {
+        return false;
+    }
+    bool bidi = false;
+    for (size_t i = 0; cp[i] != 0; i++) {
+        int c = uc_bidi_class(cp[i]);
+        bidi = bidi || c == UC_BIDI_R || c == UC_BIDI_AL || c == UC_BIDI_AN;
+    }
+    bool ok = true;
+    size_t start = 0;
+    for (size_t i = 0; bidi && ok; i++) {
+        if (cp[i] == '.' || cp[i] == 0) {
+            ok = s_bidi_label(cp + start, i - start);
+            start = i + 1;
+        }
+        if (cp[i] == 0) {
+            break;
+        }
+    }
+    idn2_free(cp);
+    return ok;
+}
+
+/* A host name without a trailing dot: labels as s_label takes them, at most 253 octets in
+ * ASCII form; idn adds U-labels and the other full stops. */
+static bool s_hostname(const char *s, size_t len, bool idn, int flags) {
+    char ascii[S_HOST_OCTETS_MAX + 1];
+    size_t n = 0;
+    bool idna = false;
+    if (len == 0 || memchr(s, '\0', len)) {
         return false;
     }
     size_t start = 0;
     for (size_t i = 0; i <= len; i++) {
-        size_t sep = 0; /* bytes of the separator at i */
-        if (i == len || s[i] == '.') {
-            sep = 1;
-        } else if (idn && len - i >= 3 &&
-                   (memcmp(s + i, "\xe3\x80\x82", 3) == 0 ||
-                    memcmp(s + i, "\xef\xbc\x8e", 3) == 0 ||
-                    memcmp(s + i, "\xef\xbd\xa1", 3) == 0)) {
-            sep = 3; /* the ideographic and fullwidth full stops of RFC 3490 */
-        }
+        size_t sep = i == len ? 1 : s_separator(s, len, i, idn);
         if (!sep) {
             continue;
         }
-        if (!s_label(s + start, i - start, idn)) {
+        if (!s_label(s + start, i - start, idn, flags, ascii, &n, &idna)) {
             return false;
+        }
+        if (i < len) {
+            if (n == S_HOST_OCTETS_MAX) {
+                return false;
+            }
+            ascii[n++] = '.';
         }
         start = i + sep;
         i += sep - 1;
     }
-    return true;
+    ascii[n] = '\0';
+    return !idna || s_bidi_name(ascii);
 }
 
 /* RFC 5321 dot-atom or quoted string, then a hostname or an address literal. */
@@ -505,7 +491,7 @@ static bool s_email(const char *s, size_t len, bool idn) {
         }
         return s_ipv4(dom + 1, dlen - 2);
     }
-    return s_hostname(dom, dlen, idn);
+    return s_hostname(dom, dlen, idn, idn ? IDN2_NFC_INPUT : 0);
 }
 
 /* --- URIs (RFC 3986) and IRIs (RFC 3987: ucschar allowed wherever unreserved is) --- */
@@ -769,9 +755,9 @@ bool js_format_check(js_format_t fmt, const char *s, size_t len) {
         case JS_FMT_IDN_EMAIL:
             return s_email(s, len, true);
         case JS_FMT_HOSTNAME:
-            return s_hostname(s, len, false);
+            return s_hostname(s, len, false, 0);
         case JS_FMT_IDN_HOSTNAME:
-            return s_hostname(s, len, true);
+            return s_hostname(s, len, true, 0);
         case JS_FMT_IPV4:
             return s_ipv4(s, len);
         case JS_FMT_IPV6:
