@@ -91,24 +91,28 @@ static int s_user_add(const config_t *cfg, const char *name, bool admin) {
     return 0;
 }
 
-/* The token's user while its cache entry is fresh; HTTP_AUTH_UNAVAILABLE otherwise (only
- * s_auth can tell). Answered on the socket threads: no request job for the check. */
+/* The token's user while its cache entry is fresh, HTTP_AUTH_DENIED while the token is
+ * remembered as finding no user, HTTP_AUTH_UNAVAILABLE otherwise (only s_auth can tell).
+ * Answered on the socket threads: no request job and no database for either. */
 static int s_auth_cached(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
     gateway_t *gw = app;
-    return strlen(token) <= 128 && idcache_get(gw->auth, token, id_now_ms(), user_id)
-               ? 0
-               : HTTP_AUTH_UNAVAILABLE;
-}
-
-/* The token's user: from the cache while its entry is fresh, else from api_tokens (and kept
- * when found; ARCHITECTURE.md §7.1, "Authentication"). */
-static int s_auth(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
-    gateway_t *gw = app;
+    int64_t now = id_now_ms();
+    char none[ID_UUID_LEN + 1];
     if (strlen(token) > 128) {
         return HTTP_AUTH_DENIED;
     }
-    if (s_auth_cached(app, token, user_id) == 0) {
-        return 0;
+    return idcache_get(gw->auth, token, now, user_id)        ? 0
+           : idcache_get(gw->auth_unknown, token, now, none) ? HTTP_AUTH_DENIED
+                                                             : HTTP_AUTH_UNAVAILABLE;
+}
+
+/* The token's user: from memory while it is known (s_auth_cached), else from api_tokens,
+ * and then kept, found or not (ARCHITECTURE.md §7.1, "Authentication"). */
+static int s_auth(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
+    gateway_t *gw = app;
+    int known = s_auth_cached(app, token, user_id);
+    if (known != HTTP_AUTH_UNAVAILABLE) {
+        return known;
     }
     int64_t now = id_now_ms();
     const char *p[] = {token};
@@ -131,6 +135,8 @@ static int s_auth(void *app, const char *token, char user_id[ID_UUID_LEN + 1]) {
     if (ok) {
         snprintf(user_id, ID_UUID_LEN + 1, "%s", PQgetvalue(res, 0, 0));
         idcache_put(gw->auth, token, user_id, now);
+    } else {
+        idcache_put(gw->auth_unknown, token, "", now);
     }
     PQclear(res);
     return ok ? 0 : HTTP_AUTH_DENIED;
@@ -211,6 +217,7 @@ static void s_teardown(gateway_t *gw, bus_publisher_t **pub) {
     gw->mcp_servers = NULL;
     hooks_destroy(&gw->hooks);
     idcache_destroy(&gw->auth);
+    idcache_destroy(&gw->auth_unknown);
     idcache_destroy(&gw->models);
 }
 
@@ -309,6 +316,7 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
         .metrics = metrics_new(),
         .mcp_servers = models_mcp_servers(cfg->config_path),
         .auth = idcache_new(cfg->auth_cache_ms),
+        .auth_unknown = idcache_new(cfg->auth_cache_ms),
         .models = idcache_new(GATEWAY_MODEL_CACHE_MS)};
     char *public_url = s_public_url(cfg);
     gw.public_url = public_url;
@@ -354,7 +362,12 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
     }
     int nroutes = 0;
     http_route_t *routes = routes_all(&nroutes);
-    http_router_t router = {routes, nroutes, s_auth, &gw, s_auth_cached};
+    ratelimit_t *auth_limit =
+        cfg->auth_checks_per_s > 0
+            ? ratelimit_new((double)cfg->auth_checks_per_s, (double)cfg->auth_checks_burst,
+                            GATEWAY_AUTH_LIMIT_ADDRESSES)
+            : NULL;
+    http_router_t router = {routes, nroutes, s_auth, &gw, s_auth_cached, auth_limit};
     httpd_limits_t limits = {.max_connections = (int)cfg->http_max_connections,
                              .max_per_address = (int)cfg->http_max_per_address,
                              .head_timeout_ms = cfg->http_head_timeout_ms,
@@ -364,6 +377,7 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
     s_httpd = httpd_new(cfg->http_listen, &limits, tls, &router, gw.metrics);
     if (!s_httpd) {
         free(routes);
+        ratelimit_destroy(&auth_limit);
         s_teardown(&gw, &pub);
         free(public_url);
         return 1;
@@ -389,6 +403,7 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
     s_httpd = NULL;
     httpd_destroy(&httpd);
     free(routes);
+    ratelimit_destroy(&auth_limit);
     s_teardown(&gw, &pub);
     free(public_url);
     return 0;

@@ -61,9 +61,10 @@ typedef struct {
     atomic_llong stream_reads;   /* chat streams' database reads (/metrics) */
     /* The lifecycle hook dispatcher (blocking calls only; admithook.h), or NULL: none. */
     hooks_t *hooks;
-    idcache_t *auth;    /* tokens verified recently (CHATFLEET_AUTH_CACHE_MS) */
-    idcache_t *models;  /* model config ids by name, found recently (GATEWAY_MODEL_CACHE_MS) */
-    sniffer_t *sniffer; /* uploads' type checks (fileupload.h) */
+    idcache_t *auth;         /* tokens verified recently (CHATFLEET_AUTH_CACHE_MS) */
+    idcache_t *auth_unknown; /* tokens that found no user recently (same lifetime; id "") */
+    idcache_t *models;       /* model config ids by name, found recently (GATEWAY_MODEL_CACHE_MS) */
+    sniffer_t *sniffer;      /* uploads' type checks (fileupload.h) */
     int64_t file_quota_bytes; /* CHATFLEET_FILE_QUOTA_BYTES */
 } gateway_t;
 
@@ -71,6 +72,8 @@ typedef struct {
  * without a query: configs change only when a gateway starts with another config file
  * (models_sync), and every gateway sees the change within this (ARCHITECTURE.md §10). */
 #define GATEWAY_MODEL_CACHE_MS 1000
+/* Client addresses whose token checks are counted at once (http_router_t.auth_limit). */
+#define GATEWAY_AUTH_LIMIT_ADDRESSES 65536
 
 /* One transition (or several) applied to an open bundle; returns 0 or -1 with err set. */
 typedef int (*gateway_step_fn)(chatstate_t *cs, void *ctx, cs_error_t *err);

@@ -4,8 +4,10 @@
 #include "jsonout.h"
 #include "mem.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,10 +203,45 @@ const http_route_t *http_find(const http_router_t *router, const char *method, c
     return NULL;
 }
 
+/* The key of req's client for a rate limit: an IPv4 address, an IPv6 address's /64 (one
+ * host's usual allocation), or "" without a connection. */
+static void s_client_key(const http_req_t *req, char *out, size_t size) {
+    out[0] = '\0';
+    const union MHD_ConnectionInfo *ci =
+        req->conn ? MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET) {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)size);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        struct in6_addr a = ((const struct sockaddr_in6 *)sa)->sin6_addr;
+        memset(a.s6_addr + 8, 0, 8);
+        if (inet_ntop(AF_INET6, &a, out, (socklen_t)size) && strlen(out) + 4 < size) {
+            strcat(out, "/64");
+        }
+    }
+}
+
 int http_authenticate(const http_router_t *router, http_req_t *req, http_resp_t *resp) {
     const char *h = http_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
-    int auth = h && strncmp(h, "Bearer ", 7) == 0 ? router->auth(router->app, h + 7, req->user_id)
-                                                  : HTTP_AUTH_DENIED;
+    bool bearer = h && strncmp(h, "Bearer ", 7) == 0;
+    char client[INET6_ADDRSTRLEN + 4];
+    s_client_key(req, client, sizeof client);
+    /* What memory knows (a token verified or found wanting) needs no check: only the rest
+     * spends the address's bucket. */
+    int known = bearer && router->auth_cached
+                    ? router->auth_cached(router->app, h + 7, req->user_id)
+                    : HTTP_AUTH_UNAVAILABLE;
+    int64_t wait_ms = 0;
+    if (known == HTTP_AUTH_UNAVAILABLE && bearer && router->auth_limit && client[0] &&
+        !ratelimit_take(router->auth_limit, client, id_now_ms(), &wait_ms)) {
+        http_error(resp, 429, "Too many requests.",
+                   "too many token checks from this address; try again later");
+        resp->retry_after_s = (int)((wait_ms + 999) / 1000);
+        return -1;
+    }
+    int auth = !bearer                          ? HTTP_AUTH_DENIED
+               : known != HTTP_AUTH_UNAVAILABLE ? known
+                                                : router->auth(router->app, h + 7, req->user_id);
     if (auth == HTTP_AUTH_UNAVAILABLE) {
         http_error(resp, 503, "Service unavailable.", "the token could not be checked");
         return -1;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "id.h"
+#include "ratelimit.h"
 
 #define HTTP_MAX_PARAMS     4
 #define HTTP_PATH_MAX_BYTES 1024          /* paths this long or longer match no route (404) */
@@ -113,8 +114,13 @@ typedef struct {
     http_auth_fn auth;
     void *app;
     /* The bearer check from memory alone, never blocking (NULL: none): 0 when it knows the
-     * token is valid, anything else when only auth can tell. */
+     * token is valid, HTTP_AUTH_DENIED when it knows it is not, HTTP_AUTH_UNAVAILABLE when
+     * only auth can tell. */
     http_auth_fn auth_cached;
+    /* Buckets by client address (an IPv6 one by its /64), one token spent before each
+     * blocking check (NULL: no limit): an address out of tokens gets 429 with Retry-After
+     * and costs auth nothing, so guessing tokens cannot load the database. */
+    ratelimit_t *auth_limit;
 } http_router_t;
 
 /* Handles one request into resp (zeroed by the caller): 413 when req->body_too_large; else
@@ -133,7 +139,7 @@ bool http_authenticate_cached(const http_router_t *router, http_req_t *req);
 /* The steps of http_handle, for the server (httpd.c), which runs them at different times:
  * the route for method and path with its "{}" segments captured into scratch
  * (HTTP_PATH_MAX_BYTES), or NULL with *status 405 or 404; the bearer check (0, or -1 with
- * 401 or 503 in resp); and the responses for an unrouted request and a body over the cap. */
+ * 401, 429 or 503 in resp); and the responses for an unrouted request and a body over the cap. */
 const http_route_t *http_find(const http_router_t *router, const char *method, const char *path,
                               const char **params, char *scratch, int *status);
 int http_authenticate(const http_router_t *router, http_req_t *req, http_resp_t *resp);

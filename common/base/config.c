@@ -119,6 +119,8 @@ config_t *config_new(void) {
         s_num("CHATFLEET_STREAM_THREADS", 4, &self->stream_threads) ||
         s_num("CHATFLEET_STREAMS_PER_USER", 100, &self->streams_per_user) ||
         s_num_or_zero("CHATFLEET_AUTH_CACHE_MS", 5000, &self->auth_cache_ms) ||
+        s_num_or_zero("CHATFLEET_AUTH_CHECKS_PER_S", 20, &self->auth_checks_per_s) ||
+        s_num("CHATFLEET_AUTH_CHECKS_BURST", 100, &self->auth_checks_burst) ||
         s_num("CHATFLEET_PUSH_CONFIGS_MAX", 100, &self->push_configs_max) ||
         s_num("CHATFLEET_PUSH_DELIVERIES_PER_MIN", 600, &self->push_deliveries_per_min) ||
         s_num("CHATFLEET_CHAT_MAX_ATTACHMENTS", 50, &self->chat_max_attachments) ||
@@ -249,7 +251,8 @@ void config_log(const config_t *self) {
              "stream_poll_ms=%lld queue_max=%lld http_max_connections=%lld "
              "http_max_per_address=%lld http_head_timeout_ms=%lld http_body_timeout_ms=%lld "
              "http_io_threads=%lld http_threads=%lld stream_threads=%lld streams_per_user=%lld "
-             "auth_cache_ms=%lld push_allow_cidrs=%s push_configs_max=%lld "
+             "auth_cache_ms=%lld auth_checks_per_s=%lld auth_checks_burst=%lld push_allow_cidrs=%s "
+             "push_configs_max=%lld "
              "push_deliveries_per_min=%lld chat_max_attachments=%lld file_quota_bytes=%lld "
              "auto_archive_days=%lld auto_archive_interval_ms=%lld auto_archive_batch=%lld "
              "test_clock_offset_s=%lld",
@@ -266,6 +269,7 @@ void config_log(const config_t *self) {
              (long long)self->http_body_timeout_ms, (long long)self->http_io_threads,
              (long long)self->http_threads, (long long)self->stream_threads,
              (long long)self->streams_per_user, (long long)self->auth_cache_ms,
+             (long long)self->auth_checks_per_s, (long long)self->auth_checks_burst,
              self->push_allow_cidrs ? self->push_allow_cidrs : "(none)",
              (long long)self->push_configs_max, (long long)self->push_deliveries_per_min,
              (long long)self->chat_max_attachments, (long long)self->file_quota_bytes,

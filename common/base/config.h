@@ -48,7 +48,10 @@ typedef struct {
     int64_t http_threads;         /* CHATFLEET_HTTP_THREADS: request handlers */
     int64_t stream_threads;       /* CHATFLEET_STREAM_THREADS: stream and watch reads */
     int64_t streams_per_user;     /* CHATFLEET_STREAMS_PER_USER: open streams and watches */
-    int64_t auth_cache_ms; /* CHATFLEET_AUTH_CACHE_MS: a verified token's lifetime (0: none) */
+    int64_t auth_cache_ms;     /* CHATFLEET_AUTH_CACHE_MS: a verified token's lifetime (0: none) */
+    int64_t auth_checks_per_s; /* CHATFLEET_AUTH_CHECKS_PER_S: token checks that reach the
+                                  database, per client address (0: no limit) */
+    int64_t auth_checks_burst; /* CHATFLEET_AUTH_CHECKS_BURST: of those, at once */
     /* A2A push notifications (api-gateway/a2a/a2a_push.h, deploy/OPERATIONS.md "Push
      * notifications"). The CIDR text is checked where it is used (common/net/egress.h). */
     char *push_allow_cidrs;          /* CHATFLEET_PUSH_ALLOW_CIDRS: allow-listed targets, or NULL */

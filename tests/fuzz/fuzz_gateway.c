@@ -193,7 +193,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     s_gw.models = idcache_new(GATEWAY_MODEL_CACHE_MS);
     int n = 0;
     http_route_t *routes = routes_all(&n);
-    s_router = (http_router_t){routes, n, s_auth, &s_gw, NULL};
+    s_router = (http_router_t){routes, n, s_auth, &s_gw, NULL, NULL};
     atexit(s_teardown);
     return 0;
 }

@@ -680,7 +680,7 @@ static int s_setup(void **u) {
     gwrequest_gateway_init(&s_gw);
     int n = 0;
     s_real_routes = routes_all(&n);
-    s_real = (http_router_t){s_real_routes, n, gwrequest_auth, &s_gw, NULL};
+    s_real = (http_router_t){s_real_routes, n, gwrequest_auth, &s_gw, NULL, NULL};
     return 0;
 }
 

@@ -63,8 +63,8 @@ static const http_route_t s_table[] = {
     {"GET", "/silent", s_silent, true, NULL, NULL},
 };
 
-static const http_router_t s_test_router = {s_table, sizeof s_table / sizeof s_table[0],
-                                            gwrequest_auth, NULL, NULL};
+static const http_router_t s_test_router = {
+    s_table, sizeof s_table / sizeof s_table[0], gwrequest_auth, NULL, NULL, NULL};
 
 /* gwrequest_handle, after forgetting what the recording handler saw. */
 static int s_handle(const http_router_t *router, const char *method, const char *path,
@@ -460,7 +460,7 @@ static http_router_t s_recording_router(http_route_t **routes) {
     for (int i = 0; i < n; i++) {
         (*routes)[i].fn = s_record;
     }
-    return (http_router_t){*routes, n, gwrequest_auth, NULL, NULL};
+    return (http_router_t){*routes, n, gwrequest_auth, NULL, NULL, NULL};
 }
 
 static void test_every_route_is_reached_by_a_path_of_its_own(void **u) {
@@ -607,8 +607,8 @@ static bool s_cached(const http_router_t *r, const char *header, http_req_t *req
 
 static void test_only_a_token_the_memory_check_knows_is_answered_without_blocking(void **u) {
     (void)u;
-    http_router_t r = {s_table, sizeof s_table / sizeof s_table[0], gwrequest_auth, NULL,
-                       s_known_only};
+    http_router_t r = {
+        s_table, sizeof s_table / sizeof s_table[0], gwrequest_auth, NULL, s_known_only, NULL};
     http_req_t req;
     assert_true(s_cached(&r, "Bearer known", &req));
     assert_true(req.authed);
