@@ -219,6 +219,7 @@ static void s_teardown(gateway_t *gw, bus_publisher_t **pub) {
     idcache_destroy(&gw->auth);
     idcache_destroy(&gw->auth_unknown);
     idcache_destroy(&gw->models);
+    ratelimit_destroy(&gw->creates);
 }
 
 #define S_PEM_MAX_BYTES (1024 * 1024) /* a certificate chain or key file; more is refused */
@@ -317,7 +318,11 @@ static int s_serve_with(const config_t *cfg, const httpd_tls_t *tls) {
         .mcp_servers = models_mcp_servers(cfg->config_path),
         .auth = idcache_new(cfg->auth_cache_ms),
         .auth_unknown = idcache_new(cfg->auth_cache_ms),
-        .models = idcache_new(GATEWAY_MODEL_CACHE_MS)};
+        .models = idcache_new(GATEWAY_MODEL_CACHE_MS),
+        .creates = cfg->chats_per_min > 0
+                       ? ratelimit_new((double)cfg->chats_per_min / 60.0,
+                                       (double)cfg->chats_per_min, GATEWAY_CREATE_LIMIT_USERS)
+                       : NULL};
     char *public_url = s_public_url(cfg);
     gw.public_url = public_url;
     gw.lease_stale_ms = cfg->lease_stale_ms;

@@ -28,7 +28,8 @@ enum {
     A2A_TASK_NOT_CANCELABLE = -32002,
     A2A_UNSUPPORTED_OPERATION = -32004,
     A2A_CONTENT_TYPE_NOT_SUPPORTED = -32005,
-    A2A_HOOK_DENIED = -32050, /* chatfleet's: a lifecycle hook denied the prompt (§7.10) */
+    A2A_HOOK_DENIED = -32050,  /* chatfleet's: a lifecycle hook denied the prompt (§7.10) */
+    A2A_RATE_LIMITED = -32051, /* chatfleet's: the user's chats per minute are used up */
 };
 
 #define S_XSTR(x) #x
@@ -275,6 +276,7 @@ static void s_send(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *params, 
     }
     PGconn *conn = pool_get(gw->pool);
     int rc = 0;
+    int retry_s = 0;
     json_t *fdata = NULL;
     if (!refused &&
         a2a_file_store(gw, conn, req->user_id, s.context_id, s.files, &s.content, &fdata) != 0) {
@@ -291,6 +293,15 @@ static void s_send(gateway_t *gw, http_req_t *req, s_call_t *c, json_t *params, 
     } else if (s.context_id) {
         snprintf(chat_id, sizeof chat_id, "%s", s.context_id);
         rc = a2a_send_append(gw, conn, req, &s, task_id, &h);
+    } else if (!gateway_may_create(gw, req->user_id, &retry_s)) {
+        pool_put(gw->pool, conn);
+        s_error(c, A2A_RATE_LIMITED, "Too many chats created",
+                json_pack("{s:i}", "retryAfterSeconds", retry_s));
+        free(s.content);
+        json_decref(s.files);
+        admithook_context_clear(&s.context);
+        gateway_format_clear(&s.format);
+        return;
     } else {
         rc = a2a_send_create(gw, conn, req, &s, chat_id, task_id);
     }

@@ -557,3 +557,12 @@ int gateway_model_id(gateway_t *gw, PGconn *conn, const json_t *model, char id[I
     }
     return 0;
 }
+
+bool gateway_may_create(gateway_t *gw, const char *user_id, int *retry_after_s) {
+    int64_t wait_ms = 0;
+    if (!gw->creates || ratelimit_take(gw->creates, user_id, id_now_ms(), &wait_ms)) {
+        return true;
+    }
+    *retry_after_s = (int)((wait_ms + 999) / 1000);
+    return false;
+}

@@ -13,6 +13,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "pool.h"
+#include "ratelimit.h"
 #include "relay.h"
 #include "workpool.h"
 
@@ -66,6 +67,7 @@ typedef struct {
     idcache_t *models;       /* model config ids by name, found recently (GATEWAY_MODEL_CACHE_MS) */
     sniffer_t *sniffer;      /* uploads' type checks (fileupload.h) */
     int64_t file_quota_bytes; /* CHATFLEET_FILE_QUOTA_BYTES */
+    ratelimit_t *creates;     /* chats created per user (CHATFLEET_CHATS_PER_MIN), or NULL */
 } gateway_t;
 
 /* How long a model config's id, once found by its name (or as the default), is answered
@@ -74,6 +76,13 @@ typedef struct {
 #define GATEWAY_MODEL_CACHE_MS 1000
 /* Client addresses whose token checks are counted at once (http_router_t.auth_limit). */
 #define GATEWAY_AUTH_LIMIT_ADDRESSES 65536
+
+/* Users whose chat creations are counted at once (gateway_t.creates). */
+#define GATEWAY_CREATE_LIMIT_USERS 65536
+
+/* Spends one of user_id's chat creations (CHATFLEET_CHATS_PER_MIN, this gateway's count):
+ * true, or false with *retry_after_s (>= 1) until the next one is due. */
+bool gateway_may_create(gateway_t *gw, const char *user_id, int *retry_after_s);
 
 /* One transition (or several) applied to an open bundle; returns 0 or -1 with err set. */
 typedef int (*gateway_step_fn)(chatstate_t *cs, void *ctx, cs_error_t *err);

@@ -247,7 +247,12 @@ static void s_create_store(gateway_t *gw, PGconn *conn, const http_req_t *req, c
 static void s_create(void *app, http_req_t *req, http_resp_t *resp) {
     gateway_t *gw = app;
     create_t c = {0};
-    if (s_create_parse(gw, req, &c, resp) == 0) {
+    int retry_s = 0;
+    if (s_create_parse(gw, req, &c, resp) == 0 && !gateway_may_create(gw, req->user_id, &retry_s)) {
+        http_error(resp, 429, "Too many chats created.",
+                   "this user's chats created per minute are used up (CHATFLEET_CHATS_PER_MIN)");
+        resp->retry_after_s = retry_s;
+    } else if (resp->status == 0) {
         PGconn *conn = pool_get(gw->pool);
         if (gateway_model_id(gw, conn, json_object_get(c.body, "model"), c.model_id, resp) == 0 &&
             s_create_admit(gw, req, &c, &conn, resp) == 0 &&

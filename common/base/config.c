@@ -121,6 +121,7 @@ config_t *config_new(void) {
         s_num_or_zero("CHATFLEET_AUTH_CACHE_MS", 5000, &self->auth_cache_ms) ||
         s_num_or_zero("CHATFLEET_AUTH_CHECKS_PER_S", 20, &self->auth_checks_per_s) ||
         s_num("CHATFLEET_AUTH_CHECKS_BURST", 100, &self->auth_checks_burst) ||
+        s_num_or_zero("CHATFLEET_CHATS_PER_MIN", 600, &self->chats_per_min) ||
         s_num("CHATFLEET_PUSH_CONFIGS_MAX", 100, &self->push_configs_max) ||
         s_num("CHATFLEET_PUSH_DELIVERIES_PER_MIN", 600, &self->push_deliveries_per_min) ||
         s_num("CHATFLEET_CHAT_MAX_ATTACHMENTS", 50, &self->chat_max_attachments) ||
@@ -243,36 +244,37 @@ void config_redact_url(const char *url, char *out, size_t size) {
 void config_log(const config_t *self) {
     char url[1024];
     config_redact_url(self->database_url, url, sizeof url);
-    log_info("config",
-             "database_url=%s http_listen=%s http_tls_cert=%s http_tls_key=%s "
-             "http_tls_priorities=%s public_url=%s console_dir=%s broker_pub=%s broker_sub=%s "
-             "broker_relay=%s "
-             "config=%s log=%s lease_stale_ms=%lld heartbeat_ms=%lld acquire_poll_ms=%lld "
-             "stream_poll_ms=%lld queue_max=%lld http_max_connections=%lld "
-             "http_max_per_address=%lld http_head_timeout_ms=%lld http_body_timeout_ms=%lld "
-             "http_io_threads=%lld http_threads=%lld stream_threads=%lld streams_per_user=%lld "
-             "auth_cache_ms=%lld auth_checks_per_s=%lld auth_checks_burst=%lld push_allow_cidrs=%s "
-             "push_configs_max=%lld "
-             "push_deliveries_per_min=%lld chat_max_attachments=%lld file_quota_bytes=%lld "
-             "auto_archive_days=%lld auto_archive_interval_ms=%lld auto_archive_batch=%lld "
-             "test_clock_offset_s=%lld",
-             url, self->http_listen, self->http_tls_cert ? self->http_tls_cert : "(unset)",
-             self->http_tls_key ? self->http_tls_key : "(unset)", self->http_tls_priorities,
-             self->public_url ? self->public_url : "(listen address)",
-             self->console_dir ? self->console_dir : "(built-in)", self->broker_pub,
-             self->broker_sub, self->broker_relay,
-             self->config_path ? self->config_path : "(built-in sim)", self->log_level,
-             (long long)self->lease_stale_ms, (long long)self->heartbeat_ms,
-             (long long)self->acquire_poll_ms, (long long)self->stream_poll_ms,
-             (long long)self->queue_max, (long long)self->http_max_connections,
-             (long long)self->http_max_per_address, (long long)self->http_head_timeout_ms,
-             (long long)self->http_body_timeout_ms, (long long)self->http_io_threads,
-             (long long)self->http_threads, (long long)self->stream_threads,
-             (long long)self->streams_per_user, (long long)self->auth_cache_ms,
-             (long long)self->auth_checks_per_s, (long long)self->auth_checks_burst,
-             self->push_allow_cidrs ? self->push_allow_cidrs : "(none)",
-             (long long)self->push_configs_max, (long long)self->push_deliveries_per_min,
-             (long long)self->chat_max_attachments, (long long)self->file_quota_bytes,
-             (long long)self->auto_archive_days, (long long)self->auto_archive_interval_ms,
-             (long long)self->auto_archive_batch, (long long)self->test_clock_offset_s);
+    log_info(
+        "config",
+        "database_url=%s http_listen=%s http_tls_cert=%s http_tls_key=%s "
+        "http_tls_priorities=%s public_url=%s console_dir=%s broker_pub=%s broker_sub=%s "
+        "broker_relay=%s "
+        "config=%s log=%s lease_stale_ms=%lld heartbeat_ms=%lld acquire_poll_ms=%lld "
+        "stream_poll_ms=%lld queue_max=%lld http_max_connections=%lld "
+        "http_max_per_address=%lld http_head_timeout_ms=%lld http_body_timeout_ms=%lld "
+        "http_io_threads=%lld http_threads=%lld stream_threads=%lld streams_per_user=%lld "
+        "auth_cache_ms=%lld auth_checks_per_s=%lld auth_checks_burst=%lld chats_per_min=%lld "
+        "push_allow_cidrs=%s "
+        "push_configs_max=%lld "
+        "push_deliveries_per_min=%lld chat_max_attachments=%lld file_quota_bytes=%lld "
+        "auto_archive_days=%lld auto_archive_interval_ms=%lld auto_archive_batch=%lld "
+        "test_clock_offset_s=%lld",
+        url, self->http_listen, self->http_tls_cert ? self->http_tls_cert : "(unset)",
+        self->http_tls_key ? self->http_tls_key : "(unset)", self->http_tls_priorities,
+        self->public_url ? self->public_url : "(listen address)",
+        self->console_dir ? self->console_dir : "(built-in)", self->broker_pub, self->broker_sub,
+        self->broker_relay, self->config_path ? self->config_path : "(built-in sim)",
+        self->log_level, (long long)self->lease_stale_ms, (long long)self->heartbeat_ms,
+        (long long)self->acquire_poll_ms, (long long)self->stream_poll_ms,
+        (long long)self->queue_max, (long long)self->http_max_connections,
+        (long long)self->http_max_per_address, (long long)self->http_head_timeout_ms,
+        (long long)self->http_body_timeout_ms, (long long)self->http_io_threads,
+        (long long)self->http_threads, (long long)self->stream_threads,
+        (long long)self->streams_per_user, (long long)self->auth_cache_ms,
+        (long long)self->auth_checks_per_s, (long long)self->auth_checks_burst,
+        (long long)self->chats_per_min, self->push_allow_cidrs ? self->push_allow_cidrs : "(none)",
+        (long long)self->push_configs_max, (long long)self->push_deliveries_per_min,
+        (long long)self->chat_max_attachments, (long long)self->file_quota_bytes,
+        (long long)self->auto_archive_days, (long long)self->auto_archive_interval_ms,
+        (long long)self->auto_archive_batch, (long long)self->test_clock_offset_s);
 }

@@ -52,6 +52,8 @@ typedef struct {
     int64_t auth_checks_per_s; /* CHATFLEET_AUTH_CHECKS_PER_S: token checks that reach the
                                   database, per client address (0: no limit) */
     int64_t auth_checks_burst; /* CHATFLEET_AUTH_CHECKS_BURST: of those, at once */
+    int64_t chats_per_min;     /* CHATFLEET_CHATS_PER_MIN: chats a user creates through one
+                                  gateway a minute, all of them at once at most (0: no limit) */
     /* A2A push notifications (api-gateway/a2a/a2a_push.h, deploy/OPERATIONS.md "Push
      * notifications"). The CIDR text is checked where it is used (common/net/egress.h). */
     char *push_allow_cidrs;          /* CHATFLEET_PUSH_ALLOW_CIDRS: allow-listed targets, or NULL */

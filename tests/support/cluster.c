@@ -69,14 +69,14 @@ static const char *s_role_name(cluster_role_t role) {
 }
 
 static void s_env(cluster_t *self, const cluster_opts_t *o) {
-    static const char *const defaults[] = {"CHATFLEET_LEASE_STALE_MS=3000",
-                                           "CHATFLEET_HEARTBEAT_MS=1000",
-                                           "CHATFLEET_ACQUIRE_POLL_MS=500",
-                                           "CHATFLEET_STREAM_POLL_MS=1000",
-                                           "CHATFLEET_SIM_CHUNK_MS=0",
-                                           "CHATFLEET_WORKER_SYNC_MS=200",
-                                           "CHATFLEET_PUSH_ALLOW_CIDRS=127.0.0.0/8,::1/128",
-                                           NULL};
+    static const char *const defaults[] = {
+        "CHATFLEET_LEASE_STALE_MS=3000", "CHATFLEET_HEARTBEAT_MS=1000",
+        "CHATFLEET_ACQUIRE_POLL_MS=500", "CHATFLEET_STREAM_POLL_MS=1000",
+        "CHATFLEET_SIM_CHUNK_MS=0", "CHATFLEET_WORKER_SYNC_MS=200",
+        "CHATFLEET_PUSH_ALLOW_CIDRS=127.0.0.0/8,::1/128",
+        /* suites create many chats as one user; the
+           limit has its own (test_gateway_auth_limit) */
+        "CHATFLEET_CHATS_PER_MIN=0", NULL};
     int n = 0;
     self->env = mem_calloc(64, sizeof(char *));
     self->env[n++] = mem_printf("CHATFLEET_DATABASE_URL=%s", cluster_db_url(self));
