@@ -9,10 +9,12 @@
 #include "jsonout.h"
 #include "log.h"
 #include "mem.h"
+#include "ratelimit.h"
 #include "whsig.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,10 @@ enum { RPC_INVALID_PARAMS = -32602, RPC_INTERNAL = -32603, A2A_TASK_NOT_FOUND = 
 static egress_t *s_egress;
 static int64_t s_configs_max = 100;
 static int64_t s_deliveries_per_min = 600;
+static int64_t s_timeout_ms = 5000;
+static int64_t s_inflight_max = 256;
+static int64_t s_user_inflight_max = 8;
+static int64_t s_config_per_min = 60;
 
 int a2a_push_configure(const config_t *cfg, char *why, size_t why_size) {
     char reason[EGRESS_WHY_MAX];
@@ -37,6 +43,10 @@ int a2a_push_configure(const config_t *cfg, char *why, size_t why_size) {
     s_egress = policy;
     s_configs_max = cfg->push_configs_max;
     s_deliveries_per_min = cfg->push_deliveries_per_min;
+    s_timeout_ms = cfg->push_timeout_ms;
+    s_inflight_max = cfg->push_inflight_max;
+    s_user_inflight_max = cfg->push_user_inflight_max;
+    s_config_per_min = cfg->push_config_per_min;
     return 0;
 }
 
@@ -316,20 +326,33 @@ int a2a_push_rpc(PGconn *conn, const char *user_id, a2a_push_op_t op, json_t *pa
 
 /* --- The pusher. --- */
 
+/* One delivery in flight on the pusher's multi handle: what its end records. */
+typedef struct {
+    json_t *cfg;           /* the claimed row */
+    char *state;           /* the state delivered */
+    bool final;            /* a 2xx ends the config: the task's terminal state */
+    char *body;            /* CURLOPT_POSTFIELDS points here */
+    struct curl_slist *hd; /* CURLOPT_HTTPHEADER points here */
+    CURL *h;
+    egress_call_t call; /* egress_curl_apply's state, alive until the transfer ends */
+    int64_t started_ms;
+} s_xfer_t;
+
 struct a2a_pusher {
     pool_t *pool;
     pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    bool stop;
+    CURLM *multi;
+    ratelimit_t *user_rate;   /* CHATFLEET_PUSH_DELIVERIES_PER_MIN, before the cluster's count */
+    ratelimit_t *config_rate; /* CHATFLEET_PUSH_CONFIG_PER_MIN */
+    s_xfer_t **xfers;         /* in flight: s_inflight_max slots, n_xfers used */
+    int n_xfers;
+    atomic_bool stop;
 };
 
 /* A string member of a claimed config row, or NULL. */
 static const char *s_field(json_t *cfg, const char *key) {
     return json_string_value(json_object_get(cfg, key));
 }
-
-typedef enum { S_SENT = 0, S_FAILED, S_REFUSED } s_post_t;
 
 /* Appends every header of one delivery through header.h, which refuses a name or a value it
  * would not send: 0, or -1 (the list is then the caller's to free, and nothing is sent). */
@@ -363,44 +386,6 @@ static int s_headers(json_t *cfg, const char *delivery_id, const char *body,
         return rc;
     }
     return 0;
-}
-
-/* POSTs body to the config's webhook under the egress policy: S_SENT on a 2xx answer (a body
- * past EGRESS_BODY_MAX_BYTES is cut off unread), S_FAILED on anything else (a 3xx is not
- * followed), S_REFUSED when the request may not be built at all (a header refused). */
-static s_post_t s_post(json_t *cfg, const char *delivery_id, const char *body, long *status,
-                       char *why, size_t why_size) {
-    *status = 0;
-    const char *url = s_field(cfg, "url");
-    struct curl_slist *hd = NULL;
-    if (!url || !header_text_ok(url) || s_headers(cfg, delivery_id, body, &hd) != 0) {
-        curl_slist_free_all(hd);
-        snprintf(why, why_size,
-                 "a header or the URL was refused (control characters, or no"
-                 " signing secret)");
-        return S_REFUSED;
-    }
-    CURL *h = curl_easy_init();
-    egress_call_t call;
-    if (!h || egress_curl_apply(s_egress, h, url, A2A_PUSH_TIMEOUT_MS, &call) != 0 ||
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd) != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body)) != CURLE_OK ||
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body) != CURLE_OK) {
-        snprintf(why, why_size, "%s", h ? call.why : "no curl handle");
-        curl_slist_free_all(hd);
-        curl_easy_cleanup(h);
-        return h ? S_REFUSED : S_FAILED;
-    }
-    CURLcode rc = curl_easy_perform(h);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-    bool answered = rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && call.cut);
-    snprintf(why, why_size, "%s",
-             call.refused                  ? call.why
-             : rc != CURLE_OK && !call.cut ? curl_easy_strerror(rc)
-                                           : "");
-    curl_slist_free_all(hd);
-    curl_easy_cleanup(h);
-    return answered && *status >= 200 && *status < 300 ? S_SENT : S_FAILED;
 }
 
 /* Takes one delivery from the owner's per-minute budget (a2a_push_rate, shared by every
@@ -504,10 +489,68 @@ static void s_record(pool_t *pool, json_t *cfg, const char *state, bool ok, bool
     }
 }
 
-/* Delivers what one claimed config is due. */
-static void s_deliver(pool_t *pool, json_t *cfg) {
-    const char *task_id = json_string_value(json_object_get(cfg, "task_id"));
-    const char *owner = json_string_value(json_object_get(cfg, "owner_id"));
+/* Puts a config off by delay_ms, for a local rate (reason): the claim is released, the attempts
+ * are untouched (it did not fail). */
+static void s_put_off(pool_t *pool, json_t *cfg, int64_t delay_ms, const char *reason) {
+    char *set =
+        mem_printf("next_at = now() + %lld * interval '1 millisecond'", (long long)delay_ms);
+    s_release(pool, cfg, set);
+    free(set);
+    log_info("a2a_push_deferred", "task_id=%s config_id=%s reason=%s delay_ms=%lld",
+             s_field(cfg, "task_id"), s_field(cfg, "id"), reason, (long long)delay_ms);
+}
+
+static void s_xfer_free(s_xfer_t **x_p) {
+    s_xfer_t *x = *x_p;
+    if (x) {
+        curl_easy_cleanup(x->h);
+        curl_slist_free_all(x->hd);
+        json_decref(x->cfg);
+        free(x->state);
+        free(x->body);
+        free(x);
+        *x_p = NULL;
+    }
+}
+
+/* Starts the POST of body to the config's webhook under the egress policy, ending by timeout_ms
+ * (connection included), on self's multi handle: 0; -1 with why when the request may not be
+ * built (a header or the URL refused: the config is given up, nothing is sent); 1 with why when
+ * curl could not take it now (a failed attempt). */
+static int s_post_start(a2a_pusher_t *self, s_xfer_t *x, const char *delivery_id,
+                        int64_t timeout_ms, char *why, size_t why_size) {
+    const char *url = s_field(x->cfg, "url");
+    if (!url || !header_text_ok(url) || s_headers(x->cfg, delivery_id, x->body, &x->hd) != 0) {
+        snprintf(why, why_size,
+                 "a header or the URL was refused (control characters, or no"
+                 " signing secret)");
+        return -1;
+    }
+    x->h = curl_easy_init();
+    if (!x->h || egress_curl_apply(s_egress, x->h, url, (long)timeout_ms, &x->call) != 0 ||
+        curl_easy_setopt(x->h, CURLOPT_HTTPHEADER, x->hd) != CURLE_OK ||
+        curl_easy_setopt(x->h, CURLOPT_POSTFIELDSIZE, (long)strlen(x->body)) != CURLE_OK ||
+        curl_easy_setopt(x->h, CURLOPT_POSTFIELDS, x->body) != CURLE_OK ||
+        curl_easy_setopt(x->h, CURLOPT_PRIVATE, x) != CURLE_OK) {
+        snprintf(why, why_size, "%s", x->h ? x->call.why : "no curl handle");
+        return x->h ? -1 : 1;
+    }
+    if (curl_multi_add_handle(self->multi, x->h) != CURLM_OK) {
+        snprintf(why, why_size, "the transfer could not be added");
+        return 1;
+    }
+    x->started_ms = id_now_ms();
+    self->xfers[self->n_xfers++] = x;
+    return 0;
+}
+
+/* Starts what one claimed config is due, to end by deadline_ms (id_now_ms clock): a POST on
+ * the multi handle, or at once a record (nothing to send), a deferral (over a rate) or a give
+ * up. Takes cfg. */
+static void s_start(a2a_pusher_t *self, json_t *cfg, int64_t deadline_ms) {
+    pool_t *pool = self->pool;
+    const char *task_id = s_field(cfg, "task_id");
+    const char *owner = s_field(cfg, "owner_id");
     PGconn *conn = pool_get(pool);
     a2a_task_t t;
     a2a_lookup_t rc = a2a_task_load(conn, task_id, owner, false, &t);
@@ -518,12 +561,14 @@ static void s_deliver(pool_t *pool, json_t *cfg) {
         if (rc == A2A_TASK_MISSING) {
             s_record(pool, cfg, "gone", true, true);
         }
+        json_decref(cfg);
         return;
     }
-    const char *state = s_next_state(&t, task_id, json_string_value(json_object_get(cfg, "sent")));
+    const char *state = s_next_state(&t, task_id, s_field(cfg, "sent"));
     if (!state) {
         s_record(pool, cfg, t.state, true, t.terminal);
         json_decref(t.task);
+        json_decref(cfg);
         return;
     }
     char *delivery_id = mem_printf("%s/%s", task_id, state);
@@ -535,74 +580,168 @@ static void s_deliver(pool_t *pool, json_t *cfg) {
     json_t *payload =
         json_pack("{s:{s:s,s:s,s:o,s:{s:s}}}", "statusUpdate", "taskId", task_id, "contextId",
                   t.context_id, "status", status, "metadata", "chatfleetDeliveryId", delivery_id);
-    char *body = jsonout_dumps(payload);
+    s_xfer_t *x = mem_calloc(1, sizeof *x);
+    x->cfg = cfg;
+    x->state = mem_strdup(state);
+    x->final = t.terminal && !strcmp(state, t.state);
+    x->body = jsonout_dumps(payload);
     json_decref(payload);
-    if (!s_rate_take(pool, owner)) {
+    json_decref(t.task);
+    /* The local buckets first (no query): a config over its own rate, or a user over theirs,
+     * waits for its next token; then the cluster-wide count per user. */
+    char *key = mem_printf("%s/%s/%s", owner, task_id, s_field(cfg, "id"));
+    int64_t now = id_now_ms();
+    int64_t retry_ms = 0;
+    char why[EGRESS_WHY_MAX];
+    if (!ratelimit_take(self->config_rate, key, now, &retry_ms)) {
+        s_put_off(pool, cfg, retry_ms, "config_rate");
+    } else if (!ratelimit_take(self->user_rate, owner, now, &retry_ms)) {
+        s_put_off(pool, cfg, retry_ms, "user_rate");
+    } else if (!s_rate_take(pool, owner)) {
         s_defer(pool, cfg);
+    } else if (deadline_ms - now < 100) {
+        s_put_off(pool, cfg, 0, "claim_lapsing"); /* the claim outlived its deadline: retake */
     } else {
-        long http_status = 0;
-        char why[EGRESS_WHY_MAX];
-        s_post_t sent = s_post(cfg, delivery_id, body, &http_status, why, sizeof why);
-        log_info("a2a_push_delivered",
-                 "task_id=%s config_id=%s state=%s ok=%d status=%ld error=\"%s\"", task_id,
-                 json_string_value(json_object_get(cfg, "id")), state, sent == S_SENT, http_status,
-                 why);
-        if (sent == S_REFUSED) {
+        int started = s_post_start(self, x, delivery_id, deadline_ms - now, why, sizeof why);
+        if (started < 0) {
             s_give_up(pool, cfg, why);
+        } else if (started > 0) {
+            log_warn("a2a_push_not_started", "task_id=%s reason=\"%s\"", task_id, why);
+            s_record(pool, cfg, state, false, false);
         } else {
-            s_record(pool, cfg, state, sent == S_SENT,
-                     sent == S_SENT && t.terminal && !strcmp(state, t.state));
+            x = NULL; /* in flight: s_finish records it */
         }
     }
-    free(body);
+    free(key);
     free(delivery_id);
-    json_decref(t.task);
+    s_xfer_free(&x);
 }
 
-/* Claims the due configs no live pusher holds (FOR UPDATE SKIP LOCKED, then a claim that
- * lapses after A2A_PUSH_CLAIM_MS) and delivers each. */
-static void s_pass(pool_t *pool) {
-    PGconn *conn = pool_get(pool);
-    int code = 0;
-    char claim[24];
-    char batch[24];
-    snprintf(claim, sizeof claim, "%d", A2A_PUSH_CLAIM_MS);
-    snprintf(batch, sizeof batch, "%d", A2A_PUSH_BATCH);
-    const char *p[] = {claim, batch};
+/* Records the end of one transfer (its result rc) and frees it. */
+static void s_finish(a2a_pusher_t *self, s_xfer_t *x, CURLcode rc) {
+    for (int i = 0; i < self->n_xfers; i++) {
+        if (self->xfers[i] == x) {
+            self->xfers[i] = self->xfers[--self->n_xfers];
+            break;
+        }
+    }
+    (void)curl_multi_remove_handle(self->multi, x->h); /* only fails on a foreign handle */
+    long status = 0;
+    (void)curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status); /* 0 when none */
+    /* A 2xx whose body ran past EGRESS_BODY_MAX_BYTES was cut off unread: still an answer. */
+    bool answered = rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && x->call.cut);
+    bool ok = answered && status >= 200 && status < 300;
+    log_info("a2a_push_delivered",
+             "task_id=%s config_id=%s state=%s ok=%d status=%ld ms=%lld error=\"%s\"",
+             s_field(x->cfg, "task_id"), s_field(x->cfg, "id"), x->state, ok, status,
+             (long long)(id_now_ms() - x->started_ms),
+             x->call.refused                  ? x->call.why
+             : rc != CURLE_OK && !x->call.cut ? curl_easy_strerror(rc)
+                                              : "");
+    s_record(self->pool, x->cfg, x->state, ok, ok && x->final);
+    s_xfer_free(&x);
+}
+
+/* Claims due configs no live pusher holds, as many as free slots allow (A2A_PUSH_BATCH at most),
+ * fairly: each owner's due configs are ranked by next_at after the ones this pusher has in
+ * flight, only ranks up to CHATFLEET_PUSH_USER_INFLIGHT_MAX are taken, and rank 1 of every
+ * owner before rank 2 of any. A claim lapses after the delivery deadline and
+ * A2A_PUSH_CLAIM_MARGIN_MS; each is started. Returns how many were claimed. */
+static int s_claim(a2a_pusher_t *self) {
+    int64_t room = s_inflight_max - self->n_xfers;
+    room = room < A2A_PUSH_BATCH ? room : A2A_PUSH_BATCH;
+    if (room <= 0) {
+        return 0;
+    }
+    char claim[DB_PARAM_INT64_LEN];
+    char batch[DB_PARAM_INT64_LEN];
+    char per_user[DB_PARAM_INT64_LEN];
+    /* The owners in flight, a uuid[] literal: one entry per transfer (uuids need no quotes). */
+    size_t busy_size = 3 + (size_t)self->n_xfers * (ID_UUID_LEN + 1);
+    char *busy = mem_calloc(1, busy_size);
+    size_t at = 0;
+    busy[at++] = '{';
+    for (int i = 0; i < self->n_xfers; i++) {
+        at += (size_t)snprintf(busy + at, busy_size - at, "%s%.*s", i ? "," : "", ID_UUID_LEN,
+                               s_field(self->xfers[i]->cfg, "owner_id"));
+    }
+    busy[at] = '}';
+    const char *p[] = {db_param_int64(claim, s_timeout_ms + A2A_PUSH_CLAIM_MARGIN_MS),
+                       db_param_int64(batch, room), busy,
+                       db_param_int64(per_user, s_user_inflight_max)};
+    int64_t deadline_ms = id_now_ms() + s_timeout_ms;
+    PGconn *conn = pool_get(self->pool);
     json_t *due = s_query(
         conn,
-        "UPDATE a2a_push_configs p SET claimed_until = now() + $1::bigint * interval"
-        " '1 millisecond' FROM (SELECT owner_id, task_id, id FROM a2a_push_configs WHERE NOT done"
-        " AND next_at <= now() AND (claimed_until IS NULL OR claimed_until < now()) ORDER BY"
-        " next_at LIMIT $2::int FOR UPDATE SKIP LOCKED) d WHERE p.owner_id = d.owner_id AND "
-        "p.task_id = d.task_id AND"
-        " p.id = d.id RETURNING jsonb_build_object('owner_id', p.owner_id, 'task_id', p.task_id,"
+        "WITH busy AS (SELECT b.owner_id, count(*) AS n FROM unnest($3::uuid[]) AS b(owner_id)"
+        " GROUP BY b.owner_id), ranked AS (SELECT c.owner_id, c.task_id, c.id, c.next_at,"
+        " row_number() OVER (PARTITION BY c.owner_id ORDER BY c.next_at) + coalesce(b.n, 0) AS rn"
+        " FROM a2a_push_configs c LEFT JOIN busy b ON b.owner_id = c.owner_id WHERE NOT c.done"
+        " AND c.next_at <= now() AND (c.claimed_until IS NULL OR c.claimed_until < now())),"
+        " pick AS (SELECT owner_id, task_id, id FROM ranked WHERE rn <= $4::int ORDER BY rn,"
+        " next_at LIMIT $2::int)"
+        " UPDATE a2a_push_configs p SET claimed_until = now() + $1::bigint * interval"
+        " '1 millisecond' FROM (SELECT q.owner_id, q.task_id, q.id FROM a2a_push_configs q JOIN"
+        " pick k ON k.owner_id = q.owner_id AND k.task_id = q.task_id AND k.id = q.id WHERE NOT"
+        " q.done AND (q.claimed_until IS NULL OR q.claimed_until < now()) FOR UPDATE OF q SKIP"
+        " LOCKED) d WHERE p.owner_id = d.owner_id AND p.task_id = d.task_id AND p.id = d.id"
+        " RETURNING jsonb_build_object('owner_id', p.owner_id, 'task_id', p.task_id,"
         " 'id', p.id, 'url', p.url, 'token', p.token, 'scheme', p.auth_scheme, 'credentials',"
         " p.auth_credentials, 'sent', p.sent_state, 'attempts', p.attempts, 'secret',"
         " p.signing_secret)",
-        2, p, &code);
-    pool_put(pool, conn);
+        4, p, &(int){0});
+    pool_put(self->pool, conn);
+    free(busy);
     size_t i;
     json_t *cfg;
     json_array_foreach(due, i, cfg) {
-        s_deliver(pool, cfg);
+        s_start(self, json_incref(cfg), deadline_ms);
     }
+    int n = (int)json_array_size(due);
     json_decref(due);
+    return n;
 }
 
+/* The pusher's one loop: claim every A2A_PUSH_POLL_MS (at once again after a full batch), drive
+ * every transfer, record each that ends. On stop, the transfers in flight are abandoned and
+ * their claims released: their deliveries stay due, for this or another gateway. */
 static void *s_run(void *arg) {
     a2a_pusher_t *self = arg;
-    pthread_mutex_lock(&self->lock);
-    while (!self->stop) {
-        pthread_mutex_unlock(&self->lock);
-        s_pass(self->pool);
-        pthread_mutex_lock(&self->lock);
-        if (!self->stop) {
-            struct timespec at = id_timespec_at(id_now_ms() + A2A_PUSH_POLL_MS);
-            pthread_cond_timedwait(&self->wake, &self->lock, &at);
+    int64_t next_pass = 0;
+    while (!atomic_load(&self->stop)) {
+        int64_t now = id_now_ms();
+        if (now >= next_pass) {
+            next_pass = now + (s_claim(self) >= A2A_PUSH_BATCH ? 0 : A2A_PUSH_POLL_MS);
+        }
+        int running = 0;
+        CURLMcode mc = curl_multi_perform(self->multi, &running);
+        CURLMsg *msg;
+        int left = 0;
+        while ((msg = curl_multi_info_read(self->multi, &left))) {
+            s_xfer_t *x = NULL;
+            if (msg->msg == CURLMSG_DONE &&
+                curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x) == CURLE_OK &&
+                x) {
+                s_finish(self, x, msg->data.result);
+            }
+        }
+        now = id_now_ms();
+        int wait_ms = next_pass > now ? (int)(next_pass - now) : 0;
+        if (mc == CURLM_OK) {
+            mc = curl_multi_poll(self->multi, NULL, 0, wait_ms, NULL);
+        }
+        if (mc != CURLM_OK) {
+            log_error("a2a_push_multi_failed", "error=\"%s\"", curl_multi_strerror(mc));
+            struct timespec pause = {.tv_nsec = (long)A2A_PUSH_POLL_MS * 1000000L};
+            nanosleep(&pause, NULL);
         }
     }
-    pthread_mutex_unlock(&self->lock);
+    while (self->n_xfers > 0) {
+        s_xfer_t *x = self->xfers[--self->n_xfers];
+        (void)curl_multi_remove_handle(self->multi, x->h);
+        s_release(self->pool, x->cfg, "next_at = now()");
+        s_xfer_free(&x);
+    }
     return NULL;
 }
 
@@ -613,11 +752,19 @@ a2a_pusher_t *a2a_pusher_new(pool_t *pool) {
     }
     a2a_pusher_t *self = mem_calloc(1, sizeof *self);
     self->pool = pool;
-    pthread_mutex_init(&self->lock, NULL);
-    id_cond_init(&self->wake);
-    if (pthread_create(&self->thread, NULL, s_run, self) != 0) {
-        pthread_cond_destroy(&self->wake);
-        pthread_mutex_destroy(&self->lock);
+    self->multi = curl_multi_init();
+    self->user_rate = ratelimit_new((double)s_deliveries_per_min / 60.0,
+                                    (double)s_deliveries_per_min, A2A_PUSH_RATE_KEYS);
+    self->config_rate =
+        ratelimit_new((double)s_config_per_min / 60.0, A2A_PUSH_CONFIG_BURST, A2A_PUSH_RATE_KEYS);
+    self->xfers = mem_calloc((size_t)s_inflight_max, sizeof *self->xfers);
+    atomic_init(&self->stop, false);
+    if (!self->multi || !self->user_rate || !self->config_rate ||
+        pthread_create(&self->thread, NULL, s_run, self) != 0) {
+        curl_multi_cleanup(self->multi);
+        ratelimit_destroy(&self->user_rate);
+        ratelimit_destroy(&self->config_rate);
+        free(self->xfers);
         free(self);
         return NULL;
     }
@@ -629,13 +776,13 @@ void a2a_pusher_destroy(a2a_pusher_t **self_p) {
     if (!self) {
         return;
     }
-    pthread_mutex_lock(&self->lock);
-    self->stop = true;
-    pthread_cond_signal(&self->wake);
-    pthread_mutex_unlock(&self->lock);
+    atomic_store(&self->stop, true);
+    (void)curl_multi_wakeup(self->multi); /* ends curl_multi_poll at once */
     pthread_join(self->thread, NULL);
-    pthread_cond_destroy(&self->wake);
-    pthread_mutex_destroy(&self->lock);
+    curl_multi_cleanup(self->multi);
+    ratelimit_destroy(&self->user_rate);
+    ratelimit_destroy(&self->config_rate);
+    free(self->xfers);
     free(self);
     *self_p = NULL;
 }

@@ -3,7 +3,12 @@
  * push notifications"; deploy/OPERATIONS.md, "Push notifications"). The configuration methods
  * read and write a2a_push_configs; the pusher is one thread per gateway that delivers each
  * configured task's state changes to its webhook from that table, so a delivery survives any
- * gateway's restart or kill -9.
+ * gateway's restart or kill -9. It runs many POSTs at once on one libcurl multi handle (issue
+ * 42): at most CHATFLEET_PUSH_INFLIGHT_MAX, of which CHATFLEET_PUSH_USER_INFLIGHT_MAX one
+ * user's, claimed every user's first before anyone's second; each ends by its deadline
+ * (CHATFLEET_PUSH_TIMEOUT_MS, connection included); a config has one in flight at most and
+ * starts at most CHATFLEET_PUSH_CONFIG_PER_MIN a minute. A failure backs off its config alone,
+ * so one user's hanging webhooks never delay another user's deliveries.
  *
  * A delivery is an HTTP POST of a StreamResponse {"statusUpdate":{taskId, contextId, status,
  * metadata:{"chatfleetDeliveryId"}}} with Content-Type application/a2a+json, the config's
@@ -42,17 +47,19 @@
 #include "pool.h"
 
 #define A2A_PUSH_POLL_MS          200  /* how often the pusher looks for due deliveries */
-#define A2A_PUSH_TIMEOUT_MS       5000 /* one webhook POST, connection included */
-#define A2A_PUSH_CLAIM_MS         8000 /* a claim outlives one POST; then it is anyone's */
+#define A2A_PUSH_CLAIM_MARGIN_MS  3000 /* a claim outlives its delivery's deadline by this */
 #define A2A_PUSH_BACKOFF_MS       500  /* the first retry's delay; doubles per failure */
 #define A2A_PUSH_BACKOFF_MAX_MS   30000
-#define A2A_PUSH_ATTEMPTS         12 /* failures in a row before a config is given up */
-#define A2A_PUSH_BATCH            16 /* configs claimed per pass */
-#define A2A_PUSH_TASK_CONFIGS_MAX 10 /* configs per task */
+#define A2A_PUSH_ATTEMPTS         12   /* failures in a row before a config is given up */
+#define A2A_PUSH_BATCH            32   /* configs claimed per pass at most */
+#define A2A_PUSH_CONFIG_BURST     5    /* deliveries one config may start at once */
+#define A2A_PUSH_RATE_KEYS        4096 /* users, and configs, each rate table tracks */
+#define A2A_PUSH_TASK_CONFIGS_MAX 10   /* configs per task */
 
 /* Sets the delivery policy from cfg (the allow-list, the per-user limits) for every later
  * call and the pusher; call it once at start, before any request and a2a_pusher_new. Without
- * it the defaults hold (no allow-list, 100 configs, 600 deliveries a minute). Returns 0; or -1
+ * it the defaults hold (no allow-list, 100 configs, 600 deliveries a minute, config.c's
+ * CHATFLEET_PUSH_* defaults). Returns 0; or -1
  * with why (why_size bytes) when CHATFLEET_PUSH_ALLOW_CIDRS is not a list of CIDRs: the
  * gateway does not start. */
 int a2a_push_configure(const config_t *cfg, char *why, size_t why_size);
@@ -85,7 +92,8 @@ typedef struct a2a_pusher a2a_pusher_t;
 /* Starts the pusher thread on pool's connections. NULL on failure. */
 a2a_pusher_t *a2a_pusher_new(pool_t *pool);
 
-/* Stops the thread (a POST in flight ends at its timeout) and frees it; NULL-safe. */
+/* Stops the thread at once (POSTs in flight are abandoned and their claims released: those
+ * deliveries stay due) and frees it; NULL-safe. */
 void a2a_pusher_destroy(a2a_pusher_t **self_p);
 
 #endif

@@ -124,6 +124,10 @@ config_t *config_new(void) {
         s_num_or_zero("CHATFLEET_CHATS_PER_MIN", 600, &self->chats_per_min) ||
         s_num("CHATFLEET_PUSH_CONFIGS_MAX", 100, &self->push_configs_max) ||
         s_num("CHATFLEET_PUSH_DELIVERIES_PER_MIN", 600, &self->push_deliveries_per_min) ||
+        s_num("CHATFLEET_PUSH_TIMEOUT_MS", 5000, &self->push_timeout_ms) ||
+        s_num("CHATFLEET_PUSH_INFLIGHT_MAX", 256, &self->push_inflight_max) ||
+        s_num("CHATFLEET_PUSH_USER_INFLIGHT_MAX", 8, &self->push_user_inflight_max) ||
+        s_num("CHATFLEET_PUSH_CONFIG_PER_MIN", 60, &self->push_config_per_min) ||
         s_num("CHATFLEET_CHAT_MAX_ATTACHMENTS", 50, &self->chat_max_attachments) ||
         s_num("CHATFLEET_FILE_QUOTA_BYTES", 1024LL * 1024 * 1024, &self->file_quota_bytes) ||
         s_auto_archive(self)) {
@@ -256,7 +260,9 @@ void config_log(const config_t *self) {
         "auth_cache_ms=%lld auth_checks_per_s=%lld auth_checks_burst=%lld chats_per_min=%lld "
         "push_allow_cidrs=%s "
         "push_configs_max=%lld "
-        "push_deliveries_per_min=%lld chat_max_attachments=%lld file_quota_bytes=%lld "
+        "push_deliveries_per_min=%lld push_timeout_ms=%lld push_inflight_max=%lld "
+        "push_user_inflight_max=%lld push_config_per_min=%lld chat_max_attachments=%lld "
+        "file_quota_bytes=%lld "
         "auto_archive_days=%lld auto_archive_interval_ms=%lld auto_archive_batch=%lld "
         "test_clock_offset_s=%lld",
         url, self->http_listen, self->http_tls_cert ? self->http_tls_cert : "(unset)",
@@ -274,6 +280,8 @@ void config_log(const config_t *self) {
         (long long)self->auth_checks_per_s, (long long)self->auth_checks_burst,
         (long long)self->chats_per_min, self->push_allow_cidrs ? self->push_allow_cidrs : "(none)",
         (long long)self->push_configs_max, (long long)self->push_deliveries_per_min,
+        (long long)self->push_timeout_ms, (long long)self->push_inflight_max,
+        (long long)self->push_user_inflight_max, (long long)self->push_config_per_min,
         (long long)self->chat_max_attachments, (long long)self->file_quota_bytes,
         (long long)self->auto_archive_days, (long long)self->auto_archive_interval_ms,
         (long long)self->auto_archive_batch, (long long)self->test_clock_offset_s);

@@ -59,6 +59,10 @@ typedef struct {
     char *push_allow_cidrs;          /* CHATFLEET_PUSH_ALLOW_CIDRS: allow-listed targets, or NULL */
     int64_t push_configs_max;        /* CHATFLEET_PUSH_CONFIGS_MAX: configs per user */
     int64_t push_deliveries_per_min; /* CHATFLEET_PUSH_DELIVERIES_PER_MIN: per user */
+    int64_t push_timeout_ms;         /* CHATFLEET_PUSH_TIMEOUT_MS: one POST's deadline */
+    int64_t push_inflight_max;       /* CHATFLEET_PUSH_INFLIGHT_MAX: POSTs at once per gateway */
+    int64_t push_user_inflight_max;  /* CHATFLEET_PUSH_USER_INFLIGHT_MAX: one user's, of those */
+    int64_t push_config_per_min;     /* CHATFLEET_PUSH_CONFIG_PER_MIN: one config's POSTs */
     /* Files (ARCHITECTURE.md §3, "Files"). */
     int64_t chat_max_attachments; /* CHATFLEET_CHAT_MAX_ATTACHMENTS: files a chat holds */
     int64_t file_quota_bytes;     /* CHATFLEET_FILE_QUOTA_BYTES: all of a user's files */
