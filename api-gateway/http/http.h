@@ -54,6 +54,7 @@ typedef struct {
     bool authed;                         /* user_id was checked already (the server does it
                                             before reading the body) */
     struct MHD_Connection *conn;         /* the connection (NULL without a server) */
+    const char *version;                 /* the request's, "HTTP/1.1" (NULL without a server) */
     void *stream;                        /* a streamed body's state: the route's sink sets it,
                                             its handler or release frees it */
 } http_req_t;

@@ -395,7 +395,6 @@ static enum MHD_Result s_take(httpd_t *self, upload_t *up, const char *upload,
 static enum MHD_Result s_access(void *cls, struct MHD_Connection *mhd, const char *url,
                                 const char *method, const char *version, const char *upload,
                                 size_t *upload_size, void **req_cls) {
-    (void)version;
     httpd_t *self = cls;
     upload_t *up = *req_cls;
     if (!up) {
@@ -411,7 +410,8 @@ static enum MHD_Result s_access(void *cls, struct MHD_Connection *mhd, const cha
                                .lookup_ctx = mhd,
                                .method = method,
                                .path = url,
-                               .conn = mhd};
+                               .conn = mhd,
+                               .version = version};
         *req_cls = up;
         return s_first(self, up);
     }

@@ -176,6 +176,16 @@ void episode_sync(episode_t *self, int64_t history_version, int64_t generation_a
     }
 }
 
+bool episode_take(episode_t *self, const hub_part_t *hp) {
+    const wire_part_t *part = hub_part_wire(hp);
+    if (!self->following || part->history_version != self->history_version ||
+        part->generation_attempt != self->generation_attempt || part->seq != self->last_seq + 1) {
+        return false;
+    }
+    self->last_seq = part->seq;
+    return true;
+}
+
 void episode_live(episode_t *self, hub_part_t *hp) {
     const wire_part_t *part = hub_part_wire(hp);
     if (self->following && part->history_version == self->history_version &&

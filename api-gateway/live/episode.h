@@ -59,6 +59,12 @@ void episode_sync(episode_t *self, int64_t history_version, int64_t generation_a
  * older or of another history is dropped (the next sync says what is current). */
 void episode_live(episode_t *self, hub_part_t *part);
 
+/* The hub's fast path: when part is the next one of the episode followed (the same episode,
+ * seq the last delivered + 1), counts it as delivered and returns true, and the caller sends
+ * the part's shared frame itself (ops.part is not called); false, changing nothing, for any
+ * other part (episode_live judges it). */
+bool episode_take(episode_t *self, const hub_part_t *part);
+
 /* Delivers the parts of the episode followed after the last one delivered: from the hub's
  * episode log when it holds them, else from the worker the last sync named (pages of
  * EPISODE_RELAY_PAGE, each within EPISODE_RELAY_TIMEOUT_MS, under gw->relay_lock). What

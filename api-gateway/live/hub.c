@@ -65,6 +65,9 @@ struct hub {
     hub_ops_t ops;
     hub_versions_fn *versions;
     void *versions_ctx;
+    void **flushq; /* the streams to flush after this batch (hub thread only) */
+    size_t nflush;
+    size_t flush_cap;
 };
 
 const wire_part_t *hub_part_wire(const hub_part_t *self) {
@@ -312,15 +315,22 @@ static void s_bucket_sync(hub_t *self, const char *key, const hint_update_t *u) 
     }
 }
 
+/* Hands one bus message to the streams it concerns. Lock held. */
 static void s_dispatch(hub_t *self, const wire_msg_t *m) {
-    pthread_mutex_lock(&self->lock);
     if (m->type == WIRE_PART) {
         bucket_t *b = zhashx_lookup(self->buckets, m->u.part.chat_id);
         if (b) {
             hub_part_t *p = s_part_new(&m->u.part);
             s_episode_add(b, p);
             for (hub_entry_t *e = b->head; e; e = e->next) {
-                self->ops.part(e->stream, p);
+                if (self->ops.part(e->stream, p)) {
+                    if (self->nflush == self->flush_cap) {
+                        self->flush_cap = self->flush_cap ? self->flush_cap * 2 : 1024;
+                        self->flushq =
+                            mem_realloc(self->flushq, self->flush_cap * sizeof *self->flushq);
+                    }
+                    self->flushq[self->nflush++] = e->stream;
+                }
             }
             hub_part_unref(&p);
         }
@@ -344,7 +354,26 @@ static void s_dispatch(hub_t *self, const wire_msg_t *m) {
             }
         }
     }
+}
+
+/* Dispatches the message in m and whatever else the bus holds now (HUB_BATCH_MAX messages in
+ * all), then flushes the streams that asked: their parts of the batch go out together. The
+ * flush runs without the lock (it writes to sockets), so streams open and close, and their
+ * jobs read the episode log, meanwhile. */
+static void s_dispatch_batch(hub_t *self, bus_subscriber_t *sub, wire_msg_t *m) {
+    pthread_mutex_lock(&self->lock);
+    int n = 0;
+    do {
+        if (m->type == WIRE_PART || m->type == WIRE_UPDATE) {
+            s_dispatch(self, m);
+        }
+        wire_msg_clear(m);
+    } while (++n < HUB_BATCH_MAX && bus_subscriber_recv(sub, m, 0) == 1);
     pthread_mutex_unlock(&self->lock);
+    for (size_t i = 0; i < self->nflush; i++) {
+        self->ops.flush(self->flushq[i]);
+    }
+    self->nflush = 0;
 }
 
 /* Calls tick on every entry. */
@@ -440,10 +469,7 @@ static void *s_run(void *arg) {
         }
         wire_msg_t m;
         if (bus_subscriber_recv(sub, &m, HUB_RECV_TIMEOUT_MS) == 1) {
-            if (m.type == WIRE_PART || m.type == WIRE_UPDATE) {
-                s_dispatch(self, &m);
-            }
-            wire_msg_clear(&m);
+            s_dispatch_batch(self, sub, &m);
         }
         int64_t now = id_now_ms();
         if (now >= next_poll) {
@@ -501,6 +527,7 @@ void hub_destroy(hub_t **self_p) {
     }
     zhashx_destroy(&self->buckets);
     zhashx_destroy(&self->users);
+    free(self->flushq);
     pthread_mutex_destroy(&self->lock);
     free(self->endpoint);
     free(self);

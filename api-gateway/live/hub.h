@@ -10,7 +10,9 @@
  * are polled (hub_set_versions): one read of their snapshot versions, and a chat whose version
  * is newer than every hint the hub saw for it wakes its streams as a hint would; every
  * HUB_TICK_MS every stream gets a tick (keep-alives, delayed syncs). Hints are only hints: a
- * stream that misses one catches up on the next poll.
+ * stream that misses one catches up on the next poll. The hub reads the bus in batches (what
+ * it holds, up to HUB_BATCH_MAX messages) and a stream's parts of one batch are flushed
+ * together: a stream that lags gets them in one write.
  *
  * One thread owns the subscriber; streams register and unregister from any thread. The hub
  * calls a stream's ops with its lock held, so they must only take the stream's own lock.
@@ -18,6 +20,7 @@
 #ifndef CHATFLEET_HUB_H
 #define CHATFLEET_HUB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,8 +28,9 @@
 
 #define HUB_USER_PREFIX       "user:" /* the key of a watch: "user:<user_id>" */
 #define HUB_TICK_MS           1000
-#define HUB_POLL_BATCH        500           /* chats whose versions one poll read asks for */
-#define HUB_EPISODE_PARTS_MAX 8192          /* parts an episode log keeps; beyond: the relay */
+#define HUB_BATCH_MAX         256  /* bus messages read in one batch before the streams flush */
+#define HUB_POLL_BATCH        500  /* chats whose versions one poll read asks for */
+#define HUB_EPISODE_PARTS_MAX 8192 /* parts an episode log keeps; beyond: the relay */
 #define HUB_EPISODE_BYTES_MAX (1024 * 1024) /* bytes of part JSON an episode log keeps */
 
 typedef struct hub hub_t;
@@ -48,10 +52,14 @@ void hub_part_unref(hub_part_t **self_p);
 typedef char *(hub_part_encode_fn)(const wire_part_t *part);
 const char *hub_part_frame(hub_part_t *self, hub_part_encode_fn *encode, size_t *len);
 
-/* What the hub calls on a registered stream, from its own thread. */
+/* What the hub calls on a registered stream, from its own thread. The hub reads what the bus
+ * holds in a batch (at most HUB_BATCH_MAX messages) and calls part for each live part of the
+ * batch, in order; a stream that answers true holds itself alive for one call of flush, which
+ * comes after the batch, without the hub's lock (the stream may be removed meanwhile). */
 typedef struct {
     void (*sync)(void *stream, const hint_update_t *hint); /* a chat's hint; NULL: sync it all */
-    void (*part)(void *stream, hub_part_t *part);          /* a live part (ref it to keep it) */
+    bool (*part)(void *stream, hub_part_t *part);          /* a live part (ref it to keep it) */
+    void (*flush)(void *stream);                           /* the batch's parts are all in */
     void (*close)(void *stream);                           /* the gateway is stopping */
     void (*tick)(void *stream, int64_t now_ms);            /* every HUB_TICK_MS */
 } hub_ops_t;

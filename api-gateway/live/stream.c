@@ -194,6 +194,12 @@ static void s_on_episode_part(void *owner, const episode_part_t *p) {
               0);
 }
 
+/* The hub's fast path (feed_live_fn): the shared frame of the next part of the episode. */
+static const char *s_on_live(void *owner, hub_part_t *part, size_t *len) {
+    stream_t *s = owner;
+    return episode_take(s->episode, part) ? hub_part_frame(part, s_part_frame, len) : NULL;
+}
+
 static void s_on_episode_reset(void *owner) {
     stream_t *s = owner;
     s_emit(s, "preview_reset", json_object(), 0);
@@ -419,6 +425,8 @@ void stream_handle(void *app, http_req_t *req, http_resp_t *resp) {
         http_busy(resp, "too many open streams for this user");
         return;
     }
+    feed_live(s->feed, s_on_live);
+    feed_direct(s->feed, req->version);
     log_info("stream_opened", "chat_id=%s user_id=%s after_id=%lld", s->chat_id, s->user_id,
              (long long)s->after_id);
     resp->status = 200;

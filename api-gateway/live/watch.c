@@ -357,6 +357,7 @@ void watch_handle(void *app, http_req_t *req, http_resp_t *resp) {
         http_busy(resp, "too many open streams for this user");
         return;
     }
+    feed_direct(w->feed, req->version);
     log_info("watch_opened", "user_id=%s", w->user_id);
     resp->status = 200;
 }

@@ -5,10 +5,13 @@
  * Last-Event-ID neither misses nor repeats a message, and is told (history_reset) when an
  * edit deletes rows at or before its resume point; a client on the other gateway sees the
  * same committed messages; the poll costs an idle chat's streams no read, and still brings
- * them a change that no hint announced; a hinted change whose read failed arrives all the same.
+ * them a change that no hint announced; a hinted change whose read failed arrives all the same;
+ * a client that reads nothing while megabytes of parts pile up for it (the gateway's socket
+ * full, its writes partial and coalesced) then gets every part once, in order, framed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -28,6 +31,7 @@
 #include "mem.h"
 #include "proc.h"
 #include "sse.h"
+#include "ssefan.h"
 
 #define WORKER  "11111111-1111-4111-8111-111111111111"
 #define RUNNER  "22222222-2222-4222-8222-222222222222"
@@ -143,11 +147,10 @@ static int s_finish(chatstate_t *cs, const char *chat, cs_error_t *err) {
     return chatstate_finish_turn(cs, &f, NULL, 0, err);
 }
 
-static void s_part(const char *chat, int64_t seq, const char *text) {
-    cs_fence_t f;
-    s_fence(chat, &f);
-    wire_part_t p = {.history_version = f.history_version,
-                     .generation_attempt = f.generation_attempt,
+/* Publishes part seq of chat's episode (f: the chat's fence). */
+static void s_part_of(const char *chat, const cs_fence_t *f, int64_t seq, const char *text) {
+    wire_part_t p = {.history_version = f->history_version,
+                     .generation_attempt = f->generation_attempt,
                      .seq = seq};
     snprintf(p.chat_id, sizeof p.chat_id, "%s", chat);
     snprintf(p.role, sizeof p.role, "assistant");
@@ -156,6 +159,12 @@ static void s_part(const char *chat, int64_t seq, const char *text) {
     p.part.len = strlen(json);
     assert_int_equal(bus_publisher_part(s_bus, &p), 0);
     free(json);
+}
+
+static void s_part(const char *chat, int64_t seq, const char *text) {
+    cs_fence_t f;
+    s_fence(chat, &f);
+    s_part_of(chat, &f, seq, text);
 }
 
 /* A new chat whose first message is "hi" (the created Chat; the caller frees it). */
@@ -593,6 +602,88 @@ static int s_teardown(void **state) {
     return cluster_destroy(&s_cluster) == 0 ? 0 : -1;
 }
 
+#define LAG_PARTS      1500
+#define LAG_PART_BYTES 8000 /* 12 MB in all: more than the sockets between them hold */
+
+typedef struct {
+    int64_t next; /* the seq expected next */
+    bool bad;     /* a part out of order, repeated, or not the text sent */
+} lag_t;
+
+static void s_on_lag_event(void *ctx, int conn, const char *event, const char *data, size_t len,
+                           int64_t now_us) {
+    (void)conn;
+    (void)len;
+    (void)now_us;
+    lag_t *l = ctx;
+    if (strcmp(event, "message_part") != 0) {
+        return;
+    }
+    json_t *e = json_loads(data, 0, NULL);
+    json_t *mp = json_object_get(e, "message_part");
+    int64_t seq = json_integer_value(json_object_get(mp, "seq"));
+    const char *text = json_string_value(json_object_get(json_object_get(mp, "part"), "text"));
+    char head[32];
+    snprintf(head, sizeof head, "p%lld-", (long long)seq);
+    l->bad |= seq != l->next || !text || strncmp(text, head, strlen(head)) != 0 ||
+              strlen(text) != LAG_PART_BYTES;
+    l->next = seq + 1;
+    json_decref(e);
+}
+
+/* The gateway writes a stream's parts as they come and, when the client does not read, keeps
+ * the rest and coalesces what follows: the client that reads late still gets each part once, in
+ * order, in a well-framed chunked body (ssefan fails the connection on a framing error). */
+static void test_a_client_that_reads_late_gets_every_part_in_order(void **u) {
+    (void)u;
+    json_t *c = s_new_chat();
+    const char *chat = json_string_value(json_object_get(c, "id"));
+    ssefan_t *fan = ssefan_new(cluster_url(s_cluster, 0), cluster_token(s_cluster));
+    assert_non_null(fan);
+    lag_t l = {.next = 1};
+    ssefan_set_handler(fan, s_on_lag_event, &l);
+    char *path = mem_printf("/api/v2/chats/%s/stream", chat);
+    int conn = ssefan_open(fan, path);
+    int64_t end = id_now_ms() + WAIT_MS;
+    while (ssefan_count(fan, conn, "preview_reset") == 0 && id_now_ms() < end) {
+        ssefan_poll(fan, 50);
+    }
+    /* The attempt's hint reaches the stream (so its parts will): the new episode's reset. */
+    s_worker(chat, s_acquire);
+    s_worker(chat, s_attempt);
+    while (ssefan_count(fan, conn, "preview_reset") < 2 && id_now_ms() < end) {
+        ssefan_poll(fan, 50);
+    }
+    assert_int_equal(ssefan_count(fan, conn, "preview_reset"), 2);
+    /* The parts, paced for the bus's high-water marks, while the client reads nothing. */
+    cs_fence_t f;
+    s_fence(chat, &f);
+    char *text = mem_alloc(LAG_PART_BYTES + 1);
+    for (int seq = 1; seq <= LAG_PARTS; seq++) {
+        int k = snprintf(text, LAG_PART_BYTES + 1, "p%d-", seq);
+        memset(text + k, 'x', (size_t)(LAG_PART_BYTES - k));
+        text[LAG_PART_BYTES] = '\0';
+        s_part_of(chat, &f, seq, text);
+        if (seq % 50 == 0) {
+            usleep(20 * 1000);
+        }
+    }
+    free(text);
+    usleep(500 * 1000);
+    end = id_now_ms() + 4 * WAIT_MS;
+    while (l.next <= LAG_PARTS && !l.bad && ssefan_state(fan, conn) == SSEFAN_OPEN &&
+           id_now_ms() < end) {
+        ssefan_poll(fan, 50);
+    }
+    assert_false(l.bad);
+    assert_int_equal(ssefan_state(fan, conn), SSEFAN_OPEN);
+    assert_int_equal(l.next, LAG_PARTS + 1);
+    assert_int_equal(ssefan_count(fan, conn, "message_part"), LAG_PARTS);
+    ssefan_destroy(&fan);
+    free(path);
+    json_decref(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_bootstrap_sends_preview_reset_after_the_snapshot),
@@ -605,6 +696,7 @@ int main(void) {
         cmocka_unit_test(
             test_the_poll_reads_a_chat_once_and_still_finds_a_change_no_hint_announced),
         cmocka_unit_test(test_a_hinted_change_whose_read_failed_still_reaches_the_stream),
+        cmocka_unit_test(test_a_client_that_reads_late_gets_every_part_in_order),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }

@@ -65,6 +65,7 @@ struct ssefan {
     int cap;
     int next_queued; /* conns below this have left SSEFAN_QUEUED */
     int connecting;
+    int connecting_max; /* SSEFAN_CONNECTING_MAX unless ssefan_set_pace said otherwise */
     char names[SSEFAN_NAMES_MAX][SSEFAN_NAME_BYTES];
     int nnames;
     ssefan_event_fn *fn;
@@ -121,6 +122,7 @@ ssefan_t *ssefan_new(const char *base_url, const char *token) {
         return NULL;
     }
     self->rbuf = mem_alloc(SSEFAN_READ_BYTES);
+    self->connecting_max = SSEFAN_CONNECTING_MAX;
     ssefan_raise_nofile();
     return self;
 }
@@ -156,6 +158,10 @@ void ssefan_destroy(ssefan_t **self_p) {
     close(self->ep);
     free(self);
     *self_p = NULL;
+}
+
+void ssefan_set_pace(ssefan_t *self, int connecting_max) {
+    self->connecting_max = connecting_max > 0 ? connecting_max : 1;
 }
 
 void ssefan_set_handler(ssefan_t *self, ssefan_event_fn *fn, void *ctx) {
@@ -479,7 +485,7 @@ int ssefan_poll(ssefan_t *self, int timeout_ms) {
     int64_t deadline = ssefan_now_us() + (int64_t)timeout_ms * 1000;
     struct epoll_event evs[SSEFAN_EVENTS_MAX];
     for (;;) {
-        while (self->next_queued < self->n && self->connecting < SSEFAN_CONNECTING_MAX) {
+        while (self->next_queued < self->n && self->connecting < self->connecting_max) {
             int i = self->next_queued++;
             if (self->conns[i].state == SSEFAN_QUEUED) {
                 s_connect(self, i);
@@ -507,7 +513,8 @@ int ssefan_poll(ssefan_t *self, int timeout_ms) {
                 s_readable(self, i);
             }
         }
-        if (ssefan_now_us() >= deadline) {
+        /* A full batch: more may be ready (a poll drains what is ready, timeout 0 too). */
+        if (k < SSEFAN_EVENTS_MAX && ssefan_now_us() >= deadline) {
             return self->parsed;
         }
     }

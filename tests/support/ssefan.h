@@ -5,8 +5,9 @@
  * connection it keeps the HTTP status, a count of events by name and the monotonic time of
  * the first message_part, and it can hand every event to a callback. No thread and no
  * libcurl: a curl handle per stream costs more than the gateway's side being measured.
- * Opening is paced (at most SSEFAN_CONNECTING_MAX connections waiting for their response
- * head), so a burst of opens does not overflow the server's listen backlog.
+ * Opening is paced (at most SSEFAN_CONNECTING_MAX connections, or ssefan_set_pace's, waiting
+ * for their response head), so a burst of opens does not overflow the server's listen backlog.
+ * One ssefan per process or thread: a bench that needs more client CPU runs several.
  */
 #ifndef CHATFLEET_SSEFAN_H
 #define CHATFLEET_SSEFAN_H
@@ -48,6 +49,10 @@ void ssefan_destroy(ssefan_t **self_p);
  * limit now in force. */
 long ssefan_raise_nofile(void);
 
+/* Sets the most connections waiting for their response head at once (SSEFAN_CONNECTING_MAX
+ * unless set; at least 1): clients in several processes share the server's listen backlog. */
+void ssefan_set_pace(ssefan_t *self, int connecting_max);
+
 /* Sets the event callback (fn NULL: none). */
 void ssefan_set_handler(ssefan_t *self, ssefan_event_fn *fn, void *ctx);
 
@@ -55,8 +60,8 @@ void ssefan_set_handler(ssefan_t *self, ssefan_event_fn *fn, void *ctx);
  * ssefan_poll. */
 int ssefan_open(ssefan_t *self, const char *path);
 
-/* Runs the event loop for at most timeout_ms (0: only what is ready) and returns the number of
- * events parsed; -1 when epoll fails. */
+/* Runs the event loop for at least timeout_ms and until what is ready is read (0: only what
+ * is ready, all of it) and returns the number of events parsed; -1 when epoll fails. */
 int ssefan_poll(ssefan_t *self, int timeout_ms);
 
 /* Closes the connection conn (its state becomes SSEFAN_CLOSED). */
