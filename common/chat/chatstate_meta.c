@@ -111,16 +111,21 @@ int chatstate_mark_read(PGconn *conn, const char *chat_id, const char *user_id,
     const char *p[] = {chat_id, user_id, db_param_int64(id, message_id)};
     char msg[200] = "";
     /* Only the owner's marker, and only forward: a read of an older page, or a stream that
-     * delivered less than a page did, leaves it where it is (and writes no row version). */
-    db_err_t e = db_exec(conn, msg, sizeof msg,
-                         "INSERT INTO chat_read_markers (chat_id, user_id, last_read_message_id)"
-                         " SELECT id, owner_id, $3::bigint FROM chats"
-                         " WHERE id = $1::uuid AND owner_id = $2::uuid"
-                         " ON CONFLICT (chat_id, user_id) DO UPDATE"
-                         " SET last_read_message_id = EXCLUDED.last_read_message_id"
-                         " WHERE chat_read_markers.last_read_message_id"
-                         " < EXCLUDED.last_read_message_id",
-                         3, p);
+     * delivered less than a page did, leaves it where it is. Such a mark locks nothing and
+     * writes nothing, so it commits without a WAL flush: an ON CONFLICT DO UPDATE would lock
+     * the row even when its WHERE refuses, and 10,000 streams of one chat marking the same
+     * message would queue on that lock, a flushed commit each (tests/bench/README.md,
+     * "streams/run"). Two first marks at once keep one of them; the next mark moves it on. */
+    db_err_t e = db_exec(
+        conn, msg, sizeof msg,
+        "WITH moved AS (UPDATE chat_read_markers SET last_read_message_id = $3::bigint"
+        " WHERE chat_id = $1::uuid AND user_id = $2::uuid AND last_read_message_id < $3::bigint"
+        " RETURNING 1)"
+        " INSERT INTO chat_read_markers (chat_id, user_id, last_read_message_id)"
+        " SELECT id, owner_id, $3::bigint FROM chats WHERE id = $1::uuid AND owner_id = $2::uuid"
+        " AND NOT EXISTS (SELECT 1 FROM chat_read_markers WHERE chat_id = $1::uuid"
+        " AND user_id = $2::uuid) ON CONFLICT (chat_id, user_id) DO NOTHING",
+        3, p);
     if (e != DB_OK) {
         char q[256];
         log_warn("mark_read_failed", "chat_id=%s user_id=%s message_id=%lld reason=%s", chat_id,
