@@ -212,6 +212,12 @@ static void s_client_key(const http_req_t *req, char *out, size_t size) {
     const struct sockaddr *sa = ci ? ci->client_addr : NULL;
     if (sa && sa->sa_family == AF_INET) {
         inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)size);
+    } else if (sa && sa->sa_family == AF_INET6 &&
+               IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)sa)->sin6_addr)) {
+        /* An IPv4 client of a dual-stack socket: its own address, not the mapped /64 that
+         * every IPv4 client shares. */
+        inet_ntop(AF_INET, ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr + 12, out,
+                  (socklen_t)size);
     } else if (sa && sa->sa_family == AF_INET6) {
         struct in6_addr a = ((const struct sockaddr_in6 *)sa)->sin6_addr;
         memset(a.s6_addr + 8, 0, 8);
