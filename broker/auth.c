@@ -1,4 +1,4 @@
-/* auth: the broker's CURVE keys, zauth, and the admitted keys' roles; see auth.h. */
+/* auth: the broker's CURVE keys, its ZAP handler, and the admitted keys' roles; see auth.h. */
 #include "auth.h"
 #include "log.h"
 #include "mem.h"
@@ -11,7 +11,7 @@
 struct auth {
     curve_key_t server;
     char allow_dir[1024];
-    zactor_t *zap;
+    zsock_t *zap;       /* REP bound at AUTH_ZAP_ENDPOINT */
     zhashx_t *roles;    /* public key (z85) -> role (owned strings) */
     uint64_t signature; /* of the directory listing at the last read */
 };
@@ -107,9 +107,8 @@ auth_t *auth_new(const char *server_key_path, const char *allow_dir, char *err, 
     }
     snprintf(self->allow_dir, sizeof self->allow_dir, "%s", allow_dir);
     self->roles = s_read_dir(allow_dir);
-    self->zap = zactor_new(zauth, NULL);
-    if (!self->roles || !self->zap || zstr_sendx(self->zap, "CURVE", allow_dir, NULL) != 0 ||
-        zsock_wait(self->zap) != 0) {
+    self->zap = zsock_new_rep("@" AUTH_ZAP_ENDPOINT);
+    if (!self->roles || !self->zap) {
         snprintf(err, errlen, "cannot start the ZAP handler on %s", allow_dir);
         auth_destroy(&self);
         return NULL;
@@ -122,7 +121,7 @@ void auth_destroy(auth_t **self_p) {
     if (!self) {
         return;
     }
-    zactor_destroy(&self->zap);
+    zsock_destroy(&self->zap);
     zhashx_destroy(&self->roles);
     explicit_bzero(self, sizeof *self);
     free(self);
@@ -146,12 +145,12 @@ const char *auth_role(auth_t *self, const char *key) {
     return key ? zhashx_lookup(self->roles, key) : NULL;
 }
 
-int auth_reload(auth_t *self) {
+int auth_reload(auth_t *self, bool force) {
     uint64_t sig = 0;
     if (s_signature(self->allow_dir, &sig) != 0) {
         return -1;
     }
-    if (sig == self->signature) {
+    if (sig == self->signature && !force) {
         return 0;
     }
     zhashx_t *roles = s_read_dir(self->allow_dir);
@@ -165,9 +164,71 @@ int auth_reload(auth_t *self) {
     zhashx_destroy(&self->roles);
     self->roles = roles;
     self->signature = sig;
-    log_info("curve_allow_reloaded", "dir=%s keys=%zu revoked=%zu", self->allow_dir,
-             zhashx_size(roles), gone);
+    log_info("curve_allow_reloaded", "dir=%s keys=%zu revoked=%zu trigger=%s", self->allow_dir,
+             zhashx_size(roles), gone, force ? "signal" : "change");
     return gone ? AUTH_RELOAD_REVOKED : 1;
+}
+
+zsock_t *auth_zap(auth_t *self) {
+    return self->zap;
+}
+
+/* Copies frame i of m (text, bounded by len) into out; "" when absent. */
+static void s_frame_text(zmsg_t *m, int i, char *out, size_t len) {
+    zframe_t *f = zmsg_first(m);
+    for (int k = 0; f && k < i; k++) {
+        f = zmsg_next(m);
+    }
+    size_t n = f ? zframe_size(f) : 0;
+    n = n < len - 1 ? n : len - 1;
+    if (n) {
+        memcpy(out, zframe_data(f), n);
+    }
+    out[n] = '\0';
+}
+
+int auth_zap_handle(auth_t *self, auth_zap_t *out) {
+    if (!(zsock_events(self->zap) & ZMQ_POLLIN)) {
+        return 0;
+    }
+    zmsg_t *req = zmsg_recv(self->zap);
+    if (!req) {
+        return 0;
+    }
+    /* [version][request id][domain][address][identity][mechanism][credentials] (ZAP 1.0,
+     * rfc.zeromq.org/spec/27). */
+    memset(out, 0, sizeof *out);
+    char version[8];
+    char request_id[256]; /* bound: libzmq sends "1" */
+    char mechanism[16];
+    s_frame_text(req, 0, version, sizeof version);
+    s_frame_text(req, 1, request_id, sizeof request_id);
+    s_frame_text(req, 3, out->address, sizeof out->address);
+    s_frame_text(req, 5, mechanism, sizeof mechanism);
+    zframe_t *cred = zmsg_size(req) >= 7 ? zmsg_last(req) : NULL;
+    snprintf(out->key, sizeof out->key, "-");
+    if (strcmp(version, "1.0") != 0 || zmsg_size(req) < 6) {
+        out->reason = "bad_request";
+    } else if (strcmp(mechanism, "CURVE") != 0 || !cred || zframe_size(cred) != 32) {
+        out->reason = "not_curve";
+    } else {
+        zmq_z85_encode(out->key, zframe_data(cred), 32);
+        out->admitted = zhashx_lookup(self->roles, out->key) != NULL;
+        out->reason = out->admitted ? "" : "unknown_key";
+    }
+    zmsg_destroy(&req);
+    zmsg_t *rep = zmsg_new();
+    zmsg_addstr(rep, "1.0");
+    zmsg_addstr(rep, request_id);
+    zmsg_addstr(rep, out->admitted ? "200" : "400");
+    zmsg_addstr(rep, out->admitted ? "OK" : out->reason);
+    zmsg_addstr(rep, out->admitted ? out->key : "");
+    zmsg_addmem(rep, NULL, 0); /* no metadata */
+    if (zmsg_send(&rep, self->zap) != 0) {
+        zmsg_destroy(&rep);
+        log_error("zap_reply_failed", "error=\"%s\"", zmq_strerror(zmq_errno()));
+    }
+    return 1;
 }
 
 size_t auth_count(auth_t *self) {

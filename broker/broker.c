@@ -24,9 +24,11 @@ typedef struct {
     void *router_h;
     registry_t *registry;
     auth_t *auth;       /* borrowed; NULL: plain bus */
+    guard_t *guard;     /* connections in handshake on the three sockets */
     ratelog_t *ratelog; /* lines about network input, at a bounded rate */
     wire_stats_t stats;
     int64_t subscription_events;
+    int64_t zap_refused; /* CURVE handshakes refused by key */
     int64_t started_ms;
     int64_t stats_interval_ms;
     int64_t next_stats_ms;
@@ -41,12 +43,12 @@ struct broker {
     zactor_t *actor;
 };
 
-static zsock_t *s_bind(int type, const char *endpoint, int hwm, auth_t *auth) {
+static zsock_t *s_bind(int type, const char *endpoint, int hwm, auth_t *auth, guard_t *guard) {
     zsock_t *s = zsock_new(type);
     if (!s) {
         return NULL;
     }
-    if (auth && auth_apply(auth, s) != 0) {
+    if ((auth && auth_apply(auth, s) != 0) || guard_apply(guard, s) != 0) {
         zsock_destroy(&s);
         return NULL;
     }
@@ -72,14 +74,19 @@ static void s_log_stats(self_t *self, const char *event) {
     wire_stats_t *s = &self->stats;
     s->workers = (int64_t)registry_size(self->registry);
     s->uptime_ms = id_now_ms() - self->started_ms;
+    guard_stats_t g;
+    guard_stats(self->guard, &g);
     log_info(event,
              "pub_in=%lld pub_out=%lld relay_in=%lld relay_out=%lld dropped=%lld workers=%lld "
              "refused=%lld forbidden=%lld subscription_events=%lld log_suppressed=%lld "
-             "uptime_ms=%lld",
+             "handshaking=%lld conns_closed_cap=%lld conns_closed_spare=%lld "
+             "handshakes_refused=%lld zap_refused=%lld uptime_ms=%lld",
              (long long)s->pub_in, (long long)s->pub_out, (long long)s->relay_in,
              (long long)s->relay_out, (long long)s->dropped, (long long)s->workers,
              (long long)s->refused, (long long)s->forbidden, (long long)self->subscription_events,
-             (long long)ratelog_suppressed_total(self->ratelog), (long long)s->uptime_ms);
+             (long long)ratelog_suppressed_total(self->ratelog), (long long)g.handshaking,
+             (long long)g.closed_cap, (long long)g.closed_spare, (long long)g.refused,
+             (long long)self->zap_refused, (long long)s->uptime_ms);
 }
 
 /* Logs one line about network input (warn level), at most at the ratelog's rate per kind;
@@ -103,7 +110,7 @@ static s_sender_t s_sender(self_t *self, zmq_msg_t *frame) {
     if (!self->auth) {
         return who;
     }
-    /* zauth answers the handshake with User-Id = the client's public key (z85); libzmq
+    /* The ZAP handler answers the handshake with User-Id = the client's public key (z85); libzmq
      * attaches it to every message of that connection. */
     const char *key = zmq_msg_gets(frame, "User-Id");
     who.key = key ? key : "";
@@ -464,6 +471,40 @@ static void s_pump_relay(self_t *self) {
     }
 }
 
+static void s_reload_allow(self_t *self, bool force);
+
+static void s_drain_guard(self_t *self) {
+    int64_t now = id_now_ms();
+    for (int i = 0; i < GUARD_SLOTS; i++) {
+        guard_drain(self->guard, i, now);
+    }
+}
+
+/* ZAP requests: answered from the allow map; a refusal is logged with address and key. The
+ * monitors are drained first, so that the guard has seen a connection accepted before its
+ * handshake can succeed. */
+static void s_pump_zap(self_t *self) {
+    for (int b = 0; b < S_BATCH; b++) {
+        s_drain_guard(self);
+        auth_zap_t z;
+        if (auth_zap_handle(self->auth, &z) == 0) {
+            return;
+        }
+        if (!z.admitted) {
+            self->zap_refused++;
+            char d[200];
+            snprintf(d, sizeof d, "reason=%s address=%s key=%s", z.reason, z.address, z.key);
+            int64_t suppressed = 0;
+            int64_t repeats = 0;
+            if (ratelog_allow_peer(self->ratelog, "broker_peer_refused_key", d, id_now_ms(),
+                                   &suppressed, &repeats)) {
+                log_warn("broker_peer_refused", "%s repeats=%lld suppressed=%lld", d,
+                         (long long)repeats, (long long)suppressed);
+            }
+        }
+    }
+}
+
 static void s_handle_pipe(self_t *self) {
     char *cmd = zstr_recv(self->pipe);
     if (!cmd) {
@@ -474,6 +515,10 @@ static void s_handle_pipe(self_t *self) {
         self->terminated = true;
     } else if (streq(cmd, "LOG")) {
         s_log_stats(self, "broker_stats");
+    } else if (streq(cmd, "RELOAD")) {
+        if (self->auth) {
+            s_reload_allow(self, true);
+        }
     } else if (streq(cmd, "STATS")) {
         wire_stats_t *s = &self->stats;
         s->workers = (int64_t)registry_size(self->registry);
@@ -502,7 +547,7 @@ static void s_wait_closed(zsock_t *monitor, int timeout_ms) {
 
 /* Revocation (ARCHITECTURE.md §9 "Trust"): libzmq cannot drop one subscriber of an XPUB, so
  * when a key leaves the allow directory the XPUB is closed and bound again. Every subscriber
- * reconnects within PROTO_RECONNECT_IVL_MS and handshakes again, and zauth refuses the
+ * reconnects within PROTO_RECONNECT_IVL_MS and handshakes again, and the ZAP handler refuses the
  * revoked key; the others resend their subscriptions and lose only the hints in flight. The
  * old listener must be gone before the endpoint is bound again (an ipc:// listener removes
  * its file when it closes), so its close is awaited through a socket monitor. Returns 0, or
@@ -517,6 +562,7 @@ static int s_reopen_xpub(self_t *self) {
         snprintf(ep, sizeof ep, "%s", self->sub_endpoint);
     }
     zsock_t *monitor = NULL;
+    guard_unwatch(self->guard, 1); /* one monitor per socket: the guard's goes first */
     if (zmq_socket_monitor(self->xpub_h, mon, ZMQ_EVENT_CLOSED) == 0) {
         monitor = zsock_new_pair(mon); /* CZMQ connects a PAIR by default */
     }
@@ -527,8 +573,9 @@ static int s_reopen_xpub(self_t *self) {
     zsock_destroy(&monitor);
     zsock_destroy(&self->xpub);
     int64_t deadline = id_now_ms() + 2000;
-    while (!(self->xpub = s_bind(ZMQ_XPUB, self->sub_endpoint, self->hwm, self->auth)) &&
-           id_now_ms() < deadline) {
+    while (
+        !(self->xpub = s_bind(ZMQ_XPUB, self->sub_endpoint, self->hwm, self->auth, self->guard)) &&
+        id_now_ms() < deadline) {
         zclock_sleep(20); /* the kernel may hold the port a moment after the close */
     }
     if (!self->xpub) {
@@ -536,6 +583,7 @@ static int s_reopen_xpub(self_t *self) {
         return -1;
     }
     self->xpub_h = zsock_resolve(self->xpub);
+    (void)guard_watch(self->guard, 1, self->xpub); /* logged; the XPUB works unguarded */
     log_info("broker_subscribers_reset", "reason=key_revoked endpoint=%s", self->sub_endpoint);
     return 0;
 }
@@ -544,11 +592,11 @@ static bool s_key_admitted(void *ctx, const char *key) {
     return auth_role(ctx, key) != NULL;
 }
 
-/* Rotation (ARCHITECTURE.md §9 "Trust"): the allow directory is re-read when it changed;
- * the workers registered with a key that is gone are forgotten at once. zauth applies the
- * same directory to new handshakes. */
-static void s_reload_allow(self_t *self) {
-    int rc = auth_reload(self->auth);
+/* Rotation (ARCHITECTURE.md §9 "Trust"): the allow directory is re-read when it changed,
+ * or always when forced (SIGHUP); the workers registered with a key that is gone are
+ * forgotten at once. The ZAP handler answers new handshakes from the same map. */
+static void s_reload_allow(self_t *self, bool force) {
+    int rc = auth_reload(self->auth, force);
     if (rc < 0) {
         s_note(self, "curve_allow_unreadable", "action=kept_last");
     } else if (rc == AUTH_RELOAD_REVOKED) {
@@ -565,15 +613,23 @@ static void s_actor(zsock_t *pipe, void *args) {
     int hwm = cfg->hwm_msgs > 0 ? cfg->hwm_msgs : BROKER_HWM_MSGS;
     self.hwm = hwm;
     snprintf(self.sub_endpoint, sizeof self.sub_endpoint, "%s", cfg->sub_endpoint);
-    self.xsub = s_bind(ZMQ_XSUB, cfg->pub_endpoint, hwm, self.auth);
-    self.xpub = s_bind(ZMQ_XPUB, cfg->sub_endpoint, hwm, self.auth);
-    self.router = s_bind(ZMQ_ROUTER, cfg->relay_endpoint, hwm, self.auth);
+    self.ratelog = ratelog_new();
+    self.guard = guard_new(&cfg->guard, self.ratelog);
+    self.xsub = s_bind(ZMQ_XSUB, cfg->pub_endpoint, hwm, self.auth, self.guard);
+    self.xpub = s_bind(ZMQ_XPUB, cfg->sub_endpoint, hwm, self.auth, self.guard);
+    self.router = s_bind(ZMQ_ROUTER, cfg->relay_endpoint, hwm, self.auth, self.guard);
     if (!self.xsub || !self.xpub || !self.router) {
         zsock_destroy(&self.xsub);
         zsock_destroy(&self.xpub);
         zsock_destroy(&self.router);
+        guard_destroy(&self.guard);
+        ratelog_destroy(&self.ratelog);
         actor_ready(pipe, args, -1);
         return;
+    }
+    zsock_t *watched[GUARD_SLOTS] = {self.xsub, self.xpub, self.router};
+    for (int i = 0; i < GUARD_SLOTS; i++) {
+        (void)guard_watch(self.guard, i, watched[i]); /* logged; the socket works unguarded */
     }
     self.xsub_h = zsock_resolve(self.xsub);
     self.xpub_h = zsock_resolve(self.xpub);
@@ -587,24 +643,43 @@ static void s_actor(zsock_t *pipe, void *args) {
         log_error("broker_subscribe_failed", "error=\"%s\"", zmq_strerror(zmq_errno()));
     }
     self.registry = registry_new(cfg->max_workers);
-    self.ratelog = ratelog_new();
     self.started_ms = id_now_ms();
     self.stats_interval_ms =
         cfg->stats_interval_ms > 0 ? cfg->stats_interval_ms : BROKER_STATS_INTERVAL_MS;
     self.next_stats_ms = self.started_ms + self.stats_interval_ms;
     self.next_expire_ms = self.started_ms + BROKER_EXPIRE_TICK_MS;
     self.next_allow_ms = self.started_ms + BROKER_ALLOW_RELOAD_MS;
-    log_info("broker_ready", "pub=%s sub=%s relay=%s hwm=%d curve=%s", cfg->pub_endpoint,
-             cfg->sub_endpoint, cfg->relay_endpoint, hwm, self.auth ? "on" : "off");
+    guard_stats_t g;
+    guard_stats(self.guard, &g);
+    log_info("broker_ready",
+             "pub=%s sub=%s relay=%s hwm=%d curve=%s handshake_ms=%d max_handshakes=%d "
+             "max_handshakes_per_addr=%d fd_limit=%ld",
+             cfg->pub_endpoint, cfg->sub_endpoint, cfg->relay_endpoint, hwm,
+             self.auth ? "on" : "off", g.handshake_ms, g.max_handshakes, g.max_per_addr,
+             g.fd_limit);
     actor_ready(pipe, args, 0);
 
-    zmq_pollitem_t items[] = {
-        {zsock_resolve(pipe), 0, ZMQ_POLLIN, 0},
-        {self.xsub_h, 0, ZMQ_POLLIN, 0},
-        {self.xpub_h, 0, ZMQ_POLLIN, 0},
-        {self.router_h, 0, ZMQ_POLLIN, 0},
-    };
     while (!self.terminated) {
+        /* Rebuilt each turn: the XPUB and its monitor are replaced after a revocation. */
+        zmq_pollitem_t items[4 + GUARD_SLOTS + 1] = {
+            {zsock_resolve(pipe), 0, ZMQ_POLLIN, 0},
+            {self.xsub_h, 0, ZMQ_POLLIN, 0},
+            {self.xpub_h, 0, ZMQ_POLLIN, 0},
+            {self.router_h, 0, ZMQ_POLLIN, 0},
+        };
+        int nitems = 4;
+        for (int i = 0; i < GUARD_SLOTS; i++) {
+            void *h = guard_handle(self.guard, i);
+            if (h) {
+                items[nitems++] = (zmq_pollitem_t){h, 0, ZMQ_POLLIN, 0};
+            }
+        }
+        int zap_item = -1;
+        if (self.auth) {
+            zap_item = nitems;
+            items[nitems++] =
+                (zmq_pollitem_t){zsock_resolve(auth_zap(self.auth)), 0, ZMQ_POLLIN, 0};
+        }
         int64_t now = id_now_ms();
         int64_t next =
             self.next_expire_ms < self.next_stats_ms ? self.next_expire_ms : self.next_stats_ms;
@@ -612,7 +687,7 @@ static void s_actor(zsock_t *pipe, void *args) {
             next = self.next_allow_ms;
         }
         long timeout = next > now ? (long)(next - now) : 0;
-        int rc = zmq_poll(items, 4, timeout);
+        int rc = zmq_poll(items, nitems, timeout);
         if (rc < 0) {
             if (zmq_errno() == EINTR) {
                 continue; /* a signal for the main thread landed here; main handles it */
@@ -632,14 +707,19 @@ static void s_actor(zsock_t *pipe, void *args) {
         if (items[3].revents & ZMQ_POLLIN) {
             s_pump_relay(&self);
         }
+        /* Monitors first, then ZAP (s_pump_zap drains them again before each request). */
+        s_drain_guard(&self);
+        if (zap_item >= 0 && (items[zap_item].revents & ZMQ_POLLIN)) {
+            s_pump_zap(&self);
+        }
         now = id_now_ms();
         if (now >= self.next_expire_ms) {
             registry_expire(self.registry, now);
+            guard_expire(self.guard, now);
             self.next_expire_ms = now + BROKER_EXPIRE_TICK_MS;
         }
         if (self.auth && now >= self.next_allow_ms) {
-            s_reload_allow(&self);
-            items[2].socket = self.xpub_h; /* bound again after a revocation */
+            s_reload_allow(&self, false);
             self.next_allow_ms = now + BROKER_ALLOW_RELOAD_MS;
         }
         if (now >= self.next_stats_ms) {
@@ -649,6 +729,7 @@ static void s_actor(zsock_t *pipe, void *args) {
     }
     s_log_stats(&self, "broker_stopped");
     registry_destroy(&self.registry);
+    guard_destroy(&self.guard);
     ratelog_destroy(&self.ratelog);
     zsock_destroy(&self.xsub);
     zsock_destroy(&self.xpub);

@@ -5,7 +5,10 @@
  * proxied to an XPUB that subscribers connect to (hints and live parts), and a ROUTER for
  * the relay, where workers register and heartbeat and requests addressed by worker id are
  * forwarded to that worker or answered "no_such_worker" at once. It counts messages in,
- * out and dropped, and logs the counters every stats_interval_ms and when asked.
+ * out and dropped, and logs the counters every stats_interval_ms and when asked. With CURVE
+ * it also answers the ZAP requests (auth_zap_handle), and it bounds the connections in
+ * handshake on all three sockets (guard.h); every refused peer is logged, at a bounded rate,
+ * as broker_peer_refused with its address (and its key when it offered one).
  *
  * Pipe protocol (actor = broker_actor(broker)):
  *   broker_new(&config)                 starts the actor; config is read during the call only.
@@ -13,6 +16,8 @@
  *                                       and then the actor exits at once; broker_new returns
  *                                       NULL then (proto/actor.h).
  *   zstr_send(actor, "LOG")             logs one broker_stats line; no reply.
+ *   zstr_send(actor, "RELOAD")          re-reads the CURVE allow directory now, changed or
+ *                                       not (SIGHUP); no reply.
  *   zstr_send(actor, "STATS")           replies "888888888": pub_in, pub_out, relay_in,
  *                                       relay_out, dropped, workers, uptime_ms, refused,
  *                                       forbidden.
@@ -26,6 +31,7 @@
 #include <czmq.h>
 
 #include "auth.h"
+#include "guard.h"
 #include "log.h"
 #include <stdint.h>
 
@@ -45,6 +51,7 @@ typedef struct {
     /* CURVE on every socket (auth_new), or NULL for a plain bus. Borrowed: it must outlive
      * the broker, and nothing else may use it while the broker runs. */
     auth_t *auth;
+    guard_config_t guard; /* the bounds on connections in handshake (guard.h); zeros: defaults */
 } broker_config_t;
 
 typedef struct broker broker_t;

@@ -1,6 +1,6 @@
 /* chatfleet-broker: reads the configuration, starts the broker actor, and stops it cleanly on
- * SIGTERM or SIGINT; SIGUSR1 logs the counters. `chatfleet-broker keygen` makes CURVE
- * certificates. See broker/README.md. */
+ * SIGTERM or SIGINT; SIGUSR1 logs the counters, SIGHUP re-reads the CURVE allow directory.
+ * `chatfleet-broker keygen` makes CURVE certificates. See broker/README.md. */
 #include "auth.h"
 #include "broker.h"
 #include "config.h"
@@ -17,13 +17,17 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static volatile sig_atomic_t s_stop = 0;
 static volatile sig_atomic_t s_usr1 = 0;
+static volatile sig_atomic_t s_hup = 0;
 
 static void s_on_signal(int sig) {
     if (sig == SIGUSR1) {
         s_usr1 = 1;
+    } else if (sig == SIGHUP) {
+        s_hup = 1;
     } else {
         s_stop = 1;
     }
@@ -32,11 +36,15 @@ static void s_on_signal(int sig) {
 static void s_usage(FILE *out) {
     fprintf(out, "usage: chatfleet-broker [--pub ENDPOINT] [--sub ENDPOINT] [--relay ENDPOINT]\n"
                  "                        [--stats-interval-ms N] [--hwm N] [--log LEVEL]\n"
-                 "                        [--max-workers N]\n"
+                 "                        [--max-workers N] [--handshake-ms N]\n"
+                 "                        [--max-handshakes N] [--max-handshakes-per-addr N]\n"
+                 "                        [--fd-reserve N]\n"
                  "                        [--curve-server-key FILE --curve-allow-dir DIR]\n"
                  "       chatfleet-broker keygen --role gateway|worker|broker NAME DIR\n"
                  "Endpoints default to CHATFLEET_BROKER_PUB, _SUB and _RELAY; the CURVE\n"
-                 "settings to CHATFLEET_CURVE_SERVER_KEY and CHATFLEET_CURVE_ALLOW_DIR.\n");
+                 "settings to CHATFLEET_CURVE_SERVER_KEY and CHATFLEET_CURVE_ALLOW_DIR; the\n"
+                 "handshake bounds to CHATFLEET_BROKER_HANDSHAKE_MS, _MAX_HANDSHAKES,\n"
+                 "_MAX_HANDSHAKES_PER_ADDR and _FD_RESERVE.\n");
 }
 
 static int s_positive(const char *flag, const char *v, long long max, long long *out) {
@@ -79,6 +87,34 @@ static const char *s_env(const char *name) {
     return v && *v ? v : NULL;
 }
 
+/* The guard setting flag (or its variable, with flag NULL) = v into *out. */
+static int s_guard_setting(const char *name, const char *v, int *out) {
+    long long n = 0;
+    if (s_positive(name, v, 1000000LL, &n) != 0) {
+        return -1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
+/* The guard's settings from the environment. Returns 0, or -1 on a bad value (reported). */
+static int s_guard_env(guard_config_t *g) {
+    struct {
+        const char *name;
+        int *field;
+    } vars[] = {{GUARD_ENV_HANDSHAKE_MS, &g->handshake_ms},
+                {GUARD_ENV_MAX_HANDSHAKE, &g->max_handshakes},
+                {GUARD_ENV_MAX_PER_ADDR, &g->max_per_addr},
+                {GUARD_ENV_FD_RESERVE, &g->fd_reserve}};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = s_env(vars[i].name);
+        if (v && s_guard_setting(vars[i].name, v, vars[i].field) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && streq(argv[1], "keygen")) {
         return s_keygen(argc, argv);
@@ -95,6 +131,14 @@ int main(int argc, char **argv) {
         .hwm_msgs = BROKER_HWM_MSGS,
         .max_workers = REGISTRY_MAX_WORKERS,
     };
+    guard_config_t gc = {.handshake_ms = GUARD_HANDSHAKE_MS,
+                         .max_handshakes = GUARD_MAX_HANDSHAKES,
+                         .max_per_addr = GUARD_MAX_PER_ADDR,
+                         .fd_reserve = GUARD_FD_RESERVE};
+    if (s_guard_env(&gc) != 0) {
+        config_destroy(&cfg);
+        return 2;
+    }
     const char *server_key = s_env(AUTH_ENV_SERVER_KEY);
     const char *allow_dir = s_env(AUTH_ENV_ALLOW_DIR);
     const char *level = cfg->log_level;
@@ -137,6 +181,16 @@ int main(int argc, char **argv) {
                 return 2;
             }
             bc.max_workers = (size_t)n;
+        } else if (streq(a, "--handshake-ms") || streq(a, "--max-handshakes") ||
+                   streq(a, "--max-handshakes-per-addr") || streq(a, "--fd-reserve")) {
+            int *field = streq(a, "--handshake-ms")     ? &gc.handshake_ms
+                         : streq(a, "--max-handshakes") ? &gc.max_handshakes
+                         : streq(a, "--fd-reserve")     ? &gc.fd_reserve
+                                                        : &gc.max_per_addr;
+            if (s_guard_setting(a, v, field) != 0) {
+                config_destroy(&cfg);
+                return 2;
+            }
         } else if (streq(a, "--curve-server-key")) {
             server_key = v;
         } else if (streq(a, "--curve-allow-dir")) {
@@ -149,6 +203,13 @@ int main(int argc, char **argv) {
     }
     if (log_init("broker", level) != 0) {
         fprintf(stderr, "chatfleet-broker: unknown log level %s\n", level);
+    }
+    /* Every descriptor the hard limit allows: the guard keeps handshakes within a budget of
+     * them and the rest for admitted peers (README "Hostile peers"). */
+    long nofile = -1;
+    long nofile_hard = -1;
+    if (guard_raise_nofile(&nofile, &nofile_hard) != 0) {
+        log_warn("broker_nofile_unknown", "error=\"%s\"", strerror(errno));
     }
     /* CURVE takes both settings; one without the other, or a file that cannot be used,
      * is a configuration error (exit 2), never a silent fall-back to a plain bus. */
@@ -176,17 +237,22 @@ int main(int argc, char **argv) {
     log_info("broker_config",
              "pub=%s sub=%s relay=%s stats_interval_ms=%lld hwm=%d max_msg_bytes=%d "
              "worker_liveness=%d max_workers=%zu curve=%s curve_server_key=%s "
-             "curve_public=%s curve_allow_dir=%s curve_allowed_keys=%zu",
+             "curve_public=%s curve_allow_dir=%s curve_allowed_keys=%zu handshake_ms=%d "
+             "max_handshakes=%d max_handshakes_per_addr=%d fd_reserve=%d nofile=%ld "
+             "nofile_hard=%ld",
              bc.pub_endpoint, bc.sub_endpoint, bc.relay_endpoint, (long long)bc.stats_interval_ms,
              bc.hwm_msgs, PROTO_MSG_MAX_BYTES, PROTO_WORKER_LIVENESS, bc.max_workers,
              auth ? "on" : "off", auth ? server_key : "-", auth ? auth_public(auth) : "-",
-             auth ? allow_dir : "-", auth ? auth_count(auth) : (size_t)0);
+             auth ? allow_dir : "-", auth ? auth_count(auth) : (size_t)0, gc.handshake_ms,
+             gc.max_handshakes, gc.max_per_addr, gc.fd_reserve, nofile, nofile_hard);
 
     /* CZMQ's own handler would only set zsys_interrupted; ours also covers SIGUSR1 and
      * leaves the actor running until it is told to stop, so shutdown is one orderly path. */
     zsys_handler_set(NULL);
-    sigs_install(s_on_signal, (const int[]){SIGTERM, SIGINT, SIGUSR1, 0}, 0, SIGS_PIPE_KEEP);
+    sigs_install(s_on_signal, (const int[]){SIGTERM, SIGINT, SIGUSR1, SIGHUP, 0}, 0,
+                 SIGS_PIPE_KEEP);
 
+    bc.guard = gc;
     broker_t *b = broker_new(&bc);
     if (!b) {
         log_error("broker_start_failed", "reason=bind");
@@ -212,6 +278,10 @@ int main(int argc, char **argv) {
         if (s_usr1) {
             s_usr1 = 0;
             zstr_send(broker, "LOG");
+        }
+        if (s_hup) {
+            s_hup = 0;
+            zstr_send(broker, "RELOAD");
         }
     }
     log_info("broker_shutdown", "signal=%d", (int)s_stop);

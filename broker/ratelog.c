@@ -11,8 +11,15 @@ typedef struct {
     int64_t suppressed;
 } s_bucket_t;
 
+typedef struct {
+    uint64_t hash; /* of the peer's text; 0: empty */
+    int64_t last_ms;
+    int64_t repeats;
+} s_peer_t;
+
 struct ratelog {
     s_bucket_t buckets[RATELOG_KINDS_MAX];
+    s_peer_t peers[RATELOG_PEERS];
     int n;
     int64_t suppressed_total;
 };
@@ -62,4 +69,27 @@ bool ratelog_allow(ratelog_t *self, const char *kind, int64_t now_ms, int64_t *s
 
 int64_t ratelog_suppressed_total(const ratelog_t *self) {
     return self->suppressed_total;
+}
+
+bool ratelog_allow_peer(ratelog_t *self, const char *kind, const char *peer, int64_t now_ms,
+                        int64_t *suppressed, int64_t *repeats) {
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *c = peer; *c; c++) {
+        h = (h ^ (uint8_t)*c) * 1099511628211ULL;
+    }
+    h |= 1; /* never 0, the empty slot */
+    s_peer_t *p = &self->peers[h % RATELOG_PEERS];
+    if (p->hash == h && now_ms - p->last_ms < RATELOG_PEER_MS) {
+        p->repeats++;
+        self->suppressed_total++;
+        return false;
+    }
+    if (!ratelog_allow(self, kind, now_ms, suppressed)) {
+        return false;
+    }
+    *repeats = p->hash == h ? p->repeats : 0;
+    p->hash = h;
+    p->last_ms = now_ms;
+    p->repeats = 0;
+    return true;
 }

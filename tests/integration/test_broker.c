@@ -1245,7 +1245,7 @@ static void test_broker_new_is_null_on_a_bound_endpoint_and_releases_what_it_bou
     (void)state;
     s_broker_t a;
     s_broker_init(&a, true);
-    broker_config_t ca = {a.pub, a.sub, a.relay, 1000, 0, 0, NULL};
+    broker_config_t ca = {a.pub, a.sub, a.relay, 1000, 0, 0, NULL, {0}};
     broker_t *first = broker_new(&ca);
     assert_non_null(first);
     /* The relay endpoint is taken: broker_new fails, and the two endpoints it did bind are
@@ -1253,7 +1253,7 @@ static void test_broker_new_is_null_on_a_bound_endpoint_and_releases_what_it_bou
      * next broker binds them once that has happened (polled, bounded). */
     s_broker_t b;
     s_broker_init(&b, true);
-    broker_config_t cb = {b.pub, b.sub, a.relay, 1000, 0, 0, NULL};
+    broker_config_t cb = {b.pub, b.sub, a.relay, 1000, 0, 0, NULL, {0}};
     assert_null(broker_new(&cb));
     cb.relay_endpoint = b.relay;
     broker_t *second = NULL;
