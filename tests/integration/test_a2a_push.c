@@ -157,15 +157,8 @@ static void *s_hook_run(void *arg) {
 static s_hook_t *s_hook_new(const char *addr, s_mode_t mode) {
     s_hook_t *h = mem_calloc(1, sizeof *h);
     h->mode = mode;
-    h->fd = socket(AF_INET, SOCK_STREAM, 0);
+    h->fd = proc_listen(addr, 16, &h->port);
     assert_true(h->fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    assert_int_equal(inet_pton(AF_INET, addr, &a.sin_addr), 1);
-    assert_int_equal(bind(h->fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(h->fd, 16), 0);
-    socklen_t len = sizeof a;
-    assert_int_equal(getsockname(h->fd, (struct sockaddr *)&a, &len), 0);
-    h->port = ntohs(a.sin_port);
     pthread_mutex_init(&h->lock, NULL);
     assert_int_equal(pthread_create(&h->thread, NULL, s_hook_run, h), 0);
     return h;

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -384,4 +385,20 @@ long proc_status_value(pid_t pid, const char *key) {
     }
     fclose(f);
     return v;
+}
+
+int proc_listen(const char *addr, int backlog, int *port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof a;
+    if (fd < 0 || inet_pton(AF_INET, addr, &a.sin_addr) != 1 ||
+        bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, backlog) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return fd;
 }

@@ -28,6 +28,10 @@ pid_t proc_spawn(char *const argv[], char *const env[], const char *log_path);
 pid_t proc_spawn_io(char *const argv[], char *const env[], const char *out_path,
                     const char *err_path);
 
+/* A TCP socket listening on IPv4 addr at a free port (backlog queued connections), its port
+ * into *port: the fd, or -1 when any step failed. */
+int proc_listen(const char *addr, int backlog, int *port);
+
 /* SIGTERM, then SIGKILL after timeout_ms; reaps the child. Returns its exit status or -1. */
 int proc_stop(pid_t pid, int timeout_ms);
 
