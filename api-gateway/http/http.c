@@ -210,36 +210,43 @@ static void s_client_key(const http_req_t *req, char *out, size_t size) {
     const union MHD_ConnectionInfo *ci =
         req->conn ? MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
     const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    const char *ok = NULL;
     if (sa && sa->sa_family == AF_INET) {
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)size);
+        ok = inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)size);
     } else if (sa && sa->sa_family == AF_INET6 &&
                IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)sa)->sin6_addr)) {
         /* An IPv4 client of a dual-stack socket: its own address, not the mapped /64 that
          * every IPv4 client shares. */
-        inet_ntop(AF_INET, ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr + 12, out,
-                  (socklen_t)size);
+        ok = inet_ntop(AF_INET, ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr + 12, out,
+                       (socklen_t)size);
     } else if (sa && sa->sa_family == AF_INET6) {
         struct in6_addr a = ((const struct sockaddr_in6 *)sa)->sin6_addr;
         memset(a.s6_addr + 8, 0, 8);
-        if (inet_ntop(AF_INET6, &a, out, (socklen_t)size) && strlen(out) + 4 < size) {
-            strcat(out, "/64");
+        char net[INET6_ADDRSTRLEN];
+        ok = inet_ntop(AF_INET6, &a, net, sizeof net);
+        if (ok && snprintf(out, size, "%s/64", net) >= (int)size) {
+            ok = NULL;
         }
+    }
+    if (!ok) {
+        out[0] = '\0'; /* no key: the address is not limited (never a wrong one's bucket) */
     }
 }
 
 int http_authenticate(const http_router_t *router, http_req_t *req, http_resp_t *resp) {
     const char *h = http_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
     bool bearer = h && strncmp(h, "Bearer ", 7) == 0;
-    char client[INET6_ADDRSTRLEN + 4];
-    s_client_key(req, client, sizeof client);
     /* What memory knows (a token verified or found wanting) needs no check: only the rest
      * spends the address's bucket. */
     int known = bearer && router->auth_cached
                     ? router->auth_cached(router->app, h + 7, req->user_id)
                     : HTTP_AUTH_UNAVAILABLE;
     int64_t wait_ms = 0;
-    if (known == HTTP_AUTH_UNAVAILABLE && bearer && router->auth_limit && client[0] &&
-        !ratelimit_take(router->auth_limit, client, id_now_ms(), &wait_ms)) {
+    char client[INET6_ADDRSTRLEN + 4] = "";
+    if (known == HTTP_AUTH_UNAVAILABLE && bearer && router->auth_limit) {
+        s_client_key(req, client, sizeof client);
+    }
+    if (client[0] && !ratelimit_take(router->auth_limit, client, id_now_ms(), &wait_ms)) {
         http_error(resp, 429, "Too many requests.",
                    "too many token checks from this address; try again later");
         resp->retry_after_s = (int)((wait_ms + 999) / 1000);

@@ -216,8 +216,12 @@ static void *s_probe(void *arg) {
 
 static int s_env_int(const char *name, int fallback, int max) {
     const char *v = getenv(name);
-    int n = v ? atoi(v) : fallback;
-    return n >= 1 && n <= max ? n : fallback;
+    char *end = NULL;
+    long n = v ? strtol(v, &end, 10) : fallback;
+    if (v && (end == v || *end != '\0')) {
+        fail_msg("%s=%s is not a whole number", name, v);
+    }
+    return n >= 1 && n <= max ? (int)n : fallback;
 }
 
 static int s_cmp64(const void *a, const void *b) {

@@ -95,8 +95,10 @@ static void test_no_connection_is_trusted_without_the_password(void **u) {
     char *port = mem_printf("%s/port", s_dir);
     char *port_text = proc_file_text(port);
     char *sock = mem_printf("%s/run", s_dir);
-    char *socket =
-        mem_printf("host=%s port=%s user=postgres dbname=postgres", sock, strtok(port_text, "\n"));
+    char *end = NULL;
+    long port_n = strtol(port_text, &end, 10);
+    assert_true(end != port_text && port_n > 0 && port_n < 65536);
+    char *socket = mem_printf("host=%s port=%ld user=postgres dbname=postgres", sock, port_n);
     const char *const tries[] = {tcp, wrong, socket};
     for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
         char *why = s_refusal(tries[i]);
@@ -108,7 +110,8 @@ static void test_no_connection_is_trusted_without_the_password(void **u) {
     }
     char *hba_path = mem_printf("%s/data/pg_hba.conf", s_dir);
     char *hba = proc_file_text(hba_path);
-    for (char *line = strtok(hba, "\n"); line; line = strtok(NULL, "\n")) {
+    char *save = NULL;
+    for (char *line = strtok_r(hba, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (line[0] != '#' && strstr(line, "trust")) {
             fail_msg("pg_hba.conf trusts: %s", line);
         }

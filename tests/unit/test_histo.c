@@ -16,14 +16,19 @@
 
 /* The value of the exposition line that begins with line (up to its space), or -1. */
 static double s_value(const char *text, const char *line) {
-    char *want = malloc(strlen(line) + 3);
-    sprintf(want, "\n%s ", line);
+    char want[256];
+    int n = snprintf(want, sizeof want, "\n%s ", line);
+    assert_true(n > 0 && (size_t)n < sizeof want);
     const char *at = strstr(text, want);
     if (!at && !strncmp(text, want + 1, strlen(want + 1))) {
         at = text - 1;
     }
-    double v = at ? strtod(at + strlen(want), NULL) : -1;
-    free(want);
+    if (!at) {
+        return -1;
+    }
+    char *end = NULL;
+    double v = strtod(at + strlen(want), &end);
+    assert_true(end != at + strlen(want)); /* a number follows the name */
     return v;
 }
 
