@@ -97,6 +97,12 @@ int worker_options_load(worker_options_t *o) {
                 INT32_MAX, (long long)(o->max_chats + o->max_subagents));
         return -1;
     }
+    /* Times a weight (at most 1000, users.chat_weight), in PostgreSQL's bigint. */
+    if (rc == 0 && o->user_max_chats > INT32_MAX) {
+        fprintf(stderr, "config: CHATFLEET_WORKER_USER_MAX_CHATS must be at most %d (got %lld)\n",
+                INT32_MAX, (long long)o->user_max_chats);
+        return -1;
+    }
     if (rc == 0 && o->max_subagents > 0 && o->max_chats == 0) {
         fprintf(stderr, "config: CHATFLEET_WORKER_MAX_SUBAGENTS needs the limiter on"
                         " (CHATFLEET_WORKER_MAX_CHATS > 0)\n");
@@ -108,6 +114,7 @@ int worker_options_load(worker_options_t *o) {
 static int s_options(worker_options_t *o) {
     return s_num("CHATFLEET_WORKER_MAX_CHATS", 1000, 0, &o->max_chats) ||
                    s_num("CHATFLEET_WORKER_MAX_SUBAGENTS", 0, 0, &o->max_subagents) ||
+                   s_num("CHATFLEET_WORKER_USER_MAX_CHATS", 0, 0, &o->user_max_chats) ||
                    s_num("CHATFLEET_WORKER_SYNC_MS", 1000, 10, &o->sync_ms) ||
                    s_num("CHATFLEET_MAX_GENERATION_RETRIES", 25, 0, &o->turn.max_retries) ||
                    s_num("CHATFLEET_MAX_STEPS_PER_TURN", 1200, 1, &o->turn.max_steps) ||
@@ -272,6 +279,7 @@ static void s_start_lease_actors(worker_t *self) {
                           .poll_ms = cfg->acquire_poll_ms,
                           .max_chats = opts->max_chats,
                           .max_subagents = opts->max_subagents,
+                          .user_max_chats = opts->user_max_chats,
                           .lease_stale_ms = cfg->lease_stale_ms,
                           .statement_timeout_ms = stmt_ms,
                           .sink = env->sink,
@@ -286,7 +294,8 @@ static void s_start_lease_actors(worker_t *self) {
 static void s_log_started(const worker_t *self) {
     const worker_options_t *opts = &self->opts;
     log_info("worker_started",
-             "worker_id=%s max_chats=%lld max_subagents=%lld sync_ms=%lld max_retries=%lld "
+             "worker_id=%s max_chats=%lld max_subagents=%lld user_max_chats=%lld sync_ms=%lld "
+             "max_retries=%lld "
              "max_steps=%lld "
              "retry_base_ms=%lld retry_max_ms=%lld sim_chunk_ms=%lld "
              "requires_action_deadline_ms=%lld drain_ms=%lld db_conns=%lld task_conns=%d "
@@ -294,6 +303,7 @@ static void s_log_started(const worker_t *self) {
              "subagent_max_depth=%lld subagent_max_children=%lld plan_instructions=%s "
              "otlp_endpoint=%s",
              self->id, (long long)opts->max_chats, (long long)opts->max_subagents,
+             (long long)opts->user_max_chats,
              (long long)opts->sync_ms, (long long)opts->turn.max_retries,
              (long long)opts->turn.max_steps, (long long)opts->turn.retry_base_ms,
              (long long)opts->turn.retry_max_ms, (long long)opts->turn.sim_chunk_ms,

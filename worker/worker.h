@@ -23,6 +23,7 @@
 typedef struct {
     int64_t max_chats;      /* CHATFLEET_WORKER_MAX_CHATS: deployment-wide limiter; 0: none */
     int64_t max_subagents;  /* CHATFLEET_WORKER_MAX_SUBAGENTS: the subagent pool; 0: shared */
+    int64_t user_max_chats; /* CHATFLEET_WORKER_USER_MAX_CHATS: a user's share; 0: no cap */
     int64_t sync_ms;        /* CHATFLEET_WORKER_SYNC_MS: the manager's sync loop */
     int64_t ra_deadline_ms; /* CHATFLEET_REQUIRES_ACTION_DEADLINE_MS */
     int64_t drain_ms;       /* CHATFLEET_WORKER_DRAIN_MS: how long shutdown waits to abandon */

@@ -134,6 +134,10 @@ typedef struct {
      * "Files"). A message that names files links them in the transition that persists it;
      * with this below 1 such a transition fails (CS_BAD_INPUT) instead of choosing a cap. */
     int max_attachments;
+    /* CHATFLEET_WORKER_USER_MAX_CHATS: Acquire refuses a chat whose owner already holds this
+     * many fresh leases per unit of its weight (users.chat_weight), subagents' included
+     * (ARCHITECTURE.md §6.2, "Fair share"); 0: no cap. Only Acquire reads it. */
+    int64_t user_max_chats;
 } cs_settings_t;
 
 /* Creates a chat (N -> R0, or N -> W when no user message is given: model-only user rows,

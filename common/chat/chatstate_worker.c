@@ -11,16 +11,23 @@ int chatstate_acquire(chatstate_t *self, const char *worker_id, const char *runn
     return chatstate_acquire_slot(self, worker_id, runner_id, NULL, err);
 }
 
-/* After the round trip that ran Acquire's owner update (kept in *own): 0 when it took the
- * chat; CS_CONFLICT when a fresh lease holds it. Clears *own. */
+/* After the round trip that ran Acquire's owner update (kept in *own: the chat's id when it
+ * was taken, and whether its owner was within its share): 0 when it took the chat; CS_CONFLICT
+ * when a fresh lease holds it or its owner holds its share. Clears *own. */
 static int s_took(chatstate_t *self, PGresult **own, cs_error_t *err) {
     int n = *own ? PQntuples(*own) : -1;
+    bool taken = n == 1 && !PQgetisnull(*own, 0, 0);
+    bool within = n == 1 && !strcmp(PQgetvalue(*own, 0, 1), "t");
     PQclear(*own);
     *own = NULL;
-    if (n < 0) {
+    if (n != 1) {
         return cs_fail(self, err, CS_DB, "internal: the owner update's result was not kept");
     }
-    return n == 1 ? 0 : cs_fail(self, err, CS_CONFLICT, "chat is held by a fresh lease");
+    return taken    ? 0
+           : within ? cs_fail(self, err, CS_CONFLICT, "chat is held by a fresh lease")
+                    : cs_fail(self, err, CS_CONFLICT,
+                              "the chat's owner holds its share of the limiter"
+                              " (CHATFLEET_WORKER_USER_MAX_CHATS)");
 }
 
 /* Claims the first candidate slot it can for the heartbeat row of (chat, runner_id); the
@@ -54,8 +61,9 @@ static int s_claim_slot(chatstate_t *self, const char *runner_id, cs_slots_t *sl
          * the row's load: one round trip per candidate. */
         PGresult *res = NULL;
         if (cs_keep(self, err,
-                    "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at,"
-                    " slot) VALUES ($1, $2::uuid, statement_timestamp(), $3::int)"
+                    "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at, slot,"
+                    " owner_id) SELECT $1, $2::uuid, statement_timestamp(), $3::int,"
+                    " c.owner_id FROM chats c WHERE c.id = $1"
                     " ON CONFLICT (slot) DO NOTHING RETURNING slot",
                     3, p, &res) != 0 ||
             cs_load(self, err) != 0) {
@@ -107,20 +115,31 @@ static int s_runnable(chatstate_t *self, exec_state_t from, cs_error_t *err) {
 static int s_acquire_writes(chatstate_t *self, const char *worker_id, const char *runner_id,
                             cs_slots_t *slots, cs_error_t *err) {
     char stale[DB_PARAM_INT64_LEN];
+    char cap[DB_PARAM_INT64_LEN];
     db_param_int64(stale, self->settings.lease_stale_ms);
-    const char *p[] = {self->chat_id, worker_id, runner_id, stale};
-    /* Only a chat without a fresh lease can be taken; the heartbeat row is the lease. Sent
-     * ahead: its result is read with the heartbeat row's insert and the row's load, so an
-     * acquisition is one round trip after the bundle's start (ARCHITECTURE.md §6.2). */
+    const char *p[] = {self->chat_id, worker_id, runner_id, stale,
+                       db_param_int64(cap, self->settings.user_max_chats)};
+    /* Only a chat without a fresh lease can be taken; the heartbeat row is the lease. With a
+     * cap, only while its owner holds fewer fresh leases than its share: counted in this
+     * statement, after the scan took the owner's advisory lock (leasedb.c), so no other
+     * acquisition counts the owner meanwhile. Sent ahead: its result is read with the
+     * heartbeat row's insert and the row's load, so an acquisition is one round trip after
+     * the bundle's start (ARCHITECTURE.md §6.2). */
     PGresult *own = NULL;
     if (cs_keep(self, err,
-                "UPDATE chats c SET worker_id = $2::uuid, runner_id = $3::uuid WHERE id = $1"
-                " AND NOT waiting_on_agents"
+                "WITH share AS (SELECT $5::bigint = 0 OR (SELECT count(*) FROM chat_heartbeats h"
+                " WHERE h.owner_id = c.owner_id AND h.chat_id <> c.id AND h.heartbeat_at >"
+                " statement_timestamp() - $4::bigint * interval '1 millisecond')"
+                " < $5::bigint * (SELECT u.chat_weight FROM users u WHERE u.id = c.owner_id)"
+                " AS within FROM chats c WHERE c.id = $1), took AS (UPDATE chats c"
+                " SET worker_id = $2::uuid, runner_id = $3::uuid WHERE id = $1"
+                " AND NOT waiting_on_agents AND (SELECT within FROM share)"
                 " AND (worker_id IS NULL OR runner_id IS NULL OR (SELECT true FROM"
                 " chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id = c.runner_id"
                 " AND h.heartbeat_at > statement_timestamp() - $4::bigint * interval"
-                " '1 millisecond' LIMIT 1) IS NULL) RETURNING id",
-                4, p, &own) != 0) {
+                " '1 millisecond' LIMIT 1) IS NULL) RETURNING id)"
+                " SELECT (SELECT id FROM took), coalesce((SELECT within FROM share), true)",
+                5, p, &own) != 0) {
         return -1;
     }
     int rc;
@@ -128,9 +147,9 @@ static int s_acquire_writes(chatstate_t *self, const char *worker_id, const char
         rc = s_claim_slot(self, runner_id, slots, stale, &own, err);
     } else {
         rc = cs_exec(self, err,
-                     "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at)"
-                     " VALUES ($1, $2::uuid, statement_timestamp())"
-                     " ON CONFLICT (chat_id, runner_id)"
+                     "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at, owner_id)"
+                     " SELECT $1, $2::uuid, statement_timestamp(), c.owner_id FROM chats c"
+                     " WHERE c.id = $1 ON CONFLICT (chat_id, runner_id)"
                      " DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, slot = NULL",
                      2, (const char *const[]){self->chat_id, runner_id});
         rc = rc == 0 && cs_load(self, err) == 0 ? s_took(self, &own, err) : -1;

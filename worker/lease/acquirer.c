@@ -122,9 +122,10 @@ static void s_auto_archive(self_t *self) {
 
 /* One acquisition transaction in one pool; a full batch, or a miss worth another look, asks
  * for another pass at once (after a look at the pipe, so that a command never waits behind
- * many): runnable chats that found no worker send no more hints. A hint's pass is quick
- * (unowned chats only), the poll's is full (stale leases too); the pass asked for is full only
- * after a full one that took a lease over (ARCHITECTURE.md §6.2). With titles, the title pass
+ * many): runnable chats that found no worker send no more hints. full: the takeovers of stale
+ * leases (the poll's, after its quick pass); otherwise the quick pass (chats without any owner,
+ * fairly across users); the pass asked for is full only after a full one that took a lease over
+ * (ARCHITECTURE.md §6.2). With titles, the title pass
  * (leasedb_acquire_args_t.titles), a small batch, whose full batch asks for a full pass. -1
  * when the connection broke. */
 static int s_pass_pool(self_t *self, s_pool_t *pool, bool full, bool titles) {
@@ -132,6 +133,7 @@ static int s_pass_pool(self_t *self, s_pool_t *pool, bool full, bool titles) {
                                 .max_chats = pool->size,
                                 .first_slot = pool->first,
                                 .pool = pool->kind,
+                                .user_max_chats = self->args.user_max_chats,
                                 .lease_stale_ms = self->args.lease_stale_ms,
                                 .batch = titles ? ACQUIRER_BATCH_SMALL : pool->batch,
                                 .sink = &self->args.sink,
@@ -184,7 +186,9 @@ static int s_pass_pool(self_t *self, s_pool_t *pool, bool full, bool titles) {
         self->full |= filled || b.again;
         return 0;
     }
-    pool->batch = filled ? ACQUIRER_BATCH_MAX : ACQUIRER_BATCH_SMALL;
+    if (!full) {
+        pool->batch = filled ? ACQUIRER_BATCH_MAX : ACQUIRER_BATCH_SMALL;
+    }
     if (filled || b.again) {
         self->wake = true;
         self->full |= full && took_over;
@@ -192,7 +196,8 @@ static int s_pass_pool(self_t *self, s_pool_t *pool, bool full, bool titles) {
     return 0;
 }
 
-/* A pass over every pool, and on a full pass the sweep of lost agent wakes. */
+/* A pass over every pool: the quick one, and when full, the takeovers after it, the title
+ * pass and the sweep of lost agent wakes. */
 static void s_pass(self_t *self) {
     bool full = self->full;
     self->wake = false;
@@ -208,7 +213,12 @@ static void s_pass(self_t *self) {
         }
     }
     for (int i = 0; i < self->npools; i++) {
-        if (s_pass_pool(self, &self->pools[i], full, false) != 0) {
+        if (s_pass_pool(self, &self->pools[i], false, false) != 0) {
+            return;
+        }
+    }
+    for (int i = 0; full && i < self->npools; i++) {
+        if (s_pass_pool(self, &self->pools[i], true, false) != 0) {
             return;
         }
     }

@@ -56,6 +56,7 @@ typedef struct {
      * (slots max_chats+1..max_chats+max_subagents; max_chats then bounds root chats only);
      * 0: subagents share the one pool. */
     int64_t max_subagents;
+    int64_t user_max_chats; /* leasedb_acquire_args_t.user_max_chats; 0: no cap */
     int64_t lease_stale_ms;
     int64_t statement_timeout_ms;
     hint_sink_t sink; /* where Acquire's hints go (and the auto-archive's) */

@@ -80,53 +80,113 @@ typedef struct {
     int nchats;                           /* first */
 } s_found_t;
 
-/* The pool's kind filter (leasedb_pool_t, the statement's parameter KIND): any chat, roots only
- * or subagents only. */
-#define S_POOL_SQL(KIND)                                                                           \
-    " AND (" KIND "::int = 0 OR (c.parent_chat_id IS NULL) = (" KIND "::int = 1))"
+/* The pool's kind filter on the chats of alias A (leasedb_pool_t, the statement's parameter
+ * KIND): any chat, roots only or subagents only. */
+#define S_POOL_SQL(A, KIND)                                                                        \
+    " AND (" KIND "::int = 0 OR (" A ".parent_chat_id IS NULL) = (" KIND "::int = 1))"
 
-/* Runnable chats without a fresh lease, oldest first, locked without waiting; STALE, LIMIT and
- * KIND are the statement's parameters for the stale bound, the limit and the pool. */
-#define S_CHATS_SQL(STALE, LIMIT, KIND)                                                            \
-    "SELECT c.id, coalesce(c.worker_id::text, '') AS prev, c.updated_at FROM chats c"              \
-    " WHERE c.archived = false AND c.status IN ('running', 'interrupting', 'requires_action')"     \
-    " AND NOT c.waiting_on_agents"                                                                 \
-    " AND (c.worker_id IS NULL OR c.runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM"                \
+/* Since when a heartbeat row is fresh, for the statement's stale bound STALE. */
+#define S_FRESH_SQL(STALE) "statement_timestamp() - " STALE "::bigint * interval '1 millisecond'"
+
+/* Runnable chats of alias A without any owner, in the pool: the predicate of the partial index
+ * chats_unowned_by_owner (0020), repeated so that the planner may use it, and the pool's. */
+#define S_UNOWNED_PRED(A, KIND)                                                                    \
+    A ".archived = false AND " A ".status IN ('running', 'interrupting', 'requires_action')"       \
+      " AND " A ".worker_id IS NULL AND NOT " A ".waiting_on_agents" S_POOL_SQL(A, KIND)
+
+/* Every candidate statement below takes the parameters STALE (the stale bound), LIMIT (the most
+ * rows), KIND (the pool), CAP (CHATFLEET_WORKER_USER_MAX_CHATS; 0: none) and START (a random
+ * owner id, where the quick pass's walk over owners begins), so that their shapes stay alike,
+ * and returns (id, the previous worker or "", owner, rk1, rk2), locked FOR UPDATE SKIP LOCKED,
+ * taken in (rk1, rk2, id) order. */
+
+/* The full pass's candidates: runnable chats whose owner's lease is stale or gone (a takeover),
+ * oldest first, through chats_owned_runnable_by_age (0020); chats without any owner are the
+ * quick pass's, which runs first in every pass. CAP and START are unused. */
+#define S_CHATS_SQL(STALE, LIMIT, KIND, CAP, START)                                                \
+    "SELECT c.id, c.worker_id::text AS prev, c.owner_id, 0::float8 AS rk1, c.updated_at AS rk2"    \
+    " FROM chats c WHERE c.archived = false"                                                       \
+    " AND c.status IN ('running', 'interrupting', 'requires_action') AND c.worker_id IS NOT NULL"  \
+    " AND NOT c.waiting_on_agents AND (c.runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM"           \
     " chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id = c.runner_id"                      \
-    " AND h.heartbeat_at > statement_timestamp() - " STALE                                         \
-    "::bigint * interval '1 millisecond'))" S_POOL_SQL(                                            \
-        KIND) " ORDER BY c.updated_at, c.id LIMIT " LIMIT " FOR UPDATE OF c SKIP LOCKED"
+    " AND h.heartbeat_at > " S_FRESH_SQL(STALE) "))" S_POOL_SQL("c", KIND) " AND " CAP             \
+    "::bigint IS NOT NULL AND " START "::uuid IS NOT NULL ORDER BY c.updated_at, c.id LIMIT " LIMIT \
+    " FOR UPDATE OF c SKIP LOCKED"
 
-/* The quick pass's candidates: runnable chats without any owner, oldest first, through the
- * partial index chats_unowned_candidates (0008), whose predicate this repeats; STALE is
- * unused (the parameter keeps the statements' shapes alike). */
-#define S_UNOWNED_SQL(STALE, LIMIT, KIND)                                                          \
-    "SELECT c.id, '' AS prev, c.updated_at FROM chats c"                                           \
-    " WHERE c.archived = false AND c.status IN ('running', 'interrupting', 'requires_action')"     \
-    " AND c.worker_id IS NULL AND NOT c.waiting_on_agents AND " STALE                              \
-    "::bigint IS NOT NULL" S_POOL_SQL(KIND) " ORDER BY c.updated_at, c.id LIMIT " LIMIT            \
-                                            " FOR UPDATE OF c SKIP LOCKED"
+/* How many owners one quick pass looks at, at most, and how many of an owner's fresh leases
+ * it counts for its rank (past that, owners rank alike). */
+#define S_OWNERS_MAX "64"
+#define S_HELD_MAX   "256"
+
+/* The lowest owner that has a chat the quick pass could take, under the further condition COND
+ * on x.owner_id: one probe of chats_unowned_by_owner. */
+#define S_NEXT_OWNER_SQL(KIND, COND)                                                               \
+    "(SELECT x.owner_id FROM chats x WHERE " S_UNOWNED_PRED("x", KIND) COND                        \
+    " ORDER BY x.owner_id LIMIT 1)"
+
+/* The quick pass's candidates (ARCHITECTURE.md §6.2, "Fair share"): runnable chats without any
+ * owner, fairly across their owners. It walks up to S_OWNERS_MAX owners that have such chats,
+ * from START upwards and then from the lowest, one index probe each; counts each one's fresh
+ * leases (held) and reads its weight w; takes each one's oldest chats, at most LIMIT and, with
+ * CAP, at most CAP x w - held; and ranks an owner's j-th chat (from 1) by (held + j) / w, so
+ * that free slots go to the owners holding the fewest per weight, the oldest chat first among
+ * equals. */
+#define S_FAIR_SQL(STALE, LIMIT, KIND, CAP, START)                                                 \
+    "WITH RECURSIVE up(o, n) AS (SELECT " S_NEXT_OWNER_SQL(                                        \
+        KIND, " AND x.owner_id >= " START "::uuid") ", 1 UNION ALL SELECT " S_NEXT_OWNER_SQL(     \
+        KIND, " AND x.owner_id > up.o") ", up.n + 1 FROM up WHERE up.o IS NOT NULL AND up.n < "    \
+        S_OWNERS_MAX "), low(o, n) AS (SELECT " S_NEXT_OWNER_SQL(                                  \
+            KIND, " AND x.owner_id < " START "::uuid") ", 1 UNION ALL SELECT " S_NEXT_OWNER_SQL(  \
+            KIND, " AND x.owner_id > low.o AND x.owner_id < " START                                \
+                  "::uuid") ", low.n + 1 FROM low WHERE low.o IS NOT NULL AND low.n < "            \
+            S_OWNERS_MAX "), owners AS (SELECT z.o FROM (SELECT o, n FROM up UNION ALL"            \
+            " SELECT o, n + " S_OWNERS_MAX " FROM low) z WHERE z.o IS NOT NULL ORDER BY z.n"       \
+            " LIMIT " S_OWNERS_MAX "), ranked AS (SELECT y.id, (h.held + y.j)::float8 / w.w AS rk1" \
+            " FROM owners ow CROSS JOIN LATERAL (SELECT count(*) AS held FROM (SELECT 1"            \
+            " FROM chat_heartbeats h WHERE h.owner_id = ow.o AND h.heartbeat_at > " S_FRESH_SQL(   \
+                STALE) " LIMIT " S_HELD_MAX ") q) h CROSS JOIN LATERAL (SELECT coalesce((SELECT"   \
+            " u.chat_weight FROM users u WHERE u.id = ow.o), 1) AS w) w CROSS JOIN LATERAL"        \
+            " (SELECT x.id, row_number() OVER (ORDER BY x.updated_at, x.id) AS j FROM (SELECT"     \
+            " x.id, x.updated_at FROM chats x WHERE " S_UNOWNED_PRED(                              \
+                "x", KIND) " AND x.owner_id = ow.o ORDER BY x.updated_at, x.id LIMIT greatest(0,"  \
+            " CASE WHEN " CAP "::bigint > 0 THEN least(" LIMIT ", " CAP                            \
+            "::bigint * w.w - h.held) ELSE " LIMIT " END)) x) y)"                                   \
+            " SELECT c.id, '' AS prev, c.owner_id, r.rk1, c.updated_at AS rk2 FROM chats c"        \
+            " JOIN ranked r ON r.id = c.id WHERE " S_UNOWNED_PRED(                                 \
+                "c", KIND) " ORDER BY r.rk1, c.updated_at, c.id LIMIT " LIMIT                      \
+                           " FOR UPDATE OF c SKIP LOCKED"
 
 /* The title pass's candidates (ARCHITECTURE.md §7.8): idle, unarchived chats with a title
  * request and without a fresh lease, oldest first, through the partial index
- * chats_title_requests (0015); the owner serves the request, then lets the chat go. */
-#define S_TITLES_SQL(STALE, LIMIT, KIND)                                                           \
-    "SELECT c.id, coalesce(c.worker_id::text, '') AS prev, c.updated_at FROM chats c"              \
+ * chats_title_requests (0015); the owner serves the request, then lets the chat go. CAP and
+ * START are unused. */
+#define S_TITLES_SQL(STALE, LIMIT, KIND, CAP, START)                                               \
+    "SELECT c.id, coalesce(c.worker_id::text, '') AS prev, c.owner_id, 0::float8 AS rk1,"          \
+    " c.updated_at AS rk2 FROM chats c"                                                            \
     " WHERE c.title_requested_at IS NOT NULL AND c.archived = false"                               \
     " AND c.status IN ('waiting', 'error') AND NOT c.waiting_on_agents"                            \
     " AND (c.worker_id IS NULL OR c.runner_id IS NULL OR (SELECT true FROM chat_heartbeats h"      \
-    " WHERE h.chat_id = c.id AND h.runner_id = c.runner_id AND h.heartbeat_at >"                   \
-    " statement_timestamp() - " STALE                                                              \
-    "::bigint * interval '1 millisecond' LIMIT 1) IS NULL)" S_POOL_SQL(                            \
-        KIND) " ORDER BY c.updated_at, c.id LIMIT " LIMIT " FOR UPDATE OF c SKIP LOCKED"
+    " WHERE h.chat_id = c.id AND h.runner_id = c.runner_id AND h.heartbeat_at > " S_FRESH_SQL(    \
+        STALE) " LIMIT 1) IS NULL)" S_POOL_SQL("c", KIND) " AND " CAP                              \
+    "::bigint IS NOT NULL AND " START "::uuid IS NOT NULL ORDER BY c.updated_at, c.id LIMIT " LIMIT \
+    " FOR UPDATE OF c SKIP LOCKED"
+
+/* The candidates a pass may take, with CAP on: those whose owner's advisory lock of class CLASS
+ * this transaction holds or gets without waiting. Acquire's share check (chatstate_worker.c)
+ * then counts the owner's fresh leases in a later statement, after any other acquisition that
+ * held the lock has committed: two acquisitions never count the same owner at once. */
+#define S_OWNER_LOCKED_SQL(CAP, CLASS)                                                             \
+    " WHERE " CAP "::bigint = 0 OR pg_try_advisory_xact_lock(" CLASS                              \
+    "::int, hashtext(c.owner_id::text))"
 
 /* With the limiter: up to $5 slots of the pool's $7..$7+$2-1 not held by a fresh heartbeat
  * row, scanned from $1 and wrapping around, each claimed by an advisory lock of class $4 taken
  * without waiting (the CASE takes it only after the probe found the slot free: the planner runs the
  * cheaper filter first, which would lock every held slot it passes); then up to min($6, slots
- * found) chats of CHATS. Kind 0 rows are the slots (ascending), kind 1 the chats (oldest first).
- * Whether a slot is held, and whether freshly, is one index probe per slot (scalar subqueries,
- * never a hash of every heartbeat row: ARCHITECTURE.md §6.2, "Probes, not hashes"). */
+ * found) chats of CHATS (cap $9, start $10, owner lock class $11). Kind 0 rows are the slots
+ * (ascending), kind 1 the chats (in CHATS' order). Whether a slot is held, and whether freshly,
+ * is one index probe per slot (scalar subqueries, never a hash of every heartbeat row:
+ * ARCHITECTURE.md §6.2, "Probes, not hashes"). */
 #define S_SCAN_SQL(CHATS)                                                                          \
     "WITH s AS MATERIALIZED (SELECT g.s, (SELECT true FROM chat_heartbeats h"                      \
     " WHERE h.slot = g.s LIMIT 1) IS NOT NULL AS held FROM (SELECT generate_series($1::int,"       \
@@ -135,18 +195,21 @@ typedef struct {
     " statement_timestamp() - $3::bigint * interval '1 millisecond' LIMIT 1) IS NULL"              \
     " THEN pg_try_advisory_xact_lock($4::int, g.s) ELSE false END LIMIT $5::int)"                  \
     " SELECT 0 AS kind, s.s AS ord, s.s::text, s.held::text FROM s UNION ALL"                      \
-    " SELECT 1, row_number() OVER (ORDER BY c.updated_at, c.id), c.id::text, c.prev FROM "         \
-    "(" CHATS("$3", "least($6::int, (SELECT count(*) FROM s))", "$8") ") c ORDER BY 1, 2"
+    " SELECT 1, row_number() OVER (ORDER BY c.rk1, c.rk2, c.id), c.id::text, c.prev FROM "         \
+    "(" CHATS("$3", "least($6::int, (SELECT count(*) FROM s))", "$8", "$9",                        \
+              "$10") ") c" S_OWNER_LOCKED_SQL("$9", "$11") " ORDER BY 1, 2"
 
-/* Without the limiter: up to $2 chats of CHATS in pool $3, as kind 1 rows. */
+/* Without the limiter: up to $2 chats of CHATS in pool $3 (cap $4, start $5, owner lock class
+ * $6), as kind 1 rows. */
 #define S_SCAN_FREE_SQL(CHATS)                                                                     \
-    "SELECT 1 AS kind, 0, c.id::text, c.prev FROM (" CHATS("$1", "$2::int",                        \
-                                                           "$3") ") c ORDER BY c.updated_at, c.id"
+    "SELECT 1 AS kind, 0, c.id::text, c.prev FROM (" CHATS("$1", "$2::int", "$3", "$4",            \
+                                                           "$5") ") c" S_OWNER_LOCKED_SQL(         \
+        "$4", "$6") " ORDER BY c.rk1, c.rk2, c.id"
 
 /* The scans by pass (full, quick, titles: s_kind) and limiter ([free]). */
 static const char *const s_scan_sql[3][2] = {
     {S_SCAN_SQL(S_CHATS_SQL), S_SCAN_FREE_SQL(S_CHATS_SQL)},
-    {S_SCAN_SQL(S_UNOWNED_SQL), S_SCAN_FREE_SQL(S_UNOWNED_SQL)},
+    {S_SCAN_SQL(S_FAIR_SQL), S_SCAN_FREE_SQL(S_FAIR_SQL)},
     {S_SCAN_SQL(S_TITLES_SQL), S_SCAN_FREE_SQL(S_TITLES_SQL)},
 };
 
@@ -174,10 +237,18 @@ static int s_open(PGconn *conn, const leasedb_acquire_args_t *a, int64_t idle, s
     char first[DB_PARAM_INT64_LEN];
     char kind[DB_PARAM_INT64_LEN];
     char lockclass[24];
+    char ownerclass[24];
     char want[24];
     char batch[24];
+    char cap[DB_PARAM_INT64_LEN];
+    char from[ID_UUID_LEN + 1];
     const char *stale = db_param_int64(stale_buf, a->lease_stale_ms);
     snprintf(batch, sizeof batch, "%d", a->batch);
+    snprintf(ownerclass, sizeof ownerclass, "%d", LEASEDB_OWNER_LOCK_CLASS);
+    db_param_int64(cap, a->user_max_chats);
+    /* Where the quick pass's walk over owners begins: at random, so that past
+     * S_OWNERS_MAX owners with chats waiting, each gets its turn. */
+    ASSERT(id_uuid_new(from) == 0);
     db_err_t e;
     PGresult *res = NULL;
     int sent = s_send_begin(
@@ -201,11 +272,14 @@ static int s_open(PGconn *conn, const leasedb_acquire_args_t *a, int64_t idle, s
                            want,
                            batch,
                            db_param_int64(first, lo),
-                           db_param_int64(kind, a->pool)};
-        res = db_query(conn, &e, err, errlen, s_scan_sql[s_kind(a)][0], 8, p);
+                           db_param_int64(kind, a->pool),
+                           cap,
+                           from,
+                           ownerclass};
+        res = db_query(conn, &e, err, errlen, s_scan_sql[s_kind(a)][0], 11, p);
     } else if (sent == 0) {
-        const char *p[] = {stale, batch, db_param_int64(kind, a->pool)};
-        res = db_query(conn, &e, err, errlen, s_scan_sql[s_kind(a)][1], 3, p);
+        const char *p[] = {stale, batch, db_param_int64(kind, a->pool), cap, from, ownerclass};
+        res = db_query(conn, &e, err, errlen, s_scan_sql[s_kind(a)][1], 6, p);
     } else {
         s_error(conn, NULL, err, errlen);
     }
@@ -256,7 +330,8 @@ static s_outcome_t s_take(PGconn *conn, const leasedb_acquire_args_t *a, const c
     int tried = slots ? slots->next : 0;
     cs_error_t cerr;
     /* Acquire never enters requires_action: no deadline is needed. */
-    const cs_settings_t settings = {.lease_stale_ms = a->lease_stale_ms};
+    const cs_settings_t settings = {.lease_stale_ms = a->lease_stale_ms,
+                                    .user_max_chats = a->user_max_chats};
     chatstate_t *cs = alone ? chatstate_join(conn, &settings, chat, &cerr)
                             : chatstate_nest(conn, &settings, chat, &cerr);
     int rc = cs ? chatstate_acquire_slot(cs, a->worker_id, runner, slots, &cerr) : -1;

@@ -29,6 +29,9 @@
 /* The class of the advisory locks an acquisition takes on its candidate slots (the object is
  * the slot): two-key locks, a space no other lock of chatfleet uses. */
 #define LEASEDB_SLOT_LOCK_CLASS 0x63666c73
+/* The class of the advisory locks an acquisition takes on the owners of its candidates when
+ * a user's share is capped (the object is hashtext of the owner id). */
+#define LEASEDB_OWNER_LOCK_CLASS 0x63666f77
 /* The longest an acquisition waits for a row or a slot another transaction holds (a live
  * peer's transaction ends in milliseconds); then it tries the next slot. */
 #define LEASEDB_LOCK_TIMEOUT_MS 1000
@@ -46,14 +49,19 @@ typedef struct {
                                 limiter */
     int64_t first_slot;      /* the pool's first slot; 0 means 1 */
     leasedb_pool_t pool;     /* which chats the pass considers */
+    /* CHATFLEET_WORKER_USER_MAX_CHATS: fresh leases one user may hold per unit of weight
+     * (users.chat_weight), deployment-wide, its subagents' included; 0: no cap (the quick
+     * pass still ranks owners fairly, ARCHITECTURE.md §6.2, "Fair share") */
+    int64_t user_max_chats;
     int64_t lease_stale_ms;  /* also the lease threshold of its Acquire bundles */
     int batch;               /* chats to take at most, 1..LEASEDB_BATCH_MAX */
     int64_t lock_timeout_ms; /* 0: LEASEDB_LOCK_TIMEOUT_MS */
     int64_t idle_ms;         /* idle_in_transaction_session_timeout; 0: lease_stale_ms / 3 */
     const hint_sink_t *sink; /* Acquire's hints, published after COMMIT; may be NULL */
-    /* The quick pass: only chats without any owner (new, released, handed over), found
-     * without visiting the chats held by others; false: every chat without a fresh lease,
-     * stale leases included (ARCHITECTURE.md §6.2, "Quick and full passes"). */
+    /* The quick pass: chats without any owner (new, released, handed over), fairly across
+     * their owners, found without visiting the chats held by others; false: the full pass,
+     * chats whose owner's lease is stale or gone (a takeover) (ARCHITECTURE.md §6.2, "Quick
+     * and full passes"). */
     bool quick;
     /* The title pass: instead of runnable chats, idle (waiting or error), unarchived chats with
      * a title request (chats.title_requested_at) and no fresh lease, stale leases included;
@@ -82,8 +90,8 @@ typedef struct {
 } leasedb_batch_t;
 
 /* One acquisition transaction (ARCHITECTURE.md §6.2): picks free limiter slots, locks up to
- * min(batch, free slots) of the oldest runnable chats without a fresh lease (FOR UPDATE OF c
- * SKIP LOCKED), applies Acquire with a new runner id to each in a nested bundle that claims
+ * min(batch, free slots) of the pass's candidates (FOR UPDATE OF c SKIP LOCKED; with
+ * user_max_chats, only those whose owner's advisory lock it gets without waiting), applies Acquire with a new runner id to each in a nested bundle that claims
  * the next candidate slots in ascending order, commits, then publishes the hints. A chat
  * that cannot be taken is rolled back alone; a pass that found one chat takes it in a bundle
  * that joins and commits the transaction (no savepoint). Returns 0 (out filled, possibly with
