@@ -225,6 +225,7 @@ static void s_task_env(worker_t *self) {
     taskctx_env_t *env = &self->env;
     env->partbuf = self->partbuf;
     env->sink = bus_publisher_sink(self->pub);
+    atomic_init(&env->limiter_full, false);
     snprintf(env->inbox, sizeof env->inbox, "inproc://chatfleet-manager-%s", self->id);
     env->opts = opts->turn;
     env->opts.queue_max = self->cfg.queue_max;
@@ -283,6 +284,7 @@ static void s_start_lease_actors(worker_t *self) {
                           .lease_stale_ms = cfg->lease_stale_ms,
                           .statement_timeout_ms = stmt_ms,
                           .sink = env->sink,
+                          .limiter_full = &env->limiter_full,
                           .auto_archive_days = cfg->auto_archive_days,
                           .auto_archive_interval_ms = cfg->auto_archive_interval_ms,
                           .auto_archive_batch = cfg->auto_archive_batch,
@@ -303,12 +305,12 @@ static void s_log_started(const worker_t *self) {
              "subagent_max_depth=%lld subagent_max_children=%lld plan_instructions=%s "
              "otlp_endpoint=%s",
              self->id, (long long)opts->max_chats, (long long)opts->max_subagents,
-             (long long)opts->user_max_chats,
-             (long long)opts->sync_ms, (long long)opts->turn.max_retries,
-             (long long)opts->turn.max_steps, (long long)opts->turn.retry_base_ms,
-             (long long)opts->turn.retry_max_ms, (long long)opts->turn.sim_chunk_ms,
-             (long long)opts->ra_deadline_ms, (long long)opts->drain_ms, (long long)opts->db_conns,
-             s_task_conns(opts), opts->turn.compaction.model[0] ? opts->turn.compaction.model : "-",
+             (long long)opts->user_max_chats, (long long)opts->sync_ms,
+             (long long)opts->turn.max_retries, (long long)opts->turn.max_steps,
+             (long long)opts->turn.retry_base_ms, (long long)opts->turn.retry_max_ms,
+             (long long)opts->turn.sim_chunk_ms, (long long)opts->ra_deadline_ms,
+             (long long)opts->drain_ms, (long long)opts->db_conns, s_task_conns(opts),
+             opts->turn.compaction.model[0] ? opts->turn.compaction.model : "-",
              opts->turn.compaction.default_threshold,
              opts->turn.title_model[0] ? opts->turn.title_model : "-",
              (long long)opts->turn.subagent_max_depth, (long long)opts->turn.subagent_max_children,

@@ -899,8 +899,9 @@ static void test_a_lease_question_is_an_index_probe_whatever_the_table_looked_li
     args = mem_printf("('%s', '%s', '%s', 5000, 2)", chat, w, w);
     char *own = s_plan_of("WITH share AS", args);
     free(args);
-    char *scan = s_plan_of("WITH s AS MATERIALIZED%WITH RECURSIVE up",
-                           "(1, 100, 5000, 1, 8, 4, 1, 0, 2, '00000000-0000-0000-0000-000000000000', 1)");
+    char *scan =
+        s_plan_of("WITH s AS MATERIALIZED%WITH RECURSIVE up",
+                  "(1, 100, 5000, 1, 8, 4, 1, 0, 2, '00000000-0000-0000-0000-000000000000', 1)");
     const char *plans[] = {load, own, scan};
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
         if (strstr(plans[i], "Seq Scan on chat_heartbeats") || strstr(plans[i], "hashed") ||

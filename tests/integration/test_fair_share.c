@@ -206,8 +206,9 @@ static void test_a_user_at_its_share_is_passed_over(void **state) {
     assert_int_equal(id_uuid_new(w), 0);
     for (int limiter = 0; limiter <= 100; limiter += 100) {
         s_clean(NULL);
-        s_sql(s_conn, "UPDATE chats SET archived = false, worker_id = NULL, runner_id = NULL"
-                      " WHERE owner_id IN ('%s', '%s')",
+        s_sql(s_conn,
+              "UPDATE chats SET archived = false, worker_id = NULL, runner_id = NULL"
+              " WHERE owner_id IN ('%s', '%s')",
               hog, b);
         leasedb_acquire_args_t a = s_args(w, limiter, 8, 2);
         leasedb_batch_t got;
@@ -256,8 +257,9 @@ static void test_a_subagent_family_counts_against_its_roots_owner(void **state) 
     assert_int_equal(leasedb_acquire(s_conn, &kids, &got), 0);
     assert_int_equal(got.count, 1);
     assert_string_equal(got.chats[0].chat_id, child);
-    assert_int_equal(s_int(s_conn, "SELECT count(*) FROM chat_heartbeats WHERE chat_id = '%s'"
-                                   " AND owner_id = '%s'",
+    assert_int_equal(s_int(s_conn,
+                           "SELECT count(*) FROM chat_heartbeats WHERE chat_id = '%s'"
+                           " AND owner_id = '%s'",
                            child, owner),
                      1);
     roots.batch = 8;
@@ -266,8 +268,9 @@ static void test_a_subagent_family_counts_against_its_roots_owner(void **state) 
     assert_int_equal(s_held(owner), 2);
     /* The child's turn ends and lets go: the second root is taken. */
     s_sql(s_conn, "DELETE FROM chat_heartbeats WHERE chat_id = '%s'", child);
-    s_sql(s_conn, "UPDATE chats SET status = 'waiting', worker_id = NULL, runner_id = NULL"
-                  " WHERE id = '%s'",
+    s_sql(s_conn,
+          "UPDATE chats SET status = 'waiting', worker_id = NULL, runner_id = NULL"
+          " WHERE id = '%s'",
           child);
     assert_int_equal(leasedb_acquire(s_conn, &roots, &got), 0);
     assert_int_equal(got.count, 1);
@@ -327,8 +330,8 @@ static void test_two_acquirers_never_take_a_user_past_its_share(void **state) {
     for (int round = 0; round < S_RACE_ROUNDS; round++) {
         assert_int_equal(pthread_barrier_init(&start, NULL, 2), 0);
         s_sql(s_conn, "DELETE FROM chat_heartbeats");
-        s_sql(s_conn,
-              "UPDATE chats SET worker_id = NULL, runner_id = NULL WHERE owner_id = '%s'", hog);
+        s_sql(s_conn, "UPDATE chats SET worker_id = NULL, runner_id = NULL WHERE owner_id = '%s'",
+              hog);
         for (int i = 0; i < S_RACE_CHATS; i++) {
             s_sql(s_conn,
                   "WITH r AS (SELECT gen_random_uuid() AS id), o AS (UPDATE chats"

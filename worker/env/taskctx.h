@@ -122,6 +122,11 @@ typedef struct {
     struct mcpset *mcp;          /* the deployment's MCP servers (mcpset.h); never NULL */
     struct hooks *hooks;         /* the lifecycle hook dispatcher (hooks.h); never NULL */
     taskctx_counters_t counters;
+    /* The acquirer's last pass had no limiter slot to spare (none was free, or every free one
+     * it found went to a chat): a lease that ends then hints every acquirer (the manager's
+     * runner cleanup), which would otherwise wait for its poll to see the freed slot
+     * (ARCHITECTURE.md §6.2, "Fair share"). */
+    atomic_bool limiter_full;
 } taskctx_env_t;
 
 typedef struct taskctx taskctx_t;

@@ -24,6 +24,8 @@ typedef struct {
     int64_t size;  /* its slots; 0: no limiter */
     int batch;     /* the next pass's batch (acquirer.h) */
     bool refused;  /* the limiter refused in the last pass (logged once per episode) */
+    bool bound;    /* the last quick pass had no slot to spare: none was free, or every free
+                      slot it found went to a chat (more may wait for one) */
 } s_pool_t;
 
 typedef struct {
@@ -145,6 +147,9 @@ static int s_pass_pool(self_t *self, s_pool_t *pool, bool full, bool titles) {
         self->conn = NULL;
         return -1;
     }
+    if (!full && !titles) {
+        pool->bound = b.free_slots >= 0 && b.selected >= b.free_slots;
+    }
     if (b.free_slots == 0) {
         /* Every slot of the pool is held by a fresh lease: the limiter refuses (§6.2). */
         if (!pool->refused) {
@@ -216,6 +221,13 @@ static void s_pass(self_t *self) {
         if (s_pass_pool(self, &self->pools[i], false, false) != 0) {
             return;
         }
+    }
+    bool bound = false;
+    for (int i = 0; i < self->npools; i++) {
+        bound |= self->pools[i].bound;
+    }
+    if (self->args.limiter_full) {
+        atomic_store(self->args.limiter_full, bound);
     }
     for (int i = 0; full && i < self->npools; i++) {
         if (s_pass_pool(self, &self->pools[i], true, false) != 0) {

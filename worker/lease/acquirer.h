@@ -27,6 +27,7 @@
 #ifndef CHATFLEET_ACQUIRER_H
 #define CHATFLEET_ACQUIRER_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "hint.h"
@@ -60,6 +61,10 @@ typedef struct {
     int64_t lease_stale_ms;
     int64_t statement_timeout_ms;
     hint_sink_t sink; /* where Acquire's hints go (and the auto-archive's) */
+    /* Set after each pass: whether a pool's quick pass had no limiter slot to spare (none was
+     * free, or each free slot it found went to a chat) (taskctx_env_t.limiter_full);
+     * borrowed, may be NULL */
+    atomic_bool *limiter_full;
     /* The auto-archive tick (below): CHATFLEET_AUTO_ARCHIVE_DAYS (0: off), _INTERVAL_MS and
      * _BATCH; its clock is the wall clock plus CHATFLEET_TEST_CLOCK_OFFSET_S (tests only). */
     int64_t auto_archive_days;

@@ -109,9 +109,10 @@ typedef struct {
     " AND c.status IN ('running', 'interrupting', 'requires_action') AND c.worker_id IS NOT NULL"  \
     " AND NOT c.waiting_on_agents AND (c.runner_id IS NULL OR NOT EXISTS (SELECT 1 FROM"           \
     " chat_heartbeats h WHERE h.chat_id = c.id AND h.runner_id = c.runner_id"                      \
-    " AND h.heartbeat_at > " S_FRESH_SQL(STALE) "))" S_POOL_SQL("c", KIND) " AND " CAP             \
-    "::bigint IS NOT NULL AND " START "::uuid IS NOT NULL ORDER BY c.updated_at, c.id LIMIT " LIMIT \
-    " FOR UPDATE OF c SKIP LOCKED"
+    " AND h.heartbeat_at > " S_FRESH_SQL(STALE) "))" S_POOL_SQL(                                   \
+        "c", KIND) " AND " CAP "::bigint IS NOT NULL AND " START                                   \
+                   "::uuid IS NOT NULL ORDER BY c.updated_at, c.id LIMIT " LIMIT                   \
+                   " FOR UPDATE OF c SKIP LOCKED"
 
 /* How many owners one quick pass looks at, at most, and how many of an owner's fresh leases
  * it counts for its rank (past that, owners rank alike). */
@@ -122,7 +123,7 @@ typedef struct {
  * on x.owner_id: one probe of chats_unowned_by_owner. */
 #define S_NEXT_OWNER_SQL(KIND, COND)                                                               \
     "(SELECT x.owner_id FROM chats x WHERE " S_UNOWNED_PRED("x", KIND) COND                        \
-    " ORDER BY x.owner_id LIMIT 1)"
+        " ORDER BY x.owner_id LIMIT 1)"
 
 /* The quick pass's candidates (ARCHITECTURE.md §6.2, "Fair share"): runnable chats without any
  * owner, fairly across their owners. It walks up to S_OWNERS_MAX owners that have such chats,
@@ -131,30 +132,68 @@ typedef struct {
  * CAP, at most CAP x w - held; and ranks an owner's j-th chat (from 1) by (held + j) / w, so
  * that free slots go to the owners holding the fewest per weight, the oldest chat first among
  * equals. */
-#define S_FAIR_SQL(STALE, LIMIT, KIND, CAP, START)                                                 \
-    "WITH RECURSIVE up(o, n) AS (SELECT " S_NEXT_OWNER_SQL(                                        \
-        KIND, " AND x.owner_id >= " START "::uuid") ", 1 UNION ALL SELECT " S_NEXT_OWNER_SQL(     \
-        KIND, " AND x.owner_id > up.o") ", up.n + 1 FROM up WHERE up.o IS NOT NULL AND up.n < "    \
-        S_OWNERS_MAX "), low(o, n) AS (SELECT " S_NEXT_OWNER_SQL(                                  \
-            KIND, " AND x.owner_id < " START "::uuid") ", 1 UNION ALL SELECT " S_NEXT_OWNER_SQL(  \
-            KIND, " AND x.owner_id > low.o AND x.owner_id < " START                                \
-                  "::uuid") ", low.n + 1 FROM low WHERE low.o IS NOT NULL AND low.n < "            \
-            S_OWNERS_MAX "), owners AS (SELECT z.o FROM (SELECT o, n FROM up UNION ALL"            \
-            " SELECT o, n + " S_OWNERS_MAX " FROM low) z WHERE z.o IS NOT NULL ORDER BY z.n"       \
-            " LIMIT " S_OWNERS_MAX "), ranked AS (SELECT y.id, (h.held + y.j)::float8 / w.w AS rk1" \
-            " FROM owners ow CROSS JOIN LATERAL (SELECT count(*) AS held FROM (SELECT 1"            \
-            " FROM chat_heartbeats h WHERE h.owner_id = ow.o AND h.heartbeat_at > " S_FRESH_SQL(   \
-                STALE) " LIMIT " S_HELD_MAX ") q) h CROSS JOIN LATERAL (SELECT coalesce((SELECT"   \
-            " u.chat_weight FROM users u WHERE u.id = ow.o), 1) AS w) w CROSS JOIN LATERAL"        \
-            " (SELECT x.id, row_number() OVER (ORDER BY x.updated_at, x.id) AS j FROM (SELECT"     \
-            " x.id, x.updated_at FROM chats x WHERE " S_UNOWNED_PRED(                              \
-                "x", KIND) " AND x.owner_id = ow.o ORDER BY x.updated_at, x.id LIMIT greatest(0,"  \
-            " CASE WHEN " CAP "::bigint > 0 THEN least(" LIMIT ", " CAP                            \
-            "::bigint * w.w - h.held) ELSE " LIMIT " END)) x) y)"                                   \
-            " SELECT c.id, '' AS prev, c.owner_id, r.rk1, c.updated_at AS rk2 FROM chats c"        \
-            " JOIN ranked r ON r.id = c.id WHERE " S_UNOWNED_PRED(                                 \
-                "c", KIND) " ORDER BY r.rk1, c.updated_at, c.id LIMIT " LIMIT                      \
-                           " FOR UPDATE OF c SKIP LOCKED"
+#define S_FAIR_SQL(STALE, LIMIT, KIND, CAP, START)                                                                                            \
+    "WITH RECURSIVE up(o, n) AS (SELECT " S_NEXT_OWNER_SQL(KIND, " AND x.owner_id >= " START "::"                                             \
+                                                                                             "uui"                                            \
+                                                                                             "d") ", 1 UNION ALL SELECT " S_NEXT_OWNER_SQL(   \
+        KIND,                                                                                                                                 \
+        " AND x.owner_id > up.o") ", up.n + 1 FROM up WHERE up.o IS NOT NULL AND up.n "                                                       \
+                                  "< " S_OWNERS_MAX                                                                                           \
+                                  "), low(o, n) AS (SELECT " S_NEXT_OWNER_SQL(KIND, " AND "                                                   \
+                                                                                    "x.owner_id "                                             \
+                                                                                    "< " START ":"                                            \
+                                                                                               ":"                                            \
+                                                                                               "u"                                            \
+                                                                                               "u"                                            \
+                                                                                               "i"                                            \
+                                                                                               "d") ", 1 UNION ALL SELECT " S_NEXT_OWNER_SQL( \
+                                      KIND,                                                                                                   \
+                                      " AND x.owner_id > low.o AND x.owner_id < " START                                                       \
+                                      "::uuid") ", low.n + 1 FROM low WHERE low.o IS NOT NULL "                                               \
+                                                "AND low.n < " S_OWNERS_MAX                                                                   \
+                                                "), owners AS (SELECT z.o FROM (SELECT o, n FROM "                                            \
+                                                "up UNION ALL"                                                                                \
+                                                " SELECT o, n + " S_OWNERS_MAX                                                                \
+                                                " FROM low) z WHERE z.o IS NOT NULL ORDER BY z.n"                                             \
+                                                " LIMIT " S_OWNERS_MAX                                                                        \
+                                                "), ranked AS (SELECT y.id, (h.held + "                                                       \
+                                                "y.j)::float8 / w.w AS rk1"                                                                   \
+                                                " FROM owners ow CROSS JOIN LATERAL (SELECT "                                                 \
+                                                "count(*) AS held FROM (SELECT 1"                                                             \
+                                                " FROM chat_heartbeats h WHERE h.owner_id = ow.o "                                            \
+                                                "AND h.heartbeat_at > " S_FRESH_SQL(                                                          \
+                                                    STALE) " LIMIT " S_HELD_MAX                                                               \
+                                                           ") q) h CROSS JOIN LATERAL (SELECT "                                               \
+                                                           "coalesce((SELECT"                                                                 \
+                                                           " u.chat_weight FROM users u WHERE "                                               \
+                                                           "u.id = ow.o), 1) AS w) w CROSS JOIN "                                             \
+                                                           "LATERAL"                                                                          \
+                                                           " (SELECT x.id, row_number() OVER "                                                \
+                                                           "(ORDER BY x.updated_at, x.id) AS j "                                              \
+                                                           "FROM (SELECT"                                                                     \
+                                                           " x.id, x.updated_at FROM chats x "                                                \
+                                                           "WHERE " S_UNOWNED_PRED(                                                           \
+                                                               "x",                                                                           \
+                                                               KIND) " AND x.owner_id = ow.o "                                                \
+                                                                     "ORDER BY x.updated_at, "                                                \
+                                                                     "x.id LIMIT greatest(0,"                                                 \
+                                                                     " CASE WHEN " CAP                                                        \
+                                                                     "::bigint > 0 THEN "                                                     \
+                                                                     "least(" LIMIT ", " CAP                                                  \
+                                                                     "::bigint * w.w - h.held) "                                              \
+                                                                     "ELSE " LIMIT " END)) x) y)"                                             \
+                                                                     " SELECT c.id, '' AS prev, "                                             \
+                                                                     "c.owner_id, r.rk1, "                                                    \
+                                                                     "c.updated_at AS rk2 FROM "                                              \
+                                                                     "chats c"                                                                \
+                                                                     " JOIN ranked r ON r.id = "                                              \
+                                                                     "c.id WHERE " S_UNOWNED_PRED(                                            \
+                                                                         "c",                                                                 \
+                                                                         KIND) " ORDER BY r.rk1, "                                            \
+                                                                               "c.updated_at, "                                               \
+                                                                               "c.id LIMIT " LIMIT                                            \
+                                                                               " FOR UPDATE OF c "                                            \
+                                                                               "SKIP LOCKED"
 
 /* The title pass's candidates (ARCHITECTURE.md §7.8): idle, unarchived chats with a title
  * request and without a fresh lease, oldest first, through the partial index
@@ -166,17 +205,19 @@ typedef struct {
     " WHERE c.title_requested_at IS NOT NULL AND c.archived = false"                               \
     " AND c.status IN ('waiting', 'error') AND NOT c.waiting_on_agents"                            \
     " AND (c.worker_id IS NULL OR c.runner_id IS NULL OR (SELECT true FROM chat_heartbeats h"      \
-    " WHERE h.chat_id = c.id AND h.runner_id = c.runner_id AND h.heartbeat_at > " S_FRESH_SQL(    \
+    " WHERE h.chat_id = c.id AND h.runner_id = c.runner_id AND h.heartbeat_at > " S_FRESH_SQL(     \
         STALE) " LIMIT 1) IS NULL)" S_POOL_SQL("c", KIND) " AND " CAP                              \
-    "::bigint IS NOT NULL AND " START "::uuid IS NOT NULL ORDER BY c.updated_at, c.id LIMIT " LIMIT \
-    " FOR UPDATE OF c SKIP LOCKED"
+                                                          "::bigint IS NOT NULL AND " START        \
+                                                          "::uuid IS NOT NULL ORDER BY "           \
+                                                          "c.updated_at, c.id LIMIT " LIMIT        \
+                                                          " FOR UPDATE OF c SKIP LOCKED"
 
 /* The candidates a pass may take, with CAP on: those whose owner's advisory lock of class CLASS
  * this transaction holds or gets without waiting. Acquire's share check (chatstate_worker.c)
  * then counts the owner's fresh leases in a later statement, after any other acquisition that
  * held the lock has committed: two acquisitions never count the same owner at once. */
 #define S_OWNER_LOCKED_SQL(CAP, CLASS)                                                             \
-    " WHERE " CAP "::bigint = 0 OR pg_try_advisory_xact_lock(" CLASS                              \
+    " WHERE " CAP "::bigint = 0 OR pg_try_advisory_xact_lock(" CLASS                               \
     "::int, hashtext(c.owner_id::text))"
 
 /* With the limiter: up to $5 slots of the pool's $7..$7+$2-1 not held by a fresh heartbeat
@@ -202,9 +243,9 @@ typedef struct {
 /* Without the limiter: up to $2 chats of CHATS in pool $3 (cap $4, start $5, owner lock class
  * $6), as kind 1 rows. */
 #define S_SCAN_FREE_SQL(CHATS)                                                                     \
-    "SELECT 1 AS kind, 0, c.id::text, c.prev FROM (" CHATS("$1", "$2::int", "$3", "$4",            \
-                                                           "$5") ") c" S_OWNER_LOCKED_SQL(         \
-        "$4", "$6") " ORDER BY c.rk1, c.rk2, c.id"
+    "SELECT 1 AS kind, 0, c.id::text, c.prev FROM (" CHATS(                                        \
+        "$1", "$2::int", "$3", "$4",                                                               \
+        "$5") ") c" S_OWNER_LOCKED_SQL("$4", "$6") " ORDER BY c.rk1, c.rk2, c.id"
 
 /* The scans by pass (full, quick, titles: s_kind) and limiter ([free]). */
 static const char *const s_scan_sql[3][2] = {

@@ -45,10 +45,10 @@ typedef enum {
 
 typedef struct {
     const char *worker_id;
-    int64_t max_chats;       /* the pool's slots first_slot..first_slot+max_chats-1; 0: no
-                                limiter */
-    int64_t first_slot;      /* the pool's first slot; 0 means 1 */
-    leasedb_pool_t pool;     /* which chats the pass considers */
+    int64_t max_chats;   /* the pool's slots first_slot..first_slot+max_chats-1; 0: no
+                            limiter */
+    int64_t first_slot;  /* the pool's first slot; 0 means 1 */
+    leasedb_pool_t pool; /* which chats the pass considers */
     /* CHATFLEET_WORKER_USER_MAX_CHATS: fresh leases one user may hold per unit of weight
      * (users.chat_weight), deployment-wide, its subagents' included; 0: no cap (the quick
      * pass still ranks owners fairly, ARCHITECTURE.md §6.2, "Fair share") */
@@ -91,12 +91,13 @@ typedef struct {
 
 /* One acquisition transaction (ARCHITECTURE.md §6.2): picks free limiter slots, locks up to
  * min(batch, free slots) of the pass's candidates (FOR UPDATE OF c SKIP LOCKED; with
- * user_max_chats, only those whose owner's advisory lock it gets without waiting), applies Acquire with a new runner id to each in a nested bundle that claims
- * the next candidate slots in ascending order, commits, then publishes the hints. A chat
- * that cannot be taken is rolled back alone; a pass that found one chat takes it in a bundle
- * that joins and commits the transaction (no savepoint). Returns 0 (out filled, possibly with
- * nothing taken), or -1 when the transaction failed: nothing was taken, the failure is logged
- * (acquire_failed), and the connection may be broken. */
+ * user_max_chats, only those whose owner's advisory lock it gets without waiting), applies Acquire
+ * with a new runner id to each in a nested bundle that claims the next candidate slots in ascending
+ * order, commits, then publishes the hints. A chat that cannot be taken is rolled back alone; a
+ * pass that found one chat takes it in a bundle that joins and commits the transaction (no
+ * savepoint). Returns 0 (out filled, possibly with nothing taken), or -1 when the transaction
+ * failed: nothing was taken, the failure is logged (acquire_failed), and the connection may be
+ * broken. */
 int leasedb_acquire(PGconn *conn, const leasedb_acquire_args_t *args, leasedb_batch_t *out);
 
 /* Renews in one transaction the leases whose heartbeat row is still fresh and whose chat

@@ -259,6 +259,22 @@ static void s_free_entry_if_done(self_t *self, s_entry_t *e) {
     }
 }
 
+/* While the limiter refuses, a runner cleaned up because its chat let go (the update ev, whose
+ * move deleted the lease and freed its slot, has committed) sends an ownership hint, which
+ * wakes every acquirer for the slot as a new chat would; it carries ev's version, which every
+ * subscriber takes as new. */
+static void s_hint_freed_slot(self_t *self, const hint_update_t *ev) {
+    taskctx_env_t *env = self->args.env;
+    if (!atomic_load(&env->limiter_full) || !env->sink.ownership) {
+        return;
+    }
+    hint_ownership_t o = {.snapshot_version = ev->snapshot_version};
+    const char *chat = ev->chat_id;
+    snprintf(o.chat_id, sizeof o.chat_id, "%s", chat);
+    env->sink.ownership(env->sink.ctx, &o);
+    log_debug("slot_freed_hint", "chat_id=%s worker_id=%s", chat, env->worker_id);
+}
+
 /* Cancels every task of the runner, stops its lease and hints; frees it once its tasks
  * have all ended (ARCHITECTURE.md §1.2). */
 static void s_cleanup(self_t *self, s_entry_t *e, const char *why) {
@@ -302,6 +318,7 @@ static void s_event(self_t *self, s_entry_t *e, const hint_update_t *ev) {
     }
     if (act.cleanup) {
         s_cleanup(self, e, "not_owner");
+        s_hint_freed_slot(self, ev);
         return;
     }
     if (act.spawn && !self->draining) {
