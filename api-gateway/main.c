@@ -7,6 +7,9 @@
  *   chatfleet-gateway user-add [--admin] NAME
  *                                   create a user (an operator with --admin: the admin API);
  *                                   print a new API token (only) on stdout
+ *   chatfleet-gateway user-weight NAME W
+ *                                   set a user's share of worker slots (users.chat_weight,
+ *                                   1..1000; ARCHITECTURE.md §6.2, "Fair share")
  */
 #include "config.h"
 #include "db.h"
@@ -88,6 +91,45 @@ static int s_user_add(const config_t *cfg, const char *name, bool admin) {
     }
     log_info("user_added", "user_id=%s name=%s admin=%s", uid, name, admin ? "true" : "false");
     printf("%s\n", token);
+    return 0;
+}
+
+/* Sets user name's weight in the fair share of worker slots. 0, 1 (no such user, a database
+ * failure) or 2 (a weight outside 1..1000), each told on stderr. */
+static int s_user_weight(const config_t *cfg, const char *name, const char *weight) {
+    char *end = NULL;
+    errno = 0;
+    long w = strtol(weight, &end, 10);
+    if (errno != 0 || end == weight || *end != '\0' || w < 1 || w > 1000) {
+        fprintf(stderr,
+                "chatfleet-gateway: user-weight: W must be an integer 1..1000 (got \"%s\")\n",
+                weight);
+        return 2;
+    }
+    PGconn *conn = s_connect(cfg, "chatfleet-gateway user-weight");
+    if (!conn) {
+        return 1;
+    }
+    char err[256];
+    char text[16];
+    snprintf(text, sizeof text, "%ld", w);
+    const char *p[] = {name, text};
+    db_err_t e;
+    PGresult *res =
+        db_query(conn, &e, err, sizeof err,
+                 "UPDATE users SET chat_weight = $2::int WHERE name = $1 RETURNING id", 2, p);
+    PQfinish(conn);
+    int found = res ? PQntuples(res) : -1;
+    if (found == 1) {
+        log_info("user_weight_set", "user_id=%s name=%s chat_weight=%ld", PQgetvalue(res, 0, 0),
+                 name, w);
+    }
+    PQclear(res);
+    if (found != 1) {
+        fprintf(stderr, "chatfleet-gateway: user-weight %s failed: %s\n", name,
+                found == 0 ? "no such user" : err);
+        return 1;
+    }
     return 0;
 }
 
@@ -458,10 +500,13 @@ int main(int argc, char **argv) {
         rc = s_user_add(cfg, argv[2], false);
     } else if (strcmp(cmd, "user-add") == 0 && argc == 4 && !strcmp(argv[2], "--admin")) {
         rc = s_user_add(cfg, argv[3], true);
+    } else if (strcmp(cmd, "user-weight") == 0 && argc == 4) {
+        rc = s_user_weight(cfg, argv[2], argv[3]);
     } else if (strcmp(cmd, "serve") == 0) {
         rc = s_serve(cfg);
     } else {
-        fprintf(stderr, "usage: chatfleet-gateway [serve | migrate | user-add [--admin] NAME]\n");
+        fprintf(stderr, "usage: chatfleet-gateway [serve | migrate | user-add [--admin] NAME |"
+                        " user-weight NAME W]\n");
         rc = 2;
     }
     curve_set_default(NULL);

@@ -1008,6 +1008,45 @@ static char *s_upper(const char *s) {
     return u;
 }
 
+/* user-weight sets a user's share of worker slots (users.chat_weight); a weight outside
+ * 1..1000 exits 2 and an unknown name 1, each saying why, and neither changes anything. */
+static void test_user_weight_sets_a_users_share_and_refuses_bad_input(void **u) {
+    (void)u;
+    free(s_user_token("weighted"));
+    char *db = mem_printf("CHATFLEET_DATABASE_URL=%s", testdb_url(s_db));
+    char *env[] = {db, NULL};
+    const struct {
+        const char *name, *weight;
+        int rc;
+        const char *says;
+    } cases[] = {
+        {"weighted", "7", 0, NULL},
+        {"weighted", "0", 2, "1..1000"},
+        {"weighted", "1001", 2, "1..1000"},
+        {"weighted", "3x", 2, "(got \"3x\")"},
+        {"nobody-here", "2", 1, "no such user"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[] = "/tmp/test_gateway_endpoints_out.XXXXXX";
+        int fd = mkstemp(out);
+        assert_true(fd >= 0);
+        close(fd);
+        char *argv[] = {s_gw_bin, "user-weight", (char *)cases[i].name, (char *)cases[i].weight,
+                        NULL};
+        assert_int_equal(proc_run(argv, env, out, 10000), cases[i].rc);
+        char *text = proc_file_text(out);
+        if (cases[i].says && !strstr(text, cases[i].says)) {
+            fail_msg("user-weight %s %s said: %s", cases[i].name, cases[i].weight, text);
+        }
+        free(text);
+        unlink(out);
+        char *w = testdb_scalar(s_conn, "SELECT chat_weight FROM users WHERE name = 'weighted'");
+        assert_string_equal(w, "7");
+        free(w);
+    }
+    free(db);
+}
+
 /* GET /chats?after_id= with another user's chat answered a page ordered after it (or an empty
  * one for an unknown id): the cursor must be one of the caller's chats, and every other id
  * gets one and the same 400. An own cursor in upper case is the same cursor. */
@@ -1479,6 +1518,7 @@ int main(void) {
         cmocka_unit_test(test_every_route_is_401_without_a_token_and_404_for_an_unknown_chat),
         cmocka_unit_test(test_ids_that_are_not_positive_integers_are_400_on_an_own_chat),
         cmocka_unit_test(test_chat_list_cursor_must_be_an_own_chat_else_one_400),
+        cmocka_unit_test(test_user_weight_sets_a_users_share_and_refuses_bad_input),
         cmocka_unit_test(test_query_numbers_are_refused_unless_plain_digits_in_range),
         cmocka_unit_test(test_edit_shows_history_reset_on_the_stream),
         cmocka_unit_test(test_tool_results_need_every_pending_call_and_valid_json),

@@ -3,13 +3,15 @@
 //   node ttfp.js flood URL TOKEN N TEXT   N chats of one user, each created with one user
 //                                         message TEXT, 16 requests in flight; prints
 //                                         "created failed"
-//   node ttfp.js users URL TOKENS TEXT    one chat per token (comma-separated), all at once,
+//   node ttfp.js users URL TOKENS TEXT [ROUNDS]
+//                                         ROUNDS (1) times, one after another: one chat per
+//                                         token (comma-separated), all at once,
 //                                         "[sim:clock] TEXT": each user's time to first part,
 //                                         from the start of its POST to the sim's stamp on the
 //                                         reply's first part, read from the chat's stream (the
 //                                         monotonic clock both read);
-//                                         prints "p50 max n" in ms (n: users that got a
-//                                         reply), or "- - 0" when none did
+//                                         prints "p50 max n" in ms over every round (n: chats
+//                                         that got a part), or "- - 0" when none did
 'use strict';
 
 const http = require('http');
@@ -114,8 +116,23 @@ async function flood(base, token, n, text) {
     console.log(`${created} ${failed}`);
 }
 
-async function users(base, tokens, text) {
-    const times = await Promise.all(
+async function users(base, tokens, text, rounds) {
+    let times = [];
+    for (let r = 0; r < rounds; r++) {
+        times = times.concat(await usersOnce(base, tokens, text));
+    }
+    const ok = times.filter((t) => t !== null).sort((a, b) => a - b);
+    if (ok.length === 0) {
+        console.log('- - 0');
+        return;
+    }
+    const p50 = ok[Math.floor((ok.length - 1) / 2)];
+    console.log(`${p50.toFixed(1)} ${ok[ok.length - 1].toFixed(1)} ${ok.length}`);
+}
+
+// One round: one chat per token at once; each one's time to first part in ms, or null.
+function usersOnce(base, tokens, text) {
+    return Promise.all(
         tokens.map(async (token) => {
             const t0 = Number(process.hrtime.bigint() / 1000n);
             try {
@@ -127,17 +144,13 @@ async function users(base, tokens, text) {
             }
         }),
     );
-    const ok = times.filter((t) => t !== null).sort((a, b) => a - b);
-    if (ok.length === 0) {
-        console.log('- - 0');
-        return;
-    }
-    const p50 = ok[Math.floor((ok.length - 1) / 2)];
-    console.log(`${p50.toFixed(1)} ${ok[ok.length - 1].toFixed(1)} ${ok.length}`);
 }
 
 const [mode, base, token, a, b] = process.argv.slice(2);
-const run = mode === 'flood' ? flood(base, token, Number(a), b) : users(base, token.split(','), a);
+const run =
+    mode === 'flood'
+        ? flood(base, token, Number(a), b)
+        : users(base, token.split(','), a, Number(b || 1));
 run.then(
     () => process.exit(0),
     (e) => {
