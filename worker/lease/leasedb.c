@@ -151,12 +151,12 @@ typedef struct {
                                       " AND x.owner_id > low.o AND x.owner_id < " START                                                       \
                                       "::uuid") ", low.n + 1 FROM low WHERE low.o IS NOT NULL "                                               \
                                                 "AND low.n < " S_OWNERS_MAX                                                                   \
-                                                "), owners AS (SELECT z.o FROM (SELECT o, n FROM "                                            \
+                                                "), owners AS MATERIALIZED (SELECT z.o FROM (SELECT o, n FROM "                                            \
                                                 "up UNION ALL"                                                                                \
                                                 " SELECT o, n + " S_OWNERS_MAX                                                                \
                                                 " FROM low) z WHERE z.o IS NOT NULL ORDER BY z.n"                                             \
                                                 " LIMIT " S_OWNERS_MAX                                                                        \
-                                                "), ranked AS (SELECT y.id, (h.held + "                                                       \
+                                                "), ranked AS MATERIALIZED (SELECT y.id, (h.held + "                                                       \
                                                 "y.j)::float8 / w.w AS rk1"                                                                   \
                                                 " FROM owners ow CROSS JOIN LATERAL (SELECT "                                                 \
                                                 "count(*) AS held FROM (SELECT 1"                                                             \

@@ -80,6 +80,11 @@ function firstPartUs(base, token, chat, deadlineMs) {
                     if (stamp) {
                         req.destroy();
                         resolve(Number(stamp[1]));
+                    } else if (/event: message\ndata: [^\n]*"role":\s*"assistant"/.test(seen)) {
+                        // The reply was committed before the stream saw a part of it: the
+                        // part's time is lost, and the chat is counted as not seen.
+                        req.destroy();
+                        reject(new Error('the reply was committed before the stream opened'));
                     }
                 });
                 res.on('end', () => reject(new Error('stream ended without a part')));
