@@ -131,69 +131,37 @@ typedef struct {
  * leases (held) and reads its weight w; takes each one's oldest chats, at most LIMIT and, with
  * CAP, at most CAP x w - held; and ranks an owner's j-th chat (from 1) by (held + j) / w, so
  * that free slots go to the owners holding the fewest per weight, the oldest chat first among
- * equals. */
-#define S_FAIR_SQL(STALE, LIMIT, KIND, CAP, START)                                                                                            \
-    "WITH RECURSIVE up(o, n) AS (SELECT " S_NEXT_OWNER_SQL(KIND, " AND x.owner_id >= " START "::"                                             \
-                                                                                             "uui"                                            \
-                                                                                             "d") ", 1 UNION ALL SELECT " S_NEXT_OWNER_SQL(   \
-        KIND,                                                                                                                                 \
-        " AND x.owner_id > up.o") ", up.n + 1 FROM up WHERE up.o IS NOT NULL AND up.n "                                                       \
-                                  "< " S_OWNERS_MAX                                                                                           \
-                                  "), low(o, n) AS (SELECT " S_NEXT_OWNER_SQL(KIND, " AND "                                                   \
-                                                                                    "x.owner_id "                                             \
-                                                                                    "< " START ":"                                            \
-                                                                                               ":"                                            \
-                                                                                               "u"                                            \
-                                                                                               "u"                                            \
-                                                                                               "i"                                            \
-                                                                                               "d") ", 1 UNION ALL SELECT " S_NEXT_OWNER_SQL( \
-                                      KIND,                                                                                                   \
-                                      " AND x.owner_id > low.o AND x.owner_id < " START                                                       \
-                                      "::uuid") ", low.n + 1 FROM low WHERE low.o IS NOT NULL "                                               \
-                                                "AND low.n < " S_OWNERS_MAX                                                                   \
-                                                "), owners AS MATERIALIZED (SELECT z.o FROM (SELECT o, n FROM "                                            \
-                                                "up UNION ALL"                                                                                \
-                                                " SELECT o, n + " S_OWNERS_MAX                                                                \
-                                                " FROM low) z WHERE z.o IS NOT NULL ORDER BY z.n"                                             \
-                                                " LIMIT " S_OWNERS_MAX                                                                        \
-                                                "), ranked AS MATERIALIZED (SELECT y.id, (h.held + "                                                       \
-                                                "y.j)::float8 / w.w AS rk1"                                                                   \
-                                                " FROM owners ow CROSS JOIN LATERAL (SELECT "                                                 \
-                                                "count(*) AS held FROM (SELECT 1"                                                             \
-                                                " FROM chat_heartbeats h WHERE h.owner_id = ow.o "                                            \
-                                                "AND h.heartbeat_at > " S_FRESH_SQL(                                                          \
-                                                    STALE) " LIMIT " S_HELD_MAX                                                               \
-                                                           ") q) h CROSS JOIN LATERAL (SELECT "                                               \
-                                                           "coalesce((SELECT"                                                                 \
-                                                           " u.chat_weight FROM users u WHERE "                                               \
-                                                           "u.id = ow.o), 1) AS w) w CROSS JOIN "                                             \
-                                                           "LATERAL"                                                                          \
-                                                           " (SELECT x.id, row_number() OVER "                                                \
-                                                           "(ORDER BY x.updated_at, x.id) AS j "                                              \
-                                                           "FROM (SELECT"                                                                     \
-                                                           " x.id, x.updated_at FROM chats x "                                                \
-                                                           "WHERE " S_UNOWNED_PRED(                                                           \
-                                                               "x",                                                                           \
-                                                               KIND) " AND x.owner_id = ow.o "                                                \
-                                                                     "ORDER BY x.updated_at, "                                                \
-                                                                     "x.id LIMIT greatest(0,"                                                 \
-                                                                     " CASE WHEN " CAP                                                        \
-                                                                     "::bigint > 0 THEN "                                                     \
-                                                                     "least(" LIMIT ", " CAP                                                  \
-                                                                     "::bigint * w.w - h.held) "                                              \
-                                                                     "ELSE " LIMIT " END)) x) y)"                                             \
-                                                                     " SELECT c.id, '' AS prev, "                                             \
-                                                                     "c.owner_id, r.rk1, "                                                    \
-                                                                     "c.updated_at AS rk2 FROM "                                              \
-                                                                     "chats c"                                                                \
-                                                                     " JOIN ranked r ON r.id = "                                              \
-                                                                     "c.id WHERE " S_UNOWNED_PRED(                                            \
-                                                                         "c",                                                                 \
-                                                                         KIND) " ORDER BY r.rk1, "                                            \
-                                                                               "c.updated_at, "                                               \
-                                                                               "c.id LIMIT " LIMIT                                            \
-                                                                               " FOR UPDATE OF c "                                            \
-                                                                               "SKIP LOCKED"
+ * equals. Laid out by hand, a clause a line. */
+// clang-format off
+#define S_FAIR_SQL(STALE, LIMIT, KIND, CAP, START) \
+    "WITH RECURSIVE up(o, n) AS (SELECT " \
+    S_NEXT_OWNER_SQL(KIND, " AND x.owner_id >= " START "::uuid") ", 1" \
+    " UNION ALL SELECT " S_NEXT_OWNER_SQL(KIND, " AND x.owner_id > up.o") ", up.n + 1" \
+    " FROM up WHERE up.o IS NOT NULL AND up.n < " S_OWNERS_MAX ")," \
+    " low(o, n) AS (SELECT " \
+    S_NEXT_OWNER_SQL(KIND, " AND x.owner_id < " START "::uuid") ", 1" \
+    " UNION ALL SELECT " \
+    S_NEXT_OWNER_SQL(KIND, " AND x.owner_id > low.o AND x.owner_id < " START "::uuid") \
+    ", low.n + 1 FROM low WHERE low.o IS NOT NULL AND low.n < " S_OWNERS_MAX ")," \
+    " owners AS MATERIALIZED (SELECT z.o FROM (SELECT o, n FROM up" \
+    " UNION ALL SELECT o, n + " S_OWNERS_MAX " FROM low) z" \
+    " WHERE z.o IS NOT NULL ORDER BY z.n LIMIT " S_OWNERS_MAX ")," \
+    " ranked AS MATERIALIZED (SELECT y.id, (h.held + y.j)::float8 / w.w AS rk1" \
+    " FROM owners ow" \
+    " CROSS JOIN LATERAL (SELECT count(*) AS held FROM (SELECT 1 FROM chat_heartbeats h" \
+    " WHERE h.owner_id = ow.o AND h.heartbeat_at > " S_FRESH_SQL(STALE) \
+    " LIMIT " S_HELD_MAX ") q) h" \
+    " CROSS JOIN LATERAL (SELECT coalesce((SELECT u.chat_weight FROM users u" \
+    " WHERE u.id = ow.o), 1) AS w) w" \
+    " CROSS JOIN LATERAL (SELECT x.id, row_number() OVER (ORDER BY x.updated_at, x.id) AS j" \
+    " FROM (SELECT x.id, x.updated_at FROM chats x WHERE " S_UNOWNED_PRED("x", KIND) \
+    " AND x.owner_id = ow.o ORDER BY x.updated_at, x.id LIMIT greatest(0, CASE WHEN " CAP \
+    "::bigint > 0 THEN least(" LIMIT ", " CAP "::bigint * w.w - h.held) ELSE " LIMIT " END))" \
+    " x) y)" \
+    " SELECT c.id, '' AS prev, c.owner_id, r.rk1, c.updated_at AS rk2 FROM chats c" \
+    " JOIN ranked r ON r.id = c.id WHERE " S_UNOWNED_PRED("c", KIND) \
+    " ORDER BY r.rk1, c.updated_at, c.id LIMIT " LIMIT " FOR UPDATE OF c SKIP LOCKED"
+// clang-format on
 
 /* The title pass's candidates (ARCHITECTURE.md §7.8): idle, unarchived chats with a title
  * request and without a fresh lease, oldest first, through the partial index
