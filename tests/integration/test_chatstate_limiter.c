@@ -24,7 +24,6 @@
 #include "mem.h"
 #include "testdb.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -49,38 +48,6 @@ static const cs_settings_t s_settings = {.lease_stale_ms = S_STALE_MS,
 static testdb_t *s_db;
 static PGconn *s_conn;
 static char s_owner[ID_UUID_LEN + 1];
-
-static int64_t s_int(PGconn *conn, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int64_t s_int(PGconn *conn, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *sql = mem_vprintf(fmt, ap);
-    va_end(ap);
-    char *text = testdb_scalar(conn, sql);
-    int64_t v = -1;
-    if (text) {
-        errno = 0;
-        char *end = NULL;
-        long long x = strtoll(text, &end, 10);
-        v = errno == 0 && end != text && *end == '\0' ? (int64_t)x : -1;
-    }
-    free(text);
-    free(sql);
-    return v;
-}
-
-static void s_sql(PGconn *conn, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void s_sql(PGconn *conn, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *sql = mem_vprintf(fmt, ap);
-    va_end(ap);
-    char err[256];
-    if (testdb_try(conn, sql, err, sizeof err) != 0) {
-        fail_msg("%s: %s", sql, err);
-    }
-    free(sql);
-}
 
 static int s_setup(void **state) {
     (void)state;
@@ -443,17 +410,17 @@ static void test_subagents_and_roots_take_slots_of_their_own_pools_only(void **s
     assert_int_equal(got.free_slots, 0);
     /* A child's turn ends and its slot goes stale: the waiting child takes it, not the root. */
     s_finish_turn(kids[0]);
-    s_sql(s_conn,
-          "UPDATE chat_heartbeats SET heartbeat_at = now() - interval '1 hour'"
-          " WHERE chat_id = '%s'",
-          kids[0]);
+    testdb_execf(s_conn,
+                 "UPDATE chat_heartbeats SET heartbeat_at = now() - interval '1 hour'"
+                 " WHERE chat_id = '%s'",
+                 kids[0]);
     assert_int_equal(leasedb_acquire(s_conn, &subs, &got), 0);
     assert_int_equal(got.count, 1);
     assert_string_equal(got.chats[0].chat_id, kids[2]);
-    assert_int_equal(s_int(s_conn,
-                           "SELECT count(*) FROM chats WHERE id = '%s' AND worker_id IS"
-                           " NULL",
-                           root2),
+    assert_int_equal(testdb_intf(s_conn,
+                                 "SELECT count(*) FROM chats WHERE id = '%s' AND worker_id IS"
+                                 " NULL",
+                                 root2),
                      1);
 }
 
@@ -482,18 +449,18 @@ static void test_a_stale_holders_slot_goes_to_another_chat(void **state) {
     assert_int_equal(got.free_slots, 0);
     assert_int_equal(got.count, 0);
     /* A's worker stops heartbeating: its row goes stale and its slot is free. */
-    s_sql(s_conn,
-          "UPDATE chat_heartbeats SET heartbeat_at = now() - interval '1 hour'"
-          " WHERE chat_id = '%s'",
-          a);
+    testdb_execf(s_conn,
+                 "UPDATE chat_heartbeats SET heartbeat_at = now() - interval '1 hour'"
+                 " WHERE chat_id = '%s'",
+                 a);
     assert_int_equal(leasedb_acquire(s_conn, &args, &got), 0);
     assert_int_equal(got.free_slots, 1);
     assert_int_equal(got.count, 1);
     assert_string_equal(got.chats[0].chat_id, b);
     assert_int_equal(got.chats[0].slot, 1);
     /* The stale row made way: one row holds slot 1, B's. */
-    assert_int_equal(s_int(s_conn, "SELECT count(*) FROM chat_heartbeats WHERE chat_id = '%s'", a),
-                     0);
+    assert_int_equal(
+        testdb_intf(s_conn, "SELECT count(*) FROM chat_heartbeats WHERE chat_id = '%s'", a), 0);
     char *sql = mem_printf("SELECT chat_id::text FROM chat_heartbeats WHERE slot = 1");
     char *holder = testdb_scalar(s_conn, sql);
     free(sql);
@@ -583,18 +550,18 @@ static void test_a_renewed_lease_keeps_its_slot_while_an_acquirer_tries_to_steal
     s_finish_turn(e);
     s_chat(b);
     /* A's slot must be 1 and E's 2 for the lock order below. */
-    s_sql(s_conn, "UPDATE chat_heartbeats SET slot = slot + 10");
-    s_sql(s_conn, "UPDATE chat_heartbeats SET slot = 1 WHERE chat_id = '%s'", a);
-    s_sql(s_conn, "UPDATE chat_heartbeats SET slot = 2 WHERE chat_id = '%s'", e);
+    testdb_execf(s_conn, "UPDATE chat_heartbeats SET slot = slot + 10");
+    testdb_execf(s_conn, "UPDATE chat_heartbeats SET slot = 1 WHERE chat_id = '%s'", a);
+    testdb_execf(s_conn, "UPDATE chat_heartbeats SET slot = 2 WHERE chat_id = '%s'", e);
     /* A's row is 10 s old: stale for the acquisition (5 s), fresh for this renewer (60 s). */
-    s_sql(s_conn,
-          "UPDATE chat_heartbeats SET heartbeat_at = now() - interval '10 seconds'"
-          " WHERE chat_id = '%s'",
-          a);
+    testdb_execf(s_conn,
+                 "UPDATE chat_heartbeats SET heartbeat_at = now() - interval '10 seconds'"
+                 " WHERE chat_id = '%s'",
+                 a);
 
     PGconn *blocker = testdb_connect(s_db);
-    s_sql(blocker, "BEGIN");
-    s_sql(blocker, "SELECT 1 FROM chat_heartbeats WHERE chat_id = '%s' FOR UPDATE", e);
+    testdb_execf(blocker, "BEGIN");
+    testdb_execf(blocker, "SELECT 1 FROM chat_heartbeats WHERE chat_id = '%s' FOR UPDATE", e);
     actor_t renew = {.worker = w1, .nleases = 2};
     s_lease_of(a, &renew.leases[0]);
     s_lease_of(e, &renew.leases[1]);
@@ -608,7 +575,7 @@ static void test_a_renewed_lease_keeps_its_slot_while_an_acquirer_tries_to_steal
     assert_int_equal(pthread_create(&at, NULL, s_acquire_thread, &steal), 0);
     s_wait_lock(s_pid_of(&steal)); /* wants A's row */
 
-    s_sql(blocker, "COMMIT");
+    testdb_execf(blocker, "COMMIT");
     assert_int_equal(pthread_join(rt, NULL), 0);
     assert_int_equal(pthread_join(at, NULL), 0);
     PQfinish(blocker);
@@ -620,15 +587,17 @@ static void test_a_renewed_lease_keeps_its_slot_while_an_acquirer_tries_to_steal
     assert_int_equal(steal.batch.selected, 1);
     assert_int_equal(steal.batch.count, 0);
     assert_int_equal(steal.batch.missed, 1);
-    assert_int_equal(s_int(s_conn,
-                           "SELECT count(*) FROM chat_heartbeats WHERE chat_id = '%s' AND slot = 1"
-                           " AND heartbeat_at > now() - interval '5 seconds'",
-                           a),
-                     1);
-    assert_int_equal(s_int(s_conn, "SELECT count(*) FROM chat_heartbeats WHERE chat_id = '%s'", b),
-                     0);
     assert_int_equal(
-        s_int(s_conn, "SELECT count(*) FROM chats WHERE id = '%s' AND worker_id IS NULL", b), 1);
+        testdb_intf(s_conn,
+                    "SELECT count(*) FROM chat_heartbeats WHERE chat_id = '%s' AND slot = 1"
+                    " AND heartbeat_at > now() - interval '5 seconds'",
+                    a),
+        1);
+    assert_int_equal(
+        testdb_intf(s_conn, "SELECT count(*) FROM chat_heartbeats WHERE chat_id = '%s'", b), 0);
+    assert_int_equal(
+        testdb_intf(s_conn, "SELECT count(*) FROM chats WHERE id = '%s' AND worker_id IS NULL", b),
+        1);
     printf("renewal first: A renewed and kept slot 1; the acquisition that waited for it took "
            "nothing\n");
 }
@@ -652,21 +621,21 @@ static void test_a_lease_taken_as_stale_is_not_revived_by_a_late_renewal(void **
     assert_int_equal(leasedb_acquire(s_conn, &args, &got), 0);
     assert_int_equal(got.count, 1);
     s_finish_turn(a);
-    s_sql(s_conn, "UPDATE chat_heartbeats SET slot = 1 WHERE chat_id = '%s'", a);
-    s_sql(s_conn,
-          "UPDATE chat_heartbeats SET heartbeat_at = now() - interval '10 seconds'"
-          " WHERE chat_id = '%s'",
-          a);
+    testdb_execf(s_conn, "UPDATE chat_heartbeats SET slot = 1 WHERE chat_id = '%s'", a);
+    testdb_execf(s_conn,
+                 "UPDATE chat_heartbeats SET heartbeat_at = now() - interval '10 seconds'"
+                 " WHERE chat_id = '%s'",
+                 a);
     s_chat(b);
     s_chat(c);
 
     /* Slot 2 claimed by a transaction that has not ended. */
     PGconn *claimer = testdb_connect(s_db);
-    s_sql(claimer, "BEGIN");
-    s_sql(claimer,
-          "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at, slot)"
-          " VALUES ('%s', gen_random_uuid(), now(), 2)",
-          a);
+    testdb_execf(claimer, "BEGIN");
+    testdb_execf(claimer,
+                 "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at, slot)"
+                 " VALUES ('%s', gen_random_uuid(), now(), 2)",
+                 a);
     actor_t steal = {.args = s_args(w2, 2, 4)};
     steal.args.lock_timeout_ms = S_WAIT_MS;
     pthread_t at;
@@ -679,7 +648,7 @@ static void test_a_lease_taken_as_stale_is_not_revived_by_a_late_renewal(void **
     assert_int_equal(pthread_create(&rt, NULL, s_renew_thread, &renew), 0);
     s_wait_lock(s_pid_of(&renew)); /* waits for the acquisition's delete of A's row */
 
-    s_sql(claimer, "ROLLBACK");
+    testdb_execf(claimer, "ROLLBACK");
     assert_int_equal(pthread_join(at, NULL), 0);
     assert_int_equal(pthread_join(rt, NULL), 0);
     PQfinish(claimer);
@@ -692,8 +661,8 @@ static void test_a_lease_taken_as_stale_is_not_revived_by_a_late_renewal(void **
     assert_int_equal(steal.batch.chats[1].slot, 2);
     assert_int_equal(renew.rc, 0);
     assert_false(renew.renewed[0]);
-    assert_int_equal(s_int(s_conn, "SELECT count(*) FROM chat_heartbeats WHERE chat_id = '%s'", a),
-                     0);
+    assert_int_equal(
+        testdb_intf(s_conn, "SELECT count(*) FROM chat_heartbeats WHERE chat_id = '%s'", a), 0);
     printf("steal first: B took A's stale slot 1; the late renewal found no row and revived "
            "nothing\n");
 }
@@ -715,13 +684,13 @@ static void test_a_session_stopped_in_its_transaction_does_not_block_an_acquirer
     assert_int_equal(id_uuid_new(w), 0);
     PGconn *stopped = testdb_connect(s_db);
     int stopped_pid = PQbackendPID(stopped);
-    s_sql(stopped, "BEGIN");
-    s_sql(stopped, "SELECT set_config('idle_in_transaction_session_timeout', '1500', true)");
-    s_sql(stopped, "SELECT 1 FROM chats WHERE id = '%s' FOR UPDATE", chats[0]);
-    s_sql(stopped,
-          "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at, slot)"
-          " VALUES ('%s', gen_random_uuid(), now(), 2)",
-          chats[0]);
+    testdb_execf(stopped, "BEGIN");
+    testdb_execf(stopped, "SELECT set_config('idle_in_transaction_session_timeout', '1500', true)");
+    testdb_execf(stopped, "SELECT 1 FROM chats WHERE id = '%s' FOR UPDATE", chats[0]);
+    testdb_execf(stopped,
+                 "INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at, slot)"
+                 " VALUES ('%s', gen_random_uuid(), now(), 2)",
+                 chats[0]);
 
     leasedb_acquire_args_t args = s_args(w, 3, 8);
     leasedb_batch_t got;
@@ -739,7 +708,8 @@ static void test_a_session_stopped_in_its_transaction_does_not_block_an_acquirer
 
     /* The server ends the stopped session; its lock and its claim go with it. */
     int64_t deadline = id_now_ms() + S_WAIT_MS;
-    while (s_int(s_conn, "SELECT count(*) FROM pg_stat_activity WHERE pid = %d", stopped_pid) > 0) {
+    while (testdb_intf(s_conn, "SELECT count(*) FROM pg_stat_activity WHERE pid = %d",
+                       stopped_pid) > 0) {
         if (id_now_ms() > deadline) {
             fail_msg("the stopped session was never ended");
         }
@@ -781,10 +751,10 @@ static void s_quick_then_full(int64_t max_chats) {
     assert_int_equal(got.count, 1);
     assert_string_equal(got.chats[0].chat_id, a);
     /* A's worker stops heartbeating; B is created after. */
-    s_sql(s_conn,
-          "UPDATE chat_heartbeats SET heartbeat_at = now() - interval '1 hour'"
-          " WHERE chat_id = '%s'",
-          a);
+    testdb_execf(s_conn,
+                 "UPDATE chat_heartbeats SET heartbeat_at = now() - interval '1 hour'"
+                 " WHERE chat_id = '%s'",
+                 a);
     s_chat(b);
     args = s_args(w2, max_chats, 4);
     args.quick = true;
@@ -800,8 +770,9 @@ static void s_quick_then_full(int64_t max_chats) {
     assert_string_equal(got.chats[0].chat_id, a);
     assert_string_equal(got.chats[0].previous, w1);
     assert_int_equal(
-        s_int(s_conn, "SELECT count(*) FROM chats WHERE worker_id = '%s' AND id IN ('%s', '%s')",
-              w2, a, b),
+        testdb_intf(s_conn,
+                    "SELECT count(*) FROM chats WHERE worker_id = '%s' AND id IN ('%s', '%s')", w2,
+                    a, b),
         2);
 }
 
@@ -881,7 +852,7 @@ static char *s_plan_of(const char *prefix, const char *args) {
  * prepared, after enough runs to cache them. */
 static void test_a_lease_question_is_an_index_probe_whatever_the_table_looked_like(void **st) {
     (void)st;
-    s_sql(s_conn, "VACUUM ANALYZE chat_heartbeats");
+    testdb_execf(s_conn, "VACUUM ANALYZE chat_heartbeats");
     char w[ID_UUID_LEN + 1];
     assert_int_equal(id_uuid_new(w), 0);
     char chat[ID_UUID_LEN + 1];

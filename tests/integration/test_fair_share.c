@@ -19,7 +19,6 @@
 #include "mem.h"
 #include "testdb.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,44 +32,12 @@ static const cs_settings_t s_settings = {.lease_stale_ms = S_STALE_MS};
 static testdb_t *s_db;
 static PGconn *s_conn;
 
-static int64_t s_int(PGconn *conn, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int64_t s_int(PGconn *conn, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *sql = mem_vprintf(fmt, ap);
-    va_end(ap);
-    char *text = testdb_scalar(conn, sql);
-    int64_t v = -1;
-    if (text) {
-        errno = 0;
-        char *end = NULL;
-        long long x = strtoll(text, &end, 10);
-        v = errno == 0 && end != text && *end == '\0' ? (int64_t)x : -1;
-    }
-    free(text);
-    free(sql);
-    return v;
-}
-
-static void s_sql(PGconn *conn, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void s_sql(PGconn *conn, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *sql = mem_vprintf(fmt, ap);
-    va_end(ap);
-    char err[256];
-    if (testdb_try(conn, sql, err, sizeof err) != 0) {
-        fail_msg("%s: %s", sql, err);
-    }
-    free(sql);
-}
-
 /* Every test starts from no runnable chat and no lease. */
 static int s_clean(void **state) {
     (void)state;
-    s_sql(s_conn, "DELETE FROM chat_heartbeats");
-    s_sql(s_conn, "UPDATE chats SET archived = true WHERE NOT archived");
-    s_sql(s_conn, "UPDATE users SET chat_weight = 1");
+    testdb_execf(s_conn, "DELETE FROM chat_heartbeats");
+    testdb_execf(s_conn, "UPDATE chats SET archived = true WHERE NOT archived");
+    testdb_execf(s_conn, "UPDATE users SET chat_weight = 1");
     return 0;
 }
 
@@ -120,10 +87,10 @@ static leasedb_acquire_args_t s_args(const char *worker, int64_t max_chats, int 
 
 /* Fresh leases of owner's chats, by the chats' owner (not the heartbeat rows' column). */
 static int64_t s_held(const char *owner) {
-    return s_int(s_conn,
-                 "SELECT count(*) FROM chat_heartbeats h JOIN chats c ON c.id = h.chat_id"
-                 " WHERE c.owner_id = '%s' AND h.heartbeat_at > now() - interval '5 seconds'",
-                 owner);
+    return testdb_intf(s_conn,
+                       "SELECT count(*) FROM chat_heartbeats h JOIN chats c ON c.id = h.chat_id"
+                       " WHERE c.owner_id = '%s' AND h.heartbeat_at > now() - interval '5 seconds'",
+                       owner);
 }
 
 static bool s_taken(const leasedb_batch_t *b, const char *chat) {
@@ -159,8 +126,8 @@ static void test_free_slots_go_to_the_users_holding_fewest(void **state) {
     assert_true(s_taken(&got, cb));
     assert_true(s_taken(&got, cc));
     /* The hog's first lease goes; the free slot is the hog's again (it now holds 0). */
-    s_sql(s_conn, "DELETE FROM chat_heartbeats WHERE chat_id = '%s'", hogs[0]);
-    s_sql(s_conn, "UPDATE chats SET archived = true WHERE id = '%s'", hogs[0]);
+    testdb_execf(s_conn, "DELETE FROM chat_heartbeats WHERE chat_id = '%s'", hogs[0]);
+    testdb_execf(s_conn, "UPDATE chats SET archived = true WHERE id = '%s'", hogs[0]);
     assert_int_equal(leasedb_acquire(s_conn, &a, &got), 0);
     assert_int_equal(got.count, 1);
     assert_string_equal(got.chats[0].chat_id, hogs[1]);
@@ -183,10 +150,10 @@ static void test_a_lone_user_takes_every_free_slot(void **state) {
     assert_int_equal(got.count, 6);
     assert_int_equal(s_held(hog), 6);
     /* The heartbeat rows name their owner. */
-    assert_int_equal(s_int(s_conn,
-                           "SELECT count(*) FROM chat_heartbeats h JOIN chats c ON c.id = "
-                           "h.chat_id WHERE h.owner_id = c.owner_id AND c.owner_id = '%s'",
-                           hog),
+    assert_int_equal(testdb_intf(s_conn,
+                                 "SELECT count(*) FROM chat_heartbeats h JOIN chats c ON c.id = "
+                                 "h.chat_id WHERE h.owner_id = c.owner_id AND c.owner_id = '%s'",
+                                 hog),
                      6);
 }
 
@@ -206,10 +173,10 @@ static void test_a_user_at_its_share_is_passed_over(void **state) {
     assert_int_equal(id_uuid_new(w), 0);
     for (int limiter = 0; limiter <= 100; limiter += 100) {
         s_clean(NULL);
-        s_sql(s_conn,
-              "UPDATE chats SET archived = false, worker_id = NULL, runner_id = NULL"
-              " WHERE owner_id IN ('%s', '%s')",
-              hog, b);
+        testdb_execf(s_conn,
+                     "UPDATE chats SET archived = false, worker_id = NULL, runner_id = NULL"
+                     " WHERE owner_id IN ('%s', '%s')",
+                     hog, b);
         leasedb_acquire_args_t a = s_args(w, limiter, 8, 2);
         leasedb_batch_t got;
         assert_int_equal(leasedb_acquire(s_conn, &a, &got), 0);
@@ -220,7 +187,7 @@ static void test_a_user_at_its_share_is_passed_over(void **state) {
         assert_int_equal(got.count, 0);
         leasedb_acquire_args_t uncapped = a;
         uncapped.user_max_chats = 0;
-        s_sql(s_conn, "UPDATE users SET chat_weight = 2 WHERE id = '%s'", hog);
+        testdb_execf(s_conn, "UPDATE users SET chat_weight = 2 WHERE id = '%s'", hog);
         assert_int_equal(leasedb_acquire(s_conn, &a, &got), 0);
         assert_int_equal(got.count, 2);
         assert_int_equal(s_held(hog), 4);
@@ -257,21 +224,21 @@ static void test_a_subagent_family_counts_against_its_roots_owner(void **state) 
     assert_int_equal(leasedb_acquire(s_conn, &kids, &got), 0);
     assert_int_equal(got.count, 1);
     assert_string_equal(got.chats[0].chat_id, child);
-    assert_int_equal(s_int(s_conn,
-                           "SELECT count(*) FROM chat_heartbeats WHERE chat_id = '%s'"
-                           " AND owner_id = '%s'",
-                           child, owner),
+    assert_int_equal(testdb_intf(s_conn,
+                                 "SELECT count(*) FROM chat_heartbeats WHERE chat_id = '%s'"
+                                 " AND owner_id = '%s'",
+                                 child, owner),
                      1);
     roots.batch = 8;
     assert_int_equal(leasedb_acquire(s_conn, &roots, &got), 0);
     assert_int_equal(got.count, 0);
     assert_int_equal(s_held(owner), 2);
     /* The child's turn ends and lets go: the second root is taken. */
-    s_sql(s_conn, "DELETE FROM chat_heartbeats WHERE chat_id = '%s'", child);
-    s_sql(s_conn,
-          "UPDATE chats SET status = 'waiting', worker_id = NULL, runner_id = NULL"
-          " WHERE id = '%s'",
-          child);
+    testdb_execf(s_conn, "DELETE FROM chat_heartbeats WHERE chat_id = '%s'", child);
+    testdb_execf(s_conn,
+                 "UPDATE chats SET status = 'waiting', worker_id = NULL, runner_id = NULL"
+                 " WHERE id = '%s'",
+                 child);
     assert_int_equal(leasedb_acquire(s_conn, &roots, &got), 0);
     assert_int_equal(got.count, 1);
     assert_string_equal(got.chats[0].chat_id, root2);
@@ -329,16 +296,17 @@ static void test_two_acquirers_never_take_a_user_past_its_share(void **state) {
     int over = 0;
     for (int round = 0; round < S_RACE_ROUNDS; round++) {
         assert_int_equal(pthread_barrier_init(&start, NULL, 2), 0);
-        s_sql(s_conn, "DELETE FROM chat_heartbeats");
-        s_sql(s_conn, "UPDATE chats SET worker_id = NULL, runner_id = NULL WHERE owner_id = '%s'",
-              hog);
+        testdb_execf(s_conn, "DELETE FROM chat_heartbeats");
+        testdb_execf(s_conn,
+                     "UPDATE chats SET worker_id = NULL, runner_id = NULL WHERE owner_id = '%s'",
+                     hog);
         for (int i = 0; i < S_RACE_CHATS; i++) {
-            s_sql(s_conn,
-                  "WITH r AS (SELECT gen_random_uuid() AS id), o AS (UPDATE chats"
-                  " SET worker_id = '%s', runner_id = (SELECT id FROM r) WHERE id = '%s')"
-                  " INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at, owner_id)"
-                  " SELECT '%s', id, now() - interval '1 hour', '%s' FROM r",
-                  dead, ids[S_RACE_CHATS + i], ids[S_RACE_CHATS + i], hog);
+            testdb_execf(s_conn,
+                         "WITH r AS (SELECT gen_random_uuid() AS id), o AS (UPDATE chats"
+                         " SET worker_id = '%s', runner_id = (SELECT id FROM r) WHERE id = '%s')"
+                         " INSERT INTO chat_heartbeats (chat_id, runner_id, heartbeat_at, owner_id)"
+                         " SELECT '%s', id, now() - interval '1 hour', '%s' FROM r",
+                         dead, ids[S_RACE_CHATS + i], ids[S_RACE_CHATS + i], hog);
         }
         pthread_t t[2];
         for (int i = 0; i < 2; i++) {

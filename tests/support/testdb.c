@@ -5,6 +5,8 @@
 #include "mem.h"
 #include "migration.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,4 +134,35 @@ int testdb_user_new(PGconn *conn, const char *name, char id[ID_UUID_LEN + 1]) {
     int rc = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : -1;
     PQclear(res);
     return rc;
+}
+
+int64_t testdb_intf(PGconn *conn, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = mem_vprintf(fmt, ap);
+    va_end(ap);
+    char *text = testdb_scalar(conn, sql);
+    int64_t v = -1;
+    if (text) {
+        errno = 0;
+        char *end = NULL;
+        long long x = strtoll(text, &end, 10);
+        v = errno == 0 && end != text && *end == '\0' ? (int64_t)x : -1;
+    }
+    free(text);
+    free(sql);
+    return v;
+}
+
+void testdb_execf(PGconn *conn, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = mem_vprintf(fmt, ap);
+    va_end(ap);
+    char err[256];
+    if (testdb_try(conn, sql, err, sizeof err) != 0) {
+        fprintf(stderr, "testdb: %s: %s\n", sql, err);
+        abort();
+    }
+    free(sql);
 }
