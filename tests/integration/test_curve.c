@@ -391,13 +391,19 @@ static void test_removing_a_worker_certificate_cuts_it_off(void **u) {
     int64_t t0 = id_now_ms();
     assert_int_equal(unlink(path), 0);
     /* Within the broker's reload interval (1 s) and a heartbeat, worker 1 is forgotten and
-     * its beats refused: the relay answers for it from the broker, "no_such_worker". */
-    wire_status_t st = WIRE_STATUS_NO_EPISODE;
-    while (id_now_ms() - t0 < 5000 && (st = s_ask(w1)) != WIRE_STATUS_NO_SUCH_WORKER) {
+     * its beats refused: the relay answers for it from the broker, "no_such_worker". A request
+     * the broker forwarded to worker 1 just before the reload goes unanswered (its reply comes
+     * from a key no longer admitted, and is refused): the client's wait runs out, and the
+     * loop asks again. A CI run once met that, so it is allowed here and counted. */
+    int st = WIRE_STATUS_NO_EPISODE;
+    int unanswered = 0;
+    while (id_now_ms() - t0 < 25000 && (st = s_ask_try(w1)) != WIRE_STATUS_NO_SUCH_WORKER) {
+        unanswered += st == -1;
         usleep(100 * 1000);
     }
-    printf("worker 1 cut off %lld ms after its certificate was removed\n",
-           (long long)(id_now_ms() - t0));
+    printf("worker 1 cut off %lld ms after its certificate was removed (%d requests "
+           "unanswered meanwhile)\n",
+           (long long)(id_now_ms() - t0), unanswered);
     assert_int_equal(st, WIRE_STATUS_NO_SUCH_WORKER);
     usleep(500 * 1000); /* more heartbeats: they stay refused */
     assert_int_equal(s_ask(w1), WIRE_STATUS_NO_SUCH_WORKER);
