@@ -5,16 +5,31 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 struct auth {
     curve_key_t server;
     char allow_dir[1024];
-    zsock_t *zap;       /* REP bound at AUTH_ZAP_ENDPOINT */
-    zhashx_t *roles;    /* public key (z85) -> role (owned strings) */
-    uint64_t signature; /* of the directory listing at the last read */
+    zsock_t *zap;     /* REP bound at AUTH_ZAP_ENDPOINT */
+    DIR *dir;         /* the allow directory, kept open: listing it takes no new descriptor */
+    zhashx_t *files;  /* file name -> s_file_t: what each file held at its last read */
+    zhashx_t *roles;  /* public key (z85) -> role (owned strings), from files */
+    bool retry;       /* the last reload failed: the next call tries again */
+    bool retry_force; /* ... and it was forced */
 };
+
+/* One file of the allow directory as last read: its identity and what it held. */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    bool valid; /* a public certificate; else skipped (and logged once) */
+    curve_key_t key;
+} s_file_t;
 
 static void s_str_free(void **item) {
     free(*item);
@@ -27,64 +42,137 @@ static bool s_ends_with(const char *s, const char *suffix) {
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* A cheap fingerprint of the directory: names, sizes and modification times of its files.
- * Returns 0 and sets *out, or -1 when the directory cannot be read. */
-static int s_signature(const char *dir, uint64_t *out) {
-    DIR *d = opendir(dir);
-    if (!d) {
+static zhashx_t *s_map_new(zhashx_destructor_fn *destructor) {
+    zhashx_t *m = zhashx_new();
+    ASSERT(m);
+    zhashx_set_destructor(m, destructor);
+    return m;
+}
+
+static bool s_same(const s_file_t *a, const struct stat *st) {
+    return a->dev == st->st_dev && a->ino == st->st_ino && a->size == st->st_size &&
+           a->mtime.tv_sec == st->st_mtim.tv_sec && a->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* Reads the certificate name (in the kept directory) into f. Returns 0 (f->valid says whether
+ * it is one), 1 when it vanished meanwhile, or -1 with errno set when it cannot be opened or
+ * read now (out of descriptors, say): then nothing about the directory may be concluded. */
+static int s_read_file(auth_t *self, const char *name, s_file_t *f) {
+    int fd = openat(dirfd(self->dir), name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        return errno == ENOENT ? 1 : -1;
+    }
+    FILE *in = fdopen(fd, "r");
+    if (!in) {
+        int e = errno;
+        close(fd);
+        errno = e;
         return -1;
     }
-    uint64_t h = 1469598103934665603ULL;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') {
-            continue;
-        }
-        char path[2048];
-        struct stat st;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (stat(path, &st) != 0) {
-            continue;
-        }
-        uint64_t x = (uint64_t)st.st_size * 1000003ULL ^ (uint64_t)st.st_mtim.tv_sec * 7919ULL ^
-                     (uint64_t)st.st_mtim.tv_nsec ^ (uint64_t)st.st_ino;
-        for (const char *c = e->d_name; *c; c++) {
-            x = (x ^ (uint8_t)*c) * 1099511628211ULL;
-        }
-        h += x; /* order-independent: readdir order is not stable */
+    char *text = NULL;
+    char why[512];
+    int rc = curve_key_text(in, name, &text, why, sizeof why);
+    int e = errno;
+    bool unread = rc != 0 && ferror(in);
+    fclose(in);
+    if (unread) {
+        errno = e;
+        return -1;
     }
-    closedir(d);
-    *out = h;
+    f->valid = rc == 0 && curve_key_parse(text, name, false, &f->key, why, sizeof why) == 0;
+    if (!f->valid) {
+        log_warn("curve_allow_skipped", "dir=%s detail=\"%s\"", self->allow_dir, why);
+    }
+    if (text) {
+        explicit_bzero(text, strlen(text));
+        free(text);
+    }
     return 0;
 }
 
-/* Reads every public certificate in dir into a new map. NULL when dir cannot be read. */
-static zhashx_t *s_read_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) {
-        return NULL;
-    }
-    zhashx_t *roles = zhashx_new();
-    ASSERT(roles);
-    zhashx_set_destructor(roles, s_str_free);
-    zhashx_set_duplicator(roles, (zhashx_duplicator_fn *)mem_strdup);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
+/* Lists the kept directory into a new file map, reading only the files that are new or
+ * changed since *self's map. Returns the map (*changed: the listing differs), or NULL with
+ * errno set when it cannot be listed or a new file cannot be read now. */
+static zhashx_t *s_scan(auth_t *self, bool *changed) {
+    zhashx_t *files = s_map_new(s_str_free);
+    *changed = false;
+    rewinddir(self->dir);
+    for (;;) {
+        errno = 0;
+        struct dirent *e = readdir(self->dir);
+        if (!e) {
+            if (errno == 0) {
+                break;
+            }
+            zhashx_destroy(&files);
+            return NULL;
+        }
+        struct stat st;
         if (e->d_name[0] == '.' || s_ends_with(e->d_name, "_secret")) {
             continue;
         }
-        char path[2048];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        curve_key_t key;
-        char why[512];
-        if (curve_key_read(path, false, &key, why, sizeof why) != 0) {
-            log_warn("curve_allow_skipped", "detail=\"%s\"", why);
-            continue;
+        if (fstatat(dirfd(self->dir), e->d_name, &st, 0) != 0 || !S_ISREG(st.st_mode)) {
+            continue; /* gone meanwhile, a dangling link, or not a file */
         }
-        zhashx_update(roles, key.public_txt, key.role);
+        const s_file_t *old = self->files ? zhashx_lookup(self->files, e->d_name) : NULL;
+        s_file_t *f = mem_calloc(1, sizeof *f);
+        if (old && s_same(old, &st)) {
+            *f = *old;
+        } else {
+            int rc = s_read_file(self, e->d_name, f);
+            if (rc != 0) {
+                int saved = errno;
+                free(f);
+                if (rc == 1) {
+                    continue;
+                }
+                zhashx_destroy(&files);
+                errno = saved;
+                return NULL;
+            }
+            f->dev = st.st_dev;
+            f->ino = st.st_ino;
+            f->size = st.st_size;
+            f->mtime = st.st_mtim;
+            *changed = true;
+        }
+        zhashx_update(files, e->d_name, f);
     }
-    closedir(d);
+    /* Same names and no file new or changed: only a removal can make the sizes differ. */
+    *changed = *changed || !self->files || zhashx_size(files) != zhashx_size(self->files);
+    return files;
+}
+
+/* The role map the file map gives (a key in two files: the last one listed). */
+static zhashx_t *s_roles(zhashx_t *files) {
+    zhashx_t *roles = s_map_new(s_str_free);
+    zhashx_set_duplicator(roles, (zhashx_duplicator_fn *)mem_strdup);
+    for (s_file_t *f = zhashx_first(files); f; f = zhashx_next(files)) {
+        if (f->valid) {
+            zhashx_update(roles, f->key.public_txt, f->key.role);
+        }
+    }
     return roles;
+}
+
+/* Opens the allow directory again when its path now names another directory (replaced as
+ * a whole). Returns 0, or -1 with errno set. */
+static int s_reopen_if_replaced(auth_t *self) {
+    struct stat now;
+    struct stat kept;
+    if (stat(self->allow_dir, &now) != 0 || fstat(dirfd(self->dir), &kept) != 0) {
+        return -1;
+    }
+    if (now.st_dev == kept.st_dev && now.st_ino == kept.st_ino) {
+        return 0;
+    }
+    DIR *d = opendir(self->allow_dir);
+    if (!d) {
+        return -1;
+    }
+    closedir(self->dir);
+    self->dir = d;
+    return 0;
 }
 
 auth_t *auth_new(const char *server_key_path, const char *allow_dir, char *err, size_t errlen) {
@@ -95,20 +183,20 @@ auth_t *auth_new(const char *server_key_path, const char *allow_dir, char *err, 
         free(self);
         return NULL;
     }
-    struct stat st;
+    snprintf(self->allow_dir, sizeof self->allow_dir, "%s", allow_dir);
     errno = 0;
-    if (stat(allow_dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
-        s_signature(allow_dir, &self->signature) != 0) {
+    self->dir = opendir(allow_dir);
+    bool changed = false;
+    self->files = self->dir ? s_scan(self, &changed) : NULL;
+    if (!self->files) {
         snprintf(err, errlen, "%s: cannot read the directory %s: %s", AUTH_ENV_ALLOW_DIR, allow_dir,
                  errno ? strerror(errno) : "not a directory");
-        explicit_bzero(self, sizeof *self);
-        free(self);
+        auth_destroy(&self);
         return NULL;
     }
-    snprintf(self->allow_dir, sizeof self->allow_dir, "%s", allow_dir);
-    self->roles = s_read_dir(allow_dir);
+    self->roles = s_roles(self->files);
     self->zap = zsock_new_rep("@" AUTH_ZAP_ENDPOINT);
-    if (!self->roles || !self->zap) {
+    if (!self->zap) {
         snprintf(err, errlen, "cannot start the ZAP handler on %s", allow_dir);
         auth_destroy(&self);
         return NULL;
@@ -122,6 +210,10 @@ void auth_destroy(auth_t **self_p) {
         return;
     }
     zsock_destroy(&self->zap);
+    if (self->dir) {
+        closedir(self->dir);
+    }
+    zhashx_destroy(&self->files);
     zhashx_destroy(&self->roles);
     explicit_bzero(self, sizeof *self);
     free(self);
@@ -145,25 +237,30 @@ const char *auth_role(auth_t *self, const char *key) {
     return key ? zhashx_lookup(self->roles, key) : NULL;
 }
 
-int auth_reload(auth_t *self, bool force) {
-    uint64_t sig = 0;
-    if (s_signature(self->allow_dir, &sig) != 0) {
+int auth_reload(auth_t *self, bool force, char *err, size_t errlen) {
+    force = force || (self->retry && self->retry_force);
+    bool changed = false;
+    zhashx_t *files = s_reopen_if_replaced(self) == 0 ? s_scan(self, &changed) : NULL;
+    if (!files) {
+        snprintf(err, errlen, "dir=%s error=\"%s\"", self->allow_dir, strerror(errno));
+        self->retry = true;
+        self->retry_force = force;
         return -1;
     }
-    if (sig == self->signature && !force) {
+    self->retry = false;
+    if (!changed && !force) {
+        zhashx_destroy(&files);
         return 0;
     }
-    zhashx_t *roles = s_read_dir(self->allow_dir);
-    if (!roles) {
-        return -1;
-    }
+    zhashx_t *roles = s_roles(files);
     size_t gone = 0;
     for (void *r = zhashx_first(self->roles); r; r = zhashx_next(self->roles)) {
         gone += zhashx_lookup(roles, zhashx_cursor(self->roles)) == NULL;
     }
+    zhashx_destroy(&self->files);
     zhashx_destroy(&self->roles);
+    self->files = files;
     self->roles = roles;
-    self->signature = sig;
     log_info("curve_allow_reloaded", "dir=%s keys=%zu revoked=%zu trigger=%s", self->allow_dir,
              zhashx_size(roles), gone, force ? "signal" : "change");
     return gone ? AUTH_RELOAD_REVOKED : 1;

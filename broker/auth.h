@@ -57,12 +57,13 @@ typedef struct {
 int auth_zap_handle(auth_t *self, auth_zap_t *out);
 
 /* Re-reads the allow directory when it changed since the last read, or always with force
- * (SIGHUP). Returns
- * AUTH_RELOAD_REVOKED when it was re-read and a key it held before is gone, 1 when it was
- * re-read with no key gone, 0 when unchanged, -1 when it cannot be read (the last map is
- * kept). */
+ * (SIGHUP). The directory stays open and only new or changed files are opened, so a removal
+ * takes effect even with every descriptor in use. Returns AUTH_RELOAD_REVOKED when it was
+ * re-read and a key it held before is gone, 1 when it was re-read with no key gone, 0 when
+ * unchanged, -1 with a reason in err when it cannot be read now (the last map is kept, and
+ * the next call tries again, forced if this one was). */
 #define AUTH_RELOAD_REVOKED 2
-int auth_reload(auth_t *self, bool force);
+int auth_reload(auth_t *self, bool force, char *err, size_t errlen);
 
 size_t auth_count(auth_t *self);             /* admitted keys */
 const char *auth_public(const auth_t *self); /* the broker's public key (z85) */

@@ -34,8 +34,7 @@ typedef struct {
     int64_t next_stats_ms;
     int64_t next_expire_ms;
     int64_t next_allow_ms;  /* next look at the allow directory (CURVE) */
-    char sub_endpoint[512]; /* to bind the XPUB again after a revocation */
-    int hwm;
+    char sub_endpoint[512]; /* the XPUB's, as configured */
     bool terminated;
 } self_t;
 
@@ -534,57 +533,25 @@ static void s_handle_pipe(self_t *self) {
     free(cmd);
 }
 
-/* Waits up to timeout_ms for the monitor to report that the listener closed. */
-static void s_wait_closed(zsock_t *monitor, int timeout_ms) {
-    zpoller_t *p = zpoller_new(monitor, NULL);
-    ASSERT(p);
-    if (zpoller_wait(p, timeout_ms) == monitor) {
-        zmsg_t *m = zmsg_recv(monitor); /* [event, value][address]: only CLOSED is asked for */
-        zmsg_destroy(&m);
-    }
-    zpoller_destroy(&p);
-}
-
 /* Revocation (ARCHITECTURE.md §9 "Trust"): libzmq cannot drop one subscriber of an XPUB, so
- * when a key leaves the allow directory the XPUB is closed and bound again. Every subscriber
- * reconnects within PROTO_RECONNECT_IVL_MS and handshakes again, and the ZAP handler refuses the
- * revoked key; the others resend their subscriptions and lose only the hints in flight. The
- * old listener must be gone before the endpoint is bound again (an ipc:// listener removes
- * its file when it closes), so its close is awaited through a socket monitor. Returns 0, or
- * -1 when the endpoint cannot be bound again (the broker then stops, to be restarted). */
-static int s_reopen_xpub(self_t *self) {
-    static int s_seq;
-    char mon[64];
-    snprintf(mon, sizeof mon, "inproc://broker-xpub-monitor-%d", ++s_seq);
+ * when a key leaves the allow directory every connection the XPUB accepted is shut down
+ * (guard_cut). Every subscriber reconnects within PROTO_RECONNECT_IVL_MS and handshakes again,
+ * and the ZAP handler refuses the revoked key; the others resend their subscriptions and lose
+ * only the hints in flight. No socket or descriptor is made, so this works under a connection
+ * flood. Returns 0, or -1 when the endpoint is not tcp:// or ipc:// (the broker then stops, to
+ * be restarted with the revocation in force). */
+static int s_cut_subscribers(self_t *self) {
     char ep[512];
     size_t len = sizeof ep;
     if (zmq_getsockopt(self->xpub_h, ZMQ_LAST_ENDPOINT, ep, &len) != 0) {
         snprintf(ep, sizeof ep, "%s", self->sub_endpoint);
     }
-    zsock_t *monitor = NULL;
-    guard_unwatch(self->guard, 1); /* one monitor per socket: the guard's goes first */
-    if (zmq_socket_monitor(self->xpub_h, mon, ZMQ_EVENT_CLOSED) == 0) {
-        monitor = zsock_new_pair(mon); /* CZMQ connects a PAIR by default */
-    }
-    if (zmq_unbind(self->xpub_h, ep) == 0 && monitor) {
-        s_wait_closed(monitor, 1000);
-    }
-    zmq_socket_monitor(self->xpub_h, NULL, 0);
-    zsock_destroy(&monitor);
-    zsock_destroy(&self->xpub);
-    int64_t deadline = id_now_ms() + 2000;
-    while (
-        !(self->xpub = s_bind(ZMQ_XPUB, self->sub_endpoint, self->hwm, self->auth, self->guard)) &&
-        id_now_ms() < deadline) {
-        zclock_sleep(20); /* the kernel may hold the port a moment after the close */
-    }
-    if (!self->xpub) {
-        log_error("broker_reopen_failed", "endpoint=%s", self->sub_endpoint);
+    int cut = guard_cut(self->guard, ep);
+    if (cut < 0) {
+        log_error("broker_subscribers_not_cut", "endpoint=%s action=stop", ep);
         return -1;
     }
-    self->xpub_h = zsock_resolve(self->xpub);
-    (void)guard_watch(self->guard, 1, self->xpub); /* logged; the XPUB works unguarded */
-    log_info("broker_subscribers_reset", "reason=key_revoked endpoint=%s", self->sub_endpoint);
+    log_info("broker_subscribers_reset", "reason=key_revoked endpoint=%s connections=%d", ep, cut);
     return 0;
 }
 
@@ -596,12 +563,15 @@ static bool s_key_admitted(void *ctx, const char *key) {
  * or always when forced (SIGHUP); the workers registered with a key that is gone are
  * forgotten at once. The ZAP handler answers new handshakes from the same map. */
 static void s_reload_allow(self_t *self, bool force) {
-    int rc = auth_reload(self->auth, force);
+    char why[1200];
+    int rc = auth_reload(self->auth, force, why, sizeof why);
     if (rc < 0) {
-        s_note(self, "curve_allow_unreadable", "action=kept_last");
+        char d[1300];
+        snprintf(d, sizeof d, "%s action=kept_last retry=next_tick", why);
+        s_note(self, "curve_allow_unreadable", d);
     } else if (rc == AUTH_RELOAD_REVOKED) {
         registry_retain(self->registry, s_key_admitted, self->auth);
-        if (s_reopen_xpub(self) != 0) {
+        if (s_cut_subscribers(self) != 0) {
             self->terminated = true;
         }
     }
@@ -611,7 +581,6 @@ static void s_actor(zsock_t *pipe, void *args) {
     const broker_config_t *cfg = actor_args(args); /* valid until actor_ready only */
     self_t self = {.pipe = pipe, .auth = cfg->auth};
     int hwm = cfg->hwm_msgs > 0 ? cfg->hwm_msgs : BROKER_HWM_MSGS;
-    self.hwm = hwm;
     snprintf(self.sub_endpoint, sizeof self.sub_endpoint, "%s", cfg->sub_endpoint);
     self.ratelog = ratelog_new();
     self.guard = guard_new(&cfg->guard, self.ratelog);
@@ -660,7 +629,7 @@ static void s_actor(zsock_t *pipe, void *args) {
     actor_ready(pipe, args, 0);
 
     while (!self.terminated) {
-        /* Rebuilt each turn: the XPUB and its monitor are replaced after a revocation. */
+        /* Rebuilt each turn: a guard slot may have no monitor (a failed watch is logged). */
         zmq_pollitem_t items[4 + GUARD_SLOTS + 1] = {
             {zsock_resolve(pipe), 0, ZMQ_POLLIN, 0},
             {self.xsub_h, 0, ZMQ_POLLIN, 0},

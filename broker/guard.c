@@ -5,6 +5,8 @@
 #include "mem.h"
 
 #include <arpa/inet.h>
+#include <stdlib.h>
+#include <sys/un.h>
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -37,6 +39,7 @@ struct guard {
     guard_config_t cfg; /* in force: max_handshakes lowered to the descriptor budget */
     ratelog_t *ratelog; /* borrowed */
     long fd_limit;
+    int max_fd;      /* the highest descriptor an accepted connection had */
     s_conn_t *conns; /* max_handshakes entries; n used, oldest first */
     int n;
     s_slot_t slots[GUARD_SLOTS];
@@ -233,6 +236,7 @@ static int s_heaviest(const guard_t *self, int *count) {
 }
 
 static void s_accepted(guard_t *self, int slot, int fd, int64_t now_ms) {
+    self->max_fd = fd > self->max_fd ? fd : self->max_fd;
     char addr[S_ADDR_MAX];
     int port = 0;
     if (s_peer(fd, addr, sizeof addr, &port) != 0) {
@@ -371,6 +375,65 @@ void guard_drain(guard_t *self, int slot, int64_t now_ms) {
                 break;
         }
     }
+}
+
+/* Whether fd is a connected socket whose local end is the tcp port, or the ipc path (abstract
+ * when it starts with '@'). */
+static bool s_local_end_is(int fd, int port, const char *path) {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        return false; /* not a socket, or closed */
+    }
+    bool match = false;
+    if (port > 0 && ss.ss_family == AF_INET) {
+        match = ntohs(((struct sockaddr_in *)&ss)->sin_port) == port;
+    } else if (port > 0 && ss.ss_family == AF_INET6) {
+        match = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) == port;
+    } else if (path && ss.ss_family == AF_UNIX) {
+        const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
+        size_t n = sl > offsetof(struct sockaddr_un, sun_path)
+                       ? sl - offsetof(struct sockaddr_un, sun_path)
+                       : 0;
+        size_t want = strlen(path);
+        match = path[0] == '@' ? n == want && un->sun_path[0] == '\0' &&
+                                     memcmp(un->sun_path + 1, path + 1, want - 1) == 0
+                               : n >= want && memcmp(un->sun_path, path, want) == 0 &&
+                                     (n == want || un->sun_path[want] == '\0');
+    }
+    struct sockaddr_storage peer;
+    socklen_t pl = sizeof peer;
+    return match && getpeername(fd, (struct sockaddr *)&peer, &pl) == 0; /* not a listener */
+}
+
+int guard_cut(guard_t *self, const char *endpoint) {
+    int port = 0;
+    const char *path = NULL;
+    if (strncmp(endpoint, "tcp://", 6) == 0) {
+        const char *colon = strrchr(endpoint, ':');
+        port = colon ? atoi(colon + 1) : 0;
+        if (port <= 0 || port > 65535) {
+            return -1;
+        }
+    } else if (strncmp(endpoint, "ipc://", 6) == 0 && endpoint[6]) {
+        path = endpoint + 6;
+    } else {
+        return -1;
+    }
+    /* Every connection libzmq accepted was reported with its descriptor while the three
+     * monitors run; without them, every descriptor the limit allows is looked at. */
+    bool watched = true;
+    for (int i = 0; i < GUARD_SLOTS; i++) {
+        watched = watched && self->slots[i].monitor;
+    }
+    long last = watched ? self->max_fd : (self->fd_limit < (1L << 20) ? self->fd_limit : 1L << 20);
+    int cut = 0;
+    for (int fd = 0; fd <= last; fd++) {
+        if (s_local_end_is(fd, port, path) && shutdown(fd, SHUT_RDWR) == 0) {
+            cut++;
+        }
+    }
+    return cut;
 }
 
 void guard_expire(guard_t *self, int64_t now_ms) {

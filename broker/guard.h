@@ -76,6 +76,12 @@ void *guard_handle(guard_t *self, int slot);
 /* Handles every event waiting on slot's monitor; now_ms is the monotonic clock. */
 void guard_drain(guard_t *self, int slot, int64_t now_ms);
 
+/* Shuts down every connection of this process whose local end is endpoint (tcp://HOST:PORT
+ * or ipc://PATH, as ZMQ_LAST_ENDPOINT gives it): libzmq then closes each, and its peer
+ * connects again and handshakes anew. Opens no descriptor, so it works with all of them in
+ * use. Returns how many were cut, or -1 for another kind of endpoint. */
+int guard_cut(guard_t *self, const char *endpoint);
+
 /* Drops table entries older than handshake_ms (libzmq has closed or admitted them). */
 void guard_expire(guard_t *self, int64_t now_ms);
 

@@ -22,17 +22,12 @@ static bool s_key_txt_ok(const char *txt) {
     return txt && strlen(txt) == CURVE_KEY_TXT_LEN && zmq_z85_decode(bin, txt) != NULL;
 }
 
-int curve_key_read(const char *path, bool want_secret, curve_key_t *out, char *err, size_t errlen) {
+int curve_key_parse(const char *text, const char *name, bool want_secret, curve_key_t *out,
+                    char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "r"); /* zconfig_load does not say why it failed */
-    if (!f) {
-        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-        return -1;
-    }
-    fclose(f);
-    zconfig_t *root = zconfig_load(path);
+    zconfig_t *root = zconfig_str_load(text);
     if (!root) {
-        snprintf(err, errlen, "%s is not a certificate (zcert format)", path);
+        snprintf(err, errlen, "%s is not a certificate (zcert format)", name);
         return -1;
     }
     const char *pub = zconfig_get(root, "curve/public-key", NULL);
@@ -40,12 +35,12 @@ int curve_key_read(const char *path, bool want_secret, curve_key_t *out, char *e
     const char *role = zconfig_get(root, "metadata/role", "");
     int rc = -1;
     if (!s_key_txt_ok(pub)) {
-        snprintf(err, errlen, "%s has no valid curve/public-key", path);
+        snprintf(err, errlen, "%s has no valid curve/public-key", name);
     } else if (want_secret && !s_key_txt_ok(sec)) {
         snprintf(err, errlen, "%s has no valid curve/secret-key (is it the .cert_secret file?)",
-                 path);
+                 name);
     } else if (strlen(role) > CURVE_ROLE_MAX) {
-        snprintf(err, errlen, "%s has an over-long role", path);
+        snprintf(err, errlen, "%s has an over-long role", name);
     } else {
         rc = 0;
         memcpy(out->public_txt, pub, CURVE_KEY_TXT_LEN + 1);
@@ -53,7 +48,7 @@ int curve_key_read(const char *path, bool want_secret, curve_key_t *out, char *e
         if (want_secret) {
             char derived[CURVE_KEY_TXT_LEN + 1];
             if (zmq_curve_public(derived, sec) != 0 || strcmp(derived, pub) != 0) {
-                snprintf(err, errlen, "%s: the secret key does not match the public key", path);
+                snprintf(err, errlen, "%s: the secret key does not match the public key", name);
                 rc = -1;
             } else {
                 memcpy(out->secret_txt, sec, CURVE_KEY_TXT_LEN + 1);
@@ -61,6 +56,42 @@ int curve_key_read(const char *path, bool want_secret, curve_key_t *out, char *e
         }
     }
     zconfig_destroy(&root);
+    return rc;
+}
+
+int curve_key_text(FILE *f, const char *name, char **text, char *err, size_t errlen) {
+    char *buf = mem_alloc(CURVE_CERT_MAX_BYTES + 1);
+    size_t n = fread(buf, 1, CURVE_CERT_MAX_BYTES + 1, f);
+    if (ferror(f)) {
+        snprintf(err, errlen, "cannot read %s: %s", name, strerror(errno));
+        free(buf);
+        return -1;
+    }
+    if (n > CURVE_CERT_MAX_BYTES) {
+        snprintf(err, errlen, "%s is over %d bytes", name, CURVE_CERT_MAX_BYTES);
+        free(buf);
+        return -1;
+    }
+    buf[n] = '\0';
+    *text = buf;
+    return 0;
+}
+
+int curve_key_read(const char *path, bool want_secret, curve_key_t *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char *text = NULL;
+    int rc = curve_key_text(f, path, &text, err, errlen);
+    fclose(f);
+    if (rc == 0) {
+        rc = curve_key_parse(text, path, want_secret, out, err, errlen);
+        explicit_bzero(text, strlen(text));
+        free(text);
+    }
     return rc;
 }
 

@@ -14,6 +14,7 @@
 #ifndef CHATFLEET_CURVE_H
 #define CHATFLEET_CURVE_H
 
+#include <stdio.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -31,9 +32,20 @@ typedef struct {
 
 typedef struct curve curve_t;
 
-/* Reads a certificate file. want_secret: the file must hold a secret key that matches its
- * public key. Returns 0, or -1 with a reason in err (which names the file). */
+#define CURVE_CERT_MAX_BYTES 8192 /* a zcert file is a few hundred bytes */
+
+/* Reads a certificate file (one descriptor, once). want_secret: the file must hold a secret
+ * key that matches its public key. Returns 0, or -1 with a reason in err (which names the
+ * file). */
 int curve_key_read(const char *path, bool want_secret, curve_key_t *out, char *err, size_t errlen);
+
+/* Reads all of an open certificate file (at most CURVE_CERT_MAX_BYTES) into a new string
+ * *text. Returns 0, or -1 with a reason in err naming name. */
+int curve_key_text(FILE *f, const char *name, char **text, char *err, size_t errlen);
+
+/* Parses a certificate's text (zcert format) as curve_key_read does; name is for err. */
+int curve_key_parse(const char *text, const char *name, bool want_secret, curve_key_t *out,
+                    char *err, size_t errlen);
 
 /* Client keys from the client's secret certificate file and the broker's public certificate
  * file. NULL with a reason in err when either cannot be read or is invalid. */

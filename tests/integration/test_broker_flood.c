@@ -288,6 +288,8 @@ static void test_admitted_peers_work_and_refusals_are_logged_under_a_flood_at_12
     assert_int_equal(unlink(path), 0);
     assert_int_equal(kill(s_broker, SIGHUP), 0);
     assert_true(s_log_has("trigger=signal", S_WAIT_MS));
+    /* The XPUB is bound again on the spare listener: no descriptor is needed for it. */
+    assert_true(s_log_has("event=broker_subscribers_reset", S_WAIT_MS));
     void *pub3 = s_zsock(ctx, ZMQ_PUB, w1, "127.0.0.1", s_ports[0]);
     assert_int_equal(s_roundtrip(pub3, sub2, "revoked", 3000), 0); /* nothing gets through */
     assert_int_equal(s_roundtrip(pub2, sub2, "revoked-held", 1000), 0);
