@@ -253,14 +253,17 @@ static void s_reply(self_t *self, const void *route, size_t route_len, const wir
     free(data);
 }
 
+/* Answers the requester at route: no worker has that id (request_id, worker_id and episode
+ * echo the request's). */
 static void s_no_such_worker(self_t *self, const void *route, size_t route_len,
-                             const wire_request_t *req) {
+                             const char *request_id, const char *worker_id,
+                             const wire_select_t *episode) {
     wire_msg_t reply = {.type = WIRE_RELAY_REPLY};
     wire_reply_t *r = &reply.u.reply;
-    memcpy(r->request_id, req->request_id, sizeof r->request_id);
-    memcpy(r->worker_id, req->worker_id, sizeof r->worker_id);
+    snprintf(r->request_id, sizeof r->request_id, "%s", request_id);
+    snprintf(r->worker_id, sizeof r->worker_id, "%s", worker_id);
     r->status = WIRE_STATUS_NO_SUCH_WORKER;
-    r->episode = req->episode;
+    r->episode = *episode;
     s_reply(self, route, route_len, &reply);
 }
 
@@ -282,6 +285,27 @@ static void s_relay_drop(self_t *self, const char *reason) {
     s_note(self, "broker_drop", reason);
 }
 
+/* A relay_reply from a key revoked after the request was forwarded (frames f, layout checked)
+ * is refused, but its requester still gets an answer: no_such_worker, which is the broker's
+ * own word (the worker id is no longer registered), not the sender's. Anything else from a
+ * revoked key is only refused. */
+static void s_answer_revoked(self_t *self, zmq_msg_t *f) {
+    size_t to_len = zmq_msg_size(&f[1]);
+    wire_msg_t m;
+    char why[128];
+    if (!self->auth || to_len == 0 ||
+        wire_decode(zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), &m, why, sizeof why) != 0) {
+        return;
+    }
+    if (m.type == WIRE_RELAY_REPLY &&
+        !registry_lookup(self->registry, m.u.reply.worker_id, id_now_ms())) {
+        const wire_reply_t *r = &m.u.reply;
+        s_no_such_worker(self, zmq_msg_data(&f[1]), to_len, r->request_id, r->worker_id,
+                         &r->episode);
+    }
+    wire_msg_clear(&m);
+}
+
 /* Checks the layout, the sender and the body of a relay message of n frames and decodes it
  * into *r. Returns 0, or -1 when it was dropped or refused (counted and noted). */
 static int s_relay_decode(self_t *self, zmq_msg_t *f, int n, s_relay_t *r) {
@@ -296,6 +320,7 @@ static int s_relay_decode(self_t *self, zmq_msg_t *f, int n, s_relay_t *r) {
     s_sender_t who = s_sender(self, &f[2]);
     if (!who.role) {
         s_forbid(self, &who, "relay");
+        s_answer_revoked(self, f);
         return -1;
     }
     char why[128];
@@ -381,7 +406,8 @@ static void s_relay_request(self_t *self, s_relay_t *r) {
     }
     const registry_entry_t *w = registry_lookup(self->registry, req->worker_id, r->now);
     if (!w) {
-        s_no_such_worker(self, r->route, r->route_len, req);
+        s_no_such_worker(self, r->route, r->route_len, req->request_id, req->worker_id,
+                         &req->episode);
         return;
     }
     /* Forward the body unchanged, with the requester's route for the worker to echo. */
@@ -392,7 +418,8 @@ static void s_relay_request(self_t *self, s_relay_t *r) {
         if (zmq_errno() == EHOSTUNREACH) {
             registry_forget(self->registry, req->worker_id);
         }
-        s_no_such_worker(self, r->route, r->route_len, req);
+        s_no_such_worker(self, r->route, r->route_len, req->request_id, req->worker_id,
+                         &req->episode);
     }
 }
 
