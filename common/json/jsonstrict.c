@@ -246,14 +246,24 @@ static const bool s_plain_byte[256] = {
     /* 0x80 to 0xFF: zero, the bytes of multibyte sequences */
 };
 
-/* Scans the string whose opening quote is at ps->p: validates it, and sets *raw_len to its
- * byte length without quotes, *decoded_len to its decoded length and *escaped when it has
- * escapes. Leaves ps->p after the closing quote. */
-static int s_scan_string(s_parser_t *ps, size_t *raw_len, size_t *decoded_len, bool *escaped) {
+/* A string as scanned: its byte length without quotes, its decoded length in bytes and in
+ * characters (code points), and whether it has escapes. */
+typedef struct {
+    size_t raw_len;
+    size_t decoded_len;
+    size_t chars;
+    bool escaped;
+} s_str_t;
+
+/* Scans the string whose opening quote is at ps->p: validates it and describes it in *str.
+ * Leaves ps->p after the closing quote. */
+static int s_scan_string(s_parser_t *ps, s_str_t *str) {
     const unsigned char *open = ps->p++;
     const unsigned char *p = ps->p;
     const unsigned char *end = ps->end;
     size_t decoded = 0;
+    size_t chars = 0;
+    bool *escaped = &str->escaped;
     *escaped = false;
     for (;;) {
         /* Runs of plain ASCII, the bulk of most strings, decode to themselves. */
@@ -262,6 +272,7 @@ static int s_scan_string(s_parser_t *ps, size_t *raw_len, size_t *decoded_len, b
             p++;
         }
         decoded += (size_t)(p - run);
+        chars += (size_t)(p - run);
         if (p >= end) {
             return s_fail(ps, JSONSTRICT_E_SYNTAX, open, "unterminated string");
         }
@@ -285,6 +296,7 @@ static int s_scan_string(s_parser_t *ps, size_t *raw_len, size_t *decoded_len, b
                 }
                 p += 2;
                 decoded++;
+                chars++;
                 continue;
             }
             uint32_t cp = 0;
@@ -309,10 +321,12 @@ static int s_scan_string(s_parser_t *ps, size_t *raw_len, size_t *decoded_len, b
                 }
                 p += 12;
                 decoded += 4;
+                chars++;
                 continue;
             }
             p += 6;
             decoded += cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
+            chars++;
             continue;
         }
         size_t n = jsonstrict_utf8_len(p, end);
@@ -321,9 +335,11 @@ static int s_scan_string(s_parser_t *ps, size_t *raw_len, size_t *decoded_len, b
         }
         p += n;
         decoded += n;
+        chars++;
     }
-    *raw_len = (size_t)(p - ps->p);
-    *decoded_len = decoded;
+    str->raw_len = (size_t)(p - ps->p);
+    str->decoded_len = decoded;
+    str->chars = chars;
     if (decoded > ps->lim.max_string_bytes) {
         return s_fail(ps, JSONSTRICT_E_STRING_LENGTH, open,
                       "string of %zu bytes exceeds the cap of %zu bytes", decoded,
@@ -376,29 +392,26 @@ static char *s_scratch(s_parser_t *ps, size_t n) {
 
 /* Appends the string scanned at body (a value or a key) to the tape: its bytes are copied into
  * the arena once, straight from the input, or decoded first when it has escapes. */
-static uint32_t s_add_string(s_parser_t *ps, const unsigned char *body, size_t raw_len,
-                             size_t dec_len, bool escaped) {
+static uint32_t s_add_string(s_parser_t *ps, const unsigned char *body, const s_str_t *str) {
     const char *text = (const char *)body;
-    if (escaped) {
-        char *buf = s_scratch(ps, dec_len);
-        s_decode(body, raw_len, buf);
+    if (str->escaped) {
+        char *buf = s_scratch(ps, str->decoded_len);
+        s_decode(body, str->raw_len, buf);
         text = buf;
     }
     /* The scan proved the text valid UTF-8 without NUL, as the tape requires. */
-    return jsontape_add_string(ps->tape, text, dec_len);
+    return jsontape_add_text(ps->tape, text, str->decoded_len, str->chars);
 }
 
 static int s_parse_value(s_parser_t *ps);
 
 static int s_parse_string(s_parser_t *ps) {
     const unsigned char *body = ps->p + 1;
-    size_t raw_len = 0;
-    size_t dec_len = 0;
-    bool escaped = false;
-    if (s_scan_string(ps, &raw_len, &dec_len, &escaped)) {
+    s_str_t str;
+    if (s_scan_string(ps, &str)) {
         return -1;
     }
-    s_add_string(ps, body, raw_len, dec_len, escaped);
+    s_add_string(ps, body, &str);
     return 0;
 }
 
@@ -578,14 +591,12 @@ static int s_parse_member(s_parser_t *ps, s_frame_t *f) {
         return s_fail(ps, JSONSTRICT_E_KEYS, at, "object exceeds the cap of %zu keys",
                       ps->lim.max_keys);
     }
-    size_t raw_len = 0;
-    size_t dec_len = 0;
-    bool escaped = false;
+    s_str_t str;
     f->has_key = false;
-    if (s_scan_string(ps, &raw_len, &dec_len, &escaped)) {
+    if (s_scan_string(ps, &str)) {
         return -1;
     }
-    f->key = s_add_string(ps, at + 1, raw_len, dec_len, escaped);
+    f->key = s_add_string(ps, at + 1, &str);
     f->has_key = true;
     if (jsonstrict_keys_seen(&ps->keys, &f->keys, ps->tape, f->key)) {
         return s_fail(ps, JSONSTRICT_E_DUPLICATE_KEY, at, "duplicate object key");

@@ -67,7 +67,12 @@ static uint32_t s_chars(const char *s, size_t len) {
 }
 
 uint32_t jsontape_add_string(jsontape_t *self, const char *s, size_t len) {
+    return jsontape_add_text(self, s, len, s_chars(s, len));
+}
+
+uint32_t jsontape_add_text(jsontape_t *self, const char *s, size_t len, size_t chars) {
     ASSERT(len <= JSONTAPE_MAX_STRING_BYTES - self->bytes_len - 1);
+    ASSERT(chars <= len);
     if (self->bytes_len + len + 1 > self->bytes_cap) {
         size_t want = self->bytes_len + len + 1;
         self->bytes_cap = want > 2 * self->bytes_cap ? want : 2 * self->bytes_cap;
@@ -77,7 +82,7 @@ uint32_t jsontape_add_string(jsontape_t *self, const char *s, size_t len) {
     e->size = (uint32_t)len;
     e->hash = jsontape_hash(s, len);
     e->u.s.off = (uint32_t)self->bytes_len;
-    e->u.s.chars = s_chars(s, len);
+    e->u.s.chars = (uint32_t)chars;
     memcpy(self->bytes + self->bytes_len, s, len);
     self->bytes[self->bytes_len + len] = '\0';
     self->bytes_len += len + 1;

@@ -83,6 +83,9 @@ uint32_t jsontape_add_literal(jsontape_t *self, jsontape_type_t type); /* null/t
 uint32_t jsontape_add_integer(jsontape_t *self, int64_t i);
 uint32_t jsontape_add_real(jsontape_t *self, double d);
 uint32_t jsontape_add_string(jsontape_t *self, const char *s, size_t len);
+/* As jsontape_add_string, with the count of characters (code points) already known (a parser
+ * that scanned the text counts them as it goes). */
+uint32_t jsontape_add_text(jsontape_t *self, const char *s, size_t len, size_t chars);
 /* Opens an array or object; its children are added next; jsontape_close records their count
  * (items, or members for an object, whose keys are added with jsontape_add_string). */
 uint32_t jsontape_open(jsontape_t *self, jsontape_type_t type);

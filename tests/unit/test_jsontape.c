@@ -361,6 +361,10 @@ static void test_parse_tape_agrees_with_parse_on_a_corpus(void **state) {
         "[9223372036854775807, -9223372036854775808, 12345678901234567000.0]",
         "\"a\\n\\u00e9\\ud83d\\ude00\\/\\\"\\\\\\b\\f\\r\\t\"",
         "{\"\\u00e9\": 1, \"e\\u0301\": 2, \"a/b\": {\"c~d\": []}}",
+        /* raw UTF-8 of two, three and four bytes beside ASCII and escapes: characters are
+         * counted while scanning, and must agree with a count of the decoded bytes */
+        "[\"\xc3\xa9t\xc3\xa9\", \"\xe2\x82\xac 5\", "
+        "\"\xf0\x9f\x98\x80\\u00e9\\n\xf0\x9f\x98\x80\"]",
         "{\"k1\":1,\"k2\":2,\"k3\":3,\"k4\":4,\"k5\":5,\"k6\":6,\"k7\":7,\"k8\":8,\"k9\":9,"
         "\"k10\":10,\"k11\":11,\"k12\":12,\"k13\":13,\"k14\":14,\"k15\":15,\"k16\":16,\"k17\":17,"
         "\"k18\":{\"k1\":1,\"k2\":2,\"k3\":3,\"k4\":4,\"k5\":5,\"k6\":6,\"k7\":7,\"k8\":8,"
