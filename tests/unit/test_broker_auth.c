@@ -9,30 +9,29 @@
 #include <cmocka.h>
 
 #include <czmq.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "auth.h"
 #include "curve.h"
+#include "fdfill.h"
 
 static char s_dir[64];
 static char s_allow[128];
 
 /* Makes a key pair named name with role under s_dir and puts its public key in pub; moves
  * its public file into the allow directory when admit. */
-static void s_key(const char *name, const char *role, bool admit, char *pub) {
+static void s_key(const char *name, const char *role, bool admit, char *pub, size_t publen) {
     char err[256];
     assert_int_equal(curve_keygen(role, name, s_dir, err, sizeof err), 0);
     char from[256];
     snprintf(from, sizeof from, "%s/%s.cert", s_dir, name);
     curve_key_t k;
     assert_int_equal(curve_key_read(from, false, &k, err, sizeof err), 0);
-    strcpy(pub, k.public_txt);
+    assert_true(strlen(k.public_txt) < publen);
+    snprintf(pub, publen, "%s", k.public_txt);
     if (admit) {
         char to[256];
         snprintf(to, sizeof to, "%s/%s.cert", s_allow, name);
@@ -40,39 +39,18 @@ static void s_key(const char *name, const char *role, bool admit, char *pub) {
     }
 }
 
-/* Opens /dev/null until the descriptor limit is reached; returns how many were opened. */
-static int s_exhaust(int *fds, int max) {
-    int n = 0;
-    while (n < max) {
-        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            assert_int_equal(errno, EMFILE);
-            break;
-        }
-        fds[n++] = fd;
-    }
-    assert_true(n < max);
-    return n;
-}
-
-static void s_release(int *fds, int n) {
-    for (int i = 0; i < n; i++) {
-        close(fds[i]);
-    }
-}
-
 static void test_the_allow_directory_holds_without_descriptors(void **u) {
     (void)u;
     char pub_a[64], pub_b[64], pub_c[64], pub_s[64];
-    s_key("server", "broker", false, pub_s);
-    s_key("a", "worker", true, pub_a);
-    s_key("b", "gateway", true, pub_b);
+    s_key("server", "broker", false, pub_s, sizeof pub_s);
+    s_key("a", "worker", true, pub_a, sizeof pub_a);
+    s_key("b", "gateway", true, pub_b, sizeof pub_b);
     char junk[256];
     snprintf(junk, sizeof junk, "%s/junk.cert", s_allow);
     FILE *f = fopen(junk, "w");
     assert_non_null(f);
-    fputs("not a certificate\n", f);
-    fclose(f);
+    assert_true(fputs("not a certificate\n", f) >= 0);
+    assert_int_equal(fclose(f), 0);
 
     char server[256];
     char err[512];
@@ -85,12 +63,8 @@ static void test_the_allow_directory_holds_without_descriptors(void **u) {
     assert_int_equal(auth_reload(auth, false, err, sizeof err), 0); /* unchanged */
 
     /* With every descriptor taken: a removal is still seen. */
-    struct rlimit old;
-    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
-    struct rlimit low = {.rlim_cur = 256, .rlim_max = old.rlim_max};
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
-    int fds[512];
-    int n = s_exhaust(fds, 512);
+    fdfill_t *fill = fdfill_new(256);
+    assert_non_null(fill);
     char path[256];
     snprintf(path, sizeof path, "%s/a.cert", s_allow);
     assert_int_equal(unlink(path), 0);
@@ -100,17 +74,17 @@ static void test_the_allow_directory_holds_without_descriptors(void **u) {
 
     /* A new certificate cannot be opened now: the look fails with the reason and keeps the
      * map (b stays admitted); the next look, once descriptors are free, takes it in. */
-    s_release(fds, n);
-    s_key("c", "worker", true, pub_c);
-    n = s_exhaust(fds, 512);
+    assert_int_equal(fdfill_destroy(&fill), 0);
+    s_key("c", "worker", true, pub_c, sizeof pub_c);
+    fill = fdfill_new(256);
+    assert_non_null(fill);
     assert_int_equal(auth_reload(auth, true, err, sizeof err), -1);
     printf("failed look: %s\n", err);
     assert_non_null(strstr(err, "Too many open files"));
     assert_string_equal(auth_role(auth, pub_b), "gateway");
     assert_null(auth_role(auth, pub_c));
     assert_int_equal(auth_reload(auth, false, err, sizeof err), -1); /* still none */
-    s_release(fds, n);
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    assert_int_equal(fdfill_destroy(&fill), 0);
     assert_int_equal(auth_reload(auth, false, err, sizeof err), 1); /* the retry: c is in */
     assert_string_equal(auth_role(auth, pub_c), "worker");
     assert_string_equal(auth_role(auth, pub_b), "gateway");

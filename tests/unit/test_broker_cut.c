@@ -9,12 +9,12 @@
 #include <cmocka.h>
 
 #include <czmq.h>
-#include <fcntl.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
+#include "fdfill.h"
 #include "guard.h"
 #include "ratelog.h"
 
@@ -86,21 +86,10 @@ static void s_cut(const char *endpoint) {
     }
     guard_drain(guard, 1, zclock_mono()); /* the ACCEPTED events: the highest descriptor */
 
-    struct rlimit old;
-    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
-    struct rlimit low = {.rlim_cur = 256, .rlim_max = old.rlim_max};
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
-    int fds[512];
-    int n = 0;
-    while (n < 512 && (fds[n] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) {
-        n++;
-    }
-    assert_true(n < 512);
+    fdfill_t *fill = fdfill_new(256);
+    assert_non_null(fill);
     int cut = guard_cut(guard, ep);
-    for (int i = 0; i < n; i++) {
-        close(fds[i]);
-    }
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    assert_int_equal(fdfill_destroy(&fill), 0);
     printf("%s: %d connections cut\n", ep, cut);
     assert_int_equal(cut, 2); /* the accepted ends only, not the subscribers' own */
     for (int i = 0; i < 2; i++) {
@@ -129,7 +118,7 @@ static void test_ipc_subscribers_are_cut_and_come_back(void **u) {
     s_cut(ep);
     char path[128];
     snprintf(path, sizeof path, "%s/sub", dir);
-    unlink(path);
+    assert_true(unlink(path) == 0 || errno == ENOENT); /* libzmq may have removed it */
     assert_int_equal(rmdir(dir), 0);
 }
 
