@@ -14,7 +14,8 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
-#define S_ADDR_MAX 64 /* an IPv6 address in text, with room */
+#define S_ADDR_MAX    64         /* an IPv6 address in text, with room */
+#define S_FD_SCAN_MAX (1L << 20) /* guard_cut without monitors: descriptors looked at */
 
 /* The ratelog buckets of the lines (compared by pointer). */
 static const char S_BUCKET_CAP[] = "broker_peer_refused_cap";
@@ -411,10 +412,13 @@ int guard_cut(guard_t *self, const char *endpoint) {
     const char *path = NULL;
     if (strncmp(endpoint, "tcp://", 6) == 0) {
         const char *colon = strrchr(endpoint, ':');
-        port = colon ? atoi(colon + 1) : 0;
-        if (port <= 0 || port > 65535) {
+        char *end = NULL;
+        errno = 0;
+        long p = colon ? strtol(colon + 1, &end, 10) : 0;
+        if (!colon || errno != 0 || end == colon + 1 || *end != '\0' || p <= 0 || p > 65535) {
             return -1;
         }
+        port = (int)p;
     } else if (strncmp(endpoint, "ipc://", 6) == 0 && endpoint[6]) {
         path = endpoint + 6;
     } else {
@@ -426,9 +430,10 @@ int guard_cut(guard_t *self, const char *endpoint) {
     for (int i = 0; i < GUARD_SLOTS; i++) {
         watched = watched && self->slots[i].monitor;
     }
-    long last = watched ? self->max_fd : (self->fd_limit < (1L << 20) ? self->fd_limit : 1L << 20);
+    long end = watched ? self->max_fd + 1L
+                       : (self->fd_limit < S_FD_SCAN_MAX ? self->fd_limit : S_FD_SCAN_MAX);
     int cut = 0;
-    for (int fd = 0; fd <= last; fd++) {
+    for (int fd = 0; fd < end; fd++) {
         if (s_local_end_is(fd, port, path) && shutdown(fd, SHUT_RDWR) == 0) {
             cut++;
         }

@@ -129,6 +129,9 @@ static void test_other_endpoints_are_refused(void **u) {
     guard_t *guard = guard_new(&cfg, rl);
     assert_int_equal(guard_cut(guard, "inproc://x"), -1);
     assert_int_equal(guard_cut(guard, "tcp://127.0.0.1"), -1);
+    assert_int_equal(guard_cut(guard, "tcp://127.0.0.1:80x"), -1);
+    assert_int_equal(guard_cut(guard, "tcp://127.0.0.1:0"), -1);
+    assert_int_equal(guard_cut(guard, "tcp://127.0.0.1:65536"), -1);
     assert_int_equal(guard_cut(guard, "ipc://"), -1);
     guard_destroy(&guard);
     ratelog_destroy(&rl);
