@@ -62,14 +62,16 @@ int curve_key_parse(const char *text, const char *name, bool want_secret, curve_
 int curve_key_text(FILE *f, const char *name, char **text, char *err, size_t errlen) {
     char *buf = mem_alloc(CURVE_CERT_MAX_BYTES + 1);
     size_t n = fread(buf, 1, CURVE_CERT_MAX_BYTES + 1, f);
-    if (ferror(f)) {
-        snprintf(err, errlen, "cannot read %s: %s", name, strerror(errno));
+    if (ferror(f) || n > CURVE_CERT_MAX_BYTES) {
+        int e = errno;
+        if (ferror(f)) {
+            snprintf(err, errlen, "cannot read %s: %s", name, strerror(e));
+        } else {
+            snprintf(err, errlen, "%s is over %d bytes", name, CURVE_CERT_MAX_BYTES);
+        }
+        explicit_bzero(buf, CURVE_CERT_MAX_BYTES + 1); /* a secret file's text, maybe */
         free(buf);
-        return -1;
-    }
-    if (n > CURVE_CERT_MAX_BYTES) {
-        snprintf(err, errlen, "%s is over %d bytes", name, CURVE_CERT_MAX_BYTES);
-        free(buf);
+        errno = e;
         return -1;
     }
     buf[n] = '\0';

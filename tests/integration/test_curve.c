@@ -250,20 +250,33 @@ static int s_hijack(void *ctx, const wire_request_t *req, wire_reply_t *reply) {
     return 0;
 }
 
+/* One relay request for a chat worker_id does not have, with the admitted gateway key:
+ * relay_client_fetch's result, with *reply set on 0. No cmocka assertion, so that a thread
+ * may call it too. */
+static int s_fetch(const char *worker_id, int timeout_ms, wire_msg_t *reply) {
+    char cert[600];
+    char server[600];
+    char err[600];
+    snprintf(cert, sizeof cert, "%s/gateway0.cert_secret", cluster_curve_dir(s_c));
+    snprintf(server, sizeof server, "%s/broker.cert", cluster_curve_dir(s_c));
+    curve_t *gw = curve_new(cert, server, err, sizeof err);
+    relay_client_t *c = gw ? relay_client_new_with(cluster_endpoint(s_c, "relay"), gw) : NULL;
+    curve_destroy(&gw);
+    wire_select_t ep = {.history_version = 0, .generation_attempt = 1, .after_seq = 0};
+    int rc = c && id_uuid_new(ep.chat_id) == 0
+                 ? relay_client_fetch(c, worker_id, &ep, 10, timeout_ms, reply)
+                 : -1;
+    relay_client_destroy(&c);
+    return rc;
+}
+
 /* Asks worker_id, through the admitted gateway key, for a chat it does not have: its answer,
  * or -1 when none came within the wait. */
 static int s_ask_try(const char *worker_id) {
-    curve_t *gw = s_keys(cluster_curve_dir(s_c), "gateway0");
-    relay_client_t *c = relay_client_new_with(cluster_endpoint(s_c, "relay"), gw);
-    curve_destroy(&gw);
-    wire_select_t ep = {.history_version = 0, .generation_attempt = 1, .after_seq = 0};
-    assert_int_equal(id_uuid_new(ep.chat_id), 0);
     wire_msg_t reply;
     /* A new client's CURVE handshake comes first: under the sanitizers on a loaded machine a
      * fresh-clone run once waited out 3 s here, so the wait is generous (an answer is quick). */
-    int rc = relay_client_fetch(c, worker_id, &ep, 10, 10000, &reply);
-    relay_client_destroy(&c);
-    if (rc != 0) {
+    if (s_fetch(worker_id, 10000, &reply) != 0) {
         return -1;
     }
     wire_status_t st = reply.u.reply.status;
@@ -303,7 +316,7 @@ static int s_held(void *ctx, const wire_request_t *req, wire_reply_t *reply) {
     return 0;
 }
 
-/* One relay request from a thread: no cmocka assertion may run off the main thread. */
+/* One relay request from a thread (s_fetch: no cmocka assertion off the main thread). */
 typedef struct {
     char worker_id[ID_UUID_LEN + 1];
     int rc;
@@ -312,24 +325,12 @@ typedef struct {
 
 static void *s_asker(void *arg) {
     s_asker_t *a = arg;
-    char cert[600];
-    char server[600];
-    char err[600];
-    snprintf(cert, sizeof cert, "%s/gateway0.cert_secret", cluster_curve_dir(s_c));
-    snprintf(server, sizeof server, "%s/broker.cert", cluster_curve_dir(s_c));
-    curve_t *gw = curve_new(cert, server, err, sizeof err);
-    relay_client_t *c = gw ? relay_client_new_with(cluster_endpoint(s_c, "relay"), gw) : NULL;
-    curve_destroy(&gw);
-    wire_select_t ep = {.history_version = 0, .generation_attempt = 1, .after_seq = 0};
     wire_msg_t reply;
-    a->rc = id_uuid_new(ep.chat_id) == 0 && c
-                ? relay_client_fetch(c, a->worker_id, &ep, 10, 15000, &reply)
-                : -1;
+    a->rc = s_fetch(a->worker_id, 15000, &reply);
     if (a->rc == 0) {
         a->status = (int)reply.u.reply.status;
         wire_msg_clear(&reply);
     }
-    relay_client_destroy(&c);
     return NULL;
 }
 
