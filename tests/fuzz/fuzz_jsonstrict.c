@@ -5,6 +5,13 @@
  * an accepted value survives a jansson dump and reload unchanged; and jsonstrict_parse_tape
  * agrees with jsonstrict_parse on every input (the same outcome, error code, offset, path and
  * message, and a tape equal to the jansson value) and produces a well-formed tape.
+ *
+ * Numbers are carried exactly (jsonstrict.h, the number policy): jsonout_dumps of an accepted
+ * value parses back to an equal value whose numbers are the same entries, one by one (every
+ * text real's literal byte for byte, every other number the same int64 or double), and
+ * printing that again gives the same text. jansson's own parser cannot read every accepted
+ * literal (integers beyond int64, 1e400) nor tell 1.50 from 1.5, so it is compared only on
+ * values without text reals.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -12,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonnumber.h"
+#include "jsonout.h"
 #include "jsonstrict.h"
 #include "jsontape.h"
 
@@ -81,7 +90,86 @@ static void s_compare_tape(const char *buf, size_t len, const jsonstrict_limits_
     s_agree(jsontape_value_hash(&tape, 0) == jsontape_value_hash(&from, 0), "value hash");
 }
 
+/* Whether v holds a text real anywhere. */
+static bool s_has_text_real(const json_t *v) {
+    if (jsonnumber_text(v, NULL)) {
+        return true;
+    }
+    if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (s_has_text_real(json_array_get(v, i))) {
+                return true;
+            }
+        }
+    }
+    if (json_is_object(v)) {
+        const char *key;
+        json_t *member;
+        json_object_foreach((json_t *)v, key, member) {
+            if (s_has_text_real(member)) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* Whether out[0..n) holds lit[0..k). */
+static bool s_contains(const char *out, size_t n, const char *lit, size_t k) {
+    for (size_t i = 0; i + k <= n; i++) {
+        if (memcmp(out + i, lit, k) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* jsonout's text of the accepted value parses back (under the same caps: it is never longer
+ * and never deeper) to an equal value with the same number entries in the same order (jansson
+ * keeps members in insertion order, which is document order); and is its own fixed point. */
+static void s_round_trip(const char *buf, size_t len, const jsonstrict_limits_t *lim,
+                         const json_t *value) {
+    static jsontape_t orig;
+    static jsontape_t back;
+    char *out = jsonout_dumps(value);
+    size_t n = strlen(out);
+    s_check(jsonstrict_parse_tape(buf, len, lim, &orig, NULL) == 0, "the input no longer parses");
+    s_check(jsonstrict_parse_tape(out, n, lim, &back, NULL) == 0,
+            "jsonout's text of an accepted value is refused");
+    s_check(jsontape_equal(&orig, 0, &back, 0), "jsonout's text parses to another value");
+    s_check(jsontape_value_hash(&orig, 0) == jsontape_value_hash(&back, 0),
+            "jsonout's text parses to a value of another hash");
+    s_check(orig.count == back.count, "jsonout's text has another number of entries");
+    for (uint32_t i = 0; i < orig.count; i++) {
+        const jsontape_entry_t *a = jsontape_at(&orig, i);
+        const jsontape_entry_t *b = jsontape_at(&back, i);
+        s_check(a->type == b->type && a->flags == b->flags, "an entry changed kind");
+        if (!jsontape_is_number(a)) {
+            continue;
+        }
+        jsontape_num_t na = jsontape_num(&orig, a);
+        jsontape_num_t nb = jsontape_num(&back, b);
+        s_check(memcmp(&na.d, &nb.d, sizeof na.d) == 0 && na.i == nb.i, "a number changed");
+        if (na.text) {
+            s_check(nb.text && na.len == nb.len && memcmp(na.text, nb.text, na.len) == 0,
+                    "a text real's literal changed");
+            s_check(s_contains(buf, len, na.text, na.len), "a literal not in the input");
+            s_check(s_contains(out, n, na.text, na.len), "a literal not in jsonout's text");
+        }
+    }
+    json_t *again = NULL;
+    s_check(jsonstrict_parse(out, n, lim, &again, NULL) == 0, "jsonout's text is refused");
+    char *out2 = jsonout_dumps(again);
+    s_check(strcmp(out, out2) == 0, "jsonout's text is not its own fixed point");
+    free(out2);
+    json_decref(again);
+    free(out);
+}
+
 static void s_accepted(const char *buf, size_t len, json_t *value) {
+    if (s_has_text_real(value)) {
+        return;
+    }
     json_error_t jerr;
     json_t *theirs = json_loadb(buf, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
     s_check(theirs != NULL, "jansson rejects what the boundary accepted");
@@ -123,6 +211,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (rc == 0) {
             s_check(value != NULL, "success without a value");
             s_accepted(buf, size, value);
+            s_round_trip(buf, size, lim, value);
             json_decref(value);
         } else {
             s_check(value == NULL, "failure with a value");

@@ -1,5 +1,5 @@
-/* jsonout writes reals in their shortest round-trip form, keeps reals reals, and produces
- * text the strict boundary accepts back unchanged. */
+/* jsonout writes reals in their shortest round-trip form, keeps reals reals, prints a text
+ * real's literal byte for byte, and produces text the strict boundary accepts back unchanged. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonnumber.h"
 #include "jsonout.h"
 #include "jsonstrict.h"
 
@@ -17,11 +18,9 @@ static void s_expect(json_t *v, const char *want) {
     assert_string_equal(got, want);
     json_t *back = NULL;
     jsonstrict_error_t err;
-    /* Exact doubles, stored or not (1e300 is refused for storage by the boundary, but jsonout
-     * must still print it right). */
-    jsonstrict_limits_t lim = jsonstrict_limits_default;
-    lim.numbers = JSONSTRICT_NUMBERS_EXACT;
-    assert_int_equal(jsonstrict_parse(got, strlen(got), &lim, &back, &err), 0);
+    /* Read back at the boundary (the default caps), the text is the same value and prints the
+     * same. */
+    assert_int_equal(jsonstrict_parse(got, strlen(got), NULL, &back, &err), 0);
     assert_true(json_equal(back, v));
     char *again = jsonout_dumps(back);
     assert_string_equal(again, want);
@@ -39,6 +38,40 @@ static void test_reals_are_shortest_and_stay_reals(void **u) {
     s_expect(json_real(1e300), "1e+300");
     s_expect(json_real(0.30000000000000004), "0.30000000000000004");
     s_expect(json_real(5e-324), "5e-324");
+}
+
+/* A text real (jsonnumber.h) prints as its literal, byte for byte, wherever it is; a copy by
+ * jsonnumber_deep_copy keeps it, and json_deep_copy makes it the plain real of its double. */
+static void test_text_reals_print_their_literal(void **u) {
+    (void)u;
+    static const char *const lits[] = {
+        "1e300",
+        "1.50",
+        "-0",
+        "1E2",
+        "0.00001",
+        "12345678910111213141516171819202122232425262728293031",
+        "0.10000000000000000001",
+        "9223372036854775808",
+        "1e400",
+        "-1e-400",
+    };
+    for (size_t i = 0; i < sizeof lits / sizeof lits[0]; i++) {
+        json_t *v = jsonnumber_new(lits[i], strlen(lits[i]));
+        assert_non_null(jsonnumber_text(v, NULL));
+        json_t *copy = jsonnumber_deep_copy(v);
+        s_expect(v, lits[i]);
+        s_expect(copy, lits[i]);
+    }
+    json_t *doc = json_object();
+    json_object_set_new(doc, "a", jsonnumber_new("1.50", 4));
+    json_object_set_new(doc, "b", json_pack("[O]", json_object_get(doc, "a")));
+    json_t *plain = json_deep_copy(doc);
+    s_expect(doc, "{\"a\":1.50,\"b\":[1.50]}");
+    s_expect(plain, "{\"a\":1.5,\"b\":[1.5]}");
+    /* Plain numbers stay as they were. */
+    s_expect(jsonnumber_new("0.5", 3), "0.5");
+    s_expect(jsonnumber_new("-7", 2), "-7");
 }
 
 static void test_other_values_are_exact(void **u) {
@@ -84,6 +117,7 @@ static void test_strings_are_escaped_as_jansson_escapes_them(void **u) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reals_are_shortest_and_stay_reals),
+        cmocka_unit_test(test_text_reals_print_their_literal),
         cmocka_unit_test(test_other_values_are_exact),
         cmocka_unit_test(test_strings_are_escaped_as_jansson_escapes_them),
     };

@@ -353,9 +353,17 @@ static void s_million_keys_default(s_hostile_result_t *r) {
     free(t.p);
 }
 
+/* Numbers beyond the magnitude cap are refused; at the cap they are kept (as text). */
 static void s_big_number(s_hostile_result_t *r) {
     textbuf_t t = {0};
-    textbuf_add(&t, "1e400");
+    textbuf_add(&t, "1e401");
+    s_boundary(&t, NULL, r);
+    free(t.p);
+}
+
+static void s_cap_number(s_hostile_result_t *r) {
+    textbuf_t t = {0};
+    textbuf_add(&t, "[1e400, -1e-400, 9.9e400]");
     s_boundary(&t, NULL, r);
     free(t.p);
 }
@@ -483,7 +491,8 @@ static void test_hostile_inputs_cost_bounded_time_and_memory(void **state) {
     s_run_hostile("nesting 100000 deep", s_deep, 1);
     s_run_hostile("1000000 keys (byte cap raised)", s_million_keys, 1);
     s_run_hostile("1000000 keys (default caps)", s_million_keys_default, 1);
-    s_run_hostile("1e400", s_big_number, 1);
+    s_run_hostile("1e401", s_big_number, 1);
+    s_run_hostile("1e400, -1e-400, 9.9e400", s_cap_number, 0);
     s_run_hostile("\"\\ud800\"", s_lone_surrogate, 1);
     s_run_hostile("duplicate keys", s_duplicates, 1);
     s_run_hostile("(a+)+$ on 16 KiB", s_redos, 1);

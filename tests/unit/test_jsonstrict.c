@@ -1,15 +1,20 @@
-/* Tests for the strict JSON boundary: each rejection rule with its code, offset and path. */
+/* Tests for the strict JSON boundary: each rejection rule with its code, offset and path, and
+ * how numbers are carried (int64, plain real, or a text real that keeps its literal). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "jsonnumber.h"
+#include "jsonout.h"
 #include "jsonstrict.h"
 
 static json_t *s_ok(const char *text) {
@@ -108,44 +113,114 @@ static void test_rejects_syntax_errors_and_trailing_data(void **state) {
     s_bad("\xef\xbb\xbf{}", JSONSTRICT_E_SYNTAX); /* a byte order mark is not JSON */
 }
 
-static void test_numbers_must_be_exact(void **state) {
-    jsonstrict_error_t err = s_bad("1e400", JSONSTRICT_E_NUMBER_RANGE);
-    assert_non_null(strstr(err.message, "overflows"));
-    err = s_bad("1e-400", JSONSTRICT_E_NUMBER_RANGE);
-    assert_non_null(strstr(err.message, "underflows"));
-    err = s_bad("9223372036854775808", JSONSTRICT_E_INTEGER_RANGE);
-    assert_non_null(strstr(err.message, "int64"));
-    s_bad("-9223372036854775809", JSONSTRICT_E_INTEGER_RANGE);
-    err = s_bad("0.10000000000000000001", JSONSTRICT_E_NUMBER_PRECISION);
-    assert_non_null(strstr(err.message, "precision"));
-    s_bad("12345678901234567890.0", JSONSTRICT_E_NUMBER_PRECISION);
-
-    /* Exact doubles that PostgreSQL would store unreadably (1e308, 5e-324, 1.2e19) are refused
-     * by the storage rule instead: test_jsonstrict_numbers.c. */
-    json_t *v = s_ok("[9223372036854775807, -9223372036854775808, 0.1, 1.0, 1e18, 1e-126, "
-                     "0.30000000000000004, -0.0, 1234567890123456800.0]");
-    assert_int_equal(json_integer_value(json_array_get(v, 0)), INT64_MAX);
-    assert_int_equal(json_integer_value(json_array_get(v, 1)), INT64_MIN);
-    assert_true(json_real_value(json_array_get(v, 2)) == 0.1);
-    assert_true(json_real_value(json_array_get(v, 4)) == 1e18);
-    assert_true(json_real_value(json_array_get(v, 5)) > 0);
-    assert_true(json_real_value(json_array_get(v, 6)) == 0.1 + 0.2);
-    assert_true(signbit(json_real_value(json_array_get(v, 7))));
+/* A number the boundary takes as a text real: a jansson real holding its literal and its
+ * nearest double, printed back by jsonout byte for byte. */
+static void s_text_real(const char *lit) {
+    json_t *v = s_ok(lit);
+    size_t len = 0;
+    const char *text = jsonnumber_text(v, &len);
+    if (!text) {
+        print_error("%s is not a text real\n", lit);
+    }
+    assert_non_null(text);
+    assert_int_equal(len, strlen(lit));
+    assert_string_equal(text, lit);
+    assert_true(json_is_real(v));
+    double d = strtod(lit, NULL);
+    d = isinf(d) ? copysign(DBL_MAX, d) : d;
+    assert_true(json_real_value(v) == d);
+    char *out = jsonout_dumps(v);
+    assert_string_equal(out, lit);
+    free(out);
     json_decref(v);
 }
 
-static void test_shortest_gives_round_trip_digits(void **state) {
-    char digits[JSONSTRICT_DIGITS_MAX + 1];
-    int exp10 = 0;
-    assert_int_equal(jsonstrict_shortest(0.1, digits, &exp10), 1);
-    assert_string_equal(digits, "1");
-    assert_int_equal(exp10, -1);
-    jsonstrict_shortest(0.1 + 0.2, digits, &exp10);
-    assert_string_equal(digits, "30000000000000004");
-    assert_int_equal(exp10, -17);
-    jsonstrict_shortest(-1500.0, digits, &exp10);
-    assert_string_equal(digits, "15");
-    assert_int_equal(exp10, 2);
+/* A number the boundary takes as a plain jansson real (its literal is what jsonout prints). */
+static void s_plain_real(const char *lit) {
+    json_t *v = s_ok(lit);
+    if (jsonnumber_text(v, NULL)) {
+        print_error("%s is a text real\n", lit);
+    }
+    assert_null(jsonnumber_text(v, NULL));
+    assert_true(json_is_real(v));
+    assert_true(json_real_value(v) == strtod(lit, NULL));
+    char *out = jsonout_dumps(v);
+    assert_string_equal(out, lit);
+    free(out);
+    json_decref(v);
+}
+
+static void test_numbers_keep_their_literal_within_the_magnitude_cap(void **state) {
+    /* Beyond 10^+-400 in magnitude: refused, at the literal, whatever its digits. */
+    jsonstrict_error_t err = s_bad("[0, 1e401]", JSONSTRICT_E_NUMBER_RANGE);
+    assert_string_equal(err.message,
+                        "number 1e401 has a magnitude beyond 10^+-400 (the number cap)");
+    assert_string_equal(err.path, "/1");
+    assert_int_equal(err.offset, 4);
+    err = s_bad("{\"a\": {\"b\": -1e-401}}", JSONSTRICT_E_NUMBER_RANGE);
+    assert_string_equal(err.path, "/a/b");
+    assert_int_equal(err.offset, 12);
+    assert_non_null(strstr(err.message, "-1e-401"));
+    s_bad("0.99e-400", JSONSTRICT_E_NUMBER_RANGE);
+    s_bad("10e400", JSONSTRICT_E_NUMBER_RANGE);
+    s_bad("1e99999999999999999999", JSONSTRICT_E_NUMBER_RANGE);
+    assert_string_equal(jsonstrict_code_name(JSONSTRICT_E_NUMBER_LENGTH), "number_length");
+    assert_string_equal(jsonstrict_code_name(JSONSTRICT_E_NUMBER_RANGE), "number_range");
+    assert_string_equal(jsonstrict_code_name(JSONSTRICT_E_NUMBER_RANGE + 1), "unknown");
+
+    /* At the cap, and literals no int64 or double holds: text reals, whose literal is kept.
+     * Zero has no magnitude: any exponent is fine. */
+    static const char *const text_reals[] = {
+        "1e400",
+        "9.9e400",
+        "-1e400",
+        "1e-400",
+        "1e300",
+        "1.50",
+        "-0",
+        "1E2",
+        "0.00001",
+        "12345678910111213141516171819202122232425262728293031",
+        "0.10000000000000000001",
+        "9223372036854775808",
+        "-9223372036854775809",
+        "12345678901234567890.0",
+        "0e999999",
+        "-0.0e-99999",
+        "100e-2",
+    };
+    for (size_t i = 0; i < sizeof text_reals / sizeof text_reals[0]; i++) {
+        s_text_real(text_reals[i]);
+    }
+    /* Literals that are jsonout's text for their double: plain reals. */
+    static const char *const plain_reals[] = {"0.5",  "1.0",    "1e+300",
+                                              "-0.0", "0.0001", "-2.5e-08",
+                                              "0.1",  "5e-324", "0.30000000000000004"};
+    for (size_t i = 0; i < sizeof plain_reals / sizeof plain_reals[0]; i++) {
+        s_plain_real(plain_reals[i]);
+    }
+    json_t *v = s_ok("[9223372036854775807, -9223372036854775808, 0, 1e18, 1e-126]");
+    assert_true(json_is_integer(json_array_get(v, 0)));
+    assert_int_equal(json_integer_value(json_array_get(v, 0)), INT64_MAX);
+    assert_int_equal(json_integer_value(json_array_get(v, 1)), INT64_MIN);
+    assert_true(json_is_integer(json_array_get(v, 2)));
+    assert_true(json_real_value(json_array_get(v, 3)) == 1e18);
+    assert_true(json_real_value(json_array_get(v, 4)) == 1e-126);
+    char *out = jsonout_dumps(v);
+    assert_string_equal(out, "[9223372036854775807,-9223372036854775808,0,1e18,1e-126]");
+    free(out);
+    json_decref(v);
+
+    /* Stored text: nothing is refused; beyond the cap, a plain real (the nearest double). */
+    const char *stored = "[1e401, -1e999, 1e-401, 1.50]";
+    assert_int_equal(jsonstrict_parse(stored, strlen(stored), &jsonstrict_limits_stored, &v, &err),
+                     0);
+    assert_null(jsonnumber_text(json_array_get(v, 0), NULL));
+    assert_true(json_real_value(json_array_get(v, 0)) == DBL_MAX);
+    assert_true(json_real_value(json_array_get(v, 1)) == -DBL_MAX);
+    assert_true(json_real_value(json_array_get(v, 2)) == 0);
+    assert_string_equal(jsonnumber_text(json_array_get(v, 3), NULL), "1.50");
+    json_decref(v);
 }
 
 static void test_caps_at_and_above_bound(void **state) {
@@ -232,8 +307,7 @@ int main(void) {
         cmocka_unit_test(test_rejects_nul_and_unpaired_surrogates),
         cmocka_unit_test(test_rejects_invalid_utf8),
         cmocka_unit_test(test_rejects_syntax_errors_and_trailing_data),
-        cmocka_unit_test(test_numbers_must_be_exact),
-        cmocka_unit_test(test_shortest_gives_round_trip_digits),
+        cmocka_unit_test(test_numbers_keep_their_literal_within_the_magnitude_cap),
         cmocka_unit_test(test_caps_at_and_above_bound),
         cmocka_unit_test(test_path_escapes_pointer_characters),
         cmocka_unit_test(test_rejects_input_beyond_the_tape_ceiling_whatever_max_bytes),

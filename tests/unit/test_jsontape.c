@@ -10,17 +10,21 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonnumber.h"
+#include "jsonout.h"
 #include "jsonstrict.h"
 #include "textbuf.h"
 #include "jsontape.h"
 
 /* Limits wide enough for every document here (the caps have their own tests). Numbers are read
- * as stored text is (nearest double): the tape must hold the extreme doubles (1e300, 5e-324,
- * 2^63) that legacy rows carry, which the boundary's storage rule refuses on the way in. */
+ * as stored text is (no number cap, so no number error): the number rule itself is
+ * test_jsonstrict_numbers's. */
 static const jsonstrict_limits_t s_wide = {1 << 24, 64,      1 << 20, 1 << 20,
                                            1 << 20, 1 << 20, 128,     JSONSTRICT_NUMBERS_NEAREST};
 
@@ -193,6 +197,72 @@ static void test_from_json_then_to_json_gives_an_equal_value(void **state) {
     jsontape_destroy(&t);
 }
 
+/* A text real (jsonnumber.h) goes to the tape as its literal, flagged integral when its value
+ * is, with its nearest double; and comes back a text real of the same literal. */
+static void test_text_reals_keep_their_literal_both_ways(void **state) {
+    static const struct {
+        const char *lit;
+        uint8_t flags;
+    } nums[] = {
+        {"1.50", JSONTAPE_F_TEXT},
+        {"1E2", JSONTAPE_F_TEXT | JSONTAPE_F_INTEGRAL},
+        {"-0", JSONTAPE_F_TEXT | JSONTAPE_F_INTEGRAL},
+        {"1e400", JSONTAPE_F_TEXT | JSONTAPE_F_INTEGRAL},
+        {"1.5e-400", JSONTAPE_F_TEXT},
+        {"12345678910111213141516171819202122232425262728293031.000",
+         JSONTAPE_F_TEXT | JSONTAPE_F_INTEGRAL},
+        {"0.5", 0},
+    };
+    json_t *v = json_array();
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        json_array_append_new(v, jsonnumber_new(nums[i].lit, strlen(nums[i].lit)));
+    }
+    jsontape_t *t = jsontape_new();
+    assert_int_equal(jsontape_from_json(t, v), 0);
+    jsontape_t direct = {0};
+    char *text = jsonout_dumps(v);
+    s_parse_tape(&direct, text);
+    for (uint32_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        const jsontape_entry_t *e = jsontape_at(t, i + 1);
+        assert_int_equal(e->type, JSONTAPE_REAL);
+        assert_int_equal(e->flags, nums[i].flags);
+        assert_int_equal(jsontape_is_integral(e), (nums[i].flags & JSONTAPE_F_INTEGRAL) != 0);
+        jsontape_num_t n = jsontape_num(t, e);
+        double d = strtod(nums[i].lit, NULL);
+        d = isinf(d) ? copysign(DBL_MAX, d) : d;
+        assert_memory_equal(&n.d, &d, sizeof d);
+        if (nums[i].flags) {
+            assert_int_equal(e->size, strlen(nums[i].lit));
+            assert_string_equal(n.text, nums[i].lit);
+        } else {
+            assert_null(n.text);
+        }
+        /* The parser makes the same entry from jsonout's text of the value. */
+        const jsontape_entry_t *p = jsontape_at(&direct, i + 1);
+        assert_int_equal(p->flags, e->flags);
+        assert_int_equal(p->size, e->size);
+        assert_memory_equal(&p->u.d, &e->u.d, sizeof d);
+    }
+    json_t *back = jsontape_to_json(t, 0);
+    char *again = jsonout_dumps(back);
+    assert_string_equal(again, text);
+    assert_string_equal(jsonnumber_text(json_array_get(back, 0), NULL), "1.50");
+    /* A hand-built entry is the same. */
+    jsontape_t *h = jsontape_new();
+    jsontape_add_text_real(h, "1E2", 3, 100.0, true);
+    assert_true(jsontape_equal(h, 0, t, 2));
+    assert_int_equal(jsontape_at(h, 0)->flags, JSONTAPE_F_TEXT | JSONTAPE_F_INTEGRAL);
+    assert_string_equal(jsontape_num(h, jsontape_at(h, 0)).text, "1E2");
+    jsontape_destroy(&h);
+    free(again);
+    free(text);
+    json_decref(back);
+    json_decref(v);
+    free(direct.entries);
+    free(direct.bytes);
+    jsontape_destroy(&t);
+}
+
 /* --- equality and hashes --- */
 
 static void s_expect_equal(const char *a, const char *b, bool want) {
@@ -237,15 +307,43 @@ static void test_equal_and_value_hash_follow_json_equality(void **state) {
     s_expect_equal("true", "true", true);
     s_expect_equal("{}", "[]", false);
     s_expect_equal("[]", "[]", true);
-    /* Beyond 2^53 an int64 and a double are compared exactly, not as doubles. */
+    /* Every number is worth its decimal value: an int64 and a double beyond 2^53 are compared
+     * exactly, and a double is worth its shortest text (what jsonout prints), not its binary
+     * value: -9.223372036854776e18 is -9223372036854776000, not -2^63. */
     s_expect_equal("9007199254740993", "9007199254740992.0", false);
     s_expect_equal("9007199254740992", "9007199254740992.0", true);
-    s_expect_equal("9223372036854775807", "9.223372036854776e18", false);  /* 2^63 - 1 vs 2^63 */
-    s_expect_equal("-9223372036854775808", "-9.223372036854776e18", true); /* -2^63 */
+    s_expect_equal("9223372036854775807", "9.223372036854776e18", false);
+    s_expect_equal("-9223372036854775808", "-9.223372036854776e18", false);
+    s_expect_equal("-9223372036854776000", "-9.223372036854776e18", true);
+    s_expect_equal("4611686018427387904", "4.611686018427388e+18", false); /* 2^62 */
+    s_expect_equal("4611686018427388000", "4.611686018427388e+18", true);
     s_expect_equal("9200000000000000000", "9.2e18", true);
     s_expect_equal("[9200000000000000000]", "[9.2e18]", true);
     s_expect_equal("1e19", "1e19", true);
+    s_expect_equal("1e19", "10000000000000000000", true);
     s_expect_equal("1e19", "9223372036854775807", false);
+    /* Text reals: any spelling of one value, and digits a double cannot hold. */
+    s_expect_equal("1.5", "1.50", true);
+    s_expect_equal("1.5", "15e-1", true);
+    s_expect_equal("1.50", "0.15e1", true);
+    s_expect_equal("1", "1.000", true);
+    s_expect_equal("1", "100e-2", true);
+    s_expect_equal("-0", "0", true);
+    s_expect_equal("-0", "-0.0", true);
+    s_expect_equal("1e300", "1e+300", true);
+    char big[320] = "1";
+    memset(big + 1, '0', 300);
+    s_expect_equal("1e300", big, true);
+    s_expect_equal("1e+300", big, true);
+    s_expect_equal("0.1", "0.10000000000000000001", false);
+    s_expect_equal("9223372036854775808", "9223372036854775807", false);
+    s_expect_equal("9223372036854775808", "9.223372036854775808e18", true);
+    s_expect_equal("12345678910111213141516171819202122232425262728293031",
+                   "1.2345678910111213141516171819202122232425262728293031e52", true);
+    s_expect_equal("12345678910111213141516171819202122232425262728293031",
+                   "12345678910111213141516171819202122232425262728293030", false);
+    s_expect_equal("{\"a\": [1e300, 1.50]}", "{\"a\": [1e+300, 1.5]}", true);
+    s_expect_equal("{\"a\": [1e400]}", "{\"a\": [1.7976931348623157e308]}", false);
 }
 
 static void test_equal_compares_values_across_tapes_at_any_index(void **state) {
@@ -305,6 +403,16 @@ static void test_clear_keeps_memory_for_the_next_document(void **state) {
 
 /* --- the parser: the tape against the jansson values --- */
 
+/* Whether hay[0..n) holds needle[0..k) (memmem is a GNU extension). */
+static bool s_contains(const char *hay, size_t n, const char *needle, size_t k) {
+    for (size_t i = 0; i + k <= n; i++) {
+        if (memcmp(hay + i, needle, k) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* parse_tape and parse (then from_json) give the same entries, one by one. */
 static void s_agree(const char *text, size_t len, const jsonstrict_limits_t *lim) {
     jsontape_t direct = {0};
@@ -324,9 +432,18 @@ static void s_agree(const char *text, size_t len, const jsonstrict_limits_t *lim
         const jsontape_entry_t *a = jsontape_at(&direct, i);
         const jsontape_entry_t *b = jsontape_at(&via, i);
         assert_int_equal(a->type, b->type);
+        assert_int_equal(a->flags, b->flags);
         assert_int_equal(a->size, b->size);
         assert_int_equal(a->next, b->next);
-        assert_int_equal(a->hash, b->hash);
+        assert_int_equal(a->hash, b->hash); /* a text real's literal offset, for one */
+        if (a->flags & JSONTAPE_F_TEXT) {
+            jsontape_num_t na = jsontape_num(&direct, a);
+            jsontape_num_t nb = jsontape_num(&via, b);
+            assert_int_equal(na.len, a->size);
+            assert_int_equal(nb.len, na.len);
+            assert_memory_equal(na.text, nb.text, na.len + 1);   /* the NUL too */
+            assert_true(s_contains(text, len, na.text, na.len)); /* as the input has it */
+        }
         if (a->type == JSONTAPE_STRING) {
             assert_int_equal(a->u.s.chars, b->u.s.chars);
             assert_memory_equal(jsontape_str(&direct, a), jsontape_str(&via, b), a->size);
@@ -359,6 +476,10 @@ static void test_parse_tape_agrees_with_parse_on_a_corpus(void **state) {
         "1234567890123456, 1234567890123456789, -999999999999999999, 9.99, -15.24, 0e99999, "
         "1.7976931348623157e308, 5e-324, 2.2250738585072014e-308, 0.30000000000000004]",
         "[9223372036854775807, -9223372036854775808, 12345678901234567000.0]",
+        /* text reals: literals no int64 or shortest double text holds, kept as written */
+        "[9223372036854775808, -9223372036854775809, 0.10000000000000000001, 1e300, 1.50, -0, "
+        "1E2, 0.00001, 1e400, -1e-400, 12345678910111213141516171819202122232425262728293031]",
+        "{\"a\": {\"b\": [1.0e0, 1e+300, 0.5, 5e-1]}, \"c\": 100e-2, \"d\": -0.0, \"e\": 9.2e18}",
         "\"a\\n\\u00e9\\ud83d\\ude00\\/\\\"\\\\\\b\\f\\r\\t\"",
         "{\"\\u00e9\": 1, \"e\\u0301\": 2, \"a/b\": {\"c~d\": []}}",
         /* raw UTF-8 of two, three and four bytes beside ASCII and escapes: characters are
@@ -465,12 +586,11 @@ static void test_parse_tape_errors_match_parse_errors(void **state) {
         {"{\"x\": {\"a\": 1, \"a\": 2}}", JSONSTRICT_E_DUPLICATE_KEY},
         {"{\"a\": 1, \"\\u0061\": 2}", JSONSTRICT_E_DUPLICATE_KEY},
         {"{\"a/b\": {\"c~d\": [0, \"\\ud800\"]}}", JSONSTRICT_E_SURROGATE},
-        {"[1e400]", JSONSTRICT_E_NUMBER_RANGE},
-        {"{\"n\": -1e-400}", JSONSTRICT_E_NUMBER_RANGE},
-        {"[0, 9223372036854775808]", JSONSTRICT_E_INTEGER_RANGE},
-        {"-9223372036854775809", JSONSTRICT_E_INTEGER_RANGE},
-        {"[0.10000000000000000001]", JSONSTRICT_E_NUMBER_PRECISION},
-        {"12345678901234567890.0", JSONSTRICT_E_NUMBER_PRECISION},
+        {"[1e401]", JSONSTRICT_E_NUMBER_RANGE},
+        {"{\"n\": -1e-401}", JSONSTRICT_E_NUMBER_RANGE},
+        {"[0, 0.99e-400]", JSONSTRICT_E_NUMBER_RANGE},
+        {"{\"a\": [1.5, {\"b\": 12345678910111213141516171819202122232425e380}]}",
+         JSONSTRICT_E_NUMBER_RANGE},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         s_same_error(bad[i].text, strlen(bad[i].text), NULL, bad[i].code);
@@ -501,6 +621,10 @@ static void test_parse_tape_errors_match_parse_errors(void **state) {
     lim = jsonstrict_limits_default;
     lim.max_number_chars = 4;
     s_same_error("[-1.55]", 7, &lim, JSONSTRICT_E_NUMBER_LENGTH);
+    char longer[JSONSTRICT_MAX_NUMBER_CHARS_DEFAULT + 8] = "[0,1.";
+    memset(longer + 5, '1', JSONSTRICT_MAX_NUMBER_CHARS_DEFAULT - 1);
+    memcpy(longer + 4 + JSONSTRICT_MAX_NUMBER_CHARS_DEFAULT, "]", 2);
+    s_same_error(longer, strlen(longer), NULL, JSONSTRICT_E_NUMBER_LENGTH);
     lim = jsonstrict_limits_default;
     lim.max_bytes = 4;
     s_same_error("[123]", 5, &lim, JSONSTRICT_E_TOO_LARGE);
@@ -674,6 +798,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_next_skips_children_and_strings_carry_hash_and_chars),
         cmocka_unit_test(test_from_json_then_to_json_gives_an_equal_value),
+        cmocka_unit_test(test_text_reals_keep_their_literal_both_ways),
         cmocka_unit_test(test_equal_and_value_hash_follow_json_equality),
         cmocka_unit_test(test_equal_compares_values_across_tapes_at_any_index),
         cmocka_unit_test(test_clear_keeps_memory_for_the_next_document),
