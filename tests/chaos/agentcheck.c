@@ -210,17 +210,17 @@ static int s_ac_calls(PGconn *conn, ac_call_t **out, ac_offenders_t *o) {
     static const char *const calls_sql =
         "SELECT m.chat_id::text, e.p ->> 'tool_call_id', bool_or(NOT m.deleted),"
         " (array_agg((e.p -> 'args')::text ORDER BY m.deleted, m.id))[1]"
-        " FROM chat_messages m, jsonb_array_elements(m.content) e(p)"
+        " FROM chat_messages m, jsonb_array_elements(m.content::jsonb) e(p)"
         " WHERE m.role = 'assistant' AND e.p ->> 'type' = 'tool-call'"
         " AND e.p ->> 'tool_name' = 'wait_agent' GROUP BY 1, 2 ORDER BY min(m.id)";
     static const char *const results_sql =
         "WITH w AS (SELECT DISTINCT m.chat_id, e.p ->> 'tool_call_id' AS call_id"
-        " FROM chat_messages m, jsonb_array_elements(m.content) e(p)"
+        " FROM chat_messages m, jsonb_array_elements(m.content::jsonb) e(p)"
         " WHERE m.role = 'assistant' AND e.p ->> 'type' = 'tool-call'"
         " AND e.p ->> 'tool_name' = 'wait_agent')"
         " SELECT t.chat_id::text, w.call_id, (f.p ->> 'is_error') = 'true',"
         " (f.p -> 'result')::text, t.id"
-        " FROM chat_messages t CROSS JOIN LATERAL jsonb_array_elements(t.content) f(p)"
+        " FROM chat_messages t CROSS JOIN LATERAL jsonb_array_elements(t.content::jsonb) f(p)"
         " JOIN w ON w.chat_id = t.chat_id AND w.call_id = f.p ->> 'tool_call_id'"
         " WHERE t.role = 'tool' AND f.p ->> 'type' = 'tool-result' ORDER BY t.id";
     PGresult *res = s_ac_query(conn, calls_sql, o, "wait_agent calls");
@@ -419,7 +419,7 @@ static void s_ac_tools(PGconn *conn, char *out, size_t cap, ac_offenders_t *o) {
     PGresult *res = s_ac_query(
         conn,
         "SELECT f.p ->> 'tool_name', count(*), count(*) FILTER (WHERE f.p ->> 'is_error' ="
-        " 'true') FROM chat_messages t, jsonb_array_elements(t.content) f(p) WHERE t.role ="
+        " 'true') FROM chat_messages t, jsonb_array_elements(t.content::jsonb) f(p) WHERE t.role ="
         " 'tool' AND NOT t.deleted AND f.p ->> 'type' = 'tool-result' AND f.p ->> 'tool_name'"
         " IN ('spawn_agent', 'message_agent', 'interrupt_agent', 'list_agents') GROUP BY 1"
         " ORDER BY 1",
@@ -439,7 +439,7 @@ static void s_ac_tool_errors(PGconn *conn, char *out, size_t cap, ac_offenders_t
     PGresult *res = s_ac_query(
         conn,
         "SELECT DISTINCT f.p ->> 'tool_name', left(f.p -> 'result' ->> 'error', 70)"
-        " FROM chat_messages t, jsonb_array_elements(t.content) f(p) WHERE t.role = 'tool'"
+        " FROM chat_messages t, jsonb_array_elements(t.content::jsonb) f(p) WHERE t.role = 'tool'"
         " AND NOT t.deleted AND f.p ->> 'type' = 'tool-result' AND f.p ->> 'is_error' = 'true'"
         " AND f.p ->> 'tool_name' IN ('spawn_agent', 'message_agent', 'interrupt_agent',"
         " 'list_agents', 'wait_agent') ORDER BY 1, 2 LIMIT " AC_STR(AC_ERRORS_SHOWN),

@@ -627,15 +627,17 @@ static int s_check_fence(PGconn *conn, const char *const *logs) {
     int dup_results = s_dup_query(
         conn,
         "SELECT count(*), coalesce(string_agg(k, ','), '') FROM (SELECT m.chat_id || '/' ||"
-        " (e.p ->> 'tool_call_id') AS k FROM chat_messages m, jsonb_array_elements(m.content)"
-        " e(p) WHERE m.role = 'tool' AND NOT m.deleted AND e.p ->> 'type' = 'tool-result'"
+        " (e.p ->> 'tool_call_id') AS k FROM chat_messages m,"
+        " jsonb_array_elements(m.content::jsonb) e(p) WHERE m.role = 'tool' AND NOT m.deleted"
+        " AND e.p ->> 'type' = 'tool-result'"
         " GROUP BY 1 HAVING count(*) > 1) d",
         &o, "duplicate tool results per tool_call_id");
     int dup_calls = s_dup_query(
         conn,
         "SELECT count(*), coalesce(string_agg(k, ','), '') FROM (SELECT m.chat_id || '/' ||"
-        " (e.p ->> 'tool_call_id') AS k FROM chat_messages m, jsonb_array_elements(m.content)"
-        " e(p) WHERE m.role = 'assistant' AND NOT m.deleted AND e.p ->> 'type' = 'tool-call'"
+        " (e.p ->> 'tool_call_id') AS k FROM chat_messages m,"
+        " jsonb_array_elements(m.content::jsonb) e(p) WHERE m.role = 'assistant' AND NOT m.deleted"
+        " AND e.p ->> 'type' = 'tool-call'"
         " GROUP BY 1 HAVING count(*) > 1) d",
         &o, "duplicate tool calls per tool_call_id");
     /* A final answer is an assistant row without tool calls; a user turn (the latest user row
@@ -646,7 +648,7 @@ static int s_check_fence(PGconn *conn, const char *const *logs) {
         " role = 'user') OVER (PARTITION BY chat_id ORDER BY id) AS turn FROM chat_messages"
         " WHERE NOT deleted) SELECT count(*), coalesce(string_agg(turn::text || ':' || ids,"
         " ','), '') FROM (SELECT turn, string_agg(id::text, '+') AS ids FROM r WHERE role ="
-        " 'assistant' AND NOT content @> '[{\"type\":\"tool-call\"}]' AND"
+        " 'assistant' AND NOT content::jsonb @> '[{\"type\":\"tool-call\"}]' AND"
         " (structured_output ->> 'type') IS DISTINCT FROM 'structured-output-outcome'"
         " GROUP BY chat_id, turn HAVING count(*) > 1) d",
         &o, "user turns answered twice (turn:assistant ids)");
@@ -667,13 +669,14 @@ static int s_check_fence(PGconn *conn, const char *const *logs) {
 static int s_check_terminal(PGconn *conn) {
     offenders_t o = {0};
     PGresult *res = s_query(
-        conn, "SELECT c.id, c.status, (SELECT count(*) FROM chat_queued_messages q WHERE"
-              " q.chat_id = c.id), (SELECT count(*) FROM chat_messages m, jsonb_array_elements("
-              "m.content) e(p) WHERE m.chat_id = c.id AND m.role = 'assistant' AND NOT m.deleted"
-              " AND e.p ->> 'type' = 'tool-call' AND NOT EXISTS (SELECT 1 FROM chat_messages t,"
-              " jsonb_array_elements(t.content) f(p) WHERE t.chat_id = c.id AND NOT t.deleted AND"
-              " t.role = 'tool' AND f.p ->> 'tool_call_id' = e.p ->> 'tool_call_id')),"
-              " c.waiting_on_agents FROM chats c ORDER BY c.created_at");
+        conn,
+        "SELECT c.id, c.status, (SELECT count(*) FROM chat_queued_messages q WHERE"
+        " q.chat_id = c.id), (SELECT count(*) FROM chat_messages m, jsonb_array_elements("
+        "m.content::jsonb) e(p) WHERE m.chat_id = c.id AND m.role = 'assistant' AND NOT m.deleted"
+        " AND e.p ->> 'type' = 'tool-call' AND NOT EXISTS (SELECT 1 FROM chat_messages t,"
+        " jsonb_array_elements(t.content::jsonb) f(p) WHERE t.chat_id = c.id AND NOT t.deleted AND"
+        " t.role = 'tool' AND f.p ->> 'tool_call_id' = e.p ->> 'tool_call_id')),"
+        " c.waiting_on_agents FROM chats c ORDER BY c.created_at");
     int waiting = 0;
     int error = 0;
     int action = 0;
@@ -950,8 +953,8 @@ static int s_slow_rows(ledger_t *self, PGconn *conn, size_t n, slowrows_t *rows)
     res = PQexecParams(conn,
                        "SELECT chat_id::text, role::text, visibility <> 'model', deleted,"
                        " coalesce((SELECT string_agg(e ->> 'text', '') FROM"
-                       " jsonb_array_elements(content) e WHERE e ->> 'type' = 'text'), ''),"
-                       " content @> '[{\"type\":\"tool-call\"}]',"
+                       " jsonb_array_elements(content::jsonb) e WHERE e ->> 'type' = 'text'), ''),"
+                       " content::jsonb @> '[{\"type\":\"tool-call\"}]',"
                        " (structured_output ->> 'type') IS NOT DISTINCT FROM"
                        " 'structured-output-outcome', CASE WHEN structured_output ->> 'type' ="
                        " 'structured-output-request' THEN structured_output_request_id::text END"

@@ -279,7 +279,8 @@ static long s_answered_twice(cluster_t *c) {
             "WITH r AS (SELECT id, chat_id, role, content, structured_output, max(id) FILTER (WHERE"
             " role = 'user') OVER (PARTITION BY chat_id ORDER BY id) AS turn FROM chat_messages"
             " WHERE NOT deleted) SELECT count(*) FROM (SELECT 1 FROM r WHERE role = 'assistant' AND"
-            " NOT content @> '[{\"type\":\"tool-call\"}]' AND (structured_output ->> 'type') IS"
+            " NOT content::jsonb @> '[{\"type\":\"tool-call\"}]'"
+            " AND (structured_output ->> 'type') IS"
             " DISTINCT FROM 'structured-output-outcome' GROUP BY chat_id, turn HAVING count(*) > 1)"
             " d"));
 }

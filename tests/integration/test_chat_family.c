@@ -647,11 +647,12 @@ static void test_concurrent_resumptions_of_one_agent_wait_resume_it_exactly_once
     assert_string_equal(v, "running:false:true:0");
     free(v);
     free(q);
-    q = mem_printf("SELECT count(*) || ':' || string_agg(jsonb_array_length(e.p -> 'result' ->"
-                   " 'agents')::text, ',') FROM chat_messages m, jsonb_array_elements(m.content)"
-                   " e(p) WHERE m.chat_id = '%s' AND m.role = 'tool' AND e.p ->> 'tool_call_id' ="
-                   " 'w1'",
-                   parent);
+    q = mem_printf(
+        "SELECT count(*) || ':' || string_agg(jsonb_array_length(e.p -> 'result' ->"
+        " 'agents')::text, ',') FROM chat_messages m, jsonb_array_elements(m.content::jsonb)"
+        " e(p) WHERE m.chat_id = '%s' AND m.role = 'tool' AND e.p ->> 'tool_call_id' ="
+        " 'w1'",
+        parent);
     v = testdb_scalar(s_conn, q);
     assert_string_equal(v, "1:2");
     free(v);

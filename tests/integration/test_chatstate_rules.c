@@ -270,10 +270,11 @@ static void test_a_queued_prompts_hook_context_follows_it_on_promotion(void **u)
     assert_int_equal(chatstate_send_message(cs, &m, CS_BUSY_QUEUE, 0, &mid, &qid, &err), 0);
     assert_true(qid > 0 && mid == 0);
     s_commit(&cs, NULL);
-    s_expect(chat,
-             "SELECT string_agg(e ->> 'role' || '/' || (e ->> 'visibility'), ',') FROM"
-             " chat_queued_messages, jsonb_array_elements(hook_context) e WHERE chat_id = '%s'",
-             "user/model,assistant/user");
+    s_expect(
+        chat,
+        "SELECT string_agg(e ->> 'role' || '/' || (e ->> 'visibility'), ',') FROM"
+        " chat_queued_messages, jsonb_array_elements(hook_context::jsonb) e WHERE chat_id = '%s'",
+        "user/model,assistant/user");
     cs = s_begin(chat);
     cs_fence_t f;
     s_fence(chat, "running", &f);

@@ -94,7 +94,7 @@ static char *s_last_chat(void) {
 static char *s_answer(const char *chat) {
     return cluster_sql(s_cluster,
                        "SELECT coalesce(string_agg(p ->> 'text', '' ORDER BY m.id, o), '') FROM"
-                       " chat_messages m CROSS JOIN LATERAL jsonb_array_elements(m.content)"
+                       " chat_messages m CROSS JOIN LATERAL jsonb_array_elements(m.content::jsonb)"
                        " WITH ORDINALITY AS x(p, o) WHERE m.chat_id = '%s' AND m.role = 'assistant'"
                        " AND m.structured_output IS NULL AND p ->> 'type' = 'text'",
                        chat);
@@ -553,7 +553,7 @@ static void test_chat_create_with_files_attaches_each_upload(void **u) {
     char *parts = cluster_sql(s_cluster,
                               "SELECT string_agg(concat_ws(':', p ->> 'type', p ->> 'file_id',"
                               " p ->> 'media_type'), ' ' ORDER BY o) FROM chat_messages m CROSS"
-                              " JOIN LATERAL jsonb_array_elements(m.content) WITH ORDINALITY"
+                              " JOIN LATERAL jsonb_array_elements(m.content::jsonb) WITH ORDINALITY"
                               " AS x(p, o) WHERE m.chat_id = '%s' AND m.role = 'user'",
                               id);
     char *want = mem_printf("text file:%s:text/plain file:%s:image/png",

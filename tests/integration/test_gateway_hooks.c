@@ -305,10 +305,11 @@ static void test_a_queued_prompts_context_follows_it_when_promoted(void **state)
     assert_true(json_is_true(json_object_get(ans, "queued")));
     json_decref(ans);
     hookcons_answer(s_cons, "user_prompt_submit", 200, "{}", false);
-    char *kept = cluster_sql(s_cluster,
-                             "SELECT jsonb_array_length(hook_context) FROM chat_queued_messages"
-                             " WHERE chat_id = '%s'",
-                             chat);
+    char *kept =
+        cluster_sql(s_cluster,
+                    "SELECT jsonb_array_length(hook_context::jsonb) FROM chat_queued_messages"
+                    " WHERE chat_id = '%s'",
+                    chat);
     assert_non_null(kept);
     assert_string_equal(kept, "2");
     free(kept);

@@ -98,10 +98,11 @@ static char *s_children(const char *parent) {
 
 /* How many tool results named tool the chat's history holds. */
 static long s_results(const char *chat, const char *tool) {
-    char *q = mem_printf("SELECT count(*) FROM chat_messages m, jsonb_array_elements(m.content)"
-                         " e(p) WHERE m.chat_id = '%%s' AND m.role = 'tool' AND NOT m.deleted"
-                         " AND e.p ->> 'type' = 'tool-result' AND e.p ->> 'tool_name' = '%s'",
-                         tool);
+    char *q =
+        mem_printf("SELECT count(*) FROM chat_messages m, jsonb_array_elements(m.content::jsonb)"
+                   " e(p) WHERE m.chat_id = '%%s' AND m.role = 'tool' AND NOT m.deleted"
+                   " AND e.p ->> 'type' = 'tool-result' AND e.p ->> 'tool_name' = '%s'",
+                   tool);
     long n = s_sql_long(q, chat);
     free(q);
     return n;
@@ -110,7 +111,7 @@ static long s_results(const char *chat, const char *tool) {
 /* The result of the chat's one tool result named tool, parsed (the caller decrefs). */
 static json_t *s_result(const char *chat, const char *tool) {
     char *v = s_sql("SELECT (e.p -> 'result')::text FROM chat_messages m,"
-                    " jsonb_array_elements(m.content) e(p) WHERE m.chat_id = '%s'"
+                    " jsonb_array_elements(m.content::jsonb) e(p) WHERE m.chat_id = '%s'"
                     " AND m.role = 'tool' AND NOT m.deleted AND e.p ->> 'tool_name' = '%s'"
                     " ORDER BY m.id LIMIT 1",
                     chat, tool);
@@ -206,7 +207,7 @@ static void test_three_children_run_in_parallel_and_the_parent_resumes_once_with
     s_check_wait(parent, 3);
     /* One resumption: exactly one wait result, and the reply that read it. */
     char *text = s_sql("SELECT string_agg(e.p ->> 'text', '') FROM chat_messages m,"
-                       " jsonb_array_elements(m.content) e(p) WHERE m.chat_id = '%s'"
+                       " jsonb_array_elements(m.content::jsonb) e(p) WHERE m.chat_id = '%s'"
                        " AND m.role = 'assistant' AND e.p ->> 'type' = 'text'",
                        parent);
     assert_non_null(strstr(text, "wait_agent="));
@@ -314,11 +315,12 @@ static void test_the_caps_refuse_a_spawn_with_a_tool_error_before_any_child_exis
     s_wait_idle(parent);
     assert_int_equal(s_sql_long("SELECT count(*) FROM chats WHERE parent_chat_id = '%s'", parent),
                      3);
-    char *refused = s_sql("SELECT count(*) FROM chat_messages m, jsonb_array_elements(m.content)"
-                          " e(p) WHERE m.chat_id = '%s' AND e.p ->> 'tool_name' = 'spawn_agent'"
-                          " AND e.p ->> 'type' = 'tool-result' AND (e.p ->> 'is_error')::boolean"
-                          " AND e.p -> 'result' ->> 'error' LIKE '%%children, the cap is 3%%'",
-                          parent);
+    char *refused =
+        s_sql("SELECT count(*) FROM chat_messages m, jsonb_array_elements(m.content::jsonb)"
+              " e(p) WHERE m.chat_id = '%s' AND e.p ->> 'tool_name' = 'spawn_agent'"
+              " AND e.p ->> 'type' = 'tool-result' AND (e.p ->> 'is_error')::boolean"
+              " AND e.p -> 'result' ->> 'error' LIKE '%%children, the cap is 3%%'",
+              parent);
     assert_string_equal(refused, "1");
     free(refused);
     /* Depth: the child (depth 1) may not spawn at depth 2 (CHATFLEET_SUBAGENT_MAX_DEPTH=1). */

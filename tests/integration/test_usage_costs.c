@@ -292,7 +292,7 @@ static void test_a_running_chats_next_step_serves_the_request(void **u) {
     assert_int_equal(s_call("POST", path, tok, NULL, NULL), 202);
     char *call = cluster_sql(s_cluster,
                              "SELECT p ->> 'tool_call_id' FROM chat_messages m,"
-                             " jsonb_array_elements(m.content) p WHERE m.chat_id = '%s'"
+                             " jsonb_array_elements(m.content::jsonb) p WHERE m.chat_id = '%s'"
                              " AND p ->> 'type' = 'tool-call' ORDER BY m.id DESC LIMIT 1",
                              chat);
     assert_non_null(call);

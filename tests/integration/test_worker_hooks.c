@@ -75,14 +75,15 @@ static void s_wait_status(const char *chat, const char *want) {
 static char *s_result(const char *chat, const char *id) {
     char *n = cluster_sql(s_cluster,
                           "SELECT count(*) FROM chat_messages WHERE chat_id = '%s' AND role ="
-                          " 'tool' AND content @> '[{\"tool_call_id\":\"%s\"}]'",
+                          " 'tool' AND content::jsonb @> '[{\"tool_call_id\":\"%s\"}]'",
                           chat, id);
     assert_string_equal(n, "1");
     free(n);
-    char *c = cluster_sql(s_cluster,
-                          "SELECT content::text FROM chat_messages WHERE chat_id = '%s' AND role ="
-                          " 'tool' AND content @> '[{\"tool_call_id\":\"%s\"}]'",
-                          chat, id);
+    char *c =
+        cluster_sql(s_cluster,
+                    "SELECT content::jsonb::text FROM chat_messages WHERE chat_id = '%s' AND role ="
+                    " 'tool' AND content::jsonb @> '[{\"tool_call_id\":\"%s\"}]'",
+                    chat, id);
     assert_non_null(c);
     printf("  result: %s\n", c);
     return c;

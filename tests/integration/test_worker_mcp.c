@@ -156,17 +156,18 @@ static void s_run_turn(const char *servers, const char *text, const char *reply,
 static long s_results(const char *chat, const char *id, char **content) {
     char *n = cluster_sql(s_cluster,
                           "SELECT count(*) FROM chat_messages WHERE chat_id = '%s' AND role ="
-                          " 'tool' AND content @> '[{\"tool_call_id\":\"%s\"}]'",
+                          " 'tool' AND content::jsonb @> '[{\"tool_call_id\":\"%s\"}]'",
                           chat, id);
     assert_non_null(n);
     long v = strtol(n, NULL, 10);
     free(n);
     if (content) {
-        *content = cluster_sql(s_cluster,
-                               "SELECT content::text FROM chat_messages WHERE chat_id = '%s' AND"
-                               " role = 'tool' AND content @> '[{\"tool_call_id\":\"%s\"}]'"
-                               " ORDER BY id DESC LIMIT 1",
-                               chat, id);
+        *content =
+            cluster_sql(s_cluster,
+                        "SELECT content::jsonb::text FROM chat_messages WHERE chat_id = '%s' AND"
+                        " role = 'tool' AND content::jsonb @> '[{\"tool_call_id\":\"%s\"}]'"
+                        " ORDER BY id DESC LIMIT 1",
+                        chat, id);
         assert_non_null(*content);
     }
     return v;

@@ -158,7 +158,7 @@ static void test_sim_native_request_succeeds_with_a_text_value_and_no_tools(void
     assert_int_equal(s_count(chat, "role = 'assistant' AND content::text LIKE '%tool-call%'"), 0);
     assert_int_equal(s_count(chat, "role = 'assistant' AND content->0->>'type' = 'text' AND"
                                    " structured_output ->> 'type' = 'structured-output-step' AND"
-                                   " structured_output ? 'value'"),
+                                   " structured_output::jsonb ? 'value'"),
                      1);
     json_decref(so);
     free(chat);

@@ -147,7 +147,7 @@ static int s_count(const char *fmt, const char *a) {
 static int s_rejections(const char *rid) {
     return s_count("SELECT count(*) FROM chat_messages WHERE structured_output_request_id = '%s'"
                    " AND structured_output ->> 'type' = 'structured-output-step'"
-                   " AND structured_output ? 'rejection'",
+                   " AND structured_output::jsonb ? 'rejection'",
                    rid);
 }
 
@@ -301,15 +301,15 @@ static void test_unsafe_arguments_are_never_stored(void **u) {
     char *meta = cluster_sql(s_cluster,
                              "SELECT structured_output -> 'rejected_calls' -> 0 ->> 'reason' FROM"
                              " chat_messages WHERE structured_output_request_id = '%s' AND"
-                             " structured_output ? 'rejected_calls'",
+                             " structured_output::jsonb ? 'rejected_calls'",
                              rid);
     assert_non_null(meta);
     assert_non_null(strstr(meta, "duplicate_key"));
     /* The stored call holds the placeholder, never the raw bytes. */
     char *args = cluster_sql(s_cluster,
                              "SELECT content -> 0 -> 'args' ::text FROM chat_messages WHERE"
-                             " structured_output_request_id = '%s' AND structured_output ?"
-                             " 'rejected_calls'",
+                             " structured_output_request_id = '%s' AND structured_output::jsonb"
+                             " ? 'rejected_calls'",
                              rid);
     assert_string_equal(args, "{}");
     printf("unsafe arguments: placeholder %s stored, reason: %s\n", args, meta);
@@ -373,10 +373,11 @@ static void test_broken_stored_format_fails_configuration_error(void **u) {
                                      rid);
     s_wait_status(chat, "requires_action", S_TURN_MS);
     /* Recovered metadata is untrusted: a stored schema that no longer compiles. */
-    char *q = mem_printf("UPDATE chat_messages SET structured_output = jsonb_set(structured_output,"
-                         " '{response_format,json_schema,schema}', '{\"type\":\"nonsense\"}')"
-                         " WHERE structured_output_request_id = '%s' AND role = 'user'",
-                         rid);
+    char *q = mem_printf(
+        "UPDATE chat_messages SET structured_output = jsonb_set(structured_output::jsonb,"
+        " '{response_format,json_schema,schema}', '{\"type\":\"nonsense\"}')"
+        " WHERE structured_output_request_id = '%s' AND role = 'user'",
+        rid);
     char e[200];
     assert_int_equal(testdb_try(cluster_db(s_cluster), q, e, sizeof e), 0);
     free(q);
