@@ -12,7 +12,8 @@
 
 /* One row describing the user message's turn: the chat's status, whether a later user
  * message exists (the turn is over), the receipt of its structured request and the text of
- * the assistant messages between the two. */
+ * the assistant messages between the two. json, not jsonb: the receipt's value is the stored
+ * text (0021_exact_json.sql), which jsonb would rewrite. */
 static const char *const s_turn_sql =
     "WITH t AS (SELECT m.id, m.chat_id, m.structured_output_request_id AS rid,"
     " m.structured_output -> 'response_format' -> 'json_schema' ->> 'name' AS fmt, c.status,"
@@ -20,7 +21,7 @@ static const char *const s_turn_sql =
     " AND NOT n.deleted AND n.id > m.id) AS next_id"
     " FROM chat_messages m JOIN chats c ON c.id = m.chat_id"
     " WHERE m.id = $1::bigint AND c.owner_id = $2::uuid AND m.role = 'user')"
-    " SELECT jsonb_build_object('id', t.id, 'chat_id', t.chat_id, 'rid', t.rid, 'fmt', t.fmt,"
+    " SELECT json_build_object('id', t.id, 'chat_id', t.chat_id, 'rid', t.rid, 'fmt', t.fmt,"
     " 'status', t.status, 'over', t.next_id IS NOT NULL, 'ts', " A2A_TASK_ISO(
         "(SELECT"
         " max(a.created_at) FROM chat_messages a WHERE a.chat_id = t.chat_id AND a.id >= t.id"
@@ -32,7 +33,7 @@ static const char *const s_turn_sql =
                                                          " 'text', (SELECT string_agg(p.part ->> "
                                                          "'text', '' ORDER BY a.id, p.ord)"
                                                          " FROM chat_messages a CROSS JOIN LATERAL "
-                                                         "jsonb_array_elements(a.content)"
+                                                         "json_array_elements(a.content)"
                                                          " WITH ORDINALITY AS p(part, ord) WHERE "
                                                          "a.chat_id = t.chat_id AND a.role = "
                                                          "'assistant'"

@@ -448,11 +448,15 @@ json_t *gateway_rows(PGconn *conn, const char *sql, int n, const char *const *pa
     return rows;
 }
 
-/* One chat's own fields, of the row aliased a (jsonb_strip_nulls: a root has no
- * parent_chat_id or root_chat_id; plan_mode, last_reasoning_effort and lease_age_ms appear
- * when set). has_unread: an assistant message the owner has not read (chat_read_markers). */
-#define GATEWAY_CHAT_FIELDS(a)                                                                     \
-    "jsonb_strip_nulls(jsonb_build_object('id', " a ".id, 'owner_id', " a ".owner_id,"             \
+/* One chat's own fields, of the row aliased a, as the text of a JSON object without its
+ * closing brace, after a parenthesis the caller closes with "|| '}')::json" (jsonb_strip_nulls: a
+ * root has no parent_chat_id or root_chat_id; plan_mode, last_reasoning_effort and lease_age_ms
+ * appear when set). has_unread: an assistant message the owner has not read (chat_read_markers).
+ * The fields the system writes go through jsonb; dynamic_tools, the client's (json,
+ * 0021_exact_json.sql), is spliced in as its stored text so that its numbers reach the client as
+ * written, and is left out when NULL. */
+#define GATEWAY_CHAT_OPEN(a)                                                                       \
+    "(left((jsonb_strip_nulls(jsonb_build_object('id', " a ".id, 'owner_id', " a ".owner_id,"      \
     " 'title', " a ".title, 'status', " a ".status, 'archived', " a ".archived,"                   \
     " 'parent_chat_id', " a ".parent_chat_id, 'root_chat_id', " a ".root_chat_id,"                 \
     " 'last_model_config_id', " a ".model_config_id, 'last_error', " a ".last_error,"              \
@@ -460,7 +464,7 @@ json_t *gateway_rows(PGconn *conn, const char *sql, int n, const char *const *pa
     " 'requires_action_deadline_at', " a ".requires_action_deadline_at,"                           \
     " 'waiting_on_agents', nullif(" a ".waiting_on_agents, false), 'worker_id', " a ".worker_id,"  \
     " 'created_at', " a ".created_at, 'updated_at', " a ".updated_at,"                             \
-    " 'snapshot_version', " a ".snapshot_version, 'dynamic_tools', " a ".dynamic_tools,"           \
+    " 'snapshot_version', " a ".snapshot_version,"                                                 \
     " 'mcp_servers', " a ".mcp_servers, 'last_reasoning_effort', " a ".last_reasoning_effort,"     \
     " 'plan_mode', CASE WHEN " a ".plan_mode THEN 'plan' END, 'lease_age_ms', (SELECT"             \
     " (extract(epoch FROM statement_timestamp() - h.heartbeat_at) * 1000)::bigint"                 \
@@ -469,22 +473,25 @@ json_t *gateway_rows(PGconn *conn, const char *sql, int n, const char *const *pa
     " 'pin_order', " a ".pin_order, 'has_unread', EXISTS (SELECT 1 FROM chat_messages um"          \
     " WHERE um.chat_id = " a ".id AND um.role = 'assistant' AND um.visibility <> 'model'"          \
     " AND NOT um.deleted AND um.id > coalesce((SELECT r.last_read_message_id"                      \
-    " FROM chat_read_markers r WHERE r.chat_id = " a ".id AND r.user_id = " a ".owner_id), 0)))"
+    " FROM chat_read_markers r WHERE r.chat_id = " a ".id AND r.user_id = " a ".owner_id), 0))))"  \
+    "::text, -1) || CASE WHEN " a ".dynamic_tools IS NULL OR json_typeof(" a ".dynamic_tools) ="   \
+    " 'null' THEN '' ELSE ', \"dynamic_tools\": ' || " a ".dynamic_tools::text END"
 
 /* A member of a root's family, as the root embeds it. */
-#define GATEWAY_CHILD_JSON GATEWAY_CHAT_FIELDS("d") " || '{\"children\": []}'::jsonb"
+#define GATEWAY_CHILD_JSON GATEWAY_CHAT_OPEN("d") " || ', \"children\": []}')::json"
 
 /* A chat with its children: a root's whole family, flat, in creation order (each member with
  * its parent_chat_id); a child's are [] (ARCHITECTURE.md §3, "Families"). */
 #define GATEWAY_CHAT_JSON                                                                          \
-    GATEWAY_CHAT_FIELDS("c")                                                                       \
-    " || jsonb_build_object('children', CASE WHEN c.parent_chat_id IS NOT NULL THEN '[]'::jsonb"   \
-    " ELSE coalesce((SELECT jsonb_agg(" GATEWAY_CHILD_JSON " ORDER BY d.created_at, d.id)"         \
-    " FROM chats d WHERE d.root_chat_id = c.id), '[]'::jsonb) END)"                                \
-    " || jsonb_build_object('files', coalesce((SELECT jsonb_agg(jsonb_build_object('id', f.id,"    \
+    GATEWAY_CHAT_OPEN("c")                                                                         \
+    " || ', \"children\": ' || CASE WHEN c.parent_chat_id IS NOT NULL THEN '[]'"                   \
+    " ELSE coalesce((SELECT json_agg(" GATEWAY_CHILD_JSON " ORDER BY d.created_at, d.id)"          \
+    " FROM chats d WHERE d.root_chat_id = c.id)::text, '[]') END"                                  \
+    " || ', \"files\": ' || coalesce((SELECT jsonb_agg(jsonb_build_object('id', f.id,"             \
     " 'owner_id', f.owner_id, 'name', f.name, 'mime_type', f.mime_type, 'size_bytes',"             \
     " f.size_bytes, 'sha256', encode(f.sha256, 'hex'), 'created_at', f.created_at)"                \
-    " ORDER BY f.created_at, f.id) FROM chat_files f WHERE f.chat_id = c.id), '[]'::jsonb))"
+    " ORDER BY f.created_at, f.id) FROM chat_files f WHERE f.chat_id = c.id)::text, '[]')"         \
+    " || '}')::json"
 
 const char *const gateway_chat_json_sql = GATEWAY_CHAT_JSON;
 

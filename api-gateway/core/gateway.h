@@ -20,23 +20,33 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-/* The public projection of a message row (internal metadata stays inside). */
-#define GATEWAY_MESSAGE_JSON                                                                       \
-    "jsonb_strip_nulls(jsonb_build_object('id', m.id, 'chat_id', m.chat_id, 'created_by',"         \
+/* The public projection of a message row (internal metadata stays inside), as json. The
+ * stored json of content and of a receipt's structured output is spliced in as text, so its
+ * numbers reach the client as the client or the model wrote them (0021_exact_json.sql):
+ * jsonb_build_object or || would rewrite them. GATEWAY_MESSAGE_OPEN is the object's text
+ * without its closing brace, for a caller that adds members; the metadata object it starts
+ * from always has an id, so a member follows it with a comma. */
+#define GATEWAY_MESSAGE_OPEN                                                                       \
+    "left(json_strip_nulls(json_build_object('id', m.id, 'chat_id', m.chat_id, 'created_by',"      \
     " m.created_by, 'model_config_id', m.model_config_id, 'created_at', m.created_at,"             \
     " 'role', m.role, 'usage', m.usage, 'revision', m.revision,"                                   \
     " 'queued_message_id', m.queued_message_id, 'reasoning_effort', m.reasoning_effort,"           \
     " 'structured_output_request_id', CASE WHEN m.structured_output ->> 'type' ="                  \
-    " 'structured-output-request' THEN m.structured_output_request_id END))"                       \
-    " || jsonb_build_object('content', m.content) || CASE WHEN m.structured_output ->> 'type' ="   \
-    " 'structured-output-outcome' THEN jsonb_build_object('structured_output',"                    \
-    " m.structured_output - 'type') ELSE '{}'::jsonb END"
+    " 'structured-output-request' THEN m.structured_output_request_id END))::text, -1)"            \
+    " || ', \"content\": ' || m.content::text || CASE WHEN m.structured_output ->> 'type' ="       \
+    " 'structured-output-outcome' THEN ', \"structured_output\": ' || coalesce((SELECT"            \
+    " json_object_agg(f.key, f.value ORDER BY f.ord) FROM json_each(m.structured_output)"          \
+    " WITH ORDINALITY AS f(key, value, ord) WHERE f.key <> 'type'), '{}')::text ELSE '' END"
 
+#define GATEWAY_MESSAGE_JSON "(" GATEWAY_MESSAGE_OPEN " || '}')::json"
+
+/* A queued row, its content spliced in as text like a message's. */
 #define GATEWAY_QUEUED_JSON                                                                        \
-    "jsonb_strip_nulls(jsonb_build_object('id', q.id, 'chat_id', q.chat_id, 'model_config_id',"    \
-    " q.model_config_id, 'created_at', q.created_at, 'structured_output_request_id',"              \
-    " q.structured_output_request_id, 'reasoning_effort', q.reasoning_effort))"                    \
-    " || jsonb_build_object('content', q.content)"
+    "(left(json_strip_nulls(json_build_object('id', q.id, 'chat_id', q.chat_id,"                   \
+    " 'model_config_id', q.model_config_id, 'created_at', q.created_at,"                           \
+    " 'structured_output_request_id', q.structured_output_request_id,"                             \
+    " 'reasoning_effort', q.reasoning_effort))::text, -1)"                                         \
+    " || ', \"content\": ' || q.content::text || '}')::json"
 
 typedef struct {
     pool_t *pool;

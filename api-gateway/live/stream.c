@@ -115,8 +115,8 @@ static bool s_sync_messages(stream_t *s, PGconn *conn) {
      * that leaves history_version alone is still delivered. A deletion counts wherever it
      * falls, at or before the resume point too. */
     json_t *rows = s_rows(conn,
-                          "SELECT " GATEWAY_MESSAGE_JSON " || jsonb_build_object('deleted',"
-                          " m.deleted) FROM chat_messages m WHERE m.chat_id = $1"
+                          "SELECT (" GATEWAY_MESSAGE_OPEN " || ', \"deleted\": ' ||"
+                          " m.deleted::text || '}')::json FROM chat_messages m WHERE m.chat_id = $1"
                           " AND m.visibility <> 'model' AND m.revision > $3::bigint"
                           " AND (m.id > $2::bigint OR m.deleted) ORDER BY m.id",
                           3, p);

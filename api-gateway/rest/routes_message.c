@@ -299,7 +299,7 @@ static int s_format(send_t *s, const http_req_t *req, json_t *body, bool edit) {
         const char *p[] = {req->params[0], req->user_id};
         json_t *rows = id_uuid_valid(req->params[0])
                            ? gateway_rows(s->conn,
-                                          "SELECT coalesce(dynamic_tools, '[]'::jsonb) FROM chats"
+                                          "SELECT coalesce(dynamic_tools, '[]'::json) FROM chats"
                                           " WHERE id = $1 AND owner_id = $2",
                                           2, p, s->resp)
                            : json_array();

@@ -318,7 +318,7 @@ static int s_insert_kept_context(chatstate_t *self, const char *context_json,
                  "INSERT INTO chat_messages (chat_id, role, visibility, content, created_by,"
                  " structured_output) SELECT $1, (e ->> 'role')::chat_message_role,"
                  " (e ->> 'visibility')::chat_message_visibility, e -> 'content', $3::uuid,"
-                 " e -> 'structured_output' FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY "
+                 " e -> 'structured_output' FROM json_array_elements($2::json) WITH ORDINALITY "
                  "AS x(e, ord)"
                  " ORDER BY ord RETURNING id",
                  3, p);
@@ -357,17 +357,16 @@ int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64
             self->insert_outs.outs, (size_t)self->insert_outs.cap * sizeof *self->insert_outs.outs);
     }
     self->insert_outs.outs[self->insert_outs.count++] = id_out;
-    if (db_send(
-            self->conn,
-            "INSERT INTO chat_messages (chat_id, role, visibility, content, created_by,"
-            " model_config_id, usage, structured_output_request_id, structured_output,"
-            " queued_message_id, compressed, reasoning_effort, traceparent)"
-            " VALUES ($1, $2::chat_message_role, coalesce($3, 'both')::chat_message_visibility,"
-            " $4::jsonb, $5::uuid, $6::uuid, $7::jsonb, $8::uuid,"
-            " coalesce($9::jsonb, CASE WHEN $12::jsonb IS NULL THEN NULL ELSE jsonb_build_object("
-            "'type', 'structured-output-request', 'response_format', $12::jsonb) END),"
-            " $10::bigint, $11::boolean, $13::reasoning_effort, $14) RETURNING id",
-            14, p, s_inserted, self) != 0) {
+    if (db_send(self->conn,
+                "INSERT INTO chat_messages (chat_id, role, visibility, content, created_by,"
+                " model_config_id, usage, structured_output_request_id, structured_output,"
+                " queued_message_id, compressed, reasoning_effort, traceparent)"
+                " VALUES ($1, $2::chat_message_role, coalesce($3, 'both')::chat_message_visibility,"
+                " $4::json, $5::uuid, $6::uuid, $7::jsonb, $8::uuid,"
+                " coalesce($9::json, CASE WHEN $12::json IS NULL THEN NULL ELSE json_build_object("
+                "'type', 'structured-output-request', 'response_format', $12::json) END),"
+                " $10::bigint, $11::boolean, $13::reasoning_effort, $14) RETURNING id",
+                14, p, s_inserted, self) != 0) {
         self->insert_outs.count--;
         return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
     }
@@ -415,9 +414,9 @@ int cs_answer_pending(chatstate_t *self, const char *reason, cs_error_t *err) {
         self, err,
         CS_PENDING_CALLS_SQL
         " INSERT INTO chat_messages (chat_id, role, visibility, content)"
-        " SELECT $1, 'tool', 'both', jsonb_build_array(jsonb_build_object('type', 'tool-result',"
+        " SELECT $1, 'tool', 'both', json_build_array(json_build_object('type', 'tool-result',"
         " 'tool_call_id', call_id, 'tool_name', name,"
-        " 'result', jsonb_build_object('error', $2::text), 'is_error', true))"
+        " 'result', json_build_object('error', $2::text), 'is_error', true))"
         " FROM pending ORDER BY mid, ord RETURNING id",
         2, p);
     return s_take_inserted(self, res);
@@ -661,7 +660,7 @@ int chatstate_create(PGconn *conn, const cs_settings_t *settings, const cs_creat
             " left(regexp_replace("
             "(SELECT e.p ->> 'text' FROM jsonb_array_elements($9::jsonb) e(p)"
             " WHERE e.p ->> 'type' = 'text' LIMIT 1), '\\s+', ' ', 'g'), 80), 'New Chat'),"
-            " $4::chat_title_source, $5::chat_status, $6::uuid, $7, $8::jsonb, $10::jsonb,"
+            " $4::chat_title_source, $5::chat_status, $6::uuid, $7, $8::json, $10::jsonb,"
             " $11::uuid, $12::uuid, $13::int, $14, coalesce($15::jsonb, '{}'::jsonb)"
             " WHERE NOT EXISTS (SELECT 1 FROM chats WHERE id = $1 OR (parent_chat_id = $11::uuid"
             " AND spawn_call_id = $14)) RETURNING id",

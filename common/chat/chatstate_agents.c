@@ -14,7 +14,9 @@
 /* For one wait_agent call of parent $1 with args $2: whether every child it names has ended,
  * and its result. A name that is not a child of the parent is an entry of its own. The answer
  * is the text of the child's latest visible assistant row; value or error that of the receipt
- * of its latest request, if any; a child in error gives its last_error. */
+ * of its latest request, if any; a child in error gives its last_error. The entries are json,
+ * the value spliced in as the receipt's stored text, so that its numbers reach the parent as
+ * the child's model wrote them (0021_exact_json.sql). */
 static const char *const s_wait_sql =
     "WITH ids AS (SELECT CASE WHEN jsonb_typeof($2::jsonb -> 'agent_ids') = 'array'"
     " AND jsonb_array_length($2::jsonb -> 'agent_ids') > 0"
@@ -26,21 +28,22 @@ static const char *const s_wait_sql =
     " facts AS (SELECT n.ord, n.agent_id, c.id, c.status::text AS status, c.title, c.last_error"
     " FROM named n LEFT JOIN chats c ON c.parent_chat_id = $1 AND c.id::text = n.agent_id),"
     " entries AS (SELECT f.ord, f.id IS NULL OR f.status IN ('waiting', 'error') AS ended,"
-    " CASE WHEN f.id IS NULL THEN jsonb_build_object('agent_id', f.agent_id, 'status', 'not_found',"
-    " 'error', 'not a subagent of this chat') ELSE jsonb_build_object('agent_id', f.agent_id,"
+    " CASE WHEN f.id IS NULL THEN json_build_object('agent_id', f.agent_id, 'status', 'not_found',"
+    " 'error', 'not a subagent of this chat') ELSE (left(json_build_object('agent_id', f.agent_id,"
     " 'title', f.title, 'status', CASE f.status WHEN 'waiting' THEN 'completed' ELSE f.status END)"
-    " || CASE WHEN a.answer IS NOT NULL"
-    " THEN jsonb_build_object('answer', left(a.answer, " S_ANSWER_MAX ")) ELSE '{}' END"
+    "::text, -1) || CASE WHEN a.answer IS NOT NULL"
+    " THEN ', \"answer\": ' || to_json(left(a.answer, " S_ANSWER_MAX "))::text ELSE '' END"
     " || CASE WHEN r.so ->> 'status' = 'succeeded'"
-    " THEN jsonb_build_object('value', r.so -> 'value') ELSE '{}' END"
-    " || CASE WHEN f.status = 'error' THEN jsonb_build_object('error', coalesce(f.last_error,"
-    " '{}')) WHEN r.so ? 'error' THEN jsonb_build_object('error', r.so -> 'error') ELSE '{}' END"
+    " THEN ', \"value\": ' || coalesce((r.so -> 'value')::text, 'null') ELSE '' END"
+    " || CASE WHEN f.status = 'error' THEN ', \"error\": ' || coalesce(f.last_error, '{}')::text"
+    " WHEN r.so -> 'error' IS NOT NULL THEN ', \"error\": ' || (r.so -> 'error')::text ELSE ''"
+    " END || '}')::json"
     " END AS entry FROM facts f"
     " LEFT JOIN LATERAL (SELECT string_agg(e.p ->> 'text', '' ORDER BY e.ord) AS answer FROM"
     " (SELECT m.content FROM chat_messages m WHERE m.chat_id = f.id AND m.role = 'assistant'"
     " AND NOT m.deleted AND m.visibility <> 'model' AND (m.structured_output ->> 'type')"
     " IS DISTINCT FROM 'structured-output-outcome' ORDER BY m.id DESC LIMIT 1) lm,"
-    " jsonb_array_elements(lm.content) WITH ORDINALITY e(p, ord) WHERE e.p ->> 'type' = 'text') a"
+    " json_array_elements(lm.content) WITH ORDINALITY e(p, ord) WHERE e.p ->> 'type' = 'text') a"
     " ON true"
     " LEFT JOIN LATERAL (SELECT m.structured_output AS so FROM chat_messages m"
     " WHERE m.chat_id = f.id AND (m.structured_output ->> 'type') = 'structured-output-outcome'"
@@ -48,7 +51,7 @@ static const char *const s_wait_sql =
     " AND u.role = 'user' AND NOT u.deleted AND u.visibility <> 'model'), 0)"
     " ORDER BY m.id DESC LIMIT 1) r ON true)"
     " SELECT coalesce(bool_and(ended), true),"
-    " jsonb_build_object('agents', coalesce(jsonb_agg(entry ORDER BY ord), '[]'))::text"
+    " json_build_object('agents', coalesce(json_agg(entry ORDER BY ord), '[]'))::text"
     " FROM entries";
 
 static void s_results_free(cs_tool_result_t *results, int n) {

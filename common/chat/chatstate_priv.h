@@ -86,8 +86,8 @@ int cs_family_join(chatstate_t *self, const cs_create_t *c, cs_family_t *f, cs_e
  * when one of them is not waiting or in error. 0 or -1. */
 int cs_family_archive(chatstate_t *self, bool archived, cs_error_t *err);
 
-/* A CTE "pending": call_id, name, args (jsonb), mid, ord of every outstanding tool call of chat
- * $1: tool-call parts of active assistant rows (receipts excluded, provider-executed calls
+/* A CTE "pending": call_id, name, args (json, as stored), mid, ord of every outstanding tool call
+ * of chat $1: tool-call parts of active assistant rows (receipts excluded, provider-executed calls
  * excluded) with no tool-result of the same id in an active tool row. Only rows after the
  * latest user row are scanned: every transition that inserts a user row answers the
  * outstanding calls first, so none can stand before it. */
@@ -98,13 +98,13 @@ int cs_family_archive(chatstate_t *self, bool archived, cs_error_t *err);
     " IS DISTINCT FROM 'hook-context'), 0)"                                                        \
     " AND (structured_output ->> 'type') IS DISTINCT FROM 'structured-output-outcome'),"           \
     " calls AS (SELECT m.id AS mid, e.ord, e.p ->> 'tool_call_id' AS call_id,"                     \
-    " e.p ->> 'tool_name' AS name, coalesce(e.p -> 'args', '{}'::jsonb) AS args FROM active m,"    \
-    " jsonb_array_elements(m.content) WITH ORDINALITY AS e(p, ord)"                                \
+    " e.p ->> 'tool_name' AS name, coalesce(e.p -> 'args', '{}'::json) AS args FROM active m,"     \
+    " json_array_elements(m.content) WITH ORDINALITY AS e(p, ord)"                                 \
     " WHERE m.role = 'assistant' AND e.p ->> 'type' = 'tool-call'"                                 \
     " AND e.p ->> 'tool_call_id' IS NOT NULL"                                                      \
     " AND coalesce(e.p ->> 'provider_executed', 'false') <> 'true'),"                              \
     " results AS (SELECT e.p ->> 'tool_call_id' AS call_id FROM active m,"                         \
-    " jsonb_array_elements(m.content) AS e(p)"                                                     \
+    " json_array_elements(m.content) AS e(p)"                                                      \
     " WHERE m.role = 'tool' AND e.p ->> 'type' = 'tool-result'),"                                  \
     " pending AS (SELECT c.* FROM calls c"                                                         \
     " WHERE NOT EXISTS (SELECT 1 FROM results r WHERE r.call_id = c.call_id))"

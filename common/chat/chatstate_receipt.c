@@ -13,11 +13,12 @@
 #define CS_RECEIPT_SQL                                                                             \
     "INSERT INTO chat_messages (chat_id, role, visibility, content,"                               \
     " structured_output_request_id, structured_output)"                                            \
-    " SELECT $1, 'assistant', 'user', jsonb_build_array(jsonb_build_object('type', 'text',"        \
-    " 'text', $5::text)), $2::uuid, jsonb_strip_nulls(jsonb_build_object('type',"                  \
-    " 'structured-output-outcome', 'request_id', $2::text, 'status', $3::text)) || CASE WHEN"      \
-    " $3::text = 'succeeded' THEN jsonb_build_object('value', $6::jsonb) ELSE"                     \
-    " jsonb_build_object('error', jsonb_build_object('code', $4::text, 'message', $7::text)) END"  \
+    " SELECT $1, 'assistant', 'user', json_build_array(json_build_object('type', 'text',"          \
+    " 'text', $5::text)), $2::uuid, CASE WHEN $3::text = 'succeeded' THEN json_build_object("      \
+    "'type', 'structured-output-outcome', 'request_id', $2::text, 'status', $3::text, 'value',"    \
+    " $6::json) ELSE json_build_object('type', 'structured-output-outcome', 'request_id',"         \
+    " $2::text, 'status', $3::text, 'error', json_build_object('code', $4::text, 'message',"       \
+    " $7::text)) END"                                                                              \
     " WHERE NOT EXISTS (SELECT 1 FROM chat_messages r WHERE"                                       \
     " r.structured_output_request_id = $2::uuid"                                                   \
     " AND r.structured_output ->> 'type' = 'structured-output-outcome') RETURNING id"

@@ -26,9 +26,9 @@ static int s_enqueue(chatstate_t *self, const cs_message_t *m, int64_t *qid, cs_
     PGresult *res = cs_query(self, err,
                              "INSERT INTO chat_queued_messages (chat_id, content, created_by,"
                              " model_config_id, response_format, structured_output_request_id,"
-                             " hook_context, reasoning_effort, traceparent) VALUES ($1, $2::jsonb,"
+                             " hook_context, reasoning_effort, traceparent) VALUES ($1, $2::json,"
                              " coalesce($3::uuid, (SELECT owner_id FROM chats WHERE id = $1)),"
-                             " $4::uuid, $5::jsonb, $6::uuid, $7::jsonb, $8::reasoning_effort,"
+                             " $4::uuid, $5::json, $6::uuid, $7::json, $8::reasoning_effort,"
                              " $9) RETURNING id",
                              9, p);
     free(context);
@@ -437,9 +437,9 @@ int cs_complete_pending(chatstate_t *self, const cs_tool_result_t *results, int 
         const char *rp[] = {results[i].tool_call_id, name, results[i].output,
                             results[i].is_error ? "true" : "false"};
         PGresult *js = cs_query(self, err,
-                                "SELECT jsonb_build_array(jsonb_build_object('type',"
+                                "SELECT json_build_array(json_build_object('type',"
                                 " 'tool-result', 'tool_call_id', $1::text, 'tool_name', $2::text,"
-                                " 'result', $3::jsonb, 'is_error', $4::boolean))::text",
+                                " 'result', $3::json, 'is_error', $4::boolean))::text",
                                 4, rp);
         if (!js) {
             rc = -1;
@@ -549,7 +549,7 @@ int chatstate_clear_context(chatstate_t *self, const char *created_by, cs_error_
              cs_exec(self, err,
                      "DELETE FROM chat_files WHERE chat_id = $1 AND id NOT IN (SELECT"
                      " (e.p ->> 'file_id')::uuid FROM chat_queued_messages q,"
-                     " jsonb_array_elements(q.content) AS e(p) WHERE q.chat_id = $1"
+                     " jsonb_array_elements(q.content::jsonb) AS e(p) WHERE q.chat_id = $1"
                      " AND e.p ->> 'type' = 'file' AND e.p ? 'file_id')",
                      1, p);
     free(call);
