@@ -1,5 +1,6 @@
 /* jsonout: compact JSON with shortest reals; see jsonout.h. */
 #include "jsonout.h"
+#include "jsonnumber.h"
 #include "mem.h"
 
 #include <float.h>
@@ -124,9 +125,16 @@ static void s_value(out_t *o, const json_t *v) {
             s_put(o, "]", 1);
             break;
         }
-        case JSON_REAL:
-            s_real(o, json_real_value(v));
+        case JSON_REAL: {
+            size_t len = 0;
+            const char *text = jsonnumber_text(v, &len);
+            if (text) {
+                s_put(o, text, len);
+            } else {
+                s_real(o, json_real_value(v));
+            }
             break;
+        }
         case JSON_STRING:
             s_string(o, json_string_value(v), json_string_length(v));
             break;

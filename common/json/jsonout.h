@@ -5,7 +5,7 @@
  * which changes the decimal a client sees and is refused by the strict boundary when read
  * back. Every JSON the system emits (HTTP responses, stored metadata) goes through here.
  * Output is compact; object members keep jansson's insertion order; integral reals keep a
- * ".0" so they stay reals.
+ * ".0" so they stay reals; a text real (jsonnumber.h) is its literal, byte for byte.
  */
 #ifndef CHATFLEET_JSONOUT_H
 #define CHATFLEET_JSONOUT_H

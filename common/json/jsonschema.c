@@ -1,5 +1,7 @@
 /* jsonschema: the Draft-07 compiler; see jsonschema.h and JSONSCHEMA.md. */
 #include "schemanode.h"
+#include "jsondecimal.h"
+#include "jsonnumber.h"
 #include "jsonstrict.h"
 #include "mem.h"
 
@@ -66,15 +68,39 @@ static int s_schema_kw(s_compiler_t *c, json_t *value, const char *path, int dep
     return *out ? 0 : -1;
 }
 
+/* The sign of the number v (-1, 0, 1), exact for a text real. */
+static int s_sign(const json_t *v) {
+    size_t len = 0;
+    const char *text = jsonnumber_text(v, &len);
+    if (!text) {
+        double d = json_number_value(v);
+        return d < 0 ? -1 : d > 0;
+    }
+    jsondecimal_t *dec = mem_alloc(sizeof *dec);
+    jsondecimal_of_literal(text, len, dec);
+    int sign = dec->ndigits == 0 ? 0 : dec->neg ? -1 : 1;
+    free(dec);
+    return sign;
+}
+
 static bool s_is_integral(const json_t *v) {
     if (json_is_integer(v)) {
         return true;
+    }
+    size_t len = 0;
+    const char *text = jsonnumber_text(v, &len);
+    if (text) {
+        jsondecimal_t *dec = mem_alloc(sizeof *dec);
+        jsondecimal_of_literal(text, len, dec);
+        bool yes = jsondecimal_is_integer(dec);
+        free(dec);
+        return yes;
     }
     return json_is_real(v) && floor(json_real_value(v)) == json_real_value(v);
 }
 
 static int s_count(s_compiler_t *c, json_t *value, const char *path, size_t *out) {
-    if (!s_is_integral(value) || json_number_value(value) < 0) {
+    if (!s_is_integral(value) || s_sign(value) < 0) {
         return s_fail(c, path, "must be a non-negative integer");
     }
     if (json_is_integer(value)) {
@@ -135,12 +161,23 @@ static int s_kw_examples(s_compiler_t *c, js_node_t *node, json_t *value, const 
 
 static int s_kw_multiple_of(s_compiler_t *c, js_node_t *node, json_t *value, const char *path,
                             int depth) {
-    if (!json_is_number(value) || json_number_value(value) <= 0) {
+    if (!json_is_number(value) || s_sign(value) <= 0) {
         return s_fail(c, path, "must be a number greater than 0");
     }
     js_decimal_t *dec = &node->multiple_of;
     dec->d = json_number_value(value);
-    if (json_is_integer(value)) {
+    dec->num = js_num_of(value);
+    if (dec->num.text) {
+        /* compared as a decimal (js_multiple), in 128-bit steps: the digits are capped */
+        jsondecimal_t *d = mem_alloc(sizeof *d);
+        jsondecimal_of_literal(dec->num.text, dec->num.len, d);
+        uint32_t digits = d->ndigits;
+        free(d);
+        if (digits > JSONDECIMAL_MULTIPLE_FAST_DIGITS) {
+            return s_fail(c, path, "must have at most %d significant digits",
+                          JSONDECIMAL_MULTIPLE_FAST_DIGITS);
+        }
+    } else if (json_is_integer(value)) {
         uint64_t m = (uint64_t)json_integer_value(value);
         int e = 0;
         while (m % 10 == 0) {
@@ -150,8 +187,8 @@ static int s_kw_multiple_of(s_compiler_t *c, js_node_t *node, json_t *value, con
         dec->m = m;
         dec->e = e;
     } else {
-        char digits[JSONSTRICT_DIGITS_MAX + 1];
-        jsonstrict_shortest(dec->d, digits, &dec->e);
+        char digits[JSONDECIMAL_SHORTEST_MAX + 1];
+        jsondecimal_shortest(dec->d, digits, &dec->e);
         dec->m = strtoull(digits, NULL, 10);
     }
     node->has |= JS_HAS_MULTIPLE;
@@ -636,7 +673,7 @@ int jsonschema_compile(const json_t *schema, jsonschema_t **out, jsonschema_erro
         memset(err, 0, sizeof *err);
     }
     /* A private copy keeps the compiled form independent of the caller's (mutable) value. */
-    self->doc = json_deep_copy(schema);
+    self->doc = jsonnumber_deep_copy(schema);
     if (!self->doc) {
         s_fail(&c, "", "schema could not be copied");
         jsonschema_destroy(&self);

@@ -2,7 +2,11 @@
  * exact number comparison are jsontape's); see JSONSCHEMA.md. */
 #include "schemanode.h"
 #include "hex.h"
+#include "jsondecimal.h"
+#include "jsonnumber.h"
+#include "jsonout.h"
 #include "jsonstrict.h"
+#include "mem.h"
 
 #include <idn2.h>
 #include <math.h>
@@ -39,8 +43,49 @@ static int s_multiple_fast(double x, const js_decimal_t *dec) {
     return (uint64_t)ni % dec->m == 0;
 }
 
+js_num_t js_num_of(const json_t *v) {
+    js_num_t n = {0};
+    size_t len = 0;
+    if (json_is_integer(v)) {
+        n.is_int = true;
+        n.i = json_integer_value(v);
+        n.d = (double)n.i;
+    } else {
+        n.d = json_real_value(v);
+        n.text = jsonnumber_text(v, &len);
+        n.len = (uint32_t)len;
+    }
+    return n;
+}
+
+const char *js_num_text(js_num_t n, char *buf, size_t cap) {
+    char real[JSONOUT_REAL_MAX];
+    if (n.text) {
+        snprintf(buf, cap, "%.*s", (int)n.len, n.text);
+    } else if (n.is_int) {
+        snprintf(buf, cap, "%lld", (long long)n.i);
+    } else {
+        jsonout_real(n.d, real);
+        snprintf(buf, cap, "%s", real);
+    }
+    return buf;
+}
+
+/* x / dec as decimals, for a text real on either side. */
+static bool s_multiple_exact(js_num_t x, const js_decimal_t *dec) {
+    jsondecimal_t *d = mem_alloc(2 * sizeof *d);
+    jsontape_num_decimal(x, &d[0]);
+    jsontape_num_decimal(dec->num, &d[1]);
+    bool yes = jsondecimal_multiple_of(&d[0], &d[1]);
+    free(d);
+    return yes;
+}
+
 /* Is x a multiple of dec? Exact in decimal: x = mx*10^ex, divisor = md*10^ed. */
 bool js_multiple(js_num_t x, const js_decimal_t *dec) {
+    if (x.text || dec->num.text || dec->m > UINT64_MAX / 10) {
+        return s_multiple_exact(x, dec); /* and r * 10 below would not fit */
+    }
     uint64_t mx = 0;
     int ex = 0;
     if (x.is_int) {
@@ -60,8 +105,8 @@ bool js_multiple(js_num_t x, const js_decimal_t *dec) {
         if (fast >= 0) {
             return fast == 1;
         }
-        char digits[JSONSTRICT_DIGITS_MAX + 1];
-        jsonstrict_shortest(x.d, digits, &ex);
+        char digits[JSONDECIMAL_SHORTEST_MAX + 1];
+        jsondecimal_shortest(x.d, digits, &ex);
         mx = strtoull(digits, NULL, 10);
     }
     if (ex < dec->e) {

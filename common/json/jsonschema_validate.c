@@ -30,7 +30,7 @@ static inline bool s_type_ok(uint8_t types, const jsontape_entry_t *e) {
     if (types & js_type_bits[e->type]) {
         return true;
     }
-    return e->type == JSONTAPE_REAL && (types & JS_T_INTEGER) && e->u.d == floor(e->u.d);
+    return e->type == JSONTAPE_REAL && (types & JS_T_INTEGER) && jsontape_is_integral(e);
 }
 
 /* The keyword group that applies to each jsontape_type_t. */
@@ -84,8 +84,9 @@ static bool s_go_on(const s_ctx_t *ctx) {
 static bool s_node(s_ctx_t *ctx, const js_node_t *node, uint32_t v);
 
 /* The numeric bounds of a JS_QUICK_RANGE node on the number e. */
-static inline bool s_in_range(const js_node_t *node, const jsontape_entry_t *e) {
-    js_num_t x = jsontape_num(e);
+static inline bool s_in_range(const s_ctx_t *ctx, const js_node_t *node,
+                              const jsontape_entry_t *e) {
+    js_num_t x = jsontape_num(ctx->t, e);
     uint32_t has = node->has;
     return (!(has & JS_HAS_MINIMUM) || jsontape_num_cmp(x, node->minimum) >= 0) &&
            (!(has & JS_HAS_MAXIMUM) || jsontape_num_cmp(x, node->maximum) <= 0) &&
@@ -129,7 +130,7 @@ static inline bool s_quick_ok(const s_ctx_t *ctx, const js_node_t *node, uint32_
             return e->type == JSONTAPE_STRING && e->size == node->const_len &&
                    js_key_eq(jsontape_str(ctx->t, e), node->const_str, node->const_len);
         case JS_QUICK_RANGE:
-            return !jsontape_is_number(e) || s_in_range(node, e);
+            return !jsontape_is_number(e) || s_in_range(ctx, node, e);
         case JS_QUICK_ARRAY:
             return e->type != JSONTAPE_ARRAY || s_quick_items(ctx, node, v);
         case JS_QUICK_LENGTH:
@@ -174,34 +175,38 @@ static int s_match(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *
 /* --- keyword groups --- */
 
 static bool s_numeric(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
-    js_num_t x = jsontape_num(&ctx->e[v]);
+    js_num_t x = jsontape_num(ctx->t, &ctx->e[v]);
+    char b[48];
     bool ok = true;
     if ((node->has & JS_HAS_MINIMUM) && jsontape_num_cmp(x, node->minimum) < 0) {
-        ok = s_fail(ctx, node, v, "minimum", "must be >= %.17g", node->minimum.d);
+        ok = s_fail(ctx, node, v, "minimum", "must be >= %s", js_num_text(node->minimum, b, 48));
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_MAXIMUM) && jsontape_num_cmp(x, node->maximum) > 0) {
-        ok = s_fail(ctx, node, v, "maximum", "must be <= %.17g", node->maximum.d);
+        ok = s_fail(ctx, node, v, "maximum", "must be <= %s", js_num_text(node->maximum, b, 48));
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_EXMIN) && jsontape_num_cmp(x, node->exclusive_minimum) <= 0) {
-        ok = s_fail(ctx, node, v, "exclusiveMinimum", "must be > %.17g", node->exclusive_minimum.d);
+        ok = s_fail(ctx, node, v, "exclusiveMinimum", "must be > %s",
+                    js_num_text(node->exclusive_minimum, b, 48));
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_EXMAX) && jsontape_num_cmp(x, node->exclusive_maximum) >= 0) {
-        ok = s_fail(ctx, node, v, "exclusiveMaximum", "must be < %.17g", node->exclusive_maximum.d);
+        ok = s_fail(ctx, node, v, "exclusiveMaximum", "must be < %s",
+                    js_num_text(node->exclusive_maximum, b, 48));
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_MULTIPLE) && !js_multiple(x, &node->multiple_of)) {
-        ok = s_fail(ctx, node, v, "multipleOf", "must be a multiple of %.17g", node->multiple_of.d);
+        ok = s_fail(ctx, node, v, "multipleOf", "must be a multiple of %s",
+                    js_num_text(node->multiple_of.num, b, 48));
     }
     return ok;
 }

@@ -73,24 +73,9 @@ typedef struct {
 } s_parser_t;
 
 static const char *s_code_names[] = {
-    "ok",
-    "too_large",
-    "syntax",
-    "trailing",
-    "utf8",
-    "surrogate",
-    "nul",
-    "duplicate_key",
-    "depth",
-    "values",
-    "keys",
-    "items",
-    "string_length",
-    "number_length",
-    "integer_range",
-    "number_range",
-    "number_precision",
-    "number_storage",
+    "ok",        "too_large", "syntax",        "trailing",      "utf8",
+    "surrogate", "nul",       "duplicate_key", "depth",         "values",
+    "keys",      "items",     "string_length", "number_length", "number_range",
 };
 
 const char *jsonstrict_code_name(jsonstrict_code_t code) {
@@ -415,46 +400,6 @@ static int s_parse_string(s_parser_t *ps) {
     return 0;
 }
 
-/* Reports the number literal at[0..len) that jsonstrict_number_* refused with code; d is the
- * double it came nearest to (jsonstrict_number_real). */
-static int s_number_fail(s_parser_t *ps, jsonstrict_code_t code, const unsigned char *at,
-                         size_t len, double d) {
-    /* The literal is not NUL-terminated (nor holds a NUL): the precision bounds what is read. */
-    const char *lit = (const char *)at;
-    int shown = (int)(len > 40 ? 40 : len);
-    if (code == JSONSTRICT_E_INTEGER_RANGE) {
-        return s_fail(ps, code, at, "integer %.*s is outside int64 (beyond exact representation)",
-                      shown, lit);
-    }
-    if (code == JSONSTRICT_E_NUMBER_RANGE && isinf(d)) {
-        return s_fail(ps, code, at, "number %.*s overflows a double (beyond exact representation)",
-                      shown, lit);
-    }
-    if (code == JSONSTRICT_E_NUMBER_RANGE) {
-        return s_fail(ps, code, at,
-                      "number %.*s underflows a double to zero (beyond exact representation)",
-                      shown, lit);
-    }
-    if (code == JSONSTRICT_E_NUMBER_STORAGE) {
-        char stored[48];
-        size_t n = 0;
-        (void)jsonstrict_storable(d, stored, sizeof stored, &n);
-        if (!strchr(stored, '.')) {
-            return s_fail(ps, code, at,
-                          "number %.*s would be stored by PostgreSQL as the integer %.24s%s, "
-                          "outside int64",
-                          shown, lit, stored, n > 24 ? "..." : "");
-        }
-        return s_fail(ps, code, at,
-                      "number %.*s would be stored by PostgreSQL as a decimal of %zu characters, "
-                      "over the cap of %d",
-                      shown, lit, n, JSONSTRICT_STORED_NUMBER_CHARS);
-    }
-    return s_fail(ps, code, at,
-                  "number %.*s has more precision than a double keeps (nearest is %.17g)", shown,
-                  lit, d);
-}
-
 static bool s_digit(const unsigned char *p, const unsigned char *end) {
     return p < end && *p >= '0' && *p <= '9';
 }
@@ -508,38 +453,29 @@ static int s_parse_number(s_parser_t *ps) {
                       ps->lim.max_number_chars);
     }
     ps->p = p;
-    if (is_int) {
-        int64_t v = 0;
-        if (int_digits > 18) {
-            /* No leading zeros in JSON: over 19 digits is outside int64 without a look. */
-            jsonstrict_code_t code = int_digits > 19 ? JSONSTRICT_E_INTEGER_RANGE
-                                                     : jsonstrict_number_integer(at, len, &v);
-            if (code != JSONSTRICT_OK && nearest) {
-                double d = 0;
-                (void)jsonstrict_number_real(at, len, JSONSTRICT_NUMBERS_NEAREST, &d);
-                jsontape_add_real(ps->tape, d);
-                return 0;
-            }
-            if (code != JSONSTRICT_OK) {
-                return s_number_fail(ps, code, at, len, 0);
-            }
-            jsontape_add_integer(ps->tape, v);
-            return 0;
-        }
+    bool negative = digits > at; /* a '-' precedes the digits */
+    if (is_int && int_digits <= 18 && !(negative && *digits == '0')) {
         /* At most 18 digits, the common case, kept inline: no overflow. */
+        int64_t v = 0;
         for (size_t i = 0; i < int_digits; i++) {
             v = v * 10 + (digits[i] - '0');
         }
-        bool negative = digits > at; /* a '-' precedes the digits */
         jsontape_add_integer(ps->tape, negative ? -v : v);
         return 0;
     }
-    double d = 0;
-    jsonstrict_code_t code = jsonstrict_number_real(at, len, ps->lim.numbers, &d);
-    if (code != JSONSTRICT_OK) {
-        return s_number_fail(ps, code, at, len, d);
+    jsonstrict_num_t num;
+    if (jsonstrict_number_read(at, len, is_int, ps->lim.numbers, &num) != JSONSTRICT_OK) {
+        return s_fail(ps, JSONSTRICT_E_NUMBER_RANGE, at,
+                      "number %.*s has a magnitude beyond 10^+-%d (the number cap)",
+                      (int)(len > 40 ? 40 : len), (const char *)at, JSONSTRICT_NUMBER_EXP_MAX);
     }
-    jsontape_add_real(ps->tape, d);
+    if (num.is_int) {
+        jsontape_add_integer(ps->tape, num.i);
+    } else if (num.text) {
+        jsontape_add_text_real(ps->tape, (const char *)at, len, num.d, num.integral);
+    } else {
+        jsontape_add_real(ps->tape, num.d);
+    }
     return 0;
 }
 
@@ -772,4 +708,9 @@ int jsonstrict_parse(const char *buf, size_t len, const jsonstrict_limits_t *lim
     free(tape.entries);
     free(tape.bytes);
     return rc;
+}
+
+json_t *jsonstrict_load_stored(const char *text, size_t len) {
+    json_t *v = NULL;
+    return jsonstrict_parse(text, len, &jsonstrict_limits_stored, &v, NULL) == 0 ? v : NULL;
 }

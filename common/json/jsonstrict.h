@@ -11,38 +11,28 @@
  *
  * Rejected: input over the byte cap (checked before any parsing), syntax errors, trailing data,
  * invalid UTF-8 (overlong forms, encoded surrogates, code points above U+10FFFF), unpaired
- * surrogate escapes, a decoded U+0000 anywhere (PostgreSQL JSONB cannot store it), duplicate
- * object keys, NaN/Infinity, integers outside int64, reals that overflow or underflow a double,
- * reals whose decimal value is not exactly the shortest round-trip form of the nearest double
- * (digits would be lost), and values over the depth, value, key, item and string caps.
+ * surrogate escapes, a decoded U+0000 anywhere (PostgreSQL cannot store it), duplicate object
+ * keys, NaN/Infinity, number literals over the number cap, nonzero numbers beyond
+ * 10^+-JSONSTRICT_NUMBER_EXP_MAX in magnitude, and values over the depth, value, key, item and
+ * string caps.
  *
- * Numbers: an integer literal (no fraction, no exponent) becomes a json_integer (int64) or
- * JSONTAPE_INTEGER; any other literal becomes a json_real or JSONTAPE_REAL. So 1.0 and 1e2 are
- * reals with integral values; the schema validator treats them as integers. Exact integers beyond
- * int64 cannot be represented by jansson and are refused rather than rounded.
+ * The number policy: a number is worth exactly what its literal says and is carried as that
+ * literal, byte for byte, from the text that brought it to every reader (stored as `json`,
+ * which keeps text; ARCHITECTURE.md §8). The tape and jansson hold it as cheaply as they can
+ * (jsonnumber.h): an integer literal inside int64 as an int64 (-0 aside), a literal that is the
+ * text jsonout prints for its nearest double (the shortest round-trip "%g" form, ".0" added
+ * when integral: 0.5, 1.0, 1e+300) as that double, and any other (1e300, 1.50, -0,
+ * 12345678910111213141516171819202122232425262728293031, 0.1000000000000000000001) as a text
+ * real: its literal, with its nearest double for readers that ask jansson for a number. The
+ * caps keep every accepted number readable by every reader and storable anywhere: at most
+ * JSONSTRICT_MAX_NUMBER_CHARS_DEFAULT characters, and a magnitude (the decimal exponent of
+ * the leading digit) within +-JSONSTRICT_NUMBER_EXP_MAX, which holds every double and keeps
+ * PostgreSQL's numeric text of any number under a kilobyte.
  *
- * The number policy (JSONSTRICT_NUMBERS_STORABLE, the default): every accepted number must read
- * back, unchanged, after a trip through PostgreSQL jsonb, by every reader (jansson, this parser
- * with the default caps, the CLI). A stored real is the text jsonout_real() gives its double
- * (the shortest round-trip "%g" form, ".0" added when integral) as PostgreSQL's numeric prints
- * it: plain decimal, never an exponent, with max(0, fraction digits - exponent) decimals, the
- * sign of zero dropped (jsonstrict_pgnumeric_text models it). So 1e300 comes back as a
- * 301-digit integer and 1e-300 as a 302-character decimal. The rule:
- *   - an integer literal is accepted when it is within int64 (it is stored as written; -0 as 0);
- *   - a real literal is accepted when it is exactly the shortest form of a finite double (or a
- *     zero), and the stored text of that double is either an integer within int64 or a decimal
- *     of at most JSONSTRICT_STORED_NUMBER_CHARS characters. Equivalently: |d| < 2^63 (every
- *     double from 2^63 up is integral and stored as an integer outside int64), and a nonzero
- *     |d| below 1 has at most 126 decimals in its shortest form (125 when negative): 1e-126 is
- *     accepted, 1e-127 is not (JSONSTRICT_E_NUMBER_STORAGE).
- * Such a stored text parses back to the same double (the sign of a zero aside: -0.0 is stored
- * as 0.0, which every reader compares equal) and passes this boundary again.
- *
- * Stored reads (JSONSTRICT_NUMBERS_NEAREST, jsonstrict_limits_stored): text PostgreSQL wrote
- * from a stored jsonb value is read with every number accepted whatever its length: an integer
- * within int64 stays an integer, anything else becomes the nearest double (beyond the double
- * range: the largest finite double of its sign). So rows written before the policy (1e300
- * stored as a long integer) still read, and no stored row can make a read fail on a number.
+ * Stored reads (JSONSTRICT_NUMBERS_NEAREST, jsonstrict_limits_stored): text the system wrote
+ * itself is read under the same rule with no number cap; a literal beyond the ceiling or the
+ * magnitude cap (none is written since the policy) becomes its nearest double, the largest
+ * finite double of its sign beyond the range, so no stored row can make a read fail.
  */
 #ifndef CHATFLEET_JSONSTRICT_H
 #define CHATFLEET_JSONSTRICT_H
@@ -62,9 +52,9 @@
 #define JSONSTRICT_MAX_STRING_BYTES_DEFAULT 16384 /* decoded bytes of one string or key */
 #define JSONSTRICT_MAX_NUMBER_CHARS_DEFAULT 128   /* characters of one number literal */
 
-/* Characters of a real's text as PostgreSQL stores it, at most (the number policy above): the
- * default literal cap, so that a stored text passes the boundary again. */
-#define JSONSTRICT_STORED_NUMBER_CHARS JSONSTRICT_MAX_NUMBER_CHARS_DEFAULT
+/* The largest decimal exponent of a nonzero number's leading digit, either way: 1e400 and
+ * 1e-400 are accepted, 1e401 and 9.9e-401 are not (every double is inside). */
+#define JSONSTRICT_NUMBER_EXP_MAX 400
 
 /* Caps for schemas (ARCHITECTURE.md §10: schema 16 KiB). */
 #define JSONSTRICT_SCHEMA_MAX_BYTES 16384 /* bytes of schema text */
@@ -82,10 +72,8 @@
 
 /* How numbers are read (the number policy above). */
 typedef enum {
-    JSONSTRICT_NUMBERS_STORABLE = 0, /* the boundary: exact, and readable back from jsonb */
-    JSONSTRICT_NUMBERS_NEAREST,      /* stored text: any literal, to the nearest double */
-    JSONSTRICT_NUMBERS_EXACT         /* STORABLE without the storage rule: any exact double,
-                                      * for values that are never stored (validator tests) */
+    JSONSTRICT_NUMBERS_STORABLE = 0, /* the boundary: every cap */
+    JSONSTRICT_NUMBERS_NEAREST       /* stored text: no number cap, never a number error */
 } jsonstrict_numbers_t;
 
 typedef struct {
@@ -111,23 +99,20 @@ extern const jsonstrict_limits_t jsonstrict_limits_stored;
 
 typedef enum {
     JSONSTRICT_OK = 0,
-    JSONSTRICT_E_TOO_LARGE,        /* input over max_bytes */
-    JSONSTRICT_E_SYNTAX,           /* not JSON (includes NaN and Infinity literals) */
-    JSONSTRICT_E_TRAILING,         /* a complete value followed by more than whitespace */
-    JSONSTRICT_E_UTF8,             /* invalid UTF-8 in a string */
-    JSONSTRICT_E_SURROGATE,        /* an unpaired surrogate escape */
-    JSONSTRICT_E_NUL,              /* a decoded U+0000 */
-    JSONSTRICT_E_DUPLICATE_KEY,    /* the same key twice in one object */
-    JSONSTRICT_E_DEPTH,            /* nesting over max_depth */
-    JSONSTRICT_E_VALUES,           /* more than max_values values */
-    JSONSTRICT_E_KEYS,             /* more than max_keys members in one object */
-    JSONSTRICT_E_ITEMS,            /* more than max_items elements in one array */
-    JSONSTRICT_E_STRING_LENGTH,    /* a string or key over max_string_bytes */
-    JSONSTRICT_E_NUMBER_LENGTH,    /* a number literal over max_number_chars */
-    JSONSTRICT_E_INTEGER_RANGE,    /* an integer literal outside int64 */
-    JSONSTRICT_E_NUMBER_RANGE,     /* a real that overflows (or underflows) a double */
-    JSONSTRICT_E_NUMBER_PRECISION, /* a real with more digits than the nearest double keeps */
-    JSONSTRICT_E_NUMBER_STORAGE    /* a real PostgreSQL jsonb would give back unreadable */
+    JSONSTRICT_E_TOO_LARGE,     /* input over max_bytes */
+    JSONSTRICT_E_SYNTAX,        /* not JSON (includes NaN and Infinity literals) */
+    JSONSTRICT_E_TRAILING,      /* a complete value followed by more than whitespace */
+    JSONSTRICT_E_UTF8,          /* invalid UTF-8 in a string */
+    JSONSTRICT_E_SURROGATE,     /* an unpaired surrogate escape */
+    JSONSTRICT_E_NUL,           /* a decoded U+0000 */
+    JSONSTRICT_E_DUPLICATE_KEY, /* the same key twice in one object */
+    JSONSTRICT_E_DEPTH,         /* nesting over max_depth */
+    JSONSTRICT_E_VALUES,        /* more than max_values values */
+    JSONSTRICT_E_KEYS,          /* more than max_keys members in one object */
+    JSONSTRICT_E_ITEMS,         /* more than max_items elements in one array */
+    JSONSTRICT_E_STRING_LENGTH, /* a string or key over max_string_bytes */
+    JSONSTRICT_E_NUMBER_LENGTH, /* a number literal over max_number_chars */
+    JSONSTRICT_E_NUMBER_RANGE   /* a nonzero number beyond 10^+-JSONSTRICT_NUMBER_EXP_MAX */
 } jsonstrict_code_t;
 
 typedef struct {
@@ -151,6 +136,12 @@ int jsonstrict_parse_tape(const char *buf, size_t len, const jsonstrict_limits_t
 int jsonstrict_parse(const char *buf, size_t len, const jsonstrict_limits_t *limits, json_t **out,
                      jsonstrict_error_t *err);
 
+/* Text the system wrote itself (a stored row, its own canonical text, a live part) as jansson
+ * values under jsonstrict_limits_stored, so that every number keeps its literal: a new
+ * reference, or NULL only when the text is not JSON. What json_loads would do, without
+ * turning 1e300 into 1e+300 or failing on integers beyond int64. */
+json_t *jsonstrict_load_stored(const char *text, size_t len);
+
 /* A short stable name for code ("duplicate_key"), for logs and tests. */
 const char *jsonstrict_code_name(jsonstrict_code_t code);
 
@@ -158,27 +149,5 @@ const char *jsonstrict_code_name(jsonstrict_code_t code);
  * surrogates, nothing above U+10FFFF) that starts at p and ends by end, or 0 when none does.
  * The boundary's own test; exposed for text that must stay valid when cut. */
 size_t jsonstrict_utf8_len(const unsigned char *p, const unsigned char *end);
-
-#define JSONSTRICT_DIGITS_MAX 17 /* significant digits of the shortest form of a double */
-
-/* The shortest decimal that reads back as the finite double d: writes its significant digits
- * (no leading or trailing zeros, NUL-terminated; "0" for zero) to digits and sets *exp10 so
- * that |d| = digits * 10^exp10. Returns the number of digits. The boundary accepts a real
- * only when its literal has exactly this value; the validator's multipleOf uses it too. */
-int jsonstrict_shortest(double d, char digits[JSONSTRICT_DIGITS_MAX + 1], int *exp10);
-
-/* PostgreSQL's text for the JSON number literal lit[0..len) (valid JSON number syntax) once
- * stored in jsonb: numeric_in then numeric_out (PostgreSQL 15, src/backend/utils/adt/numeric.c):
- * plain decimal, no exponent, max(0, fraction digits - exponent) decimals (trailing zeros kept),
- * no leading zeros, "-" only when nonzero. Writes at most cap - 1 characters and a NUL (cap > 0)
- * and returns the full length, like snprintf. Exponents PostgreSQL refuses (|e| >= 2^30 - 1) are
- * not modelled. The number policy applies it to jsonout_real()'s text of a double. */
-size_t jsonstrict_pgnumeric_text(const char *lit, size_t len, char *out, size_t cap);
-
-/* Whether the finite double d passes the number policy's storage rule (above): 0 when its
- * stored text is an int64 integer or a decimal of at most JSONSTRICT_STORED_NUMBER_CHARS
- * characters, else -1. Writes the stored text (truncated to cap - 1, NUL-terminated) to out
- * when out is not NULL, and its full length to *stored_len when that is not NULL. */
-int jsonstrict_storable(double d, char *out, size_t cap, size_t *stored_len);
 
 #endif

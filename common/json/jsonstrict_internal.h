@@ -14,24 +14,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The integer literal at[0..len): its syntax already checked (an optional '-', then digits
- * with no leading zero, no fraction, no exponent), len at most JSONSTRICT_NUMBER_CHARS_CEILING.
- * Returns JSONSTRICT_OK and sets *out, or JSONSTRICT_E_INTEGER_RANGE when it is outside int64
- * (leaving *out alone). The parser calls it only for 19 digits or more. */
-jsonstrict_code_t jsonstrict_number_integer(const unsigned char *at, size_t len, int64_t *out);
+/* A number literal as the tape keeps it (jsonstrict.h, the number policy). */
+typedef struct {
+    bool is_int;   /* an int64 (i) */
+    bool text;     /* a text real: the literal is kept, d is its nearest double */
+    bool integral; /* a text real whose value has no fractional part */
+    int64_t i;
+    double d; /* a real's value (the largest finite double of its sign beyond the range) */
+} jsonstrict_num_t;
 
-/* The real literal at[0..len) (a fraction or an exponent or both), or under
- * JSONSTRICT_NUMBERS_NEAREST an integer literal outside int64: its syntax already checked; len
- * at most JSONSTRICT_NUMBER_CHARS_CEILING under JSONSTRICT_NUMBERS_STORABLE, any length under
- * JSONSTRICT_NUMBERS_NEAREST. Always sets *out to the nearest double (strtod's value).
- * STORABLE returns JSONSTRICT_OK when the literal is exactly that double's shortest form (or
- * zero) and the double passes jsonstrict_storable; JSONSTRICT_E_NUMBER_RANGE when it overflows
- * (*out infinite) or underflows to zero (*out zero); JSONSTRICT_E_NUMBER_PRECISION when it has
- * digits the double does not keep; JSONSTRICT_E_NUMBER_STORAGE when PostgreSQL would store it
- * as text a reader refuses. NEAREST always returns JSONSTRICT_OK, *out clamped to the largest
- * finite double of its sign when beyond the range. */
-jsonstrict_code_t jsonstrict_number_real(const unsigned char *at, size_t len,
-                                         jsonstrict_numbers_t numbers, double *out);
+/* Reads the number literal at[0..len) (its syntax already checked; is_int when it has neither
+ * fraction nor exponent; len at most JSONSTRICT_NUMBER_CHARS_CEILING but under
+ * JSONSTRICT_NUMBERS_NEAREST). Returns JSONSTRICT_OK and sets *out, or
+ * JSONSTRICT_E_NUMBER_RANGE when a nonzero value's magnitude is beyond
+ * 10^+-JSONSTRICT_NUMBER_EXP_MAX (under JSONSTRICT_NUMBERS_NEAREST such a value, and a literal
+ * longer than the ceiling, is read as a plain real: its nearest double). The parser reads
+ * integer literals of at most 18 digits itself. */
+jsonstrict_code_t jsonstrict_number_read(const unsigned char *at, size_t len, bool is_int,
+                                         jsonstrict_numbers_t numbers, jsonstrict_num_t *out);
 
 /* --- duplicate keys (jsonstrict_keys.c) --- */
 

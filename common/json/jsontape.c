@@ -1,5 +1,7 @@
 /* jsontape: a JSON document as one flat array of entries; see jsontape.h. */
 #include "jsontape.h"
+#include "jsondecimal.h"
+#include "jsonnumber.h"
 
 #include "mem.h"
 
@@ -58,6 +60,32 @@ uint32_t jsontape_add_real(jsontape_t *self, double d) {
     return (uint32_t)self->count - 1;
 }
 
+/* Appends s[0..len) and a NUL to the arena; returns its offset. */
+static uint32_t s_arena(jsontape_t *self, const char *s, size_t len) {
+    ASSERT(len <= JSONTAPE_MAX_STRING_BYTES - self->bytes_len - 1);
+    if (self->bytes_len + len + 1 > self->bytes_cap) {
+        size_t want = self->bytes_len + len + 1;
+        self->bytes_cap = want > 2 * self->bytes_cap ? want : 2 * self->bytes_cap;
+        self->bytes = mem_realloc(self->bytes, self->bytes_cap);
+    }
+    uint32_t off = (uint32_t)self->bytes_len;
+    memcpy(self->bytes + off, s, len);
+    self->bytes[off + len] = '\0';
+    self->bytes_len += len + 1;
+    return off;
+}
+
+uint32_t jsontape_add_text_real(jsontape_t *self, const char *lit, size_t len, double d,
+                                bool integral) {
+    uint32_t off = s_arena(self, lit, len);
+    jsontape_entry_t *e = s_add(self, JSONTAPE_REAL);
+    e->flags = (uint8_t)(JSONTAPE_F_TEXT | (integral ? JSONTAPE_F_INTEGRAL : 0));
+    e->size = (uint32_t)len;
+    e->text_off = off;
+    e->u.d = d;
+    return (uint32_t)self->count - 1;
+}
+
 static uint32_t s_chars(const char *s, size_t len) {
     size_t n = 0;
     for (size_t i = 0; i < len; i++) {
@@ -71,21 +99,13 @@ uint32_t jsontape_add_string(jsontape_t *self, const char *s, size_t len) {
 }
 
 uint32_t jsontape_add_text(jsontape_t *self, const char *s, size_t len, size_t chars) {
-    ASSERT(len <= JSONTAPE_MAX_STRING_BYTES - self->bytes_len - 1);
     ASSERT(chars <= len);
-    if (self->bytes_len + len + 1 > self->bytes_cap) {
-        size_t want = self->bytes_len + len + 1;
-        self->bytes_cap = want > 2 * self->bytes_cap ? want : 2 * self->bytes_cap;
-        self->bytes = mem_realloc(self->bytes, self->bytes_cap);
-    }
+    uint32_t off = s_arena(self, s, len);
     jsontape_entry_t *e = s_add(self, JSONTAPE_STRING);
     e->size = (uint32_t)len;
     e->hash = jsontape_hash(s, len);
-    e->u.s.off = (uint32_t)self->bytes_len;
+    e->u.s.off = off;
     e->u.s.chars = (uint32_t)chars;
-    memcpy(self->bytes + self->bytes_len, s, len);
-    self->bytes[self->bytes_len + len] = '\0';
-    self->bytes_len += len + 1;
     return (uint32_t)self->count - 1;
 }
 
@@ -154,7 +174,18 @@ static bool s_from_json(jsontape_t *self, const json_t *v) {
             if (!s_fits(self, 1, 0)) {
                 return false;
             }
-            if (json_is_integer(v)) {
+            size_t len = 0;
+            const char *lit = jsonnumber_text(v, &len);
+            if (lit && !s_fits(self, 1, len + 1)) {
+                return false;
+            }
+            if (lit) {
+                jsondecimal_t *dec = mem_alloc(sizeof *dec);
+                jsondecimal_of_literal(lit, len, dec);
+                jsontape_add_text_real(self, lit, len, json_real_value(v),
+                                       jsondecimal_is_integer(dec));
+                free(dec);
+            } else if (json_is_integer(v)) {
                 jsontape_add_integer(self, json_integer_value(v));
             } else if (json_is_real(v)) {
                 jsontape_add_real(self, json_real_value(v));
@@ -190,7 +221,9 @@ json_t *jsontape_to_json(const jsontape_t *self, uint32_t index) {
         case JSONTAPE_INTEGER:
             return json_integer(e->u.i);
         case JSONTAPE_REAL:
-            return json_real(e->u.d);
+            return e->flags & JSONTAPE_F_TEXT
+                       ? jsonnumber_text_real(self->bytes + e->text_off, e->size, e->u.d)
+                       : json_real(e->u.d);
         case JSONTAPE_STRING: /* the builder's callers guarantee UTF-8 without NUL */
             return json_stringn_nocheck(jsontape_str(self, e), e->size);
         case JSONTAPE_ARRAY: {
@@ -221,19 +254,23 @@ json_t *jsontape_to_json(const jsontape_t *self, uint32_t index) {
 
 /* --- semantics --- */
 
-int jsontape_cmp_int_real(int64_t i, double d) {
-    if (d >= 9223372036854775808.0) {
-        return -1;
+void jsontape_num_decimal(jsontape_num_t n, jsondecimal_t *out) {
+    if (n.text) {
+        jsondecimal_of_literal(n.text, n.len, out);
+    } else if (n.is_int) {
+        jsondecimal_of_int64(n.i, out);
+    } else {
+        jsondecimal_of_double(n.d, out);
     }
-    if (d < -9223372036854775808.0) {
-        return 1;
-    }
-    double t = trunc(d);
-    int64_t ti = (int64_t)t;
-    if (i != ti) {
-        return i < ti ? -1 : 1;
-    }
-    return d > t ? -1 : d < t ? 1 : 0;
+}
+
+int jsontape_num_cmp_exact(jsontape_num_t a, jsontape_num_t b) {
+    jsondecimal_t *dec = mem_alloc(2 * sizeof *dec);
+    jsontape_num_decimal(a, &dec[0]);
+    jsontape_num_decimal(b, &dec[1]);
+    int c = jsondecimal_cmp(&dec[0], &dec[1]);
+    free(dec);
+    return c;
 }
 
 static bool s_same_string(const jsontape_t *a, const jsontape_entry_t *ea, const jsontape_t *b,
@@ -257,7 +294,7 @@ bool jsontape_equal(const jsontape_t *a, uint32_t ia, const jsontape_t *b, uint3
     const jsontape_entry_t *ea = &a->entries[ia];
     const jsontape_entry_t *eb = &b->entries[ib];
     if (jsontape_is_number(ea) && jsontape_is_number(eb)) {
-        return jsontape_num_cmp(jsontape_num(ea), jsontape_num(eb)) == 0;
+        return jsontape_num_cmp(jsontape_num(a, ea), jsontape_num(b, eb)) == 0;
     }
     if (ea->type != eb->type) {
         return false;
@@ -324,18 +361,39 @@ uint32_t jsontape_hash(const char *key, size_t len) {
     return (uint32_t)(h >> 32);
 }
 
-static uint32_t s_number_hash(jsontape_num_t n) {
-    /* An integral double inside int64 hashes as that int64, as jsontape_num_cmp finds them
-     * equal: the whole range [-2^63, 2^63), since 9.2e18 equals the int64 9200000000000000000. */
-    if (!n.is_int &&
-        (n.d != trunc(n.d) || n.d < -9223372036854775808.0 || n.d >= 9223372036854775808.0)) {
+/* The hash of a double's value, or of an int64 (|i| <= 2^53) as the double it equals. */
+static uint32_t s_double_hash(jsontape_num_t n) {
+    if (!n.is_int && n.d != trunc(n.d)) {
         uint64_t bits = 0;
-        double d = n.d == 0 ? 0.0 : n.d;
-        memcpy(&bits, &d, sizeof bits);
+        memcpy(&bits, &n.d, sizeof bits);
         return (uint32_t)(bits ^ (bits >> 32)) * 2654435761u;
     }
     int64_t i = n.is_int ? n.i : (int64_t)n.d;
     return (uint32_t)((uint64_t)i ^ ((uint64_t)i >> 32)) * 2654435761u;
+}
+
+/* A hash that agrees with jsontape_num_cmp. A value that is the shortest form of a double of
+ * magnitude up to 2^53 (every int64 that small, and where all but rare values fall) hashes by
+ * that double, as before text reals; any other by its decimal. */
+static uint32_t s_number_hash(jsontape_num_t n) {
+    const double exact = 0x1p53;
+    if (!n.text && (n.is_int ? n.i >= -(1LL << 53) && n.i <= (1LL << 53) : fabs(n.d) <= exact)) {
+        return s_double_hash(n);
+    }
+    jsondecimal_t *dec = mem_alloc(2 * sizeof *dec);
+    jsontape_num_decimal(n, &dec[0]);
+    uint32_t h = 0;
+    if (n.text && fabs(n.d) <= exact) {
+        jsondecimal_of_double(n.d, &dec[1]);
+        if (jsondecimal_cmp(&dec[0], &dec[1]) == 0) {
+            h = s_double_hash((jsontape_num_t){.d = n.d});
+            free(dec);
+            return h;
+        }
+    }
+    h = jsondecimal_hash(&dec[0]);
+    free(dec);
+    return h;
 }
 
 uint32_t jsontape_value_hash(const jsontape_t *self, uint32_t index) {
@@ -343,7 +401,7 @@ uint32_t jsontape_value_hash(const jsontape_t *self, uint32_t index) {
     switch ((jsontape_type_t)e->type) {
         case JSONTAPE_INTEGER:
         case JSONTAPE_REAL:
-            return s_number_hash(jsontape_num(e));
+            return s_number_hash(jsontape_num(self, e));
         case JSONTAPE_STRING:
             return e->hash;
         case JSONTAPE_ARRAY: {

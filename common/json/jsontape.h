@@ -11,13 +11,18 @@
  * any value is skipped in one step. A string entry (value or key) carries its byte length, its
  * code point count and jsontape_hash of its bytes; its bytes are NUL-terminated in the arena.
  *
- * Numbers are as the boundary reads them: an integer literal is an int64 (JSONTAPE_INTEGER),
- * any other literal a double (JSONTAPE_REAL). Equality and hashes treat 1 and 1.0 alike.
+ * Numbers are as the boundary reads them (jsonnumber.h): an int64 literal is JSONTAPE_INTEGER,
+ * a literal that is the text jsonout prints for its double a JSONTAPE_REAL, and any other a
+ * JSONTAPE_REAL that keeps its literal in the arena (a text real: JSONTAPE_F_TEXT, its nearest
+ * double in u.d). Every number is worth what its literal says, exactly: comparisons,
+ * equality and hashes treat 1, 1.0, 1e0 and 1.000 alike, and order 1e300 and
+ * 1000000000000000000000000000000000000000000000000000001e246 by their decimal values.
  */
 #ifndef CHATFLEET_JSONTAPE_H
 #define CHATFLEET_JSONTAPE_H
 
 #include <jansson.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,12 +43,22 @@ typedef enum {
 #define JSONTAPE_MAX_ENTRIES      ((size_t)UINT32_MAX - 1)
 #define JSONTAPE_MAX_STRING_BYTES ((size_t)UINT32_MAX - 1)
 
+/* Entry flags. */
+enum {
+    JSONTAPE_F_TEXT = 1 << 0,     /* a text real: its literal is kept (text_off, size) */
+    JSONTAPE_F_INTEGRAL = 1 << 1, /* a text real whose value has no fractional part */
+};
+
 typedef struct {
-    uint8_t type; /* jsontape_type_t */
-    uint8_t pad[3];
-    uint32_t size; /* string: bytes; array: items; object: members; else 0 */
+    uint8_t type;  /* jsontape_type_t */
+    uint8_t flags; /* JSONTAPE_F_* */
+    uint8_t pad[2];
+    uint32_t size; /* string: bytes; array: items; object: members; text real: literal bytes */
     uint32_t next; /* index just past this value and its children */
-    uint32_t hash; /* string: jsontape_hash of its bytes; else 0 */
+    union {
+        uint32_t hash;     /* string: jsontape_hash of its bytes; else 0 */
+        uint32_t text_off; /* text real: offset of its literal (NUL-terminated) in the arena */
+    };
     union {
         int64_t i; /* JSONTAPE_INTEGER */
         double d;  /* JSONTAPE_REAL */
@@ -63,11 +78,14 @@ typedef struct {
     size_t bytes_cap;
 } jsontape_t;
 
-/* A number exactly as the tape holds it. */
+/* A number exactly as the tape holds it: an int64, a double, or a literal (text) with its
+ * nearest double. */
 typedef struct {
     bool is_int;
     int64_t i;
     double d;
+    const char *text; /* a text real's literal, else NULL */
+    uint32_t len;
 } jsontape_num_t;
 
 jsontape_t *jsontape_new(void);
@@ -82,6 +100,10 @@ void jsontape_clear(jsontape_t *self);
 uint32_t jsontape_add_literal(jsontape_t *self, jsontape_type_t type); /* null/true/false */
 uint32_t jsontape_add_integer(jsontape_t *self, int64_t i);
 uint32_t jsontape_add_real(jsontape_t *self, double d);
+/* A text real: the literal lit[0..len) (valid JSON number syntax), its nearest double d (finite)
+ * and whether its value is integral. */
+uint32_t jsontape_add_text_real(jsontape_t *self, const char *lit, size_t len, double d,
+                                bool integral);
 uint32_t jsontape_add_string(jsontape_t *self, const char *s, size_t len);
 /* As jsontape_add_string, with the count of characters (code points) already known (a parser
  * that scanned the text counts them as it goes). */
@@ -112,7 +134,8 @@ static inline bool jsontape_is_number(const jsontape_entry_t *e) {
     return e->type == JSONTAPE_INTEGER || e->type == JSONTAPE_REAL;
 }
 
-static inline jsontape_num_t jsontape_num(const jsontape_entry_t *e) {
+/* The number entry e of self. */
+static inline jsontape_num_t jsontape_num(const jsontape_t *self, const jsontape_entry_t *e) {
     jsontape_num_t n = {0};
     if (e->type == JSONTAPE_INTEGER) {
         n.is_int = true;
@@ -120,19 +143,41 @@ static inline jsontape_num_t jsontape_num(const jsontape_entry_t *e) {
         n.d = (double)n.i;
     } else {
         n.d = e->u.d;
+        if (e->flags & JSONTAPE_F_TEXT) {
+            n.text = self->bytes + e->text_off;
+            n.len = e->size;
+        }
     }
     return n;
 }
 
-/* The comparison of an int64 and a double, exact at any magnitude. */
-int jsontape_cmp_int_real(int64_t i, double d);
+/* Whether the number entry e has no fractional part. */
+static inline bool jsontape_is_integral(const jsontape_entry_t *e) {
+    return e->type == JSONTAPE_INTEGER ||
+           (e->flags & JSONTAPE_F_TEXT ? (e->flags & JSONTAPE_F_INTEGRAL) != 0
+                                       : e->u.d == floor(e->u.d));
+}
 
-/* Exact comparison of two numbers (-1, 0, 1), whatever mix of int64 and double. */
+struct jsondecimal; /* jsondecimal.h */
+
+/* The decimal value of n (jsondecimal.h). */
+void jsontape_num_decimal(jsontape_num_t n, struct jsondecimal *out);
+
+/* jsontape_num_cmp for the values its quick tests leave: a text real on either side, or an
+ * int64 and a double both beyond 2^53 (where a double's shortest text may not be its binary
+ * value), compared as decimals. */
+int jsontape_num_cmp_exact(jsontape_num_t a, jsontape_num_t b);
+
+/* Exact comparison of two numbers (-1, 0, 1) by their decimal values. */
 static inline int jsontape_num_cmp(jsontape_num_t a, jsontape_num_t b) {
+    if (a.text || b.text) {
+        return jsontape_num_cmp_exact(a, b);
+    }
     if (a.is_int && b.is_int) {
         return a.i < b.i ? -1 : a.i > b.i;
     }
-    /* Two doubles, or an int64 of magnitude up to 2^53, which a double holds exactly. */
+    /* Two doubles (the shortest forms order as the doubles do), or an int64 of magnitude up
+     * to 2^53, which a double holds exactly. */
     const int64_t exact = (int64_t)1 << 53;
     if (!a.is_int && !b.is_int) {
         return a.d < b.d ? -1 : a.d > b.d;
@@ -141,7 +186,7 @@ static inline int jsontape_num_cmp(jsontape_num_t a, jsontape_num_t b) {
         (b.is_int && b.i >= -exact && b.i <= exact)) {
         return a.d < b.d ? -1 : a.d > b.d;
     }
-    return a.is_int ? jsontape_cmp_int_real(a.i, b.d) : -jsontape_cmp_int_real(b.i, a.d);
+    return jsontape_num_cmp_exact(a, b);
 }
 
 /* JSON equality of two values (possibly of two tapes): numbers by value (1 == 1.0), strings

@@ -1,5 +1,6 @@
 /* outformat: response_format parsing and schema compilation; see outformat.h. */
 #include "outformat.h"
+#include "jsonnumber.h"
 #include "jsonout.h"
 #include "jsonstrict.h"
 #include "mem.h"
@@ -93,7 +94,7 @@ static int s_json_schema(const json_t *js, const char *prefix, outformat_t *f,
         }
         return s_fail(err, p, sp, je.message);
     }
-    f->schema = json_deep_copy(schema);
+    f->schema = jsonnumber_deep_copy(schema); /* numbers keep their literals */
     f->structured = true;
     return 0;
 }

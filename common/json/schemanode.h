@@ -78,11 +78,13 @@ enum {
     JS_QUICK_ARRAY,    /* type, minItems/maxItems and items whose nodes have the tests above */
 };
 
-/* A positive decimal m * 10^e with m free of trailing zeros (multipleOf). */
+/* A positive decimal m * 10^e with m free of trailing zeros (multipleOf), and the number as
+ * written (a text real's literal is compared exactly, as a decimal). */
 typedef struct {
     uint64_t m;
     int e;
     double d;
+    jsontape_num_t num;
 } js_decimal_t;
 
 typedef enum {
@@ -319,18 +321,11 @@ bool js_linear_match(const js_linear_t *lin, const char *s, size_t len);
 /* Whether lin runs from its table of numbered states. */
 bool js_linear_is_table(const js_linear_t *lin);
 
-/* A schema number (compiler). */
-static inline js_num_t js_num_of(const json_t *v) {
-    js_num_t n = {0};
-    if (json_is_integer(v)) {
-        n.is_int = true;
-        n.i = json_integer_value(v);
-        n.d = (double)n.i;
-    } else {
-        n.d = json_real_value(v);
-    }
-    return n;
-}
+/* A schema number (compiler); a text real's literal is borrowed from the schema document. */
+js_num_t js_num_of(const json_t *v);
+
+/* The text of n as the schema wrote it, for messages (NUL-terminated, cut to cap). */
+const char *js_num_text(js_num_t n, char *buf, size_t cap);
 
 /* Is x a multiple of dec, exactly in decimal? */
 bool js_multiple(js_num_t x, const js_decimal_t *dec);
