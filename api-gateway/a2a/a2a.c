@@ -590,12 +590,12 @@ static void s_refused(const http_req_t *req, http_resp_t *resp, const jsonstrict
                 json_pack("{s:s,s:I}", "detail", err->message, "offset", (json_int_t)err->offset));
         return;
     }
-    /* Integers read as reals here (one beyond int64 must not fail the read): an id that is a
-     * whole number in range is given back as the integer it was. */
-    json_t *loose = json_loadb(req->body, req->body_len, JSON_DECODE_INT_AS_REAL, NULL);
+    /* Read again with no cap (a number beyond one must not fail the read, jsonstrict.h): an id
+     * that is a whole number in range is given back as the integer it was. */
+    json_t *loose = jsonstrict_load_stored(req->body, req->body_len);
     json_t *got = json_object_get(loose, "id");
     double d = json_real_value(got);
-    json_t *id = json_is_string(got) ? json_incref(got)
+    json_t *id = json_is_string(got) || json_is_integer(got) ? json_incref(got)
                  : json_is_real(got) && d == (double)(json_int_t)d && d > -9.2e18 && d < 9.2e18
                      ? json_integer((json_int_t)d)
                      : NULL;

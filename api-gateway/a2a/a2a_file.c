@@ -1,5 +1,6 @@
 /* a2a_file: an A2A message's files; see a2a_file.h. */
 #include "a2a_file.h"
+#include "jsonstrict.h"
 #include "attachment.h"
 #include "chatfile.h"
 #include "fileupload.h"
@@ -126,8 +127,8 @@ int a2a_file_store(gateway_t *gw, PGconn *conn, const char *user_id, const char 
     json_decref(made);
     int rc = s_resolve(conn, user_id, chat_id, files, &parts, data);
     if (rc == 0) {
-        json_t *all = json_loads(*content, 0, NULL);
-        json_t *resolved = json_loads(parts, 0, NULL);
+        json_t *all = jsonstrict_load_stored(*content, strlen(*content));
+        json_t *resolved = jsonstrict_load_stored(parts, strlen(parts));
         json_array_extend(all, resolved);
         free(*content);
         *content = jsonout_dumps(all);

@@ -1,5 +1,6 @@
 /* a2a_push: push notification configs and their delivery; see a2a_push.h. */
 #include "a2a_push.h"
+#include "jsonnumber.h"
 #include "a2a_task.h"
 #include "db.h"
 #include "egress.h"
@@ -74,7 +75,7 @@ static json_t *s_invalid(const char *field, const char *detail) {
 /* A v1 config as v0.3 shows it: {"taskId","pushNotificationConfig":{"id","url","token",
  * "authentication":{"schemes":[...],"credentials"}}}. Steals c. */
 static json_t *s_legacy(json_t *c) {
-    json_t *inner = json_deep_copy(c);
+    json_t *inner = jsonnumber_deep_copy(c);
     json_object_del(inner, "taskId");
     json_t *auth = json_object_get(inner, "authentication");
     if (auth) {
@@ -572,7 +573,7 @@ static void s_start(a2a_pusher_t *self, json_t *cfg, int64_t deadline_ms) {
         return;
     }
     char *delivery_id = mem_printf("%s/%s", task_id, state);
-    json_t *status = json_deep_copy(json_object_get(t.task, "status"));
+    json_t *status = jsonnumber_deep_copy(json_object_get(t.task, "status"));
     json_object_set_new(status, "state", json_string(state));
     if (strcmp(state, t.state) != 0) {
         json_object_del(status, "message"); /* the WORKING step carries no answer */

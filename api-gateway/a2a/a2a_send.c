@@ -1,5 +1,6 @@
 /* a2a_send: SendMessage's params and store; see a2a_send.h. */
 #include "a2a_send.h"
+#include "jsonnumber.h"
 #include "a2a_file.h"
 #include "a2a_push.h"
 #include "db.h"
@@ -227,7 +228,7 @@ int a2a_send_push(PGconn *conn, const char *user_id, const a2a_send_t *s, const 
     if (s->push_legacy) {
         params = json_pack("{s:s,s:O}", "taskId", task_id, "pushNotificationConfig", s->push);
     } else {
-        params = json_deep_copy(s->push);
+        params = jsonnumber_deep_copy(s->push);
         json_object_del(params, "tenant");
         json_object_set_new(params, "taskId", json_string(task_id));
     }

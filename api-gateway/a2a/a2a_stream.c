@@ -1,5 +1,7 @@
 /* a2a_stream: SendStreamingMessage over a feed; see a2a_stream.h. */
 #include "a2a_stream.h"
+#include "jsonnumber.h"
+#include "jsonstrict.h"
 #include "a2a_task.h"
 #include "db.h"
 #include "episode.h"
@@ -77,7 +79,7 @@ static void s_finish(s_stream_t *s, json_t *task) {
 /* The first event: the task as it is, without what only its end may carry. */
 static void s_send_task(s_stream_t *s, const a2a_task_t *t) {
     s->sent_task = true;
-    json_t *first = json_deep_copy(t->task);
+    json_t *first = jsonnumber_deep_copy(t->task);
     json_object_set_new(first, "artifacts", json_array());
     if (!t->terminal) {
         json_object_del(json_object_get(first, "status"), "message");
@@ -171,7 +173,7 @@ static void s_on_episode_part(void *owner, const episode_part_t *part) {
     if (strcmp(part->role, "assistant") != 0) {
         return;
     }
-    json_t *p = json_loadb(part->json, part->len, 0, NULL);
+    json_t *p = jsonstrict_load_stored(part->json, part->len);
     const char *text = json_string_value(json_object_get(p, "text"));
     if (text && *text) {
         char mid[96];

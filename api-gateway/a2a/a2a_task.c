@@ -3,6 +3,7 @@
 #include "jsonstrict.h"
 #include "gateway.h"
 #include "jsonout.h"
+#include "jsonnumber.h"
 #include "mem.h"
 
 #include <stdint.h>
@@ -76,28 +77,8 @@ const char *a2a_task_state_name(const char *v1_state, bool legacy) {
 }
 
 bool a2a_task_lossless(const json_t *v) {
-    if (json_is_integer(v)) {
-        /* Lossless when the nearest double is exactly the integer, or when the integer is
-         * what the store makes of that double (its own text stored, jsonstrict_storable), as
-         * PostgreSQL wrote it for a real a client sent (9.223372036854775e18 as
-         * 9223372036854775000); not for 9223372036854775807, which a double would change. */
-        char stored[32];
-        char text[32];
-        size_t n = 0;
-        snprintf(text, sizeof text, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        double d = (double)json_integer_value(v);
-        if (d >= -9223372036854775808.0 && d < 9223372036854775808.0 &&
-            (json_int_t)d == json_integer_value(v)) {
-            return true; /* the double is exactly the integer (every one up to 2^53, -2^63) */
-        }
-        if (jsonstrict_storable(d, stored, sizeof stored, &n) != 0 || n >= sizeof stored) {
-            return false;
-        }
-        char *dot = strchr(stored, '.'); /* a whole double's text may end in ".0" */
-        if (dot && dot[strspn(dot + 1, "0") + 1] == '\0') {
-            *dot = '\0';
-        }
-        return !strcmp(stored, text);
+    if (json_is_number(v)) {
+        return jsonnumber_fits_double(v);
     }
     size_t i;
     const char *k;

@@ -61,8 +61,8 @@ int a2a_task_id_canonical(const char *text, char out[A2A_TASK_ID_MAX]);
 /* The v1 or v0.3 name of a state ("TASK_STATE_CANCELED" / "canceled"). */
 const char *a2a_task_state_name(const char *v1_state, bool legacy);
 
-/* True when every number in v survives a protobuf double (an integer only when the nearest
- * double is exactly that integer). */
+/* True when every number in v survives a protobuf double unchanged (jsonnumber_fits_double:
+ * not 9223372036854775807, nor a bignum, nor 0.1000000000000000001). */
 bool a2a_task_lossless(const json_t *v);
 
 #endif

@@ -1,5 +1,6 @@
 /* admithook: see admithook.h and ARCHITECTURE.md §7.10. */
 #include "admithook.h"
+#include "jsonstrict.h"
 
 #include "jsonout.h"
 #include "log.h"
@@ -123,7 +124,7 @@ static char *s_prompt(const json_t *parts) {
 
 int admithook_prompt(admithook_t *self, char **content, admithook_context_t *ctx,
                      http_resp_t *resp) {
-    json_t *parts = json_loads(*content, 0, NULL); /* gateway_content's own canonical text */
+    json_t *parts = jsonstrict_load_stored(*content, strlen(*content)); /* gateway_content's text */
     ASSERT(json_is_array(parts));
     char *prompt = s_prompt(parts);
     json_t *data = json_pack("{s:s, s:o}", "prompt", prompt, "content", parts);

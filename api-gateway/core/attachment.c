@@ -1,5 +1,6 @@
 /* attachment: a message's file parts checked and described; see attachment.h. */
 #include "attachment.h"
+#include "jsonstrict.h"
 #include "chatfile.h"
 #include "db.h"
 #include "fieldpath.h"
@@ -86,7 +87,7 @@ int attachment_resolve(PGconn *conn, const char *user_id, const char *chat_id, c
     if (!strstr(*content, "\"file_id\"")) {
         return 0;
     }
-    json_t *parts = json_loads(*content, 0, NULL);
+    json_t *parts = jsonstrict_load_stored(*content, strlen(*content));
     char *ids = s_ids(parts);
     char err[256];
     db_err_t e;

@@ -10,6 +10,7 @@
 #include "dynbuf.h"
 #include "header.h"
 #include "id.h"
+#include "jsonout.h"
 #include "jsonstrict.h"
 #include "log.h"
 #include "mem.h"
@@ -383,7 +384,7 @@ static s_dispatch_t *s_prepare(hooks_t *self, hooks_class_t cls, hooks_event_t e
         json_pack("{s:s, s:s, s:s, s:s, s:O}", "event_id", event_id, "event",
                   hooks_event_name(event), "chat_id", chat_id, "sent_at", sent_at, "data", payload);
     ASSERT(body);
-    d->body = json_dumps(body, JSON_COMPACT);
+    d->body = jsonout_dumps(body); /* numbers as their literals (jsonnumber.h) */
     json_decref(body);
     ASSERT(d->body);
     char sig[96];

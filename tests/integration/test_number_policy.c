@@ -1,18 +1,21 @@
 /*
- * The number policy end to end (issue 15, item 4, "every accepted input readable back"): real
- * processes (the fixture's PostgreSQL, chatfleet-broker, chatfleet-gateway, one
- * chatfleet-worker with the sim provider). For generated numbers (edges: huge, tiny, negative
- * zero, int64 limits, the 2^63 and 128-character limits; then seeded random doubles) sent as a
+ * The number policy end to end (issue 15, item 4, "every accepted input readable back"; issue
+ * 41, item 1, "a JSON number is carried exactly"): real processes (the fixture's PostgreSQL,
+ * chatfleet-broker, chatfleet-gateway, one chatfleet-worker with the sim provider). For
+ * generated numbers (edges: bignums, 1e300, spellings a double would change (1.50, 1E2, -0),
+ * int64 limits, the magnitude and 128-character caps; then seeded random doubles) sent as a
  * dynamic tool schema, a tool result and a response_format schema, each is either refused with
- * a 400 naming the exact field, or stored and then read back over REST (GET messages, GET chat
- * list), SSE (the chat stream) and by the worker (the turn completes, the chat not in error).
+ * a 400 naming the exact field (only beyond the caps), or stored and then read back byte for
+ * byte: its literal, exactly as sent, in GET messages, the chat (its dynamic tools), the chat
+ * list, SSE (the chat stream) and the receipt, and the worker runs on it (the turn completes,
+ * the chat not in error).
  * The same numbers go through A2A (POST /a2a): as the structured-output extension's schema,
  * both as schemaJson text and as the legacy schema object, whose succeeded turn gives the number
  * back as the task's artifact (GetTask) and the receipt (REST, SSE); and in data parts, which
  * A2A refuses whatever they hold. Message content cannot carry a number at all (only text parts
  * with type and text, gateway_content): that is asserted as a refusal naming the part.
- * PostgreSQL's own jsonb text of every number is checked against jsonstrict_pgnumeric_text, and
- * a row written before the policy (1e300 stored directly) still reads everywhere.
+ * A row written before the policy (1e300 as PostgreSQL's jsonb gave it back, a 301-digit
+ * integer) still reads everywhere.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +33,7 @@
 #include "a2a_task.h"
 #include "cluster.h"
 #include "clusterlog.h"
+#include "jsonnumber.h"
 #include "jsonout.h"
 #include "jsonstrict.h"
 #include "mem.h"
@@ -39,13 +43,23 @@
 #define S_TURN_MS 15000 /* deadline of one turn */
 #define S_RANDOM  12    /* seeded random doubles besides the edges */
 #define S_SEED    0x2545F4914F6CDD1DULL
-#define S_LIT_MAX 64
+#define S_LIT_MAX 80
 
 static cluster_t *s_cluster;
 
 /* The edges, then S_RANDOM seeded doubles in their shortest text. */
 static int s_literals(char lits[][S_LIT_MAX], int cap) {
     static const char *const edges[] = {
+        "12345678910111213141516171819202122232425262728293031",
+        "-98249283749234923498293171823948729348710298301928331",
+        "972783798187987123879878123.188781371",
+        "1E2",
+        "1.50",
+        "0.00001",
+        "1e400",
+        "1e401",
+        "-1e-401",
+        "1234567890123456789012345678901234567890123456789012345678901",
         "1e19",
         "1e300",
         "1e-300",
@@ -127,9 +141,56 @@ static void s_assert_invalid(proc_http_t *r, const char *lit, const char *field,
     json_decref(b);
 }
 
-/* A 400 naming exactly field, refused by the number policy. */
+/* A 400 naming exactly field, refused by the number policy (a cap). */
 static void s_assert_refused(proc_http_t *r, const char *lit, const char *field) {
-    s_assert_invalid(r, lit, field, "PostgreSQL");
+    s_assert_invalid(r, lit, field, "cap");
+}
+
+/* Whether text holds "key":lit followed by a delimiter: the number exactly as sent. */
+static bool s_has_literal(const char *text, const char *key, const char *lit) {
+    char *want = mem_printf("\"%s\":%s", key, lit);
+    bool found = false;
+    for (const char *at = strstr(text, want); at && !found; at = strstr(at + 1, want)) {
+        char next = at[strlen(want)];
+        found = next == ',' || next == '}' || next == ']';
+    }
+    free(want);
+    return found;
+}
+
+/* GET messages of chat holds "key":lit byte for byte. */
+static void s_assert_messages_hold(const char *chat, const char *key, const char *lit) {
+    char path[160];
+    snprintf(path, sizeof path, "chats/%s/messages?limit=100", chat);
+    proc_http_t r = s_http("GET", path, NULL);
+    assert_int_equal(r.status, 200);
+    if (!s_has_literal(r.body, key, lit)) {
+        fail_msg("%s: GET messages does not hold \"%s\":%s byte for byte: %s", lit, key, lit,
+                 r.body);
+    }
+    proc_http_free(&r);
+}
+
+/* The chat stream's replay of chat holds "key":lit byte for byte in one of its events. */
+static void s_assert_stream_holds(const char *chat, const char *key, const char *lit) {
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v2/chats/%s/stream?after_id=0", cluster_url(s_cluster, 0),
+             chat);
+    sse_t *sse = sse_open(url, cluster_token(s_cluster), 0);
+    bool found = false;
+    for (int from = 0; !found;) {
+        int at = sse_wait(sse, from, "message", NULL, NULL, 5000);
+        if (at < 0) {
+            break;
+        }
+        const char *raw = json_string_value(json_object_get(sse_get(sse, at), "raw"));
+        found = raw && s_has_literal(raw, key, lit);
+        from = at + 1;
+    }
+    sse_close(&sse);
+    if (!found) {
+        fail_msg("%s: no stream event holds \"%s\":%s byte for byte", lit, key, lit);
+    }
 }
 
 /* Every read of the chat: GET messages and the chat list answer 200 with the number in them
@@ -176,28 +237,38 @@ static void s_assert_readable(const char *chat, const char *lit, int min_message
 }
 
 static char *s_chat_id(proc_http_t *r) {
-    json_t *c = json_loads(r->body, 0, NULL);
+    json_t *c = jsonstrict_load_stored(r->body, strlen(r->body));
     char *id = mem_strdup(json_string_value(json_object_get(c, "id")));
     json_decref(c);
     return id;
 }
 
-/* PostgreSQL's jsonb text of every literal is the one the policy models. */
-static void test_postgres_numeric_text_is_the_modelled_one(void **u) {
-    (void)u;
-    char lits[64][S_LIT_MAX];
-    int n = s_literals(lits, 64);
+/* Whether v (read as stored text, so a number keeps its literal) is the number lit exactly as
+ * it was sent. */
+static bool s_same_number(const json_t *v, const char *lit) {
+    char *text = jsonout_dumps(v);
+    bool same = json_is_number(v) && !strcmp(text, lit);
+    free(text);
+    return same;
+}
+
+/* Whether a double holds lit's value exactly as its shortest form (what a protobuf-value
+ * answer can carry unchanged). */
+static bool s_fits_double(const char *lit) {
+    json_t *v = NULL;
+    assert_int_equal(jsonstrict_parse(lit, strlen(lit), NULL, &v, NULL), 0);
+    bool fits = jsonnumber_fits_double(v);
+    json_decref(v);
+    return fits;
+}
+
+/* How many of lits the boundary refuses (those beyond the caps). */
+static int s_refused(char lits[][S_LIT_MAX], int n) {
+    int refused = 0;
     for (int i = 0; i < n; i++) {
-        char *pg = cluster_sql(s_cluster, "SELECT ('[%s]'::jsonb) ->> 0", lits[i]);
-        assert_non_null(pg);
-        char model[2048];
-        size_t len = jsonstrict_pgnumeric_text(lits[i], strlen(lits[i]), model, sizeof model);
-        assert_true(len < sizeof model);
-        if (strcmp(pg, model) != 0) {
-            fail_msg("%s: PostgreSQL %s, model %s", lits[i], pg, model);
-        }
-        free(pg);
+        refused += !s_accepted(lits[i]);
     }
+    return refused;
 }
 
 /* A dynamic tool schema, then a tool result, carrying each number. */
@@ -235,13 +306,13 @@ static void test_tool_schemas_and_results_are_refused_or_read_back(void **u) {
                                  " LIMIT 1",
                                  chat);
         assert_non_null(call);
-        /* A refused result first (the huge one), then the result carrying the number. */
+        /* A refused result first (beyond the cap), then the result carrying the number. */
         char path[160];
         snprintf(path, sizeof path, "chats/%s/tool-results", chat);
         body =
-            mem_printf("{\"results\":[{\"tool_call_id\":\"%s\",\"output\":{\"n\":1e300}}]}", call);
+            mem_printf("{\"results\":[{\"tool_call_id\":\"%s\",\"output\":{\"n\":1e401}}]}", call);
         r = s_http("POST", path, body);
-        s_assert_refused(&r, "1e300", "results[0].output.n");
+        s_assert_refused(&r, "1e401", "results[0].output.n");
         proc_http_free(&r);
         free(body);
         body = mem_printf("{\"results\":[{\"tool_call_id\":\"%s\",\"output\":{\"n\":%s}}]}", call,
@@ -255,12 +326,23 @@ static void test_tool_schemas_and_results_are_refused_or_read_back(void **u) {
         free(call);
         clusterlog_expect_status(s_cluster, chat, "waiting", S_TURN_MS);
         s_assert_readable(chat, lit, 3);
+        /* The tool result and the dynamic tool's schema give the number back as sent. */
+        s_assert_messages_hold(chat, "n", lit);
+        s_assert_stream_holds(chat, "n", lit);
+        snprintf(path, sizeof path, "chats/%s", chat);
+        r = s_http("GET", path, NULL);
+        if (r.status != 200 || !s_has_literal(r.body, "default", lit)) {
+            fail_msg("%s: GET chat does not hold the tool schema's default as sent: %s", lit,
+                     r.body);
+        }
+        proc_http_free(&r);
         free(chat);
         stored++;
     }
     printf("tool schemas and results: %d numbers stored and read back, %d refused\n", stored,
            refused);
-    assert_true(stored > 5 && refused > 5);
+    assert_true(stored > 5);
+    assert_int_equal(refused, s_refused(lits, n));
 }
 
 /* A response_format schema carrying each number; the structured turn ends with a receipt. */
@@ -295,21 +377,6 @@ static void test_response_format_is_refused_or_read_back(void **u) {
         s_assert_readable(chat, lit, 2);
         free(chat);
     }
-}
-
-/* Whether lit is an integer literal (no fraction, no exponent): the boundary keeps it an int64. */
-static bool s_integer_lit(const char *lit) {
-    return !strpbrk(lit, ".eE");
-}
-
-/* Whether v is the number lit as every reader gives it back: an integer literal as that
- * integer, a real as its double's value (PostgreSQL gives an integral real back as an integer,
- * 1e18 as 1000000000000000000; the sign of a zero is dropped). */
-static bool s_same_number(const json_t *v, const char *lit) {
-    if (s_integer_lit(lit)) {
-        return json_is_integer(v) && json_integer_value(v) == strtoll(lit, NULL, 10);
-    }
-    return json_is_number(v) && json_number_value(v) == strtod(lit, NULL);
 }
 
 /* The bytes of a base64 text (the raw part of a json-utf8 artifact); NULL when it is not
@@ -422,7 +489,7 @@ static void s_assert_rpc_refused(json_t *rpc, const char *lit, const char *body,
     char where[48];
     snprintf(where, sizeof where, "(at byte %zu)", at);
     assert_int_equal(strncmp(body + at, lit, strlen(lit)), 0);
-    s_assert_rpc_invalid(rpc, lit, field, "PostgreSQL");
+    s_assert_rpc_invalid(rpc, lit, field, "cap");
     s_assert_rpc_invalid(rpc, lit, field, where);
 }
 
@@ -448,9 +515,7 @@ static void s_assert_task_value(json_t *task, const char *lit, bool raw) {
     bool refused_ok = state && code && !strcmp(state, "TASK_STATE_FAILED") &&
                       !strcmp(code, "result_not_representable");
     double d = strtod(lit, NULL);
-    long long iv = strtoll(lit, NULL, 10);
-    bool changes =
-        s_integer_lit(lit) && ((double)iv >= 9223372036854775808.0 || (long long)(double)iv != iv);
+    bool changes = !s_fits_double(lit);
     if (!changes && (d > S_EXACT_DOUBLE_MAX || d < -S_EXACT_DOUBLE_MAX)) {
         s_exact_big++; /* beyond 2^53 and exact: must complete like the rest */
     }
@@ -471,10 +536,10 @@ static void s_assert_task_value(json_t *task, const char *lit, bool raw) {
     }
     json_t *v = NULL;
     if (raw) {
-        /* The raw JSON passes the strict boundary again (the number policy's promise). */
+        /* The raw JSON is the literal as sent, and passes the strict boundary again. */
         char *text = s_unbase64(json_string_value(json_object_get(part, "raw")));
-        if (!text || jsonstrict_parse(text, strlen(text), NULL, &v, NULL) != 0) {
-            fail_msg("%s: the raw artifact is not strict JSON: %s", lit, t);
+        if (!text || strcmp(text, lit) || jsonstrict_parse(text, strlen(text), NULL, &v, NULL)) {
+            fail_msg("%s: the raw artifact is not the literal as sent: %s", lit, t);
         }
         free(text);
     } else {
@@ -553,8 +618,8 @@ static void test_a2a_structured_output_schemas_are_refused_or_read_back(void **u
                     s_assert_task_refused(rpc, lit,
                                           "params.metadata.kediStructuredOutput.schemaJson",
                                           "not a JSON schema document: ");
-                    s_assert_task_refused(
-                        rpc, lit, "params.metadata.kediStructuredOutput.schemaJson", "PostgreSQL");
+                    s_assert_task_refused(rpc, lit,
+                                          "params.metadata.kediStructuredOutput.schemaJson", "cap");
                 }
                 assert_int_equal(s_count_chats(), chats);
                 json_decref(rpc);
@@ -592,7 +657,8 @@ static void test_a2a_structured_output_schemas_are_refused_or_read_back(void **u
     printf("a2a schemas: %d numbers stored and read back (%d of them exact doubles beyond 2^53),"
            " %d refused\n",
            stored, s_exact_big, refused);
-    assert_true(stored > 10 && refused > 10 && s_exact_big > 0);
+    assert_true(stored > 10 && s_exact_big > 0);
+    assert_int_equal(refused, 2 * s_refused(lits, n));
 }
 
 /* A2A data parts (v1 {"data"} and v0.3 {"kind":"data"}) are refused whatever they hold: a
@@ -690,8 +756,8 @@ static void test_message_content_cannot_carry_a_number(void **u) {
     free(chat);
 }
 
-/* A row written before the policy: 1e300 in a stored tool result, given back by PostgreSQL
- * as a 301-digit integer, reads over REST and SSE, and the worker runs the next turn on it. */
+/* A row written before the policy: 1e300 in a stored tool result as PostgreSQL's jsonb gave it
+ * back, a 301-digit integer, reads over REST and SSE, and the worker runs the next turn on it. */
 static void test_legacy_row_with_a_huge_number_still_reads(void **u) {
     (void)u;
     proc_http_t r =
@@ -721,9 +787,10 @@ static void test_legacy_row_with_a_huge_number_still_reads(void **u) {
     char *done = cluster_sql(
         s_cluster,
         "BEGIN; SET LOCAL session_replication_role = replica;"
-        " UPDATE chat_messages SET content = replace(content::text, '\"n\": 1', "
-        "'\"n\": 1e300, \"tiny\": 1e-300')::jsonb WHERE chat_id = '%s'"
-        " AND content::text LIKE '%%\"n\": 1%%'; COMMIT; SELECT count(*) FROM chat_messages"
+        " UPDATE chat_messages SET content = regexp_replace(content::text, '\"n\": ?1', "
+        "'\"n\": ' || 1e300::numeric || ', \"tiny\": ' || 1e-300::numeric)::json"
+        " WHERE chat_id = '%s' AND content::text ~ '\"n\": ?1'; COMMIT;"
+        " SELECT count(*) FROM chat_messages"
         " WHERE chat_id = '%s' AND length(content::text) > 500",
         chat, chat);
     assert_non_null(done);
@@ -763,7 +830,6 @@ static int s_teardown(void **state) {
 int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_postgres_numeric_text_is_the_modelled_one),
         cmocka_unit_test(test_tool_schemas_and_results_are_refused_or_read_back),
         cmocka_unit_test(test_response_format_is_refused_or_read_back),
         cmocka_unit_test(test_a2a_structured_output_schemas_are_refused_or_read_back),

@@ -1,4 +1,5 @@
 /* sse: a threaded SSE test client; see sse.h. */
+#include "jsonstrict.h"
 #include "sse.h"
 #include "id.h"
 #include "mem.h"
@@ -38,7 +39,8 @@ static void s_parse(sse_t *self) {
             } else if (!strncmp(line, "id: ", 4)) {
                 json_object_set_new(ev, "id", json_integer(strtoll(line + 4, NULL, 10)));
             } else if (!strncmp(line, "data: ", 6)) {
-                json_object_set_new(ev, "data", json_loads(line + 6, 0, NULL));
+                json_object_set_new(ev, "data", jsonstrict_load_stored(line + 6, strlen(line + 6)));
+                json_object_set_new(ev, "raw", json_string(line + 6));
             }
             line = nl ? nl + 1 : NULL;
         }

@@ -15,7 +15,8 @@ sse_t *sse_open(const char *url, const char *token, int64_t last_event_id);
 void sse_close(sse_t **self_p);
 
 /* Events received so far. The returned event (owned by the client) has "event" (name),
- * "id" (integer, 0 when absent) and "data" (parsed JSON). */
+ * "id" (integer, 0 when absent), "data" (parsed as stored text: numbers keep their literals,
+ * jsonstrict_load_stored) and "raw" (the data line's text as received). */
 int sse_count(sse_t *self);
 json_t *sse_get(sse_t *self, int index);
 

@@ -133,8 +133,8 @@ static void test_bad_input_exits_3(void **state) {
     assert_non_null(strstr(err, "unreadable"));
     const char *broken = s_file("broken.json", "{\"type\": ");
     assert_int_equal(s_run(NULL, err, sizeof err, "check", broken, NULL), 3);
-    assert_int_equal(s_run("[1e400]", err, sizeof err, "check", schema, "-", NULL), 3);
-    assert_non_null(strstr(err, "overflows"));
+    assert_int_equal(s_run("[1e401]", err, sizeof err, "check", schema, "-", NULL), 3);
+    assert_non_null(strstr(err, "magnitude beyond"));
     assert_int_equal(s_run(NULL, err, sizeof err, "verify", schema, NULL), 3);
     assert_int_equal(s_run(NULL, err, sizeof err, NULL), 3);
 }

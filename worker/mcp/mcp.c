@@ -2,6 +2,7 @@
  * (modelcontextprotocol.io, "Base Protocol", "Lifecycle", "Transports: stdio", "Tools",
  * "Cancellation"); what the worker makes of it is ARCHITECTURE.md §7.9. */
 #include "mcp.h"
+#include "jsonnumber.h"
 #include "dynbuf.h"
 #include "id.h"
 #include "jsonout.h"
@@ -701,7 +702,7 @@ void mcp_destroy(mcp_t **self_p) {
 
 json_t *mcp_tools(mcp_t *self) {
     pthread_mutex_lock(&self->mu);
-    json_t *copy = json_deep_copy(self->tools);
+    json_t *copy = jsonnumber_deep_copy(self->tools);
     pthread_mutex_unlock(&self->mu);
     return copy;
 }
@@ -710,7 +711,7 @@ uint64_t mcp_call(mcp_t *self, const char *tool, const json_t *args, int64_t dea
                   mcp_done_fn *done, void *arg) {
     s_req_t *r = mem_calloc(1, sizeof *r);
     r->tool = mem_strdup(tool);
-    r->args = json_is_object(args) ? json_deep_copy(args) : json_object();
+    r->args = json_is_object(args) ? jsonnumber_deep_copy(args) : json_object();
     r->deadline = deadline_ms;
     r->done = done;
     r->arg = arg;

@@ -1,5 +1,6 @@
 /* ollama: see ollama.h; the wire format is in worker/providers/README.md. */
 #include "ollama.h"
+#include "jsonnumber.h"
 #include "dynbuf.h"
 #include "httpstream.h"
 #include "usage.h"
@@ -137,7 +138,7 @@ static json_t *s_body(const provider_request_t *req) {
     }
     if (req->native_schema) {
         /* Ollama takes the schema itself as "format" (a copy: the request borrows it). */
-        json_object_set_new(body, "format", json_deep_copy(req->native_schema));
+        json_object_set_new(body, "format", jsonnumber_deep_copy(req->native_schema));
     }
     if (req->reasoning_effort) {
         json_object_set_new(body, "think", s_think(req));

@@ -1,5 +1,6 @@
 /* schemagen: see schemagen.h. */
 #include "schemagen.h"
+#include "jsonnumber.h"
 #include "mem.h"
 
 #include <math.h>
@@ -219,12 +220,12 @@ static json_t *s_gen(const json_t *schema, int variant, int depth) {
     }
     const json_t *c = json_object_get(schema, "const");
     if (c) {
-        return json_deep_copy(c);
+        return jsonnumber_deep_copy(c);
     }
     const json_t *e = json_object_get(schema, "enum");
     if (json_array_size(e) > 0) {
         size_t n = json_array_size(e);
-        return json_deep_copy(json_array_get(e, (size_t)variant % n));
+        return jsonnumber_deep_copy(json_array_get(e, (size_t)variant % n));
     }
     static const char *const applicators[] = {"allOf", "anyOf", "oneOf"};
     for (size_t a = 0; a < 3; a++) {

@@ -1,5 +1,6 @@
 /* usage: see usage.h. */
 #include "usage.h"
+#include "jsonnumber.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -93,7 +94,7 @@ json_t *usage_priced(const json_t *usage, const json_t *prices, int64_t context_
     if (!usage) {
         return NULL;
     }
-    json_t *out = json_deep_copy(usage);
+    json_t *out = jsonnumber_deep_copy(usage);
     int64_t ctx = usage_context_tokens(usage);
     if (ctx >= 0) {
         json_object_set_new(out, "context_tokens", json_integer(ctx));

@@ -1,5 +1,7 @@
 /* generation: see generation.h. */
 #include "generation.h"
+#include "jsonnumber.h"
+#include "jsonstrict.h"
 #include "stepbundle.h"
 #include "toolstep.h"
 #include "batch.h"
@@ -32,7 +34,7 @@ char *generation_partial(const char *const *parts, size_t count) {
     json_t *out = json_array();
     char *text = NULL;
     for (size_t i = 0; i < count; i++) {
-        json_t *p = json_loads(parts[i], 0, NULL);
+        json_t *p = jsonstrict_load_stored(parts[i], strlen(parts[i]));
         if (!json_is_object(p)) {
             json_decref(p);
             continue;
@@ -275,7 +277,7 @@ static taskctx_rc_t s_attempt(taskctx_t *ctx, PGconn *conn);
 static taskctx_rc_t s_commit_phase(taskctx_t *ctx, PGconn *conn) {
     s_gen_t *g = ctx->body;
     provider_result_t *res = &ctx->call_res;
-    json_t *kept = json_deep_copy(res->content); /* batch_reply screens content in place */
+    json_t *kept = jsonnumber_deep_copy(res->content); /* batch_reply screens content in place */
     const json_t *plan = g->h.plan_mode ? g->tools : NULL;
     taskctx_rc_t rc =
         !conn        ? TASKCTX_RETRY

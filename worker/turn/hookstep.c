@@ -3,6 +3,7 @@
  * batch is reference-counted because a cancelled call's dispatches still answer later.
  */
 #include "hookstep.h"
+#include "jsonnumber.h"
 
 #include "mem.h"
 #include "tools.h"
@@ -128,7 +129,7 @@ static void s_run_tools(s_batch_t *b) {
             s->result = json_pack("{s:s}", "error", why);
             s->is_error = true;
         } else if (remote) {
-            json_t *c = json_deep_copy(s->call);
+            json_t *c = jsonnumber_deep_copy(s->call);
             json_object_set(c, "args", s->input);
             json_array_append_new(remote, c);
         } else {
@@ -175,7 +176,7 @@ static void s_on_hook(void *arg, const hooks_result_t *res) {
             snprintf(s->reason, sizeof s->reason, "%s", res->reason ? res->reason : "");
             if (res->input) {
                 json_decref(s->input);
-                s->input = json_deep_copy(res->input);
+                s->input = jsonnumber_deep_copy(res->input);
             }
         }
         if (--b->left == 0) {

@@ -1,5 +1,6 @@
 /* structured: see structured.h. */
 #include "structured.h"
+#include "jsonnumber.h"
 #include "jsonout.h"
 #include "jsonstrict.h"
 #include "mem.h"
@@ -40,7 +41,7 @@ static void s_step(structured_state_t *st, const json_t *so) {
     if (value) {
         /* A native-mode reply accepted as the candidate. */
         json_decref(st->candidate);
-        st->candidate = json_deep_copy(value);
+        st->candidate = jsonnumber_deep_copy(value);
         return;
     }
     if (!rej) {
@@ -78,7 +79,7 @@ void structured_derive(const char *request_id, const json_t *evidence, structure
                 continue;
             }
             json_decref(out->candidate);
-            out->candidate = json_deep_copy(v);
+            out->candidate = jsonnumber_deep_copy(v);
         } else if (!strcmp(type, STRUCTURED_TYPE_FEEDBACK) && !strcmp(role, "user")) {
             continue;
         } else if (!strcmp(type, STRUCTURED_TYPE_INVALIDATION) && !strcmp(role, "user") &&
@@ -221,7 +222,7 @@ int structured_check(const outformat_t *fmt, const json_t *args, json_t **value,
         s_issues(&rep, reason, size);
         return -1;
     }
-    *value = json_deep_copy(v);
+    *value = jsonnumber_deep_copy(v);
     return 0;
 }
 
