@@ -1,7 +1,6 @@
 /* jsonnumber: jansson values for JSON numbers that keep their text; see jsonnumber.h. */
 #include "jsonnumber.h"
 #include "jsondecimal.h"
-#include "jsonout.h"
 
 #include <errno.h>
 #include <float.h>
@@ -50,44 +49,6 @@ const char *jsonnumber_text(const json_t *v, size_t *len) {
         *len = r->len;
     }
     return r->text;
-}
-
-/* Whether lit[0..len) is an integer literal inside int64 that prints as itself. */
-static bool s_int64(const char *lit, size_t len, int64_t *out) {
-    if (len > 20 || memchr(lit, '.', len) || memchr(lit, 'e', len) || memchr(lit, 'E', len) ||
-        (len == 2 && lit[0] == '-' && lit[1] == '0')) {
-        return false;
-    }
-    char buf[24];
-    memcpy(buf, lit, len);
-    buf[len] = '\0';
-    errno = 0;
-    long long v = strtoll(buf, NULL, 10);
-    *out = v;
-    return errno != ERANGE;
-}
-
-json_t *jsonnumber_new(const char *lit, size_t len) {
-    int64_t i = 0;
-    if (s_int64(lit, len, &i)) {
-        return json_integer(i);
-    }
-    char small[64];
-    char *buf = len < sizeof small ? small : malloc(len + 1);
-    if (!buf) {
-        return NULL;
-    }
-    memcpy(buf, lit, len);
-    buf[len] = '\0';
-    double d = strtod(buf, NULL);
-    if (buf != small) {
-        free(buf);
-    }
-    char text[JSONOUT_REAL_MAX];
-    if (isfinite(d) && jsonout_real(d, text) == len && memcmp(text, lit, len) == 0) {
-        return json_real(d);
-    }
-    return jsonnumber_text_real(lit, len, d);
 }
 
 bool jsonnumber_fits_double(const json_t *v) {

@@ -13,7 +13,8 @@
  * and jsonout_dumps, the tape and the validator read its text. jansson allocates with malloc
  * (chatfleet never installs other allocation functions), so a text real is told from a plain
  * one by its allocation's size (malloc_usable_size: a plain real's is smaller) and a tag.
- * json_deep_copy and json_copy make plain reals; jsonnumber_deep_copy keeps the text.
+ * json_deep_copy and json_copy make plain reals; jsonnumber_deep_copy keeps the text. The
+ * parser (jsonstrict_parse, jsonstrict_load_stored) decides which literal is which.
  */
 #ifndef CHATFLEET_JSONNUMBER_H
 #define CHATFLEET_JSONNUMBER_H
@@ -21,10 +22,6 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
-
-/* The jansson value for the number literal lit[0..len) (valid JSON number syntax): an integer,
- * a plain real or a text real as above. NULL only when malloc fails. */
-json_t *jsonnumber_new(const char *lit, size_t len);
 
 /* A text real holding lit[0..len) with the value d, whatever the literal. NULL when malloc
  * fails. */

@@ -13,6 +13,13 @@
 #include "jsonout.h"
 #include "jsonstrict.h"
 
+/* The jansson value the boundary makes of one number literal (jsonnumber.h). */
+static json_t *s_number(const char *lit, size_t len) {
+    json_t *v = jsonstrict_load_stored(lit, len);
+    assert_non_null(v);
+    return v;
+}
+
 static void s_expect(json_t *v, const char *want) {
     char *got = jsonout_dumps(v);
     assert_string_equal(got, want);
@@ -57,21 +64,21 @@ static void test_text_reals_print_their_literal(void **u) {
         "-1e-400",
     };
     for (size_t i = 0; i < sizeof lits / sizeof lits[0]; i++) {
-        json_t *v = jsonnumber_new(lits[i], strlen(lits[i]));
+        json_t *v = s_number(lits[i], strlen(lits[i]));
         assert_non_null(jsonnumber_text(v, NULL));
         json_t *copy = jsonnumber_deep_copy(v);
         s_expect(v, lits[i]);
         s_expect(copy, lits[i]);
     }
     json_t *doc = json_object();
-    json_object_set_new(doc, "a", jsonnumber_new("1.50", 4));
+    json_object_set_new(doc, "a", s_number("1.50", 4));
     json_object_set_new(doc, "b", json_pack("[O]", json_object_get(doc, "a")));
     json_t *plain = json_deep_copy(doc);
     s_expect(doc, "{\"a\":1.50,\"b\":[1.50]}");
     s_expect(plain, "{\"a\":1.5,\"b\":[1.5]}");
     /* Plain numbers stay as they were. */
-    s_expect(jsonnumber_new("0.5", 3), "0.5");
-    s_expect(jsonnumber_new("-7", 2), "-7");
+    s_expect(s_number("0.5", 3), "0.5");
+    s_expect(s_number("-7", 2), "-7");
 }
 
 static void test_other_values_are_exact(void **u) {
