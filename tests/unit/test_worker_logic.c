@@ -514,19 +514,20 @@ static void test_partial_merges_text_deltas(void **u) {
     assert_null(generation_partial(NULL, 0));
 }
 
-static void test_partial_keeps_reals_in_their_shortest_form(void **u) {
+static void test_partial_keeps_numbers_as_written(void **u) {
     (void)u;
-    /* The partial is stored as written here: 0.1 must stay 0.1 (not 0.10000000000000001)
-     * and 2.0 a real, as jsonout writes every JSON the system stores. */
+    /* The partial is stored as written here: 0.1 must stay 0.1 (not 0.10000000000000001),
+     * 2.0 a real, and 1e-7, 1.50 and a bignum their literals (jsonstrict.h, the number
+     * policy), as jsonout writes every JSON the system stores. */
     const char *parts[] = {
         "{\"type\":\"text\",\"text\":\"x\"}",
         "{\"type\":\"tool-call\",\"tool_call_id\":\"c\",\"tool_name\":\"f\","
-        "\"args\":{\"p\":0.1,\"q\":2.0,\"r\":1e-7}}",
+        "\"args\":{\"p\":0.1,\"q\":2.0,\"r\":1e-7,\"s\":1.50,\"t\":123456789012345678901234}}",
     };
     char *s = generation_partial(parts, 2);
     assert_string_equal(s, "[{\"type\":\"text\",\"text\":\"x\"},{\"type\":\"tool-call\","
-                           "\"tool_call_id\":\"c\",\"tool_name\":\"f\","
-                           "\"args\":{\"p\":0.1,\"q\":2.0,\"r\":1e-07}}]");
+                           "\"tool_call_id\":\"c\",\"tool_name\":\"f\",\"args\":{\"p\":0.1,"
+                           "\"q\":2.0,\"r\":1e-7,\"s\":1.50,\"t\":123456789012345678901234}}]");
     free(s);
 }
 
@@ -546,7 +547,7 @@ int main(void) {
         cmocka_unit_test(test_sim_scripts_usage_and_answers_titles),
         cmocka_unit_test(test_sim_stall_ends_promptly_when_cancelled),
         cmocka_unit_test(test_partial_merges_text_deltas),
-        cmocka_unit_test(test_partial_keeps_reals_in_their_shortest_form),
+        cmocka_unit_test(test_partial_keeps_numbers_as_written),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
