@@ -139,7 +139,9 @@ static void test_ask_schema_piped_prints_exactly_the_value(void **u) {
     s_cli_t c;
     s_cli_start(&c, "schema", "ask", "--schema",
                 "{\"type\":\"object\",\"properties\":{\"id\":{\"const\":9007199254740993},"
-                "\"ratio\":{\"const\":0.1}},\"required\":[\"id\",\"ratio\"]}",
+                "\"ratio\":{\"const\":0.1},\"big\":{\"const\":"
+                "12345678910111213141516171819202122232425262728293031},\"far\":{\"const\":1e300}},"
+                "\"required\":[\"id\",\"ratio\",\"big\",\"far\"]}",
                 "give me the record", NULL);
     int rc = s_cli_wait(&c, S_TURN_MS);
     char *out = proc_file_text(c.out);
@@ -147,7 +149,10 @@ static void test_ask_schema_piped_prints_exactly_the_value(void **u) {
     if (rc != 0) {
         fail_msg("ask --schema exited %d: %s", rc, err);
     }
-    assert_string_equal(out, "{\"id\":9007199254740993,\"ratio\":0.1}\n");
+    /* Every number as the schema wrote it (ARCHITECTURE.md §8, the number policy). */
+    assert_string_equal(out,
+                        "{\"id\":9007199254740993,\"ratio\":0.1,\"big\":"
+                        "12345678910111213141516171819202122232425262728293031,\"far\":1e300}\n");
     free(err);
     free(out);
 }
