@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jsondecimal.h"
 #include "jsonschema.h"
 #include "jsonstrict.h"
 #include "textbuf.h"
@@ -368,6 +369,90 @@ static void s_cap_number(s_hostile_result_t *r) {
     free(t.p);
 }
 
+/* A number literal of n significant digits: "d.ddd...e<exp>" (digits from seed). */
+static void s_long_literal(textbuf_t *t, size_t n, int exp, unsigned seed) {
+    textbuf_add(t, "%u.", 1 + seed % 9);
+    for (size_t i = 1; i < n; i++) {
+        textbuf_add(t, "%u", (unsigned)((seed * 7 + i * 13) % 10));
+    }
+    textbuf_add(t, "e%d", exp);
+}
+
+/* The costliest exact-number workload the caps admit: anyOf branches of multipleOf, each with
+ * a divisor of the most significant digits a multipleOf may have (36,
+ * JSONDECIMAL_MULTIPLE_FAST_DIGITS) near 10^-300, as many as the 16 KiB schema cap holds, the last
+ * branch any number; over an object of as many 120-digit members near 10^300 as the 64 KiB input
+ * cap holds. Schema and instance are both read by the boundary, so every number is a text real
+ * compared as a decimal, and each failing branch (quiet: nothing is reported, so the error cap
+ * never stops the work) runs jsondecimal_multiple_of's remainder its longest. One more significant
+ * digit in a divisor is refused when the schema is read. */
+static void s_exact_multiple_of(s_hostile_result_t *r) {
+    textbuf_t schema = {0};
+    textbuf_add(&schema, "{\"additionalProperties\":{\"anyOf\":[");
+    const char *last = ",{\"type\":\"number\"}]}}";
+    for (unsigned i = 0; i + 1 < JSONSCHEMA_MAX_BRANCHES; i++) {
+        size_t before = schema.len;
+        textbuf_add(&schema, "%s{\"multipleOf\":", i ? "," : "");
+        s_long_literal(&schema, JSONDECIMAL_MULTIPLE_FAST_DIGITS, -300, i);
+        textbuf_add(&schema, "}");
+        if (schema.len + strlen(last) > JSONSTRICT_SCHEMA_MAX_BYTES) {
+            schema.len = before;
+            break;
+        }
+    }
+    textbuf_add(&schema, "%s", last);
+    textbuf_t inst = {0};
+    textbuf_add(&inst, "{");
+    for (unsigned i = 0;; i++) {
+        size_t before = inst.len;
+        textbuf_add(&inst, "%s\"%u\":", i ? "," : "", i);
+        s_long_literal(&inst, 120, 300, i + 1000);
+        if (inst.len + 2 > JSONSTRICT_MAX_BYTES_DEFAULT) {
+            inst.len = before;
+            break;
+        }
+    }
+    textbuf_add(&inst, "}");
+    json_t *longer = NULL;
+    textbuf_t one = {0};
+    textbuf_add(&one, "{\"multipleOf\":");
+    s_long_literal(&one, JSONDECIMAL_MULTIPLE_FAST_DIGITS + 1, -300, 7);
+    textbuf_add(&one, "}");
+    jsonstrict_error_t lerr;
+    assert_int_equal(jsonstrict_parse(one.p, one.len, &jsonstrict_limits_schema, &longer, &lerr),
+                     0);
+    jsonschema_t *refused = NULL;
+    jsonschema_error_t rerr;
+    assert_int_equal(jsonschema_compile(longer, &refused, &rerr), -1);
+    assert_non_null(strstr(rerr.message, "significant digits"));
+    json_decref(longer);
+    free(one.p);
+    double t0 = s_now_ms();
+    json_t *sv = NULL;
+    json_t *iv = NULL;
+    jsonstrict_error_t perr;
+    assert_int_equal(jsonstrict_parse(schema.p, schema.len, &jsonstrict_limits_schema, &sv, &perr),
+                     0);
+    assert_int_equal(jsonstrict_parse(inst.p, inst.len, NULL, &iv, &perr), 0);
+    jsonschema_t *s = NULL;
+    jsonschema_error_t err;
+    assert_int_equal(jsonschema_compile(sv, &s, &err), 0);
+    jsonschema_report_t report;
+    jsonschema_result_t res = jsonschema_validate(s, iv, JSONSCHEMA_ALL_ERRORS, &report);
+    r->ms = s_now_ms() - t0;
+    r->outcome = res == JSONSCHEMA_INVALID;
+    snprintf(
+        r->what, sizeof r->what, "%zu divisors x %zu members: %s (%zu issues%s)",
+        json_array_size(json_object_get(json_object_get(sv, "additionalProperties"), "anyOf")) - 1,
+        json_object_size(iv), res == JSONSCHEMA_VALID ? "valid" : report.items[0].message,
+        report.count, report.truncated ? ", truncated" : "");
+    jsonschema_destroy(&s);
+    json_decref(sv);
+    json_decref(iv);
+    free(schema.p);
+    free(inst.p);
+}
+
 static void s_lone_surrogate(s_hostile_result_t *r) {
     textbuf_t t = {0};
     textbuf_add(&t, "\"\\ud800\"");
@@ -493,6 +578,7 @@ static void test_hostile_inputs_cost_bounded_time_and_memory(void **state) {
     s_run_hostile("1000000 keys (default caps)", s_million_keys_default, 1);
     s_run_hostile("1e401", s_big_number, 1);
     s_run_hostile("1e400, -1e-400, 9.9e400", s_cap_number, 0);
+    s_run_hostile("anyOf multipleOf, 36 digits, x members", s_exact_multiple_of, 0);
     s_run_hostile("\"\\ud800\"", s_lone_surrogate, 1);
     s_run_hostile("duplicate keys", s_duplicates, 1);
     s_run_hostile("(a+)+$ on 16 KiB", s_redos, 1);
