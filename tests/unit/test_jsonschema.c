@@ -15,9 +15,7 @@
 static json_t *s_json(const char *text) {
     json_t *v = NULL;
     jsonstrict_error_t err;
-    /* Validator semantics over every exact double, whether or not it could be stored. */
     jsonstrict_limits_t lim = jsonstrict_limits_default;
-    lim.numbers = JSONSTRICT_NUMBERS_STORABLE;
     if (jsonstrict_parse(text, strlen(text), &lim, &v, &err)) {
         print_error("bad test JSON %s: %s\n", text, err.message);
     }
@@ -392,8 +390,37 @@ static void test_compiled_schema_is_shared_between_threads(void **state) {
     jsonschema_destroy(&s);
 }
 
+/* A schema's numbers are compared as written, however long (ARCHITECTURE.md §8): the
+ * compiled schema keeps every literal, and the decimal comparisons see it. */
+static void test_schema_numbers_are_compared_as_written(void **u) {
+    (void)u;
+    jsonschema_t *s = s_compile("{\"const\": 0.10000000000000000001}");
+    assert_true(s_valid(s, "0.10000000000000000001"));
+    assert_true(s_valid(s, "1.0000000000000000001e-1"));
+    assert_false(s_valid(s, "0.1"));
+    jsonschema_destroy(&s);
+    s = s_compile("{\"maximum\": 18446744073709551615}");
+    assert_true(s_valid(s, "18446744073709551615"));
+    assert_false(s_valid(s, "18446744073709551616"));
+    jsonschema_destroy(&s);
+    s = s_compile("{\"enum\": [12345678901234567890123, 1.50]}");
+    assert_true(s_valid(s, "12345678901234567890123"));
+    assert_true(s_valid(s, "1.5"));
+    assert_false(s_valid(s, "12345678901234567890124"));
+    jsonschema_destroy(&s);
+    /* 10^30 is a multiple of 5^27, written as a double's text or as an integer's. */
+    s = s_compile("{\"multipleOf\": 7450580596923828125}");
+    assert_true(s_valid(s, "1e+30"));
+    assert_true(s_valid(s, "1e30"));
+    assert_false(s_valid(s, "1e+26")); /* 5^26 only */
+    jsonschema_destroy(&s);
+    jsonschema_error_t err = s_reject("{\"multipleOf\": 1.00000000000000000000000000000000000001}");
+    assert_non_null(strstr(err.message, "at most 36 significant digits"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_schema_numbers_are_compared_as_written),
         cmocka_unit_test(test_references_rejected_at_schema_positions_with_path),
         cmocka_unit_test(test_reference_names_are_fine_as_data_and_property_names),
         cmocka_unit_test(test_dialect_unknown_keywords_and_formats_rejected),
