@@ -23,9 +23,9 @@ static const double s_pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
 
 /* Clinger's fast path for the real literal [p, end) (its syntax already checked): at most 15
  * significant digits times 10^e with |e| <= 22 is one correctly rounded product or quotient of
- * two exact doubles, so it is the double strtod returns; and such a literal is one that s_real
- * accepts without the round-trip check (at most 15 digits, magnitude well inside the range).
- * Returns false, leaving the literal to s_read_slow, for anything else, zero included. */
+ * two exact doubles, so it is the double strtod returns, and (at most 15 digits, DBL_DIG) the
+ * literal's value is exactly that double's shortest form. Returns false, leaving the literal to
+ * s_read_slow, for anything else, zero included. */
 static bool s_real_fast(const unsigned char *p, const unsigned char *end, double *out) {
 #if FLT_EVAL_METHOD == 0
     bool neg = *p == '-';

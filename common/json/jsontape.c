@@ -382,16 +382,12 @@ static uint32_t s_number_hash(jsontape_num_t n) {
     }
     jsondecimal_t *dec = mem_alloc(2 * sizeof *dec);
     jsontape_num_decimal(n, &dec[0]);
-    uint32_t h = 0;
-    if (n.text && fabs(n.d) <= exact) {
+    bool as_double = false;
+    if (n.text && fabs(n.d) <= exact) { /* 1.50 hashes as 1.5 */
         jsondecimal_of_double(n.d, &dec[1]);
-        if (jsondecimal_cmp(&dec[0], &dec[1]) == 0) {
-            h = s_double_hash((jsontape_num_t){.d = n.d});
-            free(dec);
-            return h;
-        }
+        as_double = jsondecimal_cmp(&dec[0], &dec[1]) == 0;
     }
-    h = jsondecimal_hash(&dec[0]);
+    uint32_t h = as_double ? s_double_hash((jsontape_num_t){.d = n.d}) : jsondecimal_hash(&dec[0]);
     free(dec);
     return h;
 }
