@@ -176,37 +176,39 @@ static int s_match(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *
 
 static bool s_numeric(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     js_num_t x = jsontape_num(ctx->t, &ctx->e[v]);
-    char b[48];
+    char b[136]; /* a number literal of the default cap, whole */
     bool ok = true;
     if ((node->has & JS_HAS_MINIMUM) && jsontape_num_cmp(x, node->minimum) < 0) {
-        ok = s_fail(ctx, node, v, "minimum", "must be >= %s", js_num_text(node->minimum, b, 48));
+        ok = s_fail(ctx, node, v, "minimum", "must be >= %s",
+                    js_num_text(node->minimum, b, sizeof b));
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_MAXIMUM) && jsontape_num_cmp(x, node->maximum) > 0) {
-        ok = s_fail(ctx, node, v, "maximum", "must be <= %s", js_num_text(node->maximum, b, 48));
+        ok = s_fail(ctx, node, v, "maximum", "must be <= %s",
+                    js_num_text(node->maximum, b, sizeof b));
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_EXMIN) && jsontape_num_cmp(x, node->exclusive_minimum) <= 0) {
         ok = s_fail(ctx, node, v, "exclusiveMinimum", "must be > %s",
-                    js_num_text(node->exclusive_minimum, b, 48));
+                    js_num_text(node->exclusive_minimum, b, sizeof b));
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_EXMAX) && jsontape_num_cmp(x, node->exclusive_maximum) >= 0) {
         ok = s_fail(ctx, node, v, "exclusiveMaximum", "must be < %s",
-                    js_num_text(node->exclusive_maximum, b, 48));
+                    js_num_text(node->exclusive_maximum, b, sizeof b));
         if (!s_go_on(ctx)) {
             return false;
         }
     }
     if ((node->has & JS_HAS_MULTIPLE) && !js_multiple(x, &node->multiple_of)) {
         ok = s_fail(ctx, node, v, "multipleOf", "must be a multiple of %s",
-                    js_num_text(node->multiple_of.num, b, 48));
+                    js_num_text(node->multiple_of.num, b, sizeof b));
     }
     return ok;
 }
