@@ -49,7 +49,6 @@ js_num_t js_num_of(const json_t *v) {
     if (json_is_integer(v)) {
         n.is_int = true;
         n.i = json_integer_value(v);
-        n.d = (double)n.i;
     } else {
         n.d = json_real_value(v);
         n.text = jsonnumber_text(v, &len);

@@ -158,6 +158,10 @@ __attribute__((noinline)) static jsonstrict_code_t s_read_slow(const unsigned ch
 jsonstrict_code_t jsonstrict_number_read(const unsigned char *at, size_t len, bool is_int,
                                          jsonstrict_numbers_t numbers, jsonstrict_num_t *out) {
     double d = 0;
+    if ((len == 3 && !memcmp(at, "0.0", 3)) || (len == 4 && !memcmp(at, "-0.0", 4))) {
+        *out = (jsonstrict_num_t){.d = len == 3 ? 0.0 : -0.0}; /* jsonout's text of a zero */
+        return JSONSTRICT_OK;
+    }
     if (!is_int && s_real_fast(at, at + len, &d) && s_plain_canonical(at, len)) {
         *out = (jsonstrict_num_t){.d = d};
         return JSONSTRICT_OK;

@@ -82,10 +82,12 @@ typedef struct {
  * nearest double. */
 typedef struct {
     bool is_int;
-    int64_t i;
-    double d;
-    const char *text; /* a text real's literal, else NULL */
-    uint32_t len;
+    uint32_t len; /* a text real's literal: its bytes */
+    union {
+        int64_t i; /* is_int */
+        double d;  /* else: the real, or a text real's nearest double */
+    };
+    const char *text; /* a text real's literal (NUL-terminated), else NULL */
 } jsontape_num_t;
 
 jsontape_t *jsontape_new(void);
@@ -140,7 +142,6 @@ static inline jsontape_num_t jsontape_num(const jsontape_t *self, const jsontape
     if (e->type == JSONTAPE_INTEGER) {
         n.is_int = true;
         n.i = e->u.i;
-        n.d = (double)n.i;
     } else {
         n.d = e->u.d;
         if (e->flags & JSONTAPE_F_TEXT) {
@@ -184,7 +185,9 @@ static inline int jsontape_num_cmp(jsontape_num_t a, jsontape_num_t b) {
     }
     if ((a.is_int && a.i >= -exact && a.i <= exact) ||
         (b.is_int && b.i >= -exact && b.i <= exact)) {
-        return a.d < b.d ? -1 : a.d > b.d;
+        double da = a.is_int ? (double)a.i : a.d;
+        double db = b.is_int ? (double)b.i : b.d;
+        return da < db ? -1 : da > db;
     }
     return jsontape_num_cmp_exact(a, b);
 }
