@@ -72,12 +72,10 @@ const char *js_num_text(js_num_t n, char *buf, size_t cap) {
 
 /* x / dec as decimals, for a text real on either side. */
 static bool s_multiple_exact(js_num_t x, const js_decimal_t *dec) {
-    jsondecimal_t *d = mem_alloc(2 * sizeof *d);
+    jsondecimal_t d[2]; /* a leaf: no recursion below it */
     jsontape_num_decimal(x, &d[0]);
     jsontape_num_decimal(dec->num, &d[1]);
-    bool yes = jsondecimal_multiple_of(&d[0], &d[1]);
-    free(d);
-    return yes;
+    return jsondecimal_multiple_of(&d[0], &d[1]);
 }
 
 /* Is x a multiple of dec? Exact in decimal: x = mx*10^ex, divisor = md*10^ed. */

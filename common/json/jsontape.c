@@ -265,12 +265,10 @@ void jsontape_num_decimal(jsontape_num_t n, jsondecimal_t *out) {
 }
 
 int jsontape_num_cmp_exact(jsontape_num_t a, jsontape_num_t b) {
-    jsondecimal_t *dec = mem_alloc(2 * sizeof *dec);
+    jsondecimal_t dec[2]; /* a leaf: no recursion below it */
     jsontape_num_decimal(a, &dec[0]);
     jsontape_num_decimal(b, &dec[1]);
-    int c = jsondecimal_cmp(&dec[0], &dec[1]);
-    free(dec);
-    return c;
+    return jsondecimal_cmp(&dec[0], &dec[1]);
 }
 
 static bool s_same_string(const jsontape_t *a, const jsontape_entry_t *ea, const jsontape_t *b,
@@ -380,16 +378,14 @@ static uint32_t s_number_hash(jsontape_num_t n) {
     if (!n.text && (n.is_int ? n.i >= -(1LL << 53) && n.i <= (1LL << 53) : fabs(n.d) <= exact)) {
         return s_double_hash(n);
     }
-    jsondecimal_t *dec = mem_alloc(2 * sizeof *dec);
+    jsondecimal_t dec[2]; /* a leaf: no recursion below it */
     jsontape_num_decimal(n, &dec[0]);
     bool as_double = false;
     if (n.text && fabs(n.d) <= exact) { /* 1.50 hashes as 1.5 */
         jsondecimal_of_double(n.d, &dec[1]);
         as_double = jsondecimal_cmp(&dec[0], &dec[1]) == 0;
     }
-    uint32_t h = as_double ? s_double_hash((jsontape_num_t){.d = n.d}) : jsondecimal_hash(&dec[0]);
-    free(dec);
-    return h;
+    return as_double ? s_double_hash((jsontape_num_t){.d = n.d}) : jsondecimal_hash(&dec[0]);
 }
 
 uint32_t jsontape_value_hash(const jsontape_t *self, uint32_t index) {
