@@ -68,33 +68,33 @@ static int s_schema_kw(s_compiler_t *c, json_t *value, const char *path, int dep
     return *out ? 0 : -1;
 }
 
-/* The sign of the number v (-1, 0, 1), exact for a text real. */
-static int s_sign(const json_t *v) {
+/* Whether v is a text real (jsonnumber.h); if so, its decimal value in *out. */
+static bool s_text_decimal(const json_t *v, jsondecimal_t *out) {
     size_t len = 0;
     const char *text = jsonnumber_text(v, &len);
-    if (!text) {
-        double d = json_number_value(v);
-        return d < 0 ? -1 : d > 0;
+    if (text) {
+        jsondecimal_of_literal(text, len, out);
     }
-    jsondecimal_t *dec = mem_alloc(sizeof *dec);
-    jsondecimal_of_literal(text, len, dec);
-    int sign = dec->ndigits == 0 ? 0 : dec->neg ? -1 : 1;
-    free(dec);
-    return sign;
+    return text != NULL;
+}
+
+/* The sign of the number v (-1, 0, 1), exact for a text real. */
+static int s_sign(const json_t *v) {
+    jsondecimal_t dec;
+    if (s_text_decimal(v, &dec)) {
+        return dec.ndigits == 0 ? 0 : dec.neg ? -1 : 1;
+    }
+    double d = json_number_value(v);
+    return d < 0 ? -1 : d > 0;
 }
 
 static bool s_is_integral(const json_t *v) {
     if (json_is_integer(v)) {
         return true;
     }
-    size_t len = 0;
-    const char *text = jsonnumber_text(v, &len);
-    if (text) {
-        jsondecimal_t *dec = mem_alloc(sizeof *dec);
-        jsondecimal_of_literal(text, len, dec);
-        bool yes = jsondecimal_is_integer(dec);
-        free(dec);
-        return yes;
+    jsondecimal_t dec;
+    if (s_text_decimal(v, &dec)) {
+        return jsondecimal_is_integer(&dec);
     }
     return json_is_real(v) && floor(json_real_value(v)) == json_real_value(v);
 }
@@ -169,11 +169,9 @@ static int s_kw_multiple_of(s_compiler_t *c, js_node_t *node, json_t *value, con
     dec->num = js_num_of(value);
     if (dec->num.text) {
         /* compared as a decimal (js_multiple), in 128-bit steps: the digits are capped */
-        jsondecimal_t *d = mem_alloc(sizeof *d);
-        jsondecimal_of_literal(dec->num.text, dec->num.len, d);
-        uint32_t digits = d->ndigits;
-        free(d);
-        if (digits > JSONDECIMAL_MULTIPLE_FAST_DIGITS) {
+        jsondecimal_t d;
+        (void)s_text_decimal(value, &d);
+        if (d.ndigits > JSONDECIMAL_MULTIPLE_FAST_DIGITS) {
             return s_fail(c, path, "must have at most %d significant digits",
                           JSONDECIMAL_MULTIPLE_FAST_DIGITS);
         }
