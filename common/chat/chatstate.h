@@ -256,6 +256,7 @@ typedef struct {
                                     since the epoch, as read; 0 for a new chat's first title */
     const char *usage;           /* the call's usage (a JSON object, as a message's), or NULL */
     const char *model_config_id; /* the config that answered (uuid), or NULL */
+    bool joined; /* written in another move's bundle (a turn's): its commit stays durable */
 } cs_title_outcome_t;
 
 /* A title call's outcome in one bundle, written only by the owner the fence names (CS_FENCED
@@ -265,9 +266,9 @@ typedef struct {
  * of kind 'title' (the tokens were spent, whether or not a title was written); the request's
  * marker cleared when it is still the one read (a newer request stays for another call).
  * *applied says whether the title was written (only then is the title hint set). A bundle
- * with usage or a request commits durably; a bare title does not wait for its WAL flush, as
- * chatstate_set_generated_title. A title that is not 1 to CS_TITLE_MAX_BYTES bytes is
- * CS_BAD_INPUT. 0 or -1. */
+ * with usage or a request commits durably; a bare title alone in its bundle (not o->joined)
+ * does not wait for its WAL flush, as chatstate_set_generated_title. A title that is not 1 to
+ * CS_TITLE_MAX_BYTES bytes is CS_BAD_INPUT. 0 or -1. */
 int chatstate_title_outcome(chatstate_t *self, const cs_fence_t *fence, const cs_title_outcome_t *o,
                             bool *applied, cs_error_t *err);
 

@@ -69,7 +69,7 @@ static int s_write(chatstate_t *self, const char *title, const char *request, PG
 int chatstate_title_outcome(chatstate_t *self, const cs_fence_t *fence, const cs_title_outcome_t *o,
                             bool *applied, cs_error_t *err) {
     *applied = false;
-    bool durable = o->usage || o->request_us > 0;
+    bool durable = o->usage || o->request_us > 0 || o->joined;
     if (!durable) {
         /* A title alone is best-effort metadata: its commit does not wait for the WAL flush
          * (sent ahead with the write). Usage is cost accounting and a request is the user's:

@@ -1,7 +1,8 @@
 /*
  * Generated titles end to end (ARCHITECTURE.md §7.8): a cluster of real processes on the sim.
  * A new chat gets a generated title once, through the {title} structured request (the sim
- * answers with the message's first words), and a watch sees its title_change; a user title
+ * answers with the message's first words), written in the transaction of the turn's reply,
+ * and a watch sees its title_change; a user title
  * is never replaced; a failing title call and an answer that fails the {title} schema leave
  * the fallback, and the turn is answered either way; an interrupt during the title call
  * cancels it with the turn.
@@ -108,6 +109,17 @@ static void test_a_new_chat_gets_one_generated_title_and_a_watch_sees_it(void **
     char *t = s_title(chat);
     assert_string_equal(t, "generated:Plan a trip to Lisbon in");
     free(t);
+    /* The title call's outcome rode in the turn's closing bundle (ARCHITECTURE.md §6.5,
+     * carried): its usage row and the reply were written by one transaction. */
+    char *same = cluster_sql(s_cluster,
+                             "SELECT count(*) || ':' || bool_and(u.xmin::text = m.xmin::text)"
+                             " FROM chat_usage u JOIN chat_messages m ON m.chat_id = u.chat_id"
+                             " AND m.role = 'assistant' WHERE u.chat_id = '%s'"
+                             " AND u.kind = 'title'",
+                             chat);
+    assert_non_null(same);
+    assert_string_equal(same, "1:true");
+    free(same);
     assert_true(sse_wait(w, 0, "title_change", s_is_title_change, chat, WAIT_MS) >= 0);
     sse_close(&w);
     /* The title was written without touching updated_at, and never again on a later turn. */

@@ -2,6 +2,7 @@
 #include "taskctx.h"
 #include "id.h"
 #include "log.h"
+#include "mem.h"
 #include "usage.h"
 
 #include <stdio.h>
@@ -113,23 +114,48 @@ void taskctx_flush_turn(taskctx_t *ctx) {
     }
 }
 
-taskctx_rc_t taskctx_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn, void *arg,
-                            const char *what) {
+void taskctx_carry_drop(taskctx_t *ctx) {
+    taskctx_carry_t c = ctx->carry;
+    ctx->carry = (taskctx_carry_t){0};
+    if (c.write) {
+        c.done(c.arg, false);
+    }
+}
+
+/* The carry's write, then fn; rc as fn's. */
+static int s_carried(chatstate_t *cs, taskctx_t *ctx, taskctx_bundle_fn *fn, void *arg, bool joined,
+                     cs_error_t *err) {
+    const taskctx_carry_t *c = &ctx->carry;
+    if (c->write && c->write(cs, &ctx->fence, joined, c->arg, err) != 0) {
+        return -1;
+    }
+    return fn ? fn(cs, arg, err) : 0;
+}
+
+/* taskctx_bundle with fn NULL: the carry alone. */
+static taskctx_rc_t s_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn, void *arg,
+                             const char *what) {
     if (cancel_is_set(ctx->cancel)) {
         return TASKCTX_QUIET;
     }
     int64_t t0 = id_now_us();
     cs_error_t err;
     chatstate_t *cs = chatstate_begin(conn, &ctx->env->chat_settings, ctx->chat_id, &err);
-    int rc = cs ? fn(cs, arg, &err) : -1;
+    int rc = cs ? s_carried(cs, ctx, fn, arg, fn != NULL, &err) : -1;
     if (rc == TASKCTX_BUNDLE_EMPTY) {
-        chatstate_destroy(&cs); /* rolls back */
+        chatstate_destroy(&cs); /* rolls back; the carry waits for a bundle that writes */
         return TASKCTX_DONE;
     }
     if (cs && rc == 0) {
         rc = chatstate_commit_wake(&cs, &ctx->env->sink, &ctx->after, &err);
     }
     chatstate_destroy(&cs);
+    /* Done either way: a failed bundle's retry goes on without the carry. */
+    taskctx_carry_t c = ctx->carry;
+    ctx->carry = (taskctx_carry_t){0};
+    if (c.write) {
+        c.done(c.arg, rc == 0);
+    }
     if (rc == 0) {
         ctx->have_after = true;
         atomic_fetch_add(&ctx->env->counters.commits, 1);
@@ -165,6 +191,23 @@ taskctx_rc_t taskctx_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn,
                      log_quote(err.message, q, sizeof q));
             return TASKCTX_RETRY;
     }
+}
+
+taskctx_rc_t taskctx_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn, void *arg,
+                            const char *what) {
+    ASSERT(fn);
+    return s_bundle(ctx, conn, fn, arg, what);
+}
+
+taskctx_rc_t taskctx_carry_alone(taskctx_t *ctx, PGconn *conn) {
+    if (!ctx->carry.write) {
+        return TASKCTX_DONE;
+    }
+    if (!conn) {
+        taskctx_carry_drop(ctx);
+        return TASKCTX_RETRY;
+    }
+    return s_bundle(ctx, conn, NULL, NULL, "Carried");
 }
 
 void taskctx_reset(taskctx_t *ctx) {

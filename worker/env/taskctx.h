@@ -144,6 +144,17 @@ typedef struct {
     void (*body_free)(void *body);
 } taskctx_side_t;
 
+/* A write a side call leaves for the body (ARCHITECTURE.md §6.5 "Side calls"): the body's
+ * next bundle that commits runs it first, with the body's fence, so the two share one
+ * transaction. write runs in that bundle (joined: true) or, when the body has ended, in one of
+ * its own (false); done runs exactly once, with whether a bundle that ran write committed, and
+ * frees arg. A write must fail only where the body's own move would (its fence). */
+typedef struct {
+    int (*write)(chatstate_t *cs, const cs_fence_t *fence, bool joined, void *arg, cs_error_t *err);
+    void (*done)(void *arg, bool committed);
+    void *arg;
+} taskctx_carry_t;
+
 /* One phase of a body, with a connection (NULL when none could be had: the phase returns
  * TASKCTX_RETRY). */
 typedef taskctx_rc_t(taskctx_phase_fn)(taskctx_t *ctx, PGconn *conn);
@@ -176,6 +187,7 @@ struct taskctx {
     json_t *stop_answer;
     void (*body_free)(void *body); /* frees body; run when the task ends or restarts */
     taskctx_side_t side;           /* set by a phase: a side call to start (start != NULL) */
+    taskctx_carry_t carry;         /* a side call's write for the next bundle (write != NULL) */
     /* Stage timings (stagemeter.h): the chat is a subagent (set by every history read), and
      * when the step in progress began (id_now_us; 0 outside a step). */
     bool subagent;
@@ -230,5 +242,12 @@ void taskctx_reset(taskctx_t *ctx);
 typedef int(taskctx_bundle_fn)(chatstate_t *cs, void *arg, cs_error_t *err);
 taskctx_rc_t taskctx_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn, void *arg,
                             const char *what);
+
+/* Runs ctx->carry, if any, in a bundle of its own (the body it was left for has ended): what
+ * taskctx_bundle returns, TASKCTX_DONE when there is none. The carry is done after. */
+taskctx_rc_t taskctx_carry_alone(taskctx_t *ctx, PGconn *conn);
+
+/* Ends ctx->carry, if any, unwritten (done with committed false). */
+void taskctx_carry_drop(taskctx_t *ctx);
 
 #endif

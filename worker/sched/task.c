@@ -301,6 +301,7 @@ static void s_end(task_t *self) {
 /* The end of the body, exactly once: its state freed, its lock handed on, and the task's end
  * when no side call is left. */
 static void s_finish(task_t *self) {
+    taskctx_carry_drop(&self->ctx); /* no bundle of the body is left to take it */
     taskctx_reset(&self->ctx);
     s_unlock(self);
     pthread_mutex_lock(&self->end_lock);
@@ -314,18 +315,28 @@ static void s_finish(task_t *self) {
 
 /* --- The side call (taskctx_side_t). --- */
 
-/* The end of the side call: its state freed, then the body's parked phase, or the task's
- * end when the body is done. */
+/* The end of the side call: its state freed, its write carried to the body (which runs no
+ * phase meanwhile: s_park), then the body's parked phase, or the task's end when the body is
+ * done. */
 static void s_side_end(task_t *self) {
+    taskctx_carry_t carry = self->side->carry;
+    self->side->carry = (taskctx_carry_t){0};
     taskctx_reset(self->side);
     free(self->side);
     self->side = NULL;
     pthread_mutex_lock(&self->end_lock);
     self->side_active = false;
     bool end = self->main_ended;
+    if (!end) {
+        self->ctx.carry = carry;
+        carry.write = NULL;
+    }
     bool resume = self->parked;
     self->parked = false;
     pthread_mutex_unlock(&self->end_lock);
+    if (carry.write) {
+        carry.done(carry.arg, false); /* the body ended (cancelled) before the side */
+    }
     if (resume) {
         dbexec_submit(self->ctx.env->exec, s_job, self);
     } else if (end) {
@@ -346,6 +357,12 @@ static bool s_park(task_t *self) {
 static void s_side_job(void *arg, PGconn *conn) {
     task_t *self = arg;
     taskctx_rc_t rc = self->side->next(self->side, conn);
+    pthread_mutex_lock(&self->end_lock);
+    bool alone = self->main_ended;
+    pthread_mutex_unlock(&self->end_lock);
+    if (alone && rc == TASKCTX_DONE) {
+        rc = taskctx_carry_alone(self->side, conn); /* no bundle of the body is left */
+    }
     if (rc == TASKCTX_RETRY) {
         log_warn("side_call_dropped", "chat_id=%s reason=\"its write failed\"",
                  self->side->chat_id);

@@ -70,52 +70,83 @@ static provider_call_t *s_start(taskctx_t *ctx, provider_done_fn *done, void *do
     return call;
 }
 
+/* What a call came to, as one bundle writes it: owned copies, so that it outlives the call's
+ * state when it is carried to the body's next bundle (taskctx_carry_t). */
 typedef struct {
-    const cs_fence_t *fence;
-    cs_title_outcome_t o;
-    bool applied;
-} s_write_t;
+    char chat_id[ID_UUID_LEN + 1];
+    char *model;           /* the model's name, for the log */
+    char *model_config_id; /* or NULL */
+    char *title;           /* or NULL, with why in reason */
+    char *usage;           /* or NULL */
+    int64_t request_us;
+    char reason[STRUCTURED_REASON_MAX];
+    bool applied; /* the title was written (chatstate_title_outcome) */
+} s_outcome_t;
 
-static int s_write(chatstate_t *cs, void *arg, cs_error_t *err) {
-    s_write_t *w = arg;
-    return chatstate_title_outcome(cs, w->fence, &w->o, &w->applied, err);
+static void s_outcome_free(s_outcome_t *o) {
+    free(o->model);
+    free(o->model_config_id);
+    free(o->title);
+    free(o->usage);
+    free(o);
 }
 
-/* Writes what a call came to (title may be NULL, with why in reason) in one bundle, when there
- * is anything to write, and logs it. */
-static taskctx_rc_t s_record(taskctx_t *ctx, PGconn *conn, const s_title_t *t, const char *title,
-                             const char *usage, const char *reason) {
+static int s_write(chatstate_t *cs, const cs_fence_t *fence, bool joined, void *arg,
+                   cs_error_t *err) {
+    s_outcome_t *o = arg;
+    cs_title_outcome_t w = {.title = o->title,
+                            .request_us = o->request_us,
+                            .usage = o->usage,
+                            .model_config_id = o->model_config_id,
+                            .joined = joined};
+    return chatstate_title_outcome(cs, fence, &w, &o->applied, err);
+}
+
+/* Logs what became of the outcome and frees it (taskctx_carry_t.done). */
+static void s_done(void *arg, bool committed) {
+    s_outcome_t *o = arg;
+    bool recorded = committed && o->usage;
+    char q[STRUCTURED_REASON_MAX + 8];
+    if (committed && o->applied) {
+        log_info("title_generated", "chat_id=%s model=%s requested=%d usage_recorded=%d title=%s",
+                 o->chat_id, o->model, o->request_us > 0, recorded,
+                 log_quote(o->title, q, sizeof q));
+    } else {
+        const char *why = !o->title   ? o->reason
+                          : committed ? "a user title set since the request"
+                                      : "the write failed";
+        log_warn("title_not_generated",
+                 "chat_id=%s model=%s requested=%d usage_recorded=%d reason=%s", o->chat_id,
+                 o->model, o->request_us > 0, recorded, log_quote(why, q, sizeof q));
+    }
+    s_outcome_free(o);
+}
+
+/* What a call came to (title and usage taken; title NULL with why in reason), left as ctx's
+ * carry when there is anything to write; logged at once when there is not. */
+static void s_record(taskctx_t *ctx, const s_title_t *t, char *title, char *usage,
+                     const char *reason) {
+    s_outcome_t *o = mem_calloc(1, sizeof *o);
+    snprintf(o->chat_id, sizeof o->chat_id, "%s", ctx->chat_id);
+    o->model = mem_strdup(t->model.name ? t->model.name : "-");
+    const char *cfg_id = json_string_value(json_object_get(t->cfg, "id"));
+    o->model_config_id = cfg_id ? mem_strdup(cfg_id) : NULL;
+    o->request_us = t->request_us;
+    o->title = title;
+    o->usage = usage;
+    snprintf(o->reason, sizeof o->reason, "%s", reason ? reason : "");
     if (title && strlen(title) > CS_TITLE_MAX_BYTES) {
         /* The schema counts characters, a title is bounded in bytes: refused here, so that the
          * bundle never fails on it (an idle chat's owner would then never let it go). */
-        title = NULL;
-        reason = "the title is longer than " S_MAX_BYTES " bytes";
+        free(o->title);
+        o->title = NULL;
+        snprintf(o->reason, sizeof o->reason, "the title is longer than " S_MAX_BYTES " bytes");
     }
-    s_write_t w = {.fence = &ctx->fence,
-                   .o = {.title = title,
-                         .request_us = t->request_us,
-                         .usage = usage,
-                         .model_config_id = json_string_value(json_object_get(t->cfg, "id"))}};
-    taskctx_rc_t rc = !title && !usage && t->request_us <= 0 ? TASKCTX_DONE
-                      : conn ? taskctx_bundle(ctx, conn, s_write, &w, "SetTitle")
-                             : TASKCTX_RETRY;
-    bool recorded = rc == TASKCTX_DONE && usage;
-    char q[STRUCTURED_REASON_MAX + 8];
-    if (w.applied) {
-        log_info("title_generated", "chat_id=%s model=%s requested=%d usage_recorded=%d title=%s",
-                 ctx->chat_id, t->model.name, t->request_us > 0, recorded,
-                 log_quote(title, q, sizeof q));
-    } else {
-        const char *why = !title               ? reason
-                          : rc == TASKCTX_DONE ? "a user title set since the request"
-                                               : "the write failed";
-        log_warn("title_not_generated",
-                 "chat_id=%s model=%s requested=%d usage_recorded=%d"
-                 " reason=%s",
-                 ctx->chat_id, t->model.name, t->request_us > 0, recorded,
-                 log_quote(why, q, sizeof q));
+    if (!o->title && !o->usage && o->request_us <= 0) {
+        s_done(o, false);
+        return;
     }
-    return rc;
+    ctx->carry = (taskctx_carry_t){.write = s_write, .done = s_done, .arg = o};
 }
 
 /* After the call: a title that passes its schema is written (over a user title only when the
@@ -137,11 +168,13 @@ static taskctx_rc_t s_after(taskctx_t *ctx, PGconn *conn) {
         title = title_from_reply(t->fmt, ctx->call_res.content, ctx->call_res.finish, reason,
                                  sizeof reason);
     }
-    taskctx_rc_t rc = s_record(ctx, conn, t, title, usage, reason);
-    free(title);
-    free(usage);
+    s_record(ctx, t, title, usage, reason);
     taskctx_phase_fn *then = t->then;
-    if (!then || rc != TASKCTX_DONE) {
+    if (!then) {
+        return TASKCTX_DONE; /* a side call's outcome goes with the body's next bundle */
+    }
+    taskctx_rc_t rc = taskctx_carry_alone(ctx, conn);
+    if (rc != TASKCTX_DONE) {
         return rc;
     }
     /* The idle path goes on with the abandon: the call's state is done with. */
@@ -216,9 +249,10 @@ taskctx_rc_t titlestep_serve(taskctx_t *ctx, PGconn *conn, taskctx_phase_fn *the
     history_clear(&r.h);
     if (!prompt) {
         /* Nothing to ask: the request is answered with its reason, so it is not asked again. */
-        rc = s_record(ctx, conn, t, NULL, NULL,
-                      json_is_object(t->cfg) ? "no user message has text" : "no model config");
+        s_record(ctx, t, NULL, NULL,
+                 json_is_object(t->cfg) ? "no user message has text" : "no model config");
         s_free(t);
+        rc = taskctx_carry_alone(ctx, conn);
         return rc == TASKCTX_DONE ? TASKCTX_WAIT : rc;
     }
     t->then = then;
