@@ -193,6 +193,10 @@ void feed_close(feed_t *self) {
     pthread_mutex_unlock(&self->lock);
 }
 
+void *feed_shared(feed_t *self, const hub_share_ops_t *ops) {
+    return hub_shared(self->hub, self->entry, ops);
+}
+
 void feed_live(feed_t *self, feed_live_fn *live) {
     pthread_mutex_lock(&self->lock);
     self->live = live;

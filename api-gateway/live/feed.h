@@ -85,6 +85,10 @@ void feed_live(feed_t *self, feed_live_fn *live);
  * TLS; otherwise changes nothing. Call right after feed_new, before the response is queued. */
 void feed_direct(feed_t *self, const char *http_version);
 
+/* The object the streams of the feed's key share (hub_shared), with a reference for the
+ * caller, or NULL. Call right after feed_new. */
+void *feed_shared(feed_t *self, const hub_share_ops_t *ops);
+
 /* One event's text: "id:" (when id > 0), "event:", "data:" with event's JSON, to which
  * "type" is added; steals the reference to event. The caller frees the text. */
 char *feed_frame(const char *type, json_t *event, int64_t id);

@@ -47,6 +47,8 @@ struct bucket {
     size_t ep_n;
     size_t ep_cap;
     size_t ep_bytes;
+    void *shared; /* what the key's streams share (hub_shared), or NULL */
+    const hub_share_ops_t *share_ops;
 };
 
 struct hub {
@@ -124,6 +126,9 @@ static void s_bucket_free(void **item) {
     bucket_t *b = *item;
     if (b) {
         s_episode_clear(b);
+        if (b->shared) {
+            b->share_ops->unref(b->shared);
+        }
         free(b);
         *item = NULL;
     }
@@ -566,6 +571,18 @@ hub_entry_t *hub_add(hub_t *self, const char *key, const char *user_id, void *st
     self->count++;
     pthread_mutex_unlock(&self->lock);
     return e;
+}
+
+void *hub_shared(hub_t *self, hub_entry_t *entry, const hub_share_ops_t *ops) {
+    pthread_mutex_lock(&self->lock);
+    bucket_t *b = entry->bucket;
+    if (!b->shared) {
+        b->shared = ops->make();
+        b->share_ops = ops;
+    }
+    void *shared = b->share_ops == ops ? ops->ref(b->shared) : NULL;
+    pthread_mutex_unlock(&self->lock);
+    return shared;
 }
 
 void hub_remove(hub_t *self, hub_entry_t **entry_p) {

@@ -84,6 +84,20 @@ void hub_set_versions(hub_t *self, hub_versions_fn *fn, void *ctx);
  * NULL when that user has per_user_max open already, or after hub_close_all. */
 hub_entry_t *hub_add(hub_t *self, const char *key, const char *user_id, void *stream);
 
+/* What the streams of one key share (hub_shared), made on first use and kept until the key's
+ * last stream is removed. */
+typedef struct {
+    void *(*make)(void);         /* a new object: its one reference is the hub's */
+    void *(*ref)(void *shared);  /* takes a reference and returns shared */
+    void (*unref)(void *shared); /* gives one back (the last frees it) */
+} hub_share_ops_t;
+
+/* The object the streams of entry's key share, made by ops on the first call for the key,
+ * with a reference taken for the caller (give it back with ops->unref); the hub gives its own
+ * back when the key's last stream is removed. NULL when the key's object was made by other
+ * ops. Call while entry is registered (right after hub_add). */
+void *hub_shared(hub_t *self, hub_entry_t *entry, const hub_share_ops_t *ops);
+
 /* Removes an entry; after it returns the hub never calls its stream again. */
 void hub_remove(hub_t *self, hub_entry_t **entry_p);
 

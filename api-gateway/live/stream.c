@@ -1,5 +1,6 @@
 /* stream: the SSE stream loop; see stream.h. */
 #include "stream.h"
+#include "chatread.h"
 #include "episode.h"
 #include "feed.h"
 #include "jsonstrict.h"
@@ -14,7 +15,8 @@
 typedef struct {
     feed_t *feed;
     gateway_t *gw;
-    episode_t *episode; /* the current episode's parts (ARCHITECTURE.md §7.3) */
+    episode_t *episode;      /* the current episode's parts (ARCHITECTURE.md §7.3) */
+    chatread_share_t *share; /* the reads this chat's streams share, or NULL: its own */
     char chat_id[ID_UUID_LEN + 1];
     char user_id[ID_UUID_LEN + 1];
     bool initialized;
@@ -40,122 +42,40 @@ static void s_emit(stream_t *s, const char *type, json_t *event, int64_t id) {
     feed_emit(s->feed, type, event, id);
 }
 
-static void s_emit_rows(stream_t *s, json_t *rows) {
-    size_t i;
-    json_t *m;
-    json_array_foreach(rows, i, m) {
-        json_int_t id = json_integer_value(json_object_get(m, "id"));
-        s->delivered_id = id > s->delivered_id ? id : s->delivered_id;
-        json_object_del(m, "deleted");
-        s_emit(s, "message", json_pack("{s:O}", "message", m), id);
+/* Emits a frame of the stream's read (none when the read made none). */
+static void s_emit_read(stream_t *s, const chatread_frame_t *f) {
+    if (f->frame) {
+        feed_emit_frame(s->feed, f->frame, f->len);
     }
 }
 
-/* Runs a JSON-rows query on conn; NULL on error (logged). */
-static json_t *s_rows(PGconn *conn, const char *sql, int n, const char *const *p) {
-    http_resp_t ignore = {0};
-    json_t *rows = gateway_rows(conn, sql, n, p, &ignore);
-    free(ignore.body);
-    return rows;
-}
-
-/* Sends the whole visible history again after a history_reset: the client's copy, from the
- * resume point or not, is no longer the chat's. False when the read failed: the client has
- * dropped its copy, so the stream is uninitialized again and its next sync sends it all. */
-static bool s_reset(stream_t *s, PGconn *conn, const char *all) {
-    s_emit(s, "history_reset", json_object(), 0);
-    s->after_id = 0;
-    const char *p[] = {s->chat_id, "0"};
-    json_t *rows = s_rows(conn, all, 2, p);
-    if (!rows) {
-        s->initialized = false;
-        return false;
-    }
-    s_emit_rows(s, rows);
-    json_decref(rows);
-    return true;
-}
-
-/* True when the resume point (the last message the client had) is gone: an edit truncates a
- * suffix, so the client's copy is stale exactly when its last message was deleted. */
-static bool s_resume_point_gone(stream_t *s, PGconn *conn) {
-    if (s->after_id <= 0) {
-        return false;
-    }
-    char after[DB_PARAM_INT64_LEN];
-    const char *p[] = {s->chat_id, db_param_int64(after, s->after_id)};
-    json_t *rows = s_rows(conn,
-                          "SELECT to_jsonb(deleted) FROM chat_messages WHERE chat_id = $1"
-                          " AND id = $2::bigint",
-                          2, p);
-    bool gone = rows && (json_array_size(rows) == 0 || json_is_true(json_array_get(rows, 0)));
-    json_decref(rows);
-    return gone;
-}
-
-/* Emits the rows the client lacks; false when a read failed (nothing then counts as read). */
-static bool s_sync_messages(stream_t *s, PGconn *conn) {
-    char after[DB_PARAM_INT64_LEN];
-    char since[DB_PARAM_INT64_LEN];
-    const char *p[] = {s->chat_id, db_param_int64(after, s->after_id),
-                       db_param_int64(since, s->snapshot_version)};
-    const char *all = "SELECT " GATEWAY_MESSAGE_JSON " FROM chat_messages m WHERE m.chat_id = $1"
-                      " AND m.visibility <> 'model' AND NOT m.deleted AND m.id > $2::bigint"
-                      " ORDER BY m.id";
-    if (!s->initialized) {
-        if (s_resume_point_gone(s, conn)) {
-            return s_reset(s, conn, all);
+/* Emits the message rows of a read after the stream's resume point. */
+static void s_emit_rows(stream_t *s, const chatread_frame_t *rows, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (rows[i].deleted || rows[i].id <= s->after_id) {
+            continue;
         }
-        json_t *rows = s_rows(conn, all, 2, p);
-        s_emit_rows(s, rows);
-        json_decref(rows);
-        return rows != NULL;
+        s->delivered_id = rows[i].id > s->delivered_id ? rows[i].id : s->delivered_id;
+        s_emit_read(s, &rows[i]);
     }
-    /* Rows changed since the last applied snapshot: the revision watermark, so a receipt
-     * that leaves history_version alone is still delivered. A deletion counts wherever it
-     * falls, at or before the resume point too. */
-    json_t *rows = s_rows(conn,
-                          "SELECT (" GATEWAY_MESSAGE_OPEN " || ', \"deleted\": ' ||"
-                          " m.deleted::text || '}')::json FROM chat_messages m WHERE m.chat_id = $1"
-                          " AND m.visibility <> 'model' AND m.revision > $3::bigint"
-                          " AND (m.id > $2::bigint OR m.deleted) ORDER BY m.id",
-                          3, p);
-    if (!rows) {
-        return false;
-    }
-    bool reset = false;
-    size_t i;
-    json_t *m;
-    json_array_foreach(rows, i, m) {
-        reset |= json_is_true(json_object_get(m, "deleted"));
+}
+
+/* Emits the rows the client lacks: after a deletion (an edit truncates a suffix, wherever the
+ * client's resume point falls) history_reset and the whole visible history again. */
+static void s_sync_messages(stream_t *s, const chatread_t *r) {
+    bool reset = r->resume_gone;
+    for (size_t i = 0; s->initialized && i < r->nrows; i++) {
+        reset |= r->rows[i].deleted;
     }
     if (reset) {
-        json_decref(rows);
-        return s_reset(s, conn, all);
+        s_emit(s, "history_reset", json_object(), 0);
+        s->after_id = 0;
     }
-    s_emit_rows(s, rows);
-    json_decref(rows);
-    return true;
-}
-
-/* Emits the calls the client must answer; false when the read failed. */
-static bool s_sync_action(stream_t *s, PGconn *conn) {
-    const char *p[] = {s->chat_id};
-    char *sql = mem_printf("SELECT jsonb_build_object('tool_call_id', call_id, 'tool_name', name,"
-                           " 'args', args::text) FROM (%s) pending",
-                           chatstate_client_calls_sql);
-    json_t *calls = s_rows(conn, sql, 1, p);
-    free(sql);
-    if (!calls) {
-        return false;
-    }
-    if (json_array_size(calls) == 0) { /* none: an agent wait, no client's business */
-        json_decref(calls);
+    if (reset && s->initialized) {
+        s_emit_rows(s, r->all, r->nall);
     } else {
-        s_emit(s, "action_required", json_pack("{s:{s:o}}", "action_required", "tool_calls", calls),
-               0);
+        s_emit_rows(s, r->rows, r->nrows);
     }
-    return true;
 }
 
 /* The message_part event of a part (the same for every stream of the chat). A part whose
@@ -208,119 +128,87 @@ static void s_on_episode_reset(void *owner) {
 static const episode_ops_t s_episode_ops = {s_on_episode_reset, s_on_episode_part};
 
 /* The owner read what the stream delivered (a stream is the owner's only): their read marker
- * goes to its newest message, at the catch-up, then at most once per STREAM_MARK_READ_MS. A
- * mark that must wait, or failed (chatstate_mark_read logs it), asks for a sync later. */
-static void s_mark_read(stream_t *s, PGconn *conn) {
+ * goes to its newest message, at the catch-up, then at most once per STREAM_MARK_READ_MS. The
+ * marker is one row per chat and user, so a mark another stream of the chat made already is not
+ * written again. A mark that must wait, or failed (chatstate_mark_read logs it), asks for a
+ * sync later. */
+static void s_mark_read(stream_t *s) {
     if (s->delivered_id <= s->marked_id) {
+        return;
+    }
+    if (chatread_marked(s->share, s->user_id, s->delivered_id)) {
+        s->marked_id = s->delivered_id;
         return;
     }
     int64_t now = id_now_ms();
     int64_t wait = s->marked_ms ? s->marked_ms + STREAM_MARK_READ_MS - now : 0;
-    if (wait <= 0 && chatstate_mark_read(conn, s->chat_id, s->user_id, s->delivered_id) == 0) {
-        s->marked_id = s->delivered_id;
-        s->marked_ms = now;
-        return;
+    if (wait <= 0) {
+        PGconn *conn = pool_get(s->gw->pool);
+        int rc = chatstate_mark_read(conn, s->chat_id, s->user_id, s->delivered_id);
+        pool_put(s->gw->pool, conn);
+        if (rc == 0) {
+            chatread_mark(s->share, s->user_id, s->delivered_id);
+            s->marked_id = s->delivered_id;
+            s->marked_ms = now;
+            return;
+        }
     }
     feed_sync_later(s->feed, wait > 0 ? wait : STREAM_MARK_READ_MS);
 }
 
-/* A read of a sync failed (a lost connection, a server restarting): the transaction is rolled
- * back, the stream's versions stay as they were, and it syncs again at the hub's next tick.
- * The hint that asked for this sync is spent (the hub's poll wakes a stream only for a version
- * no hint announced), so without the retry its rows would wait for the chat's next change. */
-static void s_sync_failed(stream_t *s, PGconn *conn, PGresult *res) {
-    PQclear(res);
-    PQclear(PQexec(conn, "ROLLBACK"));
-    pool_put(s->gw->pool, conn);
-    feed_sync_later(s->feed, HUB_TICK_MS);
-}
-
-/* One sync: one read transaction, then the events in the order of ARCHITECTURE.md §7.3. */
-static void s_sync(stream_t *s) {
-    atomic_fetch_add(&s->gw->stream_reads, 1);
-    PGconn *conn = pool_get(s->gw->pool);
-    const char *p[] = {s->chat_id, s->user_id};
-    PGresult *res = NULL;
-    if (db_exec(conn, NULL, 0, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL) ==
-        DB_OK) {
-        db_err_t e;
-        res = db_query(conn, &e, NULL, 0,
-                       "SELECT snapshot_version, history_version, queue_version,"
-                       " retry_state_version, generation_attempt, status,"
-                       " coalesce(worker_id::text, ''), last_error::text, retry_state::text"
-                       " FROM chats WHERE id = $1 AND owner_id = $2",
-                       2, p);
-    }
-    if (!res) {
-        s_sync_failed(s, conn, res);
+/* One sync: the chat's read (chatread: one for every stream of the chat woken alike), then the
+ * events in the order of ARCHITECTURE.md §7.3. A read that failed (a lost connection, a server
+ * restarting) changes nothing, and the stream syncs again at the hub's next tick: the hint that
+ * asked for this sync is spent (the hub's poll wakes a stream only for a version no hint
+ * announced), so without the retry its rows would wait for the chat's next change. */
+static void s_sync(stream_t *s, int64_t asked_ms, int64_t want_version) {
+    chatread_t *r = chatread_get(s->share, s->gw, s->chat_id, s->user_id,
+                                 s->initialized ? s->snapshot_version : -1, s->after_id, asked_ms,
+                                 want_version);
+    if (!r->ok) {
+        chatread_unref(&r);
+        feed_sync_later(s->feed, HUB_TICK_MS);
         return;
     }
-    if (PQntuples(res) != 1) { /* the chat is gone */
+    if (r->gone) {
+        chatread_unref(&r);
         feed_close(s->feed);
-        PQclear(res);
-        PQclear(PQexec(conn, "ROLLBACK"));
-        pool_put(s->gw->pool, conn);
         return;
     }
-    int64_t snap = db_int64(res, 0, 0);
-    int64_t hv = db_int64(res, 0, 1);
-    int64_t qv = db_int64(res, 0, 2);
-    int64_t rv = db_int64(res, 0, 3);
-    int64_t ga = db_int64(res, 0, 4);
-    if (s->initialized && snap <= s->snapshot_version) {
-        PQclear(res);
-        PQclear(PQexec(conn, "COMMIT"));
-        s_mark_read(s, conn); /* a mark that waited */
-        pool_put(s->gw->pool, conn);
+    if (s->initialized && r->snapshot_version <= s->snapshot_version) {
+        chatread_unref(&r);
+        s_mark_read(s); /* a mark that waited */
         return;
     }
-    const char *status = PQgetvalue(res, 0, 5);
-    if (!s_sync_messages(s, conn)) {
-        s_sync_failed(s, conn, res);
-        return;
+    s_sync_messages(s, r);
+    if (!s->initialized || r->queue_version > s->queue_version) {
+        s_emit_read(s, &r->queue_event);
     }
-    if (!s->initialized || qv > s->queue_version) {
-        json_t *q = s_rows(conn,
-                           "SELECT " GATEWAY_QUEUED_JSON " FROM chat_queued_messages q"
-                           " WHERE q.chat_id = $1 ORDER BY q.position, q.id",
-                           1, p);
-        if (!q) { /* rows it sent already may come again (by id and revision) */
-            s_sync_failed(s, conn, res);
-            return;
-        }
-        s_emit(s, "queue_update", json_pack("{s:o}", "queued_messages", q), 0);
+    if (strcmp(r->status, s->status) != 0) {
+        s_emit_read(s, &r->status_event);
     }
-    if (strcmp(status, s->status) != 0) {
-        s_emit(s, "status", json_pack("{s:{s:s}}", "status", "status", status), 0);
+    if (!strcmp(r->status, "error") && r->history_version > s->error_history_version &&
+        r->error_event.frame) {
+        s_emit_read(s, &r->error_event);
+        s->error_history_version = r->history_version;
     }
-    if (!strcmp(status, "error") && hv > s->error_history_version && db_text(res, 0, 7)) {
-        s_emit(s, "error", json_pack("{s:o}", "error", json_loads(db_text(res, 0, 7), 0, NULL)), 0);
-        s->error_history_version = hv;
+    if (r->action_read && r->history_version > s->action_history_version) {
+        s_emit_read(s, &r->action_event);
+        s->action_history_version = r->history_version;
     }
-    if (!strcmp(status, "requires_action") && hv > s->action_history_version) {
-        if (!s_sync_action(s, conn)) {
-            s_sync_failed(s, conn, res);
-            return;
-        }
-        s->action_history_version = hv;
+    if (r->retry_state_version > s->retry_state_version) {
+        s_emit_read(s, &r->retry_event);
     }
-    if (rv > s->retry_state_version && db_text(res, 0, 8)) {
-        s_emit(s, "retry", json_pack("{s:o}", "retry", json_loads(db_text(res, 0, 8), 0, NULL)), 0);
-    }
-    PQclear(PQexec(conn, "COMMIT"));
-    s->snapshot_version = snap;
-    s->queue_version = qv;
-    s->retry_state_version = rv;
-    snprintf(s->status, sizeof s->status, "%s", status);
+    s->snapshot_version = r->snapshot_version;
+    s->queue_version = r->queue_version;
+    s->retry_state_version = r->retry_state_version;
+    snprintf(s->status, sizeof s->status, "%s", r->status);
     s->initialized = true;
-    char worker_id[ID_UUID_LEN + 1];
-    snprintf(worker_id, sizeof worker_id, "%s", PQgetvalue(res, 0, 6));
-    PQclear(res);
-    s_mark_read(s, conn);
-    pool_put(s->gw->pool, conn);
+    s_mark_read(s);
     /* Step (7) of the reference's sync (api-shapes.md §4.3): preview_reset for a new episode,
      * the bootstrap's included, then its parts so far (a relay catch-up). */
-    episode_sync(s->episode, hv, ga, worker_id);
+    episode_sync(s->episode, r->history_version, r->generation_attempt, r->worker_id);
+    chatread_unref(&r);
 }
 
 /* True when every hint since the stream's last job names a version it has read already (the
@@ -333,9 +221,8 @@ static bool s_on_quiet(void *owner, const feed_change_t *change) {
 
 /* A stream follows one chat and reads it whole, unless its change is quiet. */
 static void s_on_sync(void *owner, const feed_change_t *change, int64_t asked_ms) {
-    (void)asked_ms;
     if (!change || !s_on_quiet(owner, change)) {
-        s_sync(owner);
+        s_sync(owner, asked_ms, change ? change->snapshot_version : 0);
     }
 }
 
@@ -385,6 +272,7 @@ static void s_on_destroy(void *owner) {
     log_info("stream_closed", "chat_id=%s user_id=%s snapshot_version=%lld", s->chat_id, s->user_id,
              (long long)s->snapshot_version);
     episode_destroy(&s->episode);
+    chatread_share_unref(&s->share);
     free(s);
 }
 
@@ -425,6 +313,7 @@ void stream_handle(void *app, http_req_t *req, http_resp_t *resp) {
         http_busy(resp, "too many open streams for this user");
         return;
     }
+    s->share = feed_shared(s->feed, &chatread_share_ops);
     feed_live(s->feed, s_on_live);
     feed_direct(s->feed, req->version);
     log_info("stream_opened", "chat_id=%s user_id=%s after_id=%lld", s->chat_id, s->user_id,

@@ -7,7 +7,8 @@
  * same committed messages; the poll costs an idle chat's streams no read, and still brings
  * them a change that no hint announced; a hinted change whose read failed arrives all the same;
  * a client that reads nothing while megabytes of parts pile up for it (the gateway's socket
- * full, its writes partial and coalesced) then gets every part once, in order, framed.
+ * full, its writes partial and coalesced) then gets every part once, in order, framed; the
+ * streams of one chat share one read per hint, and each still gets every part once, in order.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -579,6 +580,78 @@ static void test_a_hinted_change_whose_read_failed_still_reaches_the_stream(void
     json_decref(c);
 }
 
+/* The parts of stream s: each seq from 1 to n once, in order, and nothing else. */
+static void s_assert_parts(sse_t *s, int which, int n) {
+    int next = 1;
+    for (int k = 0; k < sse_count(s); k++) {
+        json_t *e = sse_get(s, k);
+        if (strcmp(json_string_value(json_object_get(e, "event")), "message_part") != 0) {
+            continue;
+        }
+        json_t *mp = json_object_get(json_object_get(e, "data"), "message_part");
+        int64_t seq = json_integer_value(json_object_get(mp, "seq"));
+        if (seq != next) {
+            fail_msg("stream %d: part seq %lld where %d was next", which, (long long)seq, next);
+        }
+        next++;
+    }
+    if (next != n + 1) {
+        fail_msg("stream %d: %d parts of %d", which, next - 1, n);
+    }
+}
+
+/* The streams of one chat share their reads (chatread.h): the hints that start a turn cost the
+ * chat's N streams a read or two between them, not N each, and the hint of the step's commit
+ * exactly one; every stream still gets every part once, in order, and the step's message.
+ * chatfleet_stream_reads_total counts the reads. */
+static void test_the_streams_of_a_chat_share_one_read_per_hint(void **u) {
+    (void)u;
+    enum { N = 16, PARTS = 40 };
+    json_t *c = s_new_chat();
+    const char *chat = json_string_value(json_object_get(c, "id"));
+    sse_t *s[N];
+    int first[N];
+    for (int i = 0; i < N; i++) {
+        s[i] = s_stream(0, chat, 0);
+        first[i] = s_want(s[i], 0, "preview_reset");
+    }
+    usleep(1500 * 1000); /* past each stream's settle sync (FEED_SETTLE_MS and a hub tick) */
+    long long before = s_stream_reads(0);
+    s_worker(chat, s_acquire);
+    s_worker(chat, s_attempt);
+    for (int i = 0; i < N; i++) {
+        if (sse_wait(s[i], first[i] + 1, "preview_reset", NULL, NULL, WAIT_MS) < 0) {
+            fail_msg("stream %d never saw the attempt's preview_reset", i);
+        }
+    }
+    long long started = s_stream_reads(0) - before;
+    /* One read per hint (two here), and a third at most when the second hint came while the
+     * first one's read was in flight; a read per stream would be 2N. */
+    if (started > 3) {
+        fail_msg("%lld stream reads for %d streams of one chat and 2 hints", started, N);
+    }
+    cs_fence_t f;
+    s_fence(chat, &f);
+    for (int seq = 1; seq <= PARTS; seq++) {
+        char text[16];
+        snprintf(text, sizeof text, "w%d", seq);
+        s_part_of(chat, &f, seq, text);
+    }
+    before = s_stream_reads(0);
+    s_worker(chat, s_step);
+    for (int i = 0; i < N; i++) {
+        if (sse_wait(s[i], 0, "message", s_is_text, "hello", WAIT_MS) < 0) {
+            fail_msg("stream %d never saw the step's message", i);
+        }
+    }
+    assert_int_equal(s_stream_reads(0) - before, 1);
+    for (int i = 0; i < N; i++) {
+        s_assert_parts(s[i], i, PARTS);
+        sse_close(&s[i]);
+    }
+    json_decref(c);
+}
+
 static int s_setup(void **state) {
     (void)state;
     /* No workers: the test is the worker, publishing on the broker at s_pub. The gateways
@@ -697,6 +770,7 @@ int main(void) {
             test_the_poll_reads_a_chat_once_and_still_finds_a_change_no_hint_announced),
         cmocka_unit_test(test_a_hinted_change_whose_read_failed_still_reaches_the_stream),
         cmocka_unit_test(test_a_client_that_reads_late_gets_every_part_in_order),
+        cmocka_unit_test(test_the_streams_of_a_chat_share_one_read_per_hint),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }
