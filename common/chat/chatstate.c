@@ -240,11 +240,11 @@ int cs_finish(chatstate_t *self, exec_state_t from, chatmove_t move, cs_error_t 
 
 int cs_set_status(chatstate_t *self, const char *status, bool clear_error, cs_error_t *err) {
     const char *p[] = {self->chat_id, status, clear_error ? "t" : "f"};
-    return cs_exec(self, err,
-                   "UPDATE chats SET status = $2::chat_status, updated_at = now(),"
-                   " last_error = CASE WHEN $3::boolean THEN NULL ELSE last_error END"
-                   " WHERE id = $1",
-                   3, p);
+    return cs_exec_row(self, err,
+                       "UPDATE chats c SET status = $2::chat_status, updated_at = now(),"
+                       " last_error = CASE WHEN $3::boolean THEN NULL ELSE last_error END"
+                       " WHERE c.id = $1",
+                       3, p);
 }
 
 /* Records the ids a multi-row insert returned (RETURNING id) as inserted and frees res; -1
@@ -350,7 +350,7 @@ int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64
                        m->traceparent};
     /* Sent ahead: the id reaches the inserted list (and *id_out) when the bundle next reads,
      * which every transition does before it ends (cs_finish). */
-    self->row_fresh = false;
+    cs_touch(self);
     if (self->insert_outs.count == self->insert_outs.cap) {
         self->insert_outs.cap = self->insert_outs.cap ? self->insert_outs.cap * 2 : 4;
         self->insert_outs.outs = mem_realloc(
@@ -464,16 +464,17 @@ int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_err
 int cs_land_after_turn(chatstate_t *self, int64_t *promoted, cs_error_t *err) {
     const char *p[] = {self->chat_id};
     /* One statement for the usual case: the deadline cleared and, with nothing queued, the
-     * chat waiting. With a queue the status is left to the promotion below. Sent ahead with
-     * the row's load, whose queue length says which case this is (the chat's row lock keeps
-     * the queue still in between): one round trip, and the move's closing load is free. */
-    if (cs_exec(self, err,
-                "UPDATE chats c SET requires_action_deadline_at = NULL,"
-                " status = CASE WHEN q.n = 0 THEN 'waiting'::chat_status ELSE c.status END,"
-                " updated_at = CASE WHEN q.n = 0 THEN now() ELSE c.updated_at END"
-                " FROM (SELECT count(*) AS n FROM chat_queued_messages WHERE chat_id = $1) q"
-                " WHERE c.id = $1",
-                1, p) != 0 ||
+     * chat waiting. With a queue the status is left to the promotion below. Sent ahead,
+     * returning the row, whose queue length says which case this is (the chat's row lock
+     * keeps the queue still in between): one round trip, and the move's closing load is
+     * free. */
+    if (cs_exec_row(self, err,
+                    "UPDATE chats c SET requires_action_deadline_at = NULL,"
+                    " status = CASE WHEN w.n = 0 THEN 'waiting'::chat_status ELSE c.status END,"
+                    " updated_at = CASE WHEN w.n = 0 THEN now() ELSE c.updated_at END"
+                    " FROM (SELECT count(*) AS n FROM chat_queued_messages WHERE chat_id = $1) w"
+                    " WHERE c.id = $1",
+                    1, p) != 0 ||
         cs_load(self, err) != 0) {
         return -1;
     }

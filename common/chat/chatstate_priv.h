@@ -54,6 +54,10 @@ struct chatstate {
     PGresult *first;
     cs_row_t row;
     bool row_fresh; /* row reflects every write made so far in the bundle */
+    /* cs_exec_row: the last statement sent returns the row, which its callback parses into
+     * row (returned: it had one) when the bundle next reads. */
+    bool row_coming;
+    bool returned;
     bool title_set; /* SetTitle ran in this bundle (its hint says so) */
     exec_state_t state;
     cs_ids_t inserted;
@@ -149,6 +153,12 @@ int cs_row_from(chatstate_t *self, PGresult *res, cs_error_t *err);
 /* The checks of a move from state that do not depend on a fence: an invalid chat
  * (CS_INVALID_STATE), the move table (CS_CONFLICT naming the state). 0 or -1. */
 int cs_move_check(chatstate_t *self, exec_state_t state, chatmove_t move, cs_error_t *err);
+
+/* Sends an UPDATE of chat $1 aliased c (sql, without RETURNING) ahead, as cs_exec, with the
+ * row's columns RETURNING, so that the next cs_load reads the row from it and runs no
+ * statement of its own (unless another statement was sent after it). 0 or -1. */
+int cs_exec_row(chatstate_t *self, cs_error_t *err, const char *sql, int n,
+                const char *const *params);
 
 /* Loads the chat row and queue length, and classifies the state (a no-op while the row
  * loaded by begin or the last cs_finish is still current). */

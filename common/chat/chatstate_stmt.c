@@ -43,7 +43,7 @@ PGresult *cs_query(chatstate_t *self, cs_error_t *err, const char *sql, int n,
     if (s_before_statement(self, err) != 0) {
         return NULL;
     }
-    self->row_fresh = false;
+    cs_touch(self);
     PGresult *res = db_query(self->conn, &e, msg, sizeof msg, sql, n, params);
     s_sent_done(self);
     if (!res) {
@@ -61,7 +61,7 @@ int cs_exec(chatstate_t *self, cs_error_t *err, const char *sql, int n, const ch
     if (s_before_statement(self, err) != 0) {
         return -1;
     }
-    self->row_fresh = false;
+    cs_touch(self);
     if (db_send(self->conn, sql, n, params, NULL, NULL) != 0) {
         return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
     }
@@ -73,7 +73,7 @@ int cs_keep(chatstate_t *self, cs_error_t *err, const char *sql, int n, const ch
     if (s_before_statement(self, err) != 0) {
         return -1;
     }
-    self->row_fresh = false;
+    cs_touch(self);
     if (db_send(self->conn, sql, n, params, db_keep, keep) != 0) {
         return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
     }
@@ -103,6 +103,7 @@ static void s_ids_push(cs_ids_t *ids, int64_t id) {
 
 void cs_touch(chatstate_t *self) {
     self->row_fresh = false;
+    self->row_coming = false;
 }
 
 /* Fills r from a result of CS_ROW_COLUMNS; false when it has no row. */
@@ -202,6 +203,49 @@ char *cs_row_sql(const chatstate_t *self) {
                       (long long)self->settings.lease_stale_ms);
 }
 
+/* The RETURNING row of a statement sent by cs_exec_row, when it is read. */
+static void s_row_returned(void *ctx, const PGresult *res) {
+    chatstate_t *self = ctx;
+    self->returned = s_row_parse(res, &self->row);
+}
+
+int cs_exec_row(chatstate_t *self, cs_error_t *err, const char *sql, int n,
+                const char *const *params) {
+    if (s_before_statement(self, err) != 0) {
+        return -1;
+    }
+    cs_touch(self);
+    char *full =
+        mem_printf("%s RETURNING " CS_ROW_COLUMNS, sql, (long long)self->settings.lease_stale_ms);
+    self->returned = false;
+    int rc = db_send(self->conn, full, n, params, s_row_returned, self);
+    free(full);
+    if (rc != 0) {
+        return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
+    }
+    self->row_coming = true;
+    return 0;
+}
+
+/* cs_load's way when the last statement sent returns the row: it runs now, with what was
+ * sent before it. */
+static int s_load_returned(chatstate_t *self, cs_error_t *err) {
+    char msg[200];
+    db_err_t e = db_flush(self->conn, msg, sizeof msg);
+    s_sent_done(self);
+    self->row_coming = false;
+    if (e != DB_OK) {
+        return cs_fail(self, err, e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB, "database: %s", msg);
+    }
+    if (!self->returned) {
+        self->state = ES_N;
+        return cs_fail(self, err, CS_NOT_FOUND, "chat not found");
+    }
+    self->state = s_row_state(&self->row);
+    self->row_fresh = true;
+    return 0;
+}
+
 int cs_load(chatstate_t *self, cs_error_t *err) {
     if (self->failed || !self->open) {
         return cs_fail(self, err, CS_DB, "bundle already failed");
@@ -211,6 +255,9 @@ int cs_load(chatstate_t *self, cs_error_t *err) {
     }
     if (self->row_fresh) {
         return 0;
+    }
+    if (self->row_coming) {
+        return s_load_returned(self, err);
     }
     const char *p[] = {self->chat_id};
     char *sql = cs_row_sql(self);

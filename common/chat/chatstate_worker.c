@@ -200,11 +200,11 @@ int chatstate_abandon(chatstate_t *self, const cs_fence_t *fence, cs_error_t *er
     }
     exec_state_t from = self->state;
     const char *p[] = {self->chat_id};
-    if (cs_exec(self, err,
-                "WITH gone AS (DELETE FROM chat_heartbeats h USING chats c WHERE h.chat_id = $1"
-                " AND c.id = $1 AND h.runner_id = c.runner_id)"
-                " UPDATE chats SET worker_id = NULL, runner_id = NULL WHERE id = $1",
-                1, p) != 0) {
+    if (cs_exec_row(self, err,
+                    "WITH gone AS (DELETE FROM chat_heartbeats h USING chats o WHERE h.chat_id = $1"
+                    " AND o.id = $1 AND h.runner_id = o.runner_id)"
+                    " UPDATE chats c SET worker_id = NULL, runner_id = NULL WHERE c.id = $1",
+                    1, p) != 0) {
         return -1;
     }
     return cs_finish(self, from, MV_ABANDON, err);
@@ -314,10 +314,11 @@ int chatstate_record_generation_attempt(chatstate_t *self, const cs_fence_t *fen
     }
     exec_state_t from = self->state;
     const char *p[] = {self->chat_id};
-    /* Sent ahead: the move's closing load reads the new count in the same round trip. */
-    if (cs_exec(self, err,
-                "UPDATE chats SET generation_attempt = generation_attempt + 1 WHERE id = $1", 1,
-                p) != 0 ||
+    /* Sent ahead, returning the row: the move's closing load is its result. */
+    if (cs_exec_row(self, err,
+                    "UPDATE chats c SET generation_attempt = generation_attempt + 1"
+                    " WHERE c.id = $1",
+                    1, p) != 0 ||
         cs_finish(self, from, MV_RECORD_GENERATION_ATTEMPT, err) != 0) {
         return -1;
     }

@@ -4,7 +4,8 @@
  * failure and stops the rest, a failed first prepare is prepared again, a lost connection is
  * reported as one, a chat's create bundle takes two round trips, a turn-ending reply five and
  * a step's reads (worker/turn/history.h) one, an acquisition three, and each chat of an
- * acquisition pass one.
+ * acquisition pass one; a write that returns the row spares its move the load (a turn-ending
+ * reply runs eight statements, a generation attempt five).
  * Round trips are counted from libpq's own protocol trace: every Sync or simple Query the client
  * sends is one wait for the server.
  */
@@ -48,7 +49,11 @@ static FILE *s_trace_start(PGconn *conn) {
 #define S_TRACE_LINES_MAX 10000      /* far more than any one bundle's protocol messages */
 #define S_TRACE_BYTES_MAX (8L << 20) /* bounds what a line read may allocate */
 
-/* Stops the trace; the number of Sync and Query messages the client sent. */
+/* The statements the last traced stretch ran: the Execute and Query messages the client sent. */
+static int s_statements;
+
+/* Stops the trace; the number of Sync and Query messages the client sent (s_statements: its
+ * statements). */
 static int s_trace_round_trips(PGconn *conn, FILE *f) {
     PQuntrace(conn);
     assert_int_equal(fflush(f), 0);
@@ -60,11 +65,15 @@ static int s_trace_round_trips(PGconn *conn, FILE *f) {
     size_t cap = 0;
     int n = 0;
     int lines = 0;
+    s_statements = 0;
     /* A whole line each, however long its statement. */
     while (lines < S_TRACE_LINES_MAX && getline(&line, &cap, f) >= 0) {
         lines++;
         if (line[0] == 'F' && (strstr(line, "\tSync") || strstr(line, "\tQuery\t"))) {
             n++;
+        }
+        if (line[0] == 'F' && (strstr(line, "\tExecute\t") || strstr(line, "\tQuery\t"))) {
+            s_statements++;
         }
     }
     assert_true(lines < S_TRACE_LINES_MAX);
@@ -353,6 +362,9 @@ static void test_a_turn_ending_reply_takes_five_round_trips(void **state) {
     /* BEGIN with the load; the reply with the check; the landing with its load; Abandon with
      * its check; COMMIT. */
     assert_int_equal(trips, 5);
+    /* BEGIN, the bump, the load, the reply, its check's load, the landing and Abandon (each
+     * returning the row: no load of their own), COMMIT. */
+    assert_int_equal(s_statements, 8);
     s_expect("waiting true 2",
              "SELECT status || ' ' || (worker_id IS NULL) || ' ' ||"
              " (SELECT count(*) FROM chat_messages WHERE chat_id = c.id)"
@@ -370,6 +382,7 @@ static void test_a_generation_attempt_takes_three_round_trips(void **state) {
     int64_t attempt = -1;
     int trips = s_bundle_trips(chat, &f, s_attempt, &attempt);
     assert_int_equal(trips, 3);
+    assert_int_equal(s_statements, 5); /* BEGIN, bump, load, the update returning the row, COMMIT */
     assert_int_equal(attempt, 1);
     s_expect("1", "SELECT generation_attempt FROM chats WHERE id = '%s'", chat);
 }
