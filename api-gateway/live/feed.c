@@ -164,7 +164,9 @@ char *feed_frame(const char *type, json_t *event, int64_t id) {
 void feed_emit_frame(feed_t *self, const char *frame, size_t len) {
     pthread_mutex_lock(&self->lock);
     s_append(self, frame, len);
-    s_kick(self);
+    if (!self->running) {
+        s_kick(self); /* a job sends what it emitted when its round ends: one send */
+    }
     pthread_mutex_unlock(&self->lock);
 }
 
@@ -291,6 +293,7 @@ static void s_job(void *arg) {
     self->running = true;
     while (s_has_work(self)) {
         s_work(self);
+        s_kick(self);
     }
     self->running = false;
     bool last = --self->refs == 0;

@@ -93,7 +93,8 @@ void *feed_shared(feed_t *self, const hub_share_ops_t *ops);
  * "type" is added; steals the reference to event. The caller frees the text. */
 char *feed_frame(const char *type, json_t *event, int64_t id);
 
-/* Appends feed_frame(type, event, id). Call from the feed's job. */
+/* Appends feed_frame(type, event, id). Call from the feed's job: what a job appends is sent
+ * when its round of work ends, in one write. */
 void feed_emit(feed_t *self, const char *type, json_t *event, int64_t id);
 
 /* Appends an event already made by feed_frame (len bytes). Call from the feed's job. */

@@ -20,9 +20,10 @@ typedef struct bucket bucket_t;
 struct hub_part {
     wire_part_t part; /* text owned */
     atomic_int refs;
-    pthread_mutex_t lock; /* guards frame */
+    pthread_mutex_t lock; /* guards the making of frame */
     char *frame;
     size_t frame_len;
+    atomic_bool framed; /* frame is made: read it without the lock */
 };
 
 struct hub_entry {
@@ -93,10 +94,15 @@ void hub_part_unref(hub_part_t **self_p) {
 }
 
 const char *hub_part_frame(hub_part_t *self, hub_part_encode_fn *encode, size_t *len) {
+    if (atomic_load_explicit(&self->framed, memory_order_acquire)) {
+        *len = self->frame_len; /* every stream of the chat after the first */
+        return self->frame;
+    }
     pthread_mutex_lock(&self->lock);
     if (!self->frame) {
         self->frame = encode(&self->part);
         self->frame_len = strlen(self->frame);
+        atomic_store_explicit(&self->framed, true, memory_order_release);
     }
     *len = self->frame_len;
     pthread_mutex_unlock(&self->lock);
