@@ -461,20 +461,25 @@ int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_err
     return rc;
 }
 
-int cs_land_after_turn(chatstate_t *self, int64_t *promoted, cs_error_t *err) {
-    const char *p[] = {self->chat_id};
+int cs_land_after_turn(chatstate_t *self, int64_t *promoted, bool release, cs_error_t *err) {
+    const char *p[] = {self->chat_id, release ? "t" : "f"};
     /* One statement for the usual case: the deadline cleared and, with nothing queued, the
      * chat waiting. With a queue the status is left to the promotion below. Sent ahead,
      * returning the row, whose queue length says which case this is (the chat's row lock
      * keeps the queue still in between): one round trip, and the move's closing load is
-     * free. */
+     * free. Released, a chat that lands waiting loses its owner and lease in the same
+     * statement (Abandon's writes). */
     if (cs_exec_row(self, err,
-                    "UPDATE chats c SET requires_action_deadline_at = NULL,"
+                    "WITH w AS (SELECT count(*) AS n FROM chat_queued_messages WHERE chat_id = $1),"
+                    " gone AS (DELETE FROM chat_heartbeats h USING chats o, w WHERE $2::boolean"
+                    " AND w.n = 0 AND h.chat_id = $1 AND o.id = $1 AND h.runner_id = o.runner_id)"
+                    " UPDATE chats c SET requires_action_deadline_at = NULL,"
                     " status = CASE WHEN w.n = 0 THEN 'waiting'::chat_status ELSE c.status END,"
-                    " updated_at = CASE WHEN w.n = 0 THEN now() ELSE c.updated_at END"
-                    " FROM (SELECT count(*) AS n FROM chat_queued_messages WHERE chat_id = $1) w"
-                    " WHERE c.id = $1",
-                    1, p) != 0 ||
+                    " updated_at = CASE WHEN w.n = 0 THEN now() ELSE c.updated_at END,"
+                    " worker_id = CASE WHEN $2::boolean AND w.n = 0 THEN NULL ELSE c.worker_id END,"
+                    " runner_id = CASE WHEN $2::boolean AND w.n = 0 THEN NULL ELSE c.runner_id END"
+                    " FROM w WHERE c.id = $1",
+                    2, p) != 0 ||
         cs_load(self, err) != 0) {
         return -1;
     }
@@ -494,7 +499,7 @@ int cs_finish_interruption(chatstate_t *self, const cs_message_t *partial, int c
         cs_cancel_open_request(self, "interrupted", err) != 0) {
         return -1;
     }
-    return cs_land_after_turn(self, promoted, err);
+    return cs_land_after_turn(self, promoted, false, err);
 }
 
 static void s_hint_from_row(const chatstate_t *self, hint_update_t *u) {

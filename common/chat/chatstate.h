@@ -438,6 +438,11 @@ int chatstate_record_retry_state(chatstate_t *self, const cs_fence_t *fence, con
 /* Inserts the terminal messages (receipts; may be empty) and finishes the turn. */
 int chatstate_finish_turn(chatstate_t *self, const cs_fence_t *fence, const cs_message_t *msgs,
                           int count, cs_error_t *err);
+
+/* FinishTurn (no terminal messages) that, when it lands the chat waiting (nothing queued), is
+ * also Abandon: the owner lets the chat go in the same statement. A promoted queue head keeps
+ * the chat running and owned. */
+int chatstate_finish_turn_release(chatstate_t *self, const cs_fence_t *fence, cs_error_t *err);
 int chatstate_finish_error(chatstate_t *self, const cs_fence_t *fence, const char *error_json,
                            const cs_message_t *msgs, int count, cs_error_t *err);
 int chatstate_cancel_requires_action(chatstate_t *self, const cs_fence_t *fence, const char *reason,

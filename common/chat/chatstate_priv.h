@@ -205,8 +205,9 @@ int cs_answer_pending(chatstate_t *self, const char *reason, cs_error_t *err);
  * answering outstanding tool calls first. Fails unless exactly one queue row is removed. */
 int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_error_t *err);
 
-/* Promotes the queue head if there is one and lands in running; otherwise waiting. */
-int cs_land_after_turn(chatstate_t *self, int64_t *promoted, cs_error_t *err);
+/* Promotes the queue head if there is one and lands in running; otherwise waiting, and with
+ * release also unowned (Abandon's writes, in the same statement). */
+int cs_land_after_turn(chatstate_t *self, int64_t *promoted, bool release, cs_error_t *err);
 
 /* The interruption epilogue shared by the worker and the HTTP Interrupt on unowned chats. */
 int cs_finish_interruption(chatstate_t *self, const cs_message_t *partial, int count,

@@ -341,17 +341,29 @@ int chatstate_record_retry_state(chatstate_t *self, const cs_fence_t *fence, con
     return cs_finish(self, from, MV_RECORD_RETRY_STATE, err);
 }
 
-int chatstate_finish_turn(chatstate_t *self, const cs_fence_t *fence, const cs_message_t *msgs,
-                          int count, cs_error_t *err) {
+static int s_finish_turn(chatstate_t *self, const cs_fence_t *fence, const cs_message_t *msgs,
+                         int count, bool release, cs_error_t *err) {
     if (cs_start(self, MV_FINISH_TURN, fence, err) != 0) {
         return -1;
     }
     exec_state_t from = self->state;
     /* Terminal messages (receipts) go in before the queue head is promoted. */
-    if (cs_insert_all(self, msgs, count, err) != 0 || cs_land_after_turn(self, NULL, err) != 0) {
+    if (cs_insert_all(self, msgs, count, err) != 0 ||
+        cs_land_after_turn(self, NULL, release, err) != 0) {
         return -1;
     }
+    /* Released and waiting: FinishTurn, then Abandon (allowed from waiting, under the owner
+     * this move's fence checked), as one write. */
     return cs_finish(self, from, MV_FINISH_TURN, err);
+}
+
+int chatstate_finish_turn(chatstate_t *self, const cs_fence_t *fence, const cs_message_t *msgs,
+                          int count, cs_error_t *err) {
+    return s_finish_turn(self, fence, msgs, count, false, err);
+}
+
+int chatstate_finish_turn_release(chatstate_t *self, const cs_fence_t *fence, cs_error_t *err) {
+    return s_finish_turn(self, fence, NULL, 0, true, err);
 }
 
 int chatstate_finish_error(chatstate_t *self, const cs_fence_t *fence, const char *error_json,

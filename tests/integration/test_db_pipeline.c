@@ -2,10 +2,11 @@
  * Statements sent ahead (common/chat/db.h db_send, ARCHITECTURE.md §4.4) on a real PostgreSQL:
  * they run in order in one round trip with the next read, a failure among them is that read's
  * failure and stops the rest, a failed first prepare is prepared again, a lost connection is
- * reported as one, a chat's create bundle takes two round trips, a turn-ending reply five and
+ * reported as one, a chat's create bundle takes two round trips, a turn-ending reply four and
  * a step's reads (worker/turn/history.h) one, an acquisition three, and each chat of an
  * acquisition pass one; a write that returns the row spares its move the load (a turn-ending
- * reply runs eight statements, a generation attempt five).
+ * reply runs seven statements, a generation attempt five), and a released turn end with a
+ * message queued promotes it and keeps the chat owned.
  * Round trips are counted from libpq's own protocol trace: every Sync or simple Query the client
  * sends is one wait for the server.
  */
@@ -336,11 +337,10 @@ static int s_turn_end(chatstate_t *cs, const cs_fence_t *f, void *ctx, cs_error_
     (void)ctx;
     cs_message_t reply = {.role = "assistant",
                           .content = "[{\"type\":\"text\",\"text\":\"hello\"}]"};
-    if (chatstate_commit_step(cs, f, &reply, 1, err) != 0 ||
-        chatstate_finish_turn(cs, f, NULL, 0, err) != 0) {
+    if (chatstate_commit_step(cs, f, &reply, 1, err) != 0) {
         return -1;
     }
-    return chatstate_abandon(cs, f, err);
+    return chatstate_finish_turn_release(cs, f, err);
 }
 
 static int s_attempt(chatstate_t *cs, const cs_fence_t *f, void *ctx, cs_error_t *err) {
@@ -351,23 +351,48 @@ static int s_title(chatstate_t *cs, const cs_fence_t *f, void *ctx, cs_error_t *
     return chatstate_set_generated_title(cs, f, "Greeting", ctx, err);
 }
 
-/* The worker's bundle for a reply that ends a turn (generation.c): CommitStep, FinishTurn
- * and Abandon in one transaction. */
-static void test_a_turn_ending_reply_takes_five_round_trips(void **state) {
+/* The worker's bundle for a reply that ends a turn (stepbundle.c): CommitStep, then FinishTurn
+ * released (Abandon in the landing's statement) in one transaction. */
+static void test_a_turn_ending_reply_takes_four_round_trips(void **state) {
     (void)state;
     char chat[ID_UUID_LEN + 1];
     cs_fence_t f;
     s_acquired_chat(chat, &f);
     int trips = s_bundle_trips(chat, &f, s_turn_end, NULL);
-    /* BEGIN with the load; the reply with the check; the landing with its load; Abandon with
-     * its check; COMMIT. */
-    assert_int_equal(trips, 5);
-    /* BEGIN, the bump, the load, the reply, its check's load, the landing and Abandon (each
-     * returning the row: no load of their own), COMMIT. */
-    assert_int_equal(s_statements, 8);
-    s_expect("waiting true 2",
+    /* BEGIN with the load; the reply with the check; the landing, returning the row; COMMIT. */
+    assert_int_equal(trips, 4);
+    /* BEGIN, the bump, the load, the reply, its check's load, the landing, COMMIT. */
+    assert_int_equal(s_statements, 7);
+    s_expect("waiting true 2 0",
+             "SELECT status || ' ' || (worker_id IS NULL AND runner_id IS NULL) || ' ' ||"
+             " (SELECT count(*) FROM chat_messages WHERE chat_id = c.id) || ' ' ||"
+             " (SELECT count(*) FROM chat_heartbeats WHERE chat_id = c.id)"
+             " FROM chats c WHERE id = '%s'",
+             chat);
+}
+
+/* Released with a message queued, the turn promotes it: the chat runs on, still owned, with
+ * its lease. */
+static void test_a_released_turn_end_with_a_queue_keeps_the_chat(void **state) {
+    (void)state;
+    char chat[ID_UUID_LEN + 1];
+    cs_fence_t f;
+    s_acquired_chat(chat, &f);
+    cs_error_t err;
+    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
+    assert_non_null(cs);
+    cs_message_t m = {.role = "user", .content = S_HI, .created_by = s_owner};
+    int64_t mid = 0;
+    int64_t qid = 0;
+    assert_int_equal(chatstate_send_message(cs, &m, CS_BUSY_QUEUE, 0, &mid, &qid, &err), 0);
+    assert_true(qid > 0);
+    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
+    s_bundle_trips(chat, &f, s_turn_end, NULL);
+    s_expect("running false 3 1 0",
              "SELECT status || ' ' || (worker_id IS NULL) || ' ' ||"
-             " (SELECT count(*) FROM chat_messages WHERE chat_id = c.id)"
+             " (SELECT count(*) FROM chat_messages WHERE chat_id = c.id) || ' ' ||"
+             " (SELECT count(*) FROM chat_heartbeats WHERE chat_id = c.id) || ' ' ||"
+             " (SELECT count(*) FROM chat_queued_messages WHERE chat_id = c.id)"
              " FROM chats c WHERE id = '%s'",
              chat);
 }
@@ -641,7 +666,8 @@ int main(void) {
         cmocka_unit_test(test_a_write_refused_as_read_only_makes_the_connection_unusable),
         cmocka_unit_test(test_a_chat_create_takes_two_round_trips),
         cmocka_unit_test(test_a_create_under_a_taken_id_changes_nothing),
-        cmocka_unit_test(test_a_turn_ending_reply_takes_five_round_trips),
+        cmocka_unit_test(test_a_turn_ending_reply_takes_four_round_trips),
+        cmocka_unit_test(test_a_released_turn_end_with_a_queue_keeps_the_chat),
         cmocka_unit_test(test_a_generation_attempt_takes_three_round_trips),
         cmocka_unit_test(test_a_generated_title_takes_three_round_trips),
         cmocka_unit_test(test_a_steps_reads_take_one_round_trip),

@@ -35,12 +35,10 @@ int stepbundle_commit_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     cs_fence_t after = *a->fence;
     after.history_version = -1;
     after.generation_attempt = -1;
-    if (chatstate_finish_turn(cs, &after, NULL, 0, err) != 0) {
-        return -1;
-    }
-    /* Nothing was queued: the chat waits, and the Abandon the runner would spawn next goes
-     * in this bundle too (another worker takes the chat's next turn, ARCHITECTURE.md §7.3). */
-    return chatstate_state(cs) == ES_W ? chatstate_abandon(cs, &after, err) : 0;
+    /* Nothing queued: the chat waits, and the Abandon the runner would spawn next goes in the
+     * landing's own statement (another worker takes the chat's next turn, ARCHITECTURE.md
+     * §7.3). */
+    return chatstate_finish_turn_release(cs, &after, err);
 }
 
 /* A manual compaction consumes the request; an automatic one is an ordinary CommitStep (no
