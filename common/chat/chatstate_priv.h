@@ -156,7 +156,8 @@ int cs_move_check(chatstate_t *self, exec_state_t state, chatmove_t move, cs_err
 
 /* Sends an UPDATE of chat $1 aliased c (sql, without RETURNING) ahead, as cs_exec, with the
  * row's columns RETURNING, so that the next cs_load reads the row from it and runs no
- * statement of its own (unless another statement was sent after it). 0 or -1. */
+ * statement of its own (unless another statement was sent after it, or the UPDATE's WHERE
+ * refused the row). Once read, self->returned says whether it wrote the row. 0 or -1. */
 int cs_exec_row(chatstate_t *self, cs_error_t *err, const char *sql, int n,
                 const char *const *params);
 

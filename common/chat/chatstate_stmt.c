@@ -228,7 +228,7 @@ int cs_exec_row(chatstate_t *self, cs_error_t *err, const char *sql, int n,
 }
 
 /* cs_load's way when the last statement sent returns the row: it runs now, with what was
- * sent before it. */
+ * sent before it. 0, -1, or 1 when it wrote no row (its WHERE refused): the row is loaded. */
 static int s_load_returned(chatstate_t *self, cs_error_t *err) {
     char msg[200];
     db_err_t e = db_flush(self->conn, msg, sizeof msg);
@@ -238,8 +238,7 @@ static int s_load_returned(chatstate_t *self, cs_error_t *err) {
         return cs_fail(self, err, e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB, "database: %s", msg);
     }
     if (!self->returned) {
-        self->state = ES_N;
-        return cs_fail(self, err, CS_NOT_FOUND, "chat not found");
+        return 1;
     }
     self->state = s_row_state(&self->row);
     self->row_fresh = true;
@@ -256,8 +255,9 @@ int cs_load(chatstate_t *self, cs_error_t *err) {
     if (self->row_fresh) {
         return 0;
     }
-    if (self->row_coming) {
-        return s_load_returned(self, err);
+    int returned = self->row_coming ? s_load_returned(self, err) : 1;
+    if (returned <= 0) {
+        return returned;
     }
     const char *p[] = {self->chat_id};
     char *sql = cs_row_sql(self);

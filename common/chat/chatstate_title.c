@@ -49,21 +49,21 @@ int chatstate_title_wanted(chatstate_t *self, const cs_fence_t *fence, bool *wan
 }
 
 /* The title write: over a fallback or generated title, and over a user title only for a
- * request ($3) made since that title was set. *res keeps its RETURNING. */
-static int s_write(chatstate_t *self, const char *title, const char *request, PGresult **res,
-                   cs_error_t *err) {
+ * request ($3) made since that title was set. Returns the row when it wrote it
+ * (self->returned, once read). */
+static int s_write(chatstate_t *self, const char *title, const char *request, cs_error_t *err) {
     size_t n = strlen(title);
     if (n == 0 || n > CS_TITLE_MAX_BYTES) {
         return cs_fail(self, err, CS_BAD_INPUT, "title: must be a string of 1 to %d bytes",
                        CS_TITLE_MAX_BYTES);
     }
     const char *p[] = {self->chat_id, title, request};
-    return cs_keep(self, err,
-                   "UPDATE chats SET title = $2, title_source = 'generated',"
-                   " title_updated_at = now() WHERE id = $1 AND (title_source <> 'user'"
-                   " OR ($3::bigint IS NOT NULL AND title_requested_at IS NOT NULL"
-                   " AND title_updated_at <= title_requested_at)) RETURNING 1",
-                   3, p, res);
+    return cs_exec_row(self, err,
+                       "UPDATE chats c SET title = $2, title_source = 'generated',"
+                       " title_updated_at = now() WHERE c.id = $1 AND (title_source <> 'user'"
+                       " OR ($3::bigint IS NOT NULL AND title_requested_at IS NOT NULL"
+                       " AND title_updated_at <= title_requested_at))",
+                       3, p);
 }
 
 int chatstate_title_outcome(chatstate_t *self, const cs_fence_t *fence, const cs_title_outcome_t *o,
@@ -88,29 +88,24 @@ int chatstate_title_outcome(chatstate_t *self, const cs_fence_t *fence, const cs
     exec_state_t from = self->state;
     char us[DB_PARAM_INT64_LEN];
     const char *request = o->request_us > 0 ? db_param_int64(us, o->request_us) : NULL;
-    PGresult *res = NULL;
     const char *up[] = {self->chat_id, o->model_config_id, o->usage};
     const char *rp[] = {self->chat_id, request};
-    /* All sent ahead: the closing load of cs_finish reads them in one round trip. */
-    if ((o->title && s_write(self, o->title, request, &res, err) != 0) ||
-        (o->usage && cs_exec(self, err,
+    /* All sent ahead: the closing load of cs_finish reads them in one round trip. The title's
+     * write goes after the usage, so that without a request its row is the closing load. */
+    if ((o->usage && cs_exec(self, err,
                              "INSERT INTO chat_usage (chat_id, owner_id, model_config_id, kind,"
                              " usage) SELECT id, owner_id, $2::uuid, 'title', $3::jsonb"
                              " FROM chats WHERE id = $1",
                              3, up) != 0) ||
+        (o->title && s_write(self, o->title, request, err) != 0) ||
         (request && cs_exec(self, err,
                             "UPDATE chats SET title_requested_at = NULL WHERE id = $1"
                             " AND " CS_TITLE_REQUEST_US " = $2::bigint",
                             2, rp) != 0) ||
         cs_finish(self, from, MV_SET_TITLE, err) != 0) {
-        PQclear(res);
         return -1;
     }
-    if (o->title && !res) {
-        return cs_fail(self, err, CS_DB, "internal: the title write's result was not kept");
-    }
-    *applied = res && PQntuples(res) == 1;
-    PQclear(res);
+    *applied = o->title && self->returned;
     self->title_set = *applied;
     return 0;
 }

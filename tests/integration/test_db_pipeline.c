@@ -435,6 +435,42 @@ static void test_a_generated_title_takes_three_round_trips(void **state) {
     s_expect("Mine user", "SELECT title || ' ' || title_source FROM chats WHERE id = '%s'", chat);
 }
 
+static int s_title_outcome(chatstate_t *cs, const cs_fence_t *f, void *ctx, cs_error_t *err) {
+    cs_title_outcome_t o = {.title = "Greeting", .usage = "{\"input_tokens\":3}"};
+    return chatstate_title_outcome(cs, f, &o, ctx, err);
+}
+
+/* A title call's outcome (title and usage): BEGIN with the load; the usage and the title's
+ * write, which returns the row the closing load needs; COMMIT. Over a user title the write
+ * returns nothing, and the row is loaded. */
+static void test_a_title_outcome_returns_the_row_it_writes(void **state) {
+    (void)state;
+    char chat[ID_UUID_LEN + 1];
+    cs_fence_t f;
+    s_acquired_chat(chat, &f);
+    bool applied = false;
+    assert_int_equal(s_bundle_trips(chat, &f, s_title_outcome, &applied), 3);
+    assert_int_equal(s_statements, 6); /* BEGIN, bump, load, usage, title, COMMIT */
+    assert_true(applied);
+    s_expect("Greeting generated 1",
+             "SELECT title || ' ' || title_source || ' ' || (SELECT count(*) FROM chat_usage u"
+             " WHERE u.chat_id = c.id) FROM chats c WHERE id = '%s'",
+             chat);
+    cs_error_t err;
+    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
+    assert_non_null(cs);
+    assert_int_equal(chatstate_set_title(cs, "Mine", &err), 0);
+    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
+    /* The refused write's result read, then the load: one round trip more. */
+    assert_int_equal(s_bundle_trips(chat, &f, s_title_outcome, &applied), 4);
+    assert_int_equal(s_statements, 7);
+    assert_false(applied);
+    s_expect("Mine user 2",
+             "SELECT title || ' ' || title_source || ' ' || (SELECT count(*) FROM chat_usage u"
+             " WHERE u.chat_id = c.id) FROM chats c WHERE id = '%s'",
+             chat);
+}
+
 static void test_a_steps_reads_take_one_round_trip(void **state) {
     (void)state;
     char chat[ID_UUID_LEN + 1];
@@ -668,6 +704,7 @@ int main(void) {
         cmocka_unit_test(test_a_create_under_a_taken_id_changes_nothing),
         cmocka_unit_test(test_a_turn_ending_reply_takes_four_round_trips),
         cmocka_unit_test(test_a_released_turn_end_with_a_queue_keeps_the_chat),
+        cmocka_unit_test(test_a_title_outcome_returns_the_row_it_writes),
         cmocka_unit_test(test_a_generation_attempt_takes_three_round_trips),
         cmocka_unit_test(test_a_generated_title_takes_three_round_trips),
         cmocka_unit_test(test_a_steps_reads_take_one_round_trip),
