@@ -333,6 +333,15 @@ static int s_bundle_trips(const char *chat, const cs_fence_t *f, s_moves_fn *mov
     return trips;
 }
 
+/* The owner's SetTitle on chat, in a bundle of its own. */
+static void s_user_title(const char *chat, const char *title) {
+    cs_error_t err;
+    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
+    assert_non_null(cs);
+    assert_int_equal(chatstate_set_title(cs, title, &err), 0);
+    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
+}
+
 static int s_turn_end(chatstate_t *cs, const cs_fence_t *f, void *ctx, cs_error_t *err) {
     (void)ctx;
     cs_message_t reply = {.role = "assistant",
@@ -425,11 +434,7 @@ static void test_a_generated_title_takes_three_round_trips(void **state) {
     assert_true(applied);
     s_expect("Greeting generated", "SELECT title || ' ' || title_source FROM chats WHERE id = '%s'",
              chat);
-    cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
-    assert_non_null(cs);
-    assert_int_equal(chatstate_set_title(cs, "Mine", &err), 0);
-    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
+    s_user_title(chat, "Mine");
     assert_int_equal(s_bundle_trips(chat, &f, s_title, &applied), 3);
     assert_false(applied);
     s_expect("Mine user", "SELECT title || ' ' || title_source FROM chats WHERE id = '%s'", chat);
@@ -456,11 +461,7 @@ static void test_a_title_outcome_returns_the_row_it_writes(void **state) {
              "SELECT title || ' ' || title_source || ' ' || (SELECT count(*) FROM chat_usage u"
              " WHERE u.chat_id = c.id) FROM chats c WHERE id = '%s'",
              chat);
-    cs_error_t err;
-    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
-    assert_non_null(cs);
-    assert_int_equal(chatstate_set_title(cs, "Mine", &err), 0);
-    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
+    s_user_title(chat, "Mine");
     /* The refused write's result read, then the load: one round trip more. */
     assert_int_equal(s_bundle_trips(chat, &f, s_title_outcome, &applied), 4);
     assert_int_equal(s_statements, 7);
