@@ -347,7 +347,8 @@ int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64
                        m->compressed ? "t" : "f",
                        m->response_format,
                        m->reasoning_effort,
-                       m->traceparent};
+                       m->traceparent,
+                       m->queued_at};
     /* Sent ahead: the id reaches the inserted list (and *id_out) when the bundle next reads,
      * which every transition does before it ends (cs_finish). */
     cs_touch(self);
@@ -360,13 +361,14 @@ int cs_insert(chatstate_t *self, const cs_message_t *m, int64_t queued_id, int64
     if (db_send(self->conn,
                 "INSERT INTO chat_messages (chat_id, role, visibility, content, created_by,"
                 " model_config_id, usage, structured_output_request_id, structured_output,"
-                " queued_message_id, compressed, reasoning_effort, traceparent)"
+                " queued_message_id, compressed, reasoning_effort, traceparent, queued_at)"
                 " VALUES ($1, $2::chat_message_role, coalesce($3, 'both')::chat_message_visibility,"
                 " $4::json, $5::uuid, $6::uuid, $7::jsonb, $8::uuid,"
                 " coalesce($9::json, CASE WHEN $12::json IS NULL THEN NULL ELSE json_build_object("
                 "'type', 'structured-output-request', 'response_format', $12::json) END),"
-                " $10::bigint, $11::boolean, $13::reasoning_effort, $14) RETURNING id",
-                14, p, s_inserted, self) != 0) {
+                " $10::bigint, $11::boolean, $13::reasoning_effort, $14, $15::timestamptz)"
+                " RETURNING id",
+                15, p, s_inserted, self) != 0) {
         self->insert_outs.count--;
         return cs_fail(self, err, CS_DB, "database: %s", "could not send a statement");
     }
@@ -432,7 +434,7 @@ int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_err
                  " ORDER BY position, id LIMIT 1)"
                  " RETURNING id, content::text, created_by::text, model_config_id::text,"
                  " response_format::text, structured_output_request_id::text,"
-                 " hook_context::text, reasoning_effort::text, traceparent",
+                 " hook_context::text, reasoning_effort::text, traceparent, created_at::text",
                  2, p);
     if (!res) {
         return -1;
@@ -449,7 +451,8 @@ int cs_promote(chatstate_t *self, int64_t queued_id, int64_t *message_id, cs_err
                       .response_format = db_text(res, 0, 4),
                       .so_request_id = db_text(res, 0, 5),
                       .reasoning_effort = db_text(res, 0, 7),
-                      .traceparent = db_text(res, 0, 8)};
+                      .traceparent = db_text(res, 0, 8),
+                      .queued_at = db_text(res, 0, 9)};
     int rc = cs_answer_pending(self, "tool call canceled: a new user message arrived", err);
     if (rc == 0) {
         rc = cs_insert(self, &m, promoted, message_id, err);

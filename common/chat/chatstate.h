@@ -59,6 +59,9 @@ typedef struct cs_message {
     /* The W3C traceparent of the request that made a user message (common/base/trace.h), or
      * NULL: kept on a queued row through promotion (migration 0018; issue 40). */
     const char *traceparent;
+    /* A promoted message's queue row's creation (timestamptz text; migration 0022): set by the
+     * promotion, NULL otherwise. */
+    const char *queued_at;
     bool compressed; /* a context boundary row */
     /* A prompt's lifecycle hook context (ARCHITECTURE.md §7.10: model-only user rows and
      * user-only assistant rows with CS_HOOK_CONTEXT_META): inserted right after the message,

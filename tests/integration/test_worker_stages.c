@@ -1,9 +1,10 @@
 /* The worker's stage timings and turn outcomes on /metrics (issue 40, the seed's lifecycle
- * stages): after a tool turn, a turn that spawns a subagent, a turn retried after a 503 and a
- * turn refused with a 400, on the sim model, every stage those turns pass through has
- * observations under the right stage, scope and chat_kind (the backoff once, as long as it
- * waited), the provider's stages also under the model config's name, and the outcome counter
- * counts each closed turn once, root and subagent apart, completed and error apart. */
+ * stages): after a tool turn, a turn that spawns a subagent, a turn retried after a 503, a
+ * turn refused with a 400 and a prompt queued behind a paced turn, on the sim model, every stage
+ * those turns pass through has observations under the right stage, scope and chat_kind (the backoff
+ * once, as long as it waited, and the queued prompt's wait once), the provider's stages also under
+ * the model config's name, and the outcome counter counts each closed turn once, root and subagent
+ * apart, completed and error apart. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -112,13 +113,27 @@ static void test_worker_times_the_stages_of_its_turns(void **u) {
     s_chat(conn, owner, model, "[sim:spawn 1] delegate", parent_chat);
     s_chat(conn, owner, model, "[sim:fail 503] once", retry_chat); /* retried, then answers */
     s_chat(conn, owner, model, "[sim:fail 400] never", bad_chat);  /* FinishError at once */
+    /* A second prompt queued behind a paced first turn: it waits in the queue until that
+     * turn ends and promotes it (queue_wait, migration 0022). */
+    char queued_chat[ID_UUID_LEN + 1];
+    s_chat(conn, owner, model, "[sim:slow 100] one two three four five", queued_chat);
+    cs_error_t qerr;
+    chatstate_t *qcs = chatstate_begin(conn, &chatsetup_settings, queued_chat, &qerr);
+    assert_non_null(qcs);
+    cs_message_t second = {.role = "user",
+                           .content = "[{\"type\":\"text\",\"text\":\"and then\"}]",
+                           .created_by = owner};
+    int64_t mid = 0, qid = 0;
+    assert_int_equal(chatstate_send_message(qcs, &second, CS_BUSY_QUEUE, 0, &mid, &qid, &qerr), 0);
+    assert_true(qid > 0); /* queued: the chat runs its first turn */
+    assert_int_equal(chatstate_commit(&qcs, NULL, NULL, &qerr), 0);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", port);
-    /* The tool chat, the parent and the retried chat complete a turn each, the child one of
-     * its own; the refused chat's turn ends in error. */
+    /* The tool chat, the parent and the retried chat complete a turn each, the queued chat
+     * two, the child one of its own; the refused chat's turn ends in error. */
     int64_t deadline = id_now_ms() + 30000;
     proc_http_t r = {0};
     double root = 0, sub = 0, err = 0;
-    while ((root < 3 || sub < 1 || err < 1) && id_now_ms() < deadline) {
+    while ((root < 5 || sub < 1 || err < 1) && id_now_ms() < deadline) {
         proc_http_free(&r);
         assert_int_equal(proc_http("GET", url, NULL, NULL, &r), 0);
         assert_int_equal(r.status, 200);
@@ -129,7 +144,7 @@ static void test_worker_times_the_stages_of_its_turns(void **u) {
         nanosleep(&ts, NULL);
     }
     printf("%s", r.body);
-    assert_true(root == 3);
+    assert_true(root == 5);
     assert_true(sub == 1);
     assert_true(err == 1);
     assert_true(s_outcome(r.body, "error", "subagent") == 0);
@@ -161,6 +176,12 @@ static void test_worker_times_the_stages_of_its_turns(void **u) {
     assert_true(s_series(r.body, "chatfleet_stage_duration_seconds_sum{", "stage=\"retry_backoff\"",
                          (char *)NULL) >= 0.4);
     assert_true(s_stage(r.body, "retry_backoff", "subagent") == -1);
+    /* One message waited in a queue, at least through the paced turn ahead of it (five words
+     * 100 ms apart); no other prompt was queued. */
+    assert_true(s_stage(r.body, "queue_wait", "root") == 1);
+    assert_true(s_series(r.body, "chatfleet_stage_duration_seconds_sum{", "stage=\"queue_wait\"",
+                         (char *)NULL) >= 0.3);
+    assert_true(s_stage(r.body, "queue_wait", "subagent") == -1);
     /* The provider's stages again by model config name; the others never are. */
     assert_true(s_series(r.body, "chatfleet_model_stage_duration_seconds_count{",
                          "stage=\"provider_attempt\"", "chat_kind=\"root\"", "model=\"sim-stages\"",

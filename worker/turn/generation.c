@@ -676,7 +676,8 @@ static int s_read_step(chatstate_t *cs, void *arg, cs_error_t *err) {
 
 /* The chat's kind for the stages, and the acquisition stage when this is the first step of
  * a prompt's turn (the latest row is the user's, no attempt made yet): from the row's
- * creation to now, on the database's clock. */
+ * creation to now, on the database's clock; with queue_wait, from its queueing to its
+ * promotion, when it was queued. */
 static void s_observe_acquisition(taskctx_t *ctx, const history_t *h) {
     taskctx_set_turn(ctx, h->subagent, &h->trace, h->trigger_age_us);
     size_t n = json_array_size(h->messages);
@@ -684,6 +685,9 @@ static void s_observe_acquisition(taskctx_t *ctx, const history_t *h) {
     if (h->generation_attempt == 0 && h->trigger_age_us >= 0 &&
         !strcmp(s_str(last, "role"), "user")) {
         taskctx_stage_us(ctx, STAGE_ACQUISITION, h->trigger_age_us, NULL);
+        if (h->trigger_queued_us >= 0) {
+            taskctx_stage_us(ctx, STAGE_QUEUE_WAIT, h->trigger_queued_us, NULL);
+        }
     }
 }
 

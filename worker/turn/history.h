@@ -74,6 +74,9 @@ typedef struct {
      * latest user row on the database's clock in microseconds (-1 when it has none). */
     bool subagent;
     int64_t trigger_age_us;
+    /* How long that row waited in the queue before its promotion (microseconds; -1 when it
+     * was never queued: migration 0022). */
+    int64_t trigger_queued_us;
     /* The traceparent stored with that row (migration 0018; trace.h), or trace_id "" when
      * it has none: the turn's span joins that trace (issue 40). */
     trace_ctx_t trace;
