@@ -1,11 +1,12 @@
 /*
  * Generated titles end to end (ARCHITECTURE.md §7.8): a cluster of real processes on the sim.
  * A new chat gets a generated title once, through the {title} structured request (the sim
- * answers with the message's first words), written in the transaction of the turn's reply,
- * and a watch sees its title_change; a user title
+ * answers with the message's first words), written at once when it ends first and in the
+ * transaction of the turn's reply when the reply ends first, and a watch sees its
+ * title_change; a user title
  * is never replaced; a failing title call and an answer that fails the {title} schema leave
  * the fallback, and the turn is answered either way; an interrupt during the title call
- * cancels it with the turn.
+ * cancels it with the turn, and one after it keeps the title the call came to.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -86,6 +87,32 @@ static int s_is_title_change(json_t *ev, void *ctx) {
     return id && title && !strcmp(id, ctx) && !strcmp(title, "Plan a trip to Lisbon in");
 }
 
+/* Fails unless "<title usage rows>:<written by the reply's transaction>" of chat is want. */
+static void s_expect_same_transaction(const char *chat, const char *want) {
+    char *same = cluster_sql(s_cluster,
+                             "SELECT count(*) || ':' || bool_and(u.xmin::text = m.xmin::text)"
+                             " FROM chat_usage u JOIN chat_messages m ON m.chat_id = u.chat_id"
+                             " AND m.role = 'assistant' WHERE u.chat_id = '%s'"
+                             " AND u.kind = 'title'",
+                             chat);
+    assert_non_null(same);
+    assert_string_equal(same, want);
+    free(same);
+}
+
+/* A reply that ends before its title call: the step waits for the title, which is carried
+ * into the reply's bundle (ARCHITECTURE.md §6.5): one transaction writes both. */
+static void test_a_reply_faster_than_its_title_carries_it(void **u) {
+    (void)u;
+    char *chat = s_chat("[sim:title-slow 200][sim:words 1] Count the stars over Madeira tonight");
+    s_wait_answered(chat, 1);
+    char *t = s_title(chat);
+    assert_string_equal(t, "generated:Count the stars over Madeira tonight");
+    free(t);
+    s_expect_same_transaction(chat, "1:true");
+    free(chat);
+}
+
 static void test_a_new_chat_gets_one_generated_title_and_a_watch_sees_it(void **u) {
     (void)u;
     char url[256];
@@ -109,17 +136,9 @@ static void test_a_new_chat_gets_one_generated_title_and_a_watch_sees_it(void **
     char *t = s_title(chat);
     assert_string_equal(t, "generated:Plan a trip to Lisbon in");
     free(t);
-    /* The title call's outcome rode in the turn's closing bundle (ARCHITECTURE.md §6.5,
-     * carried): its usage row and the reply were written by one transaction. */
-    char *same = cluster_sql(s_cluster,
-                             "SELECT count(*) || ':' || bool_and(u.xmin::text = m.xmin::text)"
-                             " FROM chat_usage u JOIN chat_messages m ON m.chat_id = u.chat_id"
-                             " AND m.role = 'assistant' WHERE u.chat_id = '%s'"
-                             " AND u.kind = 'title'",
-                             chat);
-    assert_non_null(same);
-    assert_string_equal(same, "1:true");
-    free(same);
+    /* The title ended before the reply, so it was written at once, by a transaction of its
+     * own (ARCHITECTURE.md §6.5, "Side calls"). */
+    s_expect_same_transaction(chat, "1:false");
     assert_true(sse_wait(w, 0, "title_change", s_is_title_change, chat, WAIT_MS) >= 0);
     sse_close(&w);
     /* The title was written without touching updated_at, and never again on a later turn. */
@@ -208,6 +227,34 @@ static void test_an_interrupt_during_the_title_call_cancels_it_with_the_turn(voi
     free(chat);
 }
 
+/* An interrupt after the title call ended, while the reply still streams: the turn's bundle
+ * that would have carried the title never comes, and the title is written on its own all the
+ * same (ARCHITECTURE.md §6.5, "Side calls"). */
+static void test_an_interrupt_after_the_title_call_keeps_its_title(void **u) {
+    (void)u;
+    /* The title (a few chunks 100 ms apart) ends within about a second; the reply (60 words
+     * 100 ms apart) streams for six. */
+    char *chat = s_chat("[sim:slow 100][sim:words 60] Plan a short ride to Porto by train");
+    char *q =
+        mem_printf("SELECT status FROM chats WHERE id = '%s' AND worker_id IS NOT NULL", chat);
+    assert_true(cluster_wait(s_cluster, q, "running", WAIT_MS) >= 0);
+    free(q);
+    usleep(2500 * 1000);
+    char *url = mem_printf("%s/api/v2/chats/%s/interrupt", cluster_url(s_cluster, 0), chat);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    proc_http_free(&r);
+    free(url);
+    q = mem_printf("SELECT status || ':' || (worker_id IS NULL) FROM chats WHERE id = '%s'", chat);
+    assert_true(cluster_wait(s_cluster, q, "waiting:true", WAIT_MS) >= 0);
+    free(q);
+    char *t = s_title(chat);
+    assert_string_equal(t, "generated:Plan a short ride to Porto");
+    free(t);
+    free(chat);
+}
+
 static int s_setup(void **state) {
     (void)state;
     cluster_opts_t o = {.name = "test_worker_titles", .gateways = 1, .workers = 1};
@@ -223,9 +270,11 @@ static int s_teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_new_chat_gets_one_generated_title_and_a_watch_sees_it),
+        cmocka_unit_test(test_a_reply_faster_than_its_title_carries_it),
         cmocka_unit_test(test_a_user_title_is_never_replaced),
         cmocka_unit_test(test_a_failing_or_invalid_title_answer_leaves_the_fallback),
         cmocka_unit_test(test_an_interrupt_during_the_title_call_cancels_it_with_the_turn),
+        cmocka_unit_test(test_an_interrupt_after_the_title_call_keeps_its_title),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }

@@ -132,10 +132,11 @@ static int s_carried(chatstate_t *cs, taskctx_t *ctx, taskctx_bundle_fn *fn, voi
     return fn ? fn(cs, arg, err) : 0;
 }
 
-/* taskctx_bundle with fn NULL: the carry alone. */
+/* taskctx_bundle with fn NULL: the carry alone, cancelled or not (its call has ended: what
+ * it came to is written under the owner's fence, as it would have been beside the body). */
 static taskctx_rc_t s_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn, void *arg,
                              const char *what) {
-    if (cancel_is_set(ctx->cancel)) {
+    if (fn && cancel_is_set(ctx->cancel)) {
         return TASKCTX_QUIET;
     }
     int64_t t0 = id_now_us();

@@ -146,9 +146,10 @@ typedef struct {
 
 /* A write a side call leaves for the body (ARCHITECTURE.md §6.5 "Side calls"): the body's
  * next bundle that commits runs it first, with the body's fence, so the two share one
- * transaction. write runs in that bundle (joined: true) or, when the body has ended, in one of
- * its own (false); done runs exactly once, with whether a bundle that ran write committed, and
- * frees arg. A write must fail only where the body's own move would (its fence). */
+ * transaction. write runs in that bundle (joined: true) or, when the body ends without one
+ * (cancelled, say), in one of its own (false); done runs exactly once, with whether a bundle
+ * that ran write committed, and frees arg. A write must fail only where the body's own move
+ * would (its owner's fence). */
 typedef struct {
     int (*write)(chatstate_t *cs, const cs_fence_t *fence, bool joined, void *arg, cs_error_t *err);
     void (*done)(void *arg, bool committed);
@@ -243,7 +244,8 @@ typedef int(taskctx_bundle_fn)(chatstate_t *cs, void *arg, cs_error_t *err);
 taskctx_rc_t taskctx_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn, void *arg,
                             const char *what);
 
-/* Runs ctx->carry, if any, in a bundle of its own (the body it was left for has ended): what
+/* Runs ctx->carry, if any, in a bundle of its own (the body it was left for has ended, even
+ * cancelled: the call it carries has ended, and the owner's fence decides): what
  * taskctx_bundle returns, TASKCTX_DONE when there is none. The carry is done after. */
 taskctx_rc_t taskctx_carry_alone(taskctx_t *ctx, PGconn *conn);
 

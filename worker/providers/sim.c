@@ -161,6 +161,9 @@ static void s_directive(const char *d, sim_script_t *out) {
         out->title_fail = true;
     } else if (!strcmp(verb, "title-invalid")) {
         out->title_invalid = true;
+    } else if (!strcmp(verb, "title-slow")) {
+        long ms = s_number(&d);
+        out->title_slow_ms = ms >= 0 ? ms : -1;
     } else if (!strncmp(verb, "schema-", 7)) {
         s_schema_directive(verb + 7, &d, out);
     } else if (!strcmp(verb, "words")) {
@@ -175,6 +178,7 @@ void sim_parse(const char *text, sim_script_t *out, char *clean, size_t size) {
     memset(out, 0, sizeof *out);
     out->retry_after = -1;
     out->slow_ms = -1;
+    out->title_slow_ms = -1;
     out->usage_input = -1;
     out->words = SIM_WORDS_DEFAULT;
     size_t n = 0;
@@ -666,8 +670,11 @@ static provider_rc_t s_plan_title(s_plan_t *plan, const provider_request_t *req,
     json_decref(v);
     json_t *content = json_array();
     int64_t words = 0;
-    /* Paced as the turn's reply would be ([sim:slow N] included). */
-    s_stream_text(plan, text, sc.slow_ms >= 0 ? sc.slow_ms : req->chunk_ms, content, &words);
+    /* Paced as the turn's reply would be ([sim:slow N] included), or by [sim:title-slow N]. */
+    int64_t pace = sc.title_slow_ms >= 0 ? sc.title_slow_ms
+                   : sc.slow_ms >= 0     ? sc.slow_ms
+                                         : req->chunk_ms;
+    s_stream_text(plan, text, pace, content, &words);
     free(text);
     out->content = content;
     out->usage = json_pack("{s:I, s:I}", "input_tokens", (json_int_t)json_array_size(msgs),

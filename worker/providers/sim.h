@@ -37,22 +37,23 @@ typedef struct {
     bool stall;          /* [sim:stall]: never answer; wait to be cancelled */
     int words;           /* [sim:words N]: filler words (SIM_WORDS_DEFAULT) */
     /* Structured requests (while the finalizer is on offer, or in native mode), in order: */
-    int schema_text;     /* [sim:schema-text N]: the first N answers are text only (no N: all) */
-    int schema_wrong;    /* [sim:schema-wrong N]: then N submissions of an invalid value */
-    int schema_siblings; /* [sim:schema-siblings N]: then N batches: finalizer plus `time` */
-    int schema_double;   /* [sim:schema-double N]: then N batches of two finalizer calls */
-    int schema_unsafe;   /* [sim:schema-unsafe N]: then N submissions with a duplicate key */
-    int schema_truncate; /* [sim:schema-truncate N]: then N valid submissions cut short
-                            (finish "length"), which can never become a candidate */
-    bool schema_refuse;  /* [sim:schema-refuse]: refuse (finish "refusal") instead */
-    bool schema_stall;   /* [sim:schema-stall-after-candidate]: attempt 1 of the step after an
-                            accepted submission stalls until cancelled */
-    int64_t usage_input; /* [sim:usage N]: the reply reports N input tokens; -1: counted */
-    bool title_fail;     /* [sim:title-fail]: a title call fails with 400 */
-    bool title_invalid;  /* [sim:title-invalid]: a title call answers {"name": ...} */
-    bool clock;          /* [sim:clock]: each text part, as it is handed to the worker, starts
-                            with "@MICROS@ ": the monotonic clock's microseconds then (benches
-                            measure delivery from there; the reply's message is not stamped) */
+    int schema_text;       /* [sim:schema-text N]: the first N answers are text only (no N: all) */
+    int schema_wrong;      /* [sim:schema-wrong N]: then N submissions of an invalid value */
+    int schema_siblings;   /* [sim:schema-siblings N]: then N batches: finalizer plus `time` */
+    int schema_double;     /* [sim:schema-double N]: then N batches of two finalizer calls */
+    int schema_unsafe;     /* [sim:schema-unsafe N]: then N submissions with a duplicate key */
+    int schema_truncate;   /* [sim:schema-truncate N]: then N valid submissions cut short
+                              (finish "length"), which can never become a candidate */
+    bool schema_refuse;    /* [sim:schema-refuse]: refuse (finish "refusal") instead */
+    bool schema_stall;     /* [sim:schema-stall-after-candidate]: attempt 1 of the step after an
+                              accepted submission stalls until cancelled */
+    int64_t usage_input;   /* [sim:usage N]: the reply reports N input tokens; -1: counted */
+    bool title_fail;       /* [sim:title-fail]: a title call fails with 400 */
+    bool title_invalid;    /* [sim:title-invalid]: a title call answers {"name": ...} */
+    int64_t title_slow_ms; /* [sim:title-slow MS]: a title call's pace; -1: slow_ms's */
+    bool clock;            /* [sim:clock]: each text part, as it is handed to the worker, starts
+                              with "@MICROS@ ": the monotonic clock's microseconds then (benches
+                              measure delivery from there; the reply's message is not stamped) */
     simagents_script_t agents; /* [sim:spawn N], [sim:child TEXT], [sim:child-schema],
                                   [sim:nowait], [sim:wait-all], [sim:agents VERB] */
 } sim_script_t;

@@ -33,9 +33,10 @@ struct task {
     taskctx_t *side;            /* its context while one runs (its body: the call's state) */
     provider_call_t *side_call; /* loop thread: the call in flight, or NULL */
     pthread_mutex_t end_lock;
-    bool side_active; /* under end_lock: asked and not yet ended */
-    bool main_ended;  /* under end_lock: the body is done; DONE waits for the side */
-    bool parked;      /* under end_lock: the body's next phase waits for the side's end */
+    bool side_active;  /* under end_lock: asked and not yet ended */
+    bool carry_active; /* under end_lock: the body's carry is being written alone */
+    bool main_ended;   /* under end_lock: the body is done; DONE waits for the side */
+    bool parked;       /* under end_lock: the body's next phase waits for the side's end */
 };
 
 static void s_job(void *arg, PGconn *conn);
@@ -298,17 +299,34 @@ static void s_end(task_t *self) {
     pthread_mutex_unlock(&s_end_mutex);
 }
 
-/* The end of the body, exactly once: its state freed, its lock handed on, and the task's end
- * when no side call is left. */
+/* A database job: the side's write the body ended without taking, alone; then the task's
+ * end when the side is done too. */
+static void s_carry_job(void *arg, PGconn *conn) {
+    task_t *self = arg;
+    (void)taskctx_carry_alone(&self->ctx, conn);
+    pthread_mutex_lock(&self->end_lock);
+    self->carry_active = false;
+    bool end = !self->side_active;
+    pthread_mutex_unlock(&self->end_lock);
+    if (end) {
+        s_end(self);
+    }
+}
+
+/* The end of the body, exactly once: its state freed, its lock handed on, a carried write it
+ * did not take written alone, and the task's end when no side call or write is left. */
 static void s_finish(task_t *self) {
-    taskctx_carry_drop(&self->ctx); /* no bundle of the body is left to take it */
+    bool carry = self->ctx.carry.write != NULL;
     taskctx_reset(&self->ctx);
     s_unlock(self);
     pthread_mutex_lock(&self->end_lock);
     self->main_ended = true;
-    bool wait = self->side_active;
+    self->carry_active = carry;
+    bool wait = self->side_active || carry;
     pthread_mutex_unlock(&self->end_lock);
-    if (!wait) {
+    if (carry) {
+        dbexec_submit(self->ctx.env->exec, s_carry_job, self);
+    } else if (!wait) {
         s_end(self);
     }
 }
@@ -326,18 +344,25 @@ static void s_side_end(task_t *self) {
     self->side = NULL;
     pthread_mutex_lock(&self->end_lock);
     self->side_active = false;
-    bool end = self->main_ended;
-    if (!end) {
+    bool ended = self->main_ended;
+    /* The body takes the write in its next bundle; a body that has ended has it written
+     * alone (unless one is being written already: then it is dropped). */
+    bool alone = carry.write && ended && !self->carry_active;
+    if (carry.write && (!ended || alone)) {
         self->ctx.carry = carry;
         carry.write = NULL;
+        self->carry_active = alone;
     }
+    bool end = ended && !self->carry_active;
     bool resume = self->parked;
     self->parked = false;
     pthread_mutex_unlock(&self->end_lock);
     if (carry.write) {
-        carry.done(carry.arg, false); /* the body ended (cancelled) before the side */
+        carry.done(carry.arg, false);
     }
-    if (resume) {
+    if (alone) {
+        dbexec_submit(self->ctx.env->exec, s_carry_job, self);
+    } else if (resume) {
         dbexec_submit(self->ctx.env->exec, s_job, self);
     } else if (end) {
         s_end(self);
@@ -357,11 +382,14 @@ static bool s_park(task_t *self) {
 static void s_side_job(void *arg, PGconn *conn) {
     task_t *self = arg;
     taskctx_rc_t rc = self->side->next(self->side, conn);
+    /* Carried only to a body that waits for this side to commit its step (its call ended
+     * first): a body still in its call may run for minutes, or be interrupted, so the write
+     * goes now, as soon as it is known. */
     pthread_mutex_lock(&self->end_lock);
-    bool alone = self->main_ended;
+    bool to_body = self->parked && !self->main_ended;
     pthread_mutex_unlock(&self->end_lock);
-    if (alone && rc == TASKCTX_DONE) {
-        rc = taskctx_carry_alone(self->side, conn); /* no bundle of the body is left */
+    if (!to_body && rc == TASKCTX_DONE) {
+        rc = taskctx_carry_alone(self->side, conn);
     }
     if (rc == TASKCTX_RETRY) {
         log_warn("side_call_dropped", "chat_id=%s reason=\"its write failed\"",
