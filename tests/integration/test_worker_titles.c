@@ -191,6 +191,21 @@ static void test_a_failing_or_invalid_title_answer_leaves_the_fallback(void **u)
     }
 }
 
+/* Waits until chat runs on a worker, then ms more, and interrupts it. */
+static void s_interrupt_after(const char *chat, int ms) {
+    char *q =
+        mem_printf("SELECT status FROM chats WHERE id = '%s' AND worker_id IS NOT NULL", chat);
+    assert_true(cluster_wait(s_cluster, q, "running", WAIT_MS) >= 0);
+    free(q);
+    usleep((useconds_t)ms * 1000);
+    char *url = mem_printf("%s/api/v2/chats/%s/interrupt", cluster_url(s_cluster, 0), chat);
+    proc_http_t r;
+    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    proc_http_free(&r);
+    free(url);
+}
+
 /* An interrupt that lands while the title call (a side call beside the turn's, §6.5, paced
  * to take about 1.8 s) and the reply both stream cancels both: the turn ends (with a partial
  * reply, or none when no part had streamed yet), the title stays the fallback, and the worker
@@ -198,18 +213,9 @@ static void test_a_failing_or_invalid_title_answer_leaves_the_fallback(void **u)
 static void test_an_interrupt_during_the_title_call_cancels_it_with_the_turn(void **u) {
     (void)u;
     char *chat = s_chat("[sim:slow 300] Plan a long walk along the coast in autumn");
+    s_interrupt_after(chat, 500); /* into the calls, well before the title's end */
     char *q =
-        mem_printf("SELECT status FROM chats WHERE id = '%s' AND worker_id IS NOT NULL", chat);
-    assert_true(cluster_wait(s_cluster, q, "running", WAIT_MS) >= 0);
-    free(q);
-    usleep(500 * 1000); /* into the calls, well before the title's end */
-    char *url = mem_printf("%s/api/v2/chats/%s/interrupt", cluster_url(s_cluster, 0), chat);
-    proc_http_t r;
-    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), NULL, &r), 0);
-    assert_int_equal(r.status, 200);
-    proc_http_free(&r);
-    free(url);
-    q = mem_printf("SELECT status || ':' || (worker_id IS NULL) || ':' || (SELECT count(*) <= 1"
+        mem_printf("SELECT status || ':' || (worker_id IS NULL) || ':' || (SELECT count(*) <= 1"
                    " FROM chat_messages WHERE chat_id = c.id AND role = 'assistant') FROM chats c"
                    " WHERE id = '%s'",
                    chat);
@@ -235,18 +241,9 @@ static void test_an_interrupt_after_the_title_call_keeps_its_title(void **u) {
     /* The title (a few chunks 100 ms apart) ends within about a second; the reply (60 words
      * 100 ms apart) streams for six. */
     char *chat = s_chat("[sim:slow 100][sim:words 60] Plan a short ride to Porto by train");
+    s_interrupt_after(chat, 2500);
     char *q =
-        mem_printf("SELECT status FROM chats WHERE id = '%s' AND worker_id IS NOT NULL", chat);
-    assert_true(cluster_wait(s_cluster, q, "running", WAIT_MS) >= 0);
-    free(q);
-    usleep(2500 * 1000);
-    char *url = mem_printf("%s/api/v2/chats/%s/interrupt", cluster_url(s_cluster, 0), chat);
-    proc_http_t r;
-    assert_int_equal(proc_http("POST", url, cluster_token(s_cluster), NULL, &r), 0);
-    assert_int_equal(r.status, 200);
-    proc_http_free(&r);
-    free(url);
-    q = mem_printf("SELECT status || ':' || (worker_id IS NULL) FROM chats WHERE id = '%s'", chat);
+        mem_printf("SELECT status || ':' || (worker_id IS NULL) FROM chats WHERE id = '%s'", chat);
     assert_true(cluster_wait(s_cluster, q, "waiting:true", WAIT_MS) >= 0);
     free(q);
     char *t = s_title(chat);
