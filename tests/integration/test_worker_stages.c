@@ -182,6 +182,11 @@ static void test_worker_times_the_stages_of_its_turns(void **u) {
     assert_true(s_series(r.body, "chatfleet_stage_duration_seconds_sum{", "stage=\"queue_wait\"",
                          (char *)NULL) >= 0.3);
     assert_true(s_stage(r.body, "queue_wait", "subagent") == -1);
+    /* Each new root chat's title call is background work: timed in its own scope, at least
+     * the four chats whose title call answered (the refused chat's may fail too). */
+    assert_true(s_series(r.body, "chatfleet_stage_duration_seconds_count{",
+                         "stage=\"provider_attempt\"", "scope=\"background\"", "chat_kind=\"root\"",
+                         (char *)NULL) >= 4);
     /* The provider's stages again by model config name; the others never are. */
     assert_true(s_series(r.body, "chatfleet_model_stage_duration_seconds_count{",
                          "stage=\"provider_attempt\"", "chat_kind=\"root\"", "model=\"sim-stages\"",

@@ -452,6 +452,7 @@ static void s_side_take(task_t *self) {
     side->fence = ctx->fence;
     side->fence.status = ctx->fence.status ? side->status : NULL;
     side->cancel = ctx->cancel;
+    side->subagent = ctx->subagent;
     side->call_start = req.start;
     side->next = req.next;
     side->body = req.body;

@@ -1,6 +1,7 @@
 /* titlestep: a chat's generated title as a side call, or as an idle chat's own call; see
  * titlestep.h. */
 #include "titlestep.h"
+#include "id.h"
 #include "jsonout.h"
 #include "log.h"
 #include "mem.h"
@@ -23,6 +24,7 @@ typedef struct {
     provider_model_t model;
     int64_t request_us;     /* the regeneration it serves (history_t.title_requested), or 0 */
     taskctx_phase_fn *then; /* titlestep_serve: the phase after the write; NULL for a side call */
+    int64_t start_us;       /* when the call started (id_now_us) */
 } s_title_t;
 
 static void s_free(void *arg) {
@@ -62,6 +64,7 @@ static provider_call_t *s_start(taskctx_t *ctx, provider_done_fn *done, void *do
     atomic_fetch_add(&ctx->env->counters.model_calls, 1);
     log_info("title_call", "chat_id=%s model=%s requested=%d path=%s", ctx->chat_id, t->model.name,
              t->request_us > 0, t->then ? "idle" : "step");
+    t->start_us = id_now_us();
     provider_call_t *call =
         provider_start(ctx->env->loop, &req, s_hidden_part, NULL, done, done_arg);
     json_decref(no_tools);
@@ -157,6 +160,12 @@ static taskctx_rc_t s_after(taskctx_t *ctx, PGconn *conn) {
     if (ctx->call_rc == PROVIDER_CANCELLED) {
         return TASKCTX_QUIET;
     }
+    /* Background work beside (or after) a turn: its own scope, so that it never counts as a
+     * turn's provider attempt (ARCHITECTURE.md §7.11). */
+    if (ctx->env->stages) {
+        stagemeter_observe(ctx->env->stages, STAGE_PROVIDER_ATTEMPT, STAGE_SCOPE_BACKGROUND,
+                           ctx->subagent, id_now_us() - t->start_us);
+    }
     char reason[STRUCTURED_REASON_MAX];
     char *title = NULL;
     char *usage = NULL;
@@ -243,6 +252,7 @@ taskctx_rc_t titlestep_serve(taskctx_t *ctx, PGconn *conn, taskctx_phase_fn *the
         history_clear(&r.h); /* served meanwhile: on with the abandon */
         return TASKCTX_WAIT;
     }
+    ctx->subagent = r.h.subagent;
     json_t *cfg = r.h.title_model ? r.h.title_model : r.h.model;
     json_t *prompt = json_is_object(cfg) ? title_regen_prompt(r.h.messages) : NULL;
     s_title_t *t = s_title_new(prompt, json_incref(cfg), r.h.title_requested);
