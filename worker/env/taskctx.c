@@ -114,12 +114,17 @@ void taskctx_flush_turn(taskctx_t *ctx) {
     }
 }
 
-void taskctx_carry_drop(taskctx_t *ctx) {
+/* Ends ctx->carry, if any: done with whether it was committed. */
+static void s_carry_end(taskctx_t *ctx, bool committed) {
     taskctx_carry_t c = ctx->carry;
     ctx->carry = (taskctx_carry_t){0};
     if (c.write) {
-        c.done(c.arg, false);
+        c.done(c.arg, committed);
     }
+}
+
+void taskctx_carry_drop(taskctx_t *ctx) {
+    s_carry_end(ctx, false);
 }
 
 /* The carry's write, then fn; rc as fn's. */
@@ -151,12 +156,7 @@ static taskctx_rc_t s_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn
         rc = chatstate_commit_wake(&cs, &ctx->env->sink, &ctx->after, &err);
     }
     chatstate_destroy(&cs);
-    /* Done either way: a failed bundle's retry goes on without the carry. */
-    taskctx_carry_t c = ctx->carry;
-    ctx->carry = (taskctx_carry_t){0};
-    if (c.write) {
-        c.done(c.arg, rc == 0);
-    }
+    s_carry_end(ctx, rc == 0); /* either way: a failed bundle's retry goes on without it */
     if (rc == 0) {
         ctx->have_after = true;
         atomic_fetch_add(&ctx->env->counters.commits, 1);

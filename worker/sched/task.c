@@ -299,8 +299,8 @@ static void s_end(task_t *self) {
     pthread_mutex_unlock(&s_end_mutex);
 }
 
-/* A database job: the side's write the body ended without taking, alone; then the task's
- * end when the side is done too. */
+/* A database job: the side's write the body ended without taking, alone (s_finish); then the
+ * task's end when the side is done too. */
 static void s_carry_job(void *arg, PGconn *conn) {
     task_t *self = arg;
     (void)taskctx_carry_alone(&self->ctx, conn);
@@ -345,13 +345,11 @@ static void s_side_end(task_t *self) {
     pthread_mutex_lock(&self->end_lock);
     self->side_active = false;
     bool ended = self->main_ended;
-    /* The body takes the write in its next bundle; a body that has ended has it written
-     * alone (unless one is being written already: then it is dropped). */
-    bool alone = carry.write && ended && !self->carry_active;
-    if (carry.write && (!ended || alone)) {
+    /* A carry is left only for a parked body (s_side_job), which cannot end while parked:
+     * it takes the write in its next bundle, or s_finish writes it alone. */
+    if (carry.write && !ended) {
         self->ctx.carry = carry;
         carry.write = NULL;
-        self->carry_active = alone;
     }
     bool end = ended && !self->carry_active;
     bool resume = self->parked;
@@ -360,9 +358,7 @@ static void s_side_end(task_t *self) {
     if (carry.write) {
         carry.done(carry.arg, false);
     }
-    if (alone) {
-        dbexec_submit(self->ctx.env->exec, s_carry_job, self);
-    } else if (resume) {
+    if (resume) {
         dbexec_submit(self->ctx.env->exec, s_job, self);
     } else if (end) {
         s_end(self);
