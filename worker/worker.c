@@ -231,6 +231,7 @@ static void s_task_env(worker_t *self) {
     env->opts.queue_max = self->cfg.queue_max;
     env->usage = usagemeter_new();
     env->stages = stagemeter_new();
+    env->turns = turnset_new(taskctx_turn_abandoned, env);
     /* Spans of the turns, when an OTLP/HTTP receiver is configured (otlp.h). */
     env->otlp = otlp_new(getenv("CHATFLEET_OTLP_ENDPOINT"), self->id);
     env->chat_settings = (cs_settings_t){.lease_stale_ms = self->cfg.lease_stale_ms,
@@ -378,6 +379,7 @@ void worker_destroy(worker_t **self_p) {
     dbpool_destroy(&self->env.pool);
     partbuf_destroy(&self->partbuf);
     usagemeter_destroy(&self->env.usage);
+    turnset_destroy(&self->env.turns); /* after the manager: its runners have exited */
     stagemeter_destroy(&self->env.stages);
     otlp_destroy(&self->env.otlp); /* every task has ended: posts what is left */
     bus_publisher_destroy(&self->pub);

@@ -4,7 +4,9 @@
  * promotion, and the worker's steps of each turn name that trace (event=generation_step
  * trace_id=...). The worker exports its turns to an OTLP/HTTP JSON receiver run by this test
  * (CHATFLEET_OTLP_ENDPOINT): a chat_turn span in the request's trace, a child of the
- * request's span, with the turn's stages as its children. */
+ * request's span, with the turn's stages as its children. A turn cut by a shutdown is exported once
+ * as abandoned, and the turn the restarted worker runs for the same prompt once as completed, under
+ * a span id of its own. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,6 +27,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "clusterlog.h"
 #include "mem.h"
 #include "proc.h"
 #include "trace.h"
@@ -313,6 +317,24 @@ static void test_a_request_trace_reaches_the_worker(void **u) {
     assert_true(s_logged(chat, "11111111111111111111111111111111"));
 }
 
+/* The received spans of trace_id named name once there are at least min of them (or after
+ * timeout_ms). */
+static json_t *s_rx_wait(const char *trace_id, const char *name, size_t min, int64_t timeout_ms) {
+    int64_t deadline = id_now_ms() + timeout_ms;
+    json_t *got = s_rx_spans(trace_id, name);
+    while (json_array_size(got) < min && id_now_ms() < deadline) {
+        usleep(100 * 1000);
+        json_decref(got);
+        got = s_rx_spans(trace_id, name);
+    }
+    return got;
+}
+
+static const char *s_str(const json_t *o, const char *key) {
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : "";
+}
+
 static void test_turns_are_exported_as_otlp_spans(void **u) {
     (void)u;
     const char *trace_id = "aaaabbbbccccddddeeeeffff00001111";
@@ -390,6 +412,53 @@ static void test_turns_are_exported_as_otlp_spans(void **u) {
     json_decref(attempts);
 }
 
+static void test_a_turn_cut_by_a_shutdown_is_exported_abandoned(void **u) {
+    (void)u;
+    const char *trace_id = "dead0000beef0000dead0000beef0000";
+    const char *given = "00-dead0000beef0000dead0000beef0000-fedcba9876543210-01";
+    json_t *chat_json = NULL;
+    long st = s_request(
+        "POST", "/api/v2/chats", given,
+        "{\"content\":[{\"type\":\"text\",\"text\":\"[sim:slow 100] [sim:words 40] cut\"}]}",
+        &chat_json);
+    assert_int_equal(st, 201);
+    char chat[ID_UUID_LEN + 1];
+    snprintf(chat, sizeof chat, "%s", json_string_value(json_object_get(chat_json, "id")));
+    json_decref(chat_json);
+    char *q = mem_printf("SELECT (generation_attempt >= 1)::text FROM chats WHERE id = '%s'", chat);
+    assert_true(cluster_wait(s_cluster, q, "true", 10000) >= 0);
+    free(q);
+    /* SIGTERM mid-stream: the drain lets the chat go and its open turn closes abandoned; the
+     * exporter posts it before the worker exits. The restarted worker runs the turn again. */
+    cluster_signal(s_cluster, CLUSTER_WORKER, 0, SIGTERM);
+    clusterlog_worker_start(s_cluster, 0);
+    s_wait_idle(chat);
+    json_t *turns = s_rx_wait(trace_id, "chat_turn", 2, 10000);
+    usleep(1500 * 1000); /* a third would come within the exporter's second: none may */
+    json_decref(turns);
+    turns = s_rx_spans(trace_id, "chat_turn");
+    assert_int_equal(json_array_size(turns), 2);
+    size_t i, abandoned = 0, completed = 0;
+    json_t *turn;
+    json_array_foreach(turns, i, turn) {
+        char *dump = json_dumps(turn, JSON_COMPACT);
+        printf("chat_turn: %s\n", dump ? dump : "(none)");
+        free(dump);
+        assert_string_equal(s_str(turn, "parentSpanId"), "fedcba9876543210");
+        assert_string_equal(s_attr(turn, "chat_id"), chat);
+        abandoned += !strcmp(s_attr(turn, "turn_outcome"), "abandoned");
+        completed += !strcmp(s_attr(turn, "turn_outcome"), "completed");
+        /* Neither is an error: an abandoned turn leaves the status unset. */
+        assert_int_equal(
+            json_integer_value(json_object_get(json_object_get(turn, "status"), "code")), 0);
+    }
+    assert_int_equal(abandoned, 1);
+    assert_int_equal(completed, 1);
+    assert_string_not_equal(s_str(json_array_get(turns, 0), "spanId"),
+                            s_str(json_array_get(turns, 1), "spanId"));
+    json_decref(turns);
+}
+
 static int s_setup(void **u) {
     (void)u;
     s_rx_start();
@@ -412,6 +481,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_request_trace_reaches_the_worker),
         cmocka_unit_test(test_turns_are_exported_as_otlp_spans),
+        cmocka_unit_test(test_a_turn_cut_by_a_shutdown_is_exported_abandoned),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);
 }

@@ -16,8 +16,8 @@ static const char *const s_stage_names[STAGE_COUNT] = {
     "acquisition", "queue_wait",          "prepare",          "generation_step",
     "stream",      "time_to_first_token", "provider_attempt", "tool_call",
     "commit",      "compaction",          "retry_backoff"};
-static const char *const s_outcome_names[TURN_OUTCOME_COUNT] = {"completed", "error",
-                                                                "interrupted"};
+static const char *const s_outcome_names[TURN_OUTCOME_COUNT] = {"completed", "error", "interrupted",
+                                                                "abandoned"};
 
 struct stagemeter {
     histo_family_t *stages; /* stage, scope, chat_kind */

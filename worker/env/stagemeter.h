@@ -36,6 +36,8 @@ typedef enum {
     TURN_COMPLETED = 0, /* FinishTurn or EnterRequiresAction committed */
     TURN_ERROR,         /* FinishError committed */
     TURN_INTERRUPTED,   /* FinishInterruption committed */
+    TURN_ABANDONED,     /* closed without one of those: its runner exited (lost ownership,
+                           released, shut down) or a newer prompt replaced it (turnset.h) */
     TURN_OUTCOME_COUNT
 } turn_outcome_t;
 

@@ -26,19 +26,21 @@ void taskctx_count_model_call(taskctx_counters_t *c, int64_t ms) {
 }
 
 void taskctx_set_turn(taskctx_t *ctx, bool subagent, const trace_ctx_t *trace,
-                      int64_t trigger_age_us) {
+                      int64_t trigger_age_us, int64_t prompt_id) {
     char old[TRACE_SPAN_HEX + 1];
     snprintf(old, sizeof old, "%s", ctx->turn_span);
     int64_t start = otlp_now_ns() - (trigger_age_us > 0 ? trigger_age_us * 1000 : 0);
     ctx->subagent = subagent;
     ctx->trace = *trace;
-    /* FNV-1a over the trace id and the chat id: one id per (prompt, chat), never zero. */
+    /* FNV-1a over the trace id, the chat id and the runner id: one id per (prompt, chat,
+     * runner), never zero. A turn another runner takes over (or a parent's turn resumed after
+     * its agent wait) is a turn of its own, and its span must not share the first one's id. */
     uint64_t h = 1469598103934665603ULL;
-    for (const char *p = trace->trace_id; *p; p++) {
-        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-    }
-    for (const char *p = ctx->chat_id; *p; p++) {
-        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    const char *parts[] = {trace->trace_id, ctx->chat_id, ctx->fence.runner_id};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        for (const char *p = parts[i]; *p; p++) {
+            h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        }
     }
     snprintf(ctx->turn_span, sizeof ctx->turn_span, "%016llx", (unsigned long long)(h ? h : 1));
     /* The same turn read again: its start stays the earliest reading (the age is read on the
@@ -46,19 +48,48 @@ void taskctx_set_turn(taskctx_t *ctx, bool subagent, const trace_ctx_t *trace,
     if (strcmp(old, ctx->turn_span) || !ctx->turn_start_ns || start < ctx->turn_start_ns) {
         ctx->turn_start_ns = start;
     }
+    if (ctx->env->turns && prompt_id > 0) {
+        turnset_turn_t t = {.prompt_id = prompt_id,
+                            .subagent = subagent,
+                            .trace = *trace,
+                            .start_ns = ctx->turn_start_ns};
+        snprintf(t.chat_id, sizeof t.chat_id, "%s", ctx->chat_id);
+        snprintf(t.runner_id, sizeof t.runner_id, "%s", ctx->fence.runner_id);
+        snprintf(t.span_id, sizeof t.span_id, "%s", ctx->turn_span);
+        turnset_join(ctx->env->turns, &t, &ctx->turn);
+    }
 }
 
-/* A span of this task's turn, ended now after us; with parent "" the chat_turn span. */
+void taskctx_release_turn(taskctx_t *ctx) {
+    if (ctx->env->turns) {
+        turnset_release(ctx->env->turns, &ctx->turn);
+    }
+}
+
+void taskctx_runner_exit(taskctx_env_t *env, const char *chat_id, const char *runner_id) {
+    if (env->turns) {
+        turnset_runner_exit(env->turns, chat_id, runner_id);
+    }
+}
+
+/* Names s as a span of chat_id's turn in trace_id and queues it. */
+static void s_export(taskctx_env_t *env, otlp_span_t *s, const char *chat_id, bool subagent,
+                     const char *trace_id) {
+    snprintf(s->trace_id, sizeof s->trace_id, "%s", trace_id);
+    snprintf(s->chat_id, sizeof s->chat_id, "%s", chat_id);
+    snprintf(s->chat_kind, sizeof s->chat_kind, "%s", subagent ? "subagent" : "root");
+    (void)otlp_add(env->otlp, s); /* a full queue drops it (counted) */
+}
+
+/* A span of this task's turn, ended now after us, with id span_id (NULL or "": a new one);
+ * with outcome set the chat_turn span. */
 static void s_span(taskctx_t *ctx, const char *name, int64_t us, const char *model,
-                   const char *outcome, bool error) {
+                   const char *outcome, bool error, const char *span_id) {
     if (!ctx->env->otlp || !ctx->trace.trace_id[0]) {
         return;
     }
     otlp_span_t s = {.end_ns = otlp_now_ns(), .error = error};
-    snprintf(s.trace_id, sizeof s.trace_id, "%s", ctx->trace.trace_id);
     snprintf(s.name, sizeof s.name, "%s", name);
-    snprintf(s.chat_id, sizeof s.chat_id, "%s", ctx->chat_id);
-    snprintf(s.chat_kind, sizeof s.chat_kind, "%s", ctx->subagent ? "subagent" : "root");
     snprintf(s.model, sizeof s.model, "%s", model ? model : "");
     if (outcome) { /* chat_turn: a child of the request that made the prompt */
         snprintf(s.span_id, sizeof s.span_id, "%s", ctx->turn_span);
@@ -66,16 +97,38 @@ static void s_span(taskctx_t *ctx, const char *name, int64_t us, const char *mod
         snprintf(s.outcome, sizeof s.outcome, "%s", outcome);
         s.start_ns = ctx->turn_start_ns;
     } else {
-        if (trace_span_id(s.span_id) != 0) {
+        if (span_id && span_id[0]) {
+            snprintf(s.span_id, sizeof s.span_id, "%s", span_id);
+        } else if (trace_span_id(s.span_id) != 0) {
             return;
         }
         snprintf(s.parent_id, sizeof s.parent_id, "%s", ctx->turn_span);
         s.start_ns = s.end_ns - us * 1000;
     }
-    (void)otlp_add(ctx->env->otlp, &s); /* a full queue drops it (counted) */
+    s_export(ctx->env, &s, ctx->chat_id, ctx->subagent, ctx->trace.trace_id);
 }
 
-void taskctx_stage_us(taskctx_t *ctx, stage_t s, int64_t us, const char *model) {
+void taskctx_turn_abandoned(const turnset_turn_t *turn, void *arg) {
+    taskctx_env_t *env = arg;
+    if (env->stages) {
+        stagemeter_count_outcome(env->stages, TURN_ABANDONED, turn->subagent);
+    }
+    log_info("turn_abandoned", "chat_id=%s runner_id=%s prompt_id=%lld trace_id=%s", turn->chat_id,
+             turn->runner_id, (long long)turn->prompt_id,
+             turn->trace.trace_id[0] ? turn->trace.trace_id : "-");
+    if (!env->otlp || !turn->trace.trace_id[0]) {
+        return;
+    }
+    otlp_span_t s = {.start_ns = turn->start_ns, .end_ns = turn->end_ns};
+    snprintf(s.name, sizeof s.name, "chat_turn");
+    snprintf(s.span_id, sizeof s.span_id, "%s", turn->span_id);
+    snprintf(s.parent_id, sizeof s.parent_id, "%s", turn->trace.span_id);
+    snprintf(s.outcome, sizeof s.outcome, "%s", stagemeter_outcome_name(TURN_ABANDONED));
+    s_export(env, &s, turn->chat_id, turn->subagent, turn->trace.trace_id);
+}
+
+/* taskctx_stage_us, the span's id given (NULL or "": a new one). */
+static void s_stage(taskctx_t *ctx, stage_t s, int64_t us, const char *model, const char *span_id) {
     if (ctx->env->stages) {
         if (model) {
             stagemeter_observe_model(ctx->env->stages, s, ctx->subagent, model, us);
@@ -83,10 +136,14 @@ void taskctx_stage_us(taskctx_t *ctx, stage_t s, int64_t us, const char *model) 
             stagemeter_observe(ctx->env->stages, s, STAGE_SCOPE_TURN, ctx->subagent, us);
         }
     }
-    s_span(ctx, stagemeter_stage_name(s), us, model, NULL, false);
+    s_span(ctx, stagemeter_stage_name(s), us, model, NULL, false, span_id);
     if (s == STAGE_GENERATION_STEP || s == STAGE_COMPACTION) {
         taskctx_flush_turn(ctx); /* the step that closed the turn has ended */
     }
+}
+
+void taskctx_stage_us(taskctx_t *ctx, stage_t s, int64_t us, const char *model) {
+    s_stage(ctx, s, us, model, NULL);
 }
 
 void taskctx_stage(taskctx_t *ctx, stage_t s, int64_t since_us) {
@@ -96,6 +153,11 @@ void taskctx_stage(taskctx_t *ctx, stage_t s, int64_t since_us) {
 }
 
 void taskctx_outcome(taskctx_t *ctx, turn_outcome_t o) {
+    if (ctx->env->turns && ctx->turn && !turnset_outcome(ctx->env->turns, ctx->turn, (int)o)) {
+        log_info("turn_outcome_kept", "chat_id=%s outcome=%s", ctx->chat_id,
+                 stagemeter_outcome_name(o));
+        return;
+    }
     if (ctx->env->stages) {
         stagemeter_count_outcome(ctx->env->stages, o, ctx->subagent);
     }
@@ -110,7 +172,7 @@ void taskctx_flush_turn(taskctx_t *ctx) {
     if (ctx->pending_outcome) {
         turn_outcome_t o = (turn_outcome_t)(ctx->pending_outcome - 1);
         ctx->pending_outcome = 0;
-        s_span(ctx, "chat_turn", 0, NULL, stagemeter_outcome_name(o), o == TURN_ERROR);
+        s_span(ctx, "chat_turn", 0, NULL, stagemeter_outcome_name(o), o == TURN_ERROR, NULL);
     }
 }
 

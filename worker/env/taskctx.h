@@ -27,6 +27,7 @@
 #include "partbuf.h"
 #include "provider.h"
 #include "stagemeter.h"
+#include "turnset.h"
 #include "usagemeter.h"
 
 #include <czmq.h>
@@ -119,6 +120,7 @@ typedef struct {
     usagemeter_t *usage;         /* tokens and cost by model (ARCHITECTURE.md §7.7) */
     stagemeter_t *stages;        /* stage timings and turn outcomes; NULL: not measured */
     otlp_t *otlp;                /* span export (CHATFLEET_OTLP_ENDPOINT); NULL: none */
+    turnset_t *turns;            /* the open turns (turnset.h); NULL: not tracked */
     struct mcpset *mcp;          /* the deployment's MCP servers (mcpset.h); never NULL */
     struct hooks *hooks;         /* the lifecycle hook dispatcher (hooks.h); never NULL */
     taskctx_counters_t counters;
@@ -202,12 +204,27 @@ struct taskctx {
     /* An outcome whose chat_turn span waits for the end of the step that closed the turn
      * (so that the step ends inside it): 0, or the turn_outcome_t + 1. */
     int pending_outcome;
+    turnset_ref_t *turn; /* the turn this task joined (env->turns), until the task ends */
 };
 
 /* Sets what the stages and spans of the turn being read name: the chat's kind, the turn's
- * trace, and its start trigger_age_us ago (< 0: now). */
+ * trace, and its start trigger_age_us ago (< 0: now); and joins the turn of prompt prompt_id
+ * (the prompt's chat_messages.id; 0: none, nothing joined) on this task's runner, which this
+ * task then holds until taskctx_release_turn. */
 void taskctx_set_turn(taskctx_t *ctx, bool subagent, const trace_ctx_t *trace,
-                      int64_t trigger_age_us);
+                      int64_t trigger_age_us, int64_t prompt_id);
+
+/* Ends this task's hold of its turn (the task's end); a turn closed without an outcome is
+ * abandoned then (taskctx_turn_abandoned). */
+void taskctx_release_turn(taskctx_t *ctx);
+
+/* The runner (chat_id, runner_id) exited, every task of it ended: its open turns are
+ * abandoned (ARCHITECTURE.md §7.11). */
+void taskctx_runner_exit(taskctx_env_t *env, const char *chat_id, const char *runner_id);
+
+/* The turnset's abandon callback (arg: the taskctx_env_t): counts the turn abandoned and
+ * exports its chat_turn span, ended when it closed. */
+void taskctx_turn_abandoned(const turnset_turn_t *turn, void *arg);
 
 /* Observes stage s of this task's chat from since_us (id_now_us) to now, scope turn, and
  * exports it as a child span of the turn's when the turn has a trace. */
@@ -218,7 +235,8 @@ void taskctx_stage(taskctx_t *ctx, stage_t s, int64_t since_us);
 void taskctx_stage_us(taskctx_t *ctx, stage_t s, int64_t us, const char *model);
 
 /* Counts the turn this task closed with outcome o; its chat_turn span ends with the step in
- * progress (its generation_step or compaction stage), or now outside a step. */
+ * progress (its generation_step or compaction stage), or now outside a step. A turn that has
+ * an outcome already keeps it: o is neither counted nor exported. */
 void taskctx_outcome(taskctx_t *ctx, turn_outcome_t o);
 
 /* Ends the chat_turn span an outcome left waiting, if any (a step that ends elsewhere: the

@@ -245,7 +245,9 @@ static void s_index_remove(self_t *self, s_entry_t *e) {
     }
 }
 
+/* The runner exits (every task of it has ended): the turns it left open are abandoned. */
 static void s_entry_free(self_t *self, s_entry_t *e) {
+    taskctx_runner_exit(self->args.env, runner_chat_id(e->runner), runner_runner_id(e->runner));
     zlistx_detach(self->entries, e->handle);
     s_index_remove(self, e);
     zlistx_destroy(&e->tasks);
@@ -409,6 +411,12 @@ static void s_on_done(self_t *self, uint64_t id, const hint_update_t *after) {
     task_destroy(&t->task); /* its thread has sent DONE and is returning */
     free(t);
     runner_task_ended(owner->runner, id);
+    if (self->draining && !owner->dying && zlistx_size(owner->tasks) == 0) {
+        /* Its drain's abandon let the chat go and its cancelled tasks have ended: the runner
+         * is done, though it may be freed only at $TERM. */
+        taskctx_runner_exit(self->args.env, runner_chat_id(owner->runner),
+                            runner_runner_id(owner->runner));
+    }
     if (owner->dying) {
         s_free_entry_if_done(self, owner);
     } else if (after) {

@@ -156,7 +156,7 @@ static taskctx_rc_t s_interrupt(taskctx_t *ctx, PGconn *conn) {
         return hr == HISTORY_DB ? TASKCTX_RETRY : TASKCTX_QUIET;
     }
     int64_t attempt = h.generation_attempt;
-    taskctx_set_turn(ctx, h.subagent, &h.trace, h.trigger_age_us);
+    taskctx_set_turn(ctx, h.subagent, &h.trace, h.trigger_age_us, h.trigger_id);
     history_clear(&h);
     /* Close first, so a stale generation task cannot add to what is committed below. */
     partbuf_close(ctx->env->partbuf, ctx->chat_id, ctx->fence.history_version, attempt);
@@ -318,6 +318,7 @@ static void s_carry_job(void *arg, PGconn *conn) {
 static void s_finish(task_t *self) {
     bool carry = self->ctx.carry.write != NULL;
     taskctx_reset(&self->ctx);
+    taskctx_release_turn(&self->ctx); /* after the span of an outcome it recorded */
     s_unlock(self);
     pthread_mutex_lock(&self->end_lock);
     self->main_ended = true;

@@ -674,16 +674,17 @@ static int s_read_step(chatstate_t *cs, void *arg, cs_error_t *err) {
     return chatstate_record_generation_attempt(cs, &ctx->fence, &r->attempt, err);
 }
 
-/* The chat's kind for the stages, and the acquisition stage when this is the first step of
- * a prompt's turn (the latest row is the user's, no attempt made yet): from the row's
- * creation to now, on the database's clock; with queue_wait, from its queueing to its
- * promotion, when it was queued. */
+/* The chat's kind for the stages, the turn this task joins, and the acquisition stage when
+ * this is the first step of a prompt's turn (the latest row is the prompt, no attempt made
+ * yet): from the row's creation to now, on the database's clock; with queue_wait, from its
+ * queueing to its promotion, when it was queued. */
 static void s_observe_acquisition(taskctx_t *ctx, const history_t *h) {
-    taskctx_set_turn(ctx, h->subagent, &h->trace, h->trigger_age_us);
+    taskctx_set_turn(ctx, h->subagent, &h->trace, h->trigger_age_us, h->trigger_id);
     size_t n = json_array_size(h->messages);
     const json_t *last = n ? json_array_get(h->messages, n - 1) : NULL;
     if (h->generation_attempt == 0 && h->trigger_age_us >= 0 &&
-        !strcmp(s_str(last, "role"), "user")) {
+        !strcmp(s_str(last, "role"), "user") &&
+        json_integer_value(json_object_get(last, "id")) == h->trigger_id) {
         taskctx_stage_us(ctx, STAGE_ACQUISITION, h->trigger_age_us, NULL);
         if (h->trigger_queued_us >= 0) {
             taskctx_stage_us(ctx, STAGE_QUEUE_WAIT, h->trigger_queued_us, NULL);
@@ -753,6 +754,9 @@ static taskctx_rc_t s_step(taskctx_t *ctx, PGconn *conn, unsigned heard) {
             break;
         case DECIDE_AGENT_WAIT:
             rc = taskctx_bundle(ctx, conn, stepbundle_enter_agent_wait, &a, "EnterAgentWait");
+            if (rc == TASKCTX_DONE) { /* EnterRequiresAction that lets the chat go */
+                taskctx_outcome(ctx, TURN_COMPLETED);
+            }
             break;
         case DECIDE_FINISH_TURN:
             if (hooks_enabled(ctx->env->hooks)) { /* the stop hook first (§7.10) */

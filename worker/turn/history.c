@@ -156,14 +156,17 @@ static int s_send_reads(PGconn *conn, const char *chat_id, bool with_messages,
         " coalesce(mcp_servers, '[]')::text, title_source = 'fallback',"
         " coalesce((extract(epoch FROM title_requested_at) * 1000000)::bigint, 0),"
         " coalesce(last_reasoning_effort::text, ''), plan_mode, parent_chat_id IS NOT NULL,"
-        " coalesce(u.age_us, -1), coalesce(u.traceparent, ''), coalesce(u.queued_us, -1)"
-        /* The latest user row, read once for all three: its age, its trace and how long it
-         * waited in the queue before its promotion. */
+        " coalesce(u.age_us, -1), coalesce(u.traceparent, ''), coalesce(u.queued_us, -1),"
+        " coalesce(u.prompt_id, 0)"
+        /* The latest real user row (the prompt; not a model-only row a turn adds, such as a
+         * hook's context or a structured request's feedback), read once for all four: its
+         * age, its trace, how long it waited in the queue before its promotion, and its id. */
         " FROM chats LEFT JOIN LATERAL (SELECT (extract(epoch FROM clock_timestamp() -"
         " m.created_at) * 1000000)::bigint AS age_us, m.traceparent, (extract(epoch FROM"
-        " m.created_at - m.queued_at) * 1000000)::bigint AS queued_us FROM chat_messages m"
-        " WHERE m.chat_id = $1 AND m.role = 'user' AND NOT m.deleted ORDER BY m.id DESC"
-        " LIMIT 1) u ON true WHERE id = $1",
+        " m.created_at - m.queued_at) * 1000000)::bigint AS queued_us, m.id AS prompt_id"
+        " FROM chat_messages m"
+        " WHERE m.chat_id = $1 AND m.role = 'user' AND NOT m.deleted AND m.visibility <> 'model'"
+        " ORDER BY m.id DESC LIMIT 1) u ON true WHERE id = $1",
         1, p, db_keep, &r->row);
     if (rc == 0 && with_messages) {
         rc = db_send(conn,
@@ -298,6 +301,7 @@ static history_rc_t s_take_row(const PGresult *res, const char *chat_id, const c
     out->subagent = db_bool(res, 0, 15);
     out->trigger_age_us = db_int64(res, 0, 16);
     out->trigger_queued_us = db_int64(res, 0, 18);
+    out->trigger_id = db_int64(res, 0, 19);
     if (trace_parse(PQgetvalue(res, 0, 17), &out->trace) != 0) {
         out->trace = (trace_ctx_t){0}; /* none stored: the turn starts a trace of its own */
     }

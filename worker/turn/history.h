@@ -71,9 +71,12 @@ typedef struct {
     char reasoning_effort[EFFORT_NAME_MAX];
     bool plan_mode;
     /* Stage timings (worker/env/stagemeter.h): the chat has a parent, and the age of its
-     * latest user row on the database's clock in microseconds (-1 when it has none). */
+     * latest real user row (its prompt: not a model-only row a turn adds) on the database's
+     * clock in microseconds (-1 when it has none). */
     bool subagent;
     int64_t trigger_age_us;
+    /* That row's id, the turn's identity (worker/env/turnset.h); 0 when it has none. */
+    int64_t trigger_id;
     /* How long that row waited in the queue before its promotion (microseconds; -1 when it
      * was never queued: migration 0022). */
     int64_t trigger_queued_us;
