@@ -4,9 +4,10 @@
  * promotion, and the worker's steps of each turn name that trace (event=generation_step
  * trace_id=...). The worker exports its turns to an OTLP/HTTP JSON receiver run by this test
  * (CHATFLEET_OTLP_ENDPOINT): a chat_turn span in the request's trace, a child of the
- * request's span, with the turn's stages as its children. A turn cut by a shutdown is exported once
- * as abandoned, and the turn the restarted worker runs for the same prompt once as completed, under
- * a span id of its own. */
+ * request's span, with the turn's stages as its children. A subagent's turns join the trace
+ * of the turn that spawned it, as children of the spawn's tool_call span; a turn cut by a
+ * shutdown is exported once as abandoned, and the turn the restarted worker runs for the same
+ * prompt once as completed, under a span id of its own. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -330,6 +331,18 @@ static json_t *s_rx_wait(const char *trace_id, const char *name, size_t min, int
     return got;
 }
 
+/* The span of spans whose id is id, or NULL. */
+static json_t *s_span_of(const json_t *spans, const char *id) {
+    size_t i;
+    json_t *sp;
+    json_array_foreach(spans, i, sp) {
+        if (!strcmp(json_string_value(json_object_get(sp, "spanId")), id)) {
+            return sp;
+        }
+    }
+    return NULL;
+}
+
 static const char *s_str(const json_t *o, const char *key) {
     const char *v = json_string_value(json_object_get(o, key));
     return v ? v : "";
@@ -412,6 +425,77 @@ static void test_turns_are_exported_as_otlp_spans(void **u) {
     json_decref(attempts);
 }
 
+static void test_a_subagents_turns_join_the_trace_of_the_turn_that_spawned_it(void **u) {
+    (void)u;
+    const char *trace_id = "5ca1ab1e5ca1ab1e5ca1ab1e5ca1ab1e";
+    const char *given = "00-5ca1ab1e5ca1ab1e5ca1ab1e5ca1ab1e-0123456789abcdef-01";
+    json_t *chat_json = NULL;
+    long st = s_request("POST", "/api/v2/chats", given,
+                        "{\"content\":[{\"type\":\"text\",\"text\":\"[sim:spawn 1] delegate\"}]}",
+                        &chat_json);
+    assert_int_equal(st, 201);
+    char parent[ID_UUID_LEN + 1];
+    snprintf(parent, sizeof parent, "%s", json_string_value(json_object_get(chat_json, "id")));
+    json_decref(chat_json);
+    s_wait_idle(parent); /* after its child answered and its wait resumed */
+    char *child =
+        cluster_sql(s_cluster, "SELECT id FROM chats WHERE parent_chat_id = '%s'", parent);
+    assert_non_null(child);
+    /* The child's prompt carries the parent's trace; its parent span is the spawn's. */
+    char *stored = s_stored(child);
+    trace_ctx_t t;
+    assert_int_equal(trace_parse(stored, &t), 0);
+    assert_string_equal(t.trace_id, trace_id);
+    free(stored);
+    /* The parent's turns: up to its agent wait, and its answer after it. */
+    json_t *turns = s_rx_wait(trace_id, "chat_turn", 3, 10000);
+    json_t *all = s_rx_spans(trace_id, NULL);
+    size_t i, parents = 0, children = 0;
+    const char *parent_spans[2] = {"", ""};
+    json_t *turn;
+    json_array_foreach(turns, i, turn) {
+        char *dump = json_dumps(turn, JSON_COMPACT);
+        printf("chat_turn: %s\n", dump ? dump : "(none)");
+        free(dump);
+        assert_string_equal(s_attr(turn, "turn_outcome"), "completed");
+        if (!strcmp(s_attr(turn, "chat_id"), parent)) {
+            parent_spans[parents++ % 2] = s_str(turn, "spanId");
+            assert_string_equal(s_str(turn, "parentSpanId"), "0123456789abcdef");
+            assert_string_equal(s_attr(turn, "chat_kind"), "root");
+            continue;
+        }
+        children++;
+        assert_string_equal(s_attr(turn, "chat_id"), child);
+        assert_string_equal(s_attr(turn, "chat_kind"), "subagent");
+        /* A child of the parent's spawn_agent call, which is a child of the parent's turn. */
+        const char *up = s_str(turn, "parentSpanId");
+        assert_string_equal(up, t.span_id);
+        json_t *call = s_span_of(all, up);
+        assert_non_null(call);
+        assert_string_equal(s_str(call, "name"), "tool_call");
+        assert_string_equal(s_attr(call, "chat_id"), parent);
+        json_t *spawner = s_span_of(turns, s_str(call, "parentSpanId"));
+        assert_non_null(spawner);
+        assert_string_equal(s_attr(spawner, "chat_id"), parent);
+        /* The child's stages are its turn's children. */
+        json_t *sp;
+        size_t j, stages = 0;
+        json_array_foreach(all, j, sp) {
+            stages += !strcmp(s_attr(sp, "chat_id"), child) &&
+                      strcmp(s_str(sp, "name"), "chat_turn") &&
+                      !strcmp(s_str(sp, "parentSpanId"), s_str(turn, "spanId"));
+        }
+        printf("child stages under its turn: %zu\n", stages);
+        assert_true(stages >= 3);
+    }
+    assert_int_equal(parents, 2);
+    assert_int_equal(children, 1);
+    assert_string_not_equal(parent_spans[0], parent_spans[1]); /* two runners' turns */
+    json_decref(all);
+    json_decref(turns);
+    free(child);
+}
+
 static void test_a_turn_cut_by_a_shutdown_is_exported_abandoned(void **u) {
     (void)u;
     const char *trace_id = "dead0000beef0000dead0000beef0000";
@@ -481,6 +565,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_request_trace_reaches_the_worker),
         cmocka_unit_test(test_turns_are_exported_as_otlp_spans),
+        cmocka_unit_test(test_a_subagents_turns_join_the_trace_of_the_turn_that_spawned_it),
         cmocka_unit_test(test_a_turn_cut_by_a_shutdown_is_exported_abandoned),
     };
     return cmocka_run_group_tests(tests, s_setup, s_teardown);

@@ -127,6 +127,20 @@ void taskctx_turn_abandoned(const turnset_turn_t *turn, void *arg) {
     s_export(env, &s, turn->chat_id, turn->subagent, turn->trace.trace_id);
 }
 
+void taskctx_child_trace(const taskctx_t *ctx, char span_id[TRACE_SPAN_HEX + 1],
+                         char traceparent[TRACE_PARENT_LEN + 1]) {
+    trace_ctx_t t = ctx->trace;
+    span_id[0] = traceparent[0] = '\0';
+    if (!t.trace_id[0] && trace_new(&t) != 0) {
+        return;
+    }
+    if (trace_span_id(span_id) != 0) {
+        return;
+    }
+    snprintf(t.span_id, sizeof t.span_id, "%s", span_id);
+    trace_format(&t, traceparent);
+}
+
 /* taskctx_stage_us, the span's id given (NULL or "": a new one). */
 static void s_stage(taskctx_t *ctx, stage_t s, int64_t us, const char *model, const char *span_id) {
     if (ctx->env->stages) {
@@ -149,6 +163,12 @@ void taskctx_stage_us(taskctx_t *ctx, stage_t s, int64_t us, const char *model) 
 void taskctx_stage(taskctx_t *ctx, stage_t s, int64_t since_us) {
     if (since_us > 0) {
         taskctx_stage_us(ctx, s, id_now_us() - since_us, NULL);
+    }
+}
+
+void taskctx_stage_as(taskctx_t *ctx, stage_t s, int64_t since_us, const char *span_id) {
+    if (since_us > 0) {
+        s_stage(ctx, s, id_now_us() - since_us, NULL, span_id);
     }
 }
 

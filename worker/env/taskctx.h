@@ -226,6 +226,13 @@ void taskctx_runner_exit(taskctx_env_t *env, const char *chat_id, const char *ru
  * exports its chat_turn span, ended when it closed. */
 void taskctx_turn_abandoned(const turnset_turn_t *turn, void *arg);
 
+/* The trace a prompt made by this task's turn carries, the first prompt of a subagent it
+ * spawns or a message it sends one (ARCHITECTURE.md §7.11): into span_id a new id for the
+ * tool call that makes it, into traceparent "00-<the turn's trace>-<span_id>-<flags>"; a new
+ * trace when the turn has none. "" in both when no randomness could be had. */
+void taskctx_child_trace(const taskctx_t *ctx, char span_id[TRACE_SPAN_HEX + 1],
+                         char traceparent[TRACE_PARENT_LEN + 1]);
+
 /* Observes stage s of this task's chat from since_us (id_now_us) to now, scope turn, and
  * exports it as a child span of the turn's when the turn has a trace. */
 void taskctx_stage(taskctx_t *ctx, stage_t s, int64_t since_us);
@@ -233,6 +240,9 @@ void taskctx_stage(taskctx_t *ctx, stage_t s, int64_t since_us);
 /* Likewise for a stage that lasted us and ended now; model (a model config name, or NULL)
  * also observes it on the model family and names it on the span. */
 void taskctx_stage_us(taskctx_t *ctx, stage_t s, int64_t us, const char *model);
+
+/* taskctx_stage with the span's id given (taskctx_child_trace's span_id; "": a new one). */
+void taskctx_stage_as(taskctx_t *ctx, stage_t s, int64_t since_us, const char *span_id);
 
 /* Counts the turn this task closed with outcome o; its chat_turn span ends with the step in
  * progress (its generation_step or compaction stage), or now outside a step. A turn that has

@@ -294,7 +294,8 @@ static json_t *s_spawn_create(PGconn *conn, const agents_ctx_t *a, const char *c
                           .created_by = owner,
                           .model_config_id = s->model,
                           .response_format = format,
-                          .so_request_id = format && request_id[0] ? request_id : NULL};
+                          .so_request_id = format && request_id[0] ? request_id : NULL,
+                          .traceparent = a->traceparent};
     cs_create_t cc = {.owner_id = owner,
                       .title = s->title,
                       .title_from_user = s->title != NULL,
@@ -371,7 +372,7 @@ static json_t *s_message(PGconn *conn, const agents_ctx_t *a, const json_t *call
     json_t *content = json_pack("[{s:s, s:s}]", "type", "text", "text", text);
     char *content_text = jsonout_dumps(content);
     json_decref(content);
-    cs_message_t msg = {.role = "user", .content = content_text};
+    cs_message_t msg = {.role = "user", .content = content_text, .traceparent = a->traceparent};
     cs_error_t err;
     int64_t message_id = 0;
     int64_t queued_id = 0;

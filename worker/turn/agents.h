@@ -36,6 +36,9 @@ typedef struct {
     int max_depth;           /* CHATFLEET_SUBAGENT_MAX_DEPTH; 0: every call is an error */
     int max_children;        /* CHATFLEET_SUBAGENT_MAX_CHILDREN */
     int max_queue;           /* CHATFLEET_QUEUE_MAX, for message_agent's queued sends */
+    /* The traceparent the prompt a spawn_agent or message_agent makes is stored with (trace.h;
+     * the calling turn's trace), or NULL: none. */
+    const char *traceparent;
 } agents_ctx_t;
 
 /* Runs one call (a tool-call part of the chat's history): the result (new reference) with

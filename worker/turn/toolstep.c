@@ -349,8 +349,16 @@ static json_t *s_agent_answers(taskctx_t *ctx, PGconn *conn, const json_t *pendi
         if (!agents_is_tool(name) || !strcmp(name, CS_AGENT_WAIT_TOOL)) {
             continue;
         }
+        /* The prompt a spawn or a message makes is in this turn's trace, a child of the call's
+         * tool_call span, so the child's turn joins it (ARCHITECTURE.md §7.11). */
+        char span[TRACE_SPAN_HEX + 1];
+        char tp[TRACE_PARENT_LEN + 1];
+        taskctx_child_trace(ctx, span, tp);
+        a.traceparent = tp[0] ? tp : NULL;
+        int64_t t0 = id_now_us();
         bool is_error = false;
         json_t *result = agents_run(conn, &a, c, &is_error);
+        taskctx_stage_as(ctx, STAGE_TOOL_CALL, t0, span);
         if (!result) {
             *failed = true;
             break;
