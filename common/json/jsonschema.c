@@ -644,6 +644,7 @@ static js_node_t *s_compile_node(s_compiler_t *c, json_t *json, const char *path
     if (json_is_boolean(json)) {
         node->is_bool = true;
         node->bool_value = json_is_true(json);
+        js_check_plan(node);
         return node;
     }
     if (s_keywords_of(c, node, json, depth)) {

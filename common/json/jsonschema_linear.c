@@ -32,6 +32,10 @@ struct js_linear {
     uint8_t cls[256]; /* byte -> class: bytes with the same on[] column */
     size_t ncls;
     uint8_t *next; /* [state * ncls + class] -> state */
+    /* [state]: the bytes on which the state stays itself, so that a run of them (the body of
+     * [a-z]*) is crossed without a table step per byte. */
+    uint64_t (*stay)[4];
+    uint64_t loops; /* bit per state: whether it stays itself on any byte */
     uint8_t start;
     uint64_t accepting; /* bit per state */
 };
@@ -312,6 +316,14 @@ static void s_lin_dfa(js_linear_t *lin) {
             next[i * lin->ncls + c] = (uint8_t)to;
         }
     }
+    lin->stay = mem_calloc(n, sizeof *lin->stay);
+    for (size_t i = 1; i < n; i++) {
+        for (unsigned b = 0; b < 256; b++) {
+            bool stays = next[i * lin->ncls + lin->cls[b]] == i;
+            lin->stay[i][b >> 6] |= (uint64_t)stays << (b & 63);
+            lin->loops |= (uint64_t)stays << i;
+        }
+    }
     for (size_t i = 0; i < n; i++) {
         lin->accepting |= (uint64_t)((states[i] & lin->accept) != 0) << i;
     }
@@ -331,6 +343,7 @@ void js_linear_free(js_linear_t **lin_p) {
         return;
     }
     free((*lin_p)->next);
+    free((*lin_p)->stay);
     free(*lin_p);
     *lin_p = NULL;
 }
@@ -341,9 +354,18 @@ bool js_linear_is_table(const js_linear_t *lin) {
 
 bool js_linear_match(const js_linear_t *lin, const char *s, size_t len) {
     if (lin->next) {
+        const unsigned char *u = (const unsigned char *)s;
         unsigned st = lin->start;
-        for (size_t i = 0; i < len && st; i++) {
-            st = lin->next[st * lin->ncls + lin->cls[(unsigned char)s[i]]];
+        size_t i = 0;
+        while (st) {
+            const uint64_t *stay = lin->stay[st];
+            while (((lin->loops >> st) & 1) && i < len && ((stay[u[i] >> 6] >> (u[i] & 63)) & 1)) {
+                i++;
+            }
+            if (i == len) {
+                break;
+            }
+            st = lin->next[st * lin->ncls + lin->cls[u[i++]]];
         }
         return (lin->accepting >> st) & 1;
     }

@@ -125,29 +125,6 @@ void js_disc_free(js_disc_t *d) {
     }
 }
 
-/* Whether items under node (or an additionalItems) can be accepted by a scalar quick test;
- * false, the schema that forbids any item, is fine too: its test is the count. */
-static bool s_quick_item(const js_node_t *node) {
-    return !node || (node->is_bool && !node->bool_value) ||
-           (node->quick != JS_QUICK_NONE && node->quick != JS_QUICK_ARRAY);
-}
-
-static bool s_quick_array(const js_node_t *node) {
-    if (node->has & ~(uint32_t)(JS_HAS_TYPE | JS_HAS_MINITEMS | JS_HAS_MAXITEMS) ||
-        node->contains) {
-        return false;
-    }
-    if (!node->items_is_array) {
-        return s_quick_item(node->items);
-    }
-    for (size_t i = 0; i < node->items_array.count; i++) {
-        if (!s_quick_item(node->items_array.items[i])) {
-            return false;
-        }
-    }
-    return s_quick_item(node->additional_items);
-}
-
 /* Which quick test covers every assertion node has (JS_QUICK_NONE when none does). */
 static uint8_t s_quick(const js_node_t *node) {
     const uint32_t range =
@@ -166,31 +143,9 @@ static uint8_t s_quick(const js_node_t *node) {
             return !(node->has & ~range) ? JS_QUICK_RANGE : JS_QUICK_NONE;
         case JS_G_STRING:
             return !(node->has & ~length) ? JS_QUICK_LENGTH : JS_QUICK_NONE;
-        case JS_G_ARRAY:
-            return s_quick_array(node) ? JS_QUICK_ARRAY : JS_QUICK_NONE;
         default:
             return JS_QUICK_NONE;
     }
-}
-
-/* The tape types whose values node's quick test accepts on the type alone: those its type
- * admits (a real only where any number is) that its other assertions do not look at. */
-static uint8_t s_quick_pass(const js_node_t *node) {
-    uint8_t looked_at = node->quick == JS_QUICK_RANGE ? 1u << JSONTAPE_INTEGER | 1u << JSONTAPE_REAL
-                        : node->quick == JS_QUICK_LENGTH ? 1u << JSONTAPE_STRING
-                        : node->quick == JS_QUICK_ARRAY  ? 1u << JSONTAPE_ARRAY
-                                                         : 0;
-    if (node->quick == JS_QUICK_NONE || node->quick == JS_QUICK_CONST) {
-        return 0;
-    }
-    uint8_t pass = 0;
-    for (int t = 0; t < 8; t++) {
-        bool admitted = node->is_bool || !(node->has & JS_HAS_TYPE) ||
-                        (t == JSONTAPE_REAL ? (node->types & JS_T_NUMBER) != 0
-                                            : (node->types & js_type_bits[t]) != 0);
-        pass |= admitted && !(looked_at & (1u << t)) ? (uint8_t)(1u << t) : 0;
-    }
-    return pass;
 }
 
 /* Copies const and enum values onto the schema's tape, where instances are compared. */
@@ -249,11 +204,11 @@ void js_plan_node(jsonschema_t *schema, js_node_t *node) {
     s_prepare_values(schema, node);
     node->groups = s_groups(node);
     node->quick = s_quick(node);
-    node->quick_pass = s_quick_pass(node);
     /* Validity alone (no report) needs one pass over the members when each member's checks
      * depend on that member only (not so for dependencies), and the names fit one word. */
     node->one_pass = node->nnames <= 64 && !node->ndeps;
     node->only_object = node->one_pass && !node->is_bool && node->groups == JS_G_OBJECT;
     node->any_of.disc = s_discriminator(&node->any_of);
     node->one_of.disc = s_discriminator(&node->one_of);
+    js_check_plan(node);
 }

@@ -8,30 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    const jsonschema_t *schema;
-    jsonschema_report_t *report;
-    bool all_errors;
-    int quiet;     /* > 0 inside anyOf/oneOf/not/if/contains: failures are not reported */
-    bool abort;    /* a cap was hit or the report is full: stop everything */
-    uint32_t root; /* the instance's index in t */
-    size_t matches;
-    const jsontape_t *t;       /* the instance */
-    const jsontape_entry_t *e; /* its entries */
-    uint32_t *scratch;         /* schema->nscratch slots; each node owns its own range */
-    uint64_t *bits;            /* schema->nbitwords words; each node owns its own range */
-} s_ctx_t;
-
 /* Scratch slots kept on the stack; a schema that names more members uses the heap. */
 #define S_SCRATCH_STACK 256
-
-/* Does e have one of the types? An integral real is an integer. */
-static inline bool s_type_ok(uint8_t types, const jsontape_entry_t *e) {
-    if (types & js_type_bits[e->type]) {
-        return true;
-    }
-    return e->type == JSONTAPE_REAL && (types & JS_T_INTEGER) && jsontape_is_integral(e);
-}
 
 /* The keyword group that applies to each jsontape_type_t. */
 static const uint8_t s_type_group[8] = {
@@ -42,7 +20,7 @@ static const uint8_t s_type_group[8] = {
 
 /* Records a failure of keyword kw of node (out of the hot path: failing is the rare case). */
 __attribute__((format(printf, 5, 6), cold, noinline)) static bool
-s_record(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *kw, const char *fmt, ...) {
+s_record(js_vctx_t *ctx, const js_node_t *node, uint32_t v, const char *kw, const char *fmt, ...) {
     jsonschema_report_t *r = ctx->report;
     if (r->count == JSONSCHEMA_ERRORS_MAX) {
         r->truncated = true;
@@ -66,8 +44,8 @@ s_record(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *kw, const 
     (((ctx)->quiet > 0 || !(ctx)->report) ? false : s_record(ctx, node, v, kw, __VA_ARGS__))
 
 /* A cap was hit: the instance is invalid and validation stops, even in quiet mode. */
-__attribute__((cold, noinline)) static bool s_abort(s_ctx_t *ctx, const js_node_t *node, uint32_t v,
-                                                    const char *kw, const char *why) {
+__attribute__((cold, noinline)) static bool s_abort(js_vctx_t *ctx, const js_node_t *node,
+                                                    uint32_t v, const char *kw, const char *why) {
     int quiet = ctx->quiet;
     ctx->quiet = 0;
     s_fail(ctx, node, v, kw, "%s", why);
@@ -77,89 +55,33 @@ __attribute__((cold, noinline)) static bool s_abort(s_ctx_t *ctx, const js_node_
 }
 
 /* Whether to go on after a failure: only when collecting every error, outside quiet mode. */
-static bool s_go_on(const s_ctx_t *ctx) {
+static bool s_go_on(const js_vctx_t *ctx) {
     return ctx->all_errors && ctx->quiet == 0 && !ctx->abort;
 }
 
-static bool s_node(s_ctx_t *ctx, const js_node_t *node, uint32_t v);
-
-/* The numeric bounds of a JS_QUICK_RANGE node on the number e. */
-static inline bool s_in_range(const s_ctx_t *ctx, const js_node_t *node,
-                              const jsontape_entry_t *e) {
-    js_num_t x = jsontape_num(ctx->t, e);
-    uint32_t has = node->has;
-    return (!(has & JS_HAS_MINIMUM) || jsontape_num_cmp(x, node->minimum) >= 0) &&
-           (!(has & JS_HAS_MAXIMUM) || jsontape_num_cmp(x, node->maximum) <= 0) &&
-           (!(has & JS_HAS_EXMIN) || jsontape_num_cmp(x, node->exclusive_minimum) > 0) &&
-           (!(has & JS_HAS_EXMAX) || jsontape_num_cmp(x, node->exclusive_maximum) < 0);
-}
-
-static inline bool s_quick_ok(const s_ctx_t *ctx, const js_node_t *node, uint32_t v);
-
-/* The JS_QUICK_ARRAY test on the array at v: the counts, then each item's quick test. */
-static bool s_quick_items(const s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
-    const jsontape_entry_t *e = &ctx->e[v];
-    if (((node->has & JS_HAS_MINITEMS) && e->size < node->min_items) ||
-        ((node->has & JS_HAS_MAXITEMS) && e->size > node->max_items)) {
-        return false;
+/* node on the child value v: where nothing is reported its check; else a leaf's check, or a
+ * visit that reports. */
+static inline bool s_child(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    if (ctx->quiet > 0 || !ctx->report) {
+        return js_check(ctx, node, v);
     }
-    size_t i = 0;
-    for (uint32_t it = v + 1; it < e->next; it = ctx->e[it].next, i++) {
-        const js_node_t *sub = !node->items_is_array         ? node->items
-                               : i < node->items_array.count ? node->items_array.items[i]
-                                                             : node->additional_items;
-        if (sub && !s_quick_ok(ctx, sub, it)) {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* True when node's quick test accepts v (a leaf such as {"type": "number", "maximum": 90}),
- * so that callers skip the visit; false means "run s_node", which also reports. */
-static inline bool s_quick_ok(const s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
-    const jsontape_entry_t *e = &ctx->e[v];
-    if (node->quick_pass & (1u << e->type)) {
-        return true;
-    }
-    if (node->quick == JS_QUICK_NONE || ((node->has & JS_HAS_TYPE) && !s_type_ok(node->types, e))) {
-        return false;
-    }
-    switch (node->quick) {
-        case JS_QUICK_CONST:
-            return e->type == JSONTAPE_STRING && e->size == node->const_len &&
-                   js_key_eq(jsontape_str(ctx->t, e), node->const_str, node->const_len);
-        case JS_QUICK_RANGE:
-            return !jsontape_is_number(e) || s_in_range(ctx, node, e);
-        case JS_QUICK_ARRAY:
-            return e->type != JSONTAPE_ARRAY || s_quick_items(ctx, node, v);
-        case JS_QUICK_LENGTH:
-            return e->type != JSONTAPE_STRING ||
-                   ((!(node->has & JS_HAS_MINLEN) || e->u.s.chars >= node->min_length) &&
-                    (!(node->has & JS_HAS_MAXLEN) || e->u.s.chars <= node->max_length));
-        default:
-            return true;
-    }
-}
-
-/* node on the child value v: its quick test, or a visit. */
-static inline bool s_child(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
-    return s_quick_ok(ctx, node, v) || s_node(ctx, node, v);
+    return ((node->pass >> ctx->e[v].type) & 1) ||
+           (node->quick != JS_QUICK_NONE && node->check(ctx, node, v)) || js_visit(ctx, node, v);
 }
 
 /* Runs node on v without reporting: for anyOf, oneOf, not, if and contains. */
-static bool s_quiet(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+static bool s_quiet(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool all = ctx->all_errors;
     ctx->quiet++;
     ctx->all_errors = false;
-    bool ok = s_node(ctx, node, v);
+    bool ok = js_check(ctx, node, v);
     ctx->all_errors = all;
     ctx->quiet--;
     return ok;
 }
 
 /* 1 match, 0 no match, -1 aborted (a limit was hit; already reported). */
-static int s_match(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *kw,
+static int s_match(js_vctx_t *ctx, const js_node_t *node, uint32_t v, const char *kw,
                    const js_regex_t *re, const char *s, size_t len) {
     if (++ctx->matches > JSONSCHEMA_MAX_MATCHES) {
         s_abort(ctx, node, v, kw, "validation exceeds the cap of regex matches per validation");
@@ -174,7 +96,7 @@ static int s_match(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *
 
 /* --- keyword groups --- */
 
-static bool s_numeric(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+static bool s_numeric(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     js_num_t x = jsontape_num(ctx->t, &ctx->e[v]);
     char b[136]; /* a number literal of the default cap, whole */
     bool ok = true;
@@ -214,7 +136,7 @@ static bool s_numeric(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
 }
 
 /* The string keywords on the string entry e (a value or a member name). */
-static bool s_chars(s_ctx_t *ctx, const js_node_t *node, const jsontape_entry_t *e) {
+static bool s_chars(js_vctx_t *ctx, const js_node_t *node, const jsontape_entry_t *e) {
     bool ok = true;
     uint32_t v = (uint32_t)(e - ctx->e);
     const char *s = jsontape_str(ctx->t, e);
@@ -251,7 +173,7 @@ static bool s_chars(s_ctx_t *ctx, const js_node_t *node, const jsontape_entry_t 
     return ok;
 }
 
-static bool s_items(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+static bool s_items(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     const uint32_t end = ctx->e[v].next;
     size_t i = 0;
@@ -279,7 +201,7 @@ static bool s_items(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     return ok;
 }
 
-static bool s_contains(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+static bool s_contains(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     for (uint32_t it = v + 1; it < ctx->e[v].next; it = ctx->e[it].next) {
         if (s_quiet(ctx, node->contains, it)) {
             return true;
@@ -291,7 +213,7 @@ static bool s_contains(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     return s_fail(ctx, node, v, "contains", "must contain an item that matches the schema");
 }
 
-static bool s_array(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+static bool s_array(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     size_t n = ctx->e[v].size;
     bool ok = true;
     if ((node->has & JS_HAS_MINITEMS) && n < node->min_items) {
@@ -339,7 +261,7 @@ static inline bool s_all_bits(const uint64_t *bits, const uint64_t *mask, size_t
 }
 
 /* Fails for each name in idx (indexes into node's names) that v lacks. */
-static bool s_required(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const char *kw,
+static bool s_required(js_vctx_t *ctx, const js_node_t *node, uint32_t v, const char *kw,
                        const uint32_t *idx, size_t count, const uint64_t *has) {
     bool ok = true;
     for (size_t i = 0; i < count; i++) {
@@ -355,7 +277,7 @@ static bool s_required(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const ch
 }
 
 /* properties, in schema order, on the members that has says v has. */
-static bool s_properties(s_ctx_t *ctx, const js_node_t *node, const uint64_t *has,
+static bool s_properties(js_vctx_t *ctx, const js_node_t *node, const uint64_t *has,
                          const uint32_t *found) {
     bool ok = true;
     for (size_t w = 0; w * 64 < node->nprops; w++) {
@@ -379,7 +301,7 @@ static bool s_properties(s_ctx_t *ctx, const js_node_t *node, const uint64_t *ha
 
 /* patternProperties, additionalProperties and propertyNames for the member whose key entry
  * is k (its value follows it). propertyNames validates the key entry itself: a string. */
-static bool s_member(s_ctx_t *ctx, const js_node_t *node, uint32_t v, uint32_t k) {
+bool js_visit_member(js_vctx_t *ctx, const js_node_t *node, uint32_t v, uint32_t k) {
     const jsontape_entry_t *ke = &ctx->e[k];
     const char *key = jsontape_str(ctx->t, ke);
     size_t len = ke->size;
@@ -417,10 +339,10 @@ static bool s_member(s_ctx_t *ctx, const js_node_t *node, uint32_t v, uint32_t k
     return ok;
 }
 
-static bool s_members(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+static bool s_members(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     for (uint32_t k = v + 1; k < ctx->e[v].next; k = ctx->e[k + 1].next) {
-        if (!s_member(ctx, node, v, k)) {
+        if (!js_visit_member(ctx, node, v, k)) {
             ok = false;
             if (!s_go_on(ctx)) {
                 return false;
@@ -430,7 +352,7 @@ static bool s_members(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     return ok;
 }
 
-static bool s_dependencies(s_ctx_t *ctx, const js_node_t *node, uint32_t v, const uint64_t *has) {
+static bool s_dependencies(js_vctx_t *ctx, const js_node_t *node, uint32_t v, const uint64_t *has) {
     bool ok = true;
     for (size_t i = 0; i < node->ndeps; i++) {
         const js_dep_t *dep = &node->deps[i];
@@ -439,7 +361,7 @@ static bool s_dependencies(s_ctx_t *ctx, const js_node_t *node, uint32_t v, cons
         }
         bool good = dep->required ? s_required(ctx, node, v, "dependencies", dep->required_idx,
                                                dep->nrequired, has)
-                                  : s_node(ctx, dep->node, v);
+                                  : js_visit(ctx, dep->node, v);
         if (!good) {
             ok = false;
             if (!s_go_on(ctx)) {
@@ -450,24 +372,10 @@ static bool s_dependencies(s_ctx_t *ctx, const js_node_t *node, uint32_t v, cons
     return ok;
 }
 
-/* The index among node's names of the member name at k, or -1. Members usually come in the
- * schema's order, so the name after the last one found (guess) is tried first. */
-static inline long s_name_of(const s_ctx_t *ctx, const js_node_t *node, uint32_t k, size_t guess) {
-    const jsontape_entry_t *ke = &ctx->e[k];
-    const char *key = jsontape_str(ctx->t, ke);
-    if (guess < node->nnames) {
-        const js_prop_t *p = &node->props[guess];
-        if (p->hash == ke->hash && p->len == ke->size && js_key_eq(p->key, key, p->len)) {
-            return (long)guess;
-        }
-    }
-    return js_prop_find(node, key, ke->size, ke->hash);
-}
-
 /* One pass over v's members: sets in has the bits of node's names that v has, with the value
  * of each in found, and returns how many members are not properties (those
  * additionalProperties applies to, unless a pattern matches). */
-static size_t s_collect(const s_ctx_t *ctx, const js_node_t *node, uint32_t v, uint64_t *has,
+static size_t s_collect(const js_vctx_t *ctx, const js_node_t *node, uint32_t v, uint64_t *has,
                         uint32_t *found) {
     for (size_t w = 0; w < node->nwords; w++) {
         has[w] = 0;
@@ -476,7 +384,7 @@ static size_t s_collect(const s_ctx_t *ctx, const js_node_t *node, uint32_t v, u
     const jsontape_entry_t *e = ctx->e;
     size_t guess = 0;
     for (uint32_t k = v + 1; k < e[v].next; k = e[k + 1].next) {
-        long idx = s_name_of(ctx, node, k, guess);
+        long idx = js_name_of(ctx, node, k, guess);
         if (idx >= 0) {
             size_t i = (size_t)idx;
             has[i / 64] |= 1ull << (i % 64);
@@ -488,7 +396,7 @@ static size_t s_collect(const s_ctx_t *ctx, const js_node_t *node, uint32_t v, u
     return others;
 }
 
-static bool s_object_size(s_ctx_t *ctx, const js_node_t *node, uint32_t v, size_t n) {
+static bool s_object_size(js_vctx_t *ctx, const js_node_t *node, uint32_t v, size_t n) {
     bool ok = true;
     if ((node->has & JS_HAS_MINPROPS) && n < node->min_properties) {
         ok = s_fail(ctx, node, v, "minProperties", "must have at least %zu properties",
@@ -504,36 +412,36 @@ static bool s_object_size(s_ctx_t *ctx, const js_node_t *node, uint32_t v, size_
     return ok;
 }
 
-/* The object keywords of a one_pass node on v, for validity only: each member is looked up
- * and checked as it comes, stopping at the first failure. */
-static bool s_object_one_pass(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+/* Each member is looked up and checked as it comes, stopping at the first failure. */
+bool js_check_members(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     const jsontape_entry_t *e = ctx->e;
-    if (((node->has & JS_HAS_MINPROPS) && e[v].size < node->min_properties) ||
-        ((node->has & JS_HAS_MAXPROPS) && e[v].size > node->max_properties)) {
+    if (ctx->abort || e[v].size < node->min_properties || e[v].size > node->max_properties) {
         return false;
     }
     uint64_t seen = 0;
     size_t guess = 0;
-    const bool per_member = node->npatprops || node->property_names;
-    for (uint32_t k = v + 1; k < e[v].next; k = e[k + 1].next) {
-        long idx = s_name_of(ctx, node, k, guess);
-        const js_node_t *sub = per_member ? NULL : node->additional_properties;
+    const bool per_member = node->per_member;
+    const js_node_t *others = node->others;
+    const uint32_t end = e[v].next;
+    for (uint32_t k = v + 1; k < end; k = e[k + 1].next) {
+        long idx = js_name_of(ctx, node, k, guess);
+        const js_node_t *sub = others;
         if (idx >= 0) {
-            size_t i = (size_t)idx;
-            seen |= 1ull << i;
-            guess = i + 1;
-            sub = i < node->nprops ? node->props[i].node : sub;
+            seen |= 1ull << idx;
+            guess = (size_t)idx + 1;
+            sub = (size_t)idx < node->nprops ? node->props[idx].node : sub;
         }
-        if ((sub && !s_child(ctx, sub, k + 1)) || (per_member && !s_member(ctx, node, v, k))) {
+        if ((sub && !js_check(ctx, sub, k + 1)) ||
+            (per_member && !js_visit_member(ctx, node, v, k))) {
             return false;
         }
     }
-    return !node->nrequired || (seen & node->required_mask[0]) == node->required_mask[0];
+    return (seen & node->required_word) == node->required_word;
 }
 
-static bool s_object(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+static bool s_object(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     if (node->one_pass && (ctx->quiet > 0 || !ctx->report)) {
-        return s_object_one_pass(ctx, node, v);
+        return js_check_members(ctx, node, v);
     }
     bool ok = true;
     if ((node->has & (JS_HAS_MINPROPS | JS_HAS_MAXPROPS)) &&
@@ -573,7 +481,7 @@ static bool s_object(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
 }
 
 /* Hashes first: jsontape_equal runs only on the values that can be equal. */
-static bool s_enum(const s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+static bool s_enum(const js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     uint32_t h = jsontape_value_hash(ctx->t, v);
     const jsontape_t *values = ctx->schema->values;
     for (size_t i = 0; i < node->nenum; i++) {
@@ -584,7 +492,7 @@ static bool s_enum(const s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     return false;
 }
 
-static bool s_const(const s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+static bool s_const(const js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     if (!node->const_str) {
         return jsontape_equal(ctx->t, v, ctx->schema->values, node->const_at);
     }
@@ -593,7 +501,7 @@ static bool s_const(const s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
            js_key_eq(jsontape_str(ctx->t, e), node->const_str, node->const_len);
 }
 
-static bool s_generic(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+static bool s_generic(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     if ((node->has & JS_HAS_CONST) && !s_const(ctx, node, v)) {
         ok = s_fail(ctx, node, v, "const", "must equal the constant");
@@ -607,35 +515,15 @@ static bool s_generic(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     return ok;
 }
 
-/* The value of list's discriminating member in v, or 0 when v is not an object that has it
- * (then no branch can match). Without a discriminator, 1: every branch is a candidate. */
-static uint32_t s_disc_value(const s_ctx_t *ctx, const js_list_t *list, uint32_t v) {
-    const js_disc_t *d = list->disc;
-    if (!d) {
-        return 1;
-    }
-    const jsontape_entry_t *e = ctx->e;
-    if (e[v].type != JSONTAPE_OBJECT) {
-        return 0;
-    }
-    for (uint32_t k = v + 1; k < e[v].next; k = e[k + 1].next) {
-        if (e[k].hash == d->hash && e[k].size == d->len &&
-            js_key_eq(jsontape_str(ctx->t, &e[k]), d->key, d->len)) {
-            return k + 1;
-        }
-    }
-    return 0;
+/* Whether branch i of list can match, given js_disc_value's dv. */
+static bool s_candidate(js_vctx_t *ctx, const js_list_t *list, size_t i, uint32_t dv) {
+    return dv && (!list->disc || js_check(ctx, list->disc->consts[i], dv));
 }
 
-/* Whether branch i of list can match, given s_disc_value's dv. */
-static bool s_candidate(const s_ctx_t *ctx, const js_list_t *list, size_t i, uint32_t dv) {
-    return dv && (!list->disc || s_quick_ok(ctx, list->disc->consts[i], dv));
-}
-
-static bool s_combinators(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+static bool s_combinators(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     for (size_t i = 0; i < node->all_of.count; i++) {
-        if (!s_node(ctx, node->all_of.items[i], v)) {
+        if (!js_visit(ctx, node->all_of.items[i], v)) {
             ok = false;
             if (!s_go_on(ctx)) {
                 return false;
@@ -644,7 +532,7 @@ static bool s_combinators(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     }
     if (node->any_of.count) {
         bool any = false;
-        uint32_t dv = s_disc_value(ctx, &node->any_of, v);
+        uint32_t dv = js_disc_value(ctx, &node->any_of, v);
         for (size_t i = 0; i < node->any_of.count && !any && !ctx->abort; i++) {
             any = s_candidate(ctx, &node->any_of, i, dv) && s_quiet(ctx, node->any_of.items[i], v);
         }
@@ -656,7 +544,7 @@ static bool s_combinators(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     }
     if (node->one_of.count) {
         size_t hits = 0;
-        uint32_t dv = s_disc_value(ctx, &node->one_of, v);
+        uint32_t dv = js_disc_value(ctx, &node->one_of, v);
         for (size_t i = 0; i < node->one_of.count && hits < 2 && !ctx->abort; i++) {
             hits +=
                 s_candidate(ctx, &node->one_of, i, dv) && s_quiet(ctx, node->one_of.items[i], v);
@@ -671,7 +559,7 @@ static bool s_combinators(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     return ok;
 }
 
-static bool s_conditionals(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+static bool s_conditionals(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     if (node->not_schema) {
         bool inner = s_quiet(ctx, node->not_schema, v);
@@ -689,14 +577,14 @@ static bool s_conditionals(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
             return false;
         }
         const js_node_t *branch = cond ? node->then_schema : node->else_schema;
-        if (branch && !s_node(ctx, branch, v)) {
+        if (branch && !js_visit(ctx, branch, v)) {
             ok = false;
         }
     }
     return ok;
 }
 
-static bool s_typed(s_ctx_t *ctx, const js_node_t *node, uint32_t v, uint8_t group) {
+static bool s_typed(js_vctx_t *ctx, const js_node_t *node, uint32_t v, uint8_t group) {
     switch (group) {
         case JS_G_NUMBER:
             return s_numeric(ctx, node, v);
@@ -709,7 +597,7 @@ static bool s_typed(s_ctx_t *ctx, const js_node_t *node, uint32_t v, uint8_t gro
     }
 }
 
-static bool s_apply(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
+static bool s_apply(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     if (node->all_of.count || node->any_of.count || node->one_of.count) {
         ok = s_combinators(ctx, node, v);
@@ -723,15 +611,7 @@ static bool s_apply(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
     return ok;
 }
 
-static bool s_node(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
-    if (node->only_object && (ctx->quiet > 0 || !ctx->report)) {
-        /* The commonest node, for validity only: straight to its one pass. */
-        const jsontape_entry_t *e = &ctx->e[v];
-        if ((node->has & JS_HAS_TYPE) && !s_type_ok(node->types, e)) {
-            return false;
-        }
-        return e->type != JSONTAPE_OBJECT || (!ctx->abort && s_object_one_pass(ctx, node, v));
-    }
+bool js_visit(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     if (ctx->abort) {
         return false;
     }
@@ -739,7 +619,7 @@ static bool s_node(s_ctx_t *ctx, const js_node_t *node, uint32_t v) {
         return node->bool_value || s_fail(ctx, node, v, NULL, "no value is allowed here");
     }
     const jsontape_entry_t *e = &ctx->e[v];
-    if ((node->has & JS_HAS_TYPE) && !s_type_ok(node->types, e)) {
+    if ((node->has & JS_HAS_TYPE) && !js_type_ok(node->types, e)) {
         return s_fail(ctx, node, v, "type", "has the wrong type");
     }
     uint8_t groups = node->groups & (s_type_group[e->type] | JS_G_GENERIC | JS_G_APPLY);
@@ -764,7 +644,7 @@ jsonschema_result_t jsonschema_validate_tape(const jsonschema_t *self, const jso
                                              uint32_t index, jsonschema_mode_t mode,
                                              jsonschema_report_t *report) {
     /* Field by field: the path segments need no zeroing (a segment is written before use). */
-    s_ctx_t ctx;
+    js_vctx_t ctx;
     ctx.schema = self;
     ctx.report = report;
     ctx.all_errors = mode == JSONSCHEMA_ALL_ERRORS && report;
@@ -788,7 +668,7 @@ jsonschema_result_t jsonschema_validate_tape(const jsonschema_t *self, const jso
     ctx.bits = self->nbitwords <= S_SCRATCH_STACK / 16
                    ? stack_bits
                    : mem_calloc(self->nbitwords, sizeof *ctx.bits);
-    bool ok = s_node(&ctx, self->root, index);
+    bool ok = report ? js_visit(&ctx, self->root, index) : js_check(&ctx, self->root, index);
     if (ctx.scratch != stack_scratch) {
         free(ctx.scratch);
     }

@@ -67,15 +67,14 @@ enum {
 
 typedef jsontape_num_t js_num_t;
 
-/* Nodes simple enough for their parent to accept a value in place (the common leaves); a
- * value the quick test does not accept is validated (and reported) by visiting the node. */
+/* Leaves whose check (a few compares, never a visit) the reporting validator also runs before
+ * it visits the node to report. */
 enum {
     JS_QUICK_NONE = 0, /* always visit */
     JS_QUICK_TYPE,     /* type at most */
     JS_QUICK_CONST,    /* a string const, and type at most */
     JS_QUICK_RANGE,    /* type and numeric bounds (minimum, maximum, exclusive ones) */
     JS_QUICK_LENGTH,   /* type and minLength/maxLength */
-    JS_QUICK_ARRAY,    /* type, minItems/maxItems and items whose nodes have the tests above */
 };
 
 /* A positive decimal m * 10^e with m free of trailing zeros (multipleOf), and the number as
@@ -110,6 +109,25 @@ typedef enum {
 
 typedef struct js_regex js_regex_t;
 typedef struct js_node js_node_t;
+
+/* One validation's state (jsonschema_validate.c owns it; jsonschema_check.c reads it). */
+typedef struct {
+    const jsonschema_t *schema;
+    jsonschema_report_t *report;
+    bool all_errors;
+    int quiet;     /* > 0 inside anyOf/oneOf/not/if/contains: failures are not reported */
+    bool abort;    /* a cap was hit or the report is full: stop everything */
+    uint32_t root; /* the instance's index in t */
+    size_t matches;
+    const jsontape_t *t;       /* the instance */
+    const jsontape_entry_t *e; /* its entries */
+    uint32_t *scratch;         /* schema->nscratch slots; each node owns its own range */
+    uint64_t *bits;            /* schema->nbitwords words; each node owns its own range */
+} js_vctx_t;
+
+/* A node's validity check (jsonschema_check.c): whether the value at v is valid against node,
+ * reporting nothing. Called only where nothing is reported (no report, or quiet > 0). */
+typedef bool js_check_fn(js_vctx_t *ctx, const js_node_t *node, uint32_t v);
 
 /* A member name the node looks up: a properties key (node set) or a name that only required
  * or dependencies mention (node NULL). */
@@ -152,17 +170,27 @@ typedef struct {
 } js_list_t;
 
 struct js_node {
+    /* Validity: values of the tape types in pass (bit 1 << jsontape_type_t) are valid on their
+     * type alone; any other value is valid when check says so (js_check). */
+    uint8_t pass;
+    js_check_fn *check;
     char *path; /* JSON pointer of this subschema in the schema document */
     bool is_bool;
     bool bool_value;
     uint32_t has;
     uint8_t types;
-    uint8_t groups;     /* JS_G_* */
-    uint8_t quick;      /* JS_QUICK_*: a test that proves acceptance without visiting the node */
-    uint8_t quick_pass; /* bit 1 << jsontape_type_t: values of that type the quick test passes
-                           on their type alone */
+    uint8_t groups;   /* JS_G_* */
+    uint8_t quick;    /* JS_QUICK_*: the leaf test that check runs */
     bool one_pass;    /* object keywords that one pass over the members can check (see s_finish) */
     bool only_object; /* one_pass, and nothing but type and object keywords */
+    /* For one_pass: whether members need js_visit_member (patternProperties, propertyNames),
+     * the node for members that are not properties where not, and required's bits. */
+    bool per_member;
+    const js_node_t *others;
+    uint64_t required_word;
+    double range_lo, range_hi; /* a JS_QUICK_RANGE node's bounds as doubles (see check.c) */
+    bool range_f64;            /* whether those stand for its bounds */
+    bool lo_open, hi_open;     /* whether range_lo, range_hi are exclusive */
     js_num_t minimum;
     js_num_t maximum;
     js_num_t exclusive_minimum;
@@ -284,6 +312,66 @@ static inline long js_prop_find(const js_node_t *node, const char *key, size_t l
         }
     }
 }
+
+/* Does e have one of the type bits? An integral real is an integer. */
+static inline bool js_type_ok(uint8_t types, const jsontape_entry_t *e) {
+    if (types & js_type_bits[e->type]) {
+        return true;
+    }
+    return e->type == JSONTAPE_REAL && (types & JS_T_INTEGER) && jsontape_is_integral(e);
+}
+
+/* Whether the value at v is valid against node (nothing is reported). */
+static inline bool js_check(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    return ((node->pass >> ctx->e[v].type) & 1) || node->check(ctx, node, v);
+}
+
+/* The index among node's names of the member name at k, or -1. Members usually come in the
+ * schema's order, so the name after the last one found (guess) is tried first. */
+static inline long js_name_of(const js_vctx_t *ctx, const js_node_t *node, uint32_t k,
+                              size_t guess) {
+    const jsontape_entry_t *ke = &ctx->e[k];
+    if (guess < node->nnames) {
+        const js_prop_t *p = &node->props[guess];
+        if (p->hash == ke->hash && p->len == ke->size &&
+            js_key_eq(p->key, jsontape_str(ctx->t, ke), p->len)) {
+            return (long)guess;
+        }
+    }
+    return js_prop_find(node, jsontape_str(ctx->t, ke), ke->size, ke->hash);
+}
+
+/* The value of list's discriminating member in v, or 0 when v is not an object that has it
+ * (then no branch can match). Without a discriminator, 1: every branch is a candidate. */
+static inline uint32_t js_disc_value(const js_vctx_t *ctx, const js_list_t *list, uint32_t v) {
+    const js_disc_t *d = list->disc;
+    if (!d) {
+        return 1;
+    }
+    const jsontape_entry_t *e = ctx->e;
+    if (e[v].type != JSONTAPE_OBJECT) {
+        return 0;
+    }
+    for (uint32_t k = v + 1; k < e[v].next; k = e[k + 1].next) {
+        if (e[k].hash == d->hash && e[k].size == d->len &&
+            js_key_eq(jsontape_str(ctx->t, &e[k]), d->key, d->len)) {
+            return k + 1;
+        }
+    }
+    return 0;
+}
+
+/* The validator's visit of node on v (jsonschema_validate.c), reporting unless quiet; and its
+ * patternProperties, additionalProperties and propertyNames on the member whose key is at k. */
+bool js_visit(js_vctx_t *ctx, const js_node_t *node, uint32_t v);
+bool js_visit_member(js_vctx_t *ctx, const js_node_t *node, uint32_t v, uint32_t k);
+/* The object keywords of a one_pass node on the object at v, for validity alone (nothing is
+ * reported). */
+bool js_check_members(js_vctx_t *ctx, const js_node_t *node, uint32_t v);
+
+/* The validity check for node, all of whose fields and subschemas are planned
+ * (jsonschema_check.c); sets node->pass and node->check. */
+void js_check_plan(js_node_t *node);
 
 /* Formats: the id for a name (JS_FMT_NONE when unknown), the name, and the check. */
 js_format_t js_format_lookup(const char *name);

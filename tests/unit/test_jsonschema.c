@@ -237,6 +237,54 @@ static void test_discriminated_branches_keep_their_meaning(void **state) {
     jsonschema_destroy(&o);
 }
 
+/* Bounds a leaf compares as doubles mean what they say exactly: exclusive bounds, integral
+ * reals under "integer", integers past 2^53, text reals, and both kinds of lower bound at once;
+ * as the whole schema and as an item's (where reporting also runs the leaf's check first). */
+static void test_number_bounds_exact_on_every_path(void **state) {
+    const struct {
+        const char *schema;
+        const char *yes[4];
+        const char *no[4];
+    } cases[] = {
+        {"{\"type\": \"number\", \"minimum\": -180, \"maximum\": 180}",
+         {"-180", "180.0", "0.5", NULL},
+         {"180.0000001", "-181", "\"1\"", NULL}},
+        {"{\"exclusiveMinimum\": 0, \"exclusiveMaximum\": 1.5}",
+         {"1e-300", "1.4999999999999998", "\"x\"", NULL},
+         {"0", "1.5", "-0.0", NULL}},
+        {"{\"type\": \"integer\", \"minimum\": 1, \"maximum\": 10}",
+         {"1", "10.0", "1e1", NULL},
+         {"1.5", "0", "11", NULL}},
+        {"{\"maximum\": 9007199254740993}",
+         {"9007199254740993", "9007199254740992", "-1e300", NULL},
+         {"9007199254740994", "9007199254740993.5", "1e300", NULL}},
+        {"{\"minimum\": 0.1, \"maximum\": 1e300}",
+         {"0.1", "0.10000000000000001", "1e300", NULL},
+         {"0.09999999999999999", "1e301",
+          "12345678910111213141516171819202122232425262728293031e300", NULL}},
+        {"{\"minimum\": 2, \"exclusiveMinimum\": 1}", {"2", "2.5", NULL}, {"1.5", "1", NULL}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char items[256];
+        snprintf(items, sizeof items, "{\"items\": %s}", cases[c].schema);
+        jsonschema_t *leaf = s_compile(cases[c].schema);
+        jsonschema_t *list = s_compile(items);
+        for (int want = 0; want < 2; want++) {
+            const char *const *values = want ? cases[c].yes : cases[c].no;
+            for (size_t i = 0; i < 4 && values[i]; i++) {
+                char one[192];
+                snprintf(one, sizeof one, "[%s]", values[i]);
+                if (s_valid(leaf, values[i]) != (bool)want || s_valid(list, one) != (bool)want) {
+                    fail_msg("%s on %s: expected %s", cases[c].schema, values[i],
+                             want ? "valid" : "invalid");
+                }
+            }
+        }
+        jsonschema_destroy(&leaf);
+        jsonschema_destroy(&list);
+    }
+}
+
 static void test_report_is_bounded_and_marked_truncated(void **state) {
     jsonschema_t *s = s_compile("{\"additionalProperties\": {\"type\": \"string\"}}");
     char buf[4096];
@@ -429,6 +477,7 @@ int main(void) {
         cmocka_unit_test(test_instance_paths_at_every_depth),
         cmocka_unit_test(test_validate_tape_at_an_index),
         cmocka_unit_test(test_discriminated_branches_keep_their_meaning),
+        cmocka_unit_test(test_number_bounds_exact_on_every_path),
         cmocka_unit_test(test_report_is_bounded_and_marked_truncated),
         cmocka_unit_test(test_numbers_equal_exact_and_decimal_multiples),
         cmocka_unit_test(test_lengths_count_code_points),

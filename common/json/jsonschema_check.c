@@ -1,0 +1,289 @@
+/*
+ * jsonschema_check: validity alone, where nothing is reported (fail-fast validation without a
+ * report, and the quiet branches of anyOf, oneOf, not, if and contains). Each node gets, when
+ * it is planned, the check made for its shape: a leaf's test, an object's one pass over its
+ * members, an array's items, a discriminated anyOf/oneOf; any other node is visited by the
+ * validator (js_visit). A check tests only what its node asserts, so that the common schemas
+ * cost a few loads and compares per value; see js_check in schemanode.h.
+ */
+#include "schemanode.h"
+
+/* --- leaves --- */
+
+/* type alone (or the schema true, whose pass admits every value). */
+static bool c_type(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    return !node->is_bool && js_type_ok(node->types, &ctx->e[v]);
+}
+
+/* The schema false. */
+static bool c_false(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    (void)ctx, (void)node, (void)v;
+    return false;
+}
+
+/* A string const (and type at most). */
+static bool c_const(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    const jsontape_entry_t *e = &ctx->e[v];
+    return e->type == JSONTAPE_STRING && e->size == node->const_len &&
+           js_key_eq(jsontape_str(ctx->t, e), node->const_str, node->const_len);
+}
+
+/* Numeric bounds (and type at most), exactly. */
+static bool c_range(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    const jsontape_entry_t *e = &ctx->e[v];
+    if ((node->has & JS_HAS_TYPE) && !js_type_ok(node->types, e)) {
+        return false;
+    }
+    if (!jsontape_is_number(e)) {
+        return true;
+    }
+    js_num_t x = jsontape_num(ctx->t, e);
+    uint32_t has = node->has;
+    return (!(has & JS_HAS_MINIMUM) || jsontape_num_cmp(x, node->minimum) >= 0) &&
+           (!(has & JS_HAS_MAXIMUM) || jsontape_num_cmp(x, node->maximum) <= 0) &&
+           (!(has & JS_HAS_EXMIN) || jsontape_num_cmp(x, node->exclusive_minimum) > 0) &&
+           (!(has & JS_HAS_EXMAX) || jsontape_num_cmp(x, node->exclusive_maximum) < 0);
+}
+
+/* Numeric bounds that doubles stand for (range_f64): a double, or an int64 a double holds
+ * exactly, is compared as jsontape_num_cmp would; any other number takes c_range. */
+static bool c_range_f64(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    const jsontape_entry_t *e = &ctx->e[v];
+    const int64_t exact = (int64_t)1 << 53;
+    double x = 0;
+    if (e->type == JSONTAPE_REAL && !(e->flags & JSONTAPE_F_TEXT) &&
+        (!(node->has & JS_HAS_TYPE) || (node->types & JS_T_NUMBER))) {
+        x = e->u.d;
+    } else if (e->type == JSONTAPE_INTEGER && e->u.i >= -exact && e->u.i <= exact) {
+        x = (double)e->u.i; /* an integer passes any type that admits a number */
+    } else {
+        return c_range(ctx, node, v);
+    }
+    return (node->lo_open ? x > node->range_lo : x >= node->range_lo) &&
+           (node->hi_open ? x < node->range_hi : x <= node->range_hi);
+}
+
+/* minLength/maxLength (and type at most). */
+static bool c_length(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    const jsontape_entry_t *e = &ctx->e[v];
+    if ((node->has & JS_HAS_TYPE) && !js_type_ok(node->types, e)) {
+        return false;
+    }
+    return e->type != JSONTAPE_STRING ||
+           ((!(node->has & JS_HAS_MINLEN) || e->u.s.chars >= node->min_length) &&
+            (!(node->has & JS_HAS_MAXLEN) || e->u.s.chars <= node->max_length));
+}
+
+/* --- arrays --- */
+
+/* The item counts of the array entry e. */
+static inline bool c_counts(const js_node_t *node, const jsontape_entry_t *e) {
+    return e->size >= node->min_items && e->size <= node->max_items;
+}
+
+/* items (one schema for every item), minItems/maxItems and type: nothing else. */
+static bool c_items(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    const jsontape_entry_t *e = &ctx->e[v];
+    if ((node->has & JS_HAS_TYPE) && !js_type_ok(node->types, e)) {
+        return false;
+    }
+    if (e->type != JSONTAPE_ARRAY) {
+        return true;
+    }
+    if (!c_counts(node, e)) {
+        return false;
+    }
+    const js_node_t *sub = node->items;
+    if (!sub) {
+        return true;
+    }
+    const uint32_t end = e->next;
+    for (uint32_t it = v + 1; it < end; it = ctx->e[it].next) {
+        if (!js_check(ctx, sub, it)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* items as a list (with additionalItems), minItems/maxItems and type: nothing else. */
+static bool c_tuple(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    const jsontape_entry_t *e = &ctx->e[v];
+    if ((node->has & JS_HAS_TYPE) && !js_type_ok(node->types, e)) {
+        return false;
+    }
+    if (e->type != JSONTAPE_ARRAY) {
+        return true;
+    }
+    if (!c_counts(node, e)) {
+        return false;
+    }
+    size_t i = 0;
+    for (uint32_t it = v + 1; it < e->next; it = ctx->e[it].next, i++) {
+        const js_node_t *sub =
+            i < node->items_array.count ? node->items_array.items[i] : node->additional_items;
+        if (sub && !js_check(ctx, sub, it)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* --- objects --- */
+
+/* Type and the object keywords of a one_pass node. */
+static bool c_object(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    const jsontape_entry_t *e = &ctx->e[v];
+    if ((node->has & JS_HAS_TYPE) && !js_type_ok(node->types, e)) {
+        return false;
+    }
+    return e->type != JSONTAPE_OBJECT || js_check_members(ctx, node, v);
+}
+
+/* --- applicators --- */
+
+/* anyOf or oneOf (whichever the node has) with a discriminator, and nothing else: only the
+ * branches whose const the discriminating member meets are checked. */
+static bool c_disc(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    const bool any = node->any_of.count != 0;
+    const js_list_t *list = any ? &node->any_of : &node->one_of;
+    uint32_t dv = js_disc_value(ctx, list, v);
+    if (!dv) {
+        return false; /* every branch is an object that requires the member */
+    }
+    size_t hits = 0;
+    for (size_t i = 0; i < list->count && !ctx->abort; i++) {
+        if (js_check(ctx, list->disc->consts[i], dv) && js_check(ctx, list->items[i], v)) {
+            if (any) {
+                return true;
+            }
+            if (++hits == 2) {
+                return false;
+            }
+        }
+    }
+    return hits == 1;
+}
+
+/* Any other node: the validator's visit (quiet here). */
+static bool c_visit(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    return js_visit(ctx, node, v);
+}
+
+/* --- planning --- */
+
+/* The tape types node admits on the type alone: those its type admits (a real only where any
+ * number is) and no keyword of node looks at. */
+static uint8_t s_pass(const js_node_t *node) {
+    if (node->is_bool) {
+        return node->bool_value ? 0xff : 0;
+    }
+    if (node->groups & (JS_G_GENERIC | JS_G_APPLY)) {
+        return 0;
+    }
+    static const uint8_t group_of[8] = {
+        0, 0, 0, JS_G_NUMBER, JS_G_NUMBER, JS_G_STRING, JS_G_ARRAY, JS_G_OBJECT,
+    };
+    uint8_t pass = 0;
+    for (int t = 0; t < 8; t++) {
+        bool admitted = !(node->has & JS_HAS_TYPE) ||
+                        (t == JSONTAPE_REAL ? (node->types & JS_T_NUMBER) != 0
+                                            : (node->types & js_type_bits[t]) != 0);
+        pass |= admitted && !(node->groups & group_of[t]) ? (uint8_t)(1u << t) : 0;
+    }
+    return pass;
+}
+
+/* Whether a bound a double stands for: a double, or an int64 a double holds exactly. */
+static bool s_f64(js_num_t n, double *out) {
+    const int64_t exact = (int64_t)1 << 53;
+    if (n.text || (n.is_int && (n.i < -exact || n.i > exact))) {
+        return false;
+    }
+    *out = n.is_int ? (double)n.i : n.d;
+    return true;
+}
+
+/* Sets range_f64 and the double bounds of a JS_QUICK_RANGE node with at most one lower and
+ * one upper bound that doubles stand for. */
+static void s_plan_range(js_node_t *node) {
+    uint32_t has = node->has;
+    if (((has & JS_HAS_MINIMUM) && (has & JS_HAS_EXMIN)) ||
+        ((has & JS_HAS_MAXIMUM) && (has & JS_HAS_EXMAX))) {
+        return;
+    }
+    node->range_lo = -INFINITY;
+    node->range_hi = INFINITY;
+    node->lo_open = (has & JS_HAS_EXMIN) != 0;
+    node->hi_open = (has & JS_HAS_EXMAX) != 0;
+    bool ok = true;
+    if (has & (JS_HAS_MINIMUM | JS_HAS_EXMIN)) {
+        ok = s_f64(has & JS_HAS_MINIMUM ? node->minimum : node->exclusive_minimum,
+                   &node->range_lo) &&
+             ok;
+    }
+    if (has & (JS_HAS_MAXIMUM | JS_HAS_EXMAX)) {
+        ok = s_f64(has & JS_HAS_MAXIMUM ? node->maximum : node->exclusive_maximum,
+                   &node->range_hi) &&
+             ok;
+    }
+    node->range_f64 = ok;
+}
+
+/* An anyOf or oneOf with a discriminator and no other keyword. */
+static bool s_disc_only(const js_node_t *node) {
+    const js_list_t *l = node->any_of.count ? &node->any_of : &node->one_of;
+    return node->groups == JS_G_APPLY && !(node->has & JS_HAS_TYPE) && l->disc &&
+           !node->all_of.count && !(node->any_of.count && node->one_of.count) &&
+           !node->not_schema && !node->if_schema;
+}
+
+/* An array node with items, minItems, maxItems and type at most. */
+static bool s_items_only(const js_node_t *node) {
+    return node->groups == JS_G_ARRAY && !node->contains &&
+           !(node->has & ~(uint32_t)(JS_HAS_TYPE | JS_HAS_MINITEMS | JS_HAS_MAXITEMS));
+}
+
+void js_check_plan(js_node_t *node) {
+    node->pass = s_pass(node);
+    if (node->is_bool) {
+        node->check = node->bool_value ? c_type : c_false;
+        return;
+    }
+    switch (node->quick) {
+        case JS_QUICK_TYPE:
+            node->check = c_type;
+            return;
+        case JS_QUICK_CONST:
+            node->check = c_const;
+            return;
+        case JS_QUICK_RANGE:
+            s_plan_range(node);
+            node->check = node->range_f64 ? c_range_f64 : c_range;
+            return;
+        case JS_QUICK_LENGTH:
+            node->check = c_length;
+            return;
+        default:
+            break;
+    }
+    /* What the checks read, ready: counts with no bound are 0 and SIZE_MAX. */
+    node->min_items = node->has & JS_HAS_MINITEMS ? node->min_items : 0;
+    node->max_items = node->has & JS_HAS_MAXITEMS ? node->max_items : SIZE_MAX;
+    node->min_properties = node->has & JS_HAS_MINPROPS ? node->min_properties : 0;
+    node->max_properties = node->has & JS_HAS_MAXPROPS ? node->max_properties : SIZE_MAX;
+    if (node->one_pass) {
+        node->per_member = node->npatprops || node->property_names;
+        node->others = node->per_member ? NULL : node->additional_properties;
+        node->required_word = node->nrequired ? node->required_mask[0] : 0;
+    }
+    if (node->only_object) {
+        node->check = c_object;
+    } else if (s_items_only(node)) {
+        node->check = node->items_is_array ? c_tuple : c_items;
+    } else if (s_disc_only(node)) {
+        node->check = c_disc;
+    } else {
+        node->check = c_visit;
+    }
+}
