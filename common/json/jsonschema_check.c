@@ -76,30 +76,28 @@ static bool c_length(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
 
 /* --- arrays --- */
 
-/* The item counts of the array entry e. */
-static inline bool c_counts(const js_node_t *node, const jsontape_entry_t *e) {
-    return e->size >= node->min_items && e->size <= node->max_items;
+/* An array node's type and item counts on v: 1 or 0 when they settle the verdict (v is not an
+ * array, or fails them), -1 when v's items are still to be checked. */
+static inline int c_array_head(const js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    const jsontape_entry_t *e = &ctx->e[v];
+    if ((node->has & JS_HAS_TYPE) && !js_type_ok(node->types, e)) {
+        return 0;
+    }
+    if (e->type != JSONTAPE_ARRAY) {
+        return 1;
+    }
+    return e->size >= node->min_items && e->size <= node->max_items ? -1 : 0;
 }
 
 /* items (one schema for every item), minItems/maxItems and type: nothing else. */
 static bool c_items(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
-    const jsontape_entry_t *e = &ctx->e[v];
-    if ((node->has & JS_HAS_TYPE) && !js_type_ok(node->types, e)) {
-        return false;
+    int head = c_array_head(ctx, node, v);
+    if (head >= 0 || !node->items) {
+        return head != 0;
     }
-    if (e->type != JSONTAPE_ARRAY) {
-        return true;
-    }
-    if (!c_counts(node, e)) {
-        return false;
-    }
-    const js_node_t *sub = node->items;
-    if (!sub) {
-        return true;
-    }
-    const uint32_t end = e->next;
+    const uint32_t end = ctx->e[v].next;
     for (uint32_t it = v + 1; it < end; it = ctx->e[it].next) {
-        if (!js_check(ctx, sub, it)) {
+        if (!js_check(ctx, node->items, it)) {
             return false;
         }
     }
@@ -108,18 +106,13 @@ static bool c_items(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
 
 /* items as a list (with additionalItems), minItems/maxItems and type: nothing else. */
 static bool c_tuple(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
-    const jsontape_entry_t *e = &ctx->e[v];
-    if ((node->has & JS_HAS_TYPE) && !js_type_ok(node->types, e)) {
-        return false;
-    }
-    if (e->type != JSONTAPE_ARRAY) {
-        return true;
-    }
-    if (!c_counts(node, e)) {
-        return false;
+    int head = c_array_head(ctx, node, v);
+    if (head >= 0) {
+        return head != 0;
     }
     size_t i = 0;
-    for (uint32_t it = v + 1; it < e->next; it = ctx->e[it].next, i++) {
+    const uint32_t end = ctx->e[v].next;
+    for (uint32_t it = v + 1; it < end; it = ctx->e[it].next, i++) {
         const js_node_t *sub =
             i < node->items_array.count ? node->items_array.items[i] : node->additional_items;
         if (sub && !js_check(ctx, sub, it)) {

@@ -214,6 +214,17 @@ static char *s_stored(const char *chat) {
                        chat);
 }
 
+/* Creates a chat whose first message is text (sent with traceparent tp, or none), asserting
+ * the 201, and writes its id to chat. */
+static void s_create_chat(const char *tp, const char *text, char chat[ID_UUID_LEN + 1]) {
+    char body[256];
+    snprintf(body, sizeof body, "{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
+    json_t *chat_json = NULL;
+    assert_int_equal(s_request("POST", "/api/v2/chats", tp, body, &chat_json), 201);
+    snprintf(chat, ID_UUID_LEN + 1, "%s", json_string_value(json_object_get(chat_json, "id")));
+    json_decref(chat_json);
+}
+
 static void s_wait_idle(const char *chat) {
     char got[64];
     assert_int_equal(cluster_wait_status(s_cluster, chat, "waiting:true", 20000, got, sizeof got),
@@ -243,13 +254,8 @@ static bool s_logged(const char *chat, const char *trace_id) {
 static void test_a_request_trace_reaches_the_worker(void **u) {
     (void)u;
     const char *given = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    json_t *chat_json = NULL;
-    long st = s_request("POST", "/api/v2/chats", given,
-                        "{\"content\":[{\"type\":\"text\",\"text\":\"traced\"}]}", &chat_json);
-    assert_int_equal(st, 201);
     char chat[ID_UUID_LEN + 1];
-    snprintf(chat, sizeof chat, "%s", json_string_value(json_object_get(chat_json, "id")));
-    json_decref(chat_json);
+    s_create_chat(given, "traced", chat);
     s_wait_idle(chat);
     char *stored = s_stored(chat);
     assert_string_equal(stored, given);
@@ -258,8 +264,8 @@ static void test_a_request_trace_reaches_the_worker(void **u) {
     /* A send without a header: a new, valid trace of its own. */
     char path[256];
     snprintf(path, sizeof path, "/api/v2/chats/%s/messages", chat);
-    st = s_request("POST", path, NULL, "{\"content\":[{\"type\":\"text\",\"text\":\"again\"}]}",
-                   NULL);
+    long st = s_request("POST", path, NULL,
+                        "{\"content\":[{\"type\":\"text\",\"text\":\"again\"}]}", NULL);
     assert_true(st == 200 || st == 201);
     s_wait_idle(chat);
     stored = s_stored(chat);
@@ -294,12 +300,7 @@ static void test_a_request_trace_reaches_the_worker(void **u) {
     free(stored);
     assert_true(s_logged(chat, "0af7651916cd43dd8448eb211c80319c"));
     /* A send queued behind a running turn keeps its trace through promotion. */
-    st = s_request("POST", "/api/v2/chats", NULL,
-                   "{\"content\":[{\"type\":\"text\",\"text\":\"[sim:slow 300] busy\"}]}",
-                   &chat_json);
-    assert_int_equal(st, 201);
-    snprintf(chat, sizeof chat, "%s", json_string_value(json_object_get(chat_json, "id")));
-    json_decref(chat_json);
+    s_create_chat(NULL, "[sim:slow 300] busy", chat);
     const char *queued_tp = "00-11111111111111111111111111111111-2222222222222222-00";
     snprintf(path, sizeof path, "/api/v2/chats/%s/messages", chat);
     st = s_request("POST", path, queued_tp,
@@ -352,14 +353,8 @@ static void test_turns_are_exported_as_otlp_spans(void **u) {
     (void)u;
     const char *trace_id = "aaaabbbbccccddddeeeeffff00001111";
     const char *given = "00-aaaabbbbccccddddeeeeffff00001111-1234567890abcdef-01";
-    json_t *chat_json = NULL;
-    long st = s_request("POST", "/api/v2/chats", given,
-                        "{\"content\":[{\"type\":\"text\",\"text\":\"[sim:tool time] now\"}]}",
-                        &chat_json);
-    assert_int_equal(st, 201);
     char chat[ID_UUID_LEN + 1];
-    snprintf(chat, sizeof chat, "%s", json_string_value(json_object_get(chat_json, "id")));
-    json_decref(chat_json);
+    s_create_chat(given, "[sim:tool time] now", chat);
     s_wait_idle(chat);
     /* The exporter posts within a second of a span; the turn's span comes last. */
     json_t *turns = NULL;
@@ -429,14 +424,8 @@ static void test_a_subagents_turns_join_the_trace_of_the_turn_that_spawned_it(vo
     (void)u;
     const char *trace_id = "5ca1ab1e5ca1ab1e5ca1ab1e5ca1ab1e";
     const char *given = "00-5ca1ab1e5ca1ab1e5ca1ab1e5ca1ab1e-0123456789abcdef-01";
-    json_t *chat_json = NULL;
-    long st = s_request("POST", "/api/v2/chats", given,
-                        "{\"content\":[{\"type\":\"text\",\"text\":\"[sim:spawn 1] delegate\"}]}",
-                        &chat_json);
-    assert_int_equal(st, 201);
     char parent[ID_UUID_LEN + 1];
-    snprintf(parent, sizeof parent, "%s", json_string_value(json_object_get(chat_json, "id")));
-    json_decref(chat_json);
+    s_create_chat(given, "[sim:spawn 1] delegate", parent);
     s_wait_idle(parent); /* after its child answered and its wait resumed */
     char *child =
         cluster_sql(s_cluster, "SELECT id FROM chats WHERE parent_chat_id = '%s'", parent);
@@ -500,15 +489,8 @@ static void test_a_turn_cut_by_a_shutdown_is_exported_abandoned(void **u) {
     (void)u;
     const char *trace_id = "dead0000beef0000dead0000beef0000";
     const char *given = "00-dead0000beef0000dead0000beef0000-fedcba9876543210-01";
-    json_t *chat_json = NULL;
-    long st = s_request(
-        "POST", "/api/v2/chats", given,
-        "{\"content\":[{\"type\":\"text\",\"text\":\"[sim:slow 100] [sim:words 40] cut\"}]}",
-        &chat_json);
-    assert_int_equal(st, 201);
     char chat[ID_UUID_LEN + 1];
-    snprintf(chat, sizeof chat, "%s", json_string_value(json_object_get(chat_json, "id")));
-    json_decref(chat_json);
+    s_create_chat(given, "[sim:slow 100] [sim:words 40] cut", chat);
     char *q = mem_printf("SELECT (generation_attempt >= 1)::text FROM chats WHERE id = '%s'", chat);
     assert_true(cluster_wait(s_cluster, q, "true", 10000) >= 0);
     free(q);
