@@ -22,6 +22,10 @@ static const char *const s_outcome_names[TURN_OUTCOME_COUNT] = {"completed", "er
 struct stagemeter {
     histo_family_t *stages; /* stage, scope, chat_kind */
     histo_family_t *models; /* stage, chat_kind, model */
+    /* Each series' histogram once its label set was made: an observation then formats and
+     * looks up nothing. Model index S_MODELS_MAX is "other". */
+    _Atomic(histo_t *) stage_h[STAGE_COUNT][2][2];
+    _Atomic(histo_t *) model_h[STAGE_COUNT][2][S_MODELS_MAX + 1];
     atomic_llong outcomes[TURN_OUTCOME_COUNT][2];
     atomic_llong counts[STAGE_COUNT];
     pthread_mutex_t names_lock; /* the model names given series so far */
@@ -52,51 +56,78 @@ static const char *s_kind(bool subagent) {
     return subagent ? "subagent" : "root";
 }
 
+/* The histogram at *slot, made in family f under labels the first time (NULL when f is full:
+ * the observation is dropped, and counted as such by f). */
+static histo_t *s_series(_Atomic(histo_t *) *slot, histo_family_t *f, const char *labels) {
+    histo_t *h = atomic_load_explicit(slot, memory_order_acquire);
+    if (!h) {
+        h = histo_family_get(f, labels); /* the same histogram for the same labels */
+        atomic_store_explicit(slot, h, memory_order_release);
+    }
+    return h;
+}
+
 void stagemeter_observe(stagemeter_t *m, stage_t s, stage_scope_t scope, bool subagent,
                         int64_t us) {
     ASSERT(s >= 0 && s < STAGE_COUNT);
-    char labels[128];
-    snprintf(labels, sizeof labels, "stage=\"%s\",scope=\"%s\",chat_kind=\"%s\"", s_stage_names[s],
-             scope == STAGE_SCOPE_TURN ? "turn" : "background", s_kind(subagent));
-    histo_family_observe_us(m->stages, labels, us);
+    _Atomic(histo_t *) *slot = &m->stage_h[s][scope == STAGE_SCOPE_TURN ? 0 : 1][subagent];
+    histo_t *h = atomic_load_explicit(slot, memory_order_acquire);
+    if (!h) {
+        char labels[128];
+        snprintf(labels, sizeof labels, "stage=\"%s\",scope=\"%s\",chat_kind=\"%s\"",
+                 s_stage_names[s], scope == STAGE_SCOPE_TURN ? "turn" : "background",
+                 s_kind(subagent));
+        h = s_series(slot, m->stages, labels);
+    }
+    if (h) {
+        histo_observe_us(h, us);
+    }
     atomic_fetch_add_explicit(&m->counts[s], 1, memory_order_relaxed);
 }
 
-/* name when it has (or now gets) a series of its own, else "other". */
-static const char *s_model(stagemeter_t *m, const char *name) {
+/* The index of name's series (S_MODELS_MAX: "other", when the names are used up). */
+static int s_model(stagemeter_t *m, const char *name) {
     int n = atomic_load_explicit(&m->name_count, memory_order_acquire);
     for (int i = 0; i < n; i++) {
         if (!strcmp(m->names[i], name)) {
-            return name;
+            return i;
         }
     }
     if (strlen(name) >= S_MODEL_NAME_MAX) {
-        return "other";
+        return S_MODELS_MAX;
     }
     pthread_mutex_lock(&m->names_lock);
     int now = atomic_load_explicit(&m->name_count, memory_order_relaxed);
-    bool found = false;
-    for (int i = n; i < now && !found; i++) {
-        found = !strcmp(m->names[i], name);
+    int found = S_MODELS_MAX;
+    for (int i = n; i < now && found == S_MODELS_MAX; i++) {
+        found = !strcmp(m->names[i], name) ? i : found;
     }
-    if (!found && now < S_MODELS_MAX) {
+    if (found == S_MODELS_MAX && now < S_MODELS_MAX) {
         snprintf(m->names[now], S_MODEL_NAME_MAX, "%s", name);
         atomic_store_explicit(&m->name_count, now + 1, memory_order_release);
-        found = true;
+        found = now;
     }
     pthread_mutex_unlock(&m->names_lock);
-    return found ? name : "other";
+    return found;
 }
 
 void stagemeter_observe_model(stagemeter_t *m, stage_t s, bool subagent, const char *model,
                               int64_t us) {
     stagemeter_observe(m, s, STAGE_SCOPE_TURN, subagent, us);
-    char esc[2 * S_MODEL_NAME_MAX + 1];
-    histo_label_escape(s_model(m, model && model[0] ? model : "other"), esc, sizeof esc);
-    char labels[sizeof esc + 96];
-    snprintf(labels, sizeof labels, "stage=\"%s\",chat_kind=\"%s\",model=\"%s\"", s_stage_names[s],
-             s_kind(subagent), esc);
-    histo_family_observe_us(m->models, labels, us);
+    int i = s_model(m, model && model[0] ? model : "other");
+    _Atomic(histo_t *) *slot = &m->model_h[s][subagent][i];
+    histo_t *h = atomic_load_explicit(slot, memory_order_acquire);
+    if (!h) {
+        char esc[2 * S_MODEL_NAME_MAX + 1];
+        histo_label_escape(i < S_MODELS_MAX ? m->names[i] : "other", esc, sizeof esc);
+        char labels[sizeof esc + 96];
+        snprintf(labels, sizeof labels, "stage=\"%s\",chat_kind=\"%s\",model=\"%s\"",
+                 s_stage_names[s], s_kind(subagent), esc);
+        h = s_series(slot, m->models, labels);
+    }
+    if (h) {
+        histo_observe_us(h, us);
+    }
 }
 
 void stagemeter_count_outcome(stagemeter_t *m, turn_outcome_t o, bool subagent) {
