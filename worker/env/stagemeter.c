@@ -56,14 +56,12 @@ static const char *s_kind(bool subagent) {
     return subagent ? "subagent" : "root";
 }
 
-/* The histogram at *slot, made in family f under labels the first time (NULL when f is full:
- * the observation is dropped, and counted as such by f). */
+/* Makes the histogram of labels in family f and keeps it at *slot (NULL when f is full: the
+ * observation is dropped, and counted as such by f). Threads that race here get the same
+ * histogram for the same labels. */
 static histo_t *s_series(_Atomic(histo_t *) *slot, histo_family_t *f, const char *labels) {
-    histo_t *h = atomic_load_explicit(slot, memory_order_acquire);
-    if (!h) {
-        h = histo_family_get(f, labels); /* the same histogram for the same labels */
-        atomic_store_explicit(slot, h, memory_order_release);
-    }
+    histo_t *h = histo_family_get(f, labels);
+    atomic_store_explicit(slot, h, memory_order_release);
     return h;
 }
 

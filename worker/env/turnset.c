@@ -4,13 +4,13 @@
  * joins and releases one. */
 #include "turnset.h"
 #include "mem.h"
+#include "otlp.h"
 
 #include <czmq.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define S_KEY_LEN (2 * ID_UUID_LEN + 2) /* "chat_id/runner_id" and the NUL */
 
@@ -33,12 +33,6 @@ struct turnset {
     turnset_abandon_fn *on_abandon;
     void *arg;
 };
-
-static int64_t s_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 static void s_key(const char *chat_id, const char *runner_id, char key[S_KEY_LEN]) {
     snprintf(key, S_KEY_LEN, "%s/%s", chat_id, runner_id);
@@ -105,6 +99,14 @@ static void s_close(turnset_ref_t *r, int64_t now) {
     }
 }
 
+/* Closes r now, and takes it out when nobody holds it. */
+static void s_close_idle(turnset_t *self, turnset_ref_t *r, int64_t now, turnset_ref_t **dead) {
+    s_close(r, now);
+    if (r->holders == 0) {
+        s_unlink(self, r, dead);
+    }
+}
+
 /* Ends one hold of r; onto *dead when that was the last hold of a closed turn. */
 static void s_unhold(turnset_t *self, turnset_ref_t *r, turnset_ref_t **dead) {
     ASSERT(r->holders > 0);
@@ -165,14 +167,11 @@ void turnset_join(turnset_t *self, const turnset_turn_t *t, turnset_ref_t **held
     *held = rec;
     /* A newer prompt closes the runner's open turns of older ones (the seed's "Newer
      * prompt": an edit of a running chat, say). */
-    int64_t now = s_now_ns();
+    int64_t now = otlp_now_ns();
     for (turnset_ref_t *r = g->head, *next; r; r = next) {
         next = r->next;
         if (!r->closed && r->turn.prompt_id < t->prompt_id) {
-            s_close(r, now);
-            if (r->holders == 0) {
-                s_unlink(self, r, &dead);
-            }
+            s_close_idle(self, r, now, &dead);
         }
     }
     pthread_mutex_unlock(&self->lock);
@@ -188,7 +187,7 @@ bool turnset_outcome(turnset_t *self, turnset_ref_t *ref, int o) {
     bool first = ref->outcome < 0;
     if (first) {
         ref->outcome = o;
-        s_close(ref, s_now_ns());
+        s_close(ref, otlp_now_ns());
     }
     pthread_mutex_unlock(&self->lock);
     return first;
@@ -212,14 +211,11 @@ void turnset_runner_exit(turnset_t *self, const char *chat_id, const char *runne
     s_key(chat_id, runner_id, key);
     pthread_mutex_lock(&self->lock);
     s_group_t *g = zhashx_lookup(self->groups, key);
-    int64_t now = s_now_ns();
+    int64_t now = otlp_now_ns();
     /* s_unlink may free g with its last turn: the next turn is read first. */
     for (turnset_ref_t *r = g ? g->head : NULL, *next; r; r = next) {
         next = r->next;
-        s_close(r, now);
-        if (r->holders == 0) {
-            s_unlink(self, r, &dead);
-        }
+        s_close_idle(self, r, now, &dead);
     }
     pthread_mutex_unlock(&self->lock);
     s_bury(self, dead);
