@@ -58,8 +58,9 @@ void chatstate_destroy(chatstate_t **self_p) {
     *self_p = NULL;
 }
 
-/* How a bundle starts: its own transaction, joining the caller's, or nested in it. */
-typedef enum { S_BEGIN, S_JOIN, S_NEST } s_start_t;
+/* How a bundle starts: its own transaction (read at once, or sent ahead), joining the
+ * caller's, or nested in it. */
+typedef enum { S_BEGIN, S_BEGIN_AHEAD, S_JOIN, S_NEST } s_start_t;
 
 static chatstate_t *s_begin(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
                             s_start_t how, cs_error_t *err);
@@ -67,6 +68,11 @@ static chatstate_t *s_begin(PGconn *conn, const cs_settings_t *settings, const c
 chatstate_t *chatstate_begin(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
                              cs_error_t *err) {
     return s_begin(conn, settings, chat_id, S_BEGIN, err);
+}
+
+chatstate_t *chatstate_begin_ahead(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
+                                   cs_error_t *err) {
+    return s_begin(conn, settings, chat_id, S_BEGIN_AHEAD, err);
 }
 
 static chatstate_t *s_inside(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
@@ -107,8 +113,10 @@ static chatstate_t *s_begin(PGconn *conn, const cs_settings_t *settings, const c
      * trip of prepared statements (ARCHITECTURE.md §4.4). The load is its own statement so
      * that it reads with a snapshot taken after the lock was granted (a RETURNING subquery
      * would see the queue as of before the wait). */
-    static const char *const start[] = {
-        [S_BEGIN] = "BEGIN", [S_JOIN] = NULL, [S_NEST] = "SAVEPOINT chatstate_bundle"};
+    static const char *const start[] = {[S_BEGIN] = "BEGIN",
+                                        [S_BEGIN_AHEAD] = "BEGIN",
+                                        [S_JOIN] = NULL,
+                                        [S_NEST] = "SAVEPOINT chatstate_bundle"};
     const char *p[] = {chat_id};
     int sent = start[how] ? db_send(conn, start[how], 0, NULL, NULL, NULL) : 0;
     if (sent == 0) {
@@ -117,8 +125,8 @@ static chatstate_t *s_begin(PGconn *conn, const cs_settings_t *settings, const c
                     1, p, NULL, NULL);
     }
     char *sql = cs_row_sql(self);
-    /* Joined or nested: the load is sent ahead too and read with the first move's round trip
-     * (ARCHITECTURE.md §6.2 step 4); a failure is that move's. */
+    /* Sent ahead (joined, nested, or asked for): the load is sent too and read with the
+     * bundle's first read (ARCHITECTURE.md §6.2 step 4); a failure is that read's. */
     bool ahead = how != S_BEGIN;
     if (ahead && sent == 0) {
         sent = db_send(conn, sql, 1, p, db_keep, &self->first);
@@ -155,44 +163,28 @@ static chatstate_t *s_begin(PGconn *conn, const cs_settings_t *settings, const c
     return self;
 }
 
-/* What a fence no longer matches, or NULL. Archived is left to the move table: no worker
- * move is allowed from an archived state, so that case is a conflict naming the state. */
-static const char *s_fence_mismatch(const cs_row_t *r, const cs_fence_t *f) {
-    if (strcmp(r->worker_id, f->worker_id) != 0 || strcmp(r->runner_id, f->runner_id) != 0) {
-        return "owner";
-    }
-    if (f->status && strcmp(r->status, f->status) != 0) {
-        return "status";
-    }
-    if (f->history_version >= 0 && r->history_version != f->history_version) {
-        return "history_version";
-    }
-    if (f->generation_attempt >= 0 && r->generation_attempt != f->generation_attempt) {
-        return "generation_attempt";
-    }
-    return NULL;
-}
-
-static int s_fenced(chatstate_t *self, const cs_fence_t *f, const char *why, cs_error_t *err) {
-    const cs_row_t *r = &self->row;
-    log_info("fence_mismatch",
-             "chat_id=%s field=%s worker_id=%s runner_id=%s history_version=%lld "
-             "expected_history_version=%lld generation_attempt=%lld expected_attempt=%lld",
-             self->chat_id, why, f->worker_id, f->runner_id, (long long)r->history_version,
-             (long long)f->history_version, (long long)r->generation_attempt,
-             (long long)f->generation_attempt);
-    return cs_fail(self, err, CS_FENCED, "fenced out: %s changed", why);
-}
-
 int cs_start(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, cs_error_t *err) {
     if (cs_load(self, err) != 0) {
         return -1;
     }
-    const char *why = fence ? s_fence_mismatch(&self->row, fence) : NULL;
-    if (why) {
-        return s_fenced(self, fence, why, err);
+    if (cs_fence_check(self, &self->row, fence, err) != 0) {
+        return -1;
     }
     return cs_move_check(self, self->state, move, err);
+}
+
+int cs_start_ahead(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, cs_error_t *err) {
+    self->ahead = self->first_pending;
+    return self->ahead ? 0 : cs_start(self, move, fence, err);
+}
+
+int cs_ahead_end(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, int rc,
+                 exec_state_t *from, cs_error_t *err) {
+    if (!self->ahead) {
+        return rc;
+    }
+    rc = rc == 0 ? cs_load(self, err) : rc;
+    return cs_first_check(self, move, fence, from, err) != 0 ? -1 : rc;
 }
 
 /* The one place the compaction marker is cleared by construction (ARCHITECTURE.md §4.3). Only

@@ -154,6 +154,13 @@ int chatstate_create(PGconn *conn, const cs_settings_t *settings, const cs_creat
 chatstate_t *chatstate_begin(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
                              cs_error_t *err);
 
+/* chatstate_begin without waiting: BEGIN, the lock and the load are sent ahead and read with
+ * the bundle's first read, so that statements the caller sends in between (a step's history
+ * reads) ride the same round trip. A failure of the start (a chat that does not exist, a lock
+ * that timed out) is then that read's; NULL only when the start could not be sent. */
+chatstate_t *chatstate_begin_ahead(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
+                                   cs_error_t *err);
+
 /* The same as chatstate_begin inside a transaction the caller already opened (to take a lock
  * first); the bundle's commit or destroy ends that transaction. The bundle's start is sent
  * ahead and read with its first move's round trip (ARCHITECTURE.md §6.2 step 4): a failure

@@ -173,11 +173,29 @@ void cs_touch(chatstate_t *self);
  * invalid state (CS_INVALID_STATE), the move table (CS_CONFLICT naming the state). */
 int cs_start(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, cs_error_t *err);
 
-/* For a move without a fence whose writes went out behind the bundle's start (self->ahead)
- * and have run: the checks cs_start makes, on the row the start loaded (CS_NOT_FOUND when it
- * had none); *from is that row's state. 0, or -1 with the bundle failed, so that the caller's
- * rollback undoes the writes. */
-int cs_first_check(chatstate_t *self, chatmove_t move, exec_state_t *from, cs_error_t *err);
+/* Whether row r still matches fence f (NULL: no fence): 0, or -1 with CS_FENCED naming what
+ * changed (logged). */
+int cs_fence_check(chatstate_t *self, const cs_row_t *r, const cs_fence_t *f, cs_error_t *err);
+
+/* cs_start for a move whose writes do not depend on the row it starts from: while the bundle's
+ * start is still pending (chatstate_begin_ahead, joined, nested), they go out behind it
+ * (self->ahead) and nothing is checked yet (self->state is not the move's start then);
+ * otherwise cs_start. 0 or -1. */
+int cs_start_ahead(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, cs_error_t *err);
+
+/* Ends the writes of a move begun with cs_start_ahead (rc: 0 when they were all sent): when they
+ * went ahead, reads them with the move's closing load, then makes cs_start's checks on the
+ * start's row, which decide first whatever the writes did, and sets *from to its state
+ * (ARCHITECTURE.md §4.4). Otherwise rc. 0 or -1. */
+int cs_ahead_end(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, int rc,
+                 exec_state_t *from, cs_error_t *err);
+
+/* For a move whose writes went out behind the bundle's start (self->ahead) and have run: the
+ * checks cs_start makes (fence, NULL for none; invalid state; move table), on the row the start
+ * loaded (CS_NOT_FOUND when it had none); *from is that row's state. 0, or -1 with the bundle
+ * failed, so that the caller's rollback undoes the writes. */
+int cs_first_check(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, exec_state_t *from,
+                   cs_error_t *err);
 
 /* Clears compaction_requested_at when the move does not carry it forward
  * (chatmove_keeps_compaction), then reloads and checks that the result is one the table permits

@@ -156,6 +156,18 @@ static PGresult *s_take_first(chatstate_t *self) {
     return res;
 }
 
+/* A start whose load never ran (a load that ran and found no row is a result): the
+ * transaction failed before it, or the connection did, and whoever read first was told why (a
+ * move's own read: its failure stands; a caller's statements sent behind the start: CS_DB).
+ * Never a missing chat. -1 then, else 0. */
+static int s_first_failed(chatstate_t *self, const PGresult *res, cs_error_t *err) {
+    if (res) {
+        return 0;
+    }
+    return self->failed ? -1
+                        : cs_fail(self, err, CS_DB, "database: %s", "the bundle's start failed");
+}
+
 /* Reads the row a joined or nested bundle's start loaded (its statements run now if they have
  * not yet). */
 static int s_first_read(chatstate_t *self, cs_error_t *err) {
@@ -167,7 +179,7 @@ static int s_first_read(chatstate_t *self, cs_error_t *err) {
         PQclear(res);
         return cs_fail(self, err, e == DB_ERR_RETRYABLE ? CS_RETRY : CS_DB, "database: %s", msg);
     }
-    return cs_row_from(self, res, err);
+    return s_first_failed(self, res, err) != 0 ? -1 : cs_row_from(self, res, err);
 }
 
 /* The checks of a move from state that do not depend on a fence: an invalid chat
@@ -185,15 +197,61 @@ int cs_move_check(chatstate_t *self, exec_state_t state, chatmove_t move, cs_err
     return 0;
 }
 
-int cs_first_check(chatstate_t *self, chatmove_t move, exec_state_t *from, cs_error_t *err) {
+/* What a fence no longer matches, or NULL. Archived is left to the move table: no worker
+ * move is allowed from an archived state, so that case is a conflict naming the state. */
+static const char *s_fence_mismatch(const cs_row_t *r, const cs_fence_t *f) {
+    if (strcmp(r->worker_id, f->worker_id) != 0 || strcmp(r->runner_id, f->runner_id) != 0) {
+        return "owner";
+    }
+    if (f->status && strcmp(r->status, f->status) != 0) {
+        return "status";
+    }
+    if (f->history_version >= 0 && r->history_version != f->history_version) {
+        return "history_version";
+    }
+    if (f->generation_attempt >= 0 && r->generation_attempt != f->generation_attempt) {
+        return "generation_attempt";
+    }
+    return NULL;
+}
+
+int cs_fence_check(chatstate_t *self, const cs_row_t *r, const cs_fence_t *f, cs_error_t *err) {
+    const char *why = f ? s_fence_mismatch(r, f) : NULL;
+    if (!why) {
+        return 0;
+    }
+    log_info("fence_mismatch",
+             "chat_id=%s field=%s worker_id=%s runner_id=%s history_version=%lld "
+             "expected_history_version=%lld generation_attempt=%lld expected_attempt=%lld",
+             self->chat_id, why, f->worker_id, f->runner_id, (long long)r->history_version,
+             (long long)f->history_version, (long long)r->generation_attempt,
+             (long long)f->generation_attempt);
+    return cs_fail(self, err, CS_FENCED, "fenced out: %s changed", why);
+}
+
+int cs_first_check(chatstate_t *self, chatmove_t move, const cs_fence_t *fence, exec_state_t *from,
+                   cs_error_t *err) {
+    self->ahead = false;
+    if (self->first_pending) {
+        /* A move that failed before its writes were read: what was sent runs now, so that
+         * the start's row is there to decide (a failure among them is the move's already). */
+        db_flush(self->conn, NULL, 0);
+        s_sent_done(self);
+    }
     cs_row_t r;
     PGresult *res = s_take_first(self);
+    if (s_first_failed(self, res, err) != 0) {
+        return -1;
+    }
     bool found = s_row_parse(res, &r);
     PQclear(res);
     if (!found) {
         return cs_fail(self, err, CS_NOT_FOUND, "chat not found");
     }
     *from = s_row_state(&r);
+    if (cs_fence_check(self, &r, fence, err) != 0) {
+        return -1;
+    }
     return cs_move_check(self, *from, move, err);
 }
 

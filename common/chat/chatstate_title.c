@@ -69,21 +69,20 @@ static int s_write(chatstate_t *self, const char *title, const char *request, cs
 int chatstate_title_outcome(chatstate_t *self, const cs_fence_t *fence, const cs_title_outcome_t *o,
                             bool *applied, cs_error_t *err) {
     *applied = false;
-    bool durable = o->usage || o->request_us > 0 || o->joined;
-    if (!durable) {
+    cs_fence_t owner = s_owner(fence);
+    /* With the bundle's start still pending (a worker's bundle, started ahead), the writes go
+     * out behind it and the start's row is checked once they have run. */
+    if (cs_start_ahead(self, MV_SET_TITLE, &owner, err) != 0) {
+        return -1;
+    }
+    int rc = 0;
+    if (!o->usage && o->request_us <= 0 && !o->joined) {
         /* A title alone is best-effort metadata: its commit does not wait for the WAL flush
          * (sent ahead with the write). Usage is cost accounting and a request is the user's:
          * those commit durably. */
         bool fresh = self->row_fresh;
-        if (cs_exec(self, err, "SELECT set_config('synchronous_commit', 'off', true)", 0, NULL) !=
-            0) {
-            return -1;
-        }
+        rc = cs_exec(self, err, "SELECT set_config('synchronous_commit', 'off', true)", 0, NULL);
         self->row_fresh = fresh; /* a setting, not a write: the loaded row still holds */
-    }
-    cs_fence_t owner = s_owner(fence);
-    if (cs_start(self, MV_SET_TITLE, &owner, err) != 0) {
-        return -1;
     }
     exec_state_t from = self->state;
     char us[DB_PARAM_INT64_LEN];
@@ -92,16 +91,20 @@ int chatstate_title_outcome(chatstate_t *self, const cs_fence_t *fence, const cs
     const char *rp[] = {self->chat_id, request};
     /* All sent ahead: the closing load of cs_finish reads them in one round trip. The title's
      * write goes after the usage, so that without a request its row is the closing load. */
-    if ((o->usage && cs_exec(self, err,
-                             "INSERT INTO chat_usage (chat_id, owner_id, model_config_id, kind,"
-                             " usage) SELECT id, owner_id, $2::uuid, 'title', $3::jsonb"
-                             " FROM chats WHERE id = $1",
-                             3, up) != 0) ||
-        (o->title && s_write(self, o->title, request, err) != 0) ||
-        (request && cs_exec(self, err,
-                            "UPDATE chats SET title_requested_at = NULL WHERE id = $1"
-                            " AND " CS_TITLE_REQUEST_US " = $2::bigint",
-                            2, rp) != 0) ||
+    rc = rc != 0 ||
+                 (o->usage && cs_exec(self, err,
+                                      "INSERT INTO chat_usage (chat_id, owner_id, model_config_id,"
+                                      " kind, usage) SELECT id, owner_id, $2::uuid, 'title',"
+                                      " $3::jsonb FROM chats WHERE id = $1",
+                                      3, up) != 0) ||
+                 (o->title && s_write(self, o->title, request, err) != 0) ||
+                 (request && cs_exec(self, err,
+                                     "UPDATE chats SET title_requested_at = NULL WHERE id = $1"
+                                     " AND " CS_TITLE_REQUEST_US " = $2::bigint",
+                                     2, rp) != 0)
+             ? -1
+             : 0;
+    if (cs_ahead_end(self, MV_SET_TITLE, &owner, rc, &from, err) != 0 ||
         cs_finish(self, from, MV_SET_TITLE, err) != 0) {
         return -1;
     }

@@ -178,7 +178,7 @@ int chatstate_acquire_slot(chatstate_t *self, const char *worker_id, const char 
         self->ahead = false;
         /* The start's row decides first: its failure (not found, not runnable) is the
          * bundle's, whatever the writes did. */
-        if (self->first && (cs_first_check(self, MV_ACQUIRE, &from, err) != 0 ||
+        if (self->first && (cs_first_check(self, MV_ACQUIRE, NULL, &from, err) != 0 ||
                             s_runnable(self, from, err) != 0)) {
             if (slots) {
                 slots->next = tried;
@@ -212,11 +212,14 @@ int chatstate_abandon(chatstate_t *self, const cs_fence_t *fence, cs_error_t *er
 
 int chatstate_commit_step(chatstate_t *self, const cs_fence_t *fence, const cs_message_t *msgs,
                           int count, cs_error_t *err) {
-    if (cs_start(self, MV_COMMIT_STEP, fence, err) != 0) {
+    /* With the start still pending, the step's rows and the load that checks them go out
+     * behind it: one round trip for the three. */
+    if (cs_start_ahead(self, MV_COMMIT_STEP, fence, err) != 0) {
         return -1;
     }
     exec_state_t from = self->state;
-    if (cs_insert_all(self, msgs, count, err) != 0) {
+    int rc = cs_insert_all(self, msgs, count, err);
+    if (cs_ahead_end(self, MV_COMMIT_STEP, fence, rc, &from, err) != 0) {
         return -1;
     }
     return cs_finish(self, from, MV_COMMIT_STEP, err);

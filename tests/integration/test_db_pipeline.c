@@ -3,7 +3,12 @@
  * they run in order in one round trip with the next read, a failure among them is that read's
  * failure and stops the rest, a failed first prepare is prepared again, a lost connection is
  * reported as one, a chat's create bundle takes two round trips, a turn-ending reply four and
- * a step's reads (worker/turn/history.h) one, an acquisition three, and each chat of an
+ * a step's reads (worker/turn/history.h) one, a step's bundle started ahead three (its reads
+ * riding with the start; a missing chat or a failed start is the first move's failure), a
+ * turn-ending reply started ahead three (the start's row checked first: a stale fence, a
+ * missing chat, a reply refused before it was sent, each as without it), a title carried into
+ * such a landing four (its writes riding with the start instead), an
+ * acquisition three, and each chat of an
  * acquisition pass one; a write that returns the row spares its move the load (a turn-ending
  * reply runs seven statements, a generation attempt five), and a released turn end with a
  * message queued promotes it and keeps the chat owned.
@@ -504,6 +509,164 @@ static void test_a_steps_reads_take_one_round_trip(void **state) {
     chatstate_destroy(&cs);
 }
 
+/* A step's bundle as the worker runs it (worker/env/taskctx.c): started ahead, so that the
+ * step's reads go out behind the start in one round trip; then RecordGenerationAttempt, whose
+ * update returns the row; COMMIT. */
+static void test_a_step_started_ahead_takes_three_round_trips(void **state) {
+    (void)state;
+    char chat[ID_UUID_LEN + 1];
+    cs_fence_t f;
+    s_acquired_chat(chat, &f);
+    cs_error_t err;
+    FILE *trace = s_trace_start(s_conn);
+    chatstate_t *cs = chatstate_begin_ahead(s_conn, &chatsetup_settings, chat, &err);
+    assert_non_null(cs);
+    history_t h;
+    assert_int_equal(history_read_locked(s_conn, chat, &f, NULL, "", &h), HISTORY_OK);
+    int64_t attempt = -1;
+    assert_int_equal(chatstate_record_generation_attempt(cs, &f, &attempt, &err), 0);
+    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
+    assert_int_equal(s_trace_round_trips(s_conn, trace), 3);
+    assert_int_equal(attempt, 1);
+    /* The reads ran after the start took the lock: they saw the bumped row. */
+    assert_int_equal(json_array_size(h.messages), 1);
+    history_clear(&h);
+    s_expect("1", "SELECT generation_attempt FROM chats WHERE id = '%s'", chat);
+
+    /* A chat that does not exist is the first read's failure: the reads find no row, and the
+     * bundle's first move reports it as not found. */
+    char gone[ID_UUID_LEN + 1];
+    assert_int_equal(id_uuid_new(gone), 0);
+    cs = chatstate_begin_ahead(s_conn, &chatsetup_settings, gone, &err);
+    assert_non_null(cs);
+    assert_int_equal(history_read_locked(s_conn, gone, &f, NULL, "", &h), HISTORY_NOT_FOUND);
+    assert_int_equal(chatstate_record_generation_attempt(cs, &f, &attempt, &err), -1);
+    assert_int_equal(err.rc, CS_NOT_FOUND);
+    chatstate_destroy(&cs);
+
+    /* A start that fails (the lock's wait timed out) fails the reads sent behind it, and the
+     * move reports the start's failure; nothing is written. */
+    PGconn *holder = testdb_connect(s_db);
+    assert_non_null(holder);
+    char *lock = mem_printf("BEGIN; SELECT 1 FROM chats WHERE id = '%s' FOR UPDATE", chat);
+    char why[256];
+    assert_int_equal(testdb_try(holder, lock, why, sizeof why), 0);
+    free(lock);
+    s_must("SET lock_timeout = '50ms'");
+    cs = chatstate_begin_ahead(s_conn, &chatsetup_settings, chat, &err);
+    assert_non_null(cs);
+    assert_int_equal(history_read_locked(s_conn, chat, &f, NULL, "", &h), HISTORY_DB);
+    assert_int_equal(chatstate_record_generation_attempt(cs, &f, &attempt, &err), -1);
+    assert_true(err.rc == CS_RETRY || err.rc == CS_DB);
+    chatstate_destroy(&cs);
+    s_must("RESET lock_timeout");
+    assert_int_equal(testdb_try(holder, "ROLLBACK", why, sizeof why), 0);
+    PQfinish(holder);
+    s_expect("1", "SELECT generation_attempt FROM chats WHERE id = '%s'", chat);
+}
+
+/* The turn-ending reply as the worker's landing bundle sends it: started ahead, the reply and
+ * the load that checks it ride with the start; the landing returning the row; COMMIT. */
+static void test_a_turn_ending_reply_started_ahead_takes_three_round_trips(void **state) {
+    (void)state;
+    char chat[ID_UUID_LEN + 1];
+    cs_fence_t f;
+    s_acquired_chat(chat, &f);
+    cs_error_t err;
+    FILE *trace = s_trace_start(s_conn);
+    chatstate_t *cs = chatstate_begin_ahead(s_conn, &chatsetup_settings, chat, &err);
+    assert_non_null(cs);
+    assert_int_equal(s_turn_end(cs, &f, NULL, &err), 0);
+    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
+    assert_int_equal(s_trace_round_trips(s_conn, trace), 3);
+    assert_int_equal(s_statements, 7); /* BEGIN, bump, load, reply, its load, landing, COMMIT */
+    s_expect("waiting true 2 0",
+             "SELECT status || ' ' || (worker_id IS NULL AND runner_id IS NULL) || ' ' ||"
+             " (SELECT count(*) FROM chat_messages WHERE chat_id = c.id) || ' ' ||"
+             " (SELECT count(*) FROM chat_heartbeats WHERE chat_id = c.id)"
+             " FROM chats c WHERE id = '%s'",
+             chat);
+}
+
+/* The start's row decides a reply sent behind it: a fence that no longer holds, a chat that
+ * does not exist, each as cs_start would say, with nothing written; a reply refused before it
+ * was sent keeps its own reason. */
+static void test_a_reply_sent_ahead_is_checked_against_the_start(void **state) {
+    (void)state;
+    char chat[ID_UUID_LEN + 1];
+    cs_fence_t f;
+    s_acquired_chat(chat, &f);
+    cs_message_t reply = {.role = "assistant", .content = S_HI};
+    cs_error_t err;
+    cs_fence_t stale = f;
+    assert_int_equal(id_uuid_new(stale.runner_id), 0);
+    chatstate_t *cs = chatstate_begin_ahead(s_conn, &chatsetup_settings, chat, &err);
+    assert_non_null(cs);
+    assert_int_equal(chatstate_commit_step(cs, &stale, &reply, 1, &err), -1);
+    assert_int_equal(err.rc, CS_FENCED);
+    chatstate_destroy(&cs);
+    s_expect("1", "SELECT count(*) FROM chat_messages WHERE chat_id = '%s'", chat);
+
+    char gone[ID_UUID_LEN + 1];
+    assert_int_equal(id_uuid_new(gone), 0);
+    cs = chatstate_begin_ahead(s_conn, &chatsetup_settings, gone, &err);
+    assert_non_null(cs);
+    assert_int_equal(chatstate_commit_step(cs, &f, &reply, 1, &err), -1);
+    assert_int_equal(err.rc, CS_NOT_FOUND);
+    chatstate_destroy(&cs);
+
+    cs_message_t bad_context = {.role = "user", .visibility = "both", .content = S_HI};
+    cs_message_t with_context = {
+        .role = "assistant", .content = S_HI, .context = &bad_context, .context_count = 1};
+    cs = chatstate_begin_ahead(s_conn, &chatsetup_settings, chat, &err);
+    assert_non_null(cs);
+    assert_int_equal(chatstate_commit_step(cs, &f, &with_context, 1, &err), -1);
+    assert_int_equal(err.rc, CS_BAD_INPUT);
+    chatstate_destroy(&cs);
+    s_expect("1", "SELECT count(*) FROM chat_messages WHERE chat_id = '%s'", chat);
+
+    /* And one that holds lands. */
+    cs = chatstate_begin_ahead(s_conn, &chatsetup_settings, chat, &err);
+    assert_non_null(cs);
+    assert_int_equal(chatstate_commit_step(cs, &f, &reply, 1, &err), 0);
+    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
+    s_expect("2", "SELECT count(*) FROM chat_messages WHERE chat_id = '%s'", chat);
+}
+
+/* A title call's outcome carried into the landing (worker/env/taskctx.c): started ahead, the
+ * usage and the title ride with the start; the reply with its load; the landing; COMMIT. An
+ * owner that is no longer the chat's writes none of it. */
+static void test_a_title_carried_into_a_landing_started_ahead_takes_four_round_trips(void **state) {
+    (void)state;
+    char chat[ID_UUID_LEN + 1];
+    cs_fence_t f;
+    s_acquired_chat(chat, &f);
+    cs_title_outcome_t o = {.title = "Greeting", .usage = "{\"input_tokens\":3}", .joined = true};
+    cs_error_t err;
+    bool applied = false;
+    cs_fence_t stale = f;
+    assert_int_equal(id_uuid_new(stale.runner_id), 0);
+    chatstate_t *cs = chatstate_begin_ahead(s_conn, &chatsetup_settings, chat, &err);
+    assert_non_null(cs);
+    assert_int_equal(chatstate_title_outcome(cs, &stale, &o, &applied, &err), -1);
+    assert_int_equal(err.rc, CS_FENCED);
+    chatstate_destroy(&cs);
+    s_expect("0", "SELECT count(*) FROM chat_usage WHERE chat_id = '%s'", chat);
+
+    FILE *trace = s_trace_start(s_conn);
+    cs = chatstate_begin_ahead(s_conn, &chatsetup_settings, chat, &err);
+    assert_non_null(cs);
+    assert_int_equal(chatstate_title_outcome(cs, &f, &o, &applied, &err), 0);
+    assert_int_equal(s_turn_end(cs, &f, NULL, &err), 0);
+    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
+    assert_int_equal(s_trace_round_trips(s_conn, trace), 4);
+    assert_true(applied);
+    s_expect("Greeting generated 1 waiting",
+             "SELECT title || ' ' || title_source || ' ' || (SELECT count(*) FROM chat_usage u"
+             " WHERE u.chat_id = c.id) || ' ' || status FROM chats c WHERE id = '%s'",
+             chat);
+}
+
 /* Acquire (worker/lease/leasedb.c's bundle for one chat): the bundle's start, the owner update
  * with the heartbeat row's insert (and its slot, under the limiter) and the load, COMMIT. */
 static void test_an_acquisition_takes_three_round_trips(void **state) {
@@ -709,6 +872,10 @@ int main(void) {
         cmocka_unit_test(test_a_generation_attempt_takes_three_round_trips),
         cmocka_unit_test(test_a_generated_title_takes_three_round_trips),
         cmocka_unit_test(test_a_steps_reads_take_one_round_trip),
+        cmocka_unit_test(test_a_step_started_ahead_takes_three_round_trips),
+        cmocka_unit_test(test_a_turn_ending_reply_started_ahead_takes_three_round_trips),
+        cmocka_unit_test(test_a_reply_sent_ahead_is_checked_against_the_start),
+        cmocka_unit_test(test_a_title_carried_into_a_landing_started_ahead_takes_four_round_trips),
         cmocka_unit_test(test_an_acquisition_takes_three_round_trips),
         cmocka_unit_test(test_an_acquisition_pass_takes_one_round_trip_a_chat),
         cmocka_unit_test(test_a_chat_that_may_not_be_acquired_leaves_nothing_in_the_pass),

@@ -228,7 +228,8 @@ static taskctx_rc_t s_bundle(taskctx_t *ctx, PGconn *conn, taskctx_bundle_fn *fn
     }
     int64_t t0 = id_now_us();
     cs_error_t err;
-    chatstate_t *cs = chatstate_begin(conn, &ctx->env->chat_settings, ctx->chat_id, &err);
+    /* Started ahead: a step's reads go out behind the start, in its round trip. */
+    chatstate_t *cs = chatstate_begin_ahead(conn, &ctx->env->chat_settings, ctx->chat_id, &err);
     int rc = cs ? s_carried(cs, ctx, fn, arg, fn != NULL, &err) : -1;
     if (rc == TASKCTX_BUNDLE_EMPTY) {
         chatstate_destroy(&cs); /* rolls back; the carry waits for a bundle that writes */
