@@ -75,10 +75,13 @@ static PGconn *s_connect(dbpool_t *self) {
     char err[200];
     /* The same bound on a transaction left idle: a worker stopped inside a bundle (SIGSTOP, a
      * frozen VM) must not hold its chat's row lock, which would keep every other worker from
-     * taking the chat over once the lease is stale (ARCHITECTURE.md §6.3). */
+     * taking the chat over once the lease is stale (ARCHITECTURE.md §6.3). Each prepared
+     * statement is planned once: a task's statements are keyed by its chat, and PostgreSQL
+     * would choose their generic plans after five custom ones anyway (§6.5). */
     if (db_exec(conn, err, sizeof err,
                 "SELECT set_config('statement_timeout', $1, false),"
-                " set_config('idle_in_transaction_session_timeout', $1, false)",
+                " set_config('idle_in_transaction_session_timeout', $1, false),"
+                " set_config('plan_cache_mode', 'force_generic_plan', false)",
                 1, p) != DB_OK) {
         PQfinish(conn);
         return NULL;
