@@ -46,9 +46,10 @@ struct chatstate {
     bool nested; /* chatstate_nest: the caller owns the transaction */
     bool failed; /* a transition failed: the bundle may only be rolled back */
     bool handed; /* released with its RELEASE sent ahead: the caller's next query runs it */
-    /* Joined or nested: the start (lock, bump, load) was sent ahead and its load is kept in
-     * first until the bundle's first read. A move reads it before anything else unless it
-     * sends its writes behind it (ahead: Acquire, ARCHITECTURE.md §6.2) and checks it after. */
+    /* Joined, nested or begun ahead: the start (lock, bump, load) was sent ahead and its load
+     * is kept in first until the bundle's first read. A move reads it before anything else
+     * unless it sends its writes behind it (ahead: Acquire, CommitStep, a title's outcome;
+     * ARCHITECTURE.md §4.4, §6.2) and checks it after. */
     bool first_pending;
     bool ahead;
     PGresult *first;

@@ -168,8 +168,8 @@ static int s_first_failed(chatstate_t *self, const PGresult *res, cs_error_t *er
                         : cs_fail(self, err, CS_DB, "database: %s", "the bundle's start failed");
 }
 
-/* Reads the row a joined or nested bundle's start loaded (its statements run now if they have
- * not yet). */
+/* Reads the row a start sent ahead loaded (joined, nested, or chatstate_begin_ahead; its
+ * statements run now if they have not yet). */
 static int s_first_read(chatstate_t *self, cs_error_t *err) {
     char msg[200];
     db_err_t e = db_flush(self->conn, msg, sizeof msg);

@@ -322,12 +322,17 @@ static void s_acquired_chat(char chat[ID_UUID_LEN + 1], cs_fence_t *f) {
 /* The moves of one bundle on chat, under fence f: 0 or -1 with err filled. */
 typedef int s_moves_fn(chatstate_t *cs, const cs_fence_t *f, void *ctx, cs_error_t *err);
 
-/* The round trips of a bundle on chat that runs moves and commits (fails the test when the
- * bundle fails). */
-static int s_bundle_trips(const char *chat, const cs_fence_t *f, s_moves_fn *moves, void *ctx) {
+/* How a bundle starts: chatstate_begin or chatstate_begin_ahead. */
+typedef chatstate_t *s_begin_fn(PGconn *conn, const cs_settings_t *settings, const char *chat_id,
+                                cs_error_t *err);
+
+/* The round trips of a bundle on chat, started by begin, that runs moves and commits (fails
+ * the test when the bundle fails). */
+static int s_trips(s_begin_fn *begin, const char *chat, const cs_fence_t *f, s_moves_fn *moves,
+                   void *ctx) {
     cs_error_t err;
     FILE *trace = s_trace_start(s_conn);
-    chatstate_t *cs = chatstate_begin(s_conn, &chatsetup_settings, chat, &err);
+    chatstate_t *cs = begin(s_conn, &chatsetup_settings, chat, &err);
     int rc = cs ? moves(cs, f, ctx, &err) : -1;
     rc = rc == 0 ? chatstate_commit(&cs, NULL, NULL, &err) : rc;
     int trips = s_trace_round_trips(s_conn, trace);
@@ -336,6 +341,21 @@ static int s_bundle_trips(const char *chat, const cs_fence_t *f, s_moves_fn *mov
         fail_msg("bundle: %s", err.message);
     }
     return trips;
+}
+
+/* s_trips of a bundle begun with chatstate_begin. */
+static int s_bundle_trips(const char *chat, const cs_fence_t *f, s_moves_fn *moves, void *ctx) {
+    return s_trips(chatstate_begin, chat, f, moves, ctx);
+}
+
+/* Fails the test unless chat's turn ended: waiting, let go, its two messages, no lease. */
+static void s_expect_turn_ended(const char *chat) {
+    s_expect("waiting true 2 0",
+             "SELECT status || ' ' || (worker_id IS NULL AND runner_id IS NULL) || ' ' ||"
+             " (SELECT count(*) FROM chat_messages WHERE chat_id = c.id) || ' ' ||"
+             " (SELECT count(*) FROM chat_heartbeats WHERE chat_id = c.id)"
+             " FROM chats c WHERE id = '%s'",
+             chat);
 }
 
 /* The owner's SetTitle on chat, in a bundle of its own. */
@@ -377,12 +397,7 @@ static void test_a_turn_ending_reply_takes_four_round_trips(void **state) {
     assert_int_equal(trips, 4);
     /* BEGIN, the bump, the load, the reply, its check's load, the landing, COMMIT. */
     assert_int_equal(s_statements, 7);
-    s_expect("waiting true 2 0",
-             "SELECT status || ' ' || (worker_id IS NULL AND runner_id IS NULL) || ' ' ||"
-             " (SELECT count(*) FROM chat_messages WHERE chat_id = c.id) || ' ' ||"
-             " (SELECT count(*) FROM chat_heartbeats WHERE chat_id = c.id)"
-             " FROM chats c WHERE id = '%s'",
-             chat);
+    s_expect_turn_ended(chat);
 }
 
 /* Released with a message queued, the turn promotes it: the chat runs on, still owned, with
@@ -572,20 +587,9 @@ static void test_a_turn_ending_reply_started_ahead_takes_three_round_trips(void 
     char chat[ID_UUID_LEN + 1];
     cs_fence_t f;
     s_acquired_chat(chat, &f);
-    cs_error_t err;
-    FILE *trace = s_trace_start(s_conn);
-    chatstate_t *cs = chatstate_begin_ahead(s_conn, &chatsetup_settings, chat, &err);
-    assert_non_null(cs);
-    assert_int_equal(s_turn_end(cs, &f, NULL, &err), 0);
-    assert_int_equal(chatstate_commit(&cs, NULL, NULL, &err), 0);
-    assert_int_equal(s_trace_round_trips(s_conn, trace), 3);
+    assert_int_equal(s_trips(chatstate_begin_ahead, chat, &f, s_turn_end, NULL), 3);
     assert_int_equal(s_statements, 7); /* BEGIN, bump, load, reply, its load, landing, COMMIT */
-    s_expect("waiting true 2 0",
-             "SELECT status || ' ' || (worker_id IS NULL AND runner_id IS NULL) || ' ' ||"
-             " (SELECT count(*) FROM chat_messages WHERE chat_id = c.id) || ' ' ||"
-             " (SELECT count(*) FROM chat_heartbeats WHERE chat_id = c.id)"
-             " FROM chats c WHERE id = '%s'",
-             chat);
+    s_expect_turn_ended(chat);
 }
 
 /* The start's row decides a reply sent behind it: a fence that no longer holds, a chat that
