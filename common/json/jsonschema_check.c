@@ -24,8 +24,9 @@ static bool c_false(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
 /* A string const (and type at most). */
 static bool c_const(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     const jsontape_entry_t *e = &ctx->e[v];
-    return e->type == JSONTAPE_STRING && e->size == node->const_len &&
-           js_key_eq(jsontape_str(ctx->t, e), node->const_str, node->const_len);
+    return e->type == JSONTAPE_STRING &&
+           js_str_is(jsontape_str(ctx->t, e), e->size, node->const_str, node->const_len,
+                     node->const_head);
 }
 
 /* Numeric bounds (and type at most), exactly. */
@@ -72,6 +73,25 @@ static bool c_length(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     return e->type != JSONTAPE_STRING ||
            ((!(node->has & JS_HAS_MINLEN) || e->u.s.chars >= node->min_length) &&
             (!(node->has & JS_HAS_MAXLEN) || e->u.s.chars <= node->max_length));
+}
+
+/* Any other leaf: type, const/enum, and the numeric or string keywords. */
+static bool c_leaf(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    const jsontape_entry_t *e = &ctx->e[v];
+    if ((node->has & JS_HAS_TYPE) && !js_type_ok(node->types, e)) {
+        return false;
+    }
+    if ((node->groups & JS_G_GENERIC) && !js_generic(ctx, node, v)) {
+        return false;
+    }
+    switch (node->groups & js_type_group[e->type]) {
+        case JS_G_NUMBER:
+            return js_numeric(ctx, node, v);
+        case JS_G_STRING:
+            return js_chars(ctx, node, e);
+        default:
+            return true;
+    }
 }
 
 /* --- arrays --- */
@@ -174,15 +194,12 @@ static uint8_t s_pass(const js_node_t *node) {
     if (node->groups & (JS_G_GENERIC | JS_G_APPLY)) {
         return 0;
     }
-    static const uint8_t group_of[8] = {
-        0, 0, 0, JS_G_NUMBER, JS_G_NUMBER, JS_G_STRING, JS_G_ARRAY, JS_G_OBJECT,
-    };
     uint8_t pass = 0;
     for (int t = 0; t < 8; t++) {
         bool admitted = !(node->has & JS_HAS_TYPE) ||
                         (t == JSONTAPE_REAL ? (node->types & JS_T_NUMBER) != 0
                                             : (node->types & js_type_bits[t]) != 0);
-        pass |= admitted && !(node->groups & group_of[t]) ? (uint8_t)(1u << t) : 0;
+        pass |= admitted && !(node->groups & js_type_group[t]) ? (uint8_t)(1u << t) : 0;
     }
     return pass;
 }
@@ -276,6 +293,8 @@ void js_check_plan(js_node_t *node) {
         node->check = node->items_is_array ? c_tuple : c_items;
     } else if (s_disc_only(node)) {
         node->check = c_disc;
+    } else if (!(node->groups & ~(JS_G_GENERIC | JS_G_NUMBER | JS_G_STRING))) {
+        node->check = c_leaf;
     } else {
         node->check = c_visit;
     }

@@ -29,13 +29,7 @@ struct js_linear {
     uint64_t accept;  /* the bit after the last position */
     /* The same automaton with its reachable states numbered (0 is the dead state), when they
      * are few: one table load per byte instead of the bit operations. next is NULL else. */
-    uint8_t cls[256]; /* byte -> class: bytes with the same on[] column */
-    size_t ncls;
-    uint8_t *next; /* [state * ncls + class] -> state */
-    /* [state]: the bytes on which the state stays itself, so that a run of them (the body of
-     * [a-z]*) is crossed without a table step per byte. */
-    uint64_t (*stay)[4];
-    uint64_t loops; /* bit per state: whether it stays itself on any byte */
+    uint8_t *next; /* [state * 256 + byte] -> state */
     uint8_t start;
     uint64_t accepting; /* bit per state */
 };
@@ -285,49 +279,47 @@ static int s_dfa_state(uint64_t *states, size_t *n, uint64_t t) {
 }
 
 /* Numbers the reachable states of lin's automaton (subset construction over its bit sets),
- * leaving lin->next NULL when there are more than S_DFA_STATES. */
+ * leaving lin->next NULL when there are more than S_DFA_STATES. Bytes with the same on[]
+ * column step alike, so each column is stepped once per state. */
 static void s_lin_dfa(js_linear_t *lin) {
     uint64_t cols[S_DFA_STATES];
-    lin->ncls = 0;
+    uint8_t cls[256]; /* byte -> its column in cols */
+    size_t ncls = 0;
     for (unsigned b = 0; b < 256; b++) {
         size_t c = 0;
-        while (c < lin->ncls && cols[c] != lin->on[b]) {
+        while (c < ncls && cols[c] != lin->on[b]) {
             c++;
         }
-        if (c == lin->ncls) {
-            if (lin->ncls == S_DFA_STATES) {
+        if (c == ncls) {
+            if (ncls == S_DFA_STATES) {
                 return;
             }
-            cols[lin->ncls++] = lin->on[b];
+            cols[ncls++] = lin->on[b];
         }
-        lin->cls[b] = (uint8_t)c;
+        cls[b] = (uint8_t)c;
     }
     uint64_t states[S_DFA_STATES] = {0}; /* states[0] = 0: dead */
+    uint8_t to[S_DFA_STATES];
     size_t n = 1;
-    uint8_t *next = mem_calloc(S_DFA_STATES * lin->ncls, 1);
+    uint8_t *next = mem_calloc(S_DFA_STATES * 256, 1);
     lin->start = (uint8_t)s_dfa_state(states, &n, s_lin_close(lin, 1));
     for (size_t i = 1; i < n; i++) {
-        for (size_t c = 0; c < lin->ncls; c++) {
-            int to = s_dfa_state(states, &n, s_lin_step(lin, states[i], cols[c]));
-            if (to < 0) {
+        for (size_t c = 0; c < ncls; c++) {
+            int st = s_dfa_state(states, &n, s_lin_step(lin, states[i], cols[c]));
+            if (st < 0) {
                 free(next);
                 return;
             }
-            next[i * lin->ncls + c] = (uint8_t)to;
+            to[c] = (uint8_t)st;
         }
-    }
-    lin->stay = mem_calloc(n, sizeof *lin->stay);
-    for (size_t i = 1; i < n; i++) {
         for (unsigned b = 0; b < 256; b++) {
-            bool stays = next[i * lin->ncls + lin->cls[b]] == i;
-            lin->stay[i][b >> 6] |= (uint64_t)stays << (b & 63);
-            lin->loops |= (uint64_t)stays << i;
+            next[i * 256 + b] = to[cls[b]];
         }
     }
     for (size_t i = 0; i < n; i++) {
         lin->accepting |= (uint64_t)((states[i] & lin->accept) != 0) << i;
     }
-    lin->next = next;
+    lin->next = mem_realloc(next, n * 256);
 }
 
 js_linear_t *js_linear_new(const char *src, size_t len) {
@@ -343,7 +335,6 @@ void js_linear_free(js_linear_t **lin_p) {
         return;
     }
     free((*lin_p)->next);
-    free((*lin_p)->stay);
     free(*lin_p);
     *lin_p = NULL;
 }
@@ -355,17 +346,10 @@ bool js_linear_is_table(const js_linear_t *lin) {
 bool js_linear_match(const js_linear_t *lin, const char *s, size_t len) {
     if (lin->next) {
         const unsigned char *u = (const unsigned char *)s;
+        const uint8_t *next = lin->next;
         unsigned st = lin->start;
-        size_t i = 0;
-        while (st) {
-            const uint64_t *stay = lin->stay[st];
-            while (((lin->loops >> st) & 1) && i < len && ((stay[u[i] >> 6] >> (u[i] & 63)) & 1)) {
-                i++;
-            }
-            if (i == len) {
-                break;
-            }
-            st = lin->next[st * lin->ncls + lin->cls[u[i++]]];
+        for (size_t i = 0; i < len && st; i++) {
+            st = next[st * 256 + u[i]];
         }
         return (lin->accepting >> st) & 1;
     }

@@ -8,12 +8,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The index of key among node's names, appending it when it is new. */
-static uint32_t s_name(js_node_t *node, size_t *cap, const char *key, size_t len) {
+js_head_t js_head_of(const char *key, size_t len) {
+    js_head_t h = {0, 0};
+    size_t n = len < 8 ? len : 8;
+    memcpy(&h.word, key, n);
+    memset(&h.mask, 0xff, n);
+    return h;
+}
+
+/* The index of key among node's names, or -1 (for keys of the schema: js_prop_find reads
+ * tape strings only). */
+static long s_name_index(const js_node_t *node, const char *key, size_t len) {
     for (size_t i = 0; i < node->nnames; i++) {
         if (node->props[i].len == len && memcmp(node->props[i].key, key, len) == 0) {
-            return (uint32_t)i;
+            return (long)i;
         }
+    }
+    return -1;
+}
+
+/* The index of key among node's names, appending it when it is new. */
+static uint32_t s_name(js_node_t *node, size_t *cap, const char *key, size_t len) {
+    long at = s_name_index(node, key, len);
+    if (at >= 0) {
+        return (uint32_t)at;
     }
     if (node->nnames == *cap) {
         *cap = *cap ? 2 * *cap : 8;
@@ -43,6 +61,7 @@ static void s_index_slots(js_node_t *node) {
     node->prop_slots = mem_calloc(n, sizeof *node->prop_slots);
     for (size_t k = 0; k < node->nnames; k++) {
         node->props[k].hash = jsontape_hash(node->props[k].key, node->props[k].len);
+        node->props[k].head = js_head_of(node->props[k].key, node->props[k].len);
         size_t i = node->props[k].hash & (n - 1);
         while (node->prop_slots[i]) {
             i = (i + 1) & (n - 1);
@@ -77,12 +96,11 @@ static uint8_t s_groups(const js_node_t *node) {
 
 /* Whether node is {"type": "object", ...} requiring key (hash h) with a string const on it;
  * returns that const's node or NULL. */
-static const js_node_t *s_disc_const(const js_node_t *node, const char *key, size_t len,
-                                     uint32_t h) {
+static const js_node_t *s_disc_const(const js_node_t *node, const char *key, size_t len) {
     if (node->is_bool || !(node->has & JS_HAS_TYPE) || node->types != JS_T_OBJECT) {
         return NULL;
     }
-    long i = js_prop_find(node, key, len, h);
+    long i = s_name_index(node, key, len);
     if (i < 0 || (size_t)i >= node->nprops || !((node->required_mask[i / 64] >> (i % 64)) & 1)) {
         return NULL;
     }
@@ -99,19 +117,18 @@ static js_disc_t *s_discriminator(const js_list_t *list) {
     const js_node_t *first = list->items[0];
     for (size_t r = 0; r < first->nrequired; r++) {
         const js_prop_t *p = &first->props[first->required_idx[r]];
-        uint32_t h = jsontape_hash(p->key, p->len);
         size_t i = 0;
-        while (i < list->count && s_disc_const(list->items[i], p->key, p->len, h)) {
+        while (i < list->count && s_disc_const(list->items[i], p->key, p->len)) {
             i++;
         }
         if (i < list->count) {
             continue;
         }
         js_disc_t *d = mem_calloc(1, sizeof *d);
-        *d = (js_disc_t){.key = p->key, .len = p->len, .hash = h};
+        *d = (js_disc_t){.key = p->key, .len = p->len, .head = p->head};
         d->consts = mem_calloc(list->count, sizeof *d->consts);
         for (i = 0; i < list->count; i++) {
-            d->consts[i] = s_disc_const(list->items[i], p->key, p->len, h);
+            d->consts[i] = s_disc_const(list->items[i], p->key, p->len);
         }
         return d;
     }
@@ -157,6 +174,7 @@ static void s_prepare_values(jsonschema_t *schema, js_node_t *node) {
         if (json_is_string(node->const_value)) {
             node->const_str = json_string_value(node->const_value);
             node->const_len = json_string_length(node->const_value);
+            node->const_head = js_head_of(node->const_str, node->const_len);
         }
     }
     if (!(node->has & JS_HAS_ENUM)) {

@@ -512,5 +512,5 @@ int js_regex_match(const js_regex_t *re, const char *s, size_t len, pcre2_match_
     if (re->linear) {
         return js_linear_match(re->linear, s, len);
     }
-    return js_regex_match_pcre2(re, s, len, md, mctx);
+    return js_regex_match_pcre2(re, s, len, md ? md : js_regex_thread_data(), mctx);
 }

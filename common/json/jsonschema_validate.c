@@ -11,11 +11,6 @@
 /* Scratch slots kept on the stack; a schema that names more members uses the heap. */
 #define S_SCRATCH_STACK 256
 
-/* The keyword group that applies to each jsontape_type_t. */
-static const uint8_t s_type_group[8] = {
-    0, 0, 0, JS_G_NUMBER, JS_G_NUMBER, JS_G_STRING, JS_G_ARRAY, JS_G_OBJECT,
-};
-
 /* --- reporting --- */
 
 /* Records a failure of keyword kw of node (out of the hot path: failing is the rare case). */
@@ -87,7 +82,7 @@ static int s_match(js_vctx_t *ctx, const js_node_t *node, uint32_t v, const char
         s_abort(ctx, node, v, kw, "validation exceeds the cap of regex matches per validation");
         return -1;
     }
-    int rc = js_regex_match(re, s, len, js_regex_thread_data(), ctx->schema->match_ctx);
+    int rc = js_regex_match(re, s, len, NULL, ctx->schema->match_ctx);
     if (rc < 0) {
         s_abort(ctx, node, v, kw, "regex match exceeds its backtracking limit");
     }
@@ -96,7 +91,7 @@ static int s_match(js_vctx_t *ctx, const js_node_t *node, uint32_t v, const char
 
 /* --- keyword groups --- */
 
-static bool s_numeric(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+bool js_numeric(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     js_num_t x = jsontape_num(ctx->t, &ctx->e[v]);
     char b[136]; /* a number literal of the default cap, whole */
     bool ok = true;
@@ -135,8 +130,7 @@ static bool s_numeric(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     return ok;
 }
 
-/* The string keywords on the string entry e (a value or a member name). */
-static bool s_chars(js_vctx_t *ctx, const js_node_t *node, const jsontape_entry_t *e) {
+bool js_chars(js_vctx_t *ctx, const js_node_t *node, const jsontape_entry_t *e) {
     bool ok = true;
     uint32_t v = (uint32_t)(e - ctx->e);
     const char *s = jsontape_str(ctx->t, e);
@@ -482,8 +476,20 @@ static bool s_object(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
 
 /* Hashes first: jsontape_equal runs only on the values that can be equal. */
 static bool s_enum(const js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
-    uint32_t h = jsontape_value_hash(ctx->t, v);
     const jsontape_t *values = ctx->schema->values;
+    const jsontape_entry_t *e = &ctx->e[v];
+    if (e->type == JSONTAPE_STRING) { /* the common enum, compared here without calls */
+        for (size_t i = 0; i < node->nenum; i++) {
+            const jsontape_entry_t *w = &values->entries[node->enum_at[i]];
+            if (node->enum_hashes[i] == e->hash && w->type == JSONTAPE_STRING &&
+                w->size == e->size &&
+                js_key_eq(jsontape_str(values, w), jsontape_str(ctx->t, e), e->size)) {
+                return true;
+            }
+        }
+        return false;
+    }
+    uint32_t h = jsontape_value_hash(ctx->t, v);
     for (size_t i = 0; i < node->nenum; i++) {
         if (node->enum_hashes[i] == h && jsontape_equal(ctx->t, v, values, node->enum_at[i])) {
             return true;
@@ -497,11 +503,12 @@ static bool s_const(const js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
         return jsontape_equal(ctx->t, v, ctx->schema->values, node->const_at);
     }
     const jsontape_entry_t *e = &ctx->e[v];
-    return e->type == JSONTAPE_STRING && e->size == node->const_len &&
-           js_key_eq(jsontape_str(ctx->t, e), node->const_str, node->const_len);
+    return e->type == JSONTAPE_STRING &&
+           js_str_is(jsontape_str(ctx->t, e), e->size, node->const_str, node->const_len,
+                     node->const_head);
 }
 
-static bool s_generic(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+bool js_generic(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     if ((node->has & JS_HAS_CONST) && !s_const(ctx, node, v)) {
         ok = s_fail(ctx, node, v, "const", "must equal the constant");
@@ -587,9 +594,9 @@ static bool s_conditionals(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
 static bool s_typed(js_vctx_t *ctx, const js_node_t *node, uint32_t v, uint8_t group) {
     switch (group) {
         case JS_G_NUMBER:
-            return s_numeric(ctx, node, v);
+            return js_numeric(ctx, node, v);
         case JS_G_STRING:
-            return s_chars(ctx, node, &ctx->e[v]);
+            return js_chars(ctx, node, &ctx->e[v]);
         case JS_G_ARRAY:
             return s_array(ctx, node, v);
         default:
@@ -622,9 +629,9 @@ bool js_visit(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     if ((node->has & JS_HAS_TYPE) && !js_type_ok(node->types, e)) {
         return s_fail(ctx, node, v, "type", "has the wrong type");
     }
-    uint8_t groups = node->groups & (s_type_group[e->type] | JS_G_GENERIC | JS_G_APPLY);
+    uint8_t groups = node->groups & (js_type_group[e->type] | JS_G_GENERIC | JS_G_APPLY);
     bool ok = true;
-    if ((groups & JS_G_GENERIC) && !s_generic(ctx, node, v)) {
+    if ((groups & JS_G_GENERIC) && !js_generic(ctx, node, v)) {
         ok = false;
         if (!s_go_on(ctx)) {
             return false;

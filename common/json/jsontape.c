@@ -60,17 +60,19 @@ uint32_t jsontape_add_real(jsontape_t *self, double d) {
     return (uint32_t)self->count - 1;
 }
 
-/* Appends s[0..len) and a NUL to the arena; returns its offset. */
+/* Appends s[0..len) and a NUL to the arena; returns its offset. The JSONTAPE_PAD bytes from
+ * the string's end are allocated and zeroed, so that 8 bytes can be read from any string's
+ * start. */
 static uint32_t s_arena(jsontape_t *self, const char *s, size_t len) {
     ASSERT(len <= JSONTAPE_MAX_STRING_BYTES - self->bytes_len - 1);
-    if (self->bytes_len + len + 1 > self->bytes_cap) {
-        size_t want = self->bytes_len + len + 1;
+    if (self->bytes_len + len + JSONTAPE_PAD > self->bytes_cap) {
+        size_t want = self->bytes_len + len + JSONTAPE_PAD;
         self->bytes_cap = want > 2 * self->bytes_cap ? want : 2 * self->bytes_cap;
         self->bytes = mem_realloc(self->bytes, self->bytes_cap);
     }
     uint32_t off = (uint32_t)self->bytes_len;
     memcpy(self->bytes + off, s, len);
-    self->bytes[off + len] = '\0';
+    memset(self->bytes + off + len, 0, JSONTAPE_PAD);
     self->bytes_len += len + 1;
     return off;
 }

@@ -69,11 +69,15 @@ typedef struct {
     } u;
 } jsontape_entry_t;
 
+/* Each string in a tape's arena is followed by its NUL and zeros up to this many bytes from
+ * its end, so that a reader may load 8 bytes from the start of any string. */
+#define JSONTAPE_PAD 8
+
 typedef struct {
     jsontape_entry_t *entries;
     size_t count;
     size_t cap;
-    char *bytes; /* string arena */
+    char *bytes; /* string arena; JSONTAPE_PAD bytes are readable from any string's start */
     size_t bytes_len;
     size_t bytes_cap;
 } jsontape_t;

@@ -33,6 +33,21 @@ static const uint8_t js_type_bits[8] = {
     JS_T_NUMBER, JS_T_STRING,  JS_T_ARRAY,   JS_T_OBJECT,
 };
 
+/* Keyword groups a node has, so that the validator skips whole groups in one test. */
+enum {
+    JS_G_GENERIC = 1u << 0, /* const, enum */
+    JS_G_NUMBER = 1u << 1,
+    JS_G_STRING = 1u << 2,
+    JS_G_ARRAY = 1u << 3,
+    JS_G_OBJECT = 1u << 4,
+    JS_G_APPLY = 1u << 5, /* allOf, anyOf, oneOf, not, if */
+};
+
+/* The keyword group that applies to each jsontape_type_t. */
+static const uint8_t js_type_group[8] = {
+    0, 0, 0, JS_G_NUMBER, JS_G_NUMBER, JS_G_STRING, JS_G_ARRAY, JS_G_OBJECT,
+};
+
 /* Which assertions a node carries. */
 enum {
     JS_HAS_TYPE = 1u << 0,
@@ -53,16 +68,6 @@ enum {
     JS_HAS_MINPROPS = 1u << 15,
     JS_HAS_MAXPROPS = 1u << 16,
     JS_HAS_REQUIRED = 1u << 17,
-};
-
-/* Keyword groups a node has, so that the validator skips whole groups in one test. */
-enum {
-    JS_G_GENERIC = 1u << 0, /* const, enum */
-    JS_G_NUMBER = 1u << 1,
-    JS_G_STRING = 1u << 2,
-    JS_G_ARRAY = 1u << 3,
-    JS_G_OBJECT = 1u << 4,
-    JS_G_APPLY = 1u << 5, /* allOf, anyOf, oneOf, not, if */
 };
 
 typedef jsontape_num_t js_num_t;
@@ -129,12 +134,20 @@ typedef struct {
  * reporting nothing. Called only where nothing is reported (no report, or quiet > 0). */
 typedef bool js_check_fn(js_vctx_t *ctx, const js_node_t *node, uint32_t v);
 
+/* A string an instance string is compared with, by its first 8 bytes (zero-padded) under a
+ * mask of those that count, in one load (js_str_is). */
+typedef struct {
+    uint64_t word;
+    uint64_t mask;
+} js_head_t;
+
 /* A member name the node looks up: a properties key (node set) or a name that only required
  * or dependencies mention (node NULL). */
 typedef struct {
     const char *key; /* borrowed from the schema's copy of the document */
     size_t len;
     uint32_t hash; /* jsontape_hash of key */
+    js_head_t head;
     js_node_t *node;
 } js_prop_t;
 
@@ -159,7 +172,7 @@ typedef struct {
 typedef struct {
     const char *key;
     size_t len;
-    uint32_t hash;
+    js_head_t head;
     const js_node_t **consts;
 } js_disc_t;
 
@@ -210,6 +223,7 @@ struct js_node {
     size_t nenum;
     const char *const_str; /* the const value when it is a string, else NULL */
     size_t const_len;
+    js_head_t const_head;
     const json_t *required; /* borrowed array of strings */
     js_regex_t *pattern;
     js_format_t format;
@@ -295,7 +309,18 @@ static inline bool js_key_eq(const char *a, const char *b, size_t len) {
     return true;
 }
 
-/* The index for key (whose jsontape_hash is hash) in node's names, or -1. */
+/* The head of key[0..len) (jsonschema_plan.c). */
+js_head_t js_head_of(const char *key, size_t len);
+
+/* Whether the tape string s[0..len) equals key[0..klen), whose head is head. A tape keeps 8
+ * bytes readable from the start of each of its strings (jsontape.h). */
+static inline bool js_str_is(const char *s, size_t len, const char *key, size_t klen,
+                             js_head_t head) {
+    return len == klen && !((js_load64(s) ^ head.word) & head.mask) &&
+           (len <= 8 || js_key_eq(s + 8, key + 8, len - 8));
+}
+
+/* The index for the tape string key (whose jsontape_hash is hash) in node's names, or -1. */
 static inline long js_prop_find(const js_node_t *node, const char *key, size_t len, uint32_t hash) {
     if (node->nslots == 0) {
         return -1;
@@ -307,7 +332,7 @@ static inline long js_prop_find(const js_node_t *node, const char *key, size_t l
             return -1;
         }
         const js_prop_t *p = &node->props[slot - 1];
-        if (p->hash == hash && p->len == len && js_key_eq(p->key, key, len)) {
+        if (p->hash == hash && js_str_is(key, len, p->key, p->len, p->head)) {
             return (long)slot - 1;
         }
     }
@@ -333,8 +358,7 @@ static inline long js_name_of(const js_vctx_t *ctx, const js_node_t *node, uint3
     const jsontape_entry_t *ke = &ctx->e[k];
     if (guess < node->nnames) {
         const js_prop_t *p = &node->props[guess];
-        if (p->hash == ke->hash && p->len == ke->size &&
-            js_key_eq(p->key, jsontape_str(ctx->t, ke), p->len)) {
+        if (js_str_is(jsontape_str(ctx->t, ke), ke->size, p->key, p->len, p->head)) {
             return (long)guess;
         }
     }
@@ -353,8 +377,7 @@ static inline uint32_t js_disc_value(const js_vctx_t *ctx, const js_list_t *list
         return 0;
     }
     for (uint32_t k = v + 1; k < e[v].next; k = e[k + 1].next) {
-        if (e[k].hash == d->hash && e[k].size == d->len &&
-            js_key_eq(jsontape_str(ctx->t, &e[k]), d->key, d->len)) {
+        if (js_str_is(jsontape_str(ctx->t, &e[k]), e[k].size, d->key, d->len, d->head)) {
             return k + 1;
         }
     }
@@ -365,6 +388,12 @@ static inline uint32_t js_disc_value(const js_vctx_t *ctx, const js_list_t *list
  * patternProperties, additionalProperties and propertyNames on the member whose key is at k. */
 bool js_visit(js_vctx_t *ctx, const js_node_t *node, uint32_t v);
 bool js_visit_member(js_vctx_t *ctx, const js_node_t *node, uint32_t v, uint32_t k);
+/* The validator's keyword groups on v (jsonschema_validate.c): const and enum; the numeric
+ * keywords on a number; the string keywords on the string entry e (a value or a member name).
+ * Each reports unless quiet, and stops at the first failure unless collecting every error. */
+bool js_generic(js_vctx_t *ctx, const js_node_t *node, uint32_t v);
+bool js_numeric(js_vctx_t *ctx, const js_node_t *node, uint32_t v);
+bool js_chars(js_vctx_t *ctx, const js_node_t *node, const jsontape_entry_t *e);
 /* The object keywords of a one_pass node on the object at v, for validity alone (nothing is
  * reported). */
 bool js_check_members(js_vctx_t *ctx, const js_node_t *node, uint32_t v);
@@ -387,7 +416,8 @@ bool js_regex_valid(const char *src, size_t len);
 /* The calling thread's PCRE2 match data (created on first use, freed when the thread exits):
  * schemas are shared between threads, and match data is scratch for one match at a time. */
 pcre2_match_data *js_regex_thread_data(void);
-/* 1 match, 0 no match, -1 a PCRE2 limit was hit. md is the caller's per-call match data. */
+/* 1 match, 0 no match, -1 a PCRE2 limit was hit. md is the caller's per-call match data, or
+ * NULL for the calling thread's (js_regex_thread_data). */
 int js_regex_match(const js_regex_t *re, const char *s, size_t len, pcre2_match_data *md,
                    pcre2_match_context *mctx);
 /* The same through PCRE2 always, and whether js_regex_match uses the linear automaton instead

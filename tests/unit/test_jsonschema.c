@@ -466,6 +466,47 @@ static void test_schema_numbers_are_compared_as_written(void **u) {
     assert_non_null(strstr(err.message, "at most 36 significant digits"));
 }
 
+/* Names, string consts and string enums are compared by their first 8 bytes in one load and
+ * the rest byte by byte: a difference at any position, at every length either side of 8 and
+ * 16, is seen, and strings that only share a prefix are told apart. */
+static void test_strings_compare_exactly_at_every_length(void **state) {
+    (void)state;
+    for (size_t n = 0; n <= 17; n++) {
+        char name[32] = {0};
+        memset(name, 'a', n);
+        char text[512];
+        snprintf(text, sizeof text,
+                 "{\"properties\": {\"%s\": {\"type\": \"integer\"}, \"k\": {\"const\": \"%s\"},"
+                 " \"e\": {\"enum\": [\"%s\", 1, \"%sa\"]}}}",
+                 name, name, name, name);
+        jsonschema_t *s = s_compile(text);
+        char inst[256];
+        snprintf(inst, sizeof inst, "{\"%s\": \"x\"}", name);
+        assert_false(s_valid(s, inst));
+        snprintf(inst, sizeof inst, "{\"k\": \"%s\", \"e\": \"%s\"}", name, name);
+        assert_true(s_valid(s, inst));
+        assert_true(s_valid(s, "{\"e\": 1.0}"));
+        for (size_t at = 0; at < n; at++) {
+            char other[32];
+            memcpy(other, name, n + 1);
+            other[at] = 'b';
+            snprintf(inst, sizeof inst, "{\"%s\": \"x\"}", other);
+            assert_true(s_valid(s, inst)); /* not the property: no type applies */
+            snprintf(inst, sizeof inst, "{\"k\": \"%s\"}", other);
+            assert_false(s_valid(s, inst));
+            snprintf(inst, sizeof inst, "{\"e\": \"%s\"}", other);
+            assert_false(s_valid(s, inst));
+        }
+        snprintf(inst, sizeof inst, "{\"k\": \"%sa\"}", name); /* one byte longer */
+        assert_false(s_valid(s, inst));
+        if (n > 0) {
+            snprintf(inst, sizeof inst, "{\"k\": \"%.*s\"}", (int)n - 1, name); /* shorter */
+            assert_false(s_valid(s, inst));
+        }
+        jsonschema_destroy(&s);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schema_numbers_are_compared_as_written),
@@ -484,6 +525,7 @@ int main(void) {
         cmocka_unit_test(test_patterns_follow_ecma262),
         cmocka_unit_test(test_pattern_over_its_limit_is_invalid_not_valid),
         cmocka_unit_test(test_compiled_schema_is_shared_between_threads),
+        cmocka_unit_test(test_strings_compare_exactly_at_every_length),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
