@@ -153,9 +153,11 @@ static uint8_t s_quick(const js_node_t *node) {
     switch (node->groups) {
         case 0:
             return JS_QUICK_TYPE;
-        case JS_G_GENERIC:
-            return node->const_str && !(node->has & ~(JS_HAS_TYPE | JS_HAS_CONST)) ? JS_QUICK_CONST
-                                                                                   : JS_QUICK_NONE;
+        case JS_G_GENERIC: /* a string const, and a type that admits it or none */
+            return node->const_str && !(node->has & ~(JS_HAS_TYPE | JS_HAS_CONST)) &&
+                           (!(node->has & JS_HAS_TYPE) || (node->types & JS_T_STRING))
+                       ? JS_QUICK_CONST
+                       : JS_QUICK_NONE;
         case JS_G_NUMBER:
             return !(node->has & ~range) ? JS_QUICK_RANGE : JS_QUICK_NONE;
         case JS_G_STRING:

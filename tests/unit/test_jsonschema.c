@@ -507,6 +507,28 @@ static void test_strings_compare_exactly_at_every_length(void **state) {
     }
 }
 
+/* A string const under a type that no string has matches nothing, as a property, a root and
+ * an anyOf branch. */
+static void test_string_const_keeps_its_type(void **state) {
+    (void)state;
+    jsonschema_t *s = s_compile("{\"properties\": {\"x\": {\"type\": \"integer\", \"const\": \"a\"},"
+                                " \"y\": {\"type\": [\"string\", \"null\"], \"const\": \"a\"}}}");
+    assert_false(s_valid(s, "{\"x\": \"a\"}"));
+    assert_false(s_valid(s, "{\"x\": 1}"));
+    assert_true(s_valid(s, "{\"y\": \"a\"}"));
+    assert_false(s_valid(s, "{\"y\": null}"));
+    jsonschema_destroy(&s);
+    s = s_compile("{\"type\": \"integer\", \"const\": \"a\"}");
+    assert_false(s_valid(s, "\"a\""));
+    jsonschema_destroy(&s);
+    s = s_compile("{\"anyOf\": [{\"type\": \"object\", \"required\": [\"k\"], \"properties\":"
+                  " {\"k\": {\"type\": \"number\", \"const\": \"p\"}}}, {\"type\": \"object\","
+                  " \"required\": [\"k\"], \"properties\": {\"k\": {\"const\": \"q\"}}}]}");
+    assert_false(s_valid(s, "{\"k\": \"p\"}"));
+    assert_true(s_valid(s, "{\"k\": \"q\"}"));
+    jsonschema_destroy(&s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schema_numbers_are_compared_as_written),
@@ -526,6 +548,7 @@ int main(void) {
         cmocka_unit_test(test_pattern_over_its_limit_is_invalid_not_valid),
         cmocka_unit_test(test_compiled_schema_is_shared_between_threads),
         cmocka_unit_test(test_strings_compare_exactly_at_every_length),
+        cmocka_unit_test(test_string_const_keeps_its_type),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
