@@ -231,6 +231,32 @@ static const bool s_plain_byte[256] = {
     /* 0x80 to 0xFF: zero, the bytes of multibyte sequences */
 };
 
+/* The first byte in [p, end) that is not plain (s_plain_byte), or end: 8 bytes at a time while
+ * 8 are left (bit tricks on a word: a quote, a backslash, a byte below 0x20 or from 0x80 marks
+ * its byte's top bit, exactly in the lowest marked byte), then byte by byte. */
+static const unsigned char *s_plain_run(const unsigned char *p, const unsigned char *end) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t ones = 0x0101010101010101ull;
+    const uint64_t highs = 0x8080808080808080ull;
+    while (end - p >= 8) {
+        uint64_t w = 0;
+        memcpy(&w, p, sizeof w);
+        uint64_t q = w ^ (ones * '"');
+        uint64_t b = w ^ (ones * '\\');
+        uint64_t marks = ((q - ones) & ~q) | ((b - ones) & ~b) | (w - ones * 0x20) | w;
+        marks &= highs;
+        if (marks) {
+            return p + (__builtin_ctzll(marks) >> 3); /* byte 0 is the lowest */
+        }
+        p += 8;
+    }
+#endif
+    while (p < end && s_plain_byte[*p]) {
+        p++;
+    }
+    return p;
+}
+
 /* A string as scanned: its byte length without quotes, its decoded length in bytes and in
  * characters (code points), and whether it has escapes. */
 typedef struct {
@@ -253,9 +279,7 @@ static int s_scan_string(s_parser_t *ps, s_str_t *str) {
     for (;;) {
         /* Runs of plain ASCII, the bulk of most strings, decode to themselves. */
         const unsigned char *run = p;
-        while (p < end && s_plain_byte[*p]) {
-            p++;
-        }
+        p = s_plain_run(p, end);
         decoded += (size_t)(p - run);
         chars += (size_t)(p - run);
         if (p >= end) {

@@ -63,14 +63,36 @@ typedef struct {
 /* Notes that the object at tape entry at opens, with no keys yet. */
 void jsonstrict_keys_open(jsonstrict_keys_object_t *obj, uint32_t at);
 
+/* Up to this many members an object finds a duplicate key by comparing the new key with each
+ * earlier one (hash first), here, without a call; past it, its keys go to the key table. */
+#define JSONSTRICT_SCAN_KEYS 16
+
+/* jsonstrict_keys_seen for an object that is big or turns big with key (jsonstrict_keys.c). */
+bool jsonstrict_keys_seen_big(jsonstrict_keys_t *keys, jsonstrict_keys_object_t *obj,
+                              const jsontape_t *tape, uint32_t key);
+
 /* Whether the key at tape entry key (a string entry: its hash, size and bytes are compared)
  * repeats an earlier key of obj; when it does not, records it. The caller asks once for each
  * member's key, in order, of the innermost open object, after adding the key to the tape and
  * before its value; a yes ends the parse. Costs a scan of the few earlier keys while obj is
  * small, then one probe of the table per key, plus one per earlier key when obj turns big (the
  * table may grow: mem_calloc aborts when memory runs out). */
-bool jsonstrict_keys_seen(jsonstrict_keys_t *keys, jsonstrict_keys_object_t *obj,
-                          const jsontape_t *tape, uint32_t key);
+static inline bool jsonstrict_keys_seen(jsonstrict_keys_t *keys, jsonstrict_keys_object_t *obj,
+                                        const jsontape_t *tape, uint32_t key) {
+    if (obj->serial != 0 || obj->members >= JSONSTRICT_SCAN_KEYS) {
+        return jsonstrict_keys_seen_big(keys, obj, tape, key);
+    }
+    const jsontape_entry_t *e = jsontape_at(tape, key);
+    for (uint32_t k = obj->at + 1; k < key; k = jsontape_at(tape, k + 1)->next) {
+        const jsontape_entry_t *o = jsontape_at(tape, k);
+        if (o->hash == e->hash && o->size == e->size &&
+            memcmp(jsontape_str(tape, o), jsontape_str(tape, e), e->size) == 0) {
+            return true;
+        }
+    }
+    obj->members++;
+    return false;
+}
 
 /* Notes that obj closes: when it was the last big object open, the table empties. */
 void jsonstrict_keys_close(jsonstrict_keys_t *keys, const jsonstrict_keys_object_t *obj);

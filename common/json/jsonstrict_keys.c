@@ -12,10 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Up to this many members an object finds a duplicate key by comparing the new key with each
- * earlier one (hash first); past it, its keys go to the key table. */
-#define S_SCAN_KEYS 16
-
 /* One key of an open big object: the table is keyed by (object serial, key hash). A slot whose
  * serial is at most the table's retired serial is empty (calloc's zero among them). */
 struct jsonstrict_keys_slot {
@@ -106,20 +102,10 @@ void jsonstrict_keys_open(jsonstrict_keys_object_t *obj, uint32_t at) {
     *obj = (jsonstrict_keys_object_t){.at = at};
 }
 
-/* A small object is scanned; one that reaches S_SCAN_KEYS members moves its keys into the
- * table, so a big object costs one probe per key instead of a scan that would grow
- * quadratically. */
-bool jsonstrict_keys_seen(jsonstrict_keys_t *keys, jsonstrict_keys_object_t *obj,
-                          const jsontape_t *tape, uint32_t key) {
-    if (obj->serial == 0 && obj->members < S_SCAN_KEYS) {
-        for (uint32_t k = obj->at + 1; k < key; k = jsontape_at(tape, k + 1)->next) {
-            if (s_same_key(tape, k, key)) {
-                return true;
-            }
-        }
-        obj->members++;
-        return false;
-    }
+/* An object that reaches JSONSTRICT_SCAN_KEYS members moves its keys into the table, so a big
+ * object costs one probe per key instead of a scan that would grow quadratically. */
+bool jsonstrict_keys_seen_big(jsonstrict_keys_t *keys, jsonstrict_keys_object_t *obj,
+                              const jsontape_t *tape, uint32_t key) {
     if (obj->serial == 0) {
         ASSERT(keys->last_serial < UINT32_MAX - 1);
         obj->serial = ++keys->last_serial;

@@ -299,6 +299,61 @@ static void test_rejects_input_beyond_the_tape_ceiling_whatever_max_bytes(void *
     munmap(big, len);
 }
 
+/* Strings are scanned 8 bytes at a time: whatever byte ends a run of plain ASCII (the closing
+ * quote, an escape, a control character, a UTF-8 lead byte, a stray continuation byte) is
+ * found at every position of a word and of the byte-by-byte tail, in an exactly sized heap
+ * buffer (the sanitizers see any read past it). */
+static void test_string_runs_end_at_every_position(void **state) {
+    (void)state;
+    struct {
+        const char *insert;
+        const char *decoded; /* NULL: rejected */
+        jsonstrict_code_t code;
+    } cases[] = {
+        {"\\n", "\n", 0},
+        {"\\u00e9", "\xc3\xa9", 0},
+        {"\xc3\xa9", "\xc3\xa9", 0},
+        {"\x01", NULL, JSONSTRICT_E_SYNTAX},
+        {"\x80", NULL, JSONSTRICT_E_UTF8},
+        {"\x7f", "\x7f", 0},
+        {" ", " ", 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (size_t before = 0; before <= 17; before++) {
+            for (size_t after = 0; after <= 9; after++) {
+                char text[64] = "\"";
+                char want[64] = "";
+                memset(text + 1, 'a', before);
+                memset(want, 'a', before);
+                strcat(text, cases[c].insert);
+                strcat(want, cases[c].decoded ? cases[c].decoded : "");
+                memset(text + strlen(text), 'b', after);
+                memset(want + strlen(want), 'b', after);
+                strcat(text, "\"");
+                size_t len = strlen(text);
+                char *exact = malloc(len); /* no NUL after the input */
+                assert_non_null(exact);
+                memcpy(exact, text, len);
+                json_t *v = NULL;
+                jsonstrict_error_t err;
+                int rc = jsonstrict_parse(exact, len, NULL, &v, &err);
+                if (cases[c].decoded) {
+                    assert_int_equal(rc, 0);
+                    assert_string_equal(json_string_value(v), want);
+                    json_decref(v);
+                } else {
+                    assert_int_equal(rc, -1);
+                    assert_int_equal(err.code, cases[c].code);
+                    assert_int_equal(err.offset, 1 + before);
+                }
+                exact[len - 1] = 'b'; /* unterminated: the scan runs to the end of the input */
+                assert_int_equal(jsonstrict_parse(exact, len, NULL, &v, &err), -1);
+                free(exact);
+            }
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accepts_plain_values_and_keeps_types),
@@ -311,6 +366,7 @@ int main(void) {
         cmocka_unit_test(test_caps_at_and_above_bound),
         cmocka_unit_test(test_path_escapes_pointer_characters),
         cmocka_unit_test(test_rejects_input_beyond_the_tape_ceiling_whatever_max_bytes),
+        cmocka_unit_test(test_string_runs_end_at_every_position),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
