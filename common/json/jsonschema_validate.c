@@ -406,27 +406,49 @@ static bool s_object_size(js_vctx_t *ctx, const js_node_t *node, uint32_t v, siz
     return ok;
 }
 
+/* js_check_members for a node whose members need js_visit_member too (patternProperties,
+ * propertyNames). */
+static bool s_check_members_each(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    const jsontape_entry_t *e = ctx->e;
+    uint64_t seen = 0;
+    size_t guess = 0;
+    for (uint32_t k = v + 1; k < e[v].next; k = e[k + 1].next) {
+        long idx = js_name_of(ctx, node, k, guess);
+        if (idx >= 0) {
+            seen |= 1ull << idx;
+            guess = (size_t)idx + 1;
+            if ((size_t)idx < node->nprops && !js_check(ctx, node->props[idx].node, k + 1)) {
+                return false;
+            }
+        }
+        if (!js_visit_member(ctx, node, v, k)) {
+            return false;
+        }
+    }
+    return (seen & node->required_word) == node->required_word;
+}
+
 /* Each member is looked up and checked as it comes, stopping at the first failure. */
 bool js_check_members(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     const jsontape_entry_t *e = ctx->e;
     if (ctx->abort || e[v].size < node->min_properties || e[v].size > node->max_properties) {
         return false;
     }
+    if (node->per_member) {
+        return s_check_members_each(ctx, node, v);
+    }
     uint64_t seen = 0;
     size_t guess = 0;
-    const bool per_member = node->per_member;
-    const js_node_t *others = node->others;
     const uint32_t end = e[v].next;
     for (uint32_t k = v + 1; k < end; k = e[k + 1].next) {
         long idx = js_name_of(ctx, node, k, guess);
-        const js_node_t *sub = others;
+        const js_node_t *sub = node->others;
         if (idx >= 0) {
             seen |= 1ull << idx;
             guess = (size_t)idx + 1;
             sub = (size_t)idx < node->nprops ? node->props[idx].node : sub;
         }
-        if ((sub && !js_check(ctx, sub, k + 1)) ||
-            (per_member && !js_visit_member(ctx, node, v, k))) {
+        if (sub && !js_check(ctx, sub, k + 1)) {
             return false;
         }
     }

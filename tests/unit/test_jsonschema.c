@@ -511,8 +511,9 @@ static void test_strings_compare_exactly_at_every_length(void **state) {
  * an anyOf branch. */
 static void test_string_const_keeps_its_type(void **state) {
     (void)state;
-    jsonschema_t *s = s_compile("{\"properties\": {\"x\": {\"type\": \"integer\", \"const\": \"a\"},"
-                                " \"y\": {\"type\": [\"string\", \"null\"], \"const\": \"a\"}}}");
+    jsonschema_t *s =
+        s_compile("{\"properties\": {\"x\": {\"type\": \"integer\", \"const\": \"a\"},"
+                  " \"y\": {\"type\": [\"string\", \"null\"], \"const\": \"a\"}}}");
     assert_false(s_valid(s, "{\"x\": \"a\"}"));
     assert_false(s_valid(s, "{\"x\": 1}"));
     assert_true(s_valid(s, "{\"y\": \"a\"}"));
