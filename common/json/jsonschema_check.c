@@ -29,39 +29,36 @@ static bool c_const(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
                      node->const_head);
 }
 
-/* Numeric bounds (and type at most), exactly. */
+/* The numeric keywords on the number at v (its type already checked): as doubles where
+ * range_f64 says they stand for the bounds and the number is a double or an int64 a double
+ * holds exactly, so that the comparisons are jsontape_num_cmp's; else the validator's. */
+static inline bool c_numeric(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    const jsontape_entry_t *e = &ctx->e[v];
+    const int64_t exact = (int64_t)1 << 53;
+    double x = 0;
+    if (!node->range_f64) {
+        return js_numeric(ctx, node, v);
+    }
+    if (e->type == JSONTAPE_REAL && !(e->flags & JSONTAPE_F_TEXT)) {
+        x = e->u.d;
+    } else if (e->type == JSONTAPE_INTEGER && e->u.i >= -exact && e->u.i <= exact) {
+        x = (double)e->u.i;
+    } else {
+        return js_numeric(ctx, node, v);
+    }
+    return (node->lo_open ? x > node->range_lo : x >= node->range_lo) &&
+           (node->hi_open ? x < node->range_hi : x <= node->range_hi) &&
+           (!(node->has & JS_HAS_MULTIPLE) ||
+            js_multiple(jsontape_num(ctx->t, e), &node->multiple_of));
+}
+
+/* Type and numeric bounds. */
 static bool c_range(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     const jsontape_entry_t *e = &ctx->e[v];
     if ((node->has & JS_HAS_TYPE) && !js_type_ok(node->types, e)) {
         return false;
     }
-    if (!jsontape_is_number(e)) {
-        return true;
-    }
-    js_num_t x = jsontape_num(ctx->t, e);
-    uint32_t has = node->has;
-    return (!(has & JS_HAS_MINIMUM) || jsontape_num_cmp(x, node->minimum) >= 0) &&
-           (!(has & JS_HAS_MAXIMUM) || jsontape_num_cmp(x, node->maximum) <= 0) &&
-           (!(has & JS_HAS_EXMIN) || jsontape_num_cmp(x, node->exclusive_minimum) > 0) &&
-           (!(has & JS_HAS_EXMAX) || jsontape_num_cmp(x, node->exclusive_maximum) < 0);
-}
-
-/* Numeric bounds that doubles stand for (range_f64): a double, or an int64 a double holds
- * exactly, is compared as jsontape_num_cmp would; any other number takes c_range. */
-static bool c_range_f64(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
-    const jsontape_entry_t *e = &ctx->e[v];
-    const int64_t exact = (int64_t)1 << 53;
-    double x = 0;
-    if (e->type == JSONTAPE_REAL && !(e->flags & JSONTAPE_F_TEXT) &&
-        (!(node->has & JS_HAS_TYPE) || (node->types & JS_T_NUMBER))) {
-        x = e->u.d;
-    } else if (e->type == JSONTAPE_INTEGER && e->u.i >= -exact && e->u.i <= exact) {
-        x = (double)e->u.i; /* an integer passes any type that admits a number */
-    } else {
-        return c_range(ctx, node, v);
-    }
-    return (node->lo_open ? x > node->range_lo : x >= node->range_lo) &&
-           (node->hi_open ? x < node->range_hi : x <= node->range_hi);
+    return !jsontape_is_number(e) || c_numeric(ctx, node, v);
 }
 
 /* minLength/maxLength (and type at most). */
@@ -86,7 +83,7 @@ static bool c_leaf(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     }
     switch (node->groups & js_type_group[e->type]) {
         case JS_G_NUMBER:
-            return js_numeric(ctx, node, v);
+            return c_numeric(ctx, node, v);
         case JS_G_STRING:
             return js_chars(ctx, node, e);
         default:
@@ -164,15 +161,23 @@ static bool c_disc(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     if (!dv) {
         return false; /* every branch is an object that requires the member */
     }
+    const jsontape_entry_t *de = &ctx->e[dv];
+    if (de->type != JSONTAPE_STRING) {
+        return false; /* every const is a string */
+    }
+    const char *s = jsontape_str(ctx->t, de);
     size_t hits = 0;
     for (size_t i = 0; i < list->count && !ctx->abort; i++) {
-        if (js_check(ctx, list->disc->consts[i], dv) && js_check(ctx, list->items[i], v)) {
-            if (any) {
-                return true;
-            }
-            if (++hits == 2) {
-                return false;
-            }
+        const js_node_t *c = list->disc->consts[i];
+        if (!js_str_is(s, de->size, c->const_str, c->const_len, c->const_head)) {
+            continue;
+        }
+        bool ok = js_check(ctx, list->items[i], v);
+        if (list->disc->distinct) {
+            return ok; /* no other branch's const can match */
+        }
+        if (ok && (any || ++hits == 2)) {
+            return any;
         }
     }
     return hits == 1;
@@ -214,8 +219,8 @@ static bool s_f64(js_num_t n, double *out) {
     return true;
 }
 
-/* Sets range_f64 and the double bounds of a JS_QUICK_RANGE node with at most one lower and
- * one upper bound that doubles stand for. */
+/* Sets range_f64 and the double bounds of a node with numeric keywords, at most one lower and
+ * one upper bound, each of which a double stands for. */
 static void s_plan_range(js_node_t *node) {
     uint32_t has = node->has;
     if (((has & JS_HAS_MINIMUM) && (has & JS_HAS_EXMIN)) ||
@@ -256,6 +261,9 @@ static bool s_items_only(const js_node_t *node) {
 
 void js_check_plan(js_node_t *node) {
     node->pass = s_pass(node);
+    if (node->groups & JS_G_NUMBER) {
+        s_plan_range(node);
+    }
     if (node->is_bool) {
         node->check = node->bool_value ? c_type : c_false;
         return;
@@ -268,8 +276,7 @@ void js_check_plan(js_node_t *node) {
             node->check = c_const;
             return;
         case JS_QUICK_RANGE:
-            s_plan_range(node);
-            node->check = node->range_f64 ? c_range_f64 : c_range;
+            node->check = c_range;
             return;
         case JS_QUICK_LENGTH:
             node->check = c_length;

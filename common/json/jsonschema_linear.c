@@ -301,7 +301,7 @@ static void s_lin_dfa(js_linear_t *lin) {
     uint64_t states[S_DFA_STATES] = {0}; /* states[0] = 0: dead */
     uint8_t to[S_DFA_STATES];
     size_t n = 1;
-    uint8_t *next = mem_calloc(S_DFA_STATES * 256, 1);
+    uint8_t *next = mem_calloc(S_DFA_STATES * 256, 1); /* row 0, the dead state's, stays 0 */
     lin->start = (uint8_t)s_dfa_state(states, &n, s_lin_close(lin, 1));
     for (size_t i = 1; i < n; i++) {
         for (size_t c = 0; c < ncls; c++) {
@@ -348,7 +348,15 @@ bool js_linear_match(const js_linear_t *lin, const char *s, size_t len) {
         const unsigned char *u = (const unsigned char *)s;
         const uint8_t *next = lin->next;
         unsigned st = lin->start;
-        for (size_t i = 0; i < len && st; i++) {
+        size_t i = 0;
+        /* The dead state 0 steps to itself, so it is looked for once per 4 bytes. */
+        for (; len - i >= 4 && st; i += 4) {
+            st = next[st * 256 + u[i]];
+            st = next[st * 256 + u[i + 1]];
+            st = next[st * 256 + u[i + 2]];
+            st = next[st * 256 + u[i + 3]];
+        }
+        for (; i < len && st; i++) {
             st = next[st * 256 + u[i]];
         }
         return (lin->accepting >> st) & 1;

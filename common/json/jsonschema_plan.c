@@ -127,8 +127,15 @@ static js_disc_t *s_discriminator(const js_list_t *list) {
         js_disc_t *d = mem_calloc(1, sizeof *d);
         *d = (js_disc_t){.key = p->key, .len = p->len, .head = p->head};
         d->consts = mem_calloc(list->count, sizeof *d->consts);
+        d->distinct = true;
         for (i = 0; i < list->count; i++) {
-            d->consts[i] = s_disc_const(list->items[i], p->key, p->len);
+            const js_node_t *c = s_disc_const(list->items[i], p->key, p->len);
+            for (size_t j = 0; j < i; j++) {
+                d->distinct = d->distinct &&
+                              !(d->consts[j]->const_len == c->const_len &&
+                                memcmp(d->consts[j]->const_str, c->const_str, c->const_len) == 0);
+            }
+            d->consts[i] = c;
         }
         return d;
     }

@@ -174,6 +174,7 @@ typedef struct {
     size_t len;
     js_head_t head;
     const js_node_t **consts;
+    bool distinct; /* no two consts are equal: at most one branch is a candidate */
 } js_disc_t;
 
 typedef struct {

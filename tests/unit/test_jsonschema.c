@@ -235,6 +235,16 @@ static void test_discriminated_branches_keep_their_meaning(void **state) {
     assert_false(s_valid(a, "[\"kind\"]"));
     jsonschema_destroy(&a);
     jsonschema_destroy(&o);
+    /* Distinct consts: only the branch whose const matches decides. */
+    o = s_compile("{\"oneOf\": [{\"type\": \"object\", \"required\": [\"kind\"], \"properties\":"
+                  " {\"kind\": {\"const\": \"a\"}, \"n\": {\"type\": \"integer\"}}},"
+                  " {\"type\": \"object\", \"required\": [\"kind\"], \"properties\":"
+                  " {\"kind\": {\"const\": \"ab\"}}}]}");
+    assert_true(s_valid(o, "{\"kind\": \"a\", \"n\": 1}"));
+    assert_false(s_valid(o, "{\"kind\": \"a\", \"n\": \"x\"}"));
+    assert_true(s_valid(o, "{\"kind\": \"ab\", \"n\": \"x\"}"));
+    assert_false(s_valid(o, "{\"kind\": \"b\"}"));
+    jsonschema_destroy(&o);
 }
 
 /* Bounds a leaf compares as doubles mean what they say exactly: exclusive bounds, integral
@@ -530,6 +540,31 @@ static void test_string_const_keeps_its_type(void **state) {
     jsonschema_destroy(&s);
 }
 
+/* Numeric bounds keep their node's type, and a bound with multipleOf is checked by both, as a
+ * property (the quick test) and as a root (the visit). */
+static void test_numeric_bounds_keep_their_type(void **state) {
+    (void)state;
+    jsonschema_t *s = s_compile("{\"properties\": {\"s\": {\"type\": \"string\", \"minimum\": 0},"
+                                " \"i\": {\"type\": \"integer\", \"maximum\": 10},"
+                                " \"m\": {\"type\": \"number\", \"exclusiveMinimum\": 0,"
+                                " \"multipleOf\": 0.01}}}");
+    assert_false(s_valid(s, "{\"s\": 5}"));
+    assert_true(s_valid(s, "{\"s\": \"5\"}"));
+    assert_false(s_valid(s, "{\"i\": 5.5}"));
+    assert_true(s_valid(s, "{\"i\": 5.0}"));
+    assert_false(s_valid(s, "{\"i\": 11}"));
+    assert_true(s_valid(s, "{\"m\": 19.99}"));
+    assert_false(s_valid(s, "{\"m\": 19.995}"));
+    assert_false(s_valid(s, "{\"m\": 0}"));
+    assert_false(s_valid(s, "{\"m\": -0.01}"));
+    assert_true(s_valid(s, "{\"m\": 12345678901234567890.01}")); /* a text real: exact */
+    assert_false(s_valid(s, "{\"m\": 12345678901234567890.001}"));
+    jsonschema_destroy(&s);
+    s = s_compile("{\"type\": \"string\", \"minimum\": 0}");
+    assert_false(s_valid(s, "5"));
+    jsonschema_destroy(&s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schema_numbers_are_compared_as_written),
@@ -550,6 +585,7 @@ int main(void) {
         cmocka_unit_test(test_compiled_schema_is_shared_between_threads),
         cmocka_unit_test(test_strings_compare_exactly_at_every_length),
         cmocka_unit_test(test_string_const_keeps_its_type),
+        cmocka_unit_test(test_numeric_bounds_keep_their_type),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
