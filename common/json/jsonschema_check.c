@@ -46,8 +46,7 @@ static inline bool c_numeric(js_vctx_t *ctx, const js_node_t *node, uint32_t v) 
     } else {
         return js_numeric(ctx, node, v);
     }
-    return (node->lo_open ? x > node->range_lo : x >= node->range_lo) &&
-           (node->hi_open ? x < node->range_hi : x <= node->range_hi) &&
+    return x >= node->range_lo && x <= node->range_hi &&
            (!(node->has & JS_HAS_MULTIPLE) ||
             js_multiple(jsontape_num(ctx->t, e), &node->multiple_of));
 }
@@ -229,8 +228,6 @@ static void s_plan_range(js_node_t *node) {
     }
     node->range_lo = -INFINITY;
     node->range_hi = INFINITY;
-    node->lo_open = (has & JS_HAS_EXMIN) != 0;
-    node->hi_open = (has & JS_HAS_EXMAX) != 0;
     bool ok = true;
     if (has & (JS_HAS_MINIMUM | JS_HAS_EXMIN)) {
         ok = s_f64(has & JS_HAS_MINIMUM ? node->minimum : node->exclusive_minimum,
@@ -242,6 +239,9 @@ static void s_plan_range(js_node_t *node) {
                    &node->range_hi) &&
              ok;
     }
+    /* Between doubles, x > lo is x >= the next double up from lo (and so below). */
+    node->range_lo = has & JS_HAS_EXMIN ? nextafter(node->range_lo, INFINITY) : node->range_lo;
+    node->range_hi = has & JS_HAS_EXMAX ? nextafter(node->range_hi, -INFINITY) : node->range_hi;
     node->range_f64 = ok;
 }
 

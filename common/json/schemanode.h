@@ -202,9 +202,10 @@ struct js_node {
     bool per_member;
     const js_node_t *others;
     uint64_t required_word;
-    double range_lo, range_hi; /* a JS_QUICK_RANGE node's bounds as doubles (see check.c) */
-    bool range_f64;            /* whether those stand for its bounds */
-    bool lo_open, hi_open;     /* whether range_lo, range_hi are exclusive */
+    /* The least and the greatest double the numeric bounds admit, and whether they stand for
+     * the bounds (jsonschema_check.c). */
+    double range_lo, range_hi;
+    bool range_f64;
     js_num_t minimum;
     js_num_t maximum;
     js_num_t exclusive_minimum;
