@@ -314,12 +314,14 @@ static inline bool js_key_eq(const char *a, const char *b, size_t len) {
 /* The head of key[0..len) (jsonschema_plan.c). */
 js_head_t js_head_of(const char *key, size_t len);
 
-/* Whether the tape string s[0..len) equals key[0..klen), whose head is head. A tape keeps 8
- * bytes readable from the start of each of its strings (jsontape.h). */
+/* Whether the tape string s[0..len) equals key[0..klen), whose head is head: its first 8
+ * bytes, then its last 8, then any between. A tape keeps 8 bytes readable from the start of
+ * each of its strings (jsontape.h). */
 static inline bool js_str_is(const char *s, size_t len, const char *key, size_t klen,
                              js_head_t head) {
     return len == klen && !((js_load64(s) ^ head.word) & head.mask) &&
-           (len <= 8 || js_key_eq(s + 8, key + 8, len - 8));
+           (len <= 8 || (js_load64(s + len - 8) == js_load64(key + len - 8) &&
+                         (len <= 16 || js_key_eq(s + 8, key + 8, len - 16))));
 }
 
 /* The index for the tape string key (whose jsontape_hash is hash) in node's names, or -1. */
