@@ -563,6 +563,20 @@ static void test_numeric_bounds_keep_their_type(void **state) {
     s = s_compile("{\"type\": \"string\", \"minimum\": 0}");
     assert_false(s_valid(s, "5"));
     jsonschema_destroy(&s);
+    /* Numbers the bounds cannot take as doubles (a text real, an integer past 2^53) are
+     * compared exactly, and a failure is reported once, fail-fast. */
+    s = s_compile("{\"items\": {\"type\": \"integer\", \"minimum\": 1}}");
+    const char *bad[] = {"[-0]", "[0.0e5]", "[-9007199254740993]"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *v = s_json(bad[i]);
+        jsonschema_report_t report;
+        assert_int_equal(jsonschema_validate(s, v, JSONSCHEMA_FAIL_FAST, &report),
+                         JSONSCHEMA_INVALID);
+        assert_int_equal(report.count, 1);
+        assert_string_equal(report.items[0].schema_path, "/items/minimum");
+        json_decref(v);
+    }
+    jsonschema_destroy(&s);
 }
 
 int main(void) {
