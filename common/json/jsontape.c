@@ -60,10 +60,47 @@ uint32_t jsontape_add_real(jsontape_t *self, double d) {
     return (uint32_t)self->count - 1;
 }
 
-/* Appends s[0..len) and a NUL to the arena; returns its offset. The JSONTAPE_PAD bytes from
- * the string's end are allocated and zeroed, so that 8 bytes can be read from any string's
- * start. */
-static uint32_t s_arena(jsontape_t *self, const char *s, size_t len) {
+#define S_HASH_K 0x9E3779B97F4A7C15ull
+
+static inline uint32_t s_hash_ends(size_t len, uint64_t first, uint64_t last);
+static inline uint32_t s_hash_small(const char *key, size_t len);
+
+/* Copies src[0..len) to dst and returns its jsontape_hash: a string of 4 to 16 bytes (a name,
+ * the bulk of a document) without a call, by its two ends, read within src and written
+ * within dst[0..len). */
+static inline uint32_t s_copy_hash(char *dst, const char *src, size_t len) {
+    if (len >= 8 && len <= 16) {
+        uint64_t a = 0;
+        uint64_t b = 0;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + len - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + len - 8, &b, 8);
+        return s_hash_ends(len, a, b);
+    }
+    if (len >= 4 && len < 8) {
+        uint32_t c = 0;
+        uint32_t d = 0;
+        memcpy(&c, src, 4);
+        memcpy(&d, src + len - 4, 4);
+        memcpy(dst, &c, 4);
+        memcpy(dst + len - 4, &d, 4);
+        return s_hash_ends(len, c, d);
+    }
+    if (len < 4) {
+        for (size_t i = 0; i < len; i++) {
+            dst[i] = src[i];
+        }
+        return s_hash_small(dst, len);
+    }
+    memcpy(dst, src, len);
+    return jsontape_hash(dst, len);
+}
+
+/* Reserves room for a string of len bytes at the end of the arena and returns its offset: the
+ * JSONTAPE_PAD bytes from the string's end are allocated and zeroed (its NUL among them), so
+ * that 8 bytes can be read from any string's start. */
+static uint32_t s_arena(jsontape_t *self, size_t len) {
     ASSERT(len <= JSONTAPE_MAX_STRING_BYTES - self->bytes_len - 1);
     if (self->bytes_len + len + JSONTAPE_PAD > self->bytes_cap) {
         size_t want = self->bytes_len + len + JSONTAPE_PAD;
@@ -71,7 +108,6 @@ static uint32_t s_arena(jsontape_t *self, const char *s, size_t len) {
         self->bytes = mem_realloc(self->bytes, self->bytes_cap);
     }
     uint32_t off = (uint32_t)self->bytes_len;
-    memcpy(self->bytes + off, s, len);
     memset(self->bytes + off + len, 0, JSONTAPE_PAD);
     self->bytes_len += len + 1;
     return off;
@@ -79,7 +115,8 @@ static uint32_t s_arena(jsontape_t *self, const char *s, size_t len) {
 
 uint32_t jsontape_add_text_real(jsontape_t *self, const char *lit, size_t len, double d,
                                 bool integral) {
-    uint32_t off = s_arena(self, lit, len);
+    uint32_t off = s_arena(self, len);
+    memcpy(self->bytes + off, lit, len);
     jsontape_entry_t *e = s_add(self, JSONTAPE_REAL);
     e->flags = (uint8_t)(JSONTAPE_F_TEXT | (integral ? JSONTAPE_F_INTEGRAL : 0));
     e->size = (uint32_t)len;
@@ -102,10 +139,10 @@ uint32_t jsontape_add_string(jsontape_t *self, const char *s, size_t len) {
 
 uint32_t jsontape_add_text(jsontape_t *self, const char *s, size_t len, size_t chars) {
     ASSERT(chars <= len);
-    uint32_t off = s_arena(self, s, len);
+    uint32_t off = s_arena(self, len);
     jsontape_entry_t *e = s_add(self, JSONTAPE_STRING);
     e->size = (uint32_t)len;
-    e->hash = jsontape_hash(s, len);
+    e->hash = s_copy_hash(self->bytes + off, s, len);
     e->u.s.off = off;
     e->u.s.chars = (uint32_t)chars;
     return (uint32_t)self->count - 1;
@@ -332,33 +369,64 @@ bool jsontape_equal(const jsontape_t *a, uint32_t ia, const jsontape_t *b, uint3
 /* A word-at-a-time hash (lookups run once per instance member, so it must be cheap on short
  * keys): 8-byte words, the last one overlapping; keys under 8 bytes are read as two
  * overlapping 4-byte words or, under 4, as three bytes, which with the length determine them. */
+/* The end of jsontape_hash: h folded to 32 bits. */
+static inline uint32_t s_hash_final(uint64_t h) {
+    h ^= h >> 32;
+    h *= S_HASH_K;
+    return (uint32_t)(h >> 32);
+}
+
+/* jsontape_hash of a string of 4 to 16 bytes from its two ends, which may overlap: its first
+ * and last 8 bytes from 8 bytes on, its first and last 4 below. */
+static inline uint32_t s_hash_ends(size_t len, uint64_t first, uint64_t last) {
+    uint64_t h = (uint64_t)len * S_HASH_K;
+    if (len < 8) {
+        return s_hash_final((h ^ (first << 32 | last)) * S_HASH_K);
+    }
+    if (len > 8) {
+        h = (h ^ first) * S_HASH_K;
+        h ^= h >> 29;
+    }
+    return s_hash_final((h ^ last) * S_HASH_K);
+}
+
+/* jsontape_hash of a string of at most 3 bytes. */
+static inline uint32_t s_hash_small(const char *key, size_t len) {
+    uint64_t h = (uint64_t)len * S_HASH_K;
+    if (len > 0) {
+        uint64_t w = (uint64_t)(unsigned char)key[0] << 16 |
+                     (uint64_t)(unsigned char)key[len / 2] << 8 | (unsigned char)key[len - 1];
+        h = (h ^ w) * S_HASH_K;
+    }
+    return s_hash_final(h);
+}
+
 uint32_t jsontape_hash(const char *key, size_t len) {
-    const uint64_t k = 0x9E3779B97F4A7C15ull;
-    uint64_t h = (uint64_t)len * k;
     uint64_t w = 0;
     uint32_t w4 = 0;
-    if (len >= 8) {
-        size_t i = 0;
-        for (; i + 8 < len; i += 8) {
-            memcpy(&w, key + i, sizeof w);
-            h = (h ^ w) * k;
-            h ^= h >> 29;
+    uint32_t v4 = 0;
+    if (len >= 4 && len <= 16) {
+        uint64_t v = 0;
+        if (len >= 8) {
+            memcpy(&w, key, sizeof w);
+            memcpy(&v, key + len - 8, sizeof v);
+            return s_hash_ends(len, w, v);
         }
-        memcpy(&w, key + len - 8, sizeof w);
-        h = (h ^ w) * k;
-    } else if (len >= 4) {
         memcpy(&w4, key, sizeof w4);
-        w = (uint64_t)w4 << 32;
-        memcpy(&w4, key + len - 4, sizeof w4);
-        h = (h ^ (w | w4)) * k;
-    } else if (len > 0) {
-        w = (uint64_t)(unsigned char)key[0] << 16 | (uint64_t)(unsigned char)key[len / 2] << 8 |
-            (unsigned char)key[len - 1];
-        h = (h ^ w) * k;
+        memcpy(&v4, key + len - 4, sizeof v4);
+        return s_hash_ends(len, w4, v4);
     }
-    h ^= h >> 32;
-    h *= k;
-    return (uint32_t)(h >> 32);
+    if (len < 4) {
+        return s_hash_small(key, len);
+    }
+    uint64_t h = (uint64_t)len * S_HASH_K;
+    for (size_t i = 0; i + 8 < len; i += 8) {
+        memcpy(&w, key + i, sizeof w);
+        h = (h ^ w) * S_HASH_K;
+        h ^= h >> 29;
+    }
+    memcpy(&w, key + len - 8, sizeof w);
+    return s_hash_final((h ^ w) * S_HASH_K);
 }
 
 /* The hash of a double's value, or of an int64 (|i| <= 2^53) as the double it equals. */

@@ -801,6 +801,38 @@ static void test_unique_uses_json_equality(void **state) {
     jsontape_destroy(&t);
 }
 
+/* A string is copied into the arena and hashed in one pass, by its ends when it is 4 to 16
+ * bytes: at every length up to 40, its bytes, NUL and JSONTAPE_PAD zeros are there, and its
+ * hash is jsontape_hash of the same bytes wherever they lie. */
+static void test_strings_copied_and_hashed_at_every_length(void **state) {
+    (void)state;
+    char src[64];
+    char moved[72];
+    for (size_t i = 0; i < sizeof src; i++) {
+        src[i] = (char)('a' + (i * 7) % 26);
+    }
+    jsontape_t *t = jsontape_new();
+    for (size_t len = 0; len <= 40; len++) {
+        uint32_t at = jsontape_add_string(t, src + 1, len);
+        const jsontape_entry_t *e = jsontape_at(t, at);
+        const char *bytes = jsontape_str(t, e);
+        assert_memory_equal(bytes, src + 1, len);
+        for (size_t z = 0; z < JSONTAPE_PAD; z++) {
+            assert_int_equal(bytes[len + z], '\0');
+        }
+        assert_int_equal(e->hash, jsontape_hash(src + 1, len));
+        memcpy(moved + 3, src + 1, len);
+        assert_int_equal(e->hash, jsontape_hash(moved + 3, len));
+        if (len > 0) {
+            char other[64];
+            memcpy(other, src + 1, len);
+            other[len - 1] ^= 1; /* the last byte counts, at every length */
+            assert_int_not_equal(e->hash, jsontape_hash(other, len));
+        }
+    }
+    jsontape_destroy(&t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_next_skips_children_and_strings_carry_hash_and_chars),
@@ -816,6 +848,7 @@ int main(void) {
         cmocka_unit_test(test_big_objects_nested_and_side_by_side_keep_their_keys_apart),
         cmocka_unit_test(test_pointer_names_every_entry),
         cmocka_unit_test(test_unique_uses_json_equality),
+        cmocka_unit_test(test_strings_copied_and_hashed_at_every_length),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
