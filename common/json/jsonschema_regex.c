@@ -9,12 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct js_regex {
-    pcre2_code *code;
-    bool jit; /* compiled by the JIT: matched with pcre2_jit_match (no per-call checks) */
-    js_linear_t *linear; /* the bit-parallel automaton, or NULL: see js_linear_new */
-};
-
 /* --- ECMA-262 to PCRE2 rewriting --- */
 
 static bool s_isalpha(char c) {
@@ -505,12 +499,4 @@ int js_regex_match_pcre2(const js_regex_t *re, const char *s, size_t len, pcre2_
         return 1;
     }
     return rc == PCRE2_ERROR_NOMATCH ? 0 : -1;
-}
-
-int js_regex_match(const js_regex_t *re, const char *s, size_t len, pcre2_match_data *md,
-                   pcre2_match_context *mctx) {
-    if (re->linear) {
-        return js_linear_match(re->linear, s, len);
-    }
-    return js_regex_match_pcre2(re, s, len, md ? md : js_regex_thread_data(), mctx);
 }

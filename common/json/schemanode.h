@@ -420,12 +420,9 @@ bool js_regex_valid(const char *src, size_t len);
 /* The calling thread's PCRE2 match data (created on first use, freed when the thread exits):
  * schemas are shared between threads, and match data is scratch for one match at a time. */
 pcre2_match_data *js_regex_thread_data(void);
-/* 1 match, 0 no match, -1 a PCRE2 limit was hit. md is the caller's per-call match data, or
- * NULL for the calling thread's (js_regex_thread_data). */
-int js_regex_match(const js_regex_t *re, const char *s, size_t len, pcre2_match_data *md,
-                   pcre2_match_context *mctx);
-/* The same through PCRE2 always, and whether js_regex_match uses the linear automaton instead
- * (jsonschema_regex.c); for tests that compare the two. */
+/* A pattern through PCRE2 always (1 match, 0 no match, -1 a PCRE2 limit was hit), and whether
+ * js_regex_match uses the linear automaton instead (jsonschema_regex.c); for tests that
+ * compare the two. */
 int js_regex_match_pcre2(const js_regex_t *re, const char *s, size_t len, pcre2_match_data *md,
                          pcre2_match_context *mctx);
 bool js_regex_is_linear(const js_regex_t *re);
@@ -442,6 +439,23 @@ void js_linear_free(js_linear_t **lin_p);
 bool js_linear_match(const js_linear_t *lin, const char *s, size_t len);
 /* Whether lin runs from its table of numbered states. */
 bool js_linear_is_table(const js_linear_t *lin);
+
+/* A compiled pattern (jsonschema_regex.c owns it). */
+struct js_regex {
+    pcre2_code *code;
+    bool jit;            /* compiled by the JIT: matched with pcre2_jit_match */
+    js_linear_t *linear; /* the bit-parallel automaton, or NULL: see js_linear_new */
+};
+
+/* 1 match, 0 no match, -1 a PCRE2 limit was hit. md is the caller's per-call match data, or
+ * NULL for the calling thread's (js_regex_thread_data). */
+static inline int js_regex_match(const js_regex_t *re, const char *s, size_t len,
+                                 pcre2_match_data *md, pcre2_match_context *mctx) {
+    if (re->linear) {
+        return js_linear_match(re->linear, s, len);
+    }
+    return js_regex_match_pcre2(re, s, len, md ? md : js_regex_thread_data(), mctx);
+}
 
 /* A schema number (compiler); a text real's literal is borrowed from the schema document. */
 js_num_t js_num_of(const json_t *v);
