@@ -80,6 +80,12 @@ static bool c_length(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
             (!(node->has & JS_HAS_MAXLEN) || e->u.s.chars <= node->max_length));
 }
 
+/* enum (and type at most). */
+static bool c_enum(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    return (!(node->has & JS_HAS_TYPE) || js_type_ok(node->types, &ctx->e[v])) &&
+           js_enum_has(ctx, node, v);
+}
+
 /* Any other leaf: type, const/enum, and the numeric or string keywords. */
 static bool c_leaf(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     const jsontape_entry_t *e = &ctx->e[v];
@@ -309,6 +315,8 @@ void js_check_plan(js_node_t *node) {
         node->check = node->items_is_array ? c_tuple : c_items;
     } else if (s_disc_only(node)) {
         node->check = c_disc;
+    } else if (node->groups == JS_G_GENERIC && !(node->has & ~(JS_HAS_TYPE | JS_HAS_ENUM))) {
+        node->check = c_enum;
     } else if (!(node->groups & ~(JS_G_GENERIC | JS_G_NUMBER | JS_G_STRING))) {
         node->check = c_leaf;
     } else {

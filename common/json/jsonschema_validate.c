@@ -497,7 +497,7 @@ static bool s_object(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
 }
 
 /* Hashes first: jsontape_equal runs only on the values that can be equal. */
-static bool s_enum(const js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+bool js_enum_has(const js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     const jsontape_t *values = ctx->schema->values;
     const jsontape_entry_t *e = &ctx->e[v];
     if (e->type == JSONTAPE_STRING) { /* the common enum, compared here without calls */
@@ -538,7 +538,7 @@ bool js_generic(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
             return false;
         }
     }
-    if ((node->has & JS_HAS_ENUM) && !s_enum(ctx, node, v)) {
+    if ((node->has & JS_HAS_ENUM) && !js_enum_has(ctx, node, v)) {
         ok = s_fail(ctx, node, v, "enum", "must be one of the enumerated values");
     }
     return ok;

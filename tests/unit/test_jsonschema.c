@@ -579,6 +579,28 @@ static void test_numeric_bounds_keep_their_type(void **state) {
     jsonschema_destroy(&s);
 }
 
+/* An enum beside other keywords keeps them, beside a type keeps it, and compares strings,
+ * numbers and structures by JSON equality. */
+static void test_enum_keeps_the_keywords_beside_it(void **state) {
+    (void)state;
+    jsonschema_t *s =
+        s_compile("{\"properties\": {\"a\": {\"enum\": [[1, 2], [1]], \"items\":"
+                  " {\"maximum\": 1}}, \"t\": {\"type\": \"string\", \"enum\": [\"x\", 1]},"
+                  " \"n\": {\"enum\": [\"x\", 1.5, {\"k\": [true]}]}}}");
+    assert_true(s_valid(s, "{\"a\": [1]}"));
+    assert_false(s_valid(s, "{\"a\": [1, 2]}")); /* in the enum, but an item is over 1 */
+    assert_false(s_valid(s, "{\"a\": [2]}"));
+    assert_true(s_valid(s, "{\"t\": \"x\"}"));
+    assert_false(s_valid(s, "{\"t\": 1}")); /* in the enum, not a string */
+    assert_false(s_valid(s, "{\"t\": \"y\"}"));
+    assert_true(s_valid(s, "{\"n\": 1.50}"));
+    assert_true(s_valid(s, "{\"n\": 15e-1}"));
+    assert_true(s_valid(s, "{\"n\": {\"k\": [true]}}"));
+    assert_false(s_valid(s, "{\"n\": {\"k\": [false]}}"));
+    assert_false(s_valid(s, "{\"n\": \"X\"}"));
+    jsonschema_destroy(&s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schema_numbers_are_compared_as_written),
@@ -600,6 +622,7 @@ int main(void) {
         cmocka_unit_test(test_strings_compare_exactly_at_every_length),
         cmocka_unit_test(test_string_const_keeps_its_type),
         cmocka_unit_test(test_numeric_bounds_keep_their_type),
+        cmocka_unit_test(test_enum_keeps_the_keywords_beside_it),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
