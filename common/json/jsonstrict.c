@@ -401,15 +401,19 @@ static char *s_scratch(s_parser_t *ps, size_t n) {
 
 /* Appends the string scanned at body (a value or a key) to the tape: its bytes are copied into
  * the arena once, straight from the input, or decoded first when it has escapes. */
-static uint32_t s_add_string(s_parser_t *ps, const unsigned char *body, const s_str_t *str) {
-    const char *text = (const char *)body;
-    if (str->escaped) {
-        char *buf = s_scratch(ps, str->decoded_len);
-        s_decode(body, str->raw_len, buf);
-        text = buf;
-    }
+static __attribute__((noinline)) uint32_t s_add_escaped(s_parser_t *ps, const unsigned char *body,
+                                                        const s_str_t *str) {
+    char *buf = s_scratch(ps, str->decoded_len);
+    s_decode(body, str->raw_len, buf);
+    return jsontape_add_text(ps->tape, buf, str->decoded_len, str->chars);
+}
+
+static inline uint32_t s_add_string(s_parser_t *ps, const unsigned char *body, const s_str_t *str) {
     /* The scan proved the text valid UTF-8 without NUL, as the tape requires. */
-    return jsontape_add_text(ps->tape, text, str->decoded_len, str->chars);
+    if (str->escaped) {
+        return s_add_escaped(ps, body, str);
+    }
+    return jsontape_add_text(ps->tape, (const char *)body, str->decoded_len, str->chars);
 }
 
 static int s_parse_value(s_parser_t *ps);
