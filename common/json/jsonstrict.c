@@ -268,7 +268,7 @@ typedef struct {
 
 /* Scans the string whose opening quote is at ps->p: validates it and describes it in *str.
  * Leaves ps->p after the closing quote. */
-static int s_scan_string(s_parser_t *ps, s_str_t *str) {
+static __attribute__((noinline)) int s_scan_string_full(s_parser_t *ps, s_str_t *str) {
     const unsigned char *open = ps->p++;
     const unsigned char *p = ps->p;
     const unsigned char *end = ps->end;
@@ -354,6 +354,20 @@ static int s_scan_string(s_parser_t *ps, s_str_t *str) {
                       "string of %zu bytes exceeds the cap of %zu bytes", decoded,
                       ps->lim.max_string_bytes);
     }
+    ps->p = p + 1;
+    return 0;
+}
+
+/* s_scan_string_full, with a plain ASCII string (most names and values) scanned here: one
+ * run up to its closing quote. Any other is scanned again by s_scan_string_full. */
+static inline int s_scan_string(s_parser_t *ps, s_str_t *str) {
+    const unsigned char *body = ps->p + 1;
+    const unsigned char *p = s_plain_run(body, ps->end);
+    size_t n = (size_t)(p - body);
+    if (p == ps->end || *p != '"' || n > ps->lim.max_string_bytes) {
+        return s_scan_string_full(ps, str);
+    }
+    *str = (s_str_t){.raw_len = n, .decoded_len = n, .chars = n, .escaped = false};
     ps->p = p + 1;
     return 0;
 }
