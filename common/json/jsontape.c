@@ -62,8 +62,37 @@ uint32_t jsontape_add_real(jsontape_t *self, double d) {
 
 #define S_HASH_K 0x9E3779B97F4A7C15ull
 
-static inline uint32_t s_hash_ends(size_t len, uint64_t first, uint64_t last);
-static inline uint32_t s_hash_small(const char *key, size_t len);
+/* The end of jsontape_hash: h folded to 32 bits. */
+static inline uint32_t s_hash_final(uint64_t h) {
+    h ^= h >> 32;
+    h *= S_HASH_K;
+    return (uint32_t)(h >> 32);
+}
+
+/* jsontape_hash of a string of 4 to 16 bytes from its two ends, which may overlap: its first
+ * and last 8 bytes from 8 bytes on, its first and last 4 below. */
+static inline uint32_t s_hash_ends(size_t len, uint64_t first, uint64_t last) {
+    uint64_t h = (uint64_t)len * S_HASH_K;
+    if (len < 8) {
+        return s_hash_final((h ^ (first << 32 | last)) * S_HASH_K);
+    }
+    if (len > 8) {
+        h = (h ^ first) * S_HASH_K;
+        h ^= h >> 29;
+    }
+    return s_hash_final((h ^ last) * S_HASH_K);
+}
+
+/* jsontape_hash of a string of at most 3 bytes. */
+static inline uint32_t s_hash_small(const char *key, size_t len) {
+    uint64_t h = (uint64_t)len * S_HASH_K;
+    if (len > 0) {
+        uint64_t w = (uint64_t)(unsigned char)key[0] << 16 |
+                     (uint64_t)(unsigned char)key[len / 2] << 8 | (unsigned char)key[len - 1];
+        h = (h ^ w) * S_HASH_K;
+    }
+    return s_hash_final(h);
+}
 
 /* Copies src[0..len) to dst and returns its jsontape_hash: a string of 4 to 16 bytes (a name,
  * the bulk of a document) without a call, by its two ends, read within src and written
@@ -369,38 +398,6 @@ bool jsontape_equal(const jsontape_t *a, uint32_t ia, const jsontape_t *b, uint3
 /* A word-at-a-time hash (lookups run once per instance member, so it must be cheap on short
  * keys): 8-byte words, the last one overlapping; keys under 8 bytes are read as two
  * overlapping 4-byte words or, under 4, as three bytes, which with the length determine them. */
-/* The end of jsontape_hash: h folded to 32 bits. */
-static inline uint32_t s_hash_final(uint64_t h) {
-    h ^= h >> 32;
-    h *= S_HASH_K;
-    return (uint32_t)(h >> 32);
-}
-
-/* jsontape_hash of a string of 4 to 16 bytes from its two ends, which may overlap: its first
- * and last 8 bytes from 8 bytes on, its first and last 4 below. */
-static inline uint32_t s_hash_ends(size_t len, uint64_t first, uint64_t last) {
-    uint64_t h = (uint64_t)len * S_HASH_K;
-    if (len < 8) {
-        return s_hash_final((h ^ (first << 32 | last)) * S_HASH_K);
-    }
-    if (len > 8) {
-        h = (h ^ first) * S_HASH_K;
-        h ^= h >> 29;
-    }
-    return s_hash_final((h ^ last) * S_HASH_K);
-}
-
-/* jsontape_hash of a string of at most 3 bytes. */
-static inline uint32_t s_hash_small(const char *key, size_t len) {
-    uint64_t h = (uint64_t)len * S_HASH_K;
-    if (len > 0) {
-        uint64_t w = (uint64_t)(unsigned char)key[0] << 16 |
-                     (uint64_t)(unsigned char)key[len / 2] << 8 | (unsigned char)key[len - 1];
-        h = (h ^ w) * S_HASH_K;
-    }
-    return s_hash_final(h);
-}
-
 uint32_t jsontape_hash(const char *key, size_t len) {
     uint64_t w = 0;
     uint32_t w4 = 0;
