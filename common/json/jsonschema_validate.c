@@ -406,22 +406,31 @@ static bool s_object_size(js_vctx_t *ctx, const js_node_t *node, uint32_t v, siz
     return ok;
 }
 
-/* js_check_members for a node whose members need js_visit_member too (patternProperties,
- * propertyNames). */
+/* js_check_members for a node with patternProperties or propertyNames: the member's pattern
+ * schemas by js_visit_member; without patterns, additionalProperties and propertyNames here. */
 static bool s_check_members_each(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     const jsontape_entry_t *e = ctx->e;
     uint64_t seen = 0;
     size_t guess = 0;
     for (uint32_t k = v + 1; k < e[v].next; k = e[k + 1].next) {
         long idx = js_name_of(ctx, node, k, guess);
+        bool property = idx >= 0 && (size_t)idx < node->nprops;
         if (idx >= 0) {
             seen |= 1ull << idx;
             guess = (size_t)idx + 1;
-            if ((size_t)idx < node->nprops && !js_check(ctx, node->props[idx].node, k + 1)) {
+        }
+        if (property && !js_check(ctx, node->props[idx].node, k + 1)) {
+            return false;
+        }
+        if (node->npatprops) {
+            if (!js_visit_member(ctx, node, v, k)) {
                 return false;
             }
+            continue;
         }
-        if (!js_visit_member(ctx, node, v, k)) {
+        if ((!property && node->additional_properties &&
+             !js_check(ctx, node->additional_properties, k + 1)) ||
+            (node->property_names && !js_check(ctx, node->property_names, k))) {
             return false;
         }
     }
