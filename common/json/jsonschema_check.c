@@ -166,6 +166,12 @@ static bool c_object(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
 
 /* --- applicators --- */
 
+/* A one_pass object node with applicators besides: its type and members, then the
+ * applicators. */
+static bool c_object_apply(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+    return c_object(ctx, node, v) && js_apply(ctx, node, v);
+}
+
 /* anyOf or oneOf (whichever the node has) with a discriminator, and nothing else: only the
  * branches whose const the discriminating member meets are checked. */
 static bool c_disc(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
@@ -311,6 +317,8 @@ void js_check_plan(js_node_t *node) {
     }
     if (node->only_object) {
         node->check = c_object;
+    } else if (node->one_pass && node->groups == (JS_G_OBJECT | JS_G_APPLY)) {
+        node->check = c_object_apply;
     } else if (s_items_only(node)) {
         node->check = node->items_is_array ? c_tuple : c_items;
     } else if (s_disc_only(node)) {

@@ -635,7 +635,7 @@ static bool s_typed(js_vctx_t *ctx, const js_node_t *node, uint32_t v, uint8_t g
     }
 }
 
-static bool s_apply(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
+bool js_apply(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
     bool ok = true;
     if (node->all_of.count || node->any_of.count || node->one_of.count) {
         ok = s_combinators(ctx, node, v);
@@ -675,7 +675,7 @@ bool js_visit(js_vctx_t *ctx, const js_node_t *node, uint32_t v) {
             return false;
         }
     }
-    return (groups & JS_G_APPLY) ? s_apply(ctx, node, v) && ok : ok;
+    return (groups & JS_G_APPLY) ? js_apply(ctx, node, v) && ok : ok;
 }
 
 jsonschema_result_t jsonschema_validate_tape(const jsonschema_t *self, const jsontape_t *doc,
