@@ -94,27 +94,35 @@ static inline uint32_t s_hash_small(const char *key, size_t len) {
     return s_hash_final(h);
 }
 
-/* Copies src[0..len) to dst and returns its jsontape_hash: a string of 4 to 16 bytes (a name,
- * the bulk of a document) without a call, by its two ends, read within src and written
- * within dst[0..len). */
-static inline uint32_t s_copy_hash(char *dst, const char *src, size_t len) {
-    if (len >= 8 && len <= 16) {
-        uint64_t a = 0;
-        uint64_t b = 0;
-        memcpy(&a, src, 8);
-        memcpy(&b, src + len - 8, 8);
-        memcpy(dst, &a, 8);
-        memcpy(dst + len - 8, &b, 8);
-        return s_hash_ends(len, a, b);
+/* The hash of s[0..len) from its first and last width bytes (8, or 4 below 8 bytes), read as
+ * words that may overlap; when dst is set, they are stored there too (a copy of the string). */
+static inline uint32_t s_hash_by_ends(char *dst, const char *s, size_t len, size_t width) {
+    uint32_t a = 0;
+    uint32_t b = 0;
+    uint64_t a8 = 0;
+    uint64_t b8 = 0;
+    if (width == 8) {
+        memcpy(&a8, s, 8);
+        memcpy(&b8, s + len - 8, 8);
+    } else {
+        memcpy(&a, s, 4);
+        memcpy(&b, s + len - 4, 4);
+        a8 = a;
+        b8 = b;
     }
-    if (len >= 4 && len < 8) {
-        uint32_t c = 0;
-        uint32_t d = 0;
-        memcpy(&c, src, 4);
-        memcpy(&d, src + len - 4, 4);
-        memcpy(dst, &c, 4);
-        memcpy(dst + len - 4, &d, 4);
-        return s_hash_ends(len, c, d);
+    if (dst) {
+        memcpy(dst, s, width);
+        memcpy(dst + len - width, s + len - width, width);
+    }
+    return s_hash_ends(len, a8, b8);
+}
+
+/* Copies src[0..len) to dst and returns its jsontape_hash: a string of at most 16 bytes (a
+ * name, the bulk of a document) without a call, read within src and written within
+ * dst[0..len). */
+static inline uint32_t s_copy_hash(char *dst, const char *src, size_t len) {
+    if (len >= 4 && len <= 16) {
+        return len >= 8 ? s_hash_by_ends(dst, src, len, 8) : s_hash_by_ends(dst, src, len, 4);
     }
     if (len < 4) {
         for (size_t i = 0; i < len; i++) {
@@ -399,23 +407,13 @@ bool jsontape_equal(const jsontape_t *a, uint32_t ia, const jsontape_t *b, uint3
  * keys): 8-byte words, the last one overlapping; keys under 8 bytes are read as two
  * overlapping 4-byte words or, under 4, as three bytes, which with the length determine them. */
 uint32_t jsontape_hash(const char *key, size_t len) {
-    uint64_t w = 0;
-    uint32_t w4 = 0;
-    uint32_t v4 = 0;
     if (len >= 4 && len <= 16) {
-        uint64_t v = 0;
-        if (len >= 8) {
-            memcpy(&w, key, sizeof w);
-            memcpy(&v, key + len - 8, sizeof v);
-            return s_hash_ends(len, w, v);
-        }
-        memcpy(&w4, key, sizeof w4);
-        memcpy(&v4, key + len - 4, sizeof v4);
-        return s_hash_ends(len, w4, v4);
+        return len >= 8 ? s_hash_by_ends(NULL, key, len, 8) : s_hash_by_ends(NULL, key, len, 4);
     }
     if (len < 4) {
         return s_hash_small(key, len);
     }
+    uint64_t w = 0;
     uint64_t h = (uint64_t)len * S_HASH_K;
     for (size_t i = 0; i + 8 < len; i += 8) {
         memcpy(&w, key + i, sizeof w);
