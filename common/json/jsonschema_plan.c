@@ -94,8 +94,8 @@ static uint8_t s_groups(const js_node_t *node) {
     return g;
 }
 
-/* Whether node is {"type": "object", ...} requiring key (hash h) with a string const on it;
- * returns that const's node or NULL. */
+/* Whether node is {"type": "object", ...} requiring key with a string const on it; returns that
+ * const's node or NULL. */
 static const js_node_t *s_disc_const(const js_node_t *node, const char *key, size_t len) {
     if (node->is_bool || !(node->has & JS_HAS_TYPE) || node->types != JS_T_OBJECT) {
         return NULL;

@@ -413,8 +413,7 @@ static char *s_scratch(s_parser_t *ps, size_t n) {
     return ps->scratch;
 }
 
-/* Appends the string scanned at body (a value or a key) to the tape: its bytes are copied into
- * the arena once, straight from the input, or decoded first when it has escapes. */
+/* s_add_string for a string with escapes: decoded into scratch first. */
 static __attribute__((noinline)) uint32_t s_add_escaped(s_parser_t *ps, const unsigned char *body,
                                                         const s_str_t *str) {
     char *buf = s_scratch(ps, str->decoded_len);
@@ -422,6 +421,8 @@ static __attribute__((noinline)) uint32_t s_add_escaped(s_parser_t *ps, const un
     return jsontape_add_text(ps->tape, buf, str->decoded_len, str->chars);
 }
 
+/* Appends the string scanned at body (a value or a key) to the tape: its bytes are copied into
+ * the arena once, straight from the input, or decoded first when it has escapes. */
 static inline uint32_t s_add_string(s_parser_t *ps, const unsigned char *body, const s_str_t *str) {
     /* The scan proved the text valid UTF-8 without NUL, as the tape requires. */
     if (str->escaped) {

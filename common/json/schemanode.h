@@ -396,12 +396,12 @@ bool js_visit_member(js_vctx_t *ctx, const js_node_t *node, uint32_t v, uint32_t
  * keywords on a number; the string keywords on the string entry e (a value or a member name).
  * Each reports unless quiet, and stops at the first failure unless collecting every error. */
 bool js_generic(js_vctx_t *ctx, const js_node_t *node, uint32_t v);
+bool js_numeric(js_vctx_t *ctx, const js_node_t *node, uint32_t v);
+bool js_chars(js_vctx_t *ctx, const js_node_t *node, const jsontape_entry_t *e);
 /* node's applicators on v (allOf, anyOf, oneOf, not, if/then/else), reporting unless quiet. */
 bool js_apply(js_vctx_t *ctx, const js_node_t *node, uint32_t v);
 /* Whether the value at v is one of node's enum values (no report). */
 bool js_enum_has(const js_vctx_t *ctx, const js_node_t *node, uint32_t v);
-bool js_numeric(js_vctx_t *ctx, const js_node_t *node, uint32_t v);
-bool js_chars(js_vctx_t *ctx, const js_node_t *node, const jsontape_entry_t *e);
 /* The object keywords of a one_pass node on the object at v, for validity alone (nothing is
  * reported). */
 bool js_check_members(js_vctx_t *ctx, const js_node_t *node, uint32_t v);
