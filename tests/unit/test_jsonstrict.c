@@ -321,15 +321,16 @@ static void test_string_runs_end_at_every_position(void **state) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         for (size_t before = 0; before <= 17; before++) {
             for (size_t after = 0; after <= 9; after++) {
-                char text[64] = "\"";
-                char want[64] = "";
-                memset(text + 1, 'a', before);
-                memset(want, 'a', before);
-                strcat(text, cases[c].insert);
-                strcat(want, cases[c].decoded ? cases[c].decoded : "");
-                memset(text + strlen(text), 'b', after);
-                memset(want + strlen(want), 'b', after);
-                strcat(text, "\"");
+                static const char as[] = "aaaaaaaaaaaaaaaaaaaaaaaa";
+                static const char bs[] = "bbbbbbbbbbbbbbbbbbbbbbbb";
+                char text[64];
+                char want[64];
+                int tn = snprintf(text, sizeof text, "\"%.*s%s%.*s\"", (int)before, as,
+                                  cases[c].insert, (int)after, bs);
+                int wn = snprintf(want, sizeof want, "%.*s%s%.*s", (int)before, as,
+                                  cases[c].decoded ? cases[c].decoded : "", (int)after, bs);
+                assert_true(tn > 0 && (size_t)tn < sizeof text);
+                assert_true(wn >= 0 && (size_t)wn < sizeof want);
                 size_t len = strlen(text);
                 char *exact = malloc(len); /* no NUL after the input */
                 assert_non_null(exact);
