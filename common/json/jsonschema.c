@@ -719,6 +719,7 @@ void jsonschema_destroy(jsonschema_t **self_p) {
         return;
     }
     jsonschema_t *self = *self_p;
+    js_native_free(&self->native);
     for (size_t i = 0; i < self->nnodes; i++) {
         s_node_free(self->nodes[i]);
     }

@@ -91,6 +91,18 @@ jsonschema_result_t jsonschema_validate_tape(const jsonschema_t *self, const jso
                                              uint32_t index, jsonschema_mode_t mode,
                                              jsonschema_report_t *report);
 
+/* Compiles self's checks to native code with the system's C compiler (the program
+ * CHATFLEET_CC names, else cc; in a private directory under TMPDIR, removed at once) and loads
+ * it: validations of self without a report then run that code, with the interpreter's
+ * verdicts. It takes tens of milliseconds and needs a C compiler at run time, so it is for a
+ * schema that will check many instances; the code lives as long as self. Call it before self
+ * is shared between threads. Returns 0, or -1 with the reason in err (errlen bytes) and self
+ * as it was. */
+int jsonschema_native(jsonschema_t *self, char *err, size_t errlen);
+
+/* The C that jsonschema_native compiles (malloc'd; NULL when over its cap), for review. */
+char *jsonschema_native_source(const jsonschema_t *self);
+
 /* Frees the schema; safe on NULL and sets *self_p to NULL. */
 void jsonschema_destroy(jsonschema_t **self_p);
 

@@ -287,20 +287,25 @@ void js_check_plan(js_node_t *node) {
     }
     if (node->is_bool) {
         node->check = node->bool_value ? c_type : c_false;
+        node->shape = node->bool_value ? JS_SHAPE_TYPE : JS_SHAPE_FALSE;
         return;
     }
     switch (node->quick) {
         case JS_QUICK_TYPE:
             node->check = c_type;
+            node->shape = JS_SHAPE_TYPE;
             return;
         case JS_QUICK_CONST:
             node->check = c_const;
+            node->shape = JS_SHAPE_CONST;
             return;
         case JS_QUICK_RANGE:
             node->check = c_range;
+            node->shape = JS_SHAPE_RANGE;
             return;
         case JS_QUICK_LENGTH:
             node->check = c_length;
+            node->shape = JS_SHAPE_LENGTH;
             return;
         default:
             break;
@@ -317,17 +322,23 @@ void js_check_plan(js_node_t *node) {
     }
     if (node->only_object) {
         node->check = c_object;
+        node->shape = JS_SHAPE_OBJECT;
     } else if (node->one_pass && node->groups == (JS_G_OBJECT | JS_G_APPLY)) {
         node->check = c_object_apply;
+        node->shape = JS_SHAPE_OBJECT_APPLY;
     } else if (s_items_only(node)) {
         node->check = node->items_is_array ? c_tuple : c_items;
+        node->shape = node->items_is_array ? JS_SHAPE_TUPLE : JS_SHAPE_ITEMS;
     } else if (s_disc_only(node)) {
         node->check = c_disc;
+        node->shape = JS_SHAPE_DISC;
     } else if (node->groups == JS_G_GENERIC && !(node->has & ~(JS_HAS_TYPE | JS_HAS_ENUM))) {
         node->check = c_enum;
+        node->shape = JS_SHAPE_ENUM;
     } else if (!(node->groups & ~(JS_G_GENERIC | JS_G_NUMBER | JS_G_STRING))) {
         node->check = c_leaf;
     } else {
         node->check = c_visit;
+        node->shape = node->groups == JS_G_APPLY ? JS_SHAPE_APPLY : JS_SHAPE_OTHER;
     }
 }

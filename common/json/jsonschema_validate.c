@@ -706,7 +706,9 @@ jsonschema_result_t jsonschema_validate_tape(const jsonschema_t *self, const jso
     ctx.bits = self->nbitwords <= S_SCRATCH_STACK / 16
                    ? stack_bits
                    : mem_calloc(self->nbitwords, sizeof *ctx.bits);
-    bool ok = report ? js_visit(&ctx, self->root, index) : js_check(&ctx, self->root, index);
+    bool ok = report         ? js_visit(&ctx, self->root, index)
+              : self->native ? self->native->root(&ctx, ctx.e, doc->bytes, index)
+                             : js_check(&ctx, self->root, index);
     if (ctx.scratch != stack_scratch) {
         free(ctx.scratch);
     }

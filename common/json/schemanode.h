@@ -82,6 +82,24 @@ enum {
     JS_QUICK_LENGTH,   /* type and minLength/maxLength */
 };
 
+/* The shape of the check js_check_plan chose for a node, for code that specialises the checks
+ * by it (jsonschema_native.c): each names the check function of jsonschema_check.c. */
+enum {
+    JS_SHAPE_OTHER = 0,    /* any other check */
+    JS_SHAPE_TYPE,         /* c_type */
+    JS_SHAPE_FALSE,        /* c_false */
+    JS_SHAPE_CONST,        /* c_const */
+    JS_SHAPE_RANGE,        /* c_range */
+    JS_SHAPE_LENGTH,       /* c_length */
+    JS_SHAPE_OBJECT,       /* c_object */
+    JS_SHAPE_ITEMS,        /* c_items */
+    JS_SHAPE_TUPLE,        /* c_tuple */
+    JS_SHAPE_DISC,         /* c_disc */
+    JS_SHAPE_ENUM,         /* c_enum */
+    JS_SHAPE_OBJECT_APPLY, /* c_object_apply */
+    JS_SHAPE_APPLY,        /* c_visit of a node with type and applicators at most */
+};
+
 /* A positive decimal m * 10^e with m free of trailing zeros (multipleOf), and the number as
  * written (a text real's literal is compared exactly, as a decimal). */
 typedef struct {
@@ -188,7 +206,8 @@ struct js_node {
      * type alone; any other value is valid when check says so (js_check). */
     uint8_t pass;
     js_check_fn *check;
-    char *path; /* JSON pointer of this subschema in the schema document */
+    uint8_t shape; /* JS_SHAPE_*: which check that is */
+    char *path;    /* JSON pointer of this subschema in the schema document */
     bool is_bool;
     bool bool_value;
     uint32_t has;
@@ -276,7 +295,18 @@ struct jsonschema {
     size_t nbitwords;   /* sum of the nodes' nwords: the validator's per-call bitset words */
     jsontape_t *values; /* every const and enum value, for comparisons with instances */
     pcre2_match_context *match_ctx; /* limits only; read-only after compile */
+    struct js_native *native;       /* the checks as native code (jsonschema_native), or NULL */
 };
+
+/* The native code of a schema (jsonschema_native.c): validity of the value at v, as js_check
+ * on the root gives it. */
+typedef bool js_native_fn(js_vctx_t *ctx, const jsontape_entry_t *e, const char *bytes, uint32_t v);
+struct js_native {
+    void *lib; /* dlopen handle */
+    js_native_fn *root;
+};
+/* Unloads a schema's native code; safe on NULL and sets *native_p to NULL. */
+void js_native_free(struct js_native **native_p);
 
 static inline uint64_t js_load64(const char *p) {
     uint64_t w = 0;

@@ -81,6 +81,55 @@ static void s_check(const char *name, const char *path, size_t i, bool ok, const
     }
 }
 
+/* Validations per second of the tapes (each checked against results). */
+static double s_time_tapes(const jsonschema_t *schema, jsontape_t **tapes, size_t n, double seconds,
+                           const char *name, const char *path, const char *results) {
+    size_t total = 0;
+    double t0 = s_now();
+    double t = t0;
+    while (t - t0 < seconds) {
+        for (int rep = 0; rep < 64; rep++) {
+            for (size_t i = 0; i < n; i++) {
+                bool ok = jsonschema_validate_tape(schema, tapes[i], 0, JSONSCHEMA_FAIL_FAST,
+                                                   NULL) == JSONSCHEMA_VALID;
+                s_check(name, path, i, ok, results);
+            }
+            total += n;
+        }
+        t = s_now();
+    }
+    return (double)total / (t - t0);
+}
+
+/* Instances per second from the text of the instances array to each verdict. */
+static double s_time_text(const jsonschema_t *schema, const char *itext, size_t ilen,
+                          double seconds, const char *name, const char *path, const char *results) {
+    size_t parsed = 0;
+    jsontape_t *doc = jsontape_new(); /* reused, as a caller that validates many texts would */
+    double t0 = s_now();
+    double t = t0;
+    while (t - t0 < seconds) {
+        for (int rep = 0; rep < 16; rep++) {
+            if (jsonstrict_parse_tape(itext, ilen, &s_limits, doc, NULL) != 0) {
+                fprintf(stderr, "bench_jsonschema: %s: the instances no longer parse\n", name);
+                s_mismatches++;
+                break;
+            }
+            const jsontape_entry_t *root = jsontape_at(doc, 0);
+            size_t i = 0;
+            for (uint32_t it = 1; it < root->next; it = jsontape_at(doc, it)->next, i++) {
+                bool ok = jsonschema_validate_tape(schema, doc, it, JSONSCHEMA_FAIL_FAST, NULL) ==
+                          JSONSCHEMA_VALID;
+                s_check(name, path, i, ok, results);
+            }
+            parsed += root->size;
+        }
+        t = s_now();
+    }
+    jsontape_destroy(&doc);
+    return (double)parsed / (t - t0);
+}
+
 static void s_case(const char *dir, const char *name, double seconds) {
     char *stext = NULL;
     char *itext = NULL;
@@ -109,47 +158,25 @@ static void s_case(const char *dir, const char *name, double seconds) {
         results[i] = ok ? '1' : '0';
         valid += (size_t)ok;
     }
-    size_t total = 0;
-    double t0 = s_now();
-    double t = t0;
-    while (t - t0 < seconds) {
-        for (int rep = 0; rep < 64; rep++) {
-            for (size_t i = 0; i < n; i++) {
-                bool ok = jsonschema_validate_tape(schema, tapes[i], 0, JSONSCHEMA_FAIL_FAST,
-                                                   NULL) == JSONSCHEMA_VALID;
-                s_check(name, "tape", i, ok, results);
-            }
-            total += n;
-        }
-        t = s_now();
+    double per_s = s_time_tapes(schema, tapes, n, seconds, name, "tape", results);
+    double text_per_s = s_time_text(schema, itext, ilen, seconds, name, "text", results);
+    /* The same schema compiled to native code (jsonschema_native), on the same inputs. */
+    char why[256];
+    double c0 = s_now();
+    if (jsonschema_native(schema, why, sizeof why) != 0) {
+        fprintf(stderr, "bench_jsonschema: %s: no native code: %s\n", name, why);
+        s_mismatches++;
+        goto done_tapes;
     }
-    double per_s = (double)total / (t - t0);
-    size_t parsed = 0;
-    jsontape_t *doc = jsontape_new(); /* reused, as a caller that validates many texts would */
-    t0 = s_now();
-    t = t0;
-    while (t - t0 < seconds) {
-        for (int rep = 0; rep < 16; rep++) {
-            if (jsonstrict_parse_tape(itext, ilen, &s_limits, doc, NULL) != 0) {
-                fprintf(stderr, "bench_jsonschema: %s: the instances no longer parse\n", name);
-                s_mismatches++;
-                break;
-            }
-            const jsontape_entry_t *root = jsontape_at(doc, 0);
-            size_t i = 0;
-            for (uint32_t it = 1; it < root->next; it = jsontape_at(doc, it)->next, i++) {
-                bool ok = jsonschema_validate_tape(schema, doc, it, JSONSCHEMA_FAIL_FAST, NULL) ==
-                          JSONSCHEMA_VALID;
-                s_check(name, "text", i, ok, results);
-            }
-            parsed += root->size;
-        }
-        t = s_now();
-    }
-    jsontape_destroy(&doc);
+    double compile_ms = (s_now() - c0) * 1e3;
+    double native_per_s = s_time_tapes(schema, tapes, n, seconds, name, "native tape", results);
+    double native_text_per_s =
+        s_time_text(schema, itext, ilen, seconds, name, "native text", results);
     printf("case=%s instances=%zu valid=%zu validate_per_s=%.0f parse_validate_per_s=%.0f "
+           "native_validate_per_s=%.0f native_parse_validate_per_s=%.0f native_compile_ms=%.0f "
            "results=%s\n",
-           name, n, valid, per_s, (double)parsed / (t - t0), results);
+           name, n, valid, per_s, text_per_s, native_per_s, native_text_per_s, compile_ms, results);
+done_tapes:
     for (size_t i = 0; i < n; i++) {
         jsontape_destroy(&tapes[i]);
     }

@@ -280,6 +280,15 @@ static void s_run_group(const char *file, const s_span_t *group, s_counts_t *c) 
     jsonschema_error_t cerr;
     int rc = jsonschema_compile(schema, &compiled, &cerr);
     bool expect_reject = s_uses_ref(schema);
+    /* The same schema as native code (jsonschema_native) must give the interpreter's verdicts. */
+    jsonschema_t *native = NULL;
+    char why[256] = "";
+    if (rc == 0 && !expect_reject &&
+        (jsonschema_compile(schema, &native, &cerr) != 0 ||
+         jsonschema_native(native, why, sizeof why) != 0)) {
+        print_error("%s: %s: no native code: %s\n", file, gname, why);
+        c->failed++;
+    }
     json_decref(schema);
     if (rc != 0 || expect_reject) {
         if (rc != 0 && expect_reject) {
@@ -316,8 +325,13 @@ static void s_run_group(const char *file, const s_span_t *group, s_counts_t *c) 
         /* Fail-fast must agree with the full run. */
         bool fast =
             jsonschema_validate(compiled, data, JSONSCHEMA_FAIL_FAST, NULL) == JSONSCHEMA_VALID;
+        bool by_native = native && jsonschema_validate(native, data, JSONSCHEMA_FAIL_FAST, NULL) ==
+                                       JSONSCHEMA_VALID;
         json_decref(data);
-        if (got == want && fast == got && (got || report.count > 0)) {
+        if (native && by_native != fast) {
+            s_note(file, gname, &tests[t], "failed", "the native code disagrees");
+            c->failed++;
+        } else if (got == want && fast == got && (got || report.count > 0)) {
             c->passed++;
         } else {
             c->failed++;
@@ -325,6 +339,7 @@ static void s_run_group(const char *file, const s_span_t *group, s_counts_t *c) 
         }
     }
     jsonschema_destroy(&compiled);
+    jsonschema_destroy(&native);
 }
 
 static void s_run_file(const char *dir, const char *name, s_counts_t *c) {
