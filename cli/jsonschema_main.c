@@ -2,15 +2,21 @@
  * chatfleet-jsonschema: checks JSON instances against a Draft-07 schema with the same strict
  * boundary and validator the servers use (ARCHITECTURE.md §11).
  *
- *   chatfleet-jsonschema check SCHEMA_FILE [INSTANCE_FILE...]     ("-" reads stdin)
+ *   chatfleet-jsonschema check [--native] SCHEMA_FILE [INSTANCE_FILE...]   ("-" reads stdin)
+ *
+ * --native compiles the schema's checks to native code first (jsonschema_native: it needs a C
+ * compiler, cc or CHATFLEET_CC), for many instances: each is checked by that code, and only an
+ * invalid one is checked again by the interpreter for its report. The verdicts are the same.
  *
  * Exit status: 0 the schema compiles and every instance is valid; 1 an instance is invalid;
  * 2 the schema is rejected by the compiler; 3 a file is unreadable or its text is refused by
- * the strict JSON boundary (malformed, over a cap), or the command line is wrong. When several
+ * the strict JSON boundary (malformed, over a cap), the command line is wrong, or --native
+ * found no working C compiler. When several
  * instances fail differently, 3 wins over 1. Reasons go to stderr with their paths; stdout
  * gets one "FILE: valid" line per valid instance.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,13 +66,21 @@ static json_t *s_load(const char *path, const jsonstrict_limits_t *limits) {
     return value;
 }
 
-static int s_check_instance(const jsonschema_t *schema, const char *path) {
+/* Checks the instance at path; with quick, without a report first (the native code), and
+ * with the report only when that says invalid. */
+static int s_check_instance(const jsonschema_t *schema, const char *path, bool quick) {
     json_t *instance = s_load(path, &jsonstrict_limits_default);
     if (!instance) {
         return EXIT_INPUT;
     }
     jsonschema_report_t *report = mem_alloc(sizeof *report);
-    jsonschema_result_t r = jsonschema_validate(schema, instance, JSONSCHEMA_ALL_ERRORS, report);
+    jsonschema_result_t r = JSONSCHEMA_INVALID;
+    if (quick) {
+        r = jsonschema_validate(schema, instance, JSONSCHEMA_FAIL_FAST, NULL);
+    }
+    if (r != JSONSCHEMA_VALID) {
+        r = jsonschema_validate(schema, instance, JSONSCHEMA_ALL_ERRORS, report);
+    }
     json_decref(instance);
     if (r == JSONSCHEMA_VALID) {
         printf("%s: valid\n", path);
@@ -87,7 +101,7 @@ static int s_check_instance(const jsonschema_t *schema, const char *path) {
 }
 
 static int s_usage(void) {
-    fprintf(stderr, "usage: chatfleet-jsonschema check SCHEMA_FILE [INSTANCE_FILE...]  "
+    fprintf(stderr, "usage: chatfleet-jsonschema check [--native] SCHEMA_FILE [INSTANCE_FILE...]  "
                     "(\"-\" = stdin)\n"
                     "exit: 0 valid, 1 an instance invalid, 2 schema rejected, 3 bad input\n");
     return EXIT_INPUT;
@@ -97,7 +111,12 @@ int main(int argc, char **argv) {
     if (argc < 3 || strcmp(argv[1], "check") != 0) {
         return s_usage();
     }
-    json_t *doc = s_load(argv[2], &jsonstrict_limits_schema);
+    const bool native = strcmp(argv[2], "--native") == 0;
+    const int at = native ? 3 : 2; /* the schema's argument */
+    if (at >= argc) {
+        return s_usage();
+    }
+    json_t *doc = s_load(argv[at], &jsonstrict_limits_schema);
     if (!doc) {
         return EXIT_INPUT;
     }
@@ -106,13 +125,19 @@ int main(int argc, char **argv) {
     int rc = jsonschema_compile(doc, &schema, &err);
     json_decref(doc);
     if (rc) {
-        fprintf(stderr, "%s: schema rejected at \"%s\": %s\n", argv[2], err.schema_path,
+        fprintf(stderr, "%s: schema rejected at \"%s\": %s\n", argv[at], err.schema_path,
                 err.message);
         return EXIT_SCHEMA;
     }
+    char why[256];
+    if (native && jsonschema_native(schema, why, sizeof why) != 0) {
+        fprintf(stderr, "%s: no native code: %s\n", argv[at], why);
+        jsonschema_destroy(&schema);
+        return EXIT_INPUT;
+    }
     int status = EXIT_VALID;
-    for (int i = 3; i < argc; i++) {
-        int one = s_check_instance(schema, argv[i]);
+    for (int i = at + 1; i < argc; i++) {
+        int one = s_check_instance(schema, argv[i], native);
         if (one == EXIT_INPUT || (one == EXIT_INVALID && status == EXIT_VALID)) {
             status = one;
         }

@@ -109,6 +109,24 @@ static void test_invalid_instance_exits_1_with_paths(void **state) {
     assert_null(strstr(err, "good.json"));
 }
 
+/* --native gives the same statuses and reports, and says so when it has no compiler. */
+static void test_native_checks_agree_and_need_a_compiler(void **state) {
+    char err[4096];
+    const char *schema = s_file("schema.json", SCHEMA);
+    const char *good = s_file("good.json", "{\"n\": 1}");
+    const char *bad = s_file("bad.json", "{\"n\": 10}");
+    assert_int_equal(s_run(NULL, err, sizeof err, "check", "--native", schema, good, NULL), 0);
+    assert_int_equal(s_run(NULL, err, sizeof err, "check", "--native", schema, good, bad, NULL), 1);
+    assert_non_null(strstr(err, "bad.json: invalid at \"/n\""));
+    assert_non_null(strstr(err, "/properties/n/maximum"));
+    assert_null(strstr(err, "good.json"));
+    setenv("CHATFLEET_CC", "/nonexistent/cc", 1);
+    assert_int_equal(s_run(NULL, err, sizeof err, "check", "--native", schema, good, NULL), 3);
+    unsetenv("CHATFLEET_CC");
+    assert_non_null(strstr(err, "no native code: cannot run the C compiler /nonexistent/cc"));
+    assert_int_equal(s_run(NULL, err, sizeof err, "check", "--native", NULL), 3);
+}
+
 static void test_rejected_schema_exits_2(void **state) {
     char err[4096];
     const char *schema = s_file("ref.json", "{\"properties\": {\"a\": {\"$ref\": \"#\"}}}");
@@ -143,6 +161,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_instances_exit_0),
         cmocka_unit_test(test_invalid_instance_exits_1_with_paths),
+        cmocka_unit_test(test_native_checks_agree_and_need_a_compiler),
         cmocka_unit_test(test_rejected_schema_exits_2),
         cmocka_unit_test(test_bad_input_exits_3),
     };
