@@ -233,6 +233,14 @@ static void s_emit_require(s_gen_t *g, const js_node_t *node, bool negate) {
     s_emit(g, ") return 0;\n");
 }
 
+/* The checks of list's schemas on v, with op between them. */
+static void s_emit_joined(s_gen_t *g, const js_list_t *list, const char *op) {
+    for (size_t i = 0; i < list->count; i++) {
+        s_emit(g, "%s", i ? op : "");
+        s_emit_check(g, list->items[i], "v");
+    }
+}
+
 /* js_apply for validity: allOf, anyOf, oneOf, not, if/then/else, each as its definition
  * says (a discriminator only spares branches that cannot match). */
 static void s_emit_apply(s_gen_t *g, const js_node_t *node) {
@@ -240,19 +248,13 @@ static void s_emit_apply(s_gen_t *g, const js_node_t *node) {
         s_emit_require(g, node->all_of.items[i], false);
     }
     if (node->any_of.count) {
-        s_emit(g, "    if (!(0");
-        for (size_t i = 0; i < node->any_of.count; i++) {
-            s_emit(g, " || ");
-            s_emit_check(g, node->any_of.items[i], "v");
-        }
+        s_emit(g, "    if (!(");
+        s_emit_joined(g, &node->any_of, " || ");
         s_emit(g, ")) return 0;\n");
     }
     if (node->one_of.count) {
-        s_emit(g, "    if (0");
-        for (size_t i = 0; i < node->one_of.count; i++) {
-            s_emit(g, " + ");
-            s_emit_check(g, node->one_of.items[i], "v");
-        }
+        s_emit(g, "    if (");
+        s_emit_joined(g, &node->one_of, " + "); /* each check is 0 or 1 */
         s_emit(g, " != 1) return 0;\n");
     }
     if (node->not_schema) {
