@@ -375,15 +375,14 @@ static bool s_written(const js_node_t *node) {
         case JS_SHAPE_ITEMS:
         case JS_SHAPE_TUPLE:
         case JS_SHAPE_DISC:
+        case JS_SHAPE_ENUM:
+        case JS_SHAPE_APPLY:
             return true;
         case JS_SHAPE_RANGE:
             return node->range_f64 && !(node->has & JS_HAS_MULTIPLE);
         case JS_SHAPE_OBJECT:
-        case JS_SHAPE_OBJECT_APPLY:
-            return node->npatprops == 0 && node->nnames <= 64;
-        case JS_SHAPE_ENUM:
-        case JS_SHAPE_APPLY:
-            return true;
+        case JS_SHAPE_OBJECT_APPLY: /* one pass: at most 64 names */
+            return node->npatprops == 0;
         default:
             return false;
     }
