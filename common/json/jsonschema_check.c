@@ -280,65 +280,72 @@ static bool s_items_only(const js_node_t *node) {
            !(node->has & ~(uint32_t)(JS_HAS_TYPE | JS_HAS_MINITEMS | JS_HAS_MAXITEMS));
 }
 
+/* The check each shape names. */
+static js_check_fn *const s_checks[] = {
+    [JS_SHAPE_VISIT] = c_visit,   [JS_SHAPE_TYPE] = c_type,
+    [JS_SHAPE_FALSE] = c_false,   [JS_SHAPE_CONST] = c_const,
+    [JS_SHAPE_RANGE] = c_range,   [JS_SHAPE_LENGTH] = c_length,
+    [JS_SHAPE_OBJECT] = c_object, [JS_SHAPE_ITEMS] = c_items,
+    [JS_SHAPE_TUPLE] = c_tuple,   [JS_SHAPE_DISC] = c_disc,
+    [JS_SHAPE_ENUM] = c_enum,     [JS_SHAPE_OBJECT_APPLY] = c_object_apply,
+    [JS_SHAPE_APPLY] = c_visit,   [JS_SHAPE_LEAF] = c_leaf,
+};
+
+/* The shape of node, whose fields the checks read are ready. */
+static uint8_t s_shape(const js_node_t *node) {
+    if (node->is_bool) {
+        return node->bool_value ? JS_SHAPE_TYPE : JS_SHAPE_FALSE;
+    }
+    switch (node->quick) {
+        case JS_QUICK_TYPE:
+            return JS_SHAPE_TYPE;
+        case JS_QUICK_CONST:
+            return JS_SHAPE_CONST;
+        case JS_QUICK_RANGE:
+            return JS_SHAPE_RANGE;
+        case JS_QUICK_LENGTH:
+            return JS_SHAPE_LENGTH;
+        default:
+            break;
+    }
+    if (node->only_object) {
+        return JS_SHAPE_OBJECT;
+    }
+    if (node->one_pass && node->groups == (JS_G_OBJECT | JS_G_APPLY)) {
+        return JS_SHAPE_OBJECT_APPLY;
+    }
+    if (s_items_only(node)) {
+        return node->items_is_array ? JS_SHAPE_TUPLE : JS_SHAPE_ITEMS;
+    }
+    if (s_disc_only(node)) {
+        return JS_SHAPE_DISC;
+    }
+    if (node->groups == JS_G_GENERIC && !(node->has & ~(JS_HAS_TYPE | JS_HAS_ENUM))) {
+        return JS_SHAPE_ENUM;
+    }
+    if (!(node->groups & ~(JS_G_GENERIC | JS_G_NUMBER | JS_G_STRING))) {
+        return JS_SHAPE_LEAF;
+    }
+    return node->groups == JS_G_APPLY ? JS_SHAPE_APPLY : JS_SHAPE_VISIT;
+}
+
 void js_check_plan(js_node_t *node) {
     node->pass = s_pass(node);
     if (node->groups & JS_G_NUMBER) {
         s_plan_range(node);
     }
-    if (node->is_bool) {
-        node->check = node->bool_value ? c_type : c_false;
-        node->shape = node->bool_value ? JS_SHAPE_TYPE : JS_SHAPE_FALSE;
-        return;
+    if (!node->is_bool && node->quick == JS_QUICK_NONE) {
+        /* What the checks read, ready: counts with no bound are 0 and SIZE_MAX. */
+        node->min_items = node->has & JS_HAS_MINITEMS ? node->min_items : 0;
+        node->max_items = node->has & JS_HAS_MAXITEMS ? node->max_items : SIZE_MAX;
+        node->min_properties = node->has & JS_HAS_MINPROPS ? node->min_properties : 0;
+        node->max_properties = node->has & JS_HAS_MAXPROPS ? node->max_properties : SIZE_MAX;
+        if (node->one_pass) {
+            node->per_member = node->npatprops || node->property_names;
+            node->others = node->per_member ? NULL : node->additional_properties;
+            node->required_word = node->nrequired ? node->required_mask[0] : 0;
+        }
     }
-    switch (node->quick) {
-        case JS_QUICK_TYPE:
-            node->check = c_type;
-            node->shape = JS_SHAPE_TYPE;
-            return;
-        case JS_QUICK_CONST:
-            node->check = c_const;
-            node->shape = JS_SHAPE_CONST;
-            return;
-        case JS_QUICK_RANGE:
-            node->check = c_range;
-            node->shape = JS_SHAPE_RANGE;
-            return;
-        case JS_QUICK_LENGTH:
-            node->check = c_length;
-            node->shape = JS_SHAPE_LENGTH;
-            return;
-        default:
-            break;
-    }
-    /* What the checks read, ready: counts with no bound are 0 and SIZE_MAX. */
-    node->min_items = node->has & JS_HAS_MINITEMS ? node->min_items : 0;
-    node->max_items = node->has & JS_HAS_MAXITEMS ? node->max_items : SIZE_MAX;
-    node->min_properties = node->has & JS_HAS_MINPROPS ? node->min_properties : 0;
-    node->max_properties = node->has & JS_HAS_MAXPROPS ? node->max_properties : SIZE_MAX;
-    if (node->one_pass) {
-        node->per_member = node->npatprops || node->property_names;
-        node->others = node->per_member ? NULL : node->additional_properties;
-        node->required_word = node->nrequired ? node->required_mask[0] : 0;
-    }
-    if (node->only_object) {
-        node->check = c_object;
-        node->shape = JS_SHAPE_OBJECT;
-    } else if (node->one_pass && node->groups == (JS_G_OBJECT | JS_G_APPLY)) {
-        node->check = c_object_apply;
-        node->shape = JS_SHAPE_OBJECT_APPLY;
-    } else if (s_items_only(node)) {
-        node->check = node->items_is_array ? c_tuple : c_items;
-        node->shape = node->items_is_array ? JS_SHAPE_TUPLE : JS_SHAPE_ITEMS;
-    } else if (s_disc_only(node)) {
-        node->check = c_disc;
-        node->shape = JS_SHAPE_DISC;
-    } else if (node->groups == JS_G_GENERIC && !(node->has & ~(JS_HAS_TYPE | JS_HAS_ENUM))) {
-        node->check = c_enum;
-        node->shape = JS_SHAPE_ENUM;
-    } else if (!(node->groups & ~(JS_G_GENERIC | JS_G_NUMBER | JS_G_STRING))) {
-        node->check = c_leaf;
-    } else {
-        node->check = c_visit;
-        node->shape = node->groups == JS_G_APPLY ? JS_SHAPE_APPLY : JS_SHAPE_OTHER;
-    }
+    node->shape = s_shape(node);
+    node->check = s_checks[node->shape];
 }

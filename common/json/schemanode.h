@@ -82,10 +82,10 @@ enum {
     JS_QUICK_LENGTH,   /* type and minLength/maxLength */
 };
 
-/* The shape of the check js_check_plan chose for a node, for code that specialises the checks
- * by it (jsonschema_native.c): each names the check function of jsonschema_check.c. */
+/* The shape of a node, which names its check (jsonschema_check.c) and lets other code
+ * specialise that check (jsonschema_native.c). */
 enum {
-    JS_SHAPE_OTHER = 0,    /* any other check */
+    JS_SHAPE_VISIT = 0,    /* c_visit: the validator's visit */
     JS_SHAPE_TYPE,         /* c_type */
     JS_SHAPE_FALSE,        /* c_false */
     JS_SHAPE_CONST,        /* c_const */
@@ -98,6 +98,7 @@ enum {
     JS_SHAPE_ENUM,         /* c_enum */
     JS_SHAPE_OBJECT_APPLY, /* c_object_apply */
     JS_SHAPE_APPLY,        /* c_visit of a node with type and applicators at most */
+    JS_SHAPE_LEAF,         /* c_leaf */
 };
 
 /* A positive decimal m * 10^e with m free of trailing zeros (multipleOf), and the number as
@@ -206,7 +207,7 @@ struct js_node {
      * type alone; any other value is valid when check says so (js_check). */
     uint8_t pass;
     js_check_fn *check;
-    uint8_t shape; /* JS_SHAPE_*: which check that is */
+    uint8_t shape; /* JS_SHAPE_*: which check that is (check = its function) */
     char *path;    /* JSON pointer of this subschema in the schema document */
     bool is_bool;
     bool bool_value;
